@@ -1,0 +1,22 @@
+"""Why a topic's route was touched; suppression rules and the journal key on it."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ChangeCause(str, Enum):
+    BROKER_STARTUP = "broker_startup"
+    """A register carrying more than one topic from a broker not currently registered."""
+    REGISTER = "register"
+    """A register that adds or changes topics of a live broker (or a single-topic first register)."""
+    UNREGISTER = "unregister"
+    CHANNEL_CLOSE = "channel_close"
+    EXPIRY = "expiry"
+    DELETE_TOPIC = "delete_topic"
+    WIPE_WRITE_PERM = "wipe_write_perm"
+    ADD_WRITE_PERM = "add_write_perm"
+    REGISTER_TOPIC = "register_topic"
+    """REGISTER_TOPIC_IN_NAMESRV (217), the admin path that writes queue data directly."""
+    ORDER_CONF = "order_conf"
+    """The ORDER_TOPIC_CONFIG KV entry of a topic changed (its orderTopicConf moves)."""

@@ -1,0 +1,106 @@
+"""Request, response, language and permission codes, as upstream numbers them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class RequestCode(IntEnum):
+    SEND_MESSAGE = 10
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    PUT_KV_CONFIG = 100
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    WIPE_WRITE_PERM_OF_BROKER = 205
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_TOPIC_IN_NAMESRV = 216
+    REGISTER_TOPIC_IN_NAMESRV = 217
+    GET_KVLIST_BY_NAMESPACE = 219
+    GET_TOPICS_BY_CLUSTER = 224
+    GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    SEND_MESSAGE_V2 = 310
+    GET_UNIT_TOPIC_LIST = 311
+    GET_HAS_UNIT_SUB_TOPIC_LIST = 312
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
+    SEND_BATCH_MESSAGE = 320
+    QUERY_DATA_VERSION = 322
+    ADD_WRITE_PERM_OF_BROKER = 327
+    GET_BROKER_MEMBER_GROUP = 901
+    BROKER_HEARTBEAT = 904
+    # Route-push extension (route-push-contract.md); unused upstream.
+    SUBSCRIBE_TOPIC_ROUTE_CHANGED = 7001
+    UNSUBSCRIBE_TOPIC_ROUTE_CHANGED = 7002
+    NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 7003
+    GO_AWAY = 7004
+
+
+class ResponseCode(IntEnum):
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    INVALID_PARAMETER = 29
+    GO_AWAY = 1500
+
+
+class LanguageCode(IntEnum):
+    """Sender language; the JSON header carries the name, the binary header the number."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+
+
+class SerializeType(IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class Version(IntEnum):
+    """MQVersion ordinals that change behaviour on the wire."""
+
+    V4_9_4 = 401
+    V5_0_0 = 413
+    V5_3_1 = 475
+    V5_3_3 = 479
+
+
+CURRENT_VERSION = Version.V5_3_3
+
+FLAG_RESPONSE = 0x1
+FLAG_ONEWAY = 0x2
+
+
+class Perm(IntEnum):
+    """PermName bits."""
+
+    INHERIT = 1
+    WRITE = 2
+    READ = 4
+    PRIORITY = 8
+
+
+PERM_READ_WRITE = Perm.READ | Perm.WRITE
