@@ -1,0 +1,5 @@
+import sys
+
+from namesrv.cli import main
+
+sys.exit(main())

@@ -1,0 +1,70 @@
+"""``namesrv`` / ``python -m namesrv``: run a name server until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+
+from namesrv.config import ConfigError, NamesrvConfig, load, parse_listen
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="namesrv",
+        description="RocketMQ name server that pushes topic-route changes to subscribed clients.",
+    )
+    parser.add_argument(
+        "--listen", metavar="HOST:PORT", help="address to listen on (default 0.0.0.0:9876)"
+    )
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (see docs/config.md)")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    return parser
+
+
+def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
+    config = load(args.config)
+    if args.listen:
+        parse_listen(args.listen)
+        config = dataclasses.replace(
+            config, server=dataclasses.replace(config.server, listen=args.listen)
+        )
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = resolve_config(args)
+    except ConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
+
+    from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
+
+    from namesrv.server import NameServer
+
+    server = NameServer(config, reactor)
+    try:
+        server.listen()
+    except CannotListenError as exc:
+        print(f"namesrv: cannot listen on {config.server.listen}: {exc.socketError}", file=sys.stderr)
+        return 1
+    # reactor.run() turns SIGTERM/SIGINT into a shutdown; the GoAway grace runs before it ends.
+    reactor.addSystemEventTrigger("before", "shutdown", server.stop)  # type: ignore[attr-defined]
+    reactor.run()  # type: ignore[attr-defined]
+    logging.getLogger("namesrv").info("name server stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Name-server configuration: embedded defaults, overridden by an optional TOML file.
+
+Every value here is documented in ``docs/config.md``; a file may set any subset. Unknown keys
+and values of the wrong type are refused at start-up with a message naming the key, so a typo
+never silently leaves a default in force.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+MIB = 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """The configuration file or a value in it is not acceptable."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    listen: str = "0.0.0.0:9876"
+    max_frame_size: int = 16 * MIB
+    """Frames announcing more than this are refused and their connection closed."""
+    output_buffer_bytes: int = 4 * MIB
+    """Unsent bytes on one connection past which the server stops reading its requests and
+    skips its notifications until it drains: what bounds memory against a client that never
+    reads."""
+    shutdown_grace_ms: int = 5_000
+    """After GoAway, how long existing connections are still served before the server closes."""
+    go_away_alternatives: list[str] = field(default_factory=list)
+    """Other name servers named in GoAway, so clients know where to move."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryConfig:
+    broker_expiry_ms: int = 120_000
+    scan_interval_ms: int = 5_000
+    order_message_enable: bool = False
+    enable_all_topic_list: bool = True
+    kv_config_path: str = ""
+    """Where KV config is persisted; empty keeps it in memory only."""
+
+
+@dataclass(frozen=True, slots=True)
+class SuppressionConfig:
+    """Which causes of a route change stay silent (upstream issue #3870, table in 3.1.1.2)."""
+
+    broker_startup: bool = True
+    unregister: bool = True
+    channel_close: bool = True
+    expiry: bool = True
+    delete_topic: bool = False
+    register: bool = False
+    write_perm: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PushConfig:
+    enabled: bool = True
+    tick_interval_ms: int = 1_000
+    max_topics_per_connection: int = 10_000
+    max_total_subscriptions: int = 1_000_000
+    max_topics_per_request: int = 10_000
+    recovery_notifications_per_second: int = 2_000
+    """After degradation ends, at most this many connection notifications go out per second."""
+    suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class PressureConfig:
+    enabled: bool = True
+    sample_interval_ms: int = 1_000
+    cpu_high_percent: float = 90.0
+    cpu_low_percent: float = 75.0
+    memory_high_percent: float = 90.0
+    memory_low_percent: float = 85.0
+
+
+@dataclass(frozen=True, slots=True)
+class JournalConfig:
+    directory: str = ""
+    """Empty turns the journal off."""
+    max_file_bytes: int = 64 * MIB
+    max_files: int = 0
+    """Rotated files kept; 0 keeps every file (the pipeline reads them; prune them yourself)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    registry: RegistryConfig = field(default_factory=RegistryConfig)
+    push: PushConfig = field(default_factory=PushConfig)
+    pressure: PressureConfig = field(default_factory=PressureConfig)
+    journal: JournalConfig = field(default_factory=JournalConfig)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
+    """Overlay a TOML table on a dataclass's defaults, refusing unknown keys and wrong types."""
+    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise ConfigError(f"unknown config key {where}{key}")
+        default = getattr(cls(), key)
+        if is_dataclass(default):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key {where}{key} must be a table")
+            values[key] = _build(type(default), value, f"{where}{key}.")
+            continue
+        expected = type(default)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not expected:
+            raise ConfigError(
+                f"config key {where}{key} must be {expected.__name__}, got {value!r}"
+            )
+        values[key] = value
+    return replace(cls(), **values)  # type: ignore[type-var]
+
+
+def _validate(cfg: NamesrvConfig) -> None:
+    positive = {
+        "server.max_frame_size": cfg.server.max_frame_size,
+        "server.output_buffer_bytes": cfg.server.output_buffer_bytes,
+        "registry.broker_expiry_ms": cfg.registry.broker_expiry_ms,
+        "registry.scan_interval_ms": cfg.registry.scan_interval_ms,
+        "push.max_topics_per_connection": cfg.push.max_topics_per_connection,
+        "push.max_total_subscriptions": cfg.push.max_total_subscriptions,
+        "push.max_topics_per_request": cfg.push.max_topics_per_request,
+        "push.recovery_notifications_per_second": cfg.push.recovery_notifications_per_second,
+        "pressure.sample_interval_ms": cfg.pressure.sample_interval_ms,
+        "journal.max_file_bytes": cfg.journal.max_file_bytes,
+    }
+    for name, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"config key {name} must be positive, got {value}")
+    if cfg.journal.max_files < 0:
+        raise ConfigError("config key journal.max_files must not be negative")
+    if cfg.server.shutdown_grace_ms < 0:
+        raise ConfigError("config key server.shutdown_grace_ms must not be negative")
+    if cfg.push.tick_interval_ms < 10:
+        raise ConfigError(
+            f"config key push.tick_interval_ms must be at least 10, got {cfg.push.tick_interval_ms}"
+        )
+    p = cfg.pressure
+    for kind, low, high in (
+        ("cpu", p.cpu_low_percent, p.cpu_high_percent),
+        ("memory", p.memory_low_percent, p.memory_high_percent),
+    ):
+        if not 0 < low <= high:
+            raise ConfigError(
+                f"pressure.{kind}_low_percent ({low}) must be > 0 and <= "
+                f"pressure.{kind}_high_percent ({high})"
+            )
+    parse_listen(cfg.server.listen)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 hosts in brackets) to a (host, port) pair."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ConfigError(f"listen address must be HOST:PORT, got {text!r}")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"listen port out of range: {port}")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, port
+
+
+def from_mapping(raw: dict[str, Any]) -> NamesrvConfig:
+    return _build(NamesrvConfig, raw, "")
+
+
+def load(path: str | Path | None) -> NamesrvConfig:
+    """The embedded defaults, overlaid with the TOML file at ``path`` when one is given."""
+    if path is None:
+        return NamesrvConfig()
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    return from_mapping(raw)

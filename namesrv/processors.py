@@ -1,0 +1,360 @@
+"""Request processors: one decoded command in, one response command (or nothing) out.
+
+The dispatch table maps each request code to a method. Processors hold no sockets and no
+timers: they validate the header and body once, call the pure registries, and encode the
+answer. A :class:`ProtocolError` raised anywhere below becomes a response carrying its code and
+remark, so every refusal tells the peer what was wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from namesrv.change_detector import ChangeDetector
+from namesrv.config import NamesrvConfig
+from namesrv.kv_config import KVConfig
+from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
+from namesrv.route_registry import RouteRegistry
+from namesrv.subscriptions import SubscriptionRegistry
+from protocol import bodies, headers
+from protocol import routepush_pb2 as pb
+from protocol.codes import RequestCode, ResponseCode, Version
+from protocol.errors import BodyError, ProtocolError
+from protocol.frame import RemotingCommand
+from protocol.push_codec import encode_subscribe_ack, parse
+from protocol.route_model import DataVersion
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Connection", RemotingCommand], RemotingCommand]
+
+
+class Connection(Protocol):
+    """What a processor may know of the peer: an id for the registries and its address."""
+
+    conn_id: int
+    peer: str
+
+
+@dataclass(slots=True)
+class Services:
+    """The pure cores the processors call, built and owned by the server."""
+
+    config: NamesrvConfig
+    registry: RouteRegistry
+    kv: KVConfig
+    routes: RouteBodies
+    subscriptions: SubscriptionRegistry
+    detector: ChangeDetector
+    on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
+
+
+def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
+    return request.make_response(ResponseCode.SUCCESS, None, ext, body)
+
+
+class RequestProcessor:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+        self.handled: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
+        c = RequestCode
+        self._table: dict[int, Handler] = {
+            c.PUT_KV_CONFIG: self.put_kv_config,
+            c.GET_KV_CONFIG: self.get_kv_config,
+            c.DELETE_KV_CONFIG: self.delete_kv_config,
+            c.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            c.REGISTER_BROKER: self.register_broker,
+            c.UNREGISTER_BROKER: self.unregister_broker,
+            c.BROKER_HEARTBEAT: self.broker_heartbeat,
+            c.QUERY_DATA_VERSION: self.query_data_version,
+            c.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            c.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            c.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            c.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            c.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            c.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            c.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
+            c.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            c.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._topic_list(lambda: self.s.registry.system_topics()),
+            c.GET_UNIT_TOPIC_LIST: self._topic_list(lambda: self.s.registry.unit_topics()),
+            c.GET_HAS_UNIT_SUB_TOPIC_LIST: self._topic_list(
+                lambda: self.s.registry.has_unit_sub_topics()
+            ),
+            c.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self._topic_list(
+                lambda: self.s.registry.has_unit_sub_ununit_topics()
+            ),
+            c.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+            c.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            c.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
+            c.SUBSCRIBE_TOPIC_ROUTE_CHANGED: self.subscribe,
+            c.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED: self.unsubscribe,
+        }
+
+    def process(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        """The response to send, or None for a oneway request."""
+        handler = self._table.get(request.code)
+        name = _code_name(request.code)
+        if handler is None:
+            self.refused["unsupported"] += 1
+            response = request.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f"request code {request.code} is not supported by this name server",
+            )
+        else:
+            try:
+                response = handler(conn, request)
+                self.handled[name] += 1
+            except ProtocolError as exc:
+                self.refused[name] += 1
+                log.info("refused %s from %s: %s", name, conn.peer, exc.remark)
+                response = request.make_response(exc.code, exc.remark)
+            except Exception as exc:  # a bug must cost one request, not the connection
+                self.refused[name] += 1
+                log.exception("error processing %s from %s", name, conn.peer)
+                response = request.make_response(
+                    ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
+                )
+        return None if request.is_oneway else response
+
+    # -- KV config -------------------------------------------------------------------------
+
+    def put_kv_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.PutKVConfigRequestHeader.from_wire(req.ext_fields)
+        self._kv_call(lambda: self.s.kv.put(h.namespace, h.key, h.value))
+        return _ok(req)
+
+    def get_kv_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.GetKVConfigRequestHeader.from_wire(req.ext_fields)
+        value = self.s.kv.get(h.namespace, h.key)
+        if value is None:
+            return req.make_response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {h.namespace} Key: {h.key}",
+            )
+        return _ok(req, headers.GetKVConfigResponseHeader(value=value).to_wire())
+
+    def delete_kv_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.DeleteKVConfigRequestHeader.from_wire(req.ext_fields)
+        self._kv_call(lambda: self.s.kv.delete(h.namespace, h.key))
+        return _ok(req)
+
+    def get_kv_list_by_namespace(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.GetKVListByNamespaceRequestHeader.from_wire(req.ext_fields)
+        table = self.s.kv.list_namespace(h.namespace)
+        if table is None:
+            return req.make_response(
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}"
+            )
+        return _ok(req, body=bodies.encode_kv_table(table))
+
+    @staticmethod
+    def _kv_call(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except ValueError as exc:
+            raise ProtocolError(str(exc), ResponseCode.INVALID_PARAMETER) from exc
+
+    # -- brokers -------------------------------------------------------------------------------
+
+    def register_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
+        if h.body_crc32 != 0 and bodies.crc32(req.body) != h.body_crc32:
+            raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
+        if req.body:
+            body = bodies.RegisterBrokerBody.from_wire(req.body, h.compressed, req.version)
+            wrapper = body.topic_config_serialize_wrapper
+            topic_configs, data_version = wrapper.topic_config_table, wrapper.data_version
+            filter_servers: list[str] = list(body.filter_server_list)
+            mapping = wrapper.topic_queue_mapping_info_map
+        else:
+            topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
+        result = self.s.registry.register_broker(
+            cluster_name=h.cluster_name,
+            broker_addr=h.broker_addr,
+            broker_name=h.broker_name,
+            broker_id=h.broker_id,
+            ha_server_addr=h.ha_server_addr,
+            topic_configs=topic_configs,
+            data_version=data_version,
+            filter_server_list=filter_servers,
+            heartbeat_timeout_ms=h.heartbeat_timeout_millis,
+            enable_acting_master=h.enable_acting_master,
+            channel=conn.conn_id,
+            topic_queue_mapping_info=mapping,
+        )
+        ext = headers.RegisterBrokerResponseHeader(
+            ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
+        ).to_wire()
+        order_conf = self.s.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
+        body = bodies.encode_kv_table(order_conf) if order_conf else b""
+        return _ok(req, ext, body)
+
+    def unregister_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.UnregisterBrokerRequestHeader.from_wire(req.ext_fields)
+        self.s.registry.unregister_broker(
+            cluster_name=h.cluster_name,
+            broker_addr=h.broker_addr,
+            broker_name=h.broker_name,
+            broker_id=h.broker_id,
+        )
+        return _ok(req)
+
+    def broker_heartbeat(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.BrokerHeartbeatRequestHeader.from_wire(req.ext_fields)
+        self.s.registry.broker_heartbeat(cluster_name=h.cluster_name, broker_addr=h.broker_addr)
+        return _ok(req)
+
+    def query_data_version(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.QueryDataVersionRequestHeader.from_wire(req.ext_fields)
+        version = bodies.decode_data_version(req.body)
+        changed = self.s.registry.query_data_version_changed(
+            cluster_name=h.cluster_name, broker_addr=h.broker_addr, data_version=version
+        )
+        return _ok(req, headers.QueryDataVersionResponseHeader(changed=changed).to_wire())
+
+    def get_broker_member_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.GetBrokerMemberGroupRequestHeader.from_wire(req.ext_fields)
+        addrs = self.s.registry.broker_member_group(h.cluster_name, h.broker_name)
+        return _ok(req, body=bodies.encode_broker_member_group(h.cluster_name, h.broker_name, addrs))
+
+    # -- routes ----------------------------------------------------------------------------
+
+    def get_route_info_by_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.GetRouteInfoRequestHeader.from_wire(req.ext_fields)
+        version, _exists = self.s.detector.version(h.topic)
+        standard = h.accept_standard_json_only or req.version >= Version.V4_9_4
+        body = self.s.routes.body(h.topic, standard_json=standard)
+        ext = {"routeVersion": str(version)}
+        if body is None:
+            return req.make_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {h.topic}",
+                ext,
+            )
+        return _ok(req, ext, body)
+
+    def get_broker_cluster_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return _ok(req, body=bodies.encode_cluster_info(self.s.registry.cluster_info()))
+
+    def wipe_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.WipeWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
+        count = self.s.registry.wipe_write_perm(h.broker_name)
+        log.info("wiped write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count)
+        return _ok(req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire())
+
+    def add_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.AddWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
+        count = self.s.registry.add_write_perm(h.broker_name)
+        log.info("added write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count)
+        return _ok(req, headers.AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_wire())
+
+    def get_all_topic_list(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        if not self.s.config.registry.enable_all_topic_list:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, "disable")
+        return _ok(req, body=bodies.encode_topic_list(self.s.registry.all_topics()))
+
+    def delete_topic_in_namesrv(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.DeleteTopicFromNamesrvRequestHeader.from_wire(req.ext_fields)
+        self.s.registry.delete_topic(h.topic, h.cluster_name)
+        return _ok(req)
+
+    def register_topic_in_namesrv(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.RegisterTopicRequestHeader.from_wire(req.ext_fields)
+        route = bodies.decode_route(req.body)
+        if not route.queue_datas:
+            raise BodyError(f"REGISTER_TOPIC_IN_NAMESRV for {h.topic} carries no queueDatas")
+        self.s.registry.register_topic(h.topic, route.queue_datas)
+        return _ok(req)
+
+    def get_topics_by_cluster(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = headers.GetTopicsByClusterRequestHeader.from_wire(req.ext_fields)
+        return _ok(req, body=bodies.encode_topic_list(self.s.registry.topics_by_cluster(h.cluster)))
+
+    def _topic_list(self, source: Callable[[], list[str]]) -> Handler:
+        def handler(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+            return _ok(req, body=bodies.encode_topic_list(source()))
+
+        return handler
+
+    # -- name-server config ----------------------------------------------------------------
+
+    def get_namesrv_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return _ok(req, body=_config_properties(self.s.config).encode())
+
+    def update_namesrv_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(
+            ResponseCode.NO_PERMISSION,
+            "this name server takes config from its TOML file at start-up; "
+            "edit the file and restart instead of UPDATE_NAMESRV_CONFIG",
+        )
+
+    # -- route push extension ----------------------------------------------------------------
+
+    def subscribe(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        if not self.s.config.push.enabled:
+            return req.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "route push is disabled on this name server"
+            )
+        msg = parse(pb.SubscribeTopicRoute, req.body)
+        topics = list(dict.fromkeys(msg.topics))
+        if not topics:
+            raise BodyError("SubscribeTopicRoute names no topic")
+        if len(topics) > self.s.config.push.max_topics_per_request:
+            raise BodyError(
+                f"SubscribeTopicRoute names {len(topics)} topics, over the per-request bound "
+                f"push.max_topics_per_request={self.s.config.push.max_topics_per_request}"
+            )
+        added = self.s.subscriptions.subscribe(conn, topics)
+        acks = []
+        for topic in topics:
+            version, exists = self.s.detector.version(topic)
+            acks.append((topic, version, exists))
+        if added and self.s.on_subscription_change is not None:
+            self.s.on_subscription_change("subscribe", conn, added)
+        return _ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))
+
+    def unsubscribe(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        if not self.s.config.push.enabled:
+            return req.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "route push is disabled on this name server"
+            )
+        msg = parse(pb.UnsubscribeTopicRoute, req.body)
+        topics = list(dict.fromkeys(msg.topics))
+        if not topics:
+            raise BodyError("UnsubscribeTopicRoute names no topic")
+        removed = self.s.subscriptions.unsubscribe(conn, topics)
+        self.s.detector.discard_debt(conn, removed)
+        if removed and self.s.on_subscription_change is not None:
+            self.s.on_subscription_change("unsubscribe", conn, removed)
+        return _ok(req)
+
+
+def _code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def _config_properties(config: NamesrvConfig) -> str:
+    """The config as upstream's properties text (``key=value`` lines), sections dotted."""
+    import dataclasses
+
+    lines: list[str] = []
+
+    def walk(prefix: str, obj: Any) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(f"{prefix}{f.name}.", value)
+            else:
+                text = ",".join(value) if isinstance(value, list) else str(value)
+                lines.append(f"{prefix}{f.name}={text}")
+
+    walk("", config)
+    return "\n".join(lines) + "\n"

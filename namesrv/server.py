@@ -1,0 +1,388 @@
+"""The Twisted glue: sockets, timers and shutdown around the pure cores.
+
+Everything that decides anything lives elsewhere (registries, change detector, pressure
+monitor, processors); this module moves bytes, fires timers and owns connection lifetimes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer, task
+from twisted.internet.interfaces import IListeningPort, IPushProducer
+from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from namesrv.change_cause import ChangeCause
+from namesrv.change_detector import ChangeDetector, Notification
+from namesrv.config import NamesrvConfig, parse_listen
+from namesrv.journal import EventJournal, NullJournal
+from namesrv.kv_config import KVConfig
+from namesrv.notification_frames import NotificationFrames
+from namesrv.pressure import PressureMonitor, PsutilSampler, Sample
+from namesrv.processors import RequestProcessor, Services
+from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
+from namesrv.route_registry import RouteRegistry
+from namesrv.subscriptions import SubscriptionRegistry
+from protocol.codes import RequestCode, SerializeType
+from protocol.errors import FrameError
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.push_codec import encode_go_away
+
+log = logging.getLogger(__name__)
+
+
+@implementer(IPushProducer)
+class NamesrvConnection(Protocol):
+    """One client or broker connection.
+
+    It registers itself as the producer of its own transport: when unsent output passes
+    ``server.output_buffer_bytes`` the transport pauses it, and the connection stops reading
+    requests and is skipped by notification ticks until the output drains. That is what
+    keeps memory bounded against a peer that writes but never reads.
+    """
+
+    def __init__(self, server: NameServer, conn_id: int) -> None:
+        self.server = server
+        self.conn_id = conn_id
+        self.peer = "?"
+        self.decoder = FrameDecoder(server.config.server.max_frame_size)
+        self.output_blocked = False
+        self.serialize_type = SerializeType.JSON
+        self.closed = False
+
+    def connectionMade(self) -> None:
+        peer = self.transport.getPeer()  # type: ignore[union-attr]
+        self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        transport: Any = self.transport
+        if hasattr(transport, "bufferSize"):
+            transport.bufferSize = self.server.config.server.output_buffer_bytes
+        transport.registerProducer(self, True)
+        self.server._connection_made(self)
+
+    def dataReceived(self, data: bytes) -> None:
+        try:
+            commands = self.decoder.feed(data)
+        except FrameError as exc:
+            self.server.counters["frames_refused"] += 1
+            log.warning("closing connection %s from %s: %s", self.conn_id, self.peer, exc.remark)
+            self.transport.abortConnection()  # type: ignore[union-attr]
+            return
+        for command in commands:
+            if self.closed:
+                return
+            self.server._handle(self, command)
+
+    def send(self, data: bytes) -> None:
+        if not self.closed:
+            self.transport.write(data)  # type: ignore[union-attr]
+
+    def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+        self.closed = True
+        self.server._connection_lost(self)
+
+    # IPushProducer, driven by our own transport's write buffer.
+    def pauseProducing(self) -> None:
+        self.output_blocked = True
+        self.transport.pauseProducing()  # type: ignore[union-attr]
+
+    def resumeProducing(self) -> None:
+        self.output_blocked = False
+        self.transport.resumeProducing()  # type: ignore[union-attr]
+
+    def stopProducing(self) -> None:
+        self.output_blocked = True
+
+
+class _Factory(Factory):
+    def __init__(self, server: NameServer) -> None:
+        self.server = server
+        self._ids = itertools.count(1)
+
+    def buildProtocol(self, addr: Any) -> NamesrvConnection:
+        return NamesrvConnection(self.server, next(self._ids))
+
+
+class NameServer:
+    """A name server instance: build it, ``listen()``, and ``stop()`` it (GoAway, then close)."""
+
+    def __init__(
+        self,
+        config: NamesrvConfig | None = None,
+        reactor: Any = None,
+        *,
+        clock: Any = None,
+        sampler: Callable[[], Sample] | None = None,
+        epoch: str | None = None,
+    ) -> None:
+        """``reactor`` carries the sockets; ``clock`` (default: the reactor) drives every timer
+        and timestamp, so tests can run real loopback traffic under a ``task.Clock``."""
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
+        self.config = config or NamesrvConfig()
+        self.reactor = reactor
+        self.clock = clock if clock is not None else reactor
+        self.counters: Counter[str] = Counter()
+        self.connections: dict[int, NamesrvConnection] = {}
+        self.epoch = epoch or secrets.token_hex(8)
+        cfg = self.config
+        self.journal: EventJournal | NullJournal
+        if cfg.journal.directory:
+            self.journal = EventJournal(
+                cfg.journal.directory,
+                max_file_bytes=cfg.journal.max_file_bytes,
+                max_files=cfg.journal.max_files,
+                clock_ms=self._now_ms,
+            )
+        else:
+            self.journal = NullJournal()
+        self.registry = RouteRegistry(
+            self.clock, broker_expiry_ms=cfg.registry.broker_expiry_ms, listener=self._routes_touched
+        )
+        self.kv = KVConfig(on_change=self._kv_changed)
+        if cfg.registry.kv_config_path:
+            self.kv.load(cfg.registry.kv_config_path)
+        self.routes = RouteBodies(
+            self.registry, self.kv, order_message_enable=cfg.registry.order_message_enable
+        )
+        self.subscriptions = SubscriptionRegistry(
+            cfg.push.max_topics_per_connection, cfg.push.max_total_subscriptions
+        )
+        self.detector = ChangeDetector(
+            self.routes.fingerprint, self.subscriptions, cfg.push.suppress, self.epoch
+        )
+        self.detector.on_event = lambda event, fields: self.journal.record(event, **fields)
+        self.pressure = PressureMonitor(
+            sampler or PsutilSampler(), cfg.pressure, on_transition=self._pressure_transition
+        )
+        self.processor = RequestProcessor(
+            Services(
+                config=cfg,
+                registry=self.registry,
+                kv=self.kv,
+                routes=self.routes,
+                subscriptions=self.subscriptions,
+                detector=self.detector,
+                on_subscription_change=self._subscription_changed,
+            )
+        )
+        self.frames = NotificationFrames(self.epoch)
+        self._recovering = False
+        self._port: IListeningPort | None = None
+        self._loops: list[task.LoopingCall] = []
+        self._stopping: defer.Deferred[None] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def listen(self) -> IListeningPort:
+        host, port = parse_listen(self.config.server.listen)
+        self._port = self.reactor.listenTCP(port, _Factory(self), interface=host)
+        self._start_timers()
+        bound = self._port.getHost()  # type: ignore[union-attr]
+        log.info(
+            "name server listening on %s:%s (epoch %s, push %s)",
+            bound.host,
+            bound.port,
+            self.epoch,
+            "on" if self.config.push.enabled else "off",
+        )
+        return self._port
+
+    def _start_timers(self) -> None:
+        cfg = self.config
+        self._every(cfg.registry.scan_interval_ms, self._scan)
+        if cfg.push.enabled:
+            self._every(cfg.push.tick_interval_ms, self.tick)
+        if cfg.pressure.enabled:
+            self._every(cfg.pressure.sample_interval_ms, self.pressure.sample_now)
+
+    def _every(self, interval_ms: int, call: Callable[[], object]) -> None:
+        def guarded() -> None:
+            try:
+                call()
+            except Exception:  # a failing timer must not stop for good
+                self.counters["timer_errors"] += 1
+                log.exception("error in periodic %s", getattr(call, "__name__", call))
+
+        loop = task.LoopingCall(guarded)
+        loop.clock = self.clock
+        loop.start(interval_ms / 1000.0, now=False)
+        self._loops.append(loop)
+
+    def stop(self, grace_ms: int | None = None) -> defer.Deferred[None]:
+        """Send GoAway to everyone, stop accepting, serve on for the grace period, then close."""
+        if self._stopping is not None:
+            return self._stopping
+        grace = self.config.server.shutdown_grace_ms if grace_ms is None else grace_ms
+        frame = encode_command(
+            RemotingCommand.request(
+                RequestCode.GO_AWAY,
+                body=encode_go_away(
+                    grace, list(self.config.server.go_away_alternatives), "name server shutting down"
+                ),
+                oneway=True,
+            )
+        )
+        for conn in list(self.connections.values()):
+            conn.send(frame)
+        log.info("GoAway sent to %d connections; closing in %d ms", len(self.connections), grace)
+        stopped: defer.Deferred[None] = defer.Deferred()
+        self._stopping = stopped
+        listening = defer.maybeDeferred(self._port.stopListening) if self._port else defer.succeed(None)
+
+        def close_all() -> None:
+            for loop in self._loops:
+                if loop.running:
+                    loop.stop()
+            for conn in list(self.connections.values()):
+                conn.transport.loseConnection()  # type: ignore[union-attr]
+            self.journal.close()
+            listening.addBoth(lambda _: stopped.callback(None))
+
+        if grace == 0:
+            close_all()
+        else:
+            self.clock.callLater(grace / 1000.0, close_all)
+        return stopped
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connection_made(self, conn: NamesrvConnection) -> None:
+        self.connections[conn.conn_id] = conn
+        self.counters["connections_opened"] += 1
+
+    def _connection_lost(self, conn: NamesrvConnection) -> None:
+        if self.connections.pop(conn.conn_id, None) is None:
+            return
+        self.counters["connections_closed"] += 1
+        released = self.subscriptions.drop_connection(conn)
+        self.detector.forget_connection(conn)
+        self.registry.on_channel_close(conn.conn_id)
+        if released:
+            self.journal.record(
+                "connection_closed", conn=conn.conn_id, released_topics=len(released)
+            )
+
+    def _handle(self, conn: NamesrvConnection, command: RemotingCommand) -> None:
+        if command.is_response:
+            self.counters["responses_ignored"] += 1
+            return
+        if command.code == RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED:
+            conn.serialize_type = SerializeType(command.serialize_type)
+        response = self.processor.process(conn, command)
+        if response is not None:
+            conn.send(encode_command(response))
+
+    # -- route changes -----------------------------------------------------------------------
+
+    def _routes_touched(self, topics: Any, cause: ChangeCause) -> None:
+        self.routes.invalidate(topics)
+        self.detector.mark(topics, cause)
+
+    def _kv_changed(self, namespace: str, key: str) -> None:
+        if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
+            self._routes_touched((key,), ChangeCause.ORDER_CONF)
+
+    def _subscription_changed(self, event: str, conn: Any, topics: list[str]) -> None:
+        self.journal.record(event, conn=conn.conn_id, topics=topics)
+
+    def tick(self) -> None:
+        """One detection tick: settle changed routes and send at most one frame per connection."""
+        budget = None
+        if self._recovering:
+            per_tick = self.config.push.recovery_notifications_per_second
+            budget = max(1, per_tick * self.config.push.tick_interval_ms // 1000)
+        notes = self.detector.tick(
+            self._now_ms(),
+            can_send=self._can_send,
+            degraded=self.pressure.degraded,
+            max_notifications=budget,
+        )
+        if notes:
+            self._send_notifications(notes)
+        if self._recovering and self.detector.pending_connections == 0:
+            self._recovering = False
+            log.info("route push recovered: the backlog of missed changes is delivered")
+
+    def _can_send(self, conn: Any) -> bool:
+        if conn.output_blocked or conn.closed:
+            self.counters["slow_subscriber_skips"] += 1
+            self.journal.record(
+                "slow_subscriber_skipped",
+                conn=conn.conn_id,
+                pending_topics=self.detector.pending_topics_of(conn),
+            )
+            return False
+        return True
+
+    def _send_notifications(self, notes: list[Notification]) -> None:
+        total_bytes = 0
+        topics: set[str] = set()
+        for note in notes:
+            conn: NamesrvConnection = note.conn  # type: ignore[assignment]
+            frame = self.frames.frame(note, conn.serialize_type)
+            conn.send(frame)
+            total_bytes += len(frame)
+            topics.update(change[0] for change in note.changes)
+        self.counters["notifications_sent"] += len(notes)
+        self.counters["notification_bytes"] += total_bytes
+        topic_list = sorted(topics)
+        self.journal.record(
+            "notification_sent",
+            connections=len(notes),
+            topics=len(topic_list),
+            frames=len(notes),
+            bytes=total_bytes,
+            topic_list=topic_list[:100],
+        )
+
+    def _pressure_transition(self, degraded: bool, sample: Sample) -> None:
+        if degraded:
+            log.warning(
+                "route push degraded: cpu %.1f%%, memory %.1f%%; changes are held",
+                sample.cpu_percent,
+                sample.memory_percent,
+            )
+        else:
+            self._recovering = True
+            log.warning(
+                "route push resumed: cpu %.1f%%, memory %.1f%%; %d connections have missed changes",
+                sample.cpu_percent,
+                sample.memory_percent,
+                self.detector.pending_connections,
+            )
+        self.counters["degradation_transitions"] += 1
+        self.journal.record(
+            "degradation",
+            degraded=degraded,
+            cpu_percent=sample.cpu_percent,
+            memory_percent=sample.memory_percent,
+        )
+
+    def _scan(self) -> None:
+        expired = self.registry.scan_not_active_brokers()
+        if expired:
+            self.counters["brokers_expired"] += len(expired)
+            log.warning("brokers expired after missing heartbeats: %s", ", ".join(expired))
+
+    def _now_ms(self) -> int:
+        return int(self.clock.seconds() * 1000)
+
+    def stats(self) -> dict[str, int]:
+        """Counters for operators and tests: connections, refusals, push and detector figures."""
+        out = dict(self.counters)
+        out.update({f"handled.{k}": v for k, v in self.processor.handled.items()})
+        out.update({f"refused.{k}": v for k, v in self.processor.refused.items()})
+        out["brokers"] = self.registry.broker_count
+        out["topics"] = self.registry.topic_count
+        out["subscriptions"] = self.subscriptions.total
+        out["degraded"] = int(self.pressure.degraded)
+        return out

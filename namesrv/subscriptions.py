@@ -1,0 +1,139 @@
+"""Which connection wants route-change notifications for which topic.
+
+Pure bookkeeping, both directions indexed so a change finds its subscribers and a closing
+connection releases its topics without scanning anything else. Connections are opaque hashables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Iterable
+from collections.abc import Set as AbstractSet
+
+from protocol.codes import ResponseCode
+from protocol.errors import ProtocolError
+
+TOPIC_NAME_MAX_LENGTH = 127
+"""As upstream's ``TopicValidator.TOPIC_MAX_LENGTH``."""
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9_%|-]+")
+"""The characters upstream's ``TopicValidator`` accepts in a topic name."""
+
+_EMPTY: frozenset = frozenset()
+
+
+class SubscriptionError(ProtocolError):
+    """A subscribe request that cannot be honoured; nothing of it was applied."""
+
+    def __init__(self, remark: str, code: int = ResponseCode.INVALID_PARAMETER) -> None:
+        super().__init__(remark, code)
+
+
+def validate_topic_name(topic: str) -> None:
+    """Raise ``SubscriptionError`` unless ``topic`` is a name upstream would accept."""
+    if not topic:
+        raise SubscriptionError("topic name is empty")
+    if len(topic) > TOPIC_NAME_MAX_LENGTH:
+        raise SubscriptionError(
+            f"topic name {topic[:TOPIC_NAME_MAX_LENGTH]!r}... is {len(topic)} characters, "
+            f"longer than {TOPIC_NAME_MAX_LENGTH}"
+        )
+    if _TOPIC_NAME.fullmatch(topic) is None:
+        raise SubscriptionError(f"topic name {topic!r} has characters outside [A-Za-z0-9_%|-]")
+
+
+class SubscriptionRegistry:
+    """Topic <-> connection subscriptions, bounded per connection and in total."""
+
+    def __init__(self, max_topics_per_connection: int, max_total_subscriptions: int) -> None:
+        self._max_per_connection = max_topics_per_connection
+        self._max_total = max_total_subscriptions
+        self._by_topic: dict[str, set[Hashable]] = {}
+        self._by_connection: dict[Hashable, set[str]] = {}
+        self._total = 0
+
+    def subscribe(self, conn: Hashable, topics: Iterable[str]) -> list[str]:
+        """Add ``topics`` for ``conn``; returns the ones that were new, in request order.
+
+        Idempotent, and topics need not exist yet. Every name and both bounds are checked before
+        anything changes, so a refused request leaves the connection's subscriptions as they were.
+        """
+        requested = list(dict.fromkeys(topics))
+        if not requested:
+            raise SubscriptionError("subscribe names no topic")
+        for topic in requested:
+            validate_topic_name(topic)
+        held = self._by_connection.get(conn, _EMPTY)
+        added = [topic for topic in requested if topic not in held]
+        if len(held) + len(added) > self._max_per_connection:
+            raise SubscriptionError(
+                f"subscribing {len(added)} more topics would give this connection "
+                f"{len(held) + len(added)}, over max_topics_per_connection="
+                f"{self._max_per_connection}"
+            )
+        if self._total + len(added) > self._max_total:
+            raise SubscriptionError(
+                f"subscribing {len(added)} more topics would make {self._total + len(added)} "
+                f"subscriptions in total, over max_total_subscriptions={self._max_total}"
+            )
+        if not added:
+            return added
+        mine = self._by_connection.setdefault(conn, set())
+        for topic in added:
+            mine.add(topic)
+            self._by_topic.setdefault(topic, set()).add(conn)
+        self._total += len(added)
+        return added
+
+    def unsubscribe(self, conn: Hashable, topics: Iterable[str]) -> list[str]:
+        """Remove ``topics`` for ``conn``; returns the ones it actually held."""
+        mine = self._by_connection.get(conn)
+        if mine is None:
+            return []
+        removed = [topic for topic in dict.fromkeys(topics) if topic in mine]
+        for topic in removed:
+            mine.discard(topic)
+            self._release(conn, topic)
+        if not mine:
+            del self._by_connection[conn]
+        return removed
+
+    def drop_connection(self, conn: Hashable) -> list[str]:
+        """Forget every subscription of a closed connection; returns the topics it held."""
+        mine = self._by_connection.pop(conn, None)
+        if mine is None:
+            return []
+        for topic in mine:
+            self._release(conn, topic)
+        return list(mine)
+
+    def subscribers(self, topic: str) -> AbstractSet[Hashable]:
+        """The connections subscribed to ``topic``: a live view, copy it before mutating."""
+        return self._by_topic.get(topic, _EMPTY)
+
+    def topics_of(self, conn: Hashable) -> AbstractSet[str]:
+        """The topics ``conn`` is subscribed to: a live view, copy it before mutating."""
+        return self._by_connection.get(conn, _EMPTY)
+
+    def is_subscribed(self, conn: Hashable, topic: str) -> bool:
+        return topic in self._by_connection.get(conn, _EMPTY)
+
+    @property
+    def total(self) -> int:
+        """(connection, topic) pairs."""
+        return self._total
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._by_connection)
+
+    @property
+    def topic_count(self) -> int:
+        return len(self._by_topic)
+
+    def _release(self, conn: Hashable, topic: str) -> None:
+        conns = self._by_topic[topic]
+        conns.discard(conn)
+        if not conns:
+            del self._by_topic[topic]
+        self._total -= 1

@@ -1,0 +1,81 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UPDATED: _ClassVar[ChangeKind]
+    CREATED: _ClassVar[ChangeKind]
+    DELETED: _ClassVar[ChangeKind]
+UPDATED: ChangeKind
+CREATED: ChangeKind
+DELETED: ChangeKind
+
+class SubscribeTopicRoute(_message.Message):
+    __slots__ = ("topics", "client_id")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    client_id: str
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class SubscribeAck(_message.Message):
+    __slots__ = ("topics", "epoch")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicVersion]
+    epoch: str
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicVersion, _Mapping]]] = ..., epoch: _Optional[str] = ...) -> None: ...
+
+class TopicVersion(_message.Message):
+    __slots__ = ("topic", "version", "exists")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    EXISTS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    version: int
+    exists: bool
+    def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ..., exists: _Optional[bool] = ...) -> None: ...
+
+class UnsubscribeTopicRoute(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TopicRouteChanged(_message.Message):
+    __slots__ = ("changes", "sequence", "emitted_at_ms", "epoch")
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EMITTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[TopicChange]
+    sequence: int
+    emitted_at_ms: int
+    epoch: str
+    def __init__(self, changes: _Optional[_Iterable[_Union[TopicChange, _Mapping]]] = ..., sequence: _Optional[int] = ..., emitted_at_ms: _Optional[int] = ..., epoch: _Optional[str] = ...) -> None: ...
+
+class TopicChange(_message.Message):
+    __slots__ = ("topic", "version", "kind")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    version: int
+    kind: ChangeKind
+    def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ...) -> None: ...
+
+class GoAway(_message.Message):
+    __slots__ = ("grace_period_ms", "alternative_addrs", "reason")
+    GRACE_PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVE_ADDRS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    grace_period_ms: int
+    alternative_addrs: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, grace_period_ms: _Optional[int] = ..., alternative_addrs: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,61 @@
+"""Builds the requests a RocketMQ broker sends, for tests that stand in for one."""
+
+from __future__ import annotations
+
+from protocol import bodies
+from protocol.codes import RequestCode
+from protocol.frame import RemotingCommand
+from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from protocol.route_model import DataVersion, TopicConfig
+
+
+def topic_configs(*names: str, queues: int = 4, perm: int = 6) -> dict[str, TopicConfig]:
+    return {
+        n: TopicConfig(topic_name=n, read_queue_nums=queues, write_queue_nums=queues, perm=perm)
+        for n in names
+    }
+
+
+def register_request(
+    topics: dict[str, TopicConfig],
+    *,
+    cluster: str = "DefaultCluster",
+    broker_name: str = "broker-a",
+    broker_addr: str = "10.0.0.1:10911",
+    broker_id: int = 0,
+    data_version: DataVersion | None = None,
+    compressed: bool = False,
+    crc: int | None = None,
+) -> RemotingCommand:
+    wrapper = bodies.TopicConfigSerializeWrapper(
+        topic_config_table=topics,
+        data_version=data_version or DataVersion(state_version=0, timestamp=1, counter=1),
+        topic_queue_mapping_info_map={},
+    )
+    body = bodies.RegisterBrokerBody(
+        topic_config_serialize_wrapper=wrapper, filter_server_list=[]
+    ).to_wire(compressed)
+    header = RegisterBrokerRequestHeader(
+        broker_name=broker_name,
+        broker_addr=broker_addr,
+        cluster_name=cluster,
+        ha_server_addr=broker_addr.replace("10911", "10912"),
+        broker_id=broker_id,
+        heartbeat_timeout_millis=None,
+        compressed=compressed,
+        body_crc32=bodies.crc32(body) if crc is None else crc,
+    )
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)
+
+
+def unregister_request(
+    *,
+    cluster: str = "DefaultCluster",
+    broker_name: str = "broker-a",
+    broker_addr: str = "10.0.0.1:10911",
+    broker_id: int = 0,
+) -> RemotingCommand:
+    header = UnregisterBrokerRequestHeader(
+        broker_name=broker_name, broker_addr=broker_addr, cluster_name=cluster, broker_id=broker_id
+    )
+    return RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header.to_wire())
