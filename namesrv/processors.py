@@ -309,11 +309,9 @@ class RequestProcessor:
                 f"SubscribeTopicRoute names {len(topics)} topics, over the per-request bound "
                 f"push.max_topics_per_request={self.s.config.push.max_topics_per_request}"
             )
+        # Settle first: a change pending now is then covered by the ack's version, not re-sent.
+        acks = [(topic, *self.s.detector.version(topic)) for topic in topics]
         added = self.s.subscriptions.subscribe(conn, topics)
-        acks = []
-        for topic in topics:
-            version, exists = self.s.detector.version(topic)
-            acks.append((topic, version, exists))
         if added and self.s.on_subscription_change is not None:
             self.s.on_subscription_change("subscribe", conn, added)
         return _ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))

@@ -308,6 +308,7 @@ class NameServer:
         )
         if notes:
             self._send_notifications(notes)
+        self.journal.flush()
         if self._recovering and self.detector.pending_connections == 0:
             self._recovering = False
             log.info("route push recovered: the backlog of missed changes is delivered")

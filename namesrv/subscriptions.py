@@ -1,14 +1,15 @@
 """Which connection wants route-change notifications for which topic.
 
 Pure bookkeeping, both directions indexed so a change finds its subscribers and a closing
-connection releases its topics without scanning anything else. Connections are opaque hashables.
+connection releases its topics without scanning anything else. Connections are opaque hashable keys.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from typing import TypeAlias
 
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
@@ -18,6 +19,9 @@ TOPIC_NAME_MAX_LENGTH = 127
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9_%|-]+")
 """The characters upstream's ``TopicValidator`` accepts in a topic name."""
+
+Conn: TypeAlias = object
+"""A connection as the registries see it: any hashable object, opaque to them."""
 
 _EMPTY: frozenset = frozenset()
 
@@ -48,11 +52,11 @@ class SubscriptionRegistry:
     def __init__(self, max_topics_per_connection: int, max_total_subscriptions: int) -> None:
         self._max_per_connection = max_topics_per_connection
         self._max_total = max_total_subscriptions
-        self._by_topic: dict[str, set[Hashable]] = {}
-        self._by_connection: dict[Hashable, set[str]] = {}
+        self._by_topic: dict[str, set[Conn]] = {}
+        self._by_connection: dict[Conn, set[str]] = {}
         self._total = 0
 
-    def subscribe(self, conn: Hashable, topics: Iterable[str]) -> list[str]:
+    def subscribe(self, conn: Conn, topics: Iterable[str]) -> list[str]:
         """Add ``topics`` for ``conn``; returns the ones that were new, in request order.
 
         Idempotent, and topics need not exist yet. Every name and both bounds are checked before
@@ -85,7 +89,7 @@ class SubscriptionRegistry:
         self._total += len(added)
         return added
 
-    def unsubscribe(self, conn: Hashable, topics: Iterable[str]) -> list[str]:
+    def unsubscribe(self, conn: Conn, topics: Iterable[str]) -> list[str]:
         """Remove ``topics`` for ``conn``; returns the ones it actually held."""
         mine = self._by_connection.get(conn)
         if mine is None:
@@ -98,24 +102,24 @@ class SubscriptionRegistry:
             del self._by_connection[conn]
         return removed
 
-    def drop_connection(self, conn: Hashable) -> list[str]:
+    def drop_connection(self, conn: Conn) -> list[str]:
         """Forget every subscription of a closed connection; returns the topics it held."""
         mine = self._by_connection.pop(conn, None)
         if mine is None:
             return []
         for topic in mine:
             self._release(conn, topic)
-        return list(mine)
+        return sorted(mine)
 
-    def subscribers(self, topic: str) -> AbstractSet[Hashable]:
+    def subscribers(self, topic: str) -> AbstractSet[Conn]:
         """The connections subscribed to ``topic``: a live view, copy it before mutating."""
         return self._by_topic.get(topic, _EMPTY)
 
-    def topics_of(self, conn: Hashable) -> AbstractSet[str]:
+    def topics_of(self, conn: Conn) -> AbstractSet[str]:
         """The topics ``conn`` is subscribed to: a live view, copy it before mutating."""
         return self._by_connection.get(conn, _EMPTY)
 
-    def is_subscribed(self, conn: Hashable, topic: str) -> bool:
+    def is_subscribed(self, conn: Conn, topic: str) -> bool:
         return topic in self._by_connection.get(conn, _EMPTY)
 
     @property
@@ -131,7 +135,7 @@ class SubscriptionRegistry:
     def topic_count(self) -> int:
         return len(self._by_topic)
 
-    def _release(self, conn: Hashable, topic: str) -> None:
+    def _release(self, conn: Conn, topic: str) -> None:
         conns = self._by_topic[topic]
         conns.discard(conn)
         if not conns:

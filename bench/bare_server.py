@@ -1,0 +1,54 @@
+"""The baseline: a bare Twisted server that answers every frame with fixed bytes from memory.
+
+It splits the stream into frames by their length prefix and writes the pre-recorded response
+for each one, doing no decoding at all: the floor of what any Twisted server must spend.
+Usage: python bench/bare_server.py PORT RESPONSE_FILE
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+from twisted.internet import protocol, reactor
+
+
+class Bare(protocol.Protocol):
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.buf = b""
+
+    def dataReceived(self, data: bytes) -> None:
+        buf = self.buf + data
+        frames = 0
+        offset = 0
+        while len(buf) - offset >= 4:
+            length = struct.unpack_from(">I", buf, offset)[0]
+            if len(buf) - offset < 4 + length:
+                break
+            offset += 4 + length
+            frames += 1
+        self.buf = buf[offset:]
+        if frames:
+            self.transport.write(self.answer * frames)
+
+
+class BareFactory(protocol.Factory):
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+
+    def buildProtocol(self, addr: object) -> Bare:
+        return Bare(self.answer)
+
+
+def main() -> None:
+    port = int(sys.argv[1])
+    with open(sys.argv[2], "rb") as fh:
+        answer = fh.read()
+    reactor.listenTCP(port, BareFactory(answer), interface="127.0.0.1")  # type: ignore[attr-defined]
+    print("ready", flush=True)
+    reactor.run()  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()

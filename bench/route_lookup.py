@@ -1,0 +1,133 @@
+"""GET_ROUTEINFO_BY_TOPIC throughput of the name server against a bare Twisted server.
+
+Both servers run as their own process, one at a time, driven by the same closed-loop load
+(100 connections, one request in flight each); rounds alternate so drift hits both alike.
+The bare server answers with the very bytes the name server returned for the same request.
+
+    python bench/route_lookup.py [--connections 100] [--seconds 5] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
+
+from fake_broker import register_request, topic_configs  # noqa: E402
+from loadgen import run  # noqa: E402
+
+from protocol.codes import RequestCode  # noqa: E402
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def roundtrip(sock: socket.socket, cmd: RemotingCommand) -> tuple[RemotingCommand, bytes]:
+    sock.sendall(encode_command(cmd))
+    decoder = FrameDecoder()
+    raw = b""
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed")
+        raw += data
+        out = decoder.feed(data)
+        if out:
+            return out[0], raw
+
+
+def start_namesrv(port: int) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
+        env=env,
+    )
+    wait_port(port)
+    return proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connections", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    request = encode_command(
+        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic"})
+    )
+    ns_port, bare_port = free_port(), free_port()
+    namesrv = start_namesrv(ns_port)
+    with socket.create_connection(("127.0.0.1", ns_port)) as sock:
+        names = ["BenchTopic", *(f"Other{i}" for i in range(99))]
+        for b in range(2):
+            roundtrip(
+                sock,
+                register_request(
+                    topic_configs(*names, queues=8),
+                    broker_name=f"broker-{b}",
+                    broker_addr=f"10.0.0.{b + 1}:10911",
+                ),
+            )
+        resp, raw = roundtrip(sock, RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic"}, opaque=0
+        ))
+        assert resp.code == 0, resp.remark
+    with tempfile.NamedTemporaryFile(delete=False) as fh:
+        fh.write(raw)
+        answer_file = fh.name
+    bare = subprocess.Popen(
+        [sys.executable, str(HERE / "bare_server.py"), str(bare_port), answer_file],
+        stdout=subprocess.DEVNULL,
+    )
+    wait_port(bare_port)
+    ours: list[float] = []
+    base: list[float] = []
+    try:
+        for r in range(args.rounds):
+            ours.append(run("127.0.0.1", ns_port, request, connections=args.connections,
+                            seconds=args.seconds))
+            base.append(run("127.0.0.1", bare_port, request, connections=args.connections,
+                            seconds=args.seconds))
+            print(f"round {r + 1}: namesrv {ours[-1]:,.0f} req/s, bare twisted {base[-1]:,.0f} req/s")
+    finally:
+        namesrv.terminate()
+        bare.terminate()
+        namesrv.wait()
+        bare.wait()
+        os.unlink(answer_file)
+    o, b = statistics.median(ours), statistics.median(base)
+    print(f"response size {len(raw)} bytes, {args.connections} connections, "
+          f"{args.rounds} x {args.seconds:.0f} s per server")
+    print(f"namesrv median: {o:,.0f} req/s")
+    print(f"bare twisted median: {b:,.0f} req/s")
+    print(f"ratio namesrv / bare: {o / b:.2f} (target >= 0.85)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Client configuration: every timer and bound of the route client, with upstream's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+
+class ClientConfigError(ValueError):
+    """A client setting is not acceptable; the message names the setting and the value."""
+
+
+def parse_namesrv_addrs(text: str) -> tuple[str, ...]:
+    """``HOST:PORT;HOST:PORT`` (upstream's ``namesrvAddr`` form) to a tuple of addresses."""
+    addrs = tuple(part.strip() for part in text.split(";") if part.strip())
+    if not addrs:
+        raise ClientConfigError(f"no name-server address in {text!r}")
+    for addr in addrs:
+        split_addr(addr)
+    return addrs
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 hosts in brackets) to (host, port)."""
+    host, sep, port_text = addr.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ClientConfigError(f"name-server address must be HOST:PORT, got {addr!r}")
+    return host, int(port_text)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    namesrv_addrs: tuple[str, ...]
+    poll_interval_ms: int = 30_000
+    """Route poll period while push is off or unsupported (upstream's pollNameServerInterval)."""
+    poll_interval_with_push_ms: int = 120_000
+    """Poll period while push is healthy: only a safety net for a lost notification."""
+    topic_idle_expiry_ms: int = 300_000
+    """A topic not looked up for this long is dropped and unsubscribed (#3870 3.2)."""
+    expiry_check_interval_ms: int = 10_000
+    negative_ttl_ms: int = 30_000
+    """How long TOPIC_NOT_EXIST is believed without asking again (#3870 3.3)."""
+    request_timeout_ms: int = 3_000
+    reconnect_initial_ms: int = 200
+    reconnect_max_ms: int = 10_000
+    max_frame_size: int = 16 * MIB
+    """Frames announcing more than this close the connection (upstream's frameMaxLength)."""
+    subscribe_batch_size: int = 1_000
+    """Topics per SUBSCRIBE/UNSUBSCRIBE request; the server bounds topics per request."""
+    telemetry_path: str = ""
+    """JSON-lines file of route refetches (docs/telemetry.md); empty turns telemetry off."""
+    client_id: str = ""
+    """Sent in SUBSCRIBE for the server's logs; empty picks host@pid."""
+
+    def __post_init__(self) -> None:
+        addrs = self.namesrv_addrs
+        if isinstance(addrs, str):  # upstream's "a:9876;b:9876" form is accepted as well
+            addrs = parse_namesrv_addrs(addrs)
+        object.__setattr__(self, "namesrv_addrs", tuple(addrs))
+        if not self.namesrv_addrs:
+            raise ClientConfigError("namesrv_addrs must name at least one name server")
+        for addr in self.namesrv_addrs:
+            split_addr(addr)
+        positive = (
+            "poll_interval_ms",
+            "poll_interval_with_push_ms",
+            "topic_idle_expiry_ms",
+            "expiry_check_interval_ms",
+            "request_timeout_ms",
+            "reconnect_initial_ms",
+            "reconnect_max_ms",
+            "max_frame_size",
+            "subscribe_batch_size",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if value <= 0:
+                raise ClientConfigError(f"{name} must be positive, got {value}")
+        if self.negative_ttl_ms < 0:
+            raise ClientConfigError(
+                f"negative_ttl_ms must not be negative, got {self.negative_ttl_ms}"
+            )
+        if self.reconnect_max_ms < self.reconnect_initial_ms:
+            raise ClientConfigError(
+                f"reconnect_max_ms ({self.reconnect_max_ms}) must be at least "
+                f"reconnect_initial_ms ({self.reconnect_initial_ms})"
+            )

@@ -1,0 +1,51 @@
+"""The client's exception family: what a caller of ``RouteClient`` may see."""
+
+from __future__ import annotations
+
+from protocol.codes import ResponseCode
+
+
+class RouteClientError(Exception):
+    """Base of every error the route client raises."""
+
+
+class TopicNotExistError(RouteClientError):
+    """The name server has no route for the topic (TOPIC_NOT_EXIST), possibly remembered."""
+
+    def __init__(self, topic: str, retry_at_ms: int | None = None, *, cached: bool = False) -> None:
+        self.topic = topic
+        self.retry_at_ms = retry_at_ms
+        self.cached = cached
+        when = (
+            f"; the name server is asked again after {retry_at_ms} ms (clock time) unless "
+            "a CREATED notification arrives first"
+            if retry_at_ms is not None
+            else ""
+        )
+        source = "remembered absence" if cached else "name server answered TOPIC_NOT_EXIST"
+        super().__init__(f"topic {topic!r} does not exist ({source}){when}")
+
+
+class NameServerError(RouteClientError):
+    """The name server answered a request with an error code."""
+
+    def __init__(self, code: int, remark: str | None, what: str) -> None:
+        self.code = code
+        self.remark = remark
+        try:
+            name = ResponseCode(code).name
+        except ValueError:
+            name = str(code)
+        super().__init__(f"{what}: name server answered {name} ({code}): {remark or ''}")
+
+
+class RequestTimeoutError(RouteClientError):
+    """No response arrived within the request timeout."""
+
+
+class ConnectionLostError(RouteClientError):
+    """The connection closed (or was never made) before the response arrived."""
+
+
+class ClientStoppedError(RouteClientError):
+    """The client was stopped; nothing more is sent."""

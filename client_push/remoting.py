@@ -1,0 +1,177 @@
+"""One remoting connection from the client's side: requests matched to responses by opaque.
+
+Twisted glue only. What the client does with a server-initiated request (NOTIFY, GO_AWAY) is
+the handler's business; this module guarantees that every request Deferred fires exactly once:
+with the response, a ``RequestTimeoutError``, or a ``ConnectionLostError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from twisted.internet import defer
+from twisted.internet.protocol import Protocol
+from twisted.python.failure import Failure
+
+from client_push.errors import ConnectionLostError, RequestTimeoutError
+from protocol.codes import ResponseCode
+from protocol.errors import FrameError
+
+log = logging.getLogger(__name__)
+
+MAX_OPAQUE = 0x7FFFFFFF
+
+RequestHandler = Callable[["RemotingProtocol", RemotingCommand], "RemotingCommand | None"]
+"""Handles a request the server initiated; returns the response to send (ignored for oneway)."""
+
+
+class RemotingProtocol(Protocol):
+    def __init__(
+        self,
+        clock: Any,
+        max_frame_size: int,
+        on_request: RequestHandler | None = None,
+        *,
+        label: str = "?",
+    ) -> None:
+        self._clock = clock
+        self._decoder = FrameDecoder(max_frame_size)
+        self._on_request = on_request
+        self._pending: dict[int, tuple[defer.Deferred[RemotingCommand], Any]] = {}
+        self._next_opaque = 0
+        self.label = label
+        self.connected = False
+        self.lost: defer.Deferred[None] = defer.Deferred()
+        """Fires (with None) when the connection closes, for whatever reason."""
+        self.counters: Counter[str] = Counter()
+
+    @property
+    def pending(self) -> int:
+        """Requests sent and not yet answered, timed out or failed."""
+        return len(self._pending)
+
+    def connectionMade(self) -> None:
+        self.connected = True
+
+    def request(self, cmd: RemotingCommand, timeout_ms: int) -> defer.Deferred[RemotingCommand]:
+        """Send ``cmd`` (its opaque is assigned here) and fire with the matching response."""
+        if not self.connected:
+            return defer.fail(ConnectionLostError(f"not connected to {self.label}"))
+        opaque = self._allocate_opaque()
+        cmd.opaque = opaque
+        d: defer.Deferred[RemotingCommand] = defer.Deferred()
+        timer = self._clock.callLater(timeout_ms / 1000.0, self._timed_out, opaque, cmd, timeout_ms)
+        self._pending[opaque] = (d, timer)
+        self._write(encode_command(cmd))
+        self.counters["requests_sent"] += 1
+        return d
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        if self.connected:
+            self._write(encode_command(cmd))
+            self.counters["oneway_sent"] += 1
+
+    def close(self) -> None:
+        transport: Any = self.transport
+        if self.connected and transport is not None:
+            transport.loseConnection()
+
+    def abort(self) -> None:
+        transport: Any = self.transport
+        if transport is not None:
+            transport.abortConnection()
+
+    def _write(self, data: bytes) -> None:
+        transport: Any = self.transport
+        transport.write(data)
+
+    def _allocate_opaque(self) -> int:
+        while True:
+            self._next_opaque = self._next_opaque % MAX_OPAQUE + 1
+            if self._next_opaque not in self._pending:
+                return self._next_opaque
+
+    def _timed_out(self, opaque: int, cmd: RemotingCommand, timeout_ms: int) -> None:
+        entry = self._pending.pop(opaque, None)
+        if entry is None:
+            return
+        self.counters["requests_timed_out"] += 1
+        entry[0].errback(
+            RequestTimeoutError(
+                f"request code {cmd.code} to {self.label} got no response in {timeout_ms} ms"
+            )
+        )
+
+    def dataReceived(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError as exc:
+            self.counters["frames_refused"] += 1
+            log.warning("closing connection to %s: %s", self.label, exc.remark)
+            self.abort()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                self._response(cmd)
+            else:
+                self._request(cmd)
+
+    def _response(self, cmd: RemotingCommand) -> None:
+        entry = self._pending.pop(cmd.opaque, None)
+        if entry is None:
+            # Its request timed out already; the caller has its answer.
+            self.counters["late_responses"] += 1
+            log.debug("response with unknown opaque %d from %s dropped", cmd.opaque, self.label)
+            return
+        d, timer = entry
+        if timer.active():
+            timer.cancel()
+        d.callback(cmd)
+
+    def _request(self, cmd: RemotingCommand) -> None:
+        self.counters["requests_received"] += 1
+        response: RemotingCommand | None
+        if self._on_request is None:
+            response = None
+        else:
+            try:
+                response = self._on_request(self, cmd)
+            except Exception:
+                log.exception("error handling request code %d from %s", cmd.code, self.label)
+                response = cmd.make_response(
+                    ResponseCode.SYSTEM_ERROR, f"client failed to handle request code {cmd.code}"
+                )
+        if cmd.is_oneway or not self.connected:
+            return
+        if response is None:
+            response = cmd.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f"request code {cmd.code} is not supported by this client",
+            )
+        self._write(encode_command(response))
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        self.connected = False
+        pending, self._pending = self._pending, {}
+        why = reason.getErrorMessage() if reason is not None else "closed"
+        for d, timer in pending.values():
+            if timer.active():
+                timer.cancel()
+            d.errback(ConnectionLostError(f"connection to {self.label} lost: {why}"))
+        if not self.lost.called:
+            self.lost.callback(None)
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "closed"
+        return f"<RemotingProtocol {self.label} {state} pending={self.pending}>"
+
+
+def describe(value: Any) -> str:
+    """A failure or exception as one line, for logs."""
+    if isinstance(value, Failure):
+        return f"{value.type.__name__}: {value.getErrorMessage()}"  # type: ignore[union-attr]
+    return f"{type(value).__name__}: {value}"

@@ -1,0 +1,282 @@
+"""Turns route-registry mutations into per-topic versions and per-connection notifications.
+
+The registry marks topics as it mutates them (cheap, O(topics touched)); the detector compares a
+topic's route fingerprint only when asked for its version or at the next tick, so a burst of
+mutations to one topic costs one comparison and at most one notification per subscriber. Work is
+proportional to what changed: idle topics and idle subscribers are never visited.
+
+Versions start at 0 for a topic never seen and grow by one per real change of its route,
+including creation and deletion; the record of a deleted topic is kept so a recreated topic
+continues above its old versions. A change whose every cause is suppressed by config still bumps
+the version (a client learns it by poll or GET_ROUTEINFO) but notifies no one.
+
+Each connection owes at most one entry per subscribed topic (a later change overwrites an
+earlier one), so notification debt is bounded by subscriptions however long degradation or a
+slow reader lasts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from namesrv.change_cause import ChangeCause
+from namesrv.config import SuppressionConfig
+from namesrv.subscriptions import Conn, SubscriptionRegistry
+from protocol.push_codec import ChangeKind
+
+RULE_OF_CAUSE: dict[ChangeCause, str] = {
+    ChangeCause.BROKER_STARTUP: "broker_startup",
+    ChangeCause.UNREGISTER: "unregister",
+    ChangeCause.CHANNEL_CLOSE: "channel_close",
+    ChangeCause.EXPIRY: "expiry",
+    ChangeCause.DELETE_TOPIC: "delete_topic",
+    ChangeCause.REGISTER: "register",
+    ChangeCause.REGISTER_TOPIC: "register",
+    ChangeCause.ORDER_CONF: "register",
+    ChangeCause.WIPE_WRITE_PERM: "write_perm",
+    ChangeCause.ADD_WRITE_PERM: "write_perm",
+}
+"""The ``SuppressionConfig`` field (True = stay silent) that governs each cause."""
+
+EventHook = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED frame to build for one connection."""
+
+    conn: Conn
+    changes: tuple[tuple[str, int, int], ...]
+    """(topic, version, ChangeKind) for every topic the connection is owed."""
+    sequence: int
+    emitted_at_ms: int
+    epoch: str
+
+
+@dataclass(slots=True)
+class DetectorStats:
+    topics_settled: int = 0
+    """Fingerprints computed."""
+    versions_bumped: int = 0
+    notifications_built: int = 0
+    topics_notified: int = 0
+    """Sum over built notifications of the topics each carries."""
+    suppressed_changes: int = 0
+    slow_skips: int = 0
+    """Connections with debt passed over because they could not take a frame, per tick."""
+    ticks: int = 0
+
+
+class _Known(NamedTuple):
+    version: int
+    fingerprint: bytes | None
+
+
+class _Pending(NamedTuple):
+    version: int
+    existed: bool
+    """Whether the topic existed before the first change this entry covers."""
+    exists: bool
+    """Whether it exists after the latest one."""
+
+    @property
+    def kind(self) -> ChangeKind:
+        if not self.exists:
+            return ChangeKind.DELETED
+        return ChangeKind.UPDATED if self.existed else ChangeKind.CREATED
+
+
+class ChangeDetector:
+    """Versions topics and schedules notifications; pure, driven by ``mark`` and ``tick``."""
+
+    def __init__(
+        self,
+        route_fingerprint: Callable[[str], bytes | None],
+        subscriptions: SubscriptionRegistry,
+        suppress: SuppressionConfig,
+        epoch: str,
+        on_event: EventHook | None = None,
+    ) -> None:
+        self._fingerprint = route_fingerprint
+        self._subs = subscriptions
+        self._epoch = epoch
+        self.on_event = on_event
+        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later."""
+        self._silent = frozenset(
+            cause for cause, rule in RULE_OF_CAUSE.items() if getattr(suppress, rule)
+        )
+        self._dirty: dict[str, set[ChangeCause]] = {}
+        self._known: dict[str, _Known] = {}
+        self._debt: dict[Conn, dict[str, _Pending]] = {}
+        """Insertion order is the order connections got debt: served first-come."""
+        self._pending_pairs = 0
+        self._sequence: dict[Conn, int] = {}
+        self.stats = DetectorStats()
+
+    @property
+    def epoch(self) -> str:
+        return self._epoch
+
+    @property
+    def pending_connections(self) -> int:
+        """Connections owed a notification."""
+        return len(self._debt)
+
+    @property
+    def pending_topic_count(self) -> int:
+        """(connection, topic) entries owed, summed over connections."""
+        return self._pending_pairs
+
+    @property
+    def dirty_count(self) -> int:
+        """Topics marked since they were last settled."""
+        return len(self._dirty)
+
+    @property
+    def tracked_topics(self) -> int:
+        """Topics with a version record, deleted ones included."""
+        return len(self._known)
+
+    def mark(self, topics: Collection[str], cause: ChangeCause) -> None:
+        """Record that a mutation for ``cause`` may have changed these topics' routes."""
+        dirty = self._dirty
+        for topic in topics:
+            causes = dirty.get(topic)
+            if causes is None:
+                dirty[topic] = {cause}
+            else:
+                causes.add(cause)
+
+    def version(self, topic: str) -> tuple[int, bool]:
+        """(version, exists) of ``topic`` now, settling it first if it was marked.
+
+        GET_ROUTEINFO and SUBSCRIBE ask here, so the version a client is told is never older
+        than the route it is given. Call it before subscribing a connection so the change it
+        settles is not also owed to that connection. Topics never seen are (0, False).
+        """
+        causes = self._dirty.pop(topic, None)
+        if causes is not None:
+            self._settle(topic, causes)
+        known = self._known.get(topic)
+        if known is None:
+            return 0, False
+        return known.version, known.fingerprint is not None
+
+    settle = version
+
+    def tick(
+        self,
+        now_ms: int,
+        *,
+        can_send: Callable[[Conn], bool],
+        degraded: bool,
+        max_notifications: int | None = None,
+    ) -> list[Notification]:
+        """Settle every marked topic, then build at most one notification per owed connection.
+
+        While ``degraded`` nothing is built and every debt is kept. A connection for which
+        ``can_send`` is False keeps its debt and place in line. ``max_notifications`` caps the
+        frames built now; connections left over are first in line next tick. ``can_send`` is
+        called during the walk over owed connections and must not change subscriptions or debt.
+        """
+        self.stats.ticks += 1
+        if self._dirty:
+            batch, self._dirty = self._dirty, {}
+            for topic, causes in batch.items():
+                self._settle(topic, causes)
+        if degraded or not self._debt:
+            return []
+        built: list[Notification] = []
+        served: list[Conn] = []
+        for conn, debt in self._debt.items():
+            if max_notifications is not None and len(built) >= max_notifications:
+                break
+            held = self._subs.topics_of(conn)
+            changes = tuple(
+                (topic, entry.version, entry.kind) for topic, entry in debt.items() if topic in held
+            )
+            if not changes:
+                served.append(conn)
+                continue
+            if not can_send(conn):
+                self.stats.slow_skips += 1
+                continue
+            sequence = self._sequence.get(conn, 0) + 1
+            self._sequence[conn] = sequence
+            built.append(Notification(conn, changes, sequence, now_ms, self._epoch))
+            self.stats.topics_notified += len(changes)
+            served.append(conn)
+        for conn in served:
+            self._pending_pairs -= len(self._debt.pop(conn))
+        self.stats.notifications_built += len(built)
+        return built
+
+    def pending_topics_of(self, conn: Conn) -> int:
+        """Topics ``conn`` is owed a notification for."""
+        return len(self._debt.get(conn, ()))
+
+    def discard_debt(self, conn: Conn, topics: Iterable[str]) -> None:
+        """Forget what ``conn`` is owed for ``topics`` (it unsubscribed them)."""
+        debt = self._debt.get(conn)
+        if debt is None:
+            return
+        for topic in topics:
+            if debt.pop(topic, None) is not None:
+                self._pending_pairs -= 1
+        if not debt:
+            del self._debt[conn]
+
+    def forget_connection(self, conn: Conn) -> None:
+        """Drop everything kept for a closed connection: its debt and its sequence."""
+        debt = self._debt.pop(conn, None)
+        if debt is not None:
+            self._pending_pairs -= len(debt)
+        self._sequence.pop(conn, None)
+
+    def _settle(self, topic: str, causes: set[ChangeCause]) -> None:
+        self.stats.topics_settled += 1
+        fingerprint = self._fingerprint(topic)
+        known = self._known.get(topic)
+        before = known.fingerprint if known is not None else None
+        if fingerprint == before:
+            return
+        version = (known.version if known is not None else 0) + 1
+        self._known[topic] = _Known(version, fingerprint)
+        self.stats.versions_bumped += 1
+        existed, exists = before is not None, fingerprint is not None
+        silent = causes <= self._silent
+        if silent:
+            self.stats.suppressed_changes += 1
+        else:
+            self._owe(topic, _Pending(version, existed, exists))
+        if self.on_event is not None:
+            kind = _Pending(version, existed, exists).kind
+            self.on_event(
+                "route_changed",
+                {
+                    "topic": topic,
+                    "version": version,
+                    "kind": kind.name,
+                    "causes": sorted(cause.value for cause in causes),
+                    "notify": not silent,
+                },
+            )
+            if silent:
+                rules = sorted({RULE_OF_CAUSE[cause] for cause in causes})
+                self.on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+
+    def _owe(self, topic: str, change: _Pending) -> None:
+        """Queue ``change`` for every current subscriber, merging with what each is owed."""
+        for conn in self._subs.subscribers(topic):
+            debt = self._debt.get(conn)
+            if debt is None:
+                debt = self._debt[conn] = {}
+            earlier = debt.get(topic)
+            if earlier is None:
+                debt[topic] = change
+                self._pending_pairs += 1
+            else:
+                # The client last knew the state before the earliest unsent change.
+                debt[topic] = change._replace(existed=earlier.existed)
