@@ -64,7 +64,15 @@ def roundtrip(sock: socket.socket, cmd: RemotingCommand) -> tuple[RemotingComman
 def start_namesrv(port: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"],
+        [
+            sys.executable,
+            "-m",
+            "namesrv",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "WARNING",
+        ],
         env=env,
     )
     wait_port(port)
@@ -94,9 +102,12 @@ def main() -> None:
                     broker_addr=f"10.0.0.{b + 1}:10911",
                 ),
             )
-        resp, raw = roundtrip(sock, RemotingCommand.request(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic"}, opaque=0
-        ))
+        resp, raw = roundtrip(
+            sock,
+            RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic"}, opaque=0
+            ),
+        )
         assert resp.code == 0, resp.remark
     with tempfile.NamedTemporaryFile(delete=False) as fh:
         fh.write(raw)
@@ -110,11 +121,27 @@ def main() -> None:
     base: list[float] = []
     try:
         for r in range(args.rounds):
-            ours.append(run("127.0.0.1", ns_port, request, connections=args.connections,
-                            seconds=args.seconds))
-            base.append(run("127.0.0.1", bare_port, request, connections=args.connections,
-                            seconds=args.seconds))
-            print(f"round {r + 1}: namesrv {ours[-1]:,.0f} req/s, bare twisted {base[-1]:,.0f} req/s")
+            ours.append(
+                run(
+                    "127.0.0.1",
+                    ns_port,
+                    request,
+                    connections=args.connections,
+                    seconds=args.seconds,
+                )
+            )
+            base.append(
+                run(
+                    "127.0.0.1",
+                    bare_port,
+                    request,
+                    connections=args.connections,
+                    seconds=args.seconds,
+                )
+            )
+            print(
+                f"round {r + 1}: namesrv {ours[-1]:,.0f} req/s, bare twisted {base[-1]:,.0f} req/s"
+            )
     finally:
         namesrv.terminate()
         bare.terminate()
@@ -122,8 +149,10 @@ def main() -> None:
         bare.wait()
         os.unlink(answer_file)
     o, b = statistics.median(ours), statistics.median(base)
-    print(f"response size {len(raw)} bytes, {args.connections} connections, "
-          f"{args.rounds} x {args.seconds:.0f} s per server")
+    print(
+        f"response size {len(raw)} bytes, {args.connections} connections, "
+        f"{args.rounds} x {args.seconds:.0f} s per server"
+    )
     print(f"namesrv median: {o:,.0f} req/s")
     print(f"bare twisted median: {b:,.0f} req/s")
     print(f"ratio namesrv / bare: {o / b:.2f} (target >= 0.85)")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class ChangeCause(str, Enum):
+class ChangeCause(StrEnum):
     BROKER_STARTUP = "broker_startup"
     """A register carrying more than one topic from a broker not currently registered."""
     REGISTER = "register"
-    """A register that adds or changes topics of a live broker (or a single-topic first register)."""
+    """A register adding or changing topics of a live broker (or a one-topic first register)."""
     UNREGISTER = "unregister"
     CHANNEL_CLOSE = "channel_close"
     EXPIRY = "expiry"

@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.listen()
     except CannotListenError as exc:
-        print(f"namesrv: cannot listen on {config.server.listen}: {exc.socketError}", file=sys.stderr)
+        print(
+            f"namesrv: cannot listen on {config.server.listen}: {exc.socketError}", file=sys.stderr
+        )
         return 1
     # reactor.run() turns SIGTERM/SIGINT into a shutdown; the GoAway grace runs before it ends.
     reactor.addSystemEventTrigger("before", "shutdown", server.stop)  # type: ignore[attr-defined]

@@ -120,9 +120,7 @@ def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if type(value) is not expected:
-            raise ConfigError(
-                f"config key {where}{key} must be {expected.__name__}, got {value!r}"
-            )
+            raise ConfigError(f"config key {where}{key} must be {expected.__name__}, got {value!r}")
         values[key] = value
     return replace(cls(), **values)  # type: ignore[type-var]
 

@@ -62,6 +62,4 @@ class NotificationFrames:
         body = self.body_prefix(note.changes, note.emitted_at_ms)
         body += _SEQUENCE_TAG + _varint(note.sequence)
         length = 4 + len(header) + len(body)
-        return (
-            struct.pack(">II", length, (int(serialize_type) << 24) | len(header)) + header + body
-        )
+        return struct.pack(">II", length, (int(serialize_type) << 24) | len(header)) + header + body

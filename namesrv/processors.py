@@ -80,7 +80,9 @@ class RequestProcessor:
             c.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
             c.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
             c.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
-            c.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._topic_list(lambda: self.s.registry.system_topics()),
+            c.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._topic_list(
+                lambda: self.s.registry.system_topics()
+            ),
             c.GET_UNIT_TOPIC_LIST: self._topic_list(lambda: self.s.registry.unit_topics()),
             c.GET_HAS_UNIT_SUB_TOPIC_LIST: self._topic_list(
                 lambda: self.s.registry.has_unit_sub_topics()
@@ -220,7 +222,9 @@ class RequestProcessor:
     def get_broker_member_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.GetBrokerMemberGroupRequestHeader.from_wire(req.ext_fields)
         addrs = self.s.registry.broker_member_group(h.cluster_name, h.broker_name)
-        return _ok(req, body=bodies.encode_broker_member_group(h.cluster_name, h.broker_name, addrs))
+        return _ok(
+            req, body=bodies.encode_broker_member_group(h.cluster_name, h.broker_name, addrs)
+        )
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -244,13 +248,19 @@ class RequestProcessor:
     def wipe_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.WipeWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.wipe_write_perm(h.broker_name)
-        log.info("wiped write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count)
-        return _ok(req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire())
+        log.info(
+            "wiped write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        )
+        return _ok(
+            req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire()
+        )
 
     def add_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.AddWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.add_write_perm(h.broker_name)
-        log.info("added write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count)
+        log.info(
+            "added write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        )
         return _ok(req, headers.AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_wire())
 
     def get_all_topic_list(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -298,7 +308,8 @@ class RequestProcessor:
     def subscribe(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         if not self.s.config.push.enabled:
             return req.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "route push is disabled on this name server"
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                "route push is disabled on this name server",
             )
         msg = parse(pb.SubscribeTopicRoute, req.body)
         topics = list(dict.fromkeys(msg.topics))
@@ -319,7 +330,8 @@ class RequestProcessor:
     def unsubscribe(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         if not self.s.config.push.enabled:
             return req.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "route push is disabled on this name server"
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                "route push is disabled on this name server",
             )
         msg = parse(pb.UnsubscribeTopicRoute, req.body)
         topics = list(dict.fromkeys(msg.topics))

@@ -83,7 +83,16 @@ class NamesrvConnection(Protocol):
         if not self.closed:
             self.transport.write(data)  # type: ignore[union-attr]
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+    @property
+    def unsent_bytes(self) -> int:
+        """Output accepted by the transport but not yet taken by the kernel."""
+        t: Any = self.transport
+        try:
+            return len(t.dataBuffer) - t.offset + t._tempDataLen  # type: ignore[no-any-return]
+        except AttributeError:  # a transport that does not buffer (tests' string transports)
+            return 0
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
         self.closed = True
         self.server._connection_lost(self)
 
@@ -145,7 +154,9 @@ class NameServer:
         else:
             self.journal = NullJournal()
         self.registry = RouteRegistry(
-            self.clock, broker_expiry_ms=cfg.registry.broker_expiry_ms, listener=self._routes_touched
+            self.clock,
+            broker_expiry_ms=cfg.registry.broker_expiry_ms,
+            listener=self._routes_touched,
         )
         self.kv = KVConfig(on_change=self._kv_changed)
         if cfg.registry.kv_config_path:
@@ -184,7 +195,7 @@ class NameServer:
 
     def listen(self) -> IListeningPort:
         host, port = parse_listen(self.config.server.listen)
-        self._port = self.reactor.listenTCP(port, _Factory(self), interface=host)
+        self._port = self.reactor.listenTCP(port, _Factory(self), backlog=1024, interface=host)
         self._start_timers()
         bound = self._port.getHost()  # type: ignore[union-attr]
         log.info(
@@ -226,7 +237,9 @@ class NameServer:
             RemotingCommand.request(
                 RequestCode.GO_AWAY,
                 body=encode_go_away(
-                    grace, list(self.config.server.go_away_alternatives), "name server shutting down"
+                    grace,
+                    list(self.config.server.go_away_alternatives),
+                    "name server shutting down",
                 ),
                 oneway=True,
             )
@@ -236,7 +249,9 @@ class NameServer:
         log.info("GoAway sent to %d connections; closing in %d ms", len(self.connections), grace)
         stopped: defer.Deferred[None] = defer.Deferred()
         self._stopping = stopped
-        listening = defer.maybeDeferred(self._port.stopListening) if self._port else defer.succeed(None)
+        listening = (
+            defer.maybeDeferred(self._port.stopListening) if self._port else defer.succeed(None)
+        )
 
         def close_all() -> None:
             for loop in self._loops:

@@ -35,9 +35,7 @@ def assert_still_serving(port: int):
         pytest.param(struct.pack(">I", 2 * 1024**3), id="2GiB-length"),
         pytest.param(struct.pack(">I", 2) + b"\x00\x00", id="length-below-header-word"),
         pytest.param(struct.pack(">II", 12, 200) + b"{}" * 4, id="header-longer-than-frame"),
-        pytest.param(
-            struct.pack(">II", 4 + 9, 9) + b"not json!", id="invalid-json-header"
-        ),
+        pytest.param(struct.pack(">II", 4 + 9, 9) + b"not json!", id="invalid-json-header"),
         pytest.param(struct.pack(">II", 4 + 2, 2) + b"[]", id="header-not-an-object"),
         pytest.param(struct.pack(">II", 4 + 2, (7 << 24) | 2) + b"{}", id="unknown-serialize-type"),
     ],
@@ -98,7 +96,9 @@ def test_bad_body_and_bad_header_get_error_responses_and_connection_survives(ns)
     )
     assert not_int.code == ResponseCode.INVALID_PARAMETER
     assert "brokerId" in not_int.remark
-    bad_route_body = yield client.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"}, b"[1,")
+    bad_route_body = yield client.call(
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"}, b"[1,"
+    )
     assert bad_route_body.code != ResponseCode.SUCCESS and bad_route_body.remark
     ok = yield client.call(RequestCode.GET_BROKER_CLUSTER_INFO)
     assert ok.code == ResponseCode.SUCCESS

@@ -75,7 +75,9 @@ def test_register_with_wrong_crc_is_refused_and_changes_nothing(ns):
 def test_route_json_flavour_follows_request_version(ns):
     broker = yield connect(ns.port)
     yield broker.request(register_request(topic_configs("T1")))
-    yield broker.request(register_request(topic_configs("T1"), broker_addr="10.0.0.9:10911", broker_id=1))
+    yield broker.request(
+        register_request(topic_configs("T1"), broker_addr="10.0.0.9:10911", broker_id=1)
+    )
     old = yield broker.request(route_request("T1", version=121))
     assert re.search(rb'"brokerAddrs":\{0:"10\.0\.0\.1:10911",1:"10\.0\.0\.9:10911"\}', old.body)
     with pytest.raises(json.JSONDecodeError):
@@ -124,7 +126,9 @@ def test_unregister_drops_the_broker_and_orphan_topics(ns):
     broker = yield connect(ns.port)
     yield broker.request(register_request(topic_configs("T1", "Shared")))
     yield broker.request(
-        register_request(topic_configs("Shared"), broker_name="broker-b", broker_addr="10.0.0.2:10911")
+        register_request(
+            topic_configs("Shared"), broker_name="broker-b", broker_addr="10.0.0.2:10911"
+        )
     )
     resp = yield broker.request(unregister_request())
     assert resp.code == ResponseCode.SUCCESS
@@ -143,7 +147,9 @@ def test_broker_silent_past_expiry_disappears(ns):
     ns.clock.advance(100)
     yield broker.request(
         register_request(
-            topic_configs("T9"), broker_name="broker-b", broker_addr="10.0.0.2:10911",
+            topic_configs("T9"),
+            broker_name="broker-b",
+            broker_addr="10.0.0.2:10911",
             data_version=DataVersion(0, 5, 5),
         )
     )

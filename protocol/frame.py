@@ -1,0 +1,189 @@
+"""Remoting frames: the command model, its encoding, and an incremental sans-IO decoder.
+
+A frame is ``length(4) | serialize_type(1) header_length(3) | header | body``, big-endian,
+where ``length`` counts everything after itself. :class:`FrameDecoder` takes bytes as they
+arrive and hands back whole commands; it never buffers more than one frame's worth beyond
+``max_frame_size``, so a peer cannot grow our memory by announcing a huge length.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from protocol import header_codec
+from protocol.codes import (
+    CURRENT_VERSION,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    LanguageCode,
+    SerializeType,
+)
+from protocol.errors import FrameError
+
+DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
+"""Upstream's ``com.rocketmq.remoting.frameMaxLength`` default."""
+
+_PREFIX = struct.Struct(">II")
+_LENGTH = struct.Struct(">I")
+_HEADER_LENGTH_MASK = 0x00FFFFFF
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response. ``opaque`` is mutable: a sender assigns it when it sends."""
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    language: LanguageCode = LanguageCode.PYTHON
+    version: int = int(CURRENT_VERSION)
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        opaque: int = 0,
+        oneway: bool = False,
+        serialize_type: SerializeType = SerializeType.JSON,
+        version: int = int(CURRENT_VERSION),
+        language: LanguageCode = LanguageCode.PYTHON,
+    ) -> RemotingCommand:
+        return cls(
+            code=int(code),
+            opaque=opaque,
+            flag=FLAG_ONEWAY if oneway else 0,
+            language=language,
+            version=version,
+            ext_fields=dict(ext_fields or {}),
+            body=body,
+            serialize_type=serialize_type,
+        )
+
+    def make_response(
+        self,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """The response to this request: same opaque, same serialization, as upstream answers."""
+        return RemotingCommand(
+            code=int(code),
+            opaque=self.opaque,
+            flag=FLAG_RESPONSE,
+            language=LanguageCode.JAVA,
+            version=int(CURRENT_VERSION),
+            remark=remark,
+            ext_fields=dict(ext_fields or {}),
+            body=body,
+            serialize_type=self.serialize_type,
+        )
+
+
+def encode_command(cmd: RemotingCommand) -> bytes:
+    header = header_codec.Header(
+        cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields
+    )
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        encoded = header_codec.encode_binary(header)
+    else:
+        encoded = header_codec.encode_json(header)
+    if len(encoded) > _HEADER_LENGTH_MASK:
+        raise FrameError(f"header of {len(encoded)} bytes does not fit the 24-bit length field")
+    prefix = _PREFIX.pack(
+        4 + len(encoded) + len(cmd.body), (int(cmd.serialize_type) << 24) | len(encoded)
+    )
+    return b"".join((prefix, encoded, cmd.body))
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame without its 4-byte length prefix (header-length word onwards)."""
+    if len(frame) < 4:
+        raise FrameError(f"frame of {len(frame)} bytes is shorter than its header-length word")
+    word = _LENGTH.unpack_from(frame, 0)[0]
+    kind, header_length = word >> 24, word & _HEADER_LENGTH_MASK
+    if header_length > len(frame) - 4:
+        raise FrameError(
+            f"header length {header_length} exceeds the frame's {len(frame) - 4} bytes"
+        )
+    header_bytes = bytes(frame[4 : 4 + header_length])
+    if kind == SerializeType.JSON:
+        h = header_codec.decode_json(header_bytes)
+        serialize_type = SerializeType.JSON
+    elif kind == SerializeType.ROCKETMQ:
+        h = header_codec.decode_binary(header_bytes)
+        serialize_type = SerializeType.ROCKETMQ
+    else:
+        raise FrameError(f"unknown serialize type {kind}")
+    return RemotingCommand(
+        code=h.code,
+        opaque=h.opaque,
+        flag=h.flag,
+        language=h.language,
+        version=h.version,
+        remark=h.remark,
+        ext_fields=h.ext_fields,
+        body=bytes(frame[4 + header_length :]),
+        serialize_type=serialize_type,
+    )
+
+
+class FrameDecoder:
+    """Bytes in, commands out. A :class:`FrameError` means the stream is beyond repair."""
+
+    __slots__ = ("_broken", "_buffer", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buffer = bytearray()
+        self._broken = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a frame not yet complete."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        if self._broken:
+            raise FrameError("the stream already failed to decode")
+        buf = self._buffer
+        buf += data
+        out: list[RemotingCommand] = []
+        pos = 0
+        try:
+            while len(buf) - pos >= 4:
+                length = _LENGTH.unpack_from(buf, pos)[0]
+                if length > self.max_frame_size:
+                    raise FrameError(
+                        f"frame length {length} exceeds the limit of {self.max_frame_size} bytes"
+                    )
+                if length < 4:
+                    raise FrameError(f"frame length {length} is too short to hold a header")
+                end = pos + 4 + length
+                if end > len(buf):
+                    break
+                out.append(decode_frame(memoryview(buf)[pos + 4 : end]))
+                pos = end
+        except FrameError:
+            self._broken = True
+            self._buffer = bytearray()
+            raise
+        if pos:
+            del buf[:pos]
+        return out

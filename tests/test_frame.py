@@ -1,0 +1,172 @@
+"""Frame layout, both header serializations, flags and the decoder's refusals."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from protocol.errors import FrameError
+from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
+
+
+def test_json_frame_golden_bytes():
+    cmd = RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}, opaque=7, version=479
+    )
+    header = (
+        b'{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"PYTHON","opaque":7,'
+        b'"serializeTypeCurrentRPC":"JSON","version":479}'
+    )
+    assert encode_command(cmd) == struct.pack(">II", 4 + len(header), len(header)) + header
+
+
+def test_binary_frame_golden_bytes():
+    cmd = RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        {"topic": "T"},
+        b"xy",
+        opaque=7,
+        version=401,
+        serialize_type=SerializeType.ROCKETMQ,
+        language=LanguageCode.JAVA,
+    )
+    header = (
+        struct.pack(">hBhii", 105, 0, 401, 7, 0)
+        + struct.pack(">i", 0)  # no remark
+        + struct.pack(">i", 2 + 5 + 4 + 1)
+        + struct.pack(">h", 5)
+        + b"topic"
+        + struct.pack(">i", 1)
+        + b"T"
+    )
+    expected = struct.pack(">II", 4 + len(header) + 2, (1 << 24) | len(header)) + header + b"xy"
+    assert encode_command(cmd) == expected
+    assert decode_frame(expected[4:]) == cmd
+
+
+def test_decodes_what_upstream_java_writes():
+    header = json.dumps(
+        {
+            "code": 0,
+            "extFields": {"routeVersion": "3"},
+            "flag": 1,
+            "language": "JAVA",
+            "opaque": 42,
+            "remark": None,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": 479,
+        }
+    ).encode()
+    frame = struct.pack(">I", len(header)) + header + b"{}"
+    cmd = decode_frame(frame)
+    assert cmd.is_response and not cmd.is_oneway
+    assert (cmd.code, cmd.opaque, cmd.language, cmd.remark) == (0, 42, LanguageCode.JAVA, None)
+    assert cmd.ext_fields == {"routeVersion": "3"}
+    assert cmd.body == b"{}"
+
+
+@pytest.mark.parametrize("kind", list(SerializeType))
+def test_response_answers_in_the_request_serialization(kind):
+    req = RemotingCommand.request(RequestCode.GET_KV_CONFIG, opaque=9, serialize_type=kind)
+    resp = req.make_response(ResponseCode.QUERY_NOT_FOUND, "missing")
+    assert resp.serialize_type == kind and resp.opaque == 9 and resp.is_response
+    [back] = FrameDecoder().feed(encode_command(resp))
+    assert back.serialize_type == kind and back.remark == "missing"
+
+
+def test_oneway_flag():
+    cmd = RemotingCommand.request(RequestCode.GO_AWAY, oneway=True)
+    assert cmd.is_oneway and not cmd.is_response
+    [back] = FrameDecoder().feed(encode_command(cmd))
+    assert back.is_oneway
+
+
+def test_decoder_reassembles_byte_by_byte_and_batches():
+    cmds = [
+        RemotingCommand.request(RequestCode.PUT_KV_CONFIG, {"k": str(i)}, b"b" * i, opaque=i)
+        for i in range(5)
+    ]
+    stream = b"".join(encode_command(c) for c in cmds)
+    decoder = FrameDecoder()
+    got = []
+    for i in range(len(stream)):
+        got += decoder.feed(stream[i : i + 1])
+    assert got == cmds and decoder.buffered == 0
+    assert FrameDecoder().feed(stream) == cmds
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (struct.pack(">I", 0x80000000), "exceeds the limit"),
+        (struct.pack(">I", 2) + b"xx", "too short"),
+        (struct.pack(">II", 8, 100) + b"abcd", "header length 100"),
+        (struct.pack(">II", 6, 2 << 24 | 2) + b"{}", "unknown serialize type"),
+        (struct.pack(">II", 7, 3) + b"{{{", "not valid JSON"),
+        (struct.pack(">II", 6, 2) + b"[]", "not an object"),
+        (struct.pack(">II", 13, 9) + b'{"code":"x"}'[:9], "not valid JSON"),
+        (struct.pack(">II", 16, 12) + b'{"code":"x"}', "not an integer"),
+        (struct.pack(">II", 6, 1 << 24 | 2) + b"\x00\x01", "truncated"),
+    ],
+)
+def test_decoder_refuses_broken_frames(data, fragment):
+    decoder = FrameDecoder(max_frame_size=1024)
+    with pytest.raises(FrameError, match=fragment):
+        decoder.feed(data)
+    with pytest.raises(FrameError):
+        decoder.feed(b"")  # a broken stream stays broken
+
+
+def test_huge_length_is_refused_before_any_body_arrives():
+    decoder = FrameDecoder(max_frame_size=16 << 20)
+    with pytest.raises(FrameError):
+        decoder.feed(struct.pack(">I", (16 << 20) + 1))
+    assert decoder.buffered == 0
+
+
+def test_partial_frame_is_buffered_not_decoded():
+    frame = encode_command(RemotingCommand.request(RequestCode.GET_KV_CONFIG))
+    decoder = FrameDecoder()
+    assert decoder.feed(frame[:-1]) == []
+    assert decoder.buffered == len(frame) - 1
+    assert len(decoder.feed(frame[-1:])) == 1
+
+
+_text = st.text(max_size=20)
+
+
+@given(
+    code=st.integers(-(2**15), 2**15 - 1),
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    flag=st.integers(0, 3),
+    remark=st.none() | st.text(min_size=1, max_size=30),
+    ext=st.dictionaries(_text, _text, max_size=5),
+    body=st.binary(max_size=50),
+    kind=st.sampled_from(list(SerializeType)),
+)
+def test_round_trip(code, opaque, flag, remark, ext, body, kind):
+    cmd = RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        body=body,
+        serialize_type=kind,
+        version=401,
+    )
+    assert FrameDecoder().feed(encode_command(cmd)) == [cmd]
+
+
+@given(st.binary(max_size=200))
+def test_garbage_never_raises_anything_but_frame_error(data):
+    decoder = FrameDecoder(max_frame_size=4096)
+    try:
+        decoder.feed(data)
+    except FrameError:
+        pass
