@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import selectors
 import socket
@@ -38,10 +37,11 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
 
 from fake_broker import register_request, topic_configs  # noqa: E402
+from local_processes import free_port, percentile, roundtrip, start_namesrv, wait_port  # noqa: E402
 
 from protocol import routepush_pb2 as pb  # noqa: E402
 from protocol.codes import RequestCode  # noqa: E402
-from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command  # noqa: E402
+from protocol.frame import RemotingCommand, decode_frame, encode_command  # noqa: E402
 from protocol.push_codec import encode_subscribe  # noqa: E402
 
 TOPIC = "T"
@@ -125,39 +125,14 @@ def receiver(port: int, conns: int, rounds: int, frame_out: str, ack_out: str) -
 # -- driver ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
-
-
 def call(sock: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
-    sock.sendall(encode_command(cmd))
-    decoder = FrameDecoder()
-    while True:
-        data = sock.recv(65536)
-        if not data:
-            raise ConnectionError("closed")
-        out = decoder.feed(data)
-        if out:
-            return out[0]
+    return roundtrip(sock, cmd)[0]
 
 
 def start_receiver(port: int, conns: int, rounds: int, frame: str, ack: str) -> subprocess.Popen:
+    args = ["--role", "receiver", "--port", str(port), "--n", str(conns), "--rounds", str(rounds)]
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--role", "receiver", "--port", str(port)]
-        + ["--n", str(conns), "--rounds", str(rounds), "--frame-out", frame, "--ack-out", ack],
+        [sys.executable, __file__, *args, "--frame-out", frame, "--ack-out", ack],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -173,25 +148,13 @@ def expect(proc: subprocess.Popen, word: str) -> str:
     return line
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def run_namesrv(conns: int, tick_ms: int, rounds: int, workdir: str) -> dict:
     port = free_port()
     config = Path(workdir) / f"fanout-{tick_ms}.toml"
-    config.write_text(
-        f'[server]\nlisten = "127.0.0.1:{port}"\n'
-        f"[push]\ntick_interval_ms = {tick_ms}\n[pressure]\nenabled = false\n"
-    )
-    server = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--config", str(config), "--log-level", "WARNING"],
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    config.write_text(f"[push]\ntick_interval_ms = {tick_ms}\n[pressure]\nenabled = false\n")
+    server = start_namesrv(port, config)
     frame, ack = Path(workdir) / "notify.bin", Path(workdir) / "ack.bin"
     try:
-        wait_port(port)
         broker = socket.create_connection(("127.0.0.1", port))
         assert call(broker, register_request(topic_configs(TOPIC))).code == 0
         time.sleep(tick_ms / 1000 * 2)
@@ -214,9 +177,7 @@ def run_namesrv(conns: int, tick_ms: int, rounds: int, workdir: str) -> dict:
     finally:
         server.terminate()
         server.wait()
-    latencies = [
-        (t - t0[r]) * 1000 for r, row in enumerate(result["times"]) for t in row if t > 0
-    ]
+    latencies = [(t - t0[r]) * 1000 for r, row in enumerate(result["times"]) for t in row if t > 0]
     fanout = [
         (max(row) - result["emitted"][r]) * 1000
         for r, row in enumerate(result["times"])
@@ -234,7 +195,9 @@ def run_bare(conns: int, rounds: int, frame: str, ack: str, workdir: str) -> lis
         wait_port(port)
         wait_port(control_port)
         # The first data connection above was a probe; the receiver's connections follow.
-        recv = start_receiver(port, conns, rounds, str(Path(workdir) / "x"), str(Path(workdir) / "y"))
+        recv = start_receiver(
+            port, conns, rounds, str(Path(workdir) / "x"), str(Path(workdir) / "y")
+        )
         control = socket.create_connection(("127.0.0.1", control_port))
         t0: list[float] = []
         for r in range(rounds):
@@ -276,12 +239,13 @@ def main() -> None:
                     bare = run_bare(conns, args.rounds, ours["frame"], ours["ack"], workdir)
                 lat, fan = ours["latencies"], ours["fanout"]
                 ratio = statistics.median(bare) / statistics.median(fan)
+                p = percentile
                 print(
-                    f"N={conns:>6} tick={tick:>5} ms | change->receipt p50 {pct(lat, 0.5):7.1f} ms"
-                    f" p99 {pct(lat, 0.99):7.1f} ms (target p99 <= {tick + 200} ms)"
-                    f" | fan-out p50 {statistics.median(fan):6.1f} ms p99 {pct(fan, 0.99):6.1f} ms"
+                    f"N={conns:>6} tick={tick:>5} ms | change->receipt p50 {p(lat, 0.5):7.1f} ms"
+                    f" p99 {p(lat, 0.99):7.1f} ms (target p99 <= {tick + 200} ms)"
+                    f" | fan-out p50 {statistics.median(fan):6.1f} ms p99 {p(fan, 0.99):6.1f} ms"
                     f" | bare twisted fan-out p50 {statistics.median(bare):6.1f} ms"
-                    f" p99 {pct(bare, 0.99):6.1f} ms | rate ratio {ratio:.2f} (target >= 0.8)",
+                    f" p99 {p(bare, 0.99):6.1f} ms | rate ratio {ratio:.2f} (target >= 0.8)",
                     flush=True,
                 )
 

@@ -16,7 +16,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -25,58 +24,10 @@ sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
 
 from fake_broker import register_request, topic_configs  # noqa: E402
 from loadgen import run  # noqa: E402
+from local_processes import free_port, roundtrip, start_namesrv, wait_port  # noqa: E402
 
 from protocol.codes import RequestCode  # noqa: E402
-from protocol.frame import FrameDecoder, RemotingCommand, encode_command  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
-
-
-def roundtrip(sock: socket.socket, cmd: RemotingCommand) -> tuple[RemotingCommand, bytes]:
-    sock.sendall(encode_command(cmd))
-    decoder = FrameDecoder()
-    raw = b""
-    while True:
-        data = sock.recv(65536)
-        if not data:
-            raise ConnectionError("closed")
-        raw += data
-        out = decoder.feed(data)
-        if out:
-            return out[0], raw
-
-
-def start_namesrv(port: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "namesrv",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "WARNING",
-        ],
-        env=env,
-    )
-    wait_port(port)
-    return proc
+from protocol.frame import RemotingCommand, encode_command  # noqa: E402
 
 
 def main() -> None:

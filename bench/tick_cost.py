@@ -108,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    server, clock, topics, subscribed = build(args)
+    server, clock, _, subscribed = build(args)
     print(
         f"setup: {args.topics:,} topics on {args.brokers} brokers, "
         f"{server.subscriptions.total:,} subscriptions on {args.connections:,} connections "

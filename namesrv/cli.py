@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import logging
 import sys
+from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig, load, parse_listen
 
@@ -62,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     # reactor.run() turns SIGTERM/SIGINT into a shutdown; the GoAway grace runs before it ends.
-    reactor.addSystemEventTrigger("before", "shutdown", server.stop)  # type: ignore[attr-defined]
-    reactor.run()  # type: ignore[attr-defined]
+    running: Any = reactor
+    running.addSystemEventTrigger("before", "shutdown", server.stop)
+    running.run()
     logging.getLogger("namesrv").info("name server stopped")
     return 0
 

@@ -52,7 +52,7 @@ class NotificationFrames:
         if shared is None:
             msg = pb.TopicRouteChanged(emitted_at_ms=emitted_at_ms, epoch=self._epoch)
             for topic, version, kind in changes:
-                msg.changes.add(topic=topic, version=version, kind=kind)  # type: ignore[arg-type]
+                msg.changes.add(topic=topic, version=version, kind=kind)
             shared = msg.SerializeToString()
             self._shared[changes] = shared
         return shared

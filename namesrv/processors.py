@@ -193,8 +193,7 @@ class RequestProcessor:
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
         ).to_wire()
         order_conf = self.s.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        body = bodies.encode_kv_table(order_conf) if order_conf else b""
-        return _ok(req, ext, body)
+        return _ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
 
     def unregister_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.UnregisterBrokerRequestHeader.from_wire(req.ext_fields)

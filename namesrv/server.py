@@ -57,8 +57,12 @@ class NamesrvConnection(Protocol):
         self.serialize_type = SerializeType.JSON
         self.closed = False
 
+    @property
+    def _transport(self) -> Any:
+        return self.transport
+
     def connectionMade(self) -> None:
-        peer = self.transport.getPeer()  # type: ignore[union-attr]
+        peer = self._transport.getPeer()
         self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
         transport: Any = self.transport
         if hasattr(transport, "bufferSize"):
@@ -72,7 +76,7 @@ class NamesrvConnection(Protocol):
         except FrameError as exc:
             self.server.counters["frames_refused"] += 1
             log.warning("closing connection %s from %s: %s", self.conn_id, self.peer, exc.remark)
-            self.transport.abortConnection()  # type: ignore[union-attr]
+            self._transport.abortConnection()
             return
         for command in commands:
             if self.closed:
@@ -81,14 +85,14 @@ class NamesrvConnection(Protocol):
 
     def send(self, data: bytes) -> None:
         if not self.closed:
-            self.transport.write(data)  # type: ignore[union-attr]
+            self._transport.write(data)
 
     @property
     def unsent_bytes(self) -> int:
         """Output accepted by the transport but not yet taken by the kernel."""
         t: Any = self.transport
         try:
-            return len(t.dataBuffer) - t.offset + t._tempDataLen  # type: ignore[no-any-return]
+            return len(t.dataBuffer) - t.offset + t._tempDataLen
         except AttributeError:  # a transport that does not buffer (tests' string transports)
             return 0
 
@@ -99,11 +103,11 @@ class NamesrvConnection(Protocol):
     # IPushProducer, driven by our own transport's write buffer.
     def pauseProducing(self) -> None:
         self.output_blocked = True
-        self.transport.pauseProducing()  # type: ignore[union-attr]
+        self._transport.pauseProducing()
 
     def resumeProducing(self) -> None:
         self.output_blocked = False
-        self.transport.resumeProducing()  # type: ignore[union-attr]
+        self._transport.resumeProducing()
 
     def stopProducing(self) -> None:
         self.output_blocked = True
@@ -197,7 +201,7 @@ class NameServer:
         host, port = parse_listen(self.config.server.listen)
         self._port = self.reactor.listenTCP(port, _Factory(self), backlog=1024, interface=host)
         self._start_timers()
-        bound = self._port.getHost()  # type: ignore[union-attr]
+        bound: Any = self._port.getHost()  # type: ignore[misc]
         log.info(
             "name server listening on %s:%s (epoch %s, push %s)",
             bound.host,
@@ -249,16 +253,15 @@ class NameServer:
         log.info("GoAway sent to %d connections; closing in %d ms", len(self.connections), grace)
         stopped: defer.Deferred[None] = defer.Deferred()
         self._stopping = stopped
-        listening = (
-            defer.maybeDeferred(self._port.stopListening) if self._port else defer.succeed(None)
-        )
+        port: Any = self._port
+        listening = defer.maybeDeferred(port.stopListening) if port else defer.succeed(None)
 
         def close_all() -> None:
             for loop in self._loops:
                 if loop.running:
                     loop.stop()
             for conn in list(self.connections.values()):
-                conn.transport.loseConnection()  # type: ignore[union-attr]
+                conn._transport.loseConnection()
             self.journal.close()
             listening.addBoth(lambda _: stopped.callback(None))
 

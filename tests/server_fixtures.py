@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import pytest_twisted
 from twisted.internet import reactor, task
 
@@ -43,3 +44,19 @@ def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]
         yield Running(server, port, clock, sampler)
     finally:
         pytest_twisted.blockon(server.stop(grace_ms=0))
+
+
+@pytest.fixture
+def make_server() -> Iterator[Callable[..., Running]]:
+    """Start servers with config overrides from inside a test; all are stopped afterwards."""
+    started: list[Iterator[Running]] = []
+
+    def make(overrides: dict[str, Any] | None = None) -> Running:
+        servers = running_server(overrides)
+        running = next(servers)
+        started.append(servers)
+        return running
+
+    yield make
+    for servers in started:
+        next(servers, None)

@@ -144,21 +144,21 @@ def test_start_up_and_unregister_are_silent_by_default(ns):
 
 @pytest.mark.parametrize("rule", ["broker_startup", "unregister"])
 @pytest_twisted.inlineCallbacks
-def test_start_up_and_unregister_notify_when_their_rule_is_off(rule):
-    for ns in running_server({"push": {"suppress": {rule: False}}}):
-        client = yield connect(ns.port)
-        yield subscribe(client, "T1")
-        broker = yield connect(ns.port)
-        yield broker.request(register_request(topic_configs("T1", "T2", "T3")))
-        ns.clock.advance(TICK)
-        yield broker.request(unregister_request())
-        ns.clock.advance(TICK)
-        yield round_trip(client)
-        expected = {
-            "broker_startup": [("T1", ChangeKind.CREATED)],
-            "unregister": [("T1", ChangeKind.DELETED)],
-        }[rule]
-        assert changes(client) == expected
+def test_start_up_and_unregister_notify_when_their_rule_is_off(rule, make_server):
+    ns = make_server({"push": {"suppress": {rule: False}}})
+    client = yield connect(ns.port)
+    yield subscribe(client, "T1")
+    broker = yield connect(ns.port)
+    yield broker.request(register_request(topic_configs("T1", "T2", "T3")))
+    ns.clock.advance(TICK)
+    yield broker.request(unregister_request())
+    ns.clock.advance(TICK)
+    yield round_trip(client)
+    expected = {
+        "broker_startup": [("T1", ChangeKind.CREATED)],
+        "unregister": [("T1", ChangeKind.DELETED)],
+    }[rule]
+    assert changes(client) == expected
 
 
 @pytest_twisted.inlineCallbacks
@@ -186,14 +186,14 @@ class SwitchableSampler:
     def __call__(self) -> Sample:
         if self.real is not None:
             return self.real()
-        return Sample(cpu_percent=0.5, memory_percent=0.5)
+        return Sample(cpu_percent=0.05, memory_percent=0.05)
 
     def relieve(self) -> None:
         self.real = None
 
 
 @pytest_twisted.inlineCallbacks
-def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once():
+def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(make_server):
     # Memory thresholds far below what any host uses: the real process is "under pressure".
     overrides = {
         "pressure": {
@@ -203,59 +203,57 @@ def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
             "cpu_low_percent": 1.0,
         }
     }
-    for ns in running_server(overrides):
-        sampler = SwitchableSampler()
-        ns.server.pressure._sampler = sampler
-        broker = yield broker_with(ns, "T1", "T2", "T3")
-        client = yield connect(ns.port)
-        yield subscribe(client, "T1", "T2")
-        ns.clock.advance(ns.server.config.pressure.sample_interval_ms / 1000)
-        assert ns.server.pressure.degraded
+    ns = make_server(overrides)
+    sampler = SwitchableSampler()
+    ns.server.pressure._sampler = sampler
+    broker = yield broker_with(ns, "T1", "T2", "T3")
+    client = yield connect(ns.port)
+    yield subscribe(client, "T1", "T2")
+    ns.clock.advance(ns.server.config.pressure.sample_interval_ms / 1000)
+    assert ns.server.pressure.degraded
 
-        for call in ("WIPE", "ADD", "WIPE"):
-            code = getattr(RequestCode, f"{call}_WRITE_PERM_OF_BROKER")
-            yield broker.call(code, {"brokerName": "broker-a"})
-            ns.clock.advance(TICK)
-        yield round_trip(client)
-        assert client.pushed == []
-        assert ns.server.stats()["degraded"] == 1
+    for call in ("WIPE", "ADD", "WIPE"):
+        code = getattr(RequestCode, f"{call}_WRITE_PERM_OF_BROKER")
+        yield broker.call(code, {"brokerName": "broker-a"})
+        ns.clock.advance(TICK)
+    yield round_trip(client)
+    assert client.pushed == []
+    assert ns.server.stats()["degraded"] == 1
 
-        sampler.relieve()
-        ns.clock.advance(TICK)
-        ns.clock.advance(TICK)
-        yield round_trip(client)
-        assert not ns.server.pressure.degraded
-        [note] = notifications(client)
-        assert sorted(c.topic for c in note.changes) == ["T1", "T2"]
-        ns.clock.advance(TICK)
-        yield round_trip(client)
-        assert len(notifications(client)) == 1
-        assert ns.server.stats()["degradation_transitions"] == 2
+    sampler.relieve()
+    ns.clock.advance(TICK)
+    ns.clock.advance(TICK)
+    yield round_trip(client)
+    assert not ns.server.pressure.degraded
+    [note] = notifications(client)
+    assert sorted(c.topic for c in note.changes) == ["T1", "T2"]
+    ns.clock.advance(TICK)
+    yield round_trip(client)
+    assert len(notifications(client)) == 1
+    assert ns.server.stats()["degradation_transitions"] == 2
 
 
 @pytest_twisted.inlineCallbacks
-def test_subscription_bounds_are_refused_whole():
-    for ns in running_server({"push": {"max_topics_per_connection": 3}}):
-        client = yield connect(ns.port)
-        yield subscribe(client, "A", "B")
-        resp = yield client.call(
-            RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["C", "D"], "x")
-        )
-        assert resp.code != ResponseCode.SUCCESS and "3" in resp.remark
-        assert ns.server.subscriptions.topics_of(_server_conn(ns)) == {"A", "B"}
-        resp = yield client.call(
-            RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=b"\xff\xff\xff"
-        )
-        assert resp.code == ResponseCode.INVALID_PARAMETER and "malformed" in resp.remark
-        resp = yield client.call(
-            RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_unsubscribe(["A", "Z"])
-        )
-        assert resp.code == ResponseCode.SUCCESS
-        assert ns.server.subscriptions.topics_of(_server_conn(ns)) == {"B"}
-        client.transport.loseConnection()
-        yield client.lost
-        yield round_trip((yield connect(ns.port)))
-        assert ns.server.subscriptions.total == 0
+def test_subscription_bounds_are_refused_whole(make_server):
+    ns = make_server({"push": {"max_topics_per_connection": 3}})
+    client = yield connect(ns.port)
+    yield subscribe(client, "A", "B")
+    resp = yield client.call(
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["C", "D"], "x")
+    )
+    assert resp.code != ResponseCode.SUCCESS and "3" in resp.remark
+    assert ns.server.subscriptions.topics_of(_server_conn(ns)) == {"A", "B"}
+    resp = yield client.call(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=b"\xff\xff\xff")
+    assert resp.code == ResponseCode.INVALID_PARAMETER and "malformed" in resp.remark
+    resp = yield client.call(
+        RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_unsubscribe(["A", "Z"])
+    )
+    assert resp.code == ResponseCode.SUCCESS
+    assert ns.server.subscriptions.topics_of(_server_conn(ns)) == {"B"}
+    client.transport.loseConnection()
+    yield client.lost
+    yield round_trip((yield connect(ns.port)))
+    assert ns.server.subscriptions.total == 0
 
 
 def _server_conn(ns: Any) -> Any:
@@ -264,56 +262,58 @@ def _server_conn(ns: Any) -> Any:
 
 
 @pytest_twisted.inlineCallbacks
-def test_push_disabled_answers_subscribe_with_not_supported():
-    for ns in running_server({"push": {"enabled": False}}):
-        client = yield connect(ns.port)
-        resp = yield client.call(
-            RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["T"], "x")
-        )
-        assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+def test_push_disabled_answers_subscribe_with_not_supported(make_server):
+    ns = make_server({"push": {"enabled": False}})
+    client = yield connect(ns.port)
+    resp = yield client.call(
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["T"], "x")
+    )
+    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
 
 @pytest_twisted.inlineCallbacks
-def test_a_client_that_never_reads_is_bounded_while_others_keep_receiving():
+def test_a_client_that_never_reads_is_bounded_while_others_keep_receiving(make_server):
     bound = 64 * 1024
-    for ns in running_server({"server": {"output_buffer_bytes": bound}}):
-        topics = [f"topic-{i:04d}-" + "x" * 80 for i in range(1000)]
-        broker = yield broker_with(ns, *topics)
-        reader = yield connect(ns.port)
-        stalled = yield connect(ns.port)
-        yield subscribe(reader, *topics)
-        yield subscribe(stalled, *topics)
-        stalled_conn = max(ns.server.connections.values(), key=lambda c: c.conn_id)
-        stalled.transport.pauseProducing()  # stop reading: the kernel buffers fill, then ours
+    ns = make_server({"server": {"output_buffer_bytes": bound}})
+    topics = [f"topic-{i:04d}-" + "x" * 80 for i in range(1000)]
+    broker = yield broker_with(ns, *topics)
+    reader = yield connect(ns.port)
+    stalled = yield connect(ns.port)
+    yield subscribe(reader, *topics)
+    yield subscribe(stalled, *topics)
+    stalled_conn = max(ns.server.connections.values(), key=lambda c: c.conn_id)
+    stalled.transport.pauseProducing()  # stop reading: the kernel buffers fill, then ours
 
-        frame_bytes = 0
-        peak = 0
-        for i in range(120):
-            code = RequestCode.WIPE_WRITE_PERM_OF_BROKER if i % 2 == 0 else (
-                RequestCode.ADD_WRITE_PERM_OF_BROKER
-            )
-            yield broker.call(code, {"brokerName": "broker-a"})
-            ns.clock.advance(TICK)
-            yield reader.wait_pushed(i + 1)
-            frame_bytes = max(frame_bytes, len(reader.pushed[-1].body))
-            peak = max(peak, stalled_conn.unsent_bytes)
-        assert len(notifications(reader)) == 120
-        assert ns.server.stats()["slow_subscriber_skips"] > 0
-        # One frame may be accepted while the buffer is just under the bound.
-        assert peak <= bound + frame_bytes + 1024
-        assert ns.server.detector.pending_topics_of(stalled_conn) <= len(topics)
+    frame_bytes = 0
+    peak = 0
+    for i in range(120):
+        code = (
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER
+            if i % 2 == 0
+            else (RequestCode.ADD_WRITE_PERM_OF_BROKER)
+        )
+        yield broker.call(code, {"brokerName": "broker-a"})
+        ns.clock.advance(TICK)
+        yield reader.wait_pushed(i + 1)
+        frame_bytes = max(frame_bytes, len(reader.pushed[-1].body))
+        peak = max(peak, stalled_conn.unsent_bytes)
+    assert len(notifications(reader)) == 120
+    assert ns.server.stats()["slow_subscriber_skips"] > 0
+    # One frame may be accepted while the buffer is just under the bound.
+    assert peak <= bound + frame_bytes + 1024
+    assert ns.server.detector.pending_topics_of(stalled_conn) <= len(topics)
 
-        # Once it reads again it gets one frame covering what it missed, with no sequence gap.
-        stalled.transport.resumeProducing()
-        for _ in range(50):
-            yield round_trip(stalled)
-            ns.clock.advance(TICK)
-            if ns.server.detector.pending_topics_of(stalled_conn) == 0:
-                break
+    # Once it reads again it gets one frame covering what it missed, with no sequence gap.
+    stalled.transport.resumeProducing()
+    for _ in range(50):
         yield round_trip(stalled)
-        seen = notifications(stalled)
-        assert [n.sequence for n in seen] == list(range(1, len(seen) + 1))
-        assert len(seen) < 120
-        latest = {c.topic: c.version for n in seen for c in n.changes}
-        expected = {c.topic: c.version for n in notifications(reader) for c in n.changes}
-        assert latest == expected
+        ns.clock.advance(TICK)
+        if ns.server.detector.pending_topics_of(stalled_conn) == 0:
+            break
+    yield round_trip(stalled)
+    seen = notifications(stalled)
+    assert [n.sequence for n in seen] == list(range(1, len(seen) + 1))
+    assert len(seen) < 120
+    latest = {c.topic: c.version for n in seen for c in n.changes}
+    expected = {c.topic: c.version for n in notifications(reader) for c in n.changes}
+    assert latest == expected

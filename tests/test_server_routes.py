@@ -185,20 +185,16 @@ def test_delete_topic_and_kv_config_round_trip(ns):
 
 
 @pytest_twisted.inlineCallbacks
-def test_order_topic_conf_reaches_the_route_when_enabled():
-    gen = running_server({"registry": {"order_message_enable": True}})
-    ns = next(gen)
-    try:
-        broker = yield connect(ns.port)
-        yield broker.request(register_request(topic_configs("T1")))
-        before = yield broker.request(route_request("T1"))
-        assert bodies.decode_route(before.body).order_topic_conf is None
-        yield broker.call(
-            RequestCode.PUT_KV_CONFIG,
-            {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:4"},
-        )
-        after = yield broker.request(route_request("T1"))
-        assert bodies.decode_route(after.body).order_topic_conf == "broker-a:4"
-        assert int(after.ext_fields["routeVersion"]) > int(before.ext_fields["routeVersion"])
-    finally:
-        gen.close()
+def test_order_topic_conf_reaches_the_route_when_enabled(make_server):
+    ns = make_server({"registry": {"order_message_enable": True}})
+    broker = yield connect(ns.port)
+    yield broker.request(register_request(topic_configs("T1")))
+    before = yield broker.request(route_request("T1"))
+    assert bodies.decode_route(before.body).order_topic_conf is None
+    yield broker.call(
+        RequestCode.PUT_KV_CONFIG,
+        {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:4"},
+    )
+    after = yield broker.request(route_request("T1"))
+    assert bodies.decode_route(after.body).order_topic_conf == "broker-a:4"
+    assert int(after.ext_fields["routeVersion"]) > int(before.ext_fields["routeVersion"])

@@ -1,0 +1,63 @@
+"""What every benchmark needs to run servers as processes on loopback and talk to them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def roundtrip(sock: socket.socket, cmd: RemotingCommand) -> tuple[RemotingCommand, bytes]:
+    """Send ``cmd`` on a blocking socket; the response and its raw frame bytes."""
+    sock.sendall(encode_command(cmd))
+    decoder = FrameDecoder()
+    raw = b""
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed")
+        raw += data
+        out = decoder.feed(data)
+        if out:
+            return out[0], raw
+
+
+def start_namesrv(port: int, config: Path | None = None) -> subprocess.Popen[bytes]:
+    """``python -m namesrv`` on 127.0.0.1:``port``, returned once it accepts connections."""
+    args = [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}"]
+    if config is not None:
+        args += ["--config", str(config)]
+    proc = subprocess.Popen(
+        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
+    wait_port(port)
+    return proc
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

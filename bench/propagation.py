@@ -1,0 +1,303 @@
+"""Route-change propagation to N real route clients, push against the 30 s poll.
+
+For each mode (``push``: the name server pushes, clients keep the safety-net poll;
+``poll``: push off on the server, clients poll every 30 s as upstream clients do):
+
+1. the name server runs as its own process (tick 1 s, pressure monitor off so a busy bench
+   machine does not degrade it); broker ``broker-t`` holds topic ``T``, ``broker-a`` holds
+   100 background topics;
+2. N ``client_push.RouteClient`` instances, spread over worker processes, each hold ``T`` and
+   the 100 background topics;
+3. propagation: T's write perm is flipped; the time until each client holds the new route is
+   read from the clients' telemetry records (``fetched_at_ms``), p50/p99 over all clients;
+4. request rate: over a window (default 120 s, one safety-net poll period with push) with one
+   background-topic change every 10 s, the GET_ROUTEINFO requests the clients sent, per second.
+
+Printed at the end: both propagation distributions, both request rates, their ratio, and the
+ratio at the same freshness (polling often enough to match push's p99 costs requests in
+inverse proportion to its interval).
+
+    python bench/propagation.py [--clients 1000] [--workers 4] [--window 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
+
+from fake_broker import register_request, topic_configs  # noqa: E402
+from local_processes import free_port, percentile, roundtrip, start_namesrv  # noqa: E402
+
+from protocol.codes import RequestCode  # noqa: E402
+from protocol.frame import RemotingCommand  # noqa: E402
+from protocol.route_model import DataVersion, TopicConfig  # noqa: E402
+
+TOPIC = "T"
+BACKGROUND = [f"B{i:03d}" for i in range(100)]
+POLL_MS = 30_000
+
+
+# -- worker role (its own process) ---------------------------------------------------------
+
+
+def worker(port: int, clients: int, push: bool) -> None:
+    from twisted.internet import defer, reactor, stdio, task
+    from twisted.protocols.basic import LineReceiver
+
+    from client_push.client import RouteClient
+    from client_push.config import ClientConfig
+    from client_push.telemetry import RefetchRecord
+
+    class Sink:
+        def __init__(self) -> None:
+            self.count = 0
+            self.topic_records: list[tuple[int, int, str]] = []
+
+        def record(self, rec: RefetchRecord) -> None:
+            self.count += 1
+            if rec.topic == TOPIC:
+                self.topic_records.append((rec.version, rec.fetched_at_ms, rec.cause))
+
+        def close(self) -> None:
+            pass
+
+    sinks = [Sink() for _ in range(clients)]
+    route_clients = [
+        RouteClient(
+            ClientConfig(
+                namesrv_addrs=(f"127.0.0.1:{port}",),
+                poll_interval_ms=POLL_MS,
+                topic_idle_expiry_ms=3_600_000,
+                client_id=f"bench-{os.getpid()}-{i}",
+            ),
+            reactor,
+            random.Random(os.getpid() * 10_000 + i),
+            telemetry=sinks[i],
+        )
+        for i in range(clients)
+    ]
+
+    class Commands(LineReceiver):
+        delimiter = b"\n"
+
+        def lineReceived(self, line: bytes) -> None:
+            word = line.decode().strip()
+            if word == "COUNT":
+                self.say(f"COUNT {sum(s.count for s in sinks)}")
+            elif word == "REPORT":
+                self.say(json.dumps([s.topic_records for s in sinks]))
+            elif word == "EXIT":
+                reactor.stop()
+
+        def say(self, text: str) -> None:
+            self.transport.write(text.encode() + b"\n")
+
+    @defer.inlineCallbacks
+    def warm_up() -> defer.Generator[defer.Deferred[object], object, None]:
+        for c in route_clients:
+            c.start()
+        for c in route_clients:
+            yield defer.gatherResults(
+                [defer.ensureDeferred(c.get_route(t)) for t in (TOPIC, *BACKGROUND)]
+            )
+        while push and not all(c.push_active for c in route_clients):
+            yield task.deferLater(reactor, 0.1, lambda: None)
+        commands.say("READY")
+
+    commands = Commands()
+    stdio.StandardIO(commands)
+    reactor.callWhenRunning(warm_up)
+    reactor.run()
+
+
+# -- driver ------------------------------------------------------------------------------------
+
+
+class Workers:
+    def __init__(self, port: int, clients: int, workers: int, push: bool) -> None:
+        share = [clients // workers + (1 if i < clients % workers else 0) for i in range(workers)]
+        mode = "push" if push else "poll"
+        role = ["--role", "worker", "--port", str(port), "--mode", mode]
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, __file__, *role, "--clients", str(n)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
+            for n in share
+        ]
+        for proc in self.procs:
+            self._expect(proc, "READY")
+
+    @staticmethod
+    def _expect(proc: subprocess.Popen, word: str) -> str:
+        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        if not line.startswith(word):
+            raise RuntimeError(f"worker said {line!r}, expected {word}")
+        return line
+
+    def ask(self, word: str) -> list[str]:
+        for proc in self.procs:
+            proc.stdin.write(word + "\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+        return [proc.stdout.readline().strip() for proc in self.procs]  # type: ignore[union-attr]
+
+    def requests(self) -> int:
+        return sum(int(line.split()[1]) for line in self.ask("COUNT"))
+
+    def topic_records(self) -> list[list[tuple[int, int, str]]]:
+        out: list[list[tuple[int, int, str]]] = []
+        for line in self.ask("REPORT"):
+            out.extend(json.loads(line))
+        return out
+
+    def close(self) -> None:
+        for proc in self.procs:
+            try:
+                proc.stdin.write("EXIT\n")  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def call(sock: socket.socket, cmd: RemotingCommand) -> None:
+    resp, _ = roundtrip(sock, cmd)
+    if resp.code != 0:
+        raise RuntimeError(f"request {cmd.code} refused: {resp.code} {resp.remark}")
+
+
+def background_register(queues: dict[str, int], counter: int) -> RemotingCommand:
+    configs = {
+        t: TopicConfig(topic_name=t, read_queue_nums=q, write_queue_nums=q)
+        for t, q in queues.items()
+    }
+    return register_request(
+        configs,
+        broker_name="broker-a",
+        broker_addr="10.0.0.1:10911",
+        data_version=DataVersion(0, counter, counter),
+    )
+
+
+def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, object]:
+    port = free_port()
+    config = Path(workdir) / f"propagation-{'push' if push else 'poll'}.toml"
+    config.write_text(
+        f"[push]\nenabled = {'true' if push else 'false'}\ntick_interval_ms = {args.tick_ms}\n"
+        "[pressure]\nenabled = false\n"
+    )
+    server = start_namesrv(port, config)
+    workers: Workers | None = None
+    try:
+        broker = socket.create_connection(("127.0.0.1", port))
+        call(broker, register_request(topic_configs(TOPIC), broker_name="broker-t",
+                                      broker_addr="10.0.0.2:10911"))  # fmt: skip
+        queues = dict.fromkeys(BACKGROUND, 8)
+        call(broker, background_register(queues, 1))
+        started = time.monotonic()
+        workers = Workers(port, args.clients, args.workers, push)
+        print(f"[{'push' if push else 'poll'}] {args.clients} clients ready in "
+              f"{time.monotonic() - started:.1f} s", flush=True)  # fmt: skip
+
+        # Propagation of T's change to every client.
+        wait = (args.tick_ms / 1000 + 3) if push else POLL_MS / 1000 + 5
+        latencies: list[float] = []
+        rounds = args.rounds if push else 1
+        for r in range(rounds):
+            before = {i: max(v for v, _, _ in recs) for i, recs in
+                      enumerate(workers.topic_records())}  # fmt: skip
+            time.sleep(random.uniform(0, args.tick_ms / 1000))
+            code = (
+                RequestCode.WIPE_WRITE_PERM_OF_BROKER
+                if r % 2 == 0
+                else RequestCode.ADD_WRITE_PERM_OF_BROKER
+            )
+            t0 = time.time() * 1000
+            call(broker, RemotingCommand.request(code, {"brokerName": "broker-t"}))
+            time.sleep(wait)
+            records = workers.topic_records()
+            for i, recs in enumerate(records):
+                newer = [at for v, at, _ in recs if v > before[i] and at >= t0]
+                latencies.append(min(newer) - t0 if newer else float("inf"))
+        missing = sum(1 for x in latencies if x == float("inf"))
+
+        # Request rate over the window, with a background change every 10 s.
+        first = workers.requests()
+        window_start = time.monotonic()
+        counter = 2
+        rng = random.Random(3)
+        while time.monotonic() - window_start < args.window:
+            time.sleep(min(10.0, args.window - (time.monotonic() - window_start)))
+            topic = rng.choice(BACKGROUND)
+            queues[topic] = 4 if queues[topic] == 8 else 8
+            counter += 1
+            call(broker, background_register(queues, counter))
+        elapsed = time.monotonic() - window_start
+        rate = (workers.requests() - first) / elapsed
+        broker.close()
+        return {"latencies": latencies, "missing": missing, "rate": rate}
+    finally:
+        if workers is not None:
+            workers.close()
+        server.terminate()
+        server.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--role", default="driver", choices=["driver", "worker"])
+    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--window", type=float, default=120.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tick-ms", type=int, default=1000)
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--mode", choices=["push", "poll"], default="push")
+    args = parser.parse_args()
+    if args.role == "worker":
+        worker(args.port, args.clients, args.mode == "push")
+        return
+
+    with tempfile.TemporaryDirectory() as workdir:
+        results = {mode: run_mode(mode == "push", args, workdir) for mode in ("push", "poll")}
+    for mode, res in results.items():
+        lat = [x for x in res["latencies"] if x != float("inf")]  # type: ignore[union-attr]
+        print(
+            f"{mode}: change -> client holds new route p50 {percentile(lat, 0.5):8.0f} ms "
+            f"p99 {percentile(lat, 0.99):8.0f} ms max {max(lat):8.0f} ms "
+            f"({len(lat)} samples, {res['missing']} clients never saw it); "
+            f"GET_ROUTEINFO rate {res['rate']:8.0f} req/s "
+            f"({args.clients} clients x {len(BACKGROUND) + 1} topics)"
+        )
+    push_lat = [x for x in results["push"]["latencies"] if x != float("inf")]  # type: ignore[union-attr]
+    push_rate, poll_rate = results["push"]["rate"], results["poll"]["rate"]
+    p99 = max(percentile(push_lat, 0.99), 1.0)
+    same_freshness = poll_rate * POLL_MS / p99  # type: ignore[operator]
+    print(
+        f"push p99 target <= {args.tick_ms + 500} ms: {p99:.0f} ms | requests: poll/push "
+        f"{poll_rate / push_rate:.1f}x at 30 s poll; polling every {p99:.0f} ms to match push's "
+        f"p99 would need {same_freshness:,.0f} req/s = {same_freshness / push_rate:,.0f}x push"
+    )  # type: ignore[operator]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,460 @@
+"""Body codecs: the JSON (and one binary) bodies of the name-server requests and responses.
+
+Wire names are upstream's; Python objects are the dataclasses of :mod:`protocol.route_model`.
+Decoders accept what any upstream version writes (fastjson's unquoted keys, missing optional
+fields, unknown extra fields) and turn every malformed body into a :class:`BodyError`.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol import fastjson
+from protocol.codes import CURRENT_VERSION, Version
+from protocol.errors import BodyError
+from protocol.route_model import (
+    DEFAULT_TOPIC_FILTER_TYPE,
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    TopicConfig,
+    TopicRouteData,
+)
+
+MAX_INFLATED_BYTES = 64 * 1024 * 1024
+"""A compressed register body may not inflate past this: a zip bomb costs one refusal."""
+
+_INT32 = struct.Struct(">i")
+
+
+def crc32(data: bytes) -> int:
+    """Upstream's ``UtilAll.crc32``: CRC-32 masked to a non-negative int."""
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
+# -- field access that fails as BodyError ---------------------------------------------------------
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise BodyError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BodyError(f"{what} must be a JSON array, got {type(value).__name__}")
+    return value
+
+
+def _int(doc: dict[str, Any], key: str, what: str, default: int = 0) -> int:
+    value = doc.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            return int(value)
+        raise BodyError(f"{what}.{key} must be an integer, got {value!r}")
+    return value
+
+
+def _str(doc: dict[str, Any], key: str, what: str, default: str | None = None) -> str | None:
+    value = doc.get(key, default)
+    if value is None or isinstance(value, str):
+        return value
+    raise BodyError(f"{what}.{key} must be a string, got {value!r}")
+
+
+def _bool(doc: dict[str, Any], key: str, what: str) -> bool:
+    value = doc.get(key, False)
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    raise BodyError(f"{what}.{key} must be true or false, got {value!r}")
+
+
+def _load_obj(body: bytes, what: str) -> dict[str, Any]:
+    if not body:
+        raise BodyError(f"{what} body is empty")
+    return _obj(fastjson.loads(body), what)
+
+
+# -- DataVersion and TopicConfig ------------------------------------------------------------------
+
+
+def data_version_doc(v: DataVersion) -> dict[str, Any]:
+    return {"counter": v.counter, "stateVersion": v.state_version, "timestamp": v.timestamp}
+
+
+def data_version_from(doc: Any) -> DataVersion:
+    d = _obj(doc, "dataVersion")
+    return DataVersion(
+        state_version=_int(d, "stateVersion", "dataVersion"),
+        timestamp=_int(d, "timestamp", "dataVersion"),
+        counter=_int(d, "counter", "dataVersion"),
+    )
+
+
+def decode_data_version(body: bytes) -> DataVersion:
+    """A QUERY_DATA_VERSION body; an empty body is the zero version."""
+    if not body:
+        return DataVersion()
+    return data_version_from(fastjson.loads(body))
+
+
+def topic_config_doc(tc: TopicConfig) -> dict[str, Any]:
+    return {
+        "attributes": dict(tc.attributes),
+        "order": tc.order,
+        "perm": tc.perm,
+        "readQueueNums": tc.read_queue_nums,
+        "topicFilterType": tc.topic_filter_type,
+        "topicName": tc.topic_name,
+        "topicSysFlag": tc.topic_sys_flag,
+        "writeQueueNums": tc.write_queue_nums,
+    }
+
+
+def topic_config_from(doc: Any, name: str) -> TopicConfig:
+    d = _obj(doc, f"topicConfigTable[{name}]")
+    what = f"topicConfigTable[{name}]"
+    attributes = d.get("attributes") or {}
+    if not isinstance(attributes, dict):
+        raise BodyError(f"{what}.attributes must be a JSON object")
+    return TopicConfig(
+        topic_name=_str(d, "topicName", what) or name,
+        read_queue_nums=_int(d, "readQueueNums", what, 16),
+        write_queue_nums=_int(d, "writeQueueNums", what, 16),
+        perm=_int(d, "perm", what, 6),
+        topic_filter_type=_str(d, "topicFilterType", what) or DEFAULT_TOPIC_FILTER_TYPE,
+        topic_sys_flag=_int(d, "topicSysFlag", what),
+        order=_bool(d, "order", what),
+        attributes={str(k): str(v) for k, v in attributes.items()},
+    )
+
+
+def topic_config_text(tc: TopicConfig) -> str:
+    """Upstream's ``TopicConfig.encode()``: space-separated, attributes JSON last if any."""
+    parts = [
+        tc.topic_name,
+        str(tc.read_queue_nums),
+        str(tc.write_queue_nums),
+        str(tc.perm),
+        tc.topic_filter_type,
+    ]
+    if tc.attributes:
+        parts.append(json.dumps(tc.attributes, separators=(",", ":")))
+    return " ".join(parts)
+
+
+def topic_config_from_text(text: str) -> TopicConfig:
+    parts = text.split(" ", 5)
+    if len(parts) < 5:
+        raise BodyError(f"compressed topic config {text[:80]!r} has fewer than 5 fields")
+    name, read, write, perm, filter_type = parts[:5]
+    try:
+        numbers = int(read), int(write), int(perm)
+    except ValueError:
+        raise BodyError(f"compressed topic config {text[:80]!r} has a non-integer count") from None
+    attributes: dict[str, str] = {}
+    if len(parts) == 6:
+        loaded = fastjson.loads(parts[5])
+        if not isinstance(loaded, dict):
+            raise BodyError(f"compressed topic config {name} attributes are not a JSON object")
+        attributes = {str(k): str(v) for k, v in loaded.items()}
+    return TopicConfig(
+        topic_name=name,
+        read_queue_nums=numbers[0],
+        write_queue_nums=numbers[1],
+        perm=numbers[2],
+        topic_filter_type=filter_type,
+        attributes=attributes,
+    )
+
+
+# -- RegisterBrokerBody ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigSerializeWrapper:
+    topic_config_table: dict[str, TopicConfig]
+    data_version: DataVersion
+    topic_queue_mapping_info_map: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerBody:
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper
+    filter_server_list: list[str] = field(default_factory=list)
+
+    def to_wire(self, compressed: bool = False, broker_version: int = CURRENT_VERSION) -> bytes:
+        wrapper = self.topic_config_serialize_wrapper
+        if not compressed:
+            doc = {
+                "filterServerList": list(self.filter_server_list),
+                "topicConfigSerializeWrapper": {
+                    "dataVersion": data_version_doc(wrapper.data_version),
+                    "topicConfigTable": {
+                        n: topic_config_doc(tc) for n, tc in wrapper.topic_config_table.items()
+                    },
+                    "topicQueueMappingInfoMap": dict(wrapper.topic_queue_mapping_info_map),
+                },
+            }
+            return fastjson.dumps(doc)
+        out = bytearray()
+
+        def chunk(data: bytes) -> None:
+            out.extend(_INT32.pack(len(data)))
+            out.extend(data)
+
+        chunk(fastjson.dumps(data_version_doc(wrapper.data_version)))
+        out.extend(_INT32.pack(len(wrapper.topic_config_table)))
+        for tc in wrapper.topic_config_table.values():
+            chunk(topic_config_text(tc).encode())
+        chunk(fastjson.dumps(list(self.filter_server_list)))
+        if broker_version >= Version.V5_0_0:
+            infos = list(wrapper.topic_queue_mapping_info_map.values())
+            out.extend(_INT32.pack(len(infos)))
+            for info in infos:
+                chunk(fastjson.dumps(info))
+        return zlib.compress(bytes(out), 9)
+
+    @classmethod
+    def from_wire(cls, data: bytes, compressed: bool, broker_version: int) -> RegisterBrokerBody:
+        if compressed:
+            return _decode_compressed(data, broker_version)
+        doc = _load_obj(data, "RegisterBrokerBody")
+        what = "topicConfigSerializeWrapper"
+        wrapper_doc = _obj(doc.get(what) or {}, what)
+        table_doc = _obj(wrapper_doc.get("topicConfigTable") or {}, "topicConfigTable")
+        mapping = wrapper_doc.get("topicQueueMappingInfoMap") or {}
+        if not isinstance(mapping, dict):
+            raise BodyError("topicQueueMappingInfoMap must be a JSON object")
+        wrapper = TopicConfigSerializeWrapper(
+            topic_config_table={
+                str(name): topic_config_from(tc, str(name)) for name, tc in table_doc.items()
+            },
+            data_version=data_version_from(wrapper_doc.get("dataVersion") or {}),
+            topic_queue_mapping_info_map=mapping,
+        )
+        servers = [str(s) for s in _list(doc.get("filterServerList"), "filterServerList")]
+        return cls(wrapper, servers)
+
+
+class _Inflated:
+    """Reads the length-prefixed parts of an inflated compressed register body."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def int32(self, what: str) -> int:
+        if self.pos + 4 > len(self.data):
+            raise BodyError(f"compressed register body truncated in {what}")
+        value: int = _INT32.unpack_from(self.data, self.pos)[0]
+        self.pos += 4
+        if value < 0:
+            raise BodyError(f"compressed register body has a negative {what}: {value}")
+        return value
+
+    def chunk(self, what: str) -> bytes:
+        length = self.int32(f"{what} length")
+        end = self.pos + length
+        if end > len(self.data):
+            raise BodyError(f"compressed register body truncated in {what}")
+        value = self.data[self.pos : end]
+        self.pos = end
+        return value
+
+
+def _inflate(data: bytes) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, MAX_INFLATED_BYTES)
+    except zlib.error as exc:
+        raise BodyError(f"compressed register body does not inflate: {exc}") from None
+    if inflater.unconsumed_tail:
+        raise BodyError(f"compressed register body inflates past {MAX_INFLATED_BYTES} bytes")
+    if not inflater.eof:
+        raise BodyError("compressed register body is truncated")
+    return out
+
+
+def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
+    reader = _Inflated(_inflate(data))
+    data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
+    count = reader.int32("topic count")
+    table: dict[str, TopicConfig] = {}
+    for _ in range(count):
+        raw = reader.chunk("topic config")
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            raise BodyError("compressed topic config is not UTF-8") from None
+        tc = topic_config_from_text(text)
+        table[tc.topic_name] = tc
+    servers = _list(fastjson.loads(reader.chunk("filterServerList")), "filterServerList")
+    mapping: dict[str, Any] = {}
+    if broker_version >= Version.V5_0_0 and reader.pos < len(reader.data):
+        for _ in range(reader.int32("mapping count")):
+            info = _obj(fastjson.loads(reader.chunk("mapping info")), "TopicQueueMappingInfo")
+            mapping[str(info.get("topic", ""))] = info
+    wrapper = TopicConfigSerializeWrapper(table, data_version, mapping)
+    return RegisterBrokerBody(wrapper, [str(s) for s in servers])
+
+
+# -- TopicRouteData -------------------------------------------------------------------------------
+
+
+def queue_data_doc(q: QueueData) -> dict[str, Any]:
+    return {
+        "brokerName": q.broker_name,
+        "perm": q.perm,
+        "readQueueNums": q.read_queue_nums,
+        "topicSysFlag": q.topic_sys_flag,
+        "writeQueueNums": q.write_queue_nums,
+    }
+
+
+def broker_data_doc(b: BrokerData) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "brokerAddrs": dict(b.broker_addrs),
+        "brokerName": b.broker_name,
+        "cluster": b.cluster,
+        "enableActingMaster": b.enable_acting_master,
+    }
+    if b.zone_name is not None:
+        doc["zoneName"] = b.zone_name
+    return doc
+
+
+def encode_route(route: TopicRouteData, *, standard_json: bool) -> bytes:
+    """A GET_ROUTEINFO_BY_TOPIC body; ``standard_json`` False writes fastjson's unquoted keys."""
+    doc: dict[str, Any] = {
+        "brokerDatas": [broker_data_doc(b) for b in route.broker_datas],
+        "filterServerTable": {k: list(v) for k, v in route.filter_server_table.items()},
+        "queueDatas": [queue_data_doc(q) for q in route.queue_datas],
+    }
+    if route.order_topic_conf is not None:
+        doc["orderTopicConf"] = route.order_topic_conf
+    if route.topic_queue_mapping_by_broker is not None:
+        doc["topicQueueMappingByBroker"] = route.topic_queue_mapping_by_broker
+    return fastjson.dumps(doc, unquoted_int_keys=not standard_json)
+
+
+def broker_data_from(doc: Any, what: str) -> BrokerData:
+    d = _obj(doc, what)
+    addrs_doc = _obj(d.get("brokerAddrs") or {}, f"{what}.brokerAddrs")
+    addrs: dict[int, str] = {}
+    for key, addr in addrs_doc.items():
+        try:
+            broker_id = int(key)
+        except ValueError:
+            raise BodyError(f"{what}.brokerAddrs key {key!r} is not a broker id") from None
+        if not isinstance(addr, str):
+            raise BodyError(f"{what}.brokerAddrs[{key}] must be a string")
+        addrs[broker_id] = addr
+    return BrokerData(
+        cluster=_str(d, "cluster", what) or "",
+        broker_name=_str(d, "brokerName", what) or "",
+        broker_addrs=addrs,
+        zone_name=_str(d, "zoneName", what),
+        enable_acting_master=_bool(d, "enableActingMaster", what),
+    )
+
+
+def queue_data_from(doc: Any, what: str) -> QueueData:
+    d = _obj(doc, what)
+    return QueueData(
+        broker_name=_str(d, "brokerName", what) or "",
+        read_queue_nums=_int(d, "readQueueNums", what),
+        write_queue_nums=_int(d, "writeQueueNums", what),
+        perm=_int(d, "perm", what),
+        topic_sys_flag=_int(d, "topicSysFlag", what),
+    )
+
+
+def decode_route(body: bytes) -> TopicRouteData:
+    doc = _load_obj(body, "TopicRouteData")
+    filters = _obj(doc.get("filterServerTable") or {}, "filterServerTable")
+    mapping = doc.get("topicQueueMappingByBroker")
+    if mapping is not None and not isinstance(mapping, dict):
+        raise BodyError("topicQueueMappingByBroker must be a JSON object")
+    return TopicRouteData(
+        queue_datas=[
+            queue_data_from(q, f"queueDatas[{i}]")
+            for i, q in enumerate(_list(doc.get("queueDatas"), "queueDatas"))
+        ],
+        broker_datas=[
+            broker_data_from(b, f"brokerDatas[{i}]")
+            for i, b in enumerate(_list(doc.get("brokerDatas"), "brokerDatas"))
+        ],
+        order_topic_conf=_str(doc, "orderTopicConf", "TopicRouteData"),
+        filter_server_table={
+            str(k): [str(s) for s in _list(v, "filterServerTable")] for k, v in filters.items()
+        },
+        topic_queue_mapping_by_broker=mapping,
+    )
+
+
+# -- ClusterInfo, TopicList, KV table, member group -----------------------------------------------
+
+
+def encode_cluster_info(info: ClusterInfo) -> bytes:
+    """As upstream writes it (fastjson: broker ids unquoted); clients parse it leniently."""
+    doc = {
+        "brokerAddrTable": {n: broker_data_doc(b) for n, b in info.broker_addr_table.items()},
+        "clusterAddrTable": {c: sorted(names) for c, names in info.cluster_addr_table.items()},
+    }
+    return fastjson.dumps(doc, unquoted_int_keys=True)
+
+
+def decode_cluster_info(body: bytes) -> ClusterInfo:
+    doc = _load_obj(body, "ClusterInfo")
+    brokers = _obj(doc.get("brokerAddrTable") or {}, "brokerAddrTable")
+    clusters = _obj(doc.get("clusterAddrTable") or {}, "clusterAddrTable")
+    return ClusterInfo(
+        broker_addr_table={
+            str(n): broker_data_from(b, f"brokerAddrTable[{n}]") for n, b in brokers.items()
+        },
+        cluster_addr_table={
+            str(c): [str(n) for n in _list(names, f"clusterAddrTable[{c}]")]
+            for c, names in clusters.items()
+        },
+    )
+
+
+def encode_topic_list(topics: Iterable[str], broker_addr: str | None = None) -> bytes:
+    doc: dict[str, Any] = {"topicList": sorted(topics)}
+    if broker_addr is not None:
+        doc["brokerAddr"] = broker_addr
+    return fastjson.dumps(doc)
+
+
+def decode_topic_list(body: bytes) -> list[str]:
+    doc = _load_obj(body, "TopicList")
+    return [str(t) for t in _list(doc.get("topicList"), "topicList")]
+
+
+def encode_kv_table(table: dict[str, str]) -> bytes:
+    return fastjson.dumps({"table": dict(table)})
+
+
+def decode_kv_table(body: bytes) -> dict[str, str]:
+    doc = _load_obj(body, "KVTable")
+    table = _obj(doc.get("table") or {}, "table")
+    return {str(k): str(v) for k, v in table.items()}
+
+
+def encode_broker_member_group(cluster: str, broker_name: str, addrs: dict[int, str]) -> bytes:
+    group = {"brokerAddrs": dict(addrs), "brokerName": broker_name, "cluster": cluster}
+    return fastjson.dumps({"brokerMemberGroup": group}, unquoted_int_keys=True)

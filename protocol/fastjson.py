@@ -1,0 +1,155 @@
+"""JSON as upstream's fastjson 1.x writes and reads it.
+
+Upstream serializes maps with ``Long`` keys with the keys *unquoted*
+(``"brokerAddrs":{0:"10.0.0.1:10911"}``), which standard JSON parsers refuse. Old clients
+expect exactly that form, and a peer may send it to us, so :func:`dumps` can write it and
+:func:`loads` accepts it next to standard JSON. Everything else is plain JSON: no NaN, no
+single quotes, no comments.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from itertools import accumulate
+from json.encoder import encode_basestring, encode_basestring_ascii
+from typing import Any
+
+from protocol.errors import BodyError
+
+MAX_DEPTH = 64
+"""Deepest object/array nesting :func:`loads` accepts; no RocketMQ body nests past 6."""
+
+# A whole string literal (consumed so nothing inside it is touched), or a bare integer key:
+# digits right after ``{`` or ``,`` (plus whitespace) and right before ``:``.
+_STRING_OR_BARE_KEY = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"|(?<=[{,])([ \t\r\n]*)(-?[0-9]+)(?=[ \t\r\n]*:)', re.DOTALL
+)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"{": 1, "[": 1, "}": -1, "]": -1}
+
+
+def dumps(
+    obj: Any,
+    *,
+    unquoted_int_keys: bool = False,
+    sort_keys: bool = False,
+    ascii_only: bool = False,
+) -> bytes:
+    """Compact UTF-8 JSON of dicts, lists, str, int, float, bool and None.
+
+    ``unquoted_int_keys`` writes int dict keys bare, as fastjson does for ``Long`` keys;
+    otherwise they are quoted like any key. ``sort_keys`` mirrors fastjson's default
+    alphabetical bean fields and ``MapSortField`` (int keys sort numerically).
+    ``ascii_only`` escapes non-ASCII as fastjson's ``BrowserCompatible`` does.
+    """
+    parts: list[str] = []
+    quote = encode_basestring_ascii if ascii_only else encode_basestring
+    _write(obj, parts, quote, unquoted_int_keys, sort_keys)
+    return "".join(parts).encode("utf-8")
+
+
+def _key_order(key: Any) -> tuple[bool, Any]:
+    return (isinstance(key, str), key)
+
+
+def _write(obj: Any, parts: list[str], quote: Any, bare: bool, sort_keys: bool) -> None:
+    if isinstance(obj, str):
+        parts.append(quote(obj))
+    elif obj is None:
+        parts.append("null")
+    elif obj is True:
+        parts.append("true")
+    elif obj is False:
+        parts.append("false")
+    elif isinstance(obj, int):
+        parts.append(str(int(obj)))  # int() so an IntEnum writes its number
+    elif isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"JSON has no representation for {obj!r}")
+        parts.append(repr(obj))
+    elif isinstance(obj, dict):
+        items = sorted(obj.items(), key=lambda kv: _key_order(kv[0])) if sort_keys else obj.items()
+        parts.append("{")
+        for i, (key, value) in enumerate(items):
+            if i:
+                parts.append(",")
+            if isinstance(key, str):
+                parts.append(quote(key))
+            elif isinstance(key, int) and not isinstance(key, bool):
+                parts.append(str(int(key)) if bare else f'"{int(key)}"')
+            else:
+                raise TypeError(f"JSON object keys must be str or int, not {type(key).__name__}")
+            parts.append(":")
+            _write(value, parts, quote, bare, sort_keys)
+        parts.append("}")
+    elif isinstance(obj, list | tuple):
+        parts.append("[")
+        for i, value in enumerate(obj):
+            if i:
+                parts.append(",")
+            _write(value, parts, quote, bare, sort_keys)
+        parts.append("]")
+    else:
+        raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse standard JSON or fastjson's bare-integer-key form; :class:`BodyError` otherwise.
+
+    Bare integer keys come back as strings (``{0:"a"}`` gives ``{"0": "a"}``), as fastjson
+    reading into a ``Map<String, …>`` would; typed decoders convert them.
+    """
+    if isinstance(data, bytes | bytearray | memoryview):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BodyError(f"JSON body is not valid UTF-8 (byte {exc.start})") from exc
+    else:
+        text = data
+    _check_depth(text)
+    try:
+        return _parse(text)
+    except ValueError as first:
+        rewritten = _STRING_OR_BARE_KEY.sub(_quote_bare_key, text)
+        if rewritten == text:
+            raise BodyError(f"invalid JSON body: {_describe(first)}") from first
+        try:
+            return _parse(rewritten)
+        except ValueError as exc:
+            raise BodyError(f"invalid JSON body: {_describe(exc)}") from exc
+    except RecursionError as exc:  # unreachable after _check_depth; kept as a backstop
+        raise BodyError(f"JSON body nests deeper than {MAX_DEPTH} levels") from exc
+
+
+def _parse(text: str) -> Any:
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _quote_bare_key(match: re.Match[str]) -> str:
+    digits = match.group(2)
+    if digits is None:
+        return match.group(0)
+    return f'{match.group(1)}"{digits}"'
+
+
+def _describe(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    return str(exc)
+
+
+def _check_depth(text: str) -> None:
+    """Refuse deep nesting before parsing, so hostile input costs no recursion."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if len(brackets) <= MAX_DEPTH:
+        return
+    depth = max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+    if depth > MAX_DEPTH:
+        raise BodyError(f"JSON body nests deeper than {MAX_DEPTH} levels")

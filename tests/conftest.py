@@ -1,0 +1,3 @@
+"""Shared fixtures: a name server on loopback with fake-clock timers."""
+
+pytest_plugins = ["server_fixtures"]
