@@ -42,24 +42,23 @@ def main() -> None:
     )
     ns_port, bare_port = free_port(), free_port()
     namesrv = start_namesrv(ns_port)
-    with socket.create_connection(("127.0.0.1", ns_port)) as sock:
-        names = ["BenchTopic", *(f"Other{i}" for i in range(99))]
-        for b in range(2):
-            roundtrip(
-                sock,
-                register_request(
-                    topic_configs(*names, queues=8),
-                    broker_name=f"broker-{b}",
-                    broker_addr=f"10.0.0.{b + 1}:10911",
-                ),
-            )
-        resp, raw = roundtrip(
+    # The broker's connection is its channel: it stays open, or the broker would leave.
+    sock = socket.create_connection(("127.0.0.1", ns_port))
+    names = ["BenchTopic", *(f"Other{i}" for i in range(99))]
+    for b in range(2):
+        roundtrip(
             sock,
-            RemotingCommand.request(
-                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic"}, opaque=0
+            register_request(
+                topic_configs(*names, queues=8),
+                broker_name=f"broker-{b}",
+                broker_addr=f"10.0.0.{b + 1}:10911",
             ),
         )
-        assert resp.code == 0, resp.remark
+    lookup = RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic"}, opaque=0
+    )
+    resp, raw = roundtrip(sock, lookup)
+    assert resp.code == 0, resp.remark
     with tempfile.NamedTemporaryFile(delete=False) as fh:
         fh.write(raw)
         answer_file = fh.name
@@ -93,7 +92,10 @@ def main() -> None:
             print(
                 f"round {r + 1}: namesrv {ours[-1]:,.0f} req/s, bare twisted {base[-1]:,.0f} req/s"
             )
+        after, _ = roundtrip(sock, lookup)
+        assert (after.code, after.body) == (0, resp.body), "the route moved during the run"
     finally:
+        sock.close()
         namesrv.terminate()
         bare.terminate()
         namesrv.wait()

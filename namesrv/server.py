@@ -29,10 +29,11 @@ from namesrv.pressure import PressureMonitor, PsutilSampler, Sample
 from namesrv.processors import RequestProcessor, Services
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
 from namesrv.route_registry import RouteRegistry
+from namesrv.route_response_cache import RouteResponseCache
 from namesrv.subscriptions import SubscriptionRegistry
 from protocol.codes import RequestCode, SerializeType
 from protocol.errors import FrameError
-from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
 from protocol.push_codec import encode_go_away
 
 log = logging.getLogger(__name__)
@@ -71,17 +72,32 @@ class NamesrvConnection(Protocol):
         self.server._connection_made(self)
 
     def dataReceived(self, data: bytes) -> None:
+        server = self.server
         try:
-            commands = self.decoder.feed(data)
+            frames = self.decoder.feed_raw(data)
         except FrameError as exc:
-            self.server.counters["frames_refused"] += 1
-            log.warning("closing connection %s from %s: %s", self.conn_id, self.peer, exc.remark)
-            self._transport.abortConnection()
+            self._refuse_stream(exc)
             return
-        for command in commands:
+        for frame in frames:
             if self.closed:
                 return
-            self.server._handle(self, command)
+            answer = server.route_responses.answer(frame)
+            if answer is not None:
+                server.processor.handled["GET_ROUTEINFO_BY_TOPIC"] += 1
+                self.send(answer)
+                continue
+            try:
+                command = decode_frame(frame)
+            except FrameError as exc:
+                self.decoder.fail()
+                self._refuse_stream(exc)
+                return
+            server._handle(self, command, frame)
+
+    def _refuse_stream(self, exc: FrameError) -> None:
+        self.server.counters["frames_refused"] += 1
+        log.warning("closing connection %s from %s: %s", self.conn_id, self.peer, exc.remark)
+        self._transport.abortConnection()
 
     def send(self, data: bytes) -> None:
         if not self.closed:
@@ -165,6 +181,7 @@ class NameServer:
         self.kv = KVConfig(on_change=self._kv_changed)
         if cfg.registry.kv_config_path:
             self.kv.load(cfg.registry.kv_config_path)
+        self.route_responses = RouteResponseCache()
         self.routes = RouteBodies(
             self.registry, self.kv, order_message_enable=cfg.registry.order_message_enable
         )
@@ -289,20 +306,25 @@ class NameServer:
                 "connection_closed", conn=conn.conn_id, released_topics=len(released)
             )
 
-    def _handle(self, conn: NamesrvConnection, command: RemotingCommand) -> None:
+    def _handle(self, conn: NamesrvConnection, command: RemotingCommand, frame: bytes) -> None:
         if command.is_response:
             self.counters["responses_ignored"] += 1
             return
         if command.code == RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED:
             conn.serialize_type = SerializeType(command.serialize_type)
         response = self.processor.process(conn, command)
-        if response is not None:
-            conn.send(encode_command(response))
+        if response is None:
+            return
+        conn.send(encode_command(response))
+        if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            topic = command.ext_fields.get("topic", "")
+            self.route_responses.store(frame, command, response, topic)
 
     # -- route changes -----------------------------------------------------------------------
 
     def _routes_touched(self, topics: Any, cause: ChangeCause) -> None:
         self.routes.invalidate(topics)
+        self.route_responses.invalidate(topics)
         self.detector.mark(topics, cause)
 
     def _kv_changed(self, namespace: str, key: str) -> None:

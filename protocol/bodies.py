@@ -7,7 +7,7 @@ fields, unknown extra fields) and turn every malformed body into a :class:`BodyE
 
 from __future__ import annotations
 
-import json
+import re
 import struct
 import zlib
 from collections.abc import Iterable
@@ -31,6 +31,8 @@ MAX_INFLATED_BYTES = 64 * 1024 * 1024
 """A compressed register body may not inflate past this: a zip bomb costs one refusal."""
 
 _INT32 = struct.Struct(">i")
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,19}")
+_TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 
 def crc32(data: bytes) -> int:
@@ -47,6 +49,11 @@ def _obj(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+def _or_empty(value: Any) -> Any:
+    """A missing or null optional object reads as ``{}``; any other value is checked after."""
+    return {} if value is None else value
+
+
 def _list(value: Any, what: str) -> list[Any]:
     if value is None:
         return []
@@ -60,7 +67,7 @@ def _int(doc: dict[str, Any], key: str, what: str, default: int = 0) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.lstrip("-").isdigit():
+        if isinstance(value, str) and _DECIMAL.fullmatch(value):
             return int(value)
         raise BodyError(f"{what}.{key} must be an integer, got {value!r}")
     return value
@@ -127,7 +134,7 @@ def topic_config_doc(tc: TopicConfig) -> dict[str, Any]:
 def topic_config_from(doc: Any, name: str) -> TopicConfig:
     d = _obj(doc, f"topicConfigTable[{name}]")
     what = f"topicConfigTable[{name}]"
-    attributes = d.get("attributes") or {}
+    attributes = _or_empty(d.get("attributes"))
     if not isinstance(attributes, dict):
         raise BodyError(f"{what}.attributes must be a JSON object")
     return TopicConfig(
@@ -143,16 +150,15 @@ def topic_config_from(doc: Any, name: str) -> TopicConfig:
 
 
 def topic_config_text(tc: TopicConfig) -> str:
-    """Upstream's ``TopicConfig.encode()``: space-separated, attributes JSON last if any."""
+    """Upstream's ``TopicConfig.encode()``: space-separated, attributes JSON last (``{}`` too)."""
     parts = [
         tc.topic_name,
         str(tc.read_queue_nums),
         str(tc.write_queue_nums),
         str(tc.perm),
         tc.topic_filter_type,
+        fastjson.dumps(dict(tc.attributes), sort_keys=True).decode(),
     ]
-    if tc.attributes:
-        parts.append(json.dumps(tc.attributes, separators=(",", ":")))
     return " ".join(parts)
 
 
@@ -161,16 +167,17 @@ def topic_config_from_text(text: str) -> TopicConfig:
     if len(parts) < 5:
         raise BodyError(f"compressed topic config {text[:80]!r} has fewer than 5 fields")
     name, read, write, perm, filter_type = parts[:5]
-    try:
-        numbers = int(read), int(write), int(perm)
-    except ValueError:
-        raise BodyError(f"compressed topic config {text[:80]!r} has a non-integer count") from None
+    if not all(_DECIMAL.fullmatch(p) for p in (read, write, perm)):
+        raise BodyError(f"compressed topic config {text[:80]!r} has a non-integer count")
+    numbers = int(read), int(write), int(perm)
+    if filter_type not in _TOPIC_FILTER_TYPES:
+        raise BodyError(f"compressed topic config {name} has topicFilterType {filter_type[:40]!r}")
     attributes: dict[str, str] = {}
-    if len(parts) == 6:
+    if len(parts) == 6 and parts[5]:  # Java's split drops a trailing empty field
         loaded = fastjson.loads(parts[5])
-        if not isinstance(loaded, dict):
-            raise BodyError(f"compressed topic config {name} attributes are not a JSON object")
-        attributes = {str(k): str(v) for k, v in loaded.items()}
+        if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
+            raise BodyError(f"compressed topic config {name} attributes are not a string map")
+        attributes = dict(loaded)
     return TopicConfig(
         topic_name=name,
         read_queue_nums=numbers[0],
@@ -234,16 +241,16 @@ class RegisterBrokerBody:
             return _decode_compressed(data, broker_version)
         doc = _load_obj(data, "RegisterBrokerBody")
         what = "topicConfigSerializeWrapper"
-        wrapper_doc = _obj(doc.get(what) or {}, what)
-        table_doc = _obj(wrapper_doc.get("topicConfigTable") or {}, "topicConfigTable")
-        mapping = wrapper_doc.get("topicQueueMappingInfoMap") or {}
+        wrapper_doc = _obj(_or_empty(doc.get(what)), what)
+        table_doc = _obj(_or_empty(wrapper_doc.get("topicConfigTable")), "topicConfigTable")
+        mapping = _or_empty(wrapper_doc.get("topicQueueMappingInfoMap"))
         if not isinstance(mapping, dict):
             raise BodyError("topicQueueMappingInfoMap must be a JSON object")
         wrapper = TopicConfigSerializeWrapper(
             topic_config_table={
                 str(name): topic_config_from(tc, str(name)) for name, tc in table_doc.items()
             },
-            data_version=data_version_from(wrapper_doc.get("dataVersion") or {}),
+            data_version=data_version_from(_or_empty(wrapper_doc.get("dataVersion"))),
             topic_queue_mapping_info_map=mapping,
         )
         servers = [str(s) for s in _list(doc.get("filterServerList"), "filterServerList")]
@@ -282,7 +289,7 @@ def _inflate(data: bytes) -> bytes:
         out = inflater.decompress(data, MAX_INFLATED_BYTES)
     except zlib.error as exc:
         raise BodyError(f"compressed register body does not inflate: {exc}") from None
-    if inflater.unconsumed_tail:
+    if inflater.unconsumed_tail or (not inflater.eof and len(out) >= MAX_INFLATED_BYTES):
         raise BodyError(f"compressed register body inflates past {MAX_INFLATED_BYTES} bytes")
     if not inflater.eof:
         raise BodyError("compressed register body is truncated")
@@ -327,7 +334,7 @@ def queue_data_doc(q: QueueData) -> dict[str, Any]:
 
 def broker_data_doc(b: BrokerData) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "brokerAddrs": dict(b.broker_addrs),
+        "brokerAddrs": dict(sorted(b.broker_addrs.items())),
         "brokerName": b.broker_name,
         "cluster": b.cluster,
         "enableActingMaster": b.enable_acting_master,
@@ -348,12 +355,16 @@ def encode_route(route: TopicRouteData, *, standard_json: bool) -> bytes:
         doc["orderTopicConf"] = route.order_topic_conf
     if route.topic_queue_mapping_by_broker is not None:
         doc["topicQueueMappingByBroker"] = route.topic_queue_mapping_by_broker
-    return fastjson.dumps(doc, unquoted_int_keys=not standard_json)
+    # fastjson writes bean fields alphabetically and, with MapSortField, sorted map keys;
+    # BrowserCompatible (the standard flavour) escapes non-ASCII.
+    return fastjson.dumps(
+        doc, unquoted_int_keys=not standard_json, sort_keys=True, ascii_only=standard_json
+    )
 
 
 def broker_data_from(doc: Any, what: str) -> BrokerData:
     d = _obj(doc, what)
-    addrs_doc = _obj(d.get("brokerAddrs") or {}, f"{what}.brokerAddrs")
+    addrs_doc = _obj(_or_empty(d.get("brokerAddrs")), f"{what}.brokerAddrs")
     addrs: dict[int, str] = {}
     for key, addr in addrs_doc.items():
         try:
@@ -385,7 +396,7 @@ def queue_data_from(doc: Any, what: str) -> QueueData:
 
 def decode_route(body: bytes) -> TopicRouteData:
     doc = _load_obj(body, "TopicRouteData")
-    filters = _obj(doc.get("filterServerTable") or {}, "filterServerTable")
+    filters = _obj(_or_empty(doc.get("filterServerTable")), "filterServerTable")
     mapping = doc.get("topicQueueMappingByBroker")
     if mapping is not None and not isinstance(mapping, dict):
         raise BodyError("topicQueueMappingByBroker must be a JSON object")
@@ -420,8 +431,8 @@ def encode_cluster_info(info: ClusterInfo) -> bytes:
 
 def decode_cluster_info(body: bytes) -> ClusterInfo:
     doc = _load_obj(body, "ClusterInfo")
-    brokers = _obj(doc.get("brokerAddrTable") or {}, "brokerAddrTable")
-    clusters = _obj(doc.get("clusterAddrTable") or {}, "clusterAddrTable")
+    brokers = _obj(_or_empty(doc.get("brokerAddrTable")), "brokerAddrTable")
+    clusters = _obj(_or_empty(doc.get("clusterAddrTable")), "clusterAddrTable")
     return ClusterInfo(
         broker_addr_table={
             str(n): broker_data_from(b, f"brokerAddrTable[{n}]") for n, b in brokers.items()
@@ -451,10 +462,14 @@ def encode_kv_table(table: dict[str, str]) -> bytes:
 
 def decode_kv_table(body: bytes) -> dict[str, str]:
     doc = _load_obj(body, "KVTable")
-    table = _obj(doc.get("table") or {}, "table")
+    table = _obj(_or_empty(doc.get("table")), "table")
     return {str(k): str(v) for k, v in table.items()}
 
 
 def encode_broker_member_group(cluster: str, broker_name: str, addrs: dict[int, str]) -> bytes:
-    group = {"brokerAddrs": dict(addrs), "brokerName": broker_name, "cluster": cluster}
+    group = {
+        "brokerAddrs": dict(sorted(addrs.items())),
+        "brokerName": broker_name,
+        "cluster": cluster,
+    }
     return fastjson.dumps({"brokerMemberGroup": group}, unquoted_int_keys=True)

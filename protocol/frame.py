@@ -160,11 +160,29 @@ class FrameDecoder:
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
+        try:
+            return [decode_frame(frame) for frame in self.feed_raw(data)]
+        except FrameError:
+            self.fail()
+            raise
+
+    def fail(self) -> None:
+        """Mark the stream broken (a frame failed to decode); later feeds refuse at once."""
+        self._broken = True
+        self._buffer = bytearray()
+
+    def feed_raw(self, data: bytes) -> list[bytes]:
+        """Whole frames without their length prefix, undecoded (see :func:`decode_frame`)."""
         if self._broken:
             raise FrameError("the stream already failed to decode")
         buf = self._buffer
+        if not buf and len(data) >= 4:
+            # The common case: one whole frame in one read, nothing held over.
+            length = _LENGTH.unpack_from(data, 0)[0]
+            if 4 <= length <= self.max_frame_size and len(data) == 4 + length:
+                return [data[4:]]
         buf += data
-        out: list[RemotingCommand] = []
+        out: list[bytes] = []
         pos = 0
         try:
             while len(buf) - pos >= 4:
@@ -178,11 +196,10 @@ class FrameDecoder:
                 end = pos + 4 + length
                 if end > len(buf):
                     break
-                out.append(decode_frame(memoryview(buf)[pos + 4 : end]))
+                out.append(bytes(buf[pos + 4 : end]))
                 pos = end
         except FrameError:
-            self._broken = True
-            self._buffer = bytearray()
+            self.fail()
             raise
         if pos:
             del buf[:pos]

@@ -1,0 +1,112 @@
+"""Whole GET_ROUTEINFO_BY_TOPIC response frames, answered without decoding the request.
+
+Clients ask for the same routes over and over (every 30 s per topic per client, more on
+push), with request frames that differ only in ``opaque``. This cache keys a request by its
+raw JSON header with the opaque digits cut out, and holds the response frame split around its
+own opaque, so a repeat request is answered by one dictionary lookup and a splice.
+
+It is a view of :class:`~namesrv.route_bodies.RouteBodies` plus the topic's route version, and
+is dropped with them: the server invalidates both for every topic the registry reports, which
+is also the only way a topic's version can move. Only successful answers to JSON requests
+without a body are cached; anything unusual takes the full path. Memory is bounded by
+``max_entries`` (the whole cache is dropped when full: request shapes are few in practice).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterable
+
+from protocol.codes import RequestCode, ResponseCode, SerializeType
+from protocol.frame import RemotingCommand, encode_command
+
+_OPAQUE = re.compile(rb'"opaque":(-?[0-9]+)')
+_PREFIX = struct.Struct(">II")
+
+
+class RouteResponseCache:
+    def __init__(self, max_entries: int = 65_536) -> None:
+        self._max_entries = max_entries
+        self._entries: dict[bytes, tuple[bytes, bytes, bytes]] = {}
+        """request shape → (response header before the opaque digits, header after, body)."""
+        self._shapes_of_topic: dict[str, list[bytes]] = {}
+        self.hits = 0
+        self.stores = 0
+        self.resets = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def answer(self, frame: bytes) -> bytes | None:
+        """The response to ``frame`` (a frame without its length prefix), or None: go decode."""
+        if len(frame) < 4 or frame[0] != SerializeType.JSON:
+            return None
+        if len(frame) != 4 + int.from_bytes(frame[1:4], "big"):  # a body, or a short frame
+            return None
+        match = _OPAQUE.search(frame, 4)
+        if match is None:
+            return None
+        start, end = match.span(1)
+        entry = self._entries.get(frame[4:start] + frame[end:])
+        if entry is None:
+            return None
+        digits = frame[start:end]
+        if not _canonical(digits):
+            return None
+        head, tail, body = entry
+        header_length = len(head) + len(digits) + len(tail)
+        self.hits += 1
+        prefix = _PREFIX.pack(4 + header_length + len(body), header_length)
+        return b"".join((prefix, head, digits, tail, body))
+
+    def store(
+        self, frame: bytes, request: RemotingCommand, response: RemotingCommand, topic: str
+    ) -> None:
+        """Remember ``response`` for requests shaped like ``frame``, when that is safe."""
+        if (
+            request.code != RequestCode.GET_ROUTEINFO_BY_TOPIC
+            or response.code != ResponseCode.SUCCESS
+            or request.serialize_type != SerializeType.JSON
+            or request.body
+            or len(frame) != 4 + int.from_bytes(frame[1:4], "big")
+        ):
+            return
+        header = frame[4:]
+        matches = list(_OPAQUE.finditer(header))
+        if len(matches) != 1 or header.count(b'"opaque"') != 1:
+            return
+        start, end = matches[0].span(1)
+        if header[start:end] != str(request.opaque).encode():
+            return
+        encoded = encode_command(response)
+        response_header_length = int.from_bytes(encoded[5:8], "big")
+        response_header = encoded[8 : 8 + response_header_length]
+        own = list(_OPAQUE.finditer(response_header))
+        if len(own) != 1:
+            return
+        r_start, r_end = own[0].span(1)
+        if len(self._entries) >= self._max_entries:
+            self._entries.clear()
+            self._shapes_of_topic.clear()
+            self.resets += 1
+        shape = header[:start] + header[end:]
+        self._entries[shape] = (
+            response_header[:r_start],
+            response_header[r_end:],
+            encoded[8 + response_header_length :],
+        )
+        self._shapes_of_topic.setdefault(topic, []).append(shape)
+        self.stores += 1
+
+    def invalidate(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            for shape in self._shapes_of_topic.pop(topic, ()):
+                self._entries.pop(shape, None)
+
+
+def _canonical(digits: bytes) -> bool:
+    """Digits as JSON writes an integer: no leading zero (a non-JSON request takes the slow
+    path, which refuses it)."""
+    unsigned = digits[1:] if digits[:1] == b"-" else digits
+    return bool(unsigned) and (unsigned[:1] != b"0" or unsigned == b"0")
