@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.frame import RemotingCommand
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
@@ -36,6 +35,7 @@ from client_push.telemetry import RefetchRecord, TelemetrySink, open_telemetry
 from protocol import routepush_pb2 as pb
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
+from protocol.frame import RemotingCommand
 from protocol.push_codec import ChangeKind, encode_subscribe, encode_unsubscribe, parse
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,6 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from protocol.frame import RemotingCommand
 from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.endpoints import (
@@ -29,6 +28,7 @@ from client_push.errors import ClientStoppedError, RequestTimeoutError
 from client_push.nameserver_selector import NameServerSelector
 from client_push.remoting import RemotingProtocol, RequestHandler, describe
 from protocol.codes import ResponseCode
+from protocol.frame import RemotingCommand
 
 log = logging.getLogger(__name__)
 

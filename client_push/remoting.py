@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from twisted.internet import defer
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
@@ -20,6 +19,7 @@ from twisted.python.failure import Failure
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from protocol.codes import ResponseCode
 from protocol.errors import FrameError
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,8 @@
 
 Admin tools write it with PUT/DELETE_KV_CONFIG; the ORDER_TOPIC_CONFIG namespace feeds the
 ``orderTopicConf`` of routes. When a path is set the table persists as upstream's
-``kvConfig.json`` (``{"configTable": {namespace: {key: value}}}``), written atomically.
+``kvConfig.json`` (``{"configTable": {namespace: {key: value}}}``), rewritten atomically after
+every change.
 """
 
 from __future__ import annotations
@@ -18,18 +19,30 @@ log = logging.getLogger(__name__)
 
 
 class KVConfig:
+    """In-memory KV table, optionally persisted to ``path``.
+
+    ``on_change(namespace, key)`` is called after a put or delete that changed something. A
+    ``path`` given here is loaded at once (as :meth:`load` would), so a first put never
+    overwrites a file it has not read.
+    """
+
     def __init__(
         self, on_change: Callable[[str, str], None] | None = None, path: str | None = None
     ) -> None:
         self._table: dict[str, dict[str, str]] = {}
         self._on_change = on_change
-        self.path = path
+        self.path: str | None = None
+        self.persist_failures = 0
+        """Changes kept in memory whose write to ``path`` failed (each one is logged)."""
+        if path:
+            self.load(path)
 
     def put(self, namespace: str, key: str, value: str) -> None:
+        """PUT_KV_CONFIG. ValueError when the namespace or key is empty."""
         if not namespace or not key:
             raise ValueError(
-                f"KV config namespace and key must not be empty (namespace={namespace!r}, "
-                f"key={key!r})"
+                "KV config namespace and key must not be empty "
+                f"(namespace={namespace!r}, key={key!r})"
             )
         entries = self._table.setdefault(namespace, {})
         if entries.get(key) == value:
@@ -41,6 +54,7 @@ class KVConfig:
         return self._table.get(namespace, {}).get(key)
 
     def delete(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG; deleting what is absent changes nothing. An emptied namespace goes."""
         entries = self._table.get(namespace)
         if entries is None or key not in entries:
             return
@@ -50,31 +64,31 @@ class KVConfig:
         self._changed(namespace, key)
 
     def list_namespace(self, namespace: str) -> dict[str, str] | None:
-        """A copy of the namespace's table, or None when it has no entry."""
+        """A copy of the namespace's table, or None when the namespace has no entry."""
         entries = self._table.get(namespace)
         return dict(entries) if entries else None
 
     def load(self, path: str) -> None:
-        """Read ``path`` (a missing file is an empty table) and persist there from now on."""
-        self.path = path
+        """Replace the table with ``path``'s and persist there from now on.
+
+        A missing file is an empty table; an unreadable or malformed one raises ValueError
+        naming the path (the server must not start and later overwrite it).
+        """
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            raw = Path(path).read_bytes()
         except FileNotFoundError:
+            self._table = {}
+            self.path = path
             return
         try:
-            doc = json.loads(text)
-            table = doc.get("configTable", {}) if isinstance(doc, dict) else None
-            if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
-                raise ValueError("configTable must map namespaces to objects")
+            table = _parse(raw)
         except ValueError as exc:
             raise ValueError(f"KV config file {path} is corrupt: {exc}") from None
-        self._table = {
-            str(ns): {str(k): str(v) for k, v in entries.items()}
-            for ns, entries in table.items()
-            if entries
-        }
+        self._table = table
+        self.path = path
 
     def save(self, path: str | None = None) -> None:
+        """Write the table to ``path`` (default: the loaded path) via a temp file and rename."""
         target = path or self.path
         if not target:
             return
@@ -85,6 +99,8 @@ class KVConfig:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -95,6 +111,27 @@ class KVConfig:
             try:
                 self.save()
             except OSError as exc:  # the change holds in memory; the operator must see why
+                self.persist_failures += 1
                 log.error("could not persist KV config to %s: %s", self.path, exc)
         if self._on_change is not None:
             self._on_change(namespace, key)
+
+
+def _parse(raw: bytes) -> dict[str, dict[str, str]]:
+    """The configTable of a kvConfig.json document; ValueError saying what is wrong."""
+    doc = json.loads(raw.decode("utf-8"))  # UnicodeDecodeError and JSONDecodeError: ValueError
+    if not isinstance(doc, dict):
+        raise ValueError("the document is not a JSON object")
+    table = doc.get("configTable", {})
+    if not isinstance(table, dict):
+        raise ValueError("configTable is not an object")
+    out: dict[str, dict[str, str]] = {}
+    for namespace, entries in table.items():
+        if not isinstance(entries, dict):
+            raise ValueError(f"configTable[{namespace!r}] is not an object")
+        for key, value in entries.items():
+            if not isinstance(value, str):
+                raise ValueError(f"configTable[{namespace!r}][{key!r}] is not a string")
+        if entries:
+            out[namespace] = dict(entries)
+    return out

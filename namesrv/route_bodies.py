@@ -11,10 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from protocol.bodies import encode_route
-
 from namesrv.kv_config import KVConfig
 from namesrv.route_registry import RouteRegistry
+from protocol.bodies import encode_route
 
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 

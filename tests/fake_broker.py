@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
-
 from protocol import bodies
 from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand
+from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 from protocol.route_model import DataVersion, TopicConfig
 
 

@@ -6,13 +6,13 @@ import struct
 
 import pytest
 import pytest_twisted
-from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from twisted.internet import defer, protocol, reactor, task
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from client_push.remoting import RemotingProtocol
 from protocol.codes import RequestCode, ResponseCode
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
 
 class Peer(protocol.Protocol):

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from twisted.internet import defer, protocol, reactor, task
 
 from client_push.client import RouteClient, RouteEvent
@@ -23,6 +22,7 @@ from client_push.errors import NameServerError, RequestTimeoutError, TopicNotExi
 from protocol import bodies
 from protocol import routepush_pb2 as pb
 from protocol.codes import Perm, RequestCode, ResponseCode
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from protocol.push_codec import (
     ChangeKind,
     encode_go_away,
