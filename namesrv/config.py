@@ -42,6 +42,9 @@ class RegistryConfig:
     enable_all_topic_list: bool = True
     kv_config_path: str = ""
     """Where KV config is persisted; empty keeps it in memory only."""
+    delete_topic_with_broker_registration: bool = False
+    """Upstream's ``deleteTopicWithBrokerRegistration``: a master's full register drops topics
+    it no longer reports. Off as upstream: 5.x brokers also register single new topics."""
 
 
 @dataclass(frozen=True, slots=True)

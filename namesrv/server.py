@@ -177,6 +177,7 @@ class NameServer:
             self.clock,
             broker_expiry_ms=cfg.registry.broker_expiry_ms,
             listener=self._routes_touched,
+            delete_topic_with_broker_registration=cfg.registry.delete_topic_with_broker_registration,
         )
         self.kv = KVConfig(on_change=self._kv_changed)
         if cfg.registry.kv_config_path:

@@ -198,3 +198,18 @@ def test_order_topic_conf_reaches_the_route_when_enabled(make_server):
     after = yield broker.request(route_request("T1"))
     assert bodies.decode_route(after.body).order_topic_conf == "broker-a:4"
     assert int(after.ext_fields["routeVersion"]) > int(before.ext_fields["routeVersion"])
+
+
+@pytest_twisted.inlineCallbacks
+def test_full_register_drops_unlisted_topics_only_when_configured(make_server):
+    for enabled in (False, True):
+        ns = make_server({"registry": {"delete_topic_with_broker_registration": enabled}})
+        broker = yield connect(ns.port)
+        yield broker.request(register_request(topic_configs("T1", "T2")))
+        yield broker.request(
+            register_request(topic_configs("T1"), data_version=DataVersion(0, 2, 2))
+        )
+        client = yield connect(ns.port)
+        resp = yield client.request(route_request("T2"))
+        expected = ResponseCode.TOPIC_NOT_EXIST if enabled else ResponseCode.SUCCESS
+        assert resp.code == expected
