@@ -43,8 +43,7 @@ RULE_OF_CAUSE: dict[ChangeCause, str] = {
 EventHook = Callable[[str, dict[str, Any]], None]
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(NamedTuple):
     """One NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED frame to build for one connection."""
 
     conn: Conn
@@ -80,12 +79,20 @@ class _Pending(NamedTuple):
     """Whether the topic existed before the first change this entry covers."""
     exists: bool
     """Whether it exists after the latest one."""
+    change: tuple[str, int, int]
+    """(topic, version, ChangeKind) as a notification carries it; one object for all owed."""
 
     @property
     def kind(self) -> ChangeKind:
-        if not self.exists:
-            return ChangeKind.DELETED
-        return ChangeKind.UPDATED if self.existed else ChangeKind.CREATED
+        return ChangeKind(self.change[2])
+
+
+def _pending(topic: str, version: int, existed: bool, exists: bool) -> _Pending:
+    if not exists:
+        kind = ChangeKind.DELETED
+    else:
+        kind = ChangeKind.UPDATED if existed else ChangeKind.CREATED
+    return _Pending(version, existed, exists, (topic, version, int(kind)))
 
 
 class ChangeDetector:
@@ -194,9 +201,7 @@ class ChangeDetector:
             if max_notifications is not None and len(built) >= max_notifications:
                 break
             held = self._subs.topics_of(conn)
-            changes = tuple(
-                (topic, entry.version, entry.kind) for topic, entry in debt.items() if topic in held
-            )
+            changes = tuple([entry.change for topic, entry in debt.items() if topic in held])
             if not changes:
                 served.append(conn)
                 continue
@@ -250,9 +255,9 @@ class ChangeDetector:
         if silent:
             self.stats.suppressed_changes += 1
         else:
-            self._owe(topic, _Pending(version, existed, exists))
+            self._owe(topic, _pending(topic, version, existed, exists))
         if self.on_event is not None:
-            kind = _Pending(version, existed, exists).kind
+            kind = _pending(topic, version, existed, exists).kind
             self.on_event(
                 "route_changed",
                 {
@@ -279,4 +284,4 @@ class ChangeDetector:
                 self._pending_pairs += 1
             else:
                 # The client last knew the state before the earliest unsent change.
-                debt[topic] = change._replace(existed=earlier.existed)
+                debt[topic] = _pending(topic, change.version, earlier.existed, change.exists)

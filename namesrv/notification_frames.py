@@ -16,6 +16,7 @@ from protocol.codes import RequestCode, SerializeType
 from protocol.frame import RemotingCommand, encode_command
 
 _SEQUENCE_TAG = b"\x10"  # field 2, varint
+_PREFIX = struct.Struct(">II")
 
 
 def _varint(value: int) -> bytes:
@@ -30,7 +31,15 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+_SMALL_VARINTS = [_varint(i) for i in range(1 << 14)]
+"""Sequences below 16384 (two varint bytes) are looked up, not encoded."""
+
+Changes = tuple[tuple[str, int, int], ...]
+
+
 class NotificationFrames:
+    """Builds NOTIFY frames for one tick at a time: call :meth:`start_tick`, then :meth:`frame`."""
+
     def __init__(self, epoch: str) -> None:
         self._epoch = epoch
         self._headers = {
@@ -41,25 +50,42 @@ class NotificationFrames:
             )[8:]
             for st in SerializeType
         }
-        self._emitted_at: int | None = None
-        self._shared: dict[tuple[tuple[str, int, int], ...], bytes] = {}
+        self._emitted_at = 0
+        self._parts: dict[int, dict[Changes, tuple[bytes, int, int]]] = {
+            int(st): {} for st in SerializeType
+        }
+        self._bodies: dict[Changes, bytes] = {}
+        self.topics: set[str] = set()
+        """Every topic in a frame built since :meth:`start_tick`."""
 
-    def body_prefix(self, changes: tuple[tuple[str, int, int], ...], emitted_at_ms: int) -> bytes:
-        if emitted_at_ms != self._emitted_at:
-            self._emitted_at = emitted_at_ms
-            self._shared.clear()
-        shared = self._shared.get(changes)
+    def start_tick(self, emitted_at_ms: int) -> None:
+        self._emitted_at = emitted_at_ms
+        self._bodies.clear()
+        for parts in self._parts.values():
+            parts.clear()
+        self.topics = set()
+
+    def body_prefix(self, changes: Changes) -> bytes:
+        """The encoding of (changes, emitted_at_ms, epoch), shared by every receiver."""
+        shared = self._bodies.get(changes)
         if shared is None:
-            msg = pb.TopicRouteChanged(emitted_at_ms=emitted_at_ms, epoch=self._epoch)
+            msg = pb.TopicRouteChanged(emitted_at_ms=self._emitted_at, epoch=self._epoch)
             for topic, version, kind in changes:
                 msg.changes.add(topic=topic, version=version, kind=kind)
+                self.topics.add(topic)
             shared = msg.SerializeToString()
-            self._shared[changes] = shared
+            self._bodies[changes] = shared
         return shared
 
     def frame(self, note: Notification, serialize_type: int = SerializeType.JSON) -> bytes:
-        header = self._headers[int(serialize_type)]
-        body = self.body_prefix(note.changes, note.emitted_at_ms)
-        body += _SEQUENCE_TAG + _varint(note.sequence)
-        length = 4 + len(header) + len(body)
-        return struct.pack(">II", length, (int(serialize_type) << 24) | len(header)) + header + body
+        parts_of = self._parts[serialize_type]
+        parts = parts_of.get(note.changes)
+        if parts is None:
+            header = self._headers[serialize_type]
+            head = header + self.body_prefix(note.changes) + _SEQUENCE_TAG
+            parts = (head, (int(serialize_type) << 24) | len(header), 4 + len(head))
+            parts_of[note.changes] = parts
+        head, word, length_before_tail = parts
+        sequence = note.sequence
+        tail = _SMALL_VARINTS[sequence] if sequence < 16384 else _varint(sequence)
+        return _PREFIX.pack(length_before_tail + len(tail), word) + head + tail

@@ -341,14 +341,15 @@ class NameServer:
         if self._recovering:
             per_tick = self.config.push.recovery_notifications_per_second
             budget = max(1, per_tick * self.config.push.tick_interval_ms // 1000)
+        now_ms = self._now_ms()
         notes = self.detector.tick(
-            self._now_ms(),
+            now_ms,
             can_send=self._can_send,
             degraded=self.pressure.degraded,
             max_notifications=budget,
         )
         if notes:
-            self._send_notifications(notes)
+            self._send_notifications(notes, now_ms)
         self.journal.flush()
         if self._recovering and self.detector.pending_connections == 0:
             self._recovering = False
@@ -365,18 +366,19 @@ class NameServer:
             return False
         return True
 
-    def _send_notifications(self, notes: list[Notification]) -> None:
+    def _send_notifications(self, notes: list[Notification], now_ms: int) -> None:
+        frames = self.frames
+        frames.start_tick(now_ms)
+        frame = frames.frame
         total_bytes = 0
-        topics: set[str] = set()
         for note in notes:
-            conn: NamesrvConnection = note.conn  # type: ignore[assignment]
-            frame = self.frames.frame(note, conn.serialize_type)
-            conn.send(frame)
-            total_bytes += len(frame)
-            topics.update(change[0] for change in note.changes)
+            conn: Any = note.conn
+            data = frame(note, conn.serialize_type)
+            conn.send(data)
+            total_bytes += len(data)
         self.counters["notifications_sent"] += len(notes)
         self.counters["notification_bytes"] += total_bytes
-        topic_list = sorted(topics)
+        topic_list = sorted(frames.topics)
         self.journal.record(
             "notification_sent",
             connections=len(notes),
