@@ -28,8 +28,9 @@ _PREFIX = struct.Struct(">II")
 class RouteResponseCache:
     def __init__(self, max_entries: int = 65_536) -> None:
         self._max_entries = max_entries
-        self._entries: dict[bytes, tuple[bytes, bytes, bytes]] = {}
-        """request shape → (response header before the opaque digits, header after, body)."""
+        self._entries: dict[bytes, tuple[bytes, bytes, bytes, int, int]] = {}
+        """request shape → (response header before the opaque digits, header after, body,
+        header length without the digits, frame length without them)."""
         self._shapes_of_topic: dict[str, list[bytes]] = {}
         self.hits = 0
         self.stores = 0
@@ -40,9 +41,9 @@ class RouteResponseCache:
 
     def answer(self, frame: bytes) -> bytes | None:
         """The response to ``frame`` (a frame without its length prefix), or None: go decode."""
-        if len(frame) < 4 or frame[0] != SerializeType.JSON:
-            return None
-        if len(frame) != 4 + int.from_bytes(frame[1:4], "big"):  # a body, or a short frame
+        size = len(frame)
+        # JSON (type byte 0) and no body: the header runs to the end of the frame.
+        if size < 4 or frame[0] or size != 4 + int.from_bytes(frame[1:4], "big"):
             return None
         match = _OPAQUE.search(frame, 4)
         if match is None:
@@ -52,13 +53,13 @@ class RouteResponseCache:
         if entry is None:
             return None
         digits = frame[start:end]
-        if not _canonical(digits):
+        lead = 1 if digits[0] == 45 else 0  # "-"
+        if digits[lead] == 48 and end - start > lead + 1:  # a leading zero is not JSON
             return None
-        head, tail, body = entry
-        header_length = len(head) + len(digits) + len(tail)
+        head, tail, body, header_base, frame_base = entry
         self.hits += 1
-        prefix = _PREFIX.pack(4 + header_length + len(body), header_length)
-        return b"".join((prefix, head, digits, tail, body))
+        n = end - start
+        return b"".join((_PREFIX.pack(frame_base + n, header_base + n), head, digits, tail, body))
 
     def store(
         self, frame: bytes, request: RemotingCommand, response: RemotingCommand, topic: str
@@ -91,11 +92,10 @@ class RouteResponseCache:
             self._shapes_of_topic.clear()
             self.resets += 1
         shape = header[:start] + header[end:]
-        self._entries[shape] = (
-            response_header[:r_start],
-            response_header[r_end:],
-            encoded[8 + response_header_length :],
-        )
+        head, tail = response_header[:r_start], response_header[r_end:]
+        body = encoded[8 + response_header_length :]
+        header_base = len(head) + len(tail)
+        self._entries[shape] = (head, tail, body, header_base, 4 + header_base + len(body))
         self._shapes_of_topic.setdefault(topic, []).append(shape)
         self.stores += 1
 
@@ -103,10 +103,3 @@ class RouteResponseCache:
         for topic in topics:
             for shape in self._shapes_of_topic.pop(topic, ()):
                 self._entries.pop(shape, None)
-
-
-def _canonical(digits: bytes) -> bool:
-    """Digits as JSON writes an integer: no leading zero (a non-JSON request takes the slow
-    path, which refuses it)."""
-    unsigned = digits[1:] if digits[:1] == b"-" else digits
-    return bool(unsigned) and (unsigned[:1] != b"0" or unsigned == b"0")

@@ -83,7 +83,6 @@ class NamesrvConnection(Protocol):
                 return
             answer = server.route_responses.answer(frame)
             if answer is not None:
-                server.processor.handled["GET_ROUTEINFO_BY_TOPIC"] += 1
                 self.send(answer)
                 continue
             try:
@@ -423,7 +422,9 @@ class NameServer:
     def stats(self) -> dict[str, int]:
         """Counters for operators and tests: connections, refusals, push and detector figures."""
         out = dict(self.counters)
-        out.update({f"handled.{k}": v for k, v in self.processor.handled.items()})
+        handled = self.processor.handled.copy()
+        handled["GET_ROUTEINFO_BY_TOPIC"] += self.route_responses.hits
+        out.update({f"handled.{k}": v for k, v in handled.items() if v})
         out.update({f"refused.{k}": v for k, v in self.processor.refused.items()})
         out["brokers"] = self.registry.broker_count
         out["topics"] = self.registry.topic_count
