@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import socket
@@ -52,13 +53,15 @@ POLL_MS = 30_000
 # -- worker role (its own process) ---------------------------------------------------------
 
 
-def worker(port: int, clients: int, push: bool) -> None:
+def worker(port: int, clients: int, push: bool, stagger_s: float) -> None:
     from twisted.internet import defer, reactor, stdio, task
     from twisted.protocols.basic import LineReceiver
 
     from client_push.client import RouteClient
     from client_push.config import ClientConfig
     from client_push.telemetry import RefetchRecord
+
+    logging.basicConfig(level=logging.ERROR)
 
     class Sink:
         def __init__(self) -> None:
@@ -104,16 +107,27 @@ def worker(port: int, clients: int, push: bool) -> None:
         def say(self, text: str) -> None:
             self.transport.write(text.encode() + b"\n")
 
+    rng = random.Random(os.getpid())
+
+    @defer.inlineCallbacks
+    def start_one(c: RouteClient) -> defer.Generator[defer.Deferred[object], object, None]:
+        c.start()
+        yield defer.gatherResults(
+            [defer.ensureDeferred(c.get_route(t)) for t in (TOPIC, *BACKGROUND)]
+        )
+        while push and not c.push_active:
+            yield task.deferLater(reactor, 0.1, lambda: None)
+
     @defer.inlineCallbacks
     def warm_up() -> defer.Generator[defer.Deferred[object], object, None]:
-        for c in route_clients:
-            c.start()
-        for c in route_clients:
-            yield defer.gatherResults(
-                [defer.ensureDeferred(c.get_route(t)) for t in (TOPIC, *BACKGROUND)]
-            )
-        while push and not all(c.push_active for c in route_clients):
-            yield task.deferLater(reactor, 0.1, lambda: None)
+        # Clients of a fleet start at different moments, so their polls are spread over the
+        # interval rather than all firing together: each starts at a random offset.
+        yield defer.gatherResults(
+            [
+                task.deferLater(reactor, rng.uniform(0, stagger_s), start_one, c)
+                for c in route_clients
+            ]
+        )
         commands.say("READY")
 
     commands = Commands()
@@ -126,10 +140,10 @@ def worker(port: int, clients: int, push: bool) -> None:
 
 
 class Workers:
-    def __init__(self, port: int, clients: int, workers: int, push: bool) -> None:
+    def __init__(self, port: int, clients: int, workers: int, push: bool, stagger: float) -> None:
         share = [clients // workers + (1 if i < clients % workers else 0) for i in range(workers)]
         mode = "push" if push else "poll"
-        role = ["--role", "worker", "--port", str(port), "--mode", mode]
+        role = ["--role", "worker", "--port", str(port), "--mode", mode, "--stagger", str(stagger)]
         self.procs = [
             subprocess.Popen(
                 [sys.executable, __file__, *role, "--clients", str(n)],
@@ -214,7 +228,7 @@ def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, ob
         queues = dict.fromkeys(BACKGROUND, 8)
         call(broker, background_register(queues, 1))
         started = time.monotonic()
-        workers = Workers(port, args.clients, args.workers, push)
+        workers = Workers(port, args.clients, args.workers, push, args.stagger)
         print(f"[{'push' if push else 'poll'}] {args.clients} clients ready in "
               f"{time.monotonic() - started:.1f} s", flush=True)  # fmt: skip
 
@@ -270,11 +284,14 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=120.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tick-ms", type=int, default=1000)
+    parser.add_argument(
+        "--stagger", type=float, default=POLL_MS / 1000, help="client start spread, seconds"
+    )
     parser.add_argument("--port", type=int)
     parser.add_argument("--mode", choices=["push", "poll"], default="push")
     args = parser.parse_args()
     if args.role == "worker":
-        worker(args.port, args.clients, args.mode == "push")
+        worker(args.port, args.clients, args.mode == "push", args.stagger)
         return
 
     with tempfile.TemporaryDirectory() as workdir:
