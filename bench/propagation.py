@@ -255,6 +255,11 @@ def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, ob
         missing = sum(1 for x in latencies if x == float("inf"))
 
         # Request rate over the window, with a background change every 10 s.
+        heartbeat = RemotingCommand.request(
+            RequestCode.BROKER_HEARTBEAT,
+            {"clusterName": "DefaultCluster", "brokerAddr": "10.0.0.2:10911"},
+        )
+        call(broker, heartbeat)
         first = workers.requests()
         window_start = time.monotonic()
         counter = 2
@@ -265,6 +270,7 @@ def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, ob
             queues[topic] = 4 if queues[topic] == 8 else 8
             counter += 1
             call(broker, background_register(queues, counter))
+            call(broker, heartbeat)  # broker-t stays alive as a real broker would
         elapsed = time.monotonic() - window_start
         rate = (workers.requests() - first) / elapsed
         broker.close()
