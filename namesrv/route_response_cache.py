@@ -45,10 +45,15 @@ class RouteResponseCache:
         # JSON (type byte 0) and no body: the header runs to the end of the frame.
         if size < 4 or frame[0] or size != 4 + int.from_bytes(frame[1:4], "big"):
             return None
-        match = _OPAQUE.search(frame, 4)
-        if match is None:
+        start = frame.find(b'"opaque":', 4) + 9
+        if start == 8 or start >= size:
             return None
-        start, end = match.span(1)
+        end = start + 1  # the first character may be "-"
+        size_limit = min(size, start + 12)
+        while end < size_limit and 47 < frame[end] < 58:
+            end += 1
+        if not 47 < frame[end - 1] < 58:
+            return None
         entry = self._entries.get(frame[4:start] + frame[end:])
         if entry is None:
             return None

@@ -78,12 +78,14 @@ class NamesrvConnection(Protocol):
         except FrameError as exc:
             self._refuse_stream(exc)
             return
+        answer_from_cache = server.route_responses.answer
+        write = self._transport.write
         for frame in frames:
             if self.closed:
                 return
-            answer = server.route_responses.answer(frame)
+            answer = answer_from_cache(frame)
             if answer is not None:
-                self.send(answer)
+                write(answer)
                 continue
             try:
                 command = decode_frame(frame)

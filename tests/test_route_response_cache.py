@@ -113,3 +113,21 @@ def test_cached_answers_follow_route_changes_over_the_wire(ns):
     assert (fourth.body, fourth.ext_fields) == (third.body, third.ext_fields)
     assert ns.server.route_responses.hits == 2
     assert ns.server.stats()["handled.GET_ROUTEINFO_BY_TOPIC"] == 4
+
+
+@pytest.mark.parametrize(
+    "opaque_text",
+    [b"", b"-", b'"7"', b"7" * 14, b"-x", b"1.5", b"1e3"],
+)
+def test_odd_opaque_spellings_never_get_a_cached_answer(opaque_text):
+    cache = RouteResponseCache()
+    answered(cache, "T", 7)
+    header = route_frame("T", 7)[4:].replace(b'"opaque":7', b'"opaque":' + opaque_text)
+    answer = cache.answer(len(header).to_bytes(4, "big") + header)
+    assert answer is None
+
+
+def test_opaque_at_the_very_end_of_a_header_is_not_read_past():
+    cache = RouteResponseCache()
+    header = b'{"code":105,"opaque":'
+    assert cache.answer(len(header).to_bytes(4, "big") + header) is None
