@@ -256,6 +256,8 @@ class NameServer:
         if self._stopping is not None:
             return self._stopping
         grace = self.config.server.shutdown_grace_ms if grace_ms is None else grace_ms
+        if not self.connections:
+            grace = 0  # nobody to serve through a grace period
         frame = encode_command(
             RemotingCommand.request(
                 RequestCode.GO_AWAY,
