@@ -304,12 +304,16 @@ class RequestProcessor:
 
     # -- route push extension ----------------------------------------------------------------
 
-    def subscribe(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    def _require_push(self) -> None:
+        """With push off this server is, to a client, an upstream one: 7001/7002 unsupported."""
         if not self.s.config.push.enabled:
-            return req.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            raise ProtocolError(
                 "route push is disabled on this name server",
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             )
+
+    def subscribe(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        self._require_push()
         msg = parse(pb.SubscribeTopicRoute, req.body)
         topics = list(dict.fromkeys(msg.topics))
         if not topics:
@@ -327,11 +331,7 @@ class RequestProcessor:
         return _ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))
 
     def unsubscribe(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        if not self.s.config.push.enabled:
-            return req.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                "route push is disabled on this name server",
-            )
+        self._require_push()
         msg = parse(pb.UnsubscribeTopicRoute, req.body)
         topics = list(dict.fromkeys(msg.topics))
         if not topics:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import pytest_twisted
 from fake_broker import register_request, topic_configs
+from loopback_wait import settle, until
 from server_fixtures import FakeSampler
 from twisted.internet import defer, reactor, task
 from wire_client import WireClient, connect
@@ -28,21 +28,6 @@ from protocol.codes import Perm, RequestCode, ResponseCode
 from protocol.route_model import DataVersion
 
 TICK_S = 1.0
-
-
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait on the real reactor for loopback traffic to make ``condition`` true."""
-    waited = 0.0
-    while not condition():
-        if waited >= timeout:
-            raise AssertionError("condition not reached in time")
-        await task.deferLater(reactor, 0.005, lambda: None)
-        waited += 0.005
-
-
-async def settle() -> None:
-    for _ in range(10):
-        await task.deferLater(reactor, 0.005, lambda: None)
 
 
 class Cluster:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import pytest_twisted
+from loopback_wait import settle, until
 from twisted.internet import defer, protocol, reactor, task
 
 from client_push.client import RouteClient, RouteEvent
@@ -191,22 +191,6 @@ class FakeNamesrv(protocol.Factory):
 
 
 # -- helpers --------------------------------------------------------------------------------------
-
-
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait (on the real reactor) for loopback traffic to make ``condition`` true."""
-    waited = 0.0
-    while not condition():
-        if waited >= timeout:
-            raise AssertionError("condition not reached in time")
-        await task.deferLater(reactor, 0.005, lambda: None)
-        waited += 0.005
-
-
-async def settle() -> None:
-    """Let in-flight loopback exchanges finish (for asserting that nothing more is sent)."""
-    for _ in range(10):
-        await task.deferLater(reactor, 0.005, lambda: None)
 
 
 class Harness:

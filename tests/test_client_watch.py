@@ -8,13 +8,13 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_twisted
 from fake_broker import register_request, topic_configs
+from loopback_wait import until
 from server_fixtures import FakeSampler
 from twisted.internet import defer, protocol, reactor, task
 from wire_client import connect
@@ -108,15 +108,6 @@ class Watcher(protocol.ProcessProtocol):
 
     def processEnded(self, reason: Any) -> None:
         self.ended.callback(reason.value.exitCode)
-
-
-async def until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    waited = 0.0
-    while not condition():
-        if waited >= timeout:
-            raise AssertionError("condition not reached in time")
-        await task.deferLater(reactor, 0.01, lambda: None)
-        waited += 0.01
 
 
 @pytest.fixture
