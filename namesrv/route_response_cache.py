@@ -67,9 +67,17 @@ class RouteResponseCache:
         return b"".join((_PREFIX.pack(frame_base + n, header_base + n), head, digits, tail, body))
 
     def store(
-        self, frame: bytes, request: RemotingCommand, response: RemotingCommand, topic: str
+        self,
+        frame: bytes,
+        request: RemotingCommand,
+        response: RemotingCommand,
+        topic: str,
+        encoded: bytes | None = None,
     ) -> None:
-        """Remember ``response`` for requests shaped like ``frame``, when that is safe."""
+        """Remember ``response`` for requests shaped like ``frame``, when that is safe.
+
+        ``encoded`` is the response frame when the caller already encoded it to send it.
+        """
         if (
             request.code != RequestCode.GET_ROUTEINFO_BY_TOPIC
             or response.code != ResponseCode.SUCCESS
@@ -85,7 +93,8 @@ class RouteResponseCache:
         start, end = matches[0].span(1)
         if header[start:end] != str(request.opaque).encode():
             return
-        encoded = encode_command(response)
+        if encoded is None:
+            encoded = encode_command(response)
         response_header_length = int.from_bytes(encoded[5:8], "big")
         response_header = encoded[8 : 8 + response_header_length]
         own = list(_OPAQUE.finditer(response_header))

@@ -319,10 +319,11 @@ class NameServer:
         response = self.processor.process(conn, command)
         if response is None:
             return
-        conn.send(encode_command(response))
+        encoded = encode_command(response)
+        conn.send(encoded)
         if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             topic = command.ext_fields.get("topic", "")
-            self.route_responses.store(frame, command, response, topic)
+            self.route_responses.store(frame, command, response, topic, encoded)
 
     # -- route changes -----------------------------------------------------------------------
 
