@@ -10,10 +10,10 @@ No decoding, no bookkeeping: the floor of what a Twisted server spends per notif
 
 from __future__ import annotations
 
+import struct
 import sys
 from pathlib import Path
 
-from frame_count import count_frames
 from twisted.internet import protocol, reactor
 
 
@@ -26,9 +26,15 @@ class Subscriber(protocol.Protocol):
         self.factory.conns.append(self)
 
     def dataReceived(self, data: bytes) -> None:
-        frames, self.buf = count_frames(self.buf + data)
-        if frames:
-            self.transport.write(self.factory.ack * frames)
+        buf = self.buf + data
+        offset = 0
+        while len(buf) - offset >= 4:
+            length = struct.unpack_from(">I", buf, offset)[0]
+            if len(buf) - offset < 4 + length:
+                break
+            offset += 4 + length
+            self.transport.write(self.factory.ack)
+        self.buf = buf[offset:]
 
 
 class SubscriberFactory(protocol.Factory):

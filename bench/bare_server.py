@@ -7,9 +7,9 @@ Usage: python bench/bare_server.py PORT RESPONSE_FILE
 
 from __future__ import annotations
 
+import struct
 import sys
 
-from frame_count import count_frames
 from twisted.internet import protocol, reactor
 
 
@@ -19,7 +19,16 @@ class Bare(protocol.Protocol):
         self.buf = b""
 
     def dataReceived(self, data: bytes) -> None:
-        frames, self.buf = count_frames(self.buf + data)
+        buf = self.buf + data
+        frames = 0
+        offset = 0
+        while len(buf) - offset >= 4:
+            length = struct.unpack_from(">I", buf, offset)[0]
+            if len(buf) - offset < 4 + length:
+                break
+            offset += 4 + length
+            frames += 1
+        self.buf = buf[offset:]
         if frames:
             self.transport.write(self.answer * frames)
 
