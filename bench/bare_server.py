@@ -1,7 +1,9 @@
 """The baseline: a bare Twisted server that answers every frame with fixed bytes from memory.
 
 It splits the stream into frames by their length prefix and writes the pre-recorded response
-for each one, doing no decoding at all: the floor of what any Twisted server must spend.
+for each one, doing no decoding at all: the floor of what any Twisted server must spend. The
+loop is inline on purpose (``bare_fanout.py`` has its twin): a shared helper would add a call
+per request to the very floor being measured.
 Usage: python bench/bare_server.py PORT RESPONSE_FILE
 """
 
