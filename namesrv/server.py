@@ -210,6 +210,8 @@ class NameServer:
         )
         self.frames = NotificationFrames(self.epoch)
         self._recovering = False
+        self._recovery_started_ms = 0
+        self._recovery_frames = 0
         self._port: IListeningPort | None = None
         self._loops: list[task.LoopingCall] = []
         self._stopping: defer.Deferred[None] | None = None
@@ -354,10 +356,21 @@ class NameServer:
         )
         if notes:
             self._send_notifications(notes, now_ms)
-        self.journal.flush()
+            if self._recovering:
+                self._recovery_frames += len(notes)
         if self._recovering and self.detector.pending_connections == 0:
             self._recovering = False
-            log.info("route push recovered: the backlog of missed changes is delivered")
+            duration_ms = now_ms - self._recovery_started_ms
+            log.info(
+                "route push recovered: the backlog of missed changes is delivered "
+                "(%d frames in %d ms)",
+                self._recovery_frames,
+                duration_ms,
+            )
+            self.journal.record(
+                "backlog_drained", frames=self._recovery_frames, duration_ms=duration_ms
+            )
+        self.journal.flush()
 
     def _can_send(self, conn: Any) -> bool:
         if conn.output_blocked or conn.closed:
@@ -401,6 +414,8 @@ class NameServer:
             )
         else:
             self._recovering = True
+            self._recovery_started_ms = self._now_ms()
+            self._recovery_frames = 0
             log.warning(
                 "route push resumed: cpu %.1f%%, memory %.1f%%; %d connections have missed changes",
                 sample.cpu_percent,
@@ -413,6 +428,7 @@ class NameServer:
             degraded=degraded,
             cpu_percent=sample.cpu_percent,
             memory_percent=sample.memory_percent,
+            pending_connections=self.detector.pending_connections,
         )
 
     def _scan(self) -> None:

@@ -7,6 +7,7 @@ tick's notifications before it reads the next request, so a notification would a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -193,15 +194,18 @@ class SwitchableSampler:
 
 
 @pytest_twisted.inlineCallbacks
-def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(make_server):
+def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
+    make_server, tmp_path
+):
     # Memory thresholds far below what any host uses: the real process is "under pressure".
     overrides = {
+        "journal": {"directory": str(tmp_path)},
         "pressure": {
             "memory_high_percent": 0.2,
             "memory_low_percent": 0.1,
             "cpu_high_percent": 10_000.0,
             "cpu_low_percent": 1.0,
-        }
+        },
     }
     ns = make_server(overrides)
     sampler = SwitchableSampler()
@@ -231,6 +235,23 @@ def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
     yield round_trip(client)
     assert len(notifications(client)) == 1
     assert ns.server.stats()["degradation_transitions"] == 2
+
+    ns.server.journal.flush()
+    records = [
+        json.loads(line)
+        for path in sorted(tmp_path.glob("journal-*.jsonl"))
+        for line in path.open()
+    ]
+    episode = [r for r in records if r["event"] in ("degradation", "backlog_drained")]
+    assert [(r["event"], r.get("degraded")) for r in episode] == [
+        ("degradation", True),
+        ("degradation", False),
+        ("backlog_drained", None),
+    ]
+    assert episode[0]["pending_connections"] == 0
+    assert episode[1]["pending_connections"] == 1
+    assert episode[2]["frames"] == 1
+    assert episode[2]["duration_ms"] == episode[2]["ts_ms"] - episode[1]["ts_ms"]
 
 
 @pytest_twisted.inlineCallbacks

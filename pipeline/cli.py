@@ -1,0 +1,112 @@
+"""``python -m pipeline`` / ``namesrv-pipeline``: journal and telemetry in, report and tuned
+config out.
+
+Exit codes: 0 done, 2 unusable arguments or inputs (the message names which), 3 Spark could
+not start (no Java, or the cluster is unreachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from namesrv.config import ConfigError, load
+
+log = logging.getLogger("pipeline")
+
+DEFAULT_TARGET_P99_MS = 1_500
+DEFAULT_CLOCK_SKEW_MS = 1_000
+DEFAULT_MAX_LAG_MS = 600_000
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="namesrv-pipeline",
+        description="Propagation statistics, a report and tuned thresholds from the name "
+        "server's journal and the clients' telemetry (a PySpark job).",
+    )
+    p.add_argument(
+        "--journal",
+        action="append",
+        required=True,
+        metavar="[HOST:PORT=]DIR",
+        help="a name server's journal directory; repeat for several name servers, prefixing "
+        "each with the address its clients use so fetches are tied to the right journal",
+    )
+    p.add_argument(
+        "--telemetry",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="client telemetry: a file, a directory of files or a glob; repeatable",
+    )
+    p.add_argument("--out", required=True, help="directory for the report, summary and config")
+    p.add_argument(
+        "--tables-out",
+        help="where Spark writes the per-change Parquet table (default OUT/changes); on a "
+        "cluster, a path every executor can write (hdfs://, s3a://, a shared mount)",
+    )
+    p.add_argument("--config", help="the name server's config file (default: embedded defaults)")
+    p.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
+    p.add_argument(
+        "--target-p99-ms",
+        type=int,
+        default=DEFAULT_TARGET_P99_MS,
+        help="a pushed change should reach clients within this, p99 (tunes the tick)",
+    )
+    p.add_argument(
+        "--clock-skew-ms",
+        type=int,
+        default=DEFAULT_CLOCK_SKEW_MS,
+        help="how far a client clock may run behind the name server's",
+    )
+    p.add_argument(
+        "--max-lag-ms",
+        type=int,
+        default=DEFAULT_MAX_LAG_MS,
+        help="a fetch is tied only to a change detected at most this long before it",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = parser().parse_args(argv)
+    try:
+        load(args.config)
+    except ConfigError as exc:
+        print(f"namesrv-pipeline: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from pipeline.job import InputError, run
+        from pipeline.session import spark_session
+    except ImportError as exc:
+        print(
+            f"namesrv-pipeline: {exc}; install the pipeline's dependencies with "
+            "pip install 'rocketmq-routepush[pipeline]'",
+            file=sys.stderr,
+        )
+        return 2
+
+    try:
+        spark = spark_session(args.master)
+    except Exception as exc:  # pyspark raises its own types for a JVM that will not start
+        print(
+            f"namesrv-pipeline: cannot start Spark ({exc}); Java 17 or newer must be on PATH "
+            "or in JAVA_HOME, and a --master cluster must be reachable",
+            file=sys.stderr,
+        )
+        return 3
+    try:
+        outputs = run(spark, args)
+    except (InputError, ConfigError) as exc:
+        print(f"namesrv-pipeline: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+    log.info("report: %s", outputs.report)
+    log.info("summary: %s", outputs.summary)
+    log.info("tuned config: %s", outputs.config)
+    log.info("per-change table: %s", outputs.changes)
+    return 0

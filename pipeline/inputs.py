@@ -1,0 +1,254 @@
+"""Reading the journal (docs/journal.md) and the telemetry (docs/telemetry.md) into DataFrames.
+
+Both are JSON Lines written by other processes, possibly cut short by a crash or edited by
+hand, so nothing here trusts a line: a line that is not JSON, or whose fields have the wrong
+types, is counted as corrupt and left out; a record that lacks a field its event needs is
+counted as invalid and left out; an event type this job does not know is counted and ignored
+(newer name servers may add some). Paths go through Hadoop's file system API, so ``hdfs://``,
+``s3a://`` and local paths all work the same on a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+CORRUPT = "_corrupt_record"
+
+JOURNAL_SCHEMA = T.StructType(
+    [
+        T.StructField("ts_ms", T.LongType()),
+        T.StructField("event", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("version", T.LongType()),
+        T.StructField("kind", T.StringType()),
+        T.StructField("causes", T.ArrayType(T.StringType())),
+        T.StructField("notify", T.BooleanType()),
+        T.StructField("rules", T.ArrayType(T.StringType())),
+        T.StructField("connections", T.LongType()),
+        T.StructField("frames", T.LongType()),
+        # An integer in notification_sent, a list of names in subscribe/unsubscribe: read as
+        # the raw JSON text and typed per event below.
+        T.StructField("topics", T.StringType()),
+        T.StructField("bytes", T.LongType()),
+        T.StructField("degraded", T.BooleanType()),
+        T.StructField("cpu_percent", T.DoubleType()),
+        T.StructField("memory_percent", T.DoubleType()),
+        T.StructField("pending_connections", T.LongType()),
+        T.StructField("duration_ms", T.LongType()),
+        T.StructField("conn", T.LongType()),
+        T.StructField("released_topics", T.LongType()),
+        T.StructField("pending_topics", T.LongType()),
+        T.StructField(CORRUPT, T.StringType()),
+    ]
+)
+
+TELEMETRY_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("version", T.LongType()),
+        T.StructField("exists", T.BooleanType()),
+        T.StructField("cause", T.StringType()),
+        T.StructField("notified_at_ms", T.LongType()),
+        T.StructField("requested_at_ms", T.LongType()),
+        T.StructField("fetched_at_ms", T.LongType()),
+        T.StructField("namesrv", T.StringType()),
+        T.StructField(CORRUPT, T.StringType()),
+    ]
+)
+
+# The fields each event needs to be used (beyond ts_ms and event); a missing one makes the
+# record invalid. `topics` is checked once typed for its event (topic_names, topic_count).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "route_changed": ("topic", "version", "kind", "causes", "notify"),
+    "suppressed": ("topic", "version", "rules"),
+    "notification_sent": ("connections", "frames", "topic_count", "bytes"),
+    "degradation": ("degraded",),
+    "backlog_drained": ("frames", "duration_ms"),
+    "subscribe": ("conn", "topic_names"),
+    "unsubscribe": ("conn", "topic_names"),
+    "connection_closed": ("conn", "released_topics"),
+    "slow_subscriber_skipped": ("conn", "pending_topics"),
+}
+
+TELEMETRY_REQUIRED = ("topic", "version", "exists", "cause", "requested_at_ms", "fetched_at_ms")
+
+
+class InputError(Exception):
+    """An input path that cannot be read at all (missing, not a journal directory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSource:
+    """One name server's journal directory; ``namesrv`` (HOST:PORT) ties it to telemetry."""
+
+    directory: str
+    namesrv: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> JournalSource:
+        """``DIR`` or ``HOST:PORT=DIR``."""
+        label, sep, directory = text.partition("=")
+        if sep and label and ":" in label and "/" not in label:
+            return cls(directory, label)
+        return cls(text)
+
+
+@dataclass(frozen=True, slots=True)
+class InputQuality:
+    files: int
+    lines: int
+    corrupt: int
+    invalid: int
+    unknown_events: int = 0
+
+    @property
+    def used(self) -> int:
+        return self.lines - self.corrupt - self.invalid - self.unknown_events
+
+
+def _files(spark: SparkSession, pattern: str) -> list[str]:
+    """Files matching ``pattern`` (a glob) on whatever file system its URI names."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(pattern)
+    fs = path.getFileSystem(hadoop_conf)
+    statuses = fs.globStatus(path)
+    if statuses is None:
+        return []
+    found: list[str] = []
+    for status in statuses:
+        if status.isDirectory():
+            for child in fs.listStatus(status.getPath()):
+                name = child.getPath().getName()
+                if child.isFile() and not name.startswith((".", "_")):
+                    found.append(child.getPath().toString())
+        else:
+            found.append(status.getPath().toString())
+    return sorted(found)
+
+
+def _exists(spark: SparkSession, path: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(p.getFileSystem(hadoop_conf).exists(p))
+
+
+def _read_json(spark: SparkSession, files: Sequence[str], schema: T.StructType) -> DataFrame:
+    if not files:
+        return spark.createDataFrame([], schema)
+    return (
+        spark.read.schema(schema)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(list(files))
+    )
+
+
+def _all_present(names: Sequence[str]) -> Column:
+    cond = F.lit(True)
+    for name in names:
+        cond = cond & F.col(name).isNotNull()
+    return cond
+
+
+def read_journal(
+    spark: SparkSession, sources: Sequence[JournalSource]
+) -> tuple[DataFrame, InputQuality]:
+    """Every usable journal record, with ``namesrv`` naming its source (null when unnamed).
+
+    ``topics`` comes out typed per event: ``topic_names`` (subscribe, unsubscribe) and
+    ``topic_count`` (notification_sent).
+    """
+    frames: list[DataFrame] = []
+    files = 0
+    for source in sources:
+        if not _exists(spark, source.directory):
+            raise InputError(f"journal directory {source.directory} does not exist")
+        found = _files(spark, source.directory.rstrip("/") + "/journal-*.jsonl")
+        files += len(found)
+        frames.append(
+            _read_json(spark, found, JOURNAL_SCHEMA).withColumn(
+                "namesrv", F.lit(source.namesrv).cast(T.StringType())
+            )
+        )
+    if not frames:
+        raise InputError("no journal directory given")
+    raw = frames[0]
+    for more in frames[1:]:
+        raw = raw.unionByName(more)
+    raw = raw.withColumns(
+        {
+            "topic_names": F.when(
+                F.col("event").isin("subscribe", "unsubscribe"),
+                F.from_json(F.col("topics"), T.ArrayType(T.StringType())),
+            ),
+            "topic_count": F.when(
+                F.col("event") == "notification_sent", F.col("topics").cast(T.LongType())
+            ),
+        }
+    ).cache()
+
+    corrupt = F.col(CORRUPT).isNotNull()
+    known = F.col("event").isin(*REQUIRED)
+    valid = F.lit(False)
+    for event, needs in REQUIRED.items():
+        valid = valid | ((F.col("event") == event) & _all_present(needs))
+    valid = valid & F.col("ts_ms").isNotNull()
+    row = raw.agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.sum(F.when(corrupt, 1).otherwise(0)).alias("corrupt"),
+        F.sum(F.when(~corrupt & known & ~valid, 1).otherwise(0)).alias("invalid"),
+        F.sum(F.when(~corrupt & ~known, 1).otherwise(0)).alias("unknown"),
+    ).first()
+    assert row is not None
+    quality = InputQuality(
+        files=files,
+        lines=int(row["lines"]),
+        corrupt=int(row["corrupt"] or 0),
+        invalid=int(row["invalid"] or 0),
+        unknown_events=int(row["unknown"] or 0),
+    )
+    usable = raw.where(~corrupt & valid).drop(CORRUPT, "topics")
+    return usable, quality
+
+
+def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> tuple[DataFrame, InputQuality]:
+    """Every usable telemetry record; a path is a file, a directory of files or a glob.
+
+    ``client`` names the file a record came from: each client writes its own file, so the file
+    stands for the client when the job asks when a client first held a version.
+    """
+    found: list[str] = []
+    for path in paths:
+        matched = _files(spark, path)
+        if not matched and not _exists(spark, path):
+            raise InputError(f"telemetry path {path} does not exist")
+        found.extend(matched)
+    raw = (
+        _read_json(spark, sorted(set(found)), TELEMETRY_SCHEMA)
+        .withColumn("client", F.input_file_name())
+        .cache()
+    )
+    corrupt = F.col(CORRUPT).isNotNull()
+    valid = _all_present(TELEMETRY_REQUIRED)
+    row = raw.agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.sum(F.when(corrupt, 1).otherwise(0)).alias("corrupt"),
+        F.sum(F.when(~corrupt & ~valid, 1).otherwise(0)).alias("invalid"),
+    ).first()
+    assert row is not None
+    quality = InputQuality(
+        files=len(set(found)),
+        lines=int(row["lines"]),
+        corrupt=int(row["corrupt"] or 0),
+        invalid=int(row["invalid"] or 0),
+    )
+    return raw.where(~corrupt & valid).drop(CORRUPT), quality

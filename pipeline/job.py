@@ -1,0 +1,80 @@
+"""One run of the job on a Spark session: read, summarize, tune, write."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from namesrv.config import load
+from pipeline.config_toml import to_toml
+from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
+from pipeline.report import render
+from pipeline.stats import MatchWindow, summarize
+from pipeline.tuning import Recommendation, Targets, recommend, tuned
+
+__all__ = ["InputError", "Outputs", "run"]
+
+REPORT = "report.md"
+SUMMARY = "summary.json"
+TUNED_CONFIG = "namesrv-tuned.toml"
+CHANGES = "changes"
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    report: Path
+    summary: Path
+    config: Path
+    changes: str
+
+
+def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
+    """The job on an existing session; raises InputError or ConfigError on unusable input."""
+    for name in ("target_p99_ms", "clock_skew_ms", "max_lag_ms"):
+        if getattr(args, name) < 0:
+            raise InputError(f"--{name.replace('_', '-')} must not be negative")
+    current = load(args.config)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = args.tables_out or str((out / CHANGES).resolve())
+
+    journal, journal_quality = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
+    telemetry, telemetry_quality = (
+        read_telemetry(spark, args.telemetry) if args.telemetry else (None, None)
+    )
+    summary, changes = summarize(
+        journal,
+        journal_quality,
+        telemetry,
+        telemetry_quality,
+        MatchWindow(args.clock_skew_ms, args.max_lag_ms),
+    )
+    changes.write.mode("overwrite").parquet(tables)
+    recs = recommend(summary, current, Targets(args.target_p99_ms))
+    outputs = Outputs(out / REPORT, out / SUMMARY, out / TUNED_CONFIG, tables)
+    outputs.report.write_text(render(summary, recs), encoding="utf-8")
+    outputs.summary.write_text(
+        json.dumps(
+            {"summary": summary.to_json(), "recommendations": [_rec_json(r) for r in recs]},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    header = (
+        "name server config tuned by namesrv-pipeline from its journal and client telemetry\n"
+        f"base: {args.config or 'embedded defaults'}; reasons in {REPORT}"
+    )
+    notes = {r.key: f"tuned from {r.current}: {r.reason}" for r in recs if r.changed}
+    outputs.config.write_text(to_toml(tuned(current, recs), notes, header), encoding="utf-8")
+    return outputs
+
+
+def _rec_json(r: Recommendation) -> dict[str, Any]:
+    return dict(asdict(r), changed=r.changed)

@@ -1,0 +1,180 @@
+"""The human-readable report (Markdown) of one run of the job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from pipeline.inputs import InputQuality
+from pipeline.summary import Distribution, Summary
+from pipeline.tuning import Recommendation
+
+
+def _ts(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:,.1f}"
+
+
+def _int(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _dist_row(label: str, d: Distribution) -> str:
+    return (
+        f"| {label} | {d.count:,} | {_num(d.p50)} | {_num(d.p90)} | {_num(d.p99)} | {_num(d.max)} |"
+    )
+
+
+def _dist_table(title: str, rows: Sequence[tuple[str, Distribution]]) -> list[str]:
+    return [
+        f"| {title} | count | p50 | p90 | p99 | max |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *(_dist_row(label, d) for label, d in rows),
+    ]
+
+
+def _counts_table(title: str, counts: Mapping[str, int]) -> list[str]:
+    if not counts:
+        return [f"No {title.lower()}."]
+    return [
+        f"| {title} | count |",
+        "| --- | ---: |",
+        *(f"| {k} | {v:,} |" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+    ]
+
+
+def _quality(name: str, q: InputQuality) -> str:
+    return (
+        f"| {name} | {q.files:,} | {q.lines:,} | {q.used:,} | {q.corrupt:,} | {q.invalid:,} "
+        f"| {q.unknown_events:,} |"
+    )
+
+
+def _suggested(r: Recommendation) -> str:
+    return f"**{r.suggested}**" if r.changed else str(r.suggested)
+
+
+def render(summary: Summary, recommendations: Sequence[Recommendation]) -> str:
+    s = summary
+    out: list[str] = ["# Route push report", ""]
+    out += [
+        f"Journal from {_ts(s.first_ts_ms)} to {_ts(s.last_ts_ms)} (name-server clock, UTC).",
+        "",
+        "## Inputs",
+        "",
+        "| input | files | lines | used | corrupt | invalid | unknown events |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        _quality("journal", s.journal),
+    ]
+    if s.telemetry is not None:
+        out.append(_quality("telemetry", s.telemetry))
+    out += [
+        "",
+        "Corrupt lines are not JSON or have fields of the wrong type; invalid records lack a "
+        "field their event needs. Both are left out of every figure below.",
+        "",
+        "## Route changes",
+        "",
+        f"{s.changes:,} changes, {s.notified_changes:,} of them notified; "
+        f"{s.changes - s.notified_changes:,} suppressed.",
+        "",
+        *_counts_table("Kind", s.changes_by_kind),
+        "",
+        *_counts_table("Cause", s.changes_by_cause),
+        "",
+        *_counts_table("Suppressed by rule", s.suppressed_by_rule),
+        "",
+        "## Notifications",
+        "",
+        f"{s.notification_frames:,} frames ({s.notification_bytes:,} bytes) in "
+        f"{s.notification_ticks:,} ticks.",
+        "",
+        *_dist_table(
+            "per tick",
+            [
+                ("frames (connections notified)", s.frames_per_tick),
+                ("bytes per frame", s.frame_bytes),
+            ],
+        ),
+        "",
+        f"Subscriptions: {s.subscribed_topics:,} topics subscribed, "
+        f"{s.unsubscribed_topics:,} unsubscribed; {s.connections_closed:,} subscribed "
+        "connections closed.",
+        "",
+        "## Slow subscribers",
+        "",
+        f"{s.slow_skips:,} skips of {s.slow_connections:,} connections.",
+    ]
+    if s.slowest:
+        out += [
+            "",
+            "| name server | conn | skips | most topics owed |",
+            "| --- | ---: | ---: | ---: |",
+            *(
+                f"| {c.namesrv or '-'} | {c.conn} | {c.skips:,} | {c.max_pending_topics:,} |"
+                for c in s.slowest
+            ),
+        ]
+    out += ["", "## Degradation", ""]
+    if not s.episodes:
+        out.append("Push never degraded.")
+    else:
+        out += [
+            "| name server | degraded at | for ms | cpu % | memory % | backlog conns "
+            "| drained in ms | frames | relapsed |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for e in s.episodes:
+            out.append(
+                f"| {e.namesrv or '-'} | {_ts(e.degraded_at_ms)} | {_int(e.degraded_ms)} "
+                f"| {_num(e.cpu_percent)} | {_num(e.memory_percent)} "
+                f"| {_int(e.backlog_connections)} | {_int(e.drain_ms)} | {_int(e.drain_frames)} "
+                f"| {'yes' if e.relapsed else 'no'} |"
+            )
+    out += ["", "## Propagation", ""]
+    if s.telemetry is None:
+        out.append("No client telemetry given (`--telemetry`).")
+    else:
+        out += [
+            *_counts_table("Client fetches by cause", s.fetches_by_cause),
+            "",
+            "Delivery is a NOTIFY's emission (name-server clock) to the client holding the new "
+            "route (client clock). Propagation is a change's detection in the journal to each "
+            "client first holding that version, by the cause of the fetch that brought it; the "
+            "change itself happened up to one tick before its detection.",
+            "",
+            *_dist_table(
+                "ms",
+                [
+                    ("delivery (notified fetches)", s.delivery),
+                    *(
+                        (f"propagation, {cause}", d)
+                        for cause, d in sorted(s.propagation.items())
+                        if cause != "all"
+                    ),
+                    ("propagation, all", s.propagation.get("all", Distribution())),
+                    ("propagation of suppressed changes", s.propagation_quiet),
+                ],
+            ),
+            "",
+            f"{s.learned_changes:,} client-versions tied to a journal change; "
+            f"{s.unmatched_fetches:,} not (another name server's journal, a journal gap, or "
+            "an upstream name server).",
+        ]
+    out += [
+        "",
+        "## Tuned thresholds",
+        "",
+        "| key | current | suggested | why |",
+        "| --- | ---: | ---: | --- |",
+        *(f"| `{r.key}` | {r.current} | {_suggested(r)} | {r.reason} |" for r in recommendations),
+        "",
+    ]
+    return "\n".join(out)

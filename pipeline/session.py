@@ -1,0 +1,37 @@
+"""The Spark session: embedded local mode unless a cluster was named or spark-submit chose one."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+APP_NAME = "routepush-pipeline"
+
+
+def spark_session(master: str | None = None, shuffle_partitions: int | None = None) -> SparkSession:
+    """A session for the job.
+
+    ``master`` wins when given. Otherwise a master set by ``spark-submit`` (visible in
+    SparkConf) is kept, and a plain ``python -m pipeline`` gets ``local[*]``: the embedded
+    default needs no cluster and no configuration.
+    """
+    conf = SparkConf()
+    conf.setIfMissing("spark.ui.showConsoleProgress", "false")
+    if master is None and not conf.contains("spark.master"):
+        master = "local[*]"
+    if master is not None and master.startswith("local"):
+        # The driver and executors share this host: keep Spark off the machine's other
+        # interfaces and without its web UI.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf.set("spark.ui.enabled", "false")
+        conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or 4))
+    elif shuffle_partitions is not None:
+        conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    builder = SparkSession.builder.appName(APP_NAME).config(conf=conf)
+    if master is not None:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,246 @@
+"""Config values the observed behaviour argues for, each with the evidence behind it.
+
+Pure functions of a ``Summary`` and the config the name server ran with. Every rule keeps the
+current value unless the data is plentiful enough and clearly points one way; the rules and
+their constants are documented in ``docs/pipeline.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+
+from namesrv.config import NamesrvConfig
+from pipeline.summary import Summary
+
+MIN_SAMPLES = 20
+"""Fewer notified fetches than this say nothing about the tick."""
+FRAME_HEADROOM = 32
+"""The output buffer should hold this many of the largest notifications seen."""
+MIN_OUTPUT_BUFFER = 1 << 20
+DRAIN_TARGET_MS = 10_000
+"""A backlog should drain well within one poll interval of the clients (30 s)."""
+RELAPSE_SHARE = 0.25
+MIN_RECOVERY_RATE = 100
+FLAP_EPISODES = 3
+FLAP_SAMPLES = 3
+"""Episodes lasting this many samples or fewer are spikes, not sustained pressure."""
+MAX_SAMPLE_INTERVAL_MS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    propagation_p99_ms: int = 1_500
+    """A pushed change should reach clients within this (p99), tick wait included."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    key: str
+    """Dotted config key, as in docs/config.md."""
+    current: int | float
+    suggested: int | float
+    reason: str
+
+    @property
+    def changed(self) -> bool:
+        return self.suggested != self.current
+
+
+def recommend(summary: Summary, config: NamesrvConfig, targets: Targets) -> list[Recommendation]:
+    return [
+        _tick(summary, config, targets),
+        _output_buffer(summary, config),
+        _recovery_rate(summary, config),
+        *_pressure(summary, config),
+    ]
+
+
+def _floor10(value: float) -> int:
+    return int(value // 10 * 10)
+
+
+def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
+    key, tick = "push.tick_interval_ms", cfg.push.tick_interval_ms
+    target = targets.propagation_p99_ms
+    d = s.delivery
+    if d.count < MIN_SAMPLES or d.p99 is None:
+        return Recommendation(
+            key, tick, tick, f"kept: {d.count} notified fetches, {MIN_SAMPLES} needed to judge"
+        )
+    budget = target - d.p99
+    if budget < 10:
+        return Recommendation(
+            key,
+            tick,
+            tick,
+            f"kept: delivery alone (notify to fetched, p99 {d.p99:.0f} ms) exceeds the "
+            f"{target} ms target; a shorter tick cannot fix that (look at client fetch times "
+            "and server load)",
+        )
+    fitting = min(1_000, _floor10(budget))
+    if tick + d.p99 > target:
+        return Recommendation(
+            key,
+            tick,
+            fitting,
+            f"a change waits up to one tick, then delivery p99 is {d.p99:.0f} ms: "
+            f"{tick} + {d.p99:.0f} ms misses the {target} ms target",
+        )
+    if tick * 2 <= fitting:
+        return Recommendation(
+            key,
+            tick,
+            fitting,
+            f"delivery p99 is {d.p99:.0f} ms, so a {fitting} ms tick still meets the {target} ms "
+            "target with fewer, larger batches",
+        )
+    return Recommendation(
+        key,
+        tick,
+        tick,
+        f"kept: {tick} + {d.p99:.0f} ms (delivery p99) meets the {target} ms target",
+    )
+
+
+def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
+    key, current = "server.output_buffer_bytes", cfg.server.output_buffer_bytes
+    largest = s.frame_bytes.max
+    if largest is None:
+        return Recommendation(key, current, current, "kept: no notification was sent")
+    need = max(MIN_OUTPUT_BUFFER, 1 << math.ceil(math.log2(FRAME_HEADROOM * largest)))
+    if current < need:
+        return Recommendation(
+            key,
+            current,
+            need,
+            f"the largest notification averaged {largest:.0f} bytes per connection; "
+            f"{current} bytes hold fewer than {FRAME_HEADROOM} of them, so a briefly busy "
+            f"client is paused and skipped ({s.slow_skips} skips seen)",
+        )
+    return Recommendation(
+        key,
+        current,
+        current,
+        f"kept: holds {current // max(1, int(largest))} of the largest notification "
+        f"({largest:.0f} bytes)",
+    )
+
+
+def _recovery_rate(s: Summary, cfg: NamesrvConfig) -> Recommendation:
+    key, rate = "push.recovery_notifications_per_second", cfg.push.recovery_notifications_per_second
+    recovered = [e for e in s.episodes if e.recovered_at_ms is not None]
+    if not recovered:
+        return Recommendation(key, rate, rate, "kept: push never recovered from degradation")
+    relapsed = sum(e.relapsed for e in recovered)
+    if relapsed and relapsed / len(recovered) >= RELAPSE_SHARE:
+        lower = max(MIN_RECOVERY_RATE, rate // 2)
+        return Recommendation(
+            key,
+            rate,
+            lower,
+            f"{relapsed} of {len(recovered)} recoveries degraded again before the backlog "
+            "drained: the drain itself brings the pressure back",
+        )
+    drained = [e for e in recovered if e.drain_ms is not None and e.drain_frames is not None]
+    slow = [e for e in drained if (e.drain_ms or 0) > DRAIN_TARGET_MS]
+    if slow and not relapsed:
+        frames = max(e.drain_frames or 0 for e in slow)
+        wanted = math.ceil(frames * 1000 / DRAIN_TARGET_MS / 100) * 100
+        higher = min(rate * 4, max(rate, wanted))
+        if higher > rate:
+            longest = max(e.drain_ms or 0 for e in slow)
+            return Recommendation(
+                key,
+                rate,
+                higher,
+                f"backlogs took up to {longest} ms to drain ({frames} frames) with no relapse; "
+                f"{higher}/s drains them within about {DRAIN_TARGET_MS} ms",
+            )
+    return Recommendation(
+        key,
+        rate,
+        rate,
+        f"kept: {len(drained)} backlogs drained, {relapsed} relapses "
+        f"in {len(recovered)} recoveries",
+    )
+
+
+def _pressure(s: Summary, cfg: NamesrvConfig) -> list[Recommendation]:
+    p = cfg.pressure
+    keep = [
+        Recommendation(
+            "pressure.sample_interval_ms", p.sample_interval_ms, p.sample_interval_ms, ""
+        ),
+        Recommendation("pressure.cpu_low_percent", p.cpu_low_percent, p.cpu_low_percent, ""),
+        Recommendation(
+            "pressure.memory_low_percent", p.memory_low_percent, p.memory_low_percent, ""
+        ),
+    ]
+    lengths = [e.degraded_ms for e in s.episodes if e.degraded_ms is not None]
+    if len(lengths) < FLAP_EPISODES:
+        why = f"kept: {len(lengths)} degraded episodes ended, {FLAP_EPISODES} needed to judge"
+        return [replace(r, reason=why) for r in keep]
+    median = statistics.median(lengths)
+    if median > FLAP_SAMPLES * p.sample_interval_ms:
+        why = f"kept: degraded episodes last {median:.0f} ms (median), sustained pressure"
+        return [replace(r, reason=why) for r in keep]
+    flapping = (
+        f"{len(lengths)} degraded episodes with a median of {median:.0f} ms, at most "
+        f"{FLAP_SAMPLES} samples: push flaps on short spikes"
+    )
+    by_cpu = sum(
+        1 for e in s.episodes if e.cpu_percent is not None and e.cpu_percent > p.cpu_high_percent
+    )
+    by_memory = sum(
+        1
+        for e in s.episodes
+        if e.memory_percent is not None and e.memory_percent > p.memory_high_percent
+    )
+    interval = min(MAX_SAMPLE_INTERVAL_MS, p.sample_interval_ms * 2)
+    out = [
+        Recommendation(
+            "pressure.sample_interval_ms",
+            p.sample_interval_ms,
+            interval,
+            f"{flapping}; a longer sample averages them out",
+        )
+    ]
+    for name, count, low, high in (
+        ("cpu", by_cpu, p.cpu_low_percent, p.cpu_high_percent),
+        ("memory", by_memory, p.memory_low_percent, p.memory_high_percent),
+    ):
+        key = f"pressure.{name}_low_percent"
+        wider = round(max(5.0, high - 2 * (high - low)), 1)
+        if count and wider < low:
+            out.append(
+                Recommendation(
+                    key,
+                    low,
+                    wider,
+                    f"{count} episodes began on {name}; recovering only below {wider} widens "
+                    "the hysteresis",
+                )
+            )
+        elif count:
+            why = f"kept: the {name} hysteresis is already {high - low:.1f} points wide"
+            out.append(Recommendation(key, low, low, why))
+        else:
+            out.append(Recommendation(key, low, low, f"kept: no episode began on {name}"))
+    return out
+
+
+def tuned(config: NamesrvConfig, recommendations: list[Recommendation]) -> NamesrvConfig:
+    """``config`` with every suggested value applied (validated like a loaded file)."""
+    sections: dict[str, dict[str, int | float]] = {}
+    for rec in recommendations:
+        section, _, name = rec.key.partition(".")
+        sections.setdefault(section, {})[name] = rec.suggested
+    return replace(
+        config,
+        **{
+            section: replace(getattr(config, section), **values)
+            for section, values in sections.items()
+        },
+    )

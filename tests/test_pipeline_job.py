@@ -1,0 +1,318 @@
+"""The pipeline's Spark half on a local session: reading, figures, propagation, outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from namesrv.config import load
+from pipeline.cli import parser
+from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
+from pipeline.job import run
+from pipeline.stats import MatchWindow, summarize
+
+NS = "127.0.0.1:9876"
+
+
+def write_lines(path: Path, records: list[Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        for rec in records:
+            fh.write((rec if isinstance(rec, str) else json.dumps(rec)) + "\n")
+    return path
+
+
+def journal_file(directory: Path, records: list[Any], start: int = 1, seq: int = 1) -> Path:
+    return write_lines(directory / f"journal-{start}-{seq:06d}.jsonl", records)
+
+
+def changed(ts: int, topic: str, version: int, notify: bool = True, kind: str = "UPDATED") -> dict:
+    return {
+        "ts_ms": ts,
+        "event": "route_changed",
+        "topic": topic,
+        "version": version,
+        "kind": kind,
+        "causes": ["wipe_write_perm"],
+        "notify": notify,
+    }
+
+
+def fetch(topic: str, version: int, cause: str, at: int, notified: int | None = None) -> dict:
+    return {
+        "topic": topic,
+        "version": version,
+        "exists": True,
+        "cause": cause,
+        "notified_at_ms": notified,
+        "requested_at_ms": at - 1,
+        "fetched_at_ms": at,
+        "namesrv": NS,
+    }
+
+
+def analyse(spark, journals, telemetry=None, window=None):
+    j, jq = read_journal(spark, journals)
+    t, tq = read_telemetry(spark, telemetry) if telemetry else (None, None)
+    return summarize(j, jq, t, tq, window)
+
+
+def test_unusable_lines_are_counted_and_left_out(spark, tmp_path):
+    journal_file(
+        tmp_path / "j",
+        [
+            changed(1_000, "A", 1, kind="CREATED"),
+            "not json at all",
+            '{"ts_ms": "soon", "event": "route_changed"}',  # wrong type
+            {"ts_ms": 2_000, "event": "route_changed", "topic": "B"},  # lacks version, kind...
+            {"event": "subscribe", "conn": 1, "topics": ["A"]},  # lacks ts_ms
+            {"ts_ms": 2_500, "event": "subscribe", "conn": 1, "topics": 7},  # topics not a list
+            {"ts_ms": 3_000, "event": "from_a_newer_server", "x": [1]},
+            "",
+            '{"ts_ms": 4000, "event": "route_changed", "topic": "C", "vers',  # cut short by a crash
+        ],
+    )
+    write_lines(tmp_path / "j" / "other.log", ["not a journal file"])
+    write_lines(
+        tmp_path / "t.jsonl",
+        [fetch("A", 1, "notify", 1_100, 1_000), "{", {"topic": "A", "cause": "poll"}],
+    )
+    s, _ = analyse(spark, [JournalSource(str(tmp_path / "j"))], [str(tmp_path / "t.jsonl")])
+    q = s.journal
+    # the empty line is no record; other.log is no journal file
+    assert (q.files, q.lines, q.corrupt, q.invalid, q.unknown_events) == (1, 8, 3, 3, 1)
+    assert q.used == 1
+    assert s.changes == 1 and s.changes_by_kind == {"CREATED": 1}
+    assert s.subscribed_topics == 0
+    t = s.telemetry
+    assert t is not None and (t.lines, t.corrupt, t.invalid, t.used) == (3, 1, 1, 1)
+
+
+def test_journal_figures(spark, tmp_path):
+    records = [
+        changed(1_000, "A", 1, kind="CREATED"),
+        changed(1_000, "B", 1, notify=False, kind="CREATED"),
+        {
+            "ts_ms": 1_000,
+            "event": "suppressed",
+            "topic": "B",
+            "version": 1,
+            "rules": ["broker_startup"],
+        },
+        changed(2_000, "A", 2),
+        {
+            "ts_ms": 1_000,
+            "event": "notification_sent",
+            "connections": 4,
+            "frames": 4,
+            "topics": 1,
+            "bytes": 400,
+            "topic_list": ["A"],
+        },
+        {
+            "ts_ms": 2_000,
+            "event": "notification_sent",
+            "connections": 2,
+            "frames": 2,
+            "topics": 1,
+            "bytes": 1_000,
+            "topic_list": ["A"],
+        },
+        {"ts_ms": 500, "event": "subscribe", "conn": 1, "topics": ["A", "B"]},
+        {"ts_ms": 600, "event": "subscribe", "conn": 2, "topics": ["A"]},
+        {"ts_ms": 700, "event": "unsubscribe", "conn": 2, "topics": ["A"]},
+        {"ts_ms": 800, "event": "connection_closed", "conn": 1, "released_topics": 2},
+        {"ts_ms": 900, "event": "slow_subscriber_skipped", "conn": 5, "pending_topics": 3},
+        {"ts_ms": 901, "event": "slow_subscriber_skipped", "conn": 5, "pending_topics": 9},
+        {"ts_ms": 902, "event": "slow_subscriber_skipped", "conn": 6, "pending_topics": 1},
+        {
+            "ts_ms": 3_000,
+            "event": "degradation",
+            "degraded": True,
+            "cpu_percent": 97.0,
+            "memory_percent": 30.0,
+            "pending_connections": 0,
+        },
+        {
+            "ts_ms": 5_000,
+            "event": "degradation",
+            "degraded": False,
+            "cpu_percent": 20.0,
+            "memory_percent": 30.0,
+            "pending_connections": 6,
+        },
+        {"ts_ms": 6_000, "event": "backlog_drained", "frames": 6, "duration_ms": 1_000},
+    ]
+    journal_file(tmp_path / "j", records[:8])
+    journal_file(tmp_path / "j", records[8:], start=900, seq=2)
+    s, table = analyse(spark, [JournalSource(str(tmp_path / "j"))])
+    assert (s.first_ts_ms, s.last_ts_ms) == (500, 6_000)
+    assert s.journal.files == 2 and s.journal.used == len(records)
+    assert (s.changes, s.notified_changes) == (3, 2)
+    assert s.changes_by_kind == {"CREATED": 2, "UPDATED": 1}
+    assert s.changes_by_cause == {"wipe_write_perm": 3}
+    assert s.suppressed_by_rule == {"broker_startup": 1}
+    assert (s.notification_ticks, s.notification_frames, s.notification_bytes) == (2, 6, 1_400)
+    assert (s.frames_per_tick.count, s.frames_per_tick.max) == (2, 4.0)
+    assert (s.frame_bytes.p50, s.frame_bytes.max) == (100.0, 500.0)
+    assert (s.subscribed_topics, s.unsubscribed_topics, s.connections_closed) == (3, 1, 1)
+    assert (s.slow_skips, s.slow_connections) == (3, 2)
+    assert [(c.conn, c.skips, c.max_pending_topics) for c in s.slowest] == [(5, 2, 9), (6, 1, 1)]
+    [ep] = s.episodes
+    assert (ep.degraded_ms, ep.backlog_connections, ep.drain_ms, ep.drain_frames) == (
+        2_000,
+        6,
+        1_000,
+        6,
+    )
+    rows = {(r["topic"], r["version"]): r for r in table.collect()}
+    assert set(rows) == {("A", 1), ("B", 1), ("A", 2)}
+    assert rows[("B", 1)]["clients"] == 0 and rows[("B", 1)]["notify"] is False
+
+
+def test_each_client_is_tied_to_the_change_it_learned(spark, tmp_path):
+    journal_file(
+        tmp_path / "j",
+        [
+            changed(10_000, "T", 1, kind="CREATED"),
+            changed(20_000, "T", 2),
+            changed(30_000, "Q", 1, notify=False),
+            # the name server restarted: versions start again
+            changed(900_000, "T", 1, kind="CREATED"),
+        ],
+    )
+    write_lines(
+        tmp_path / "t" / "client-a.jsonl",
+        [
+            fetch("T", 1, "first", 10_500),  # a first lookup learns no change
+            fetch("T", 1, "poll", 15_000),  # ... and polling it again is no news
+            fetch("T", 2, "notify", 20_040, notified=20_000),
+            fetch("T", 2, "poll", 50_000),  # already held since 20_040
+            fetch("Q", 0, "first", 25_000),
+            fetch("Q", 1, "poll", 45_000),  # a suppressed change, learned by polling
+            fetch("T", 1, "epoch", 900_100, notified=900_000),  # tied to the restart's change
+        ],
+    )
+    write_lines(
+        tmp_path / "t" / "client-b.jsonl",
+        [
+            fetch("T", 1, "first", 12_000),
+            fetch("T", 2, "notify", 19_600, notified=20_000),  # client clock 400 ms behind
+            fetch("T", 3, "notify", 20_100, notified=20_000),  # no journal change explains it
+        ],
+    )
+    s, table = analyse(spark, [JournalSource(str(tmp_path / "j"))], [str(tmp_path / "t")])
+    assert s.fetches_by_cause == {"first": 3, "poll": 3, "notify": 3, "epoch": 1}
+    assert (s.delivery.count, s.delivery.p50, s.delivery.max) == (4, 40.0, 100.0)
+    assert s.learned_changes == 4 and s.unmatched_fetches == 1
+    assert s.propagation["all"].count == 4
+    assert (s.propagation["notify"].count, s.propagation["notify"].max) == (2, 40.0)
+    assert s.propagation["notify"].p50 == -400.0
+    assert (s.propagation["poll"].count, s.propagation["poll"].max) == (1, 15_000.0)
+    assert (s.propagation["epoch"].count, s.propagation["epoch"].max) == (1, 100.0)
+    assert (s.propagation_quiet.count, s.propagation_quiet.max) == (1, 15_000.0)
+    rows = {(r["topic"], r["version"], r["changed_at_ms"]): r for r in table.collect()}
+    assert rows[("T", 2, 20_000)]["clients"] == 2
+    assert (
+        rows[("T", 2, 20_000)]["first_learned_ms"],
+        rows[("T", 2, 20_000)]["last_learned_ms"],
+    ) == (-400, 40)
+    assert rows[("T", 1, 10_000)]["clients"] == 0
+    assert rows[("T", 1, 900_000)]["clients"] == 1
+
+    narrow, _ = analyse(
+        spark,
+        [JournalSource(str(tmp_path / "j"))],
+        [str(tmp_path / "t")],
+        MatchWindow(clock_skew_ms=100, max_lag_ms=10_000),
+    )
+    # 400 ms behind is past a 100 ms skew; 15 s after the change is past a 10 s lag
+    assert narrow.learned_changes == 2 and narrow.unmatched_fetches == 3
+
+
+def test_named_journals_are_tied_only_to_their_own_clients(spark, tmp_path):
+    journal_file(tmp_path / "a", [changed(1_000, "T", 5)])
+    journal_file(tmp_path / "b", [changed(5_000, "T", 5)])
+    write_lines(
+        tmp_path / "t.jsonl",
+        [fetch("T", 4, "first", 500), fetch("T", 5, "notify", 6_000, notified=5_000)],
+    )
+    sources = [
+        JournalSource(str(tmp_path / "a"), "10.0.0.1:9876"),
+        JournalSource(str(tmp_path / "b"), NS),
+    ]
+    s, _ = analyse(spark, sources, [str(tmp_path / "t.jsonl")])
+    assert s.propagation["all"].max == 1_000.0  # from b's change, not a's later-matching one
+    unnamed, _ = analyse(spark, [JournalSource(str(tmp_path / "a"))], [str(tmp_path / "t.jsonl")])
+    assert unnamed.propagation["all"].max == 5_000.0
+
+
+def test_missing_inputs_are_refused_and_an_empty_journal_is_not(spark, tmp_path):
+    with pytest.raises(InputError, match=r"journal directory .*nowhere does not exist"):
+        read_journal(spark, [JournalSource(str(tmp_path / "nowhere"))])
+    with pytest.raises(InputError, match=r"telemetry path .*missing\.jsonl does not exist"):
+        read_telemetry(spark, [str(tmp_path / "missing.jsonl")])
+    (tmp_path / "empty").mkdir()
+    s, table = analyse(spark, [JournalSource(str(tmp_path / "empty"))])
+    assert s.journal.lines == 0 and s.changes == 0 and s.episodes == []
+    assert table.count() == 0
+
+
+def test_run_writes_report_summary_tuned_config_and_change_table(spark, tmp_path):
+    records = []
+    for i in range(30):
+        records.append(changed(1_000 * i, "T", i + 1))
+    journal_file(tmp_path / "j", records)
+    # a 734 ms delivery p99 with a 1 s tick misses the 1.5 s target: the tick is tuned down
+    write_lines(
+        tmp_path / "t.jsonl",
+        [fetch("T", i + 1, "notify", 1_000 * i + 734, notified=1_000 * i) for i in range(30)],
+    )
+    (tmp_path / "base.toml").write_text('[server]\nlisten = "127.0.0.1:9999"\n')
+    args = parser().parse_args(
+        [
+            "--journal",
+            str(tmp_path / "j"),
+            "--telemetry",
+            str(tmp_path / "t.jsonl"),
+            "--out",
+            str(tmp_path / "out"),
+            "--config",
+            str(tmp_path / "base.toml"),
+        ]
+    )
+    outputs = run(spark, args)
+    report = outputs.report.read_text()
+    assert "30 changes, 30 of them notified" in report
+    assert "| `push.tick_interval_ms` | 1000 | **760** |" in report
+    summary = json.loads(outputs.summary.read_text())
+    assert summary["summary"]["changes"] == 30
+    assert summary["summary"]["delivery"]["p99"] == 734.0
+    tuned = load(outputs.config)
+    assert tuned.push.tick_interval_ms == 760
+    assert tuned.server.listen == "127.0.0.1:9999"  # the rest of the base config is kept
+    table = spark.read.parquet(outputs.changes)
+    # the first fetch is where the client started from; each later one learned a change
+    assert table.count() == 30 and table.where("clients = 1").count() == 29
+
+
+def test_cli_refuses_bad_config_and_missing_journal_with_exit_2(tmp_path):
+    (tmp_path / "bad.toml").write_text("[push]\ntick_interval_ms = 1\n")
+    base = [sys.executable, "-m", "pipeline", "--out", str(tmp_path / "out")]
+    bad = subprocess.run(
+        [*base, "--journal", str(tmp_path), "--config", str(tmp_path / "bad.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "push.tick_interval_ms must be at least 10" in bad.stderr
+    missing = subprocess.run(
+        [*base, "--journal", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=120
+    )
+    assert missing.returncode == 2, missing.stderr
+    assert f"journal directory {tmp_path / 'nowhere'} does not exist" in missing.stderr

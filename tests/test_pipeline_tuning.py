@@ -1,0 +1,210 @@
+"""The pipeline's pure half: episode pairing, tuning rules, the tuned config file, the report."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from namesrv.config import NamesrvConfig, load
+from pipeline.config_toml import to_toml
+from pipeline.inputs import InputQuality, JournalSource
+from pipeline.report import render
+from pipeline.summary import Distribution, Episode, Summary, Transition, pair_episodes
+from pipeline.tuning import Targets, recommend, tuned
+
+QUALITY = InputQuality(files=1, lines=10, corrupt=0, invalid=0)
+
+
+def summary(**fields: object) -> Summary:
+    return replace(Summary(journal=QUALITY, telemetry=QUALITY), **fields)
+
+
+def by_key(s: Summary, config: NamesrvConfig | None = None, target: int = 1_500) -> dict:
+    recs = recommend(s, config or NamesrvConfig(), Targets(target))
+    return {r.key: r for r in recs}
+
+
+def degraded(ts: int, cpu: float = 95.0, memory: float = 40.0, source: str | None = None):
+    return Transition(source, ts, "degradation", True, cpu, memory, 0)
+
+
+def recovered(ts: int, pending: int = 5, source: str | None = None):
+    return Transition(source, ts, "degradation", False, 10.0, 40.0, pending)
+
+
+def drained(ts: int, frames: int, duration: int, source: str | None = None):
+    return Transition(source, ts, "backlog_drained", frames=frames, duration_ms=duration)
+
+
+# -- episodes -------------------------------------------------------------------------------------
+
+
+def test_episode_runs_from_degraded_through_recovery_to_drain():
+    [ep] = pair_episodes([drained(5_000, 7, 2_000), recovered(3_000), degraded(1_000)])
+    assert (ep.degraded_at_ms, ep.recovered_at_ms, ep.degraded_ms) == (1_000, 3_000, 2_000)
+    assert (ep.backlog_connections, ep.drain_ms, ep.drain_frames, ep.relapsed) == (
+        5,
+        2_000,
+        7,
+        False,
+    )
+
+
+def test_degraded_again_before_the_drain_is_a_relapse_and_a_restart_is_not():
+    eps = pair_episodes([degraded(0), recovered(1_000), degraded(1_500), degraded(9_000)])
+    assert [(e.degraded_at_ms, e.relapsed, e.recovered_at_ms) for e in eps] == [
+        (0, True, 1_000),
+        (1_500, False, None),  # never recovered: the server restarted, or the journal ends
+        (9_000, False, None),
+    ]
+
+
+def test_episodes_pair_per_name_server_and_skip_orphans():
+    eps = pair_episodes(
+        [
+            recovered(100, source="a:1"),  # the journal starts mid-episode
+            drained(150, 1, 50, source="a:1"),
+            degraded(200, source="a:1"),
+            degraded(250, source="b:2"),
+            recovered(300, source="a:1"),
+            recovered(900, source="b:2"),
+        ]
+    )
+    assert [(e.namesrv, e.degraded_ms) for e in eps] == [("a:1", 100), ("b:2", 650)]
+
+
+# -- tuning ---------------------------------------------------------------------------------------
+
+
+def test_tick_kept_without_enough_notified_fetches():
+    rec = by_key(summary(delivery=Distribution(5, 10, 10, 900, 900)))["push.tick_interval_ms"]
+    assert not rec.changed and "5 notified fetches" in rec.reason
+
+
+def test_tick_lowered_when_tick_plus_delivery_misses_the_target():
+    rec = by_key(summary(delivery=Distribution(500, 200, 600, 734, 900)))["push.tick_interval_ms"]
+    assert (rec.current, rec.suggested) == (1_000, 760)
+
+
+def test_tick_kept_when_delivery_alone_misses_the_target():
+    rec = by_key(summary(delivery=Distribution(500, 900, 1_400, 1_600, 2_000)))
+    assert not rec["push.tick_interval_ms"].changed
+    assert "cannot fix" in rec["push.tick_interval_ms"].reason
+
+
+def test_tick_raised_when_a_short_tick_buys_nothing():
+    cfg = NamesrvConfig(push=replace(NamesrvConfig().push, tick_interval_ms=50))
+    rec = by_key(summary(delivery=Distribution(500, 20, 30, 40, 60)), cfg)["push.tick_interval_ms"]
+    assert (rec.current, rec.suggested) == (50, 1_000)
+
+
+def test_output_buffer_raised_to_hold_the_largest_notifications():
+    recs = by_key(summary(frame_bytes=Distribution(10, 1_000, 50_000, 200_000, 300_000)))
+    rec = recs["server.output_buffer_bytes"]
+    assert rec.suggested == 16 * 1024 * 1024  # 32 x 300 kB rounded up to a power of two
+    small = by_key(summary(frame_bytes=Distribution(10, 100, 100, 100, 120)))
+    assert not small["server.output_buffer_bytes"].changed
+
+
+def test_recovery_rate_halved_when_drains_bring_pressure_back():
+    eps = [
+        Episode(None, i * 10_000, 95.0, 40.0, i * 10_000 + 3_000, 100, relapsed=True)
+        for i in range(2)
+    ]
+    eps.append(Episode(None, 50_000, 95.0, 40.0, 53_000, 100, 500, 50))
+    rec = by_key(summary(episodes=eps))["push.recovery_notifications_per_second"]
+    assert (rec.current, rec.suggested) == (2_000, 1_000)
+
+
+def test_recovery_rate_raised_when_backlogs_drain_slowly_without_relapse():
+    eps = [Episode(None, 0, 95.0, 40.0, 3_000, 40_000, 20_000, 40_000)]
+    rec = by_key(summary(episodes=eps))["push.recovery_notifications_per_second"]
+    assert (rec.current, rec.suggested) == (2_000, 4_000)
+    huge = [replace(eps[0], drain_frames=10_000_000, drain_ms=5_000_000)]
+    capped = by_key(summary(episodes=huge))["push.recovery_notifications_per_second"]
+    assert capped.suggested == 8_000  # never more than 4x in one step
+
+
+def test_flapping_pressure_lengthens_sampling_and_widens_the_cpu_hysteresis():
+    eps = [Episode(None, i * 60_000, 93.0, 40.0, i * 60_000 + 2_000) for i in range(4)]
+    recs = by_key(summary(episodes=eps))
+    assert recs["pressure.sample_interval_ms"].suggested == 2_000
+    assert recs["pressure.cpu_low_percent"].suggested == 60.0  # 90 - 2 x (90 - 75)
+    assert not recs["pressure.memory_low_percent"].changed
+
+
+def test_sustained_pressure_changes_nothing():
+    eps = [Episode(None, i * 60_000, 93.0, 40.0, i * 60_000 + 30_000) for i in range(4)]
+    recs = by_key(summary(episodes=eps))
+    assert not any(recs[k].changed for k in recs if k.startswith("pressure."))
+
+
+def test_tuned_config_is_written_as_toml_the_name_server_loads(tmp_path):
+    base = NamesrvConfig()
+    recs = recommend(
+        summary(
+            delivery=Distribution(500, 200, 600, 734, 900),
+            episodes=[Episode(None, i * 60_000, 93.0, 40.0, i * 60_000 + 2_000) for i in range(4)],
+        ),
+        base,
+        Targets(),
+    )
+    config = tuned(base, recs)
+    notes = {r.key: r.reason for r in recs if r.changed}
+    path = tmp_path / "tuned.toml"
+    path.write_text(to_toml(config, notes, header="tuned\nfrom tests"))
+    assert load(path) == config
+    text = path.read_text()
+    assert text.startswith("# tuned\n# from tests\n")
+    assert "# a change waits up to one tick" in text
+    assert config.push.tick_interval_ms == 760
+    assert config.pressure.cpu_low_percent == 60.0
+
+
+def test_toml_keeps_strings_lists_and_nested_tables():
+    raw = NamesrvConfig(
+        server=replace(NamesrvConfig().server, go_away_alternatives=["10.0.0.2:9876", 'q"x']),
+        journal=replace(NamesrvConfig().journal, directory="C:\\journal dir"),
+    )
+    import tomllib
+
+    from namesrv.config import from_mapping
+
+    assert from_mapping(tomllib.loads(to_toml(raw))) == raw
+
+
+def test_report_names_every_section_and_bolds_changed_values():
+    s = summary(
+        changes=3,
+        notified_changes=2,
+        changes_by_kind={"UPDATED": 3},
+        suppressed_by_rule={"write_perm": 1},
+        delivery=Distribution(500, 200, 600, 734, 900),
+        episodes=[Episode("a:1", 0, 95.0, 40.0, 2_000, 7, 1_000, 7)],
+    )
+    text = render(s, recommend(s, NamesrvConfig(), Targets()))
+    for heading in (
+        "## Inputs",
+        "## Route changes",
+        "## Notifications",
+        "## Degradation",
+        "## Propagation",
+        "## Tuned thresholds",
+    ):
+        assert heading in text
+    assert "| `push.tick_interval_ms` | 1000 | **760** |" in text
+    assert "| a:1 | 1970-01-01 00:00:00.000Z | 2,000 | 95 | 40 | 7 | 1,000 | 7 | no |" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/var/journal", JournalSource("/var/journal")),
+        ("10.0.0.5:9876=/var/journal", JournalSource("/var/journal", "10.0.0.5:9876")),
+        ("hdfs://nn:8020/j", JournalSource("hdfs://nn:8020/j")),
+        ("/data/a=b", JournalSource("/data/a=b")),
+    ],
+)
+def test_journal_source_names_its_name_server_only_when_prefixed(text, expected):
+    assert JournalSource.parse(text) == expected
