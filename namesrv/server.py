@@ -284,6 +284,9 @@ class NameServer:
                 if loop.running:
                     loop.stop()
             for conn in list(self.connections.values()):
+                # Released now rather than when the transport reports the loss, which comes
+                # after the journal is closed: their records would be dropped.
+                self._connection_lost(conn)
                 conn._transport.loseConnection()
             self.journal.close()
             listening.addBoth(lambda _: stopped.callback(None))

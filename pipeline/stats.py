@@ -52,11 +52,16 @@ def _dist(df: DataFrame, value: Column) -> Distribution:
     return distribution(df.agg(*_dist_aggs(value)).first())
 
 
-def _counts(df: DataFrame, key: Column) -> dict[str, int]:
-    return {
-        str(r["key"]): int(r["n"])
-        for r in df.groupBy(key.alias("key")).count().withColumnRenamed("count", "n").collect()
-    }
+def _count_tables(tables: dict[str, DataFrame]) -> dict[str, dict[str, int]]:
+    """Several ``key`` columns counted in one job: {table: {key: count}}."""
+    parts = [df.select(F.lit(name).alias("table"), "key") for name, df in tables.items()]
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    out: dict[str, dict[str, int]] = {}
+    for r in union.groupBy("table", "key").count().collect():
+        out.setdefault(r["table"], {})[str(r["key"])] = int(r["count"])
+    return out
 
 
 def learned_versions(telemetry: DataFrame) -> DataFrame:
@@ -166,45 +171,48 @@ def summarize(
     s = Summary(journal=journal_quality, telemetry=telemetry_quality)
     ev = F.col("event")
 
-    span = journal.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")).first()
-    if span is not None and span["lo"] is not None:
-        s.first_ts_ms, s.last_ts_ms = int(span["lo"]), int(span["hi"])
-
     changes = journal.where(ev == "route_changed").cache()
-    totals = changes.agg(
-        F.count(F.lit(1)).alias("n"), F.sum(F.col("notify").cast("long")).alias("notified")
-    ).first()
-    assert totals is not None
-    s.changes, s.notified_changes = int(totals["n"]), int(totals["notified"] or 0)
-    s.changes_by_kind = _counts(changes, F.col("kind"))
-    s.changes_by_cause = _counts(changes.select(F.explode("causes").alias("c")), F.col("c"))
-    s.suppressed_by_rule = _counts(
-        journal.where(ev == "suppressed").select(F.explode("rules").alias("r")), F.col("r")
-    )
-
-    sent = journal.where(ev == "notification_sent")
-    volume = sent.agg(
-        F.count(F.lit(1)).alias("ticks"),
-        F.sum("frames").alias("frames"),
-        F.sum("bytes").alias("bytes"),
-    ).first()
-    assert volume is not None
-    s.notification_ticks = int(volume["ticks"])
-    s.notification_frames = int(volume["frames"] or 0)
-    s.notification_bytes = int(volume["bytes"] or 0)
-    s.frames_per_tick = _dist(sent, F.col("frames"))
-    s.frame_bytes = _dist(sent.where(F.col("frames") > 0), F.col("bytes") / F.col("frames"))
-
-    subs = journal.where(ev.isin("subscribe", "unsubscribe", "connection_closed"))
-    sub_row = subs.agg(
+    sent = ev == "notification_sent"
+    frames = F.when(sent, F.col("frames"))
+    frame_bytes = F.when(sent & (F.col("frames") > 0), F.col("bytes") / F.col("frames"))
+    # One pass over the journal for every journal-wide figure.
+    row = journal.agg(
+        F.min("ts_ms").alias("first"),
+        F.max("ts_ms").alias("last"),
+        F.count(F.when(ev == "route_changed", 1)).alias("changes"),
+        F.count(F.when((ev == "route_changed") & F.col("notify"), 1)).alias("notified"),
+        F.count(F.when(sent, 1)).alias("ticks"),
+        F.sum(frames).alias("frames"),
+        F.sum(F.when(sent, F.col("bytes"))).alias("bytes"),
+        F.struct(*_dist_aggs(frames)).alias("frames_dist"),
+        F.struct(*_dist_aggs(frame_bytes)).alias("bytes_dist"),
         F.sum(F.when(ev == "subscribe", F.size("topic_names"))).alias("sub"),
         F.sum(F.when(ev == "unsubscribe", F.size("topic_names"))).alias("unsub"),
-        F.sum(F.when(ev == "connection_closed", 1)).alias("closed"),
+        F.count(F.when(ev == "connection_closed", 1)).alias("closed"),
     ).first()
-    assert sub_row is not None
-    s.subscribed_topics = int(sub_row["sub"] or 0)
-    s.unsubscribed_topics = int(sub_row["unsub"] or 0)
-    s.connections_closed = int(sub_row["closed"] or 0)
+    assert row is not None
+    if row["first"] is not None:
+        s.first_ts_ms, s.last_ts_ms = int(row["first"]), int(row["last"])
+    s.changes, s.notified_changes = int(row["changes"]), int(row["notified"])
+    s.notification_ticks = int(row["ticks"])
+    s.notification_frames = int(row["frames"] or 0)
+    s.notification_bytes = int(row["bytes"] or 0)
+    s.frames_per_tick = distribution(row["frames_dist"])
+    s.frame_bytes = distribution(row["bytes_dist"])
+    s.subscribed_topics = int(row["sub"] or 0)
+    s.unsubscribed_topics = int(row["unsub"] or 0)
+    s.connections_closed = int(row["closed"])
+
+    tables = _count_tables(
+        {
+            "kind": changes.select(F.col("kind").alias("key")),
+            "cause": changes.select(F.explode("causes").alias("key")),
+            "rule": journal.where(ev == "suppressed").select(F.explode("rules").alias("key")),
+        }
+    )
+    s.changes_by_kind = tables.get("kind", {})
+    s.changes_by_cause = tables.get("cause", {})
+    s.suppressed_by_rule = tables.get("rule", {})
 
     per_conn = (
         journal.where(ev == "slow_subscriber_skipped")
@@ -250,18 +258,28 @@ def summarize(
 
     propagation: DataFrame | None = None
     if telemetry is not None:
-        s.fetches_by_cause = _counts(telemetry, F.col("cause"))
-        s.delivery = _dist(
-            telemetry.where(F.col("notified_at_ms").isNotNull()),
-            F.col("fetched_at_ms") - F.col("notified_at_ms"),
-        )
+        s.fetches_by_cause = _count_tables(
+            {"c": telemetry.select(F.col("cause").alias("key"))}
+        ).get("c", {})
+        s.delivery = _dist(telemetry, F.col("fetched_at_ms") - F.col("notified_at_ms"))
         learned = learned_versions(telemetry).cache()
         propagation = change_propagation(changes, learned, window).cache()
         learned_n = learned.count()
-        s.learned_changes = propagation.count()
+        lag = F.col("lag_ms")
+        # rollup adds the row of every cause (cause null); the quiet figure rides along.
+        for r in (
+            propagation.rollup("cause")
+            .agg(
+                *_dist_aggs(lag),
+                F.struct(*_dist_aggs(F.when(~F.col("notify"), lag))).alias("quiet"),
+            )
+            .collect()
+        ):
+            if r["cause"] is None:
+                s.propagation["all"] = distribution(r)
+                s.propagation_quiet = distribution(r["quiet"])
+                s.learned_changes = int(r["count"])
+            else:
+                s.propagation[str(r["cause"])] = distribution(r)
         s.unmatched_fetches = learned_n - s.learned_changes
-        grouped = propagation.groupBy("cause").agg(*_dist_aggs(F.col("lag_ms"))).collect()
-        s.propagation = {str(r["cause"]): distribution(r) for r in grouped}
-        s.propagation["all"] = _dist(propagation, F.col("lag_ms"))
-        s.propagation_quiet = _dist(propagation.where(~F.col("notify")), F.col("lag_ms"))
     return s, change_table(changes, propagation)
