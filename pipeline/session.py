@@ -13,13 +13,15 @@ APP_NAME = "routepush-pipeline"
 def spark_session(master: str | None = None, shuffle_partitions: int | None = None) -> SparkSession:
     """A session for the job.
 
-    ``master`` wins when given. Otherwise a master set by ``spark-submit`` (visible in
-    SparkConf) is kept, and a plain ``python -m pipeline`` gets ``local[*]``: the embedded
-    default needs no cluster and no configuration.
+    ``master`` wins when given. Otherwise the master ``spark-submit`` was given is kept, and a
+    plain ``python -m pipeline`` gets ``local[*]``: the embedded default needs no cluster and
+    no configuration.
     """
     conf = SparkConf()
     conf.setIfMissing("spark.ui.showConsoleProgress", "false")
-    if master is None and not conf.contains("spark.master"):
+    # Under spark-submit the JVM is already up (it started this process and said where to
+    # reach it) and holds the master it was given.
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"
     if master is not None and master.startswith("local"):
         # The driver and executors share this host: keep Spark off the machine's other
