@@ -133,12 +133,16 @@ def _files(spark: SparkSession, pattern: str) -> list[str]:
     return sorted(found)
 
 
-def _exists(spark: SparkSession, path: str) -> bool:
+def _kind(spark: SparkSession, path: str) -> str | None:
+    """``"dir"``, ``"file"`` or None (missing), on whatever file system ``path`` names."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
     p = jvm.org.apache.hadoop.fs.Path(path)
-    return bool(p.getFileSystem(hadoop_conf).exists(p))
+    fs = p.getFileSystem(hadoop_conf)
+    if not fs.exists(p):
+        return None
+    return "dir" if fs.getFileStatus(p).isDirectory() else "file"
 
 
 def _read_json(spark: SparkSession, files: Sequence[str], schema: T.StructType) -> DataFrame:
@@ -170,8 +174,11 @@ def read_journal(
     frames: list[DataFrame] = []
     files = 0
     for source in sources:
-        if not _exists(spark, source.directory):
+        kind = _kind(spark, source.directory)
+        if kind is None:
             raise InputError(f"journal directory {source.directory} does not exist")
+        if kind != "dir":
+            raise InputError(f"journal directory {source.directory} is not a directory")
         found = _files(spark, source.directory.rstrip("/") + "/journal-*.jsonl")
         files += len(found)
         frames.append(
@@ -229,7 +236,7 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> tuple[DataFrame
     found: list[str] = []
     for path in paths:
         matched = _files(spark, path)
-        if not matched and not _exists(spark, path):
+        if not matched and _kind(spark, path) is None:
             raise InputError(f"telemetry path {path} does not exist")
         found.extend(matched)
     raw = (

@@ -257,6 +257,9 @@ def test_missing_inputs_are_refused_and_an_empty_journal_is_not(spark, tmp_path)
         read_journal(spark, [JournalSource(str(tmp_path / "nowhere"))])
     with pytest.raises(InputError, match=r"telemetry path .*missing\.jsonl does not exist"):
         read_telemetry(spark, [str(tmp_path / "missing.jsonl")])
+    write_lines(tmp_path / "a-file", [changed(1, "T", 1)])
+    with pytest.raises(InputError, match=r"journal directory .*a-file is not a directory"):
+        read_journal(spark, [JournalSource(str(tmp_path / "a-file"))])
     (tmp_path / "empty").mkdir()
     s, table = analyse(spark, [JournalSource(str(tmp_path / "empty"))])
     assert s.journal.lines == 0 and s.changes == 0 and s.episodes == []
