@@ -20,6 +20,16 @@ DEFAULT_CLOCK_SKEW_MS = 1_000
 DEFAULT_MAX_LAG_MS = 600_000
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="namesrv-pipeline",
@@ -51,19 +61,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
     p.add_argument(
         "--target-p99-ms",
-        type=int,
+        type=_non_negative,
         default=DEFAULT_TARGET_P99_MS,
         help="a pushed change should reach clients within this, p99 (tunes the tick)",
     )
     p.add_argument(
         "--clock-skew-ms",
-        type=int,
+        type=_non_negative,
         default=DEFAULT_CLOCK_SKEW_MS,
         help="how far a client clock may run behind the name server's",
     )
     p.add_argument(
         "--max-lag-ms",
-        type=int,
+        type=_non_negative,
         default=DEFAULT_MAX_LAG_MS,
         help="a fetch is tied only to a change detected at most this long before it",
     )
@@ -102,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         outputs = run(spark, args)
     except (InputError, ConfigError) as exc:
         print(f"namesrv-pipeline: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --out not writable
+        print(f"namesrv-pipeline: cannot write the outputs: {exc}", file=sys.stderr)
         return 2
     finally:
         spark.stop()

@@ -34,10 +34,8 @@ class Outputs:
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
-    """The job on an existing session; raises InputError or ConfigError on unusable input."""
-    for name in ("target_p99_ms", "clock_skew_ms", "max_lag_ms"):
-        if getattr(args, name) < 0:
-            raise InputError(f"--{name.replace('_', '-')} must not be negative")
+    """The job on an existing session (``args`` from ``pipeline.cli.parser``); raises
+    InputError or ConfigError on unusable input, OSError when ``--out`` cannot be written."""
     current = load(args.config)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
