@@ -10,7 +10,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from namesrv.config import load
+from namesrv.config import NamesrvConfig, load
 from pipeline.config_toml import to_toml
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
 from pipeline.report import render
@@ -35,12 +35,24 @@ class Outputs:
 
 def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
     """The job on an existing session (``args`` from ``pipeline.cli.parser``); raises
-    InputError or ConfigError on unusable input, OSError when ``--out`` cannot be written."""
+    InputError or ConfigError on unusable input, OSError when ``--out`` cannot be written.
+    It clears the session's cache when done."""
     current = load(args.config)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tables = args.tables_out or str((out / CHANGES).resolve())
 
+    try:
+        return _run(spark, args, current, out, tables)
+    finally:
+        # The job caches what it reads; a later run in the same session must read the files
+        # afresh, and a long-lived session must not keep the data.
+        spark.catalog.clearCache()
+
+
+def _run(
+    spark: SparkSession, args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str
+) -> Outputs:
     journal, journal_quality = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
     telemetry, telemetry_quality = (
         read_telemetry(spark, args.telemetry) if args.telemetry else (None, None)

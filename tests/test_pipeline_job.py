@@ -361,3 +361,11 @@ def test_the_same_job_runs_on_a_cluster_with_executors_in_their_own_jvms(spark, 
     assert (cluster_out / "report.md").read_text() == local.report.read_text()
     assert (cluster_out / "namesrv-tuned.toml").read_text() == local.config.read_text()
     assert spark.read.parquet(str(cluster_out / "changes")).count() == 20
+
+
+def test_a_second_run_in_one_session_reads_the_files_afresh(spark, tmp_path):
+    args = parser().parse_args(["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "o")])
+    path = journal_file(tmp_path / "j", [changed(1_000, "T", 1)])
+    assert "1 changes, 1 of them notified" in run(spark, args).report.read_text()
+    write_lines(path, [changed(1_000 * i, "T", i) for i in range(1, 4)])
+    assert "3 changes, 3 of them notified" in run(spark, args).report.read_text()
