@@ -13,11 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from twisted.internet import defer
-from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.endpoints import (
-    HostnameEndpoint,
-    TCP4ClientEndpoint,
-    TCP6ClientEndpoint,
     connectProtocol,
 )
 from twisted.python.failure import Failure
@@ -26,7 +22,7 @@ from client_push.backoff import Backoff
 from client_push.config import ClientConfig, split_addr
 from client_push.errors import ClientStoppedError, RequestTimeoutError
 from client_push.nameserver_selector import NameServerSelector
-from client_push.remoting import RemotingProtocol, RequestHandler, describe
+from client_push.remoting import RemotingProtocol, RequestHandler, describe, endpoint_for
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 
@@ -237,14 +233,7 @@ class NameServerLink:
         )
 
     def _endpoint(self, addr: str) -> Any:
-        """IP literals connect directly; names go through the resolver."""
-        host, port = split_addr(addr)
-        timeout = self._config.request_timeout_ms / 1000.0
-        if isIPAddress(host):
-            return TCP4ClientEndpoint(self._reactor, host, port, timeout=timeout)
-        if isIPv6Address(host):
-            return TCP6ClientEndpoint(self._reactor, host, port, timeout=timeout)
-        return HostnameEndpoint(self._reactor, host, port, timeout=timeout)
+        return endpoint_for(self._reactor, addr, self._config.request_timeout_ms / 1000.0)
 
     def _connected(self, proto: RemotingProtocol, addr: str) -> None:
         if self._connecting == addr:

@@ -13,9 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
+from twisted.internet.abstract import isIPAddress, isIPv6Address
+from twisted.internet.endpoints import HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 
+from client_push.config import split_addr
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from protocol.codes import ResponseCode
 from protocol.errors import FrameError
@@ -168,6 +171,16 @@ class RemotingProtocol(Protocol):
     def __repr__(self) -> str:
         state = "connected" if self.connected else "closed"
         return f"<RemotingProtocol {self.label} {state} pending={self.pending}>"
+
+
+def endpoint_for(reactor: Any, addr: str, timeout_s: float) -> Any:
+    """A client endpoint for ``HOST:PORT``: IP literals connect directly, names are resolved."""
+    host, port = split_addr(addr)
+    if isIPAddress(host):
+        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout_s)
+    if isIPv6Address(host):
+        return TCP6ClientEndpoint(reactor, host, port, timeout=timeout_s)
+    return HostnameEndpoint(reactor, host, port, timeout=timeout_s)
 
 
 def describe(value: Any) -> str:

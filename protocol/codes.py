@@ -7,6 +7,7 @@ from enum import IntEnum
 
 class RequestCode(IntEnum):
     SEND_MESSAGE = 10
+    GET_MAX_OFFSET = 30
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     PUT_KV_CONFIG = 100

@@ -62,19 +62,25 @@ class Cluster:
         self.clients.append(client)
         return client
 
-    async def broker(self, port: int, *topics: str, broker_name: str = "broker-a") -> WireClient:
+    async def broker(
+        self, port: int, *topics: str, broker_name: str = "broker-a", **kw: Any
+    ) -> WireClient:
         conn = await connect(port)
         self.brokers.append(conn)
-        await self.register(conn, *topics, broker_name=broker_name)
+        await self.register(conn, *topics, broker_name=broker_name, **kw)
         return conn
 
-    async def register(self, conn: WireClient, *topics: str, broker_name: str = "broker-a") -> None:
+    async def register(
+        self, conn: WireClient, *topics: str, broker_name: str = "broker-a", **kw: Any
+    ) -> None:
         self.data_version += 1
         version = DataVersion(
             state_version=0, timestamp=self.data_version, counter=self.data_version
         )
         resp = await conn.request(
-            register_request(topic_configs(*topics), broker_name=broker_name, data_version=version)
+            register_request(
+                topic_configs(*topics), broker_name=broker_name, data_version=version, **kw
+            )
         )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 

@@ -1,0 +1,168 @@
+"""Which brokers a producer should avoid: the latency fault strategy and reachability.
+
+Pure: callers pass the time. Two states per broker name, as upstream's fault tolerance keeps
+them (RIP "active broker detection"):
+
+* **available**: not isolated. A send that took long, or failed, isolates its broker for a time
+  that grows with the latency (``latency_levels_ms`` -> ``isolation_ms``); isolation only ever
+  extends, so a fast send does not cut short a penalty a slow one earned.
+* **reachable**: the broker answers at all. A send that could not reach it clears the flag; only
+  the active detector (``broker_probe``) sets it again, when the broker answers a probe.
+
+A broker never reported on is available and reachable. Items exist only for brokers reported
+on, and are dropped when the broker leaves every route the client holds (``retain``), so the
+table is bounded by the brokers of held routes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class FaultConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class FaultStrategyConfig:
+    enabled: bool = True
+    """Upstream's ``sendLatencyFaultEnable``: off, queues are taken round-robin, only the broker
+    of a failed attempt being avoided on the retry."""
+    latency_levels_ms: tuple[int, ...] = (50, 100, 550, 1_000, 2_000, 3_000, 15_000)
+    """A send at least this slow ..."""
+    isolation_ms: tuple[int, ...] = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
+    """... isolates its broker this long (same position)."""
+    failure_latency_ms: int = 30_000
+    """A failed send counts as this slow (600 s of isolation with the default levels)."""
+    detector_enabled: bool = True
+    """Upstream's ``startDetectorEnable``: probe isolated brokers to learn they are reachable."""
+    detect_interval_ms: int = 2_000
+    """A broker is probed at most once per this interval."""
+    detect_timeout_ms: int = 200
+    """A probe unanswered this long fails."""
+
+    def __post_init__(self) -> None:
+        levels, isolation = self.latency_levels_ms, self.isolation_ms
+        if len(levels) != len(isolation) or not levels:
+            raise FaultConfigError(
+                "latency_levels_ms and isolation_ms must be non-empty and of the same length"
+            )
+        if list(levels) != sorted(set(levels)) or min(levels) < 0:
+            raise FaultConfigError("latency_levels_ms must be ascending and not negative")
+        if min(isolation) < 0:
+            raise FaultConfigError("isolation_ms must not be negative")
+        for name in ("detect_interval_ms", "detect_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise FaultConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.failure_latency_ms < 0:
+            raise FaultConfigError("failure_latency_ms must not be negative")
+
+    def isolation_for(self, latency_ms: int) -> int:
+        """The isolation a send of this latency earns: the level at or below it."""
+        at = bisect.bisect_right(self.latency_levels_ms, latency_ms)
+        return self.isolation_ms[at - 1] if at else 0
+
+
+class SendOutcome(Enum):
+    OK = "ok"
+    """The broker took the message."""
+    FAILED = "failed"
+    """The broker answered with an error, or the send went wrong past the connection: the broker
+    is reachable but isolated as a failure."""
+    UNREACHABLE = "unreachable"
+    """No connection, or no answer in time: isolated as a failure and not reachable until the
+    detector hears from it."""
+
+
+@dataclass(slots=True)
+class FaultItem:
+    broker_name: str
+    latency_ms: int = 0
+    available_at_ms: int = 0
+    reachable: bool = True
+    next_probe_ms: int = 0
+    going_away_until_ms: int = 0
+
+
+@dataclass(slots=True)
+class FaultTable:
+    config: FaultStrategyConfig = field(default_factory=FaultStrategyConfig)
+    _items: dict[str, FaultItem] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def item(self, broker_name: str) -> FaultItem | None:
+        return self._items.get(broker_name)
+
+    def report(self, broker_name: str, latency_ms: int, outcome: SendOutcome, now_ms: int) -> None:
+        """A send to ``broker_name`` finished: record its latency and what it tells (nothing
+        with the strategy off)."""
+        if not self.config.enabled:
+            return
+        latency_ms = max(0, int(latency_ms))
+        failed = outcome is not SendOutcome.OK
+        isolation = self.config.isolation_for(
+            self.config.failure_latency_ms if failed else latency_ms
+        )
+        item = self._items.get(broker_name)
+        if item is None:
+            item = self._items[broker_name] = FaultItem(broker_name)
+        item.latency_ms = latency_ms
+        if isolation > 0:
+            item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
+        item.reachable = outcome is not SendOutcome.UNREACHABLE
+
+    def going_away(self, broker_name: str, grace_ms: int, now_ms: int) -> None:
+        """The broker announced a graceful shutdown: keep new sends off it for the grace period
+        and until it is heard from again (it restarts, then answers a probe)."""
+        item = self._items.get(broker_name)
+        if item is None:
+            item = self._items[broker_name] = FaultItem(broker_name)
+        until = now_ms + max(0, grace_ms)
+        item.going_away_until_ms = max(item.going_away_until_ms, until)
+        item.available_at_ms = max(item.available_at_ms, until)
+        item.reachable = False
+        item.next_probe_ms = max(item.next_probe_ms, until)
+
+    def is_available(self, broker_name: str, now_ms: int) -> bool:
+        item = self._items.get(broker_name)
+        return item is None or now_ms >= item.available_at_ms
+
+    def is_reachable(self, broker_name: str, now_ms: int) -> bool:
+        item = self._items.get(broker_name)
+        if item is None:
+            return True
+        return item.reachable and now_ms >= item.going_away_until_ms
+
+    def due_probes(self, now_ms: int) -> list[str]:
+        """Brokers to probe now, each at most once per ``detect_interval_ms``: every broker
+        with an item (as upstream's detector), so a reachable flag cleared by a failed send or
+        a GoAway is set again once the broker answers."""
+        due = []
+        for item in self._items.values():
+            if now_ms >= item.next_probe_ms:
+                item.next_probe_ms = now_ms + self.config.detect_interval_ms
+                due.append(item.broker_name)
+        return due
+
+    def probe_answered(self, broker_name: str, now_ms: int) -> bool:
+        """The broker answered a probe; True when that made it reachable again."""
+        item = self._items.get(broker_name)
+        if item is None or item.reachable or now_ms < item.going_away_until_ms:
+            return False
+        item.reachable = True
+        return True
+
+    def is_going_away(self, broker_name: str, now_ms: int) -> bool:
+        item = self._items.get(broker_name)
+        return item is not None and now_ms < item.going_away_until_ms
+
+    def retain(self, broker_names: set[str]) -> list[str]:
+        """Drop items of brokers not in ``broker_names`` (no held route names them)."""
+        gone = [name for name in self._items if name not in broker_names]
+        for name in gone:
+            del self._items[name]
+        return gone

@@ -1,0 +1,153 @@
+"""Queue selection for a producer: the route client's publish info, the fault strategy, the
+active broker detector and broker GoAway, behind one object.
+
+Sending messages is the application's own (this project speaks to name servers); it asks
+``select_queue`` where to send and tells ``report_send`` how it went::
+
+    routing = ProducerRouting(client)
+    routing.start()
+    queue = await routing.select_queue("TopicTest")
+    ...send to queue.broker_name / queue.queue_id, timing it...
+    routing.report_send(queue.broker_name, elapsed_ms, SendOutcome.OK)
+    # on failure, retry elsewhere:
+    queue = await routing.select_queue("TopicTest", last_broker_name=queue.broker_name)
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from typing import Any
+
+from twisted.internet import task
+
+from client_push.broker_probe import BrokerProber
+from client_push.client import RouteClient
+from client_push.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
+from client_push.queue_select import QueueSelector
+from client_push.route_cache import MASTER_ID, MessageQueue
+
+log = logging.getLogger(__name__)
+
+
+class ProducerRouting:
+    def __init__(
+        self,
+        client: RouteClient,
+        config: FaultStrategyConfig | None = None,
+        *,
+        reactor: Any = None,
+        clock: Any = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
+        self._client = client
+        self._clock = clock if clock is not None else reactor
+        self.config = config or FaultStrategyConfig()
+        self.table = FaultTable(self.config)
+        self.selector = QueueSelector(self.table, rng)
+        self.prober = BrokerProber(reactor, self._clock, self._broker_addr_going_away)
+        self._loop: task.LoopingCall | None = None
+        self._addr_names: dict[str, str] = {}
+        self.counters: Counter[str] = Counter()
+
+    def start(self) -> None:
+        """Start the detector (when enabled); selection works without it."""
+        if self._loop is not None or not (self.config.enabled and self.config.detector_enabled):
+            return
+        self._loop = task.LoopingCall(self._detect_round)
+        self._loop.clock = self._clock
+        self._loop.start(self.config.detect_interval_ms / 1000.0, now=False)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+        self.prober.stop()
+
+    async def select_queue(self, topic: str, last_broker_name: str | None = None) -> MessageQueue:
+        """A queue to send to; ``last_broker_name``: the broker whose send just failed.
+
+        Raises what ``RouteClient.get_publish_info`` raises (TopicNotExistError, ...) and
+        ``NoWritableQueueError`` when the route has no writable queue.
+        """
+        info = await self._client.get_publish_info(topic)
+        queue = self.selector.select(info, last_broker_name, self._now_ms())
+        self.counters["selected"] += 1
+        if last_broker_name is not None and queue.broker_name == last_broker_name:
+            self.counters["selected_last_broker_again"] += 1
+        return queue
+
+    def report_send(
+        self, broker_name: str, latency_ms: int, outcome: SendOutcome = SendOutcome.OK
+    ) -> None:
+        """How a send to ``broker_name`` went; slow or failed sends isolate the broker."""
+        self.counters[f"reported.{outcome.value}"] += 1
+        self.table.report(broker_name, latency_ms, outcome, self._now_ms())
+
+    def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
+        """A broker announced a graceful shutdown (to the application's send connection, say):
+        new sends avoid it for the grace period and until it answers a probe again."""
+        self.counters["brokers_going_away"] += 1
+        self.table.going_away(broker_name, grace_ms, self._now_ms())
+
+    def stats(self) -> dict[str, int]:
+        out = dict(self.counters)
+        out.update({f"probe.{k}": v for k, v in self.prober.counters.items()})
+        out["fault_items"] = len(self.table)
+        out["probe_connections"] = self.prober.connections
+        return out
+
+    # -- detector ------------------------------------------------------------------------------
+
+    def _held_brokers(self) -> dict[str, tuple[str, str]]:
+        """Broker name -> (master address, one topic it serves), over every held route."""
+        brokers: dict[str, tuple[str, str]] = {}
+        for topic in self._client.held_topics():
+            entry = self._client.cached_route(topic)
+            if entry is None:
+                continue
+            serving = {q.broker_name for q in entry.route.queue_datas}
+            for broker in entry.route.broker_datas:
+                addr = broker.broker_addrs.get(MASTER_ID)
+                if addr and broker.broker_name in serving and broker.broker_name not in brokers:
+                    brokers[broker.broker_name] = (addr, topic)
+        return brokers
+
+    def _detect_round(self) -> None:
+        try:
+            self._detect()
+        except Exception:  # the loop must survive anything one round meets
+            self.counters["detect_errors"] += 1
+            log.exception("broker detection round failed")
+
+    def _detect(self) -> None:
+        now = self._now_ms()
+        held = self._held_brokers()
+        for name in self.table.retain(set(held)):
+            log.info("broker %s left every held route; its fault record is dropped", name)
+        self.selector.forget(set(self._client.held_topics()))
+        self._addr_names = {addr: name for name, (addr, _) in held.items()}
+        self.prober.retain(set(self._addr_names))
+        self.counters["detect_rounds"] += 1
+        for name in self.table.due_probes(now):
+            addr, topic = held[name]
+            d = self.prober.probe(addr, topic, self.config.detect_timeout_ms)
+            d.addCallback(self._probed, name)
+
+    def _probed(self, ok: bool, name: str) -> None:
+        if ok and self.table.probe_answered(name, self._now_ms()):
+            self.counters["brokers_reachable_again"] += 1
+            log.info("broker %s answers again; it can be chosen when no broker is available", name)
+
+    def _broker_addr_going_away(self, addr: str, grace_ms: int) -> None:
+        name = self._addr_names.get(addr)
+        if name is not None:
+            self.broker_going_away(name, grace_ms)
+
+    def _now_ms(self) -> int:
+        return int(self._clock.seconds() * 1000)
