@@ -2,8 +2,9 @@
 
 ``RouteClient`` holds topic routes, refetches them when the name server notifies a change,
 polls as a safety net, expires idle topics and remembers absent ones. The pure modules
-(route cache, negative cache, selector, push tracker) import without Twisted; the client
-itself is loaded on first use of ``RouteClient`` or ``RouteEvent``.
+(route cache, negative cache, selector, push tracker, fault table, queue selection) import
+without Twisted; the client and the producer's queue selection with its detector are loaded on
+first use of ``RouteClient``, ``RouteEvent`` or ``ProducerRouting``.
 """
 
 from __future__ import annotations
@@ -19,23 +20,30 @@ from client_push.errors import (
     RouteClientError,
     TopicNotExistError,
 )
+from client_push.fault_table import FaultStrategyConfig, SendOutcome
+from client_push.queue_select import NoWritableQueueError
 from client_push.route_cache import CachedRoute, MessageQueue, PublishInfo
 
 if TYPE_CHECKING:
     from client_push.client import RouteClient, RouteEvent
+    from client_push.producer import ProducerRouting
 
 __all__ = [
     "CachedRoute",
     "ClientConfig",
     "ClientStoppedError",
     "ConnectionLostError",
+    "FaultStrategyConfig",
     "MessageQueue",
     "NameServerError",
+    "NoWritableQueueError",
+    "ProducerRouting",
     "PublishInfo",
     "RequestTimeoutError",
     "RouteClient",
     "RouteClientError",
     "RouteEvent",
+    "SendOutcome",
     "TopicNotExistError",
     "parse_namesrv_addrs",
 ]
@@ -46,4 +54,8 @@ def __getattr__(name: str) -> Any:
         from client_push import client
 
         return getattr(client, name)
+    if name == "ProducerRouting":
+        from client_push import producer
+
+        return producer.ProducerRouting
     raise AttributeError(f"module 'client_push' has no attribute {name!r}")
