@@ -11,71 +11,23 @@ from collections import Counter
 from typing import Any
 
 import pytest_twisted
+from loopback_broker import FakeBroker
 from loopback_wait import until
-from twisted.internet import defer, reactor
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet import reactor
 
 from client_push.fault_table import FaultStrategyConfig, SendOutcome
 from client_push.producer import ProducerRouting
-from protocol.codes import RequestCode, ResponseCode
-from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.codes import ResponseCode
 from protocol.push_codec import encode_go_away
 
 INTERVAL_S = FaultStrategyConfig().detect_interval_ms / 1000
 TIMEOUT_S = FaultStrategyConfig().detect_timeout_ms / 1000
 
 
-class FakeBroker(Factory):
-    """Answers GET_MAX_OFFSET unless silent; can send GoAway to every connection."""
-
-    def __init__(self, silent: bool = False) -> None:
-        self.silent = silent
-        self.conns: list[Protocol] = []
-        self.opened = 0
-        self.probes = 0
-        self.port: Any = reactor.listenTCP(0, self, interface="127.0.0.1")  # type: ignore[attr-defined]
-        self.addr = f"127.0.0.1:{self.port.getHost().port}"
-
-    def buildProtocol(self, addr: Any) -> Protocol:
-        broker = self
-
-        class Conn(Protocol):
-            def connectionMade(self) -> None:
-                broker.opened += 1
-                broker.conns.append(self)
-                self.decoder = FrameDecoder(1 << 20)
-
-            def connectionLost(self, reason: Any = None) -> None:
-                broker.conns.remove(self)
-
-            def dataReceived(self, data: bytes) -> None:
-                for cmd in self.decoder.feed(data):
-                    if cmd.code == RequestCode.GET_MAX_OFFSET:
-                        broker.probes += 1
-                        if not broker.silent:
-                            resp = cmd.make_response(ResponseCode.SUCCESS, None)
-                            self.transport.write(encode_command(resp))
-
-        return Conn()
-
-    def go_away(self, grace_ms: int) -> None:
-        frame = encode_command(
-            RemotingCommand.request(
-                RequestCode.GO_AWAY, body=encode_go_away(grace_ms, [], "restart"), oneway=True
-            )
-        )
-        for conn in self.conns:
-            conn.transport.write(frame)
-
-    def close(self) -> defer.Deferred[Any]:
-        for conn in list(self.conns):
-            conn.transport.loseConnection()
-        return defer.maybeDeferred(self.port.stopListening)
-
-
 async def two_brokers(cluster: Any, silent_b: bool = False) -> tuple[Any, FakeBroker, FakeBroker]:
     _server, port = cluster.start_server()
-    a, b = FakeBroker(), FakeBroker(silent=silent_b)
+    a = FakeBroker()
+    b = FakeBroker(None if silent_b else ResponseCode.SUCCESS)
     cluster.fakes = [a, b]
     await cluster.broker(port, "T", broker_name="broker-a", broker_addr=a.addr)
     await cluster.broker(port, "T", broker_name="broker-b", broker_addr=b.addr)
@@ -117,14 +69,14 @@ async def test_the_detector_brings_back_the_broker_that_answers_and_not_the_sile
         assert set(await choose(routing, 20)) == {"broker-a", "broker-b"}  # nothing better: any
 
         cluster.clock.advance(INTERVAL_S)  # a round: both probed
-        await until(lambda: a.probes == 1 and b.probes == 1)
+        await until(lambda: len(a.probes) == 1 and len(b.probes) == 1)
         await until(lambda: routing.stats().get("probe.probes_answered") == 1)
         cluster.clock.advance(TIMEOUT_S)  # b's probe times out
         await until(lambda: routing.stats().get("probe.probes_failed") == 1)
         assert await choose(routing, 20) == {"broker-a": 20}  # reachable beats unreachable
 
         cluster.clock.advance(INTERVAL_S)
-        await until(lambda: a.probes == 2)
+        await until(lambda: len(a.probes) == 2)
         assert a.opened == 1  # the probe connection is kept between rounds
     finally:
         await shut(cluster)
@@ -137,15 +89,15 @@ async def test_a_broker_going_away_is_avoided_until_its_grace_is_over_and_it_ans
         await choose(routing, 1)
         routing.report_send("broker-a", 600, SendOutcome.OK)  # 30 s isolation: gets probed
         cluster.clock.advance(INTERVAL_S)
-        await until(lambda: a.probes == 1 and len(a.conns) == 1)
-        a.go_away(5_000)
+        await until(lambda: len(a.probes) == 1 and len(a.conns) == 1)
+        a.send_go_away(encode_go_away(5_000, [], "restart"))
         await until(lambda: routing.stats().get("brokers_going_away") == 1)
         await until(lambda: not a.conns)  # the client closed that connection
         assert await choose(routing, 20) == {"broker-b": 20}
         assert await choose(routing, 10, last="broker-b") == {"broker-b": 10}  # a is going away
 
         cluster.clock.advance(30.0)  # past the grace and the isolation; the next round probes
-        await until(lambda: a.probes == 2)
+        await until(lambda: len(a.probes) == 2)
         await until(lambda: routing.stats().get("brokers_reachable_again") == 1)
         assert a.opened == 2  # a fresh connection after GoAway
         assert set(await choose(routing, 20)) == {"broker-a", "broker-b"}
