@@ -12,12 +12,10 @@ import logging
 import sys
 
 from namesrv.config import ConfigError, load
+from pipeline.summary import MatchWindow
+from pipeline.tuning import Targets
 
 log = logging.getLogger("pipeline")
-
-DEFAULT_TARGET_P99_MS = 1_500
-DEFAULT_CLOCK_SKEW_MS = 1_000
-DEFAULT_MAX_LAG_MS = 600_000
 
 
 def _non_negative(text: str) -> int:
@@ -62,19 +60,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--target-p99-ms",
         type=_non_negative,
-        default=DEFAULT_TARGET_P99_MS,
+        default=Targets().propagation_p99_ms,
         help="a pushed change should reach clients within this, p99 (tunes the tick)",
     )
     p.add_argument(
         "--clock-skew-ms",
         type=_non_negative,
-        default=DEFAULT_CLOCK_SKEW_MS,
+        default=MatchWindow().clock_skew_ms,
         help="how far a client clock may run behind the name server's",
     )
     p.add_argument(
         "--max-lag-ms",
         type=_non_negative,
-        default=DEFAULT_MAX_LAG_MS,
+        default=MatchWindow().max_lag_ms,
         help="a fetch is tied only to a change detected at most this long before it",
     )
     return p

@@ -17,6 +17,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipeline.summary import InputQuality
+
 CORRUPT = "_corrupt_record"
 
 JOURNAL_SCHEMA = T.StructType(
@@ -96,19 +98,6 @@ class JournalSource:
         if sep and label and ":" in label and "/" not in label:
             return cls(directory, label)
         return cls(text)
-
-
-@dataclass(frozen=True, slots=True)
-class InputQuality:
-    files: int
-    lines: int
-    corrupt: int
-    invalid: int
-    unknown_events: int = 0
-
-    @property
-    def used(self) -> int:
-        return self.lines - self.corrupt - self.invalid - self.unknown_events
 
 
 def _files(spark: SparkSession, pattern: str) -> list[str]:

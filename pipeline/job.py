@@ -14,7 +14,8 @@ from namesrv.config import NamesrvConfig, load
 from pipeline.config_toml import to_toml
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
 from pipeline.report import render
-from pipeline.stats import MatchWindow, summarize
+from pipeline.stats import summarize
+from pipeline.summary import MatchWindow
 from pipeline.tuning import Recommendation, Targets, recommend, tuned
 
 __all__ = ["InputError", "Outputs", "run"]

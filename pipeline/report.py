@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from pipeline.inputs import InputQuality
-from pipeline.summary import Distribution, Summary
+from pipeline.summary import Distribution, InputQuality, Summary
 from pipeline.tuning import Recommendation
 
 

@@ -8,14 +8,13 @@ aggregates (and the few degradation records) reach the driver. Percentiles are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.inputs import InputQuality
 from pipeline.summary import (
     Distribution,
+    InputQuality,
+    MatchWindow,
     SlowConnection,
     Summary,
     Transition,
@@ -25,19 +24,6 @@ from pipeline.summary import (
 
 ACCURACY = 10_000
 SLOWEST_SHOWN = 10
-
-
-@dataclass(frozen=True, slots=True)
-class MatchWindow:
-    """How a client fetch is tied to the journal change of its (topic, version).
-
-    Versions restart when a name server restarts, so the same (topic, version) can name
-    several changes over a long journal: a fetch is tied to the latest change detected at most
-    ``max_lag_ms`` before it. ``clock_skew_ms`` lets a client clock run behind the server's.
-    """
-
-    clock_skew_ms: int = 1_000
-    max_lag_ms: int = 600_000
 
 
 def _dist_aggs(value: Column) -> list[Column]:

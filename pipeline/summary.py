@@ -9,7 +9,31 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from pipeline.inputs import InputQuality
+
+@dataclass(frozen=True, slots=True)
+class InputQuality:
+    files: int
+    lines: int
+    corrupt: int
+    invalid: int
+    unknown_events: int = 0
+
+    @property
+    def used(self) -> int:
+        return self.lines - self.corrupt - self.invalid - self.unknown_events
+
+
+@dataclass(frozen=True, slots=True)
+class MatchWindow:
+    """How a client fetch is tied to the journal change of its (topic, version).
+
+    Versions restart when a name server restarts, so the same (topic, version) can name
+    several changes over a long journal: a fetch is tied to the latest change detected at most
+    ``max_lag_ms`` before it. ``clock_skew_ms`` lets a client clock run behind the server's.
+    """
+
+    clock_skew_ms: int = 1_000
+    max_lag_ms: int = 600_000
 
 
 @dataclass(frozen=True, slots=True)

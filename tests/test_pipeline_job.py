@@ -14,7 +14,8 @@ from namesrv.config import load
 from pipeline.cli import parser
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
 from pipeline.job import run
-from pipeline.stats import MatchWindow, summarize
+from pipeline.stats import summarize
+from pipeline.summary import MatchWindow
 
 NS = "127.0.0.1:9876"
 

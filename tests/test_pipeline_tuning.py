@@ -8,9 +8,16 @@ import pytest
 
 from namesrv.config import NamesrvConfig, load
 from pipeline.config_toml import to_toml
-from pipeline.inputs import InputQuality, JournalSource
+from pipeline.inputs import JournalSource
 from pipeline.report import render
-from pipeline.summary import Distribution, Episode, Summary, Transition, pair_episodes
+from pipeline.summary import (
+    Distribution,
+    Episode,
+    InputQuality,
+    Summary,
+    Transition,
+    pair_episodes,
+)
 from pipeline.tuning import Targets, recommend, tuned
 
 QUALITY = InputQuality(files=1, lines=10, corrupt=0, invalid=0)
