@@ -45,6 +45,9 @@ class RegistryConfig:
     delete_topic_with_broker_registration: bool = False
     """Upstream's ``deleteTopicWithBrokerRegistration``: a master's full register drops topics
     it no longer reports. Off as upstream: 5.x brokers also register single new topics."""
+    register_slice_topics: int = 4_000
+    """A register table larger than this is applied this many topics per reactor turn, so a
+    broker with 100,000 topics never stalls lookups (each topic's route moves in one step)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,10 @@ class PushConfig:
     max_topics_per_request: int = 10_000
     recovery_notifications_per_second: int = 2_000
     """After degradation ends, at most this many connection notifications go out per second."""
+    settle_slice_topics: int = 10_000
+    """Changed topics a tick settles per reactor turn; more continue in the next turn."""
+    notify_slice_connections: int = 2_000
+    """Notification frames a tick builds and writes per reactor turn; more continue next turn."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
 
 
@@ -134,10 +141,13 @@ def _validate(cfg: NamesrvConfig) -> None:
         "server.output_buffer_bytes": cfg.server.output_buffer_bytes,
         "registry.broker_expiry_ms": cfg.registry.broker_expiry_ms,
         "registry.scan_interval_ms": cfg.registry.scan_interval_ms,
+        "registry.register_slice_topics": cfg.registry.register_slice_topics,
         "push.max_topics_per_connection": cfg.push.max_topics_per_connection,
         "push.max_total_subscriptions": cfg.push.max_total_subscriptions,
         "push.max_topics_per_request": cfg.push.max_topics_per_request,
         "push.recovery_notifications_per_second": cfg.push.recovery_notifications_per_second,
+        "push.settle_slice_topics": cfg.push.settle_slice_topics,
+        "push.notify_slice_connections": cfg.push.notify_slice_connections,
         "pressure.sample_interval_ms": cfg.pressure.sample_interval_ms,
         "journal.max_file_bytes": cfg.journal.max_file_bytes,
     }

@@ -8,6 +8,7 @@ remark, so every refusal tells the peer what was wrong.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from namesrv.change_detector import ChangeDetector
 from namesrv.config import NamesrvConfig
 from namesrv.kv_config import KVConfig
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
-from namesrv.route_registry import RouteRegistry
+from namesrv.route_registry import RegisterJob, RouteRegistry
 from namesrv.subscriptions import SubscriptionRegistry
 from protocol import bodies, headers
 from protocol import routepush_pb2 as pb
@@ -30,7 +31,7 @@ from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Connection", RemotingCommand], RemotingCommand]
+Handler = Callable[["Connection", RemotingCommand], "RemotingCommand | PendingResponse"]
 
 
 class Connection(Protocol):
@@ -53,6 +54,19 @@ class Services:
     on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PendingResponse:
+    """A response to send once ``job`` (a large register's table) is applied."""
+
+    job: RegisterJob
+    response: RemotingCommand
+
+
+def body_digest(body: bytes, compressed: bool) -> bytes:
+    """What identifies a register body: equal digests, equal tables (hashed in C)."""
+    return (b"c" if compressed else b"p") + hashlib.blake2b(body, digest_size=16).digest()
+
+
 def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
     return request.make_response(ResponseCode.SUCCESS, None, ext, body)
 
@@ -62,6 +76,8 @@ class RequestProcessor:
         self.s = services
         self.handled: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
+        self.register_bodies_read = 0
+        """Register bodies parsed; an identical heartbeat body is not."""
         c = RequestCode
         self._table: dict[int, Handler] = {
             c.PUT_KV_CONFIG: self.put_kv_config,
@@ -97,10 +113,14 @@ class RequestProcessor:
             c.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED: self.unsubscribe,
         }
 
-    def process(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        """The response to send, or None for a oneway request."""
+    def process(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand | PendingResponse | None:
+        """The response to send (now, or once a register's table is applied), or None for a
+        oneway request."""
         handler = self._table.get(request.code)
         name = _code_name(request.code)
+        response: RemotingCommand | PendingResponse
         if handler is None:
             self.refused["unsupported"] += 1
             response = request.make_response(
@@ -121,7 +141,11 @@ class RequestProcessor:
                 response = request.make_response(
                     ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
                 )
-        return None if request.is_oneway else response
+        if request.is_oneway:
+            return None
+        if isinstance(response, PendingResponse) and response.job.done:
+            return response.response
+        return response
 
     # -- KV config -------------------------------------------------------------------------
 
@@ -163,19 +187,31 @@ class RequestProcessor:
 
     # -- brokers -------------------------------------------------------------------------------
 
-    def register_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    def register_broker(
+        self, conn: Connection, req: RemotingCommand
+    ) -> RemotingCommand | PendingResponse:
         h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
         if h.body_crc32 != 0 and bodies.crc32(req.body) != h.body_crc32:
             raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
+        registry = self.s.registry
+        digest: bytes | None = None
+        topic_configs: dict[str, bodies.TopicQueueSpec] | None
         if req.body:
-            body = bodies.RegisterBrokerBody.from_wire(req.body, h.compressed, req.version)
-            wrapper = body.topic_config_serialize_wrapper
-            topic_configs, data_version = wrapper.topic_config_table, wrapper.data_version
-            filter_servers: list[str] = list(body.filter_server_list)
-            mapping = wrapper.topic_queue_mapping_info_map
+            digest = body_digest(req.body, h.compressed)
+            if registry.body_unchanged(
+                h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, digest
+            ):
+                # The heartbeat: the very body of this broker's last register, not read again.
+                topic_configs, data_version, filter_servers, mapping = None, DataVersion(), [], {}
+            else:
+                self.register_bodies_read += 1
+                table = bodies.read_register_body(req.body, h.compressed, req.version)
+                topic_configs, data_version = table.topic_queues, table.data_version
+                filter_servers = table.filter_server_list
+                mapping = table.topic_queue_mapping_info_map
         else:
             topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
-        result = self.s.registry.register_broker(
+        result = registry.register_broker(
             cluster_name=h.cluster_name,
             broker_addr=h.broker_addr,
             broker_name=h.broker_name,
@@ -188,12 +224,16 @@ class RequestProcessor:
             enable_acting_master=h.enable_acting_master,
             channel=conn.conn_id,
             topic_queue_mapping_info=mapping,
+            body_digest=digest,
         )
         ext = headers.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
         ).to_wire()
         order_conf = self.s.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        return _ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
+        response = _ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
+        if result.job is not None:
+            return PendingResponse(result.job, response)
+        return response
 
     def unregister_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.UnregisterBrokerRequestHeader.from_wire(req.ext_fields)

@@ -31,7 +31,6 @@ from protocol.route_model import (
     ClusterInfo,
     DataVersion,
     QueueData,
-    TopicConfig,
     TopicRouteData,
 )
 

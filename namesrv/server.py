@@ -26,9 +26,9 @@ from namesrv.journal import EventJournal, NullJournal
 from namesrv.kv_config import KVConfig
 from namesrv.notification_frames import NotificationFrames
 from namesrv.pressure import PressureMonitor, PsutilSampler, Sample
-from namesrv.processors import RequestProcessor, Services
+from namesrv.processors import PendingResponse, RequestProcessor, Services
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
-from namesrv.route_registry import RouteRegistry
+from namesrv.route_registry import RegisterJob, RouteRegistry
 from namesrv.route_response_cache import RouteResponseCache
 from namesrv.subscriptions import SubscriptionRegistry
 from protocol.codes import RequestCode, SerializeType
@@ -57,6 +57,8 @@ class NamesrvConnection(Protocol):
         self.output_blocked = False
         self.serialize_type = SerializeType.JSON
         self.closed = False
+        self._out: list[bytes] | None = None
+        """While a read is being answered: its responses, written at once when it is done."""
 
     @property
     def _transport(self) -> Any:
@@ -78,22 +80,31 @@ class NamesrvConnection(Protocol):
         except FrameError as exc:
             self._refuse_stream(exc)
             return
+        if not frames:
+            return
         answer_from_cache = server.route_responses.answer
-        write = self._transport.write
-        for frame in frames:
-            if self.closed:
-                return
-            answer = answer_from_cache(frame)
-            if answer is not None:
-                write(answer)
-                continue
-            try:
-                command = decode_frame(frame)
-            except FrameError as exc:
-                self.decoder.fail()
-                self._refuse_stream(exc)
-                return
-            server._handle(self, command, frame)
+        out = self._out = []
+        try:
+            for frame in frames:
+                if self.closed:
+                    return
+                answer = answer_from_cache(frame)
+                if answer is not None:
+                    out.append(answer)
+                    continue
+                try:
+                    command = decode_frame(frame)
+                except FrameError as exc:
+                    self.decoder.fail()
+                    self._refuse_stream(exc)
+                    return
+                server._handle(self, command, frame)
+        finally:
+            # One write per read, however many frames it held: one syscall, and the reactor
+            # adds and drops write interest once (usually not at all: see _write).
+            self._out = None
+            if out and not self.closed:
+                self._write(out[0] if len(out) == 1 else b"".join(out))
 
     def _refuse_stream(self, exc: FrameError) -> None:
         self.server.counters["frames_refused"] += 1
@@ -101,8 +112,15 @@ class NamesrvConnection(Protocol):
         self._transport.abortConnection()
 
     def send(self, data: bytes) -> None:
-        if not self.closed:
-            self._transport.write(data)
+        if self.closed:
+            return
+        if self._out is not None:
+            self._out.append(data)
+        else:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        self._transport.write(data)
 
     @property
     def unsent_bytes(self) -> int:
@@ -179,6 +197,7 @@ class NameServer:
             broker_expiry_ms=cfg.registry.broker_expiry_ms,
             listener=self._routes_touched,
             delete_topic_with_broker_registration=cfg.registry.delete_topic_with_broker_registration,
+            slice_topics=cfg.registry.register_slice_topics,
         )
         self.kv = KVConfig(on_change=self._kv_changed)
         if cfg.registry.kv_config_path:
@@ -191,7 +210,7 @@ class NameServer:
             cfg.push.max_topics_per_connection, cfg.push.max_total_subscriptions
         )
         self.detector = ChangeDetector(
-            self.routes.fingerprint, self.subscriptions, cfg.push.suppress, self.epoch
+            self.registry.route_exists, self.subscriptions, cfg.push.suppress, self.epoch
         )
         self.detector.on_event = lambda event, fields: self.journal.record(event, **fields)
         self.pressure = PressureMonitor(
@@ -215,6 +234,8 @@ class NameServer:
         self._port: IListeningPort | None = None
         self._loops: list[task.LoopingCall] = []
         self._stopping: defer.Deferred[None] | None = None
+        self._jobs_scheduled = False
+        self._tick_continuation: Any = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -324,11 +345,40 @@ class NameServer:
         response = self.processor.process(conn, command)
         if response is None:
             return
+        if isinstance(response, PendingResponse):
+            self._answer_when_applied(conn, response)
+            return
         encoded = encode_command(response)
         conn.send(encoded)
         if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             topic = command.ext_fields.get("topic", "")
             self.route_responses.store(frame, command, response, topic, encoded)
+
+    # -- large registers, applied in slices ------------------------------------------------------
+
+    def _answer_when_applied(self, conn: NamesrvConnection, pending: PendingResponse) -> None:
+        def answer(job: RegisterJob) -> None:
+            conn.send(encode_command(pending.response))
+
+        pending.job.on_done.append(answer)
+        self._schedule_jobs()
+
+    def _schedule_jobs(self) -> None:
+        if not self._jobs_scheduled and self.registry.pending_jobs:
+            self._jobs_scheduled = True
+            self.clock.callLater(0, self._run_job_slice)
+
+    def _run_job_slice(self) -> None:
+        """One slice of the pending registers per reactor turn: other requests are read and
+        answered between slices."""
+        self._jobs_scheduled = False
+        try:
+            self.registry.run_jobs()
+        except Exception:  # a failing slice must not stop the others for good
+            self.counters["timer_errors"] += 1
+            log.exception("error applying a register slice")
+        self.counters["register_slices"] += 1
+        self._schedule_jobs()
 
     # -- route changes -----------------------------------------------------------------------
 
@@ -338,25 +388,45 @@ class NameServer:
         self.detector.mark(topics, cause)
 
     def _kv_changed(self, namespace: str, key: str) -> None:
-        if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
+        # The order conf is part of a route only when order messages are on.
+        if namespace == ORDER_TOPIC_CONFIG_NAMESPACE and self.config.registry.order_message_enable:
             self._routes_touched((key,), ChangeCause.ORDER_CONF)
 
     def _subscription_changed(self, event: str, conn: Any, topics: list[str]) -> None:
         self.journal.record(event, conn=conn.conn_id, topics=topics)
 
     def tick(self) -> None:
-        """One detection tick: settle changed routes and send at most one frame per connection."""
-        budget = None
+        """One detection tick: settle changed routes and send at most one frame per connection.
+
+        A tick does at most a slice of work (``push.settle_slice_topics`` topics settled,
+        ``push.notify_slice_connections`` frames built) per reactor turn; what is left is
+        continued in the next turn, so a large change set never holds the event loop.
+        """
+        if self._tick_continuation is not None and self._tick_continuation.active():
+            self._tick_continuation.cancel()
+        self._tick_continuation = None
+        push = self.config.push
+        budget = push.notify_slice_connections
+        rate_limited = False
         if self._recovering:
-            per_tick = self.config.push.recovery_notifications_per_second
-            budget = max(1, per_tick * self.config.push.tick_interval_ms // 1000)
+            per_tick = push.recovery_notifications_per_second
+            recovery = max(1, per_tick * push.tick_interval_ms // 1000)
+            rate_limited = recovery <= budget
+            budget = min(budget, recovery)
         now_ms = self._now_ms()
         notes = self.detector.tick(
             now_ms,
             can_send=self._can_send,
             degraded=self.pressure.degraded,
             max_notifications=budget,
+            max_settle=push.settle_slice_topics,
         )
+        more = self.detector.dirty_count > 0 or (
+            len(notes) >= budget and not rate_limited and self.detector.pending_connections > 0
+        )
+        if more:
+            self.counters["tick_continuations"] += 1
+            self._tick_continuation = self.clock.callLater(0, self.tick)
         if notes:
             self._send_notifications(notes, now_ms)
             if self._recovering:

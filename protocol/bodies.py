@@ -12,7 +12,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from protocol import fastjson
 from protocol.codes import CURRENT_VERSION, Version
@@ -317,6 +317,148 @@ def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
             mapping[str(info.get("topic", ""))] = info
     wrapper = TopicConfigSerializeWrapper(table, data_version, mapping)
     return RegisterBrokerBody(wrapper, [str(s) for s in servers])
+
+
+# -- the name server's lean read of a register body ------------------------------------------------
+
+
+class TopicQueueSpec(NamedTuple):
+    """The part of a topic config the name server keeps: what its queue data is made of."""
+
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterTable:
+    """What the name server reads of a REGISTER_BROKER body (see :func:`read_register_body`)."""
+
+    topic_queues: dict[str, TopicQueueSpec]
+    data_version: DataVersion
+    filter_server_list: list[str]
+    topic_queue_mapping_info_map: dict[str, Any]
+
+
+def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
+    """A register body, validated as :meth:`RegisterBrokerBody.from_wire` validates it, but
+    keeping only queue counts, perm and sys flag per topic.
+
+    The JSON (or the inflated chunks) is parsed in C; per topic only type checks run, and
+    equal specs are one shared tuple. Anything unusual (a quoted number, a null, an odd
+    attribute) takes the full decoder's path, which converts it or refuses it with the same
+    error as before.
+    """
+    if compressed:
+        return _read_compressed(data, broker_version)
+    doc = _load_obj(data, "RegisterBrokerBody")
+    what = "topicConfigSerializeWrapper"
+    wrapper_doc = _obj(_or_empty(doc.get(what)), what)
+    table_doc = _obj(_or_empty(wrapper_doc.get("topicConfigTable")), "topicConfigTable")
+    mapping = _or_empty(wrapper_doc.get("topicQueueMappingInfoMap"))
+    if not isinstance(mapping, dict):
+        raise BodyError("topicQueueMappingInfoMap must be a JSON object")
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    table: dict[str, TopicQueueSpec] = {}
+    for name, tc in table_doc.items():
+        spec = _quick_spec(tc)
+        if spec is None:
+            full = topic_config_from(tc, str(name))
+            spec = TopicQueueSpec(
+                full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
+            )
+        table[name] = specs.setdefault(spec, spec)
+    servers = [str(s) for s in _list(doc.get("filterServerList"), "filterServerList")]
+    return RegisterTable(
+        table,
+        data_version_from(_or_empty(wrapper_doc.get("dataVersion"))),
+        servers,
+        mapping,
+    )
+
+
+def _quick_spec(tc: Any) -> TopicQueueSpec | None:
+    """The spec of a plainly written topic config; None sends it down the full decoder."""
+    if type(tc) is not dict:
+        return None
+    get = tc.get
+    read, write, perm, flag = (
+        get("readQueueNums", 16),
+        get("writeQueueNums", 16),
+        get("perm", 6),
+        get("topicSysFlag", 0),
+    )
+    if not (type(read) is int and type(write) is int and type(perm) is int and type(flag) is int):
+        return None
+    name, filter_type, order, attributes = (
+        get("topicName"),
+        get("topicFilterType"),
+        get("order", False),
+        get("attributes"),
+    )
+    if (
+        (name is not None and type(name) is not str)
+        or (filter_type is not None and type(filter_type) is not str)
+        or (order is not None and type(order) is not bool)
+        or (attributes is not None and (type(attributes) is not dict or attributes))
+    ):
+        return None
+    return TopicQueueSpec(read, write, perm, flag)
+
+
+def _read_compressed(data: bytes, broker_version: int) -> RegisterTable:
+    inflated = _inflate(data)
+    reader = _Inflated(inflated)
+    data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
+    count = reader.int32("topic count")
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    table: dict[str, TopicQueueSpec] = {}
+    unpack = _INT32.unpack_from
+    size = len(inflated)
+    pos = reader.pos
+    for _ in range(count):
+        if pos + 4 > size:
+            raise BodyError("compressed register body truncated in topic config length")
+        (length,) = unpack(inflated, pos)
+        end = pos + 4 + length
+        if length < 0 or end > size:
+            raise BodyError("compressed register body truncated in topic config")
+        try:
+            text = inflated[pos + 4 : end].decode()
+        except UnicodeDecodeError:
+            raise BodyError("compressed topic config is not UTF-8") from None
+        pos = end
+        parts = text.split(" ", 5)
+        if (
+            len(parts) == 6
+            and parts[5] == "{}"
+            and parts[4] in _TOPIC_FILTER_TYPES
+            and parts[1].isascii()
+            and parts[1].isdigit()
+            and parts[2].isascii()
+            and parts[2].isdigit()
+            and parts[3].isascii()
+            and parts[3].isdigit()
+            and len(parts[1]) < 20
+            and len(parts[2]) < 20
+            and len(parts[3]) < 20
+        ):
+            name = parts[0]
+            spec = TopicQueueSpec(int(parts[1]), int(parts[2]), int(parts[3]), 0)
+        else:
+            tc = topic_config_from_text(text)
+            name = tc.topic_name
+            spec = TopicQueueSpec(tc.read_queue_nums, tc.write_queue_nums, tc.perm, 0)
+        table[name] = specs.setdefault(spec, spec)
+    reader.pos = pos
+    servers = _list(fastjson.loads(reader.chunk("filterServerList")), "filterServerList")
+    mapping: dict[str, Any] = {}
+    if broker_version >= Version.V5_0_0 and reader.pos < len(reader.data):
+        for _ in range(reader.int32("mapping count")):
+            info = _obj(fastjson.loads(reader.chunk("mapping info")), "TopicQueueMappingInfo")
+            mapping[str(info.get("topic", ""))] = info
+    return RegisterTable(table, data_version, [str(s) for s in servers], mapping)
 
 
 # -- TopicRouteData -------------------------------------------------------------------------------
