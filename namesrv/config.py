@@ -48,6 +48,9 @@ class RegistryConfig:
     register_slice_topics: int = 4_000
     """A register table larger than this is applied this many topics per reactor turn, so a
     broker with 100,000 topics never stalls lookups (each topic's route moves in one step)."""
+    register_read_slice_bytes: int = 1 << 20
+    """A register body larger than this is checked and parsed in slices of this many bytes
+    (and ``register_slice_topics`` topic configs) per reactor turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,7 @@ def _validate(cfg: NamesrvConfig) -> None:
         "registry.broker_expiry_ms": cfg.registry.broker_expiry_ms,
         "registry.scan_interval_ms": cfg.registry.scan_interval_ms,
         "registry.register_slice_topics": cfg.registry.register_slice_topics,
+        "registry.register_read_slice_bytes": cfg.registry.register_read_slice_bytes,
         "push.max_topics_per_connection": cfg.push.max_topics_per_connection,
         "push.max_total_subscriptions": cfg.push.max_total_subscriptions,
         "push.max_topics_per_request": cfg.push.max_topics_per_request,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,7 +20,7 @@ from namesrv.change_detector import ChangeDetector
 from namesrv.config import NamesrvConfig
 from namesrv.kv_config import KVConfig
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
-from namesrv.route_registry import RegisterJob, RouteRegistry
+from namesrv.route_registry import RouteRegistry
 from namesrv.subscriptions import SubscriptionRegistry
 from protocol import bodies, headers
 from protocol import routepush_pb2 as pb
@@ -54,17 +55,18 @@ class Services:
     on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PendingResponse:
-    """A response to send once ``job`` (a large register's table) is applied."""
+    """A register answered over several reactor turns: the server calls
+    :meth:`RequestProcessor.step` once per turn until it returns the response."""
 
-    job: RegisterJob
-    response: RemotingCommand
-
-
-def body_digest(body: bytes, compressed: bool) -> bytes:
-    """What identifies a register body: equal digests, equal tables (hashed in C)."""
-    return (b"c" if compressed else b"p") + hashlib.blake2b(body, digest_size=16).digest()
+    steps: Generator[str, None, RemotingCommand]
+    key: tuple[str, str]
+    """(cluster, broker address): registers of one address are applied in arrival order."""
+    started: bool = False
+    last: str = ""
+    """What the last step did: ``"read"`` (a slice of body) or ``"wait"`` (for the registry)."""
+    request: Any = None
 
 
 def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
@@ -78,6 +80,7 @@ class RequestProcessor:
         self.refused: Counter[str] = Counter()
         self.register_bodies_read = 0
         """Register bodies parsed; an identical heartbeat body is not."""
+        self._in_flight: Counter[tuple[str, str]] = Counter()
         c = RequestCode
         self._table: dict[int, Handler] = {
             c.PUT_KV_CONFIG: self.put_kv_config,
@@ -141,11 +144,10 @@ class RequestProcessor:
                 response = request.make_response(
                     ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
                 )
-        if request.is_oneway:
-            return None
-        if isinstance(response, PendingResponse) and response.job.done:
-            return response.response
-        return response
+        if isinstance(response, PendingResponse):
+            response.request = request
+            return response  # the server steps it even for a oneway request, and drops the answer
+        return None if request.is_oneway else response
 
     # -- KV config -------------------------------------------------------------------------
 
@@ -190,14 +192,80 @@ class RequestProcessor:
     def register_broker(
         self, conn: Connection, req: RemotingCommand
     ) -> RemotingCommand | PendingResponse:
+        """REGISTER_BROKER. A small body is read and applied now; a large one (past
+        ``registry.register_read_slice_bytes``), a large table, or a register from an address
+        whose earlier register is still in flight, is a :class:`PendingResponse` the server
+        steps once per reactor turn (:meth:`step`)."""
         h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
-        if h.body_crc32 != 0 and bodies.crc32(req.body) != h.body_crc32:
-            raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
+        key = (h.cluster_name, h.broker_addr)
+        large = len(req.body) > self.s.config.registry.register_read_slice_bytes
+        steps = self._register_steps(conn, req, h, large)
+        if large or self._in_flight[key]:
+            self._in_flight[key] += 1
+            return PendingResponse(steps, key)
+        try:
+            next(steps)
+        except StopIteration as done:
+            response: RemotingCommand = done.value
+            return response
+        self._in_flight[key] += 1
+        return PendingResponse(steps, key, started=True)
+
+    def step(self, pending: PendingResponse) -> RemotingCommand | None:
+        """One step of a pending register; its response (an error one for a refused body) once
+        it is done, else None."""
+        try:
+            pending.last = next(pending.steps)
+            pending.started = True
+            return None
+        except StopIteration as done:
+            response: RemotingCommand = done.value
+        except ProtocolError as exc:
+            self.refused["REGISTER_BROKER"] += 1
+            log.info("refused REGISTER_BROKER from %s: %s", pending.key[1], exc.remark)
+            response = pending.request.make_response(exc.code, exc.remark)
+        except Exception as exc:  # a bug must cost one request, not the server
+            self.refused["REGISTER_BROKER"] += 1
+            log.exception("error processing REGISTER_BROKER from %s", pending.key[1])
+            response = pending.request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing REGISTER_BROKER"
+            )
+        self._done(pending)
+        return response
+
+    def _done(self, pending: PendingResponse) -> None:
+        self._in_flight[pending.key] -= 1
+        if self._in_flight[pending.key] <= 0:
+            del self._in_flight[pending.key]
+
+    def _register_steps(
+        self,
+        conn: Connection,
+        req: RemotingCommand,
+        h: headers.RegisterBrokerRequestHeader,
+        large: bool,
+    ) -> Generator[str, None, RemotingCommand]:
+        """Read, check and apply one register; yields ``"read"`` after each slice of reading
+        and ``"wait"`` while its table is applied by the registry's jobs."""
         registry = self.s.registry
+        body = req.body
+        chunk = self.s.config.registry.register_read_slice_bytes if large else len(body) + 1
+        topics_per_step = registry.slice_topics if large else 1 << 62
+        crc = 0
+        hasher = hashlib.blake2b(digest_size=16)
+        view = memoryview(body)
+        for offset in range(0, len(body), chunk):  # CRC and digest, in C, a slice at a time
+            part = view[offset : offset + chunk]
+            crc = zlib.crc32(part, crc)
+            hasher.update(part)
+            if large:
+                yield "read"
+        if h.body_crc32 != 0 and crc & 0x7FFFFFFF != h.body_crc32:
+            raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
         digest: bytes | None = None
         topic_configs: dict[str, bodies.TopicQueueSpec] | None
-        if req.body:
-            digest = body_digest(req.body, h.compressed)
+        if body:
+            digest = (b"c" if h.compressed else b"p") + hasher.digest()
             if registry.body_unchanged(
                 h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, digest
             ):
@@ -205,7 +273,16 @@ class RequestProcessor:
                 topic_configs, data_version, filter_servers, mapping = None, DataVersion(), [], {}
             else:
                 self.register_bodies_read += 1
-                table = bodies.read_register_body(req.body, h.compressed, req.version)
+                reading = bodies.register_body_steps(
+                    body, h.compressed, req.version, topics_per_step=topics_per_step
+                )
+                while True:
+                    try:
+                        next(reading)
+                    except StopIteration as done:
+                        table: bodies.RegisterTable = done.value
+                        break
+                    yield "read"
                 topic_configs, data_version = table.topic_queues, table.data_version
                 filter_servers = table.filter_server_list
                 mapping = table.topic_queue_mapping_info_map
@@ -231,8 +308,8 @@ class RequestProcessor:
         ).to_wire()
         order_conf = self.s.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
         response = _ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
-        if result.job is not None:
-            return PendingResponse(result.job, response)
+        while result.job is not None and not result.job.done:
+            yield "wait"
         return response
 
     def unregister_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:

@@ -28,7 +28,7 @@ from namesrv.notification_frames import NotificationFrames
 from namesrv.pressure import PressureMonitor, PsutilSampler, Sample
 from namesrv.processors import PendingResponse, RequestProcessor, Services
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
-from namesrv.route_registry import RegisterJob, RouteRegistry
+from namesrv.route_registry import RouteRegistry
 from namesrv.route_response_cache import RouteResponseCache
 from namesrv.subscriptions import SubscriptionRegistry
 from protocol.codes import RequestCode, SerializeType
@@ -235,6 +235,8 @@ class NameServer:
         self._loops: list[task.LoopingCall] = []
         self._stopping: defer.Deferred[None] | None = None
         self._jobs_scheduled = False
+        self._works: list[tuple[NamesrvConnection, PendingResponse]] = []
+        self._works_scheduled = False
         self._tick_continuation: Any = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -354,14 +356,47 @@ class NameServer:
             topic = command.ext_fields.get("topic", "")
             self.route_responses.store(frame, command, response, topic, encoded)
 
-    # -- large registers, applied in slices ------------------------------------------------------
+    # -- large registers, read and applied in slices ---------------------------------------------
+
+    @property
+    def pending_registers(self) -> int:
+        """Registers still being read or applied, plus register tables still being applied."""
+        return len(self._works) + self.registry.pending_jobs
 
     def _answer_when_applied(self, conn: NamesrvConnection, pending: PendingResponse) -> None:
-        def answer(job: RegisterJob) -> None:
-            conn.send(encode_command(pending.response))
-
-        pending.job.on_done.append(answer)
+        self._works.append((conn, pending))
+        self._schedule_works()
         self._schedule_jobs()
+
+    def _schedule_works(self) -> None:
+        if not self._works_scheduled and self._works:
+            self._works_scheduled = True
+            self.clock.callLater(0, self._run_works)
+
+    def _run_works(self) -> None:
+        """One turn of the pending registers: at most one slice of body reading, in arrival
+        order, each address's registers one after the other; those waiting for their table to
+        be applied just look whether it is."""
+        self._works_scheduled = False
+        read_budget = 1
+        seen: set[tuple[str, str]] = set()
+        for entry in list(self._works):
+            conn, pending = entry
+            if pending.key in seen:
+                continue  # an earlier register of this address is in flight
+            seen.add(pending.key)
+            if pending.last != "wait":
+                if not read_budget:
+                    continue
+                read_budget -= 1
+            response = self.processor.step(pending)
+            if response is None:
+                continue
+            self._works.remove(entry)
+            if not pending.request.is_oneway:
+                conn.send(encode_command(response))
+        self._schedule_jobs()
+        self._schedule_works()
 
     def _schedule_jobs(self) -> None:
         if not self._jobs_scheduled and self.registry.pending_jobs:
@@ -369,8 +404,8 @@ class NameServer:
             self.clock.callLater(0, self._run_job_slice)
 
     def _run_job_slice(self) -> None:
-        """One slice of the pending registers per reactor turn: other requests are read and
-        answered between slices."""
+        """One slice of the pending register tables per reactor turn: other requests are read
+        and answered between slices."""
         self._jobs_scheduled = False
         try:
             self.registry.run_jobs()

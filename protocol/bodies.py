@@ -7,10 +7,11 @@ fields, unknown extra fields) and turn every malformed body into a :class:`BodyE
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -343,16 +344,163 @@ class RegisterTable:
 
 def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
     """A register body, validated as :meth:`RegisterBrokerBody.from_wire` validates it, but
-    keeping only queue counts, perm and sys flag per topic.
+    keeping only queue counts, perm and sys flag per topic (see :func:`register_body_steps`)."""
+    steps = register_body_steps(data, compressed, broker_version, topics_per_step=1 << 62)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            table: RegisterTable = done.value
+            return table
 
-    The JSON (or the inflated chunks) is parsed in C; per topic only type checks run, and
-    equal specs are one shared tuple. Anything unusual (a quoted number, a null, an odd
-    attribute) takes the full decoder's path, which converts it or refuses it with the same
-    error as before.
+
+def register_body_steps(
+    data: bytes, compressed: bool, broker_version: int, *, topics_per_step: int
+) -> Generator[None, None, RegisterTable]:
+    """Read a register body ``topics_per_step`` topic configs at a time: a generator that
+    yields between steps and returns the :class:`RegisterTable`, or raises :class:`BodyError`.
+
+    The JSON (or the inflated chunks) is parsed in C, value by value; per topic only type
+    checks run, and equal specs are one shared tuple. Anything unusual (a quoted number, a
+    null, an attribute) takes the full decoder's path, which converts it or refuses it with the
+    same error as before; a body the C parser refuses (fastjson's bare integer keys) is read
+    whole by :func:`fastjson.loads`.
     """
     if compressed:
-        return _read_compressed(data, broker_version)
-    doc = _load_obj(data, "RegisterBrokerBody")
+        return (yield from _compressed_steps(data, broker_version, topics_per_step))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BodyError(f"JSON body is not valid UTF-8 (byte {exc.start})") from exc
+    if not text.strip():
+        raise BodyError("RegisterBrokerBody body is empty")
+    try:
+        return (yield from _plain_steps(text, topics_per_step))
+    except _NotPlain:
+        pass
+    doc = _load_obj(data, "RegisterBrokerBody")  # fastjson's form, or the precise error
+    return _table_from_doc(doc)
+
+
+class _NotPlain(Exception):
+    """The body is not standard JSON of the expected shape: read it the general way."""
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SCANNER: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(
+    parse_constant=fastjson.refuse_constant
+).scan_once  # type: ignore[attr-defined]
+"""The C scanner's entry point: one JSON value at a position, to the position after it."""
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def _value(text: str, pos: int) -> tuple[Any, int]:
+    try:
+        return _SCANNER(text, pos)
+    except (ValueError, StopIteration, RecursionError):
+        raise _NotPlain from None
+
+
+def _members(text: str, pos: int) -> Generator[tuple[str, int], int, int]:
+    """The keys of the JSON object at ``pos``, each with the position of its value. The
+    consumer reads the value and sends back (``.send``) the position after it."""
+    if pos >= len(text) or text[pos] != "{":
+        raise _NotPlain
+    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text.startswith("}", pos):
+        return pos + 1
+    while True:
+        if not text.startswith('"', pos):
+            raise _NotPlain
+        try:
+            key, pos = scanstring(text, pos + 1)
+        except ValueError:
+            raise _NotPlain from None
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if not text.startswith(":", pos):
+            raise _NotPlain
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+        pos = yield key, pos
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if text.startswith("}", pos):
+            return pos + 1
+        if not text.startswith(",", pos):
+            raise _NotPlain
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+
+
+def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, RegisterTable]:
+    pos = _WS.match(text).end()  # type: ignore[union-attr]
+    top: dict[str, Any] = {}
+    wrapper: dict[str, Any] = {}
+    table: dict[str, TopicQueueSpec] = {}
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    members = _members(text, pos)
+    end = -1
+    try:
+        key, at = next(members)
+        while True:
+            if key == "topicConfigSerializeWrapper" and text.startswith("{", at):
+                inner = _members(text, at)
+                try:
+                    wkey, wat = next(inner)
+                    while True:
+                        if wkey == "topicConfigTable" and text.startswith("{", wat):
+                            table.clear()
+                            entries = _members(text, wat)
+                            count = 0
+                            try:
+                                name, vat = next(entries)
+                                while True:
+                                    tc, vend = _value(text, vat)
+                                    spec = _quick_spec(tc)
+                                    if spec is None:
+                                        full = topic_config_from(tc, name)
+                                        spec = TopicQueueSpec(
+                                            full.read_queue_nums,
+                                            full.write_queue_nums,
+                                            full.perm,
+                                            full.topic_sys_flag,
+                                        )
+                                    table[name] = specs.setdefault(spec, spec)
+                                    count += 1
+                                    if count % topics_per_step == 0:
+                                        yield
+                                    name, vat = entries.send(vend)
+                            except StopIteration as stop:
+                                wend = stop.value
+                            wrapper.pop("topicConfigTable", None)
+                        else:
+                            value, wend = _value(text, wat)
+                            wrapper[wkey] = value
+                        wkey, wat = inner.send(wend)
+                except StopIteration as stop:
+                    vend = stop.value
+                top.pop("topicConfigSerializeWrapper", None)
+            else:
+                value, vend = _value(text, at)
+                top[key] = value
+            key, at = members.send(vend)
+    except StopIteration as stop:
+        end = stop.value
+    if end < 0 or _WS.match(text, end).end() != len(text):  # type: ignore[union-attr]
+        raise _NotPlain
+    if "topicConfigSerializeWrapper" in top:  # present but not an object: the precise error
+        top["topicConfigSerializeWrapper"] = _obj(
+            _or_empty(top["topicConfigSerializeWrapper"]), "topicConfigSerializeWrapper"
+        )
+    if "topicConfigTable" in wrapper:
+        _obj(_or_empty(wrapper["topicConfigTable"]), "topicConfigTable")
+    mapping = _or_empty(wrapper.get("topicQueueMappingInfoMap"))
+    if not isinstance(mapping, dict):
+        raise BodyError("topicQueueMappingInfoMap must be a JSON object")
+    servers = [str(s) for s in _list(top.get("filterServerList"), "filterServerList")]
+    return RegisterTable(
+        table, data_version_from(_or_empty(wrapper.get("dataVersion"))), servers, mapping
+    )
+
+
+def _table_from_doc(doc: dict[str, Any]) -> RegisterTable:
     what = "topicConfigSerializeWrapper"
     wrapper_doc = _obj(_or_empty(doc.get(what)), what)
     table_doc = _obj(_or_empty(wrapper_doc.get("topicConfigTable")), "topicConfigTable")
@@ -407,7 +555,9 @@ def _quick_spec(tc: Any) -> TopicQueueSpec | None:
     return TopicQueueSpec(read, write, perm, flag)
 
 
-def _read_compressed(data: bytes, broker_version: int) -> RegisterTable:
+def _compressed_steps(
+    data: bytes, broker_version: int, topics_per_step: int
+) -> Generator[None, None, RegisterTable]:
     inflated = _inflate(data)
     reader = _Inflated(inflated)
     data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
@@ -451,6 +601,8 @@ def _read_compressed(data: bytes, broker_version: int) -> RegisterTable:
             name = tc.topic_name
             spec = TopicQueueSpec(tc.read_queue_nums, tc.write_queue_nums, tc.perm, 0)
         table[name] = specs.setdefault(spec, spec)
+        if len(table) % topics_per_step == 0:
+            yield
     reader.pos = pos
     servers = _list(fastjson.loads(reader.chunk("filterServerList")), "filterServerList")
     mapping: dict[str, Any] = {}

@@ -126,10 +126,10 @@ def loads(data: bytes | str) -> Any:
 
 
 def _parse(text: str) -> Any:
-    return json.loads(text, parse_constant=_refuse_constant)
+    return json.loads(text, parse_constant=refuse_constant)
 
 
-def _refuse_constant(name: str) -> Any:
+def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
