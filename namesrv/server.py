@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet import defer, task
+from twisted.internet import defer, task, tcp
 from twisted.internet.interfaces import IListeningPort, IPushProducer
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
@@ -59,6 +59,8 @@ class NamesrvConnection(Protocol):
         self.closed = False
         self._out: list[bytes] | None = None
         """While a read is being answered: its responses, written at once when it is done."""
+        self._socket_transport: Any = None
+        """The plain TCP transport, when that is ours: see :meth:`_write`."""
 
     @property
     def _transport(self) -> Any:
@@ -71,6 +73,8 @@ class NamesrvConnection(Protocol):
         if hasattr(transport, "bufferSize"):
             transport.bufferSize = self.server.config.server.output_buffer_bytes
         transport.registerProducer(self, True)
+        if isinstance(transport, tcp.Connection) and hasattr(transport, "socket"):
+            self._socket_transport = transport
         self.server._connection_made(self)
 
     def dataReceived(self, data: bytes) -> None:
@@ -120,6 +124,31 @@ class NamesrvConnection(Protocol):
             self._write(data)
 
     def _write(self, data: bytes) -> None:
+        """Hand ``data`` to the kernel now when nothing is queued before it.
+
+        A transport write queues the bytes and asks the reactor for write readiness, and the
+        reactor drops that interest again once they are sent: two epoll changes and a loop
+        turn per response, a seventh of the CPU of a lookup at high rates. With an empty queue
+        the socket can take the bytes at once; whatever it does not take is queued as usual,
+        behind nothing, so the order of bytes is kept. Only for the plain TCP transport (a TLS
+        or test transport takes the ordinary path).
+        """
+        t = self._socket_transport
+        if (
+            t is not None
+            and not t.TLS
+            and not t._tempDataBuffer
+            and len(t.dataBuffer) == t.offset
+            and t.connected
+            and not t.disconnecting
+        ):
+            try:
+                sent = t.socket.send(data)
+            except OSError:  # EAGAIN, or an error the transport's own write will report
+                sent = 0
+            if sent == len(data):
+                return
+            data = data[sent:]
         self._transport.write(data)
 
     @property
