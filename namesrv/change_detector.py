@@ -129,6 +129,7 @@ class ChangeDetector:
         """Insertion order is the order connections got debt: served first-come."""
         self._pending_pairs = 0
         self._sequence: dict[Conn, int] = {}
+        self._cause_names: dict[int, list[str]] = {}
         self.stats = DetectorStats()
 
     @property
@@ -263,33 +264,44 @@ class ChangeDetector:
         exists = self._exists(topic)
         if not existed and not exists:
             return  # marked, but it neither existed nor exists: nothing a client could see
-        version = abs(known) + 1
+        version = (known if existed else -known) + 1
         self._known[topic] = version if exists else -version
         stats.versions_bumped += 1
         silent = causes | self._silent_mask == self._silent_mask
         if silent:
             stats.suppressed_changes += 1
         else:
-            self._owe(topic, _pending(topic, version, existed, exists))
+            subscribers = self._subs.subscribers(topic)
+            if subscribers:
+                self._owe(topic, subscribers, _pending(topic, version, existed, exists))
         if self.on_event is not None:
-            kind = _pending(topic, version, existed, exists).kind
-            self.on_event(
-                "route_changed",
-                {
-                    "topic": topic,
-                    "version": version,
-                    "kind": kind.name,
-                    "causes": sorted(cause.value for cause in _causes_of(causes)),
-                    "notify": not silent,
-                },
-            )
-            if silent:
-                rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
-                self.on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+            self._report(topic, version, existed, exists, causes, silent)
 
-    def _owe(self, topic: str, change: _Pending) -> None:
+    def _report(
+        self, topic: str, version: int, existed: bool, exists: bool, causes: int, silent: bool
+    ) -> None:
+        on_event = self.on_event
+        assert on_event is not None
+        names = self._cause_names.get(causes)
+        if names is None:
+            names = self._cause_names[causes] = sorted(c.value for c in _causes_of(causes))
+        on_event(
+            "route_changed",
+            {
+                "topic": topic,
+                "version": version,
+                "kind": _pending(topic, version, existed, exists).kind.name,
+                "causes": list(names),
+                "notify": not silent,
+            },
+        )
+        if silent:
+            rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
+            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+
+    def _owe(self, topic: str, subscribers: Iterable[Conn], change: _Pending) -> None:
         """Queue ``change`` for every current subscriber, merging with what each is owed."""
-        for conn in self._subs.subscribers(topic):
+        for conn in subscribers:
             debt = self._debt.get(conn)
             if debt is None:
                 debt = self._debt[conn] = {}

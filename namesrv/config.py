@@ -45,10 +45,10 @@ class RegistryConfig:
     delete_topic_with_broker_registration: bool = False
     """Upstream's ``deleteTopicWithBrokerRegistration``: a master's full register drops topics
     it no longer reports. Off as upstream: 5.x brokers also register single new topics."""
-    register_slice_topics: int = 4_000
+    register_slice_topics: int = 2_000
     """A register table larger than this is applied this many topics per reactor turn, so a
     broker with 100,000 topics never stalls lookups (each topic's route moves in one step)."""
-    register_read_slice_bytes: int = 1 << 20
+    register_read_slice_bytes: int = 1 << 19
     """A register body larger than this is checked and parsed in slices of this many bytes
     (and ``register_slice_topics`` topic configs) per reactor turn."""
 
@@ -75,7 +75,7 @@ class PushConfig:
     max_topics_per_request: int = 10_000
     recovery_notifications_per_second: int = 2_000
     """After degradation ends, at most this many connection notifications go out per second."""
-    settle_slice_topics: int = 10_000
+    settle_slice_topics: int = 5_000
     """Changed topics a tick settles per reactor turn; more continue in the next turn."""
     notify_slice_connections: int = 2_000
     """Notification frames a tick builds and writes per reactor turn; more continue next turn."""

@@ -198,7 +198,9 @@ class RequestProcessor:
         steps once per reactor turn (:meth:`step`)."""
         h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
         key = (h.cluster_name, h.broker_addr)
-        large = len(req.body) > self.s.config.registry.register_read_slice_bytes
+        # A compressed body inflates to about 16 times its size (20-40 for real tables).
+        weight = len(req.body) * (16 if h.compressed else 1)
+        large = weight > self.s.config.registry.register_read_slice_bytes
         steps = self._register_steps(conn, req, h, large)
         if large or self._in_flight[key]:
             self._in_flight[key] += 1

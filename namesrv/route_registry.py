@@ -51,7 +51,7 @@ _Spec = tuple[int, int, int, int]
 _Holders = tuple[str, ...]
 """The sorted broker names holding queue data of one topic."""
 
-DEFAULT_SLICE_TOPICS = 4_000
+DEFAULT_SLICE_TOPICS = 2_000
 """Topic writes per slice of a large register: a few milliseconds of one reactor turn."""
 _MAX_INTERNED = 65_536
 """Bound of each intern cache (holder tuples, queue data per broker); cleared when passed."""

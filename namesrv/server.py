@@ -241,7 +241,8 @@ class NameServer:
         self.detector = ChangeDetector(
             self.registry.route_exists, self.subscriptions, cfg.push.suppress, self.epoch
         )
-        self.detector.on_event = lambda event, fields: self.journal.record(event, **fields)
+        if cfg.journal.directory:  # per-topic events cost only when something records them
+            self.detector.on_event = lambda event, fields: self.journal.record(event, **fields)
         self.pressure = PressureMonitor(
             sampler or PsutilSampler(), cfg.pressure, on_transition=self._pressure_transition
         )

@@ -401,14 +401,19 @@ def _value(text: str, pos: int) -> tuple[Any, int]:
         raise _NotPlain from None
 
 
-def _members(text: str, pos: int) -> Generator[tuple[str, int], int, int]:
-    """The keys of the JSON object at ``pos``, each with the position of its value. The
-    consumer reads the value and sends back (``.send``) the position after it."""
-    if pos >= len(text) or text[pos] != "{":
-        raise _NotPlain
-    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-    if text.startswith("}", pos):
-        return pos + 1
+def _members(
+    text: str, pos: int, *, at_member: bool = False
+) -> Generator[tuple[str, int], int, int]:
+    """The keys of the JSON object at ``pos`` (or, ``at_member``, of the object whose next
+    member starts at ``pos``), each with the position of its value. The consumer reads the
+    value and sends back (``.send``) the position after it; returns the position after the
+    object."""
+    if not at_member:
+        if pos >= len(text) or text[pos] != "{":
+            raise _NotPlain
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+        if text.startswith("}", pos):
+            return pos + 1
     while True:
         if not text.startswith('"', pos):
             raise _NotPlain
@@ -429,12 +434,97 @@ def _members(text: str, pos: int) -> Generator[tuple[str, int], int, int]:
         pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
 
 
+_ENTRY_CUT = re.compile(r'\},"[^"\\]*":\{')
+"""Where one topic config likely ends and the next begins (fastjson writes ``attributes``
+first, so a nested object never precedes a key whose value is an object)."""
+_CHARS_PER_TOPIC = 128
+"""A topic config's usual size in the plain body: turns ``topics_per_step`` into text."""
+
+
+def _table_steps(
+    text: str, pos: int, table: dict[str, TopicQueueSpec], topics_per_step: int
+) -> Generator[None, None, int]:
+    """Read the topicConfigTable object at ``pos`` into ``table``, a chunk of members at a
+    time; returns the position after it.
+
+    A chunk ends where :data:`_ENTRY_CUT` guesses a member ends, and is parsed whole by the
+    C parser as ``{chunk}``. The guess needs no trust: a chunk that parses as an object is a
+    prefix of the members ending outside any string at depth zero, so the comma after it
+    separates members of the table. A guess that does not parse is retried further on; after
+    a few, the rest is read member by member.
+    """
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    chunk_chars = max(1, topics_per_step) * _CHARS_PER_TOPIC
+    start = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text.startswith("}", start):
+        return start + 1
+    size = len(text)
+    while True:
+        if size - start <= 2 * chunk_chars:  # the last chunk: up to the table's own end
+            try:
+                parsed, end = _SCANNER("{" + text[start:], 0)
+            except (ValueError, StopIteration, RecursionError):
+                break
+            _add_specs(table, specs, parsed)
+            return start - 1 + end
+        cut = -1
+        search_from = start + chunk_chars
+        for _ in range(4):
+            found = _ENTRY_CUT.search(text, search_from)
+            if found is None:
+                break
+            try:
+                parsed = json.loads(
+                    "{" + text[start : found.start() + 1] + "}",
+                    parse_constant=fastjson.refuse_constant,
+                )
+            except (ValueError, RecursionError):
+                search_from = found.start() + 1
+                continue
+            cut = found.start() + 1  # the comma between two members
+            break
+        if cut < 0:
+            break
+        _add_specs(table, specs, parsed)
+        start = cut + 1
+        yield
+    # Unusual text: the rest member by member (a failure there reads the body the slow way).
+    entries = _members(text, start, at_member=True)
+    count = 0
+    try:
+        name, vat = next(entries)
+        while True:
+            tc, vend = _value(text, vat)
+            _add_specs(table, specs, {name: tc})
+            count += 1
+            if count % topics_per_step == 0:
+                yield
+            name, vat = entries.send(vend)
+    except StopIteration as stop:
+        end_pos: int = stop.value
+    return end_pos
+
+
+def _add_specs(
+    table: dict[str, TopicQueueSpec],
+    specs: dict[TopicQueueSpec, TopicQueueSpec],
+    parsed: dict[str, Any],
+) -> None:
+    for name, tc in parsed.items():
+        spec = _quick_spec(tc)
+        if spec is None:
+            full = topic_config_from(tc, name)
+            spec = TopicQueueSpec(
+                full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
+            )
+        table[name] = specs.setdefault(spec, spec)
+
+
 def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, RegisterTable]:
     pos = _WS.match(text).end()  # type: ignore[union-attr]
     top: dict[str, Any] = {}
     wrapper: dict[str, Any] = {}
     table: dict[str, TopicQueueSpec] = {}
-    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     members = _members(text, pos)
     end = -1
     try:
@@ -447,28 +537,7 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
                     while True:
                         if wkey == "topicConfigTable" and text.startswith("{", wat):
                             table.clear()
-                            entries = _members(text, wat)
-                            count = 0
-                            try:
-                                name, vat = next(entries)
-                                while True:
-                                    tc, vend = _value(text, vat)
-                                    spec = _quick_spec(tc)
-                                    if spec is None:
-                                        full = topic_config_from(tc, name)
-                                        spec = TopicQueueSpec(
-                                            full.read_queue_nums,
-                                            full.write_queue_nums,
-                                            full.perm,
-                                            full.topic_sys_flag,
-                                        )
-                                    table[name] = specs.setdefault(spec, spec)
-                                    count += 1
-                                    if count % topics_per_step == 0:
-                                        yield
-                                    name, vat = entries.send(vend)
-                            except StopIteration as stop:
-                                wend = stop.value
+                            wend = yield from _table_steps(text, wat, table, topics_per_step)
                             wrapper.pop("topicConfigTable", None)
                         else:
                             value, wend = _value(text, wat)
