@@ -392,6 +392,7 @@ def main() -> None:
                     grown = server.rss() - rss_before[server.name]
                     entries = args.big_topics * args.big_brokers
                     record(server, "RSS B/entry", grown / entries)
+                    record(server, "RSS before MiB", rss_before[server.name] / 2**20)
                     record(server, "RSS MiB", server.rss() / 2**20)
                 print(
                     f"big round {rnd + 1} {server.name}: register median "
