@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,9 +61,25 @@ LOGBACK = '<configuration><root level="OFF"/></configuration>\n'
 
 
 def register_frame(
-    broker: int, names: list[str], version: int, *, compressed: bool, opaque: int = 1
+    broker: int,
+    names: list[str],
+    version: int,
+    *,
+    compressed: bool,
+    opaque: int = 1,
+    v4: bool = False,
 ) -> bytes:
-    if compressed:
+    """A REGISTER_BROKER frame as a 5.x broker sends it (``v4``: as a 4.x broker does)."""
+    if compressed and v4:  # a 4.x broker: topic configs in 5 fields, no mapping section
+        parts = [json.dumps({"counter": version, "stateVersion": 0, "timestamp": version})]
+        out = bytearray(struct.pack(">i", len(parts[0])) + parts[0].encode())
+        out += struct.pack(">i", len(names))
+        for n in names:
+            text = f"{n} 8 8 6 SINGLE_TAG".encode()
+            out += struct.pack(">i", len(text)) + text
+        out += struct.pack(">i", 2) + b"[]"
+        body = zlib.compress(bytes(out), 9)
+    elif compressed:
         table = {n: TopicConfig(n, 8, 8, 6) for n in names}
         wrapper = bodies.TopicConfigSerializeWrapper(table, DataVersion(0, version, version))
         body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
@@ -320,13 +337,21 @@ def main() -> None:
         lookup = lookup_frame("BenchTopic0000")
         plain = [register_frame(b, names_1k, 1, compressed=False) for b in range(4)]
         packed = [register_frame(10 + b, names_1k, 1, compressed=True) for b in range(4)]
+        packed_v4 = [
+            register_frame(10 + b, names_1k, 1, compressed=True, v4=True) for b in range(4)
+        ]
+
+        def compressed_for(server: Server) -> list[bytes]:
+            """Each server gets the compressed form of its own era's brokers."""
+            return packed_v4 if server.name.startswith("java-4.") else packed
+
         for server in servers:
             if server.name.startswith("java"):
                 print(f"warming {server.name} for {args.java_warmup:.0f} s", flush=True)
                 third = args.java_warmup / 3
                 closed_loop(server.port, [lookup] * 100, third)
                 closed_loop(server.port, plain, third)
-                closed_loop(server.port, packed, third)
+                closed_loop(server.port, compressed_for(server), third)
 
         results: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers}
 
@@ -341,7 +366,7 @@ def main() -> None:
                 cpu = server.cpu() - before
                 record(server, "lookups/s", rate)
                 record(server, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
-                for label, frames in (("plain", plain), ("compressed", packed)):
+                for label, frames in (("plain", plain), ("compressed", compressed_for(server))):
                     before = server.cpu()
                     rate = closed_loop(server.port, frames, args.seconds)
                     cpu = server.cpu() - before

@@ -650,8 +650,7 @@ def _compressed_steps(
         pos = end
         parts = text.split(" ", 5)
         if (
-            len(parts) == 6
-            and parts[5] == "{}"
+            (len(parts) == 5 or (len(parts) == 6 and parts[5] == "{}"))  # 4.x has no attributes
             and parts[4] in _TOPIC_FILTER_TYPES
             and parts[1].isascii()
             and parts[1].isdigit()
