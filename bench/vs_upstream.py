@@ -326,14 +326,18 @@ def main() -> None:
             port = free_port()
             servers.append(Server(f"java-{version}", port, start_java(version, args.cache, port)))
         names_1k = [f"BenchTopic{i:04d}" for i in range(1_000)]
-        channels = []  # closing a broker's connection would unregister it: kept open
-        for server in servers:
-            sock = socket.create_connection(("127.0.0.1", server.port))
-            channels.append(sock)
-            for broker in range(2):
-                frame = register_frame(100 + broker, names_1k, 1, compressed=False)
-                code = response_code(roundtrip(sock, frame))
+        # The lookup brokers' connections stay open (closing one would unregister its broker)
+        # and they heartbeat (re-register) every round, as brokers do, or they would expire.
+        channels = {s.name: socket.create_connection(("127.0.0.1", s.port)) for s in servers}
+        heartbeats = [register_frame(100 + b, names_1k, 1, compressed=False) for b in range(2)]
+
+        def heartbeat(server: Server) -> None:
+            for frame in heartbeats:
+                code = response_code(roundtrip(channels[server.name], frame))
                 assert code == 0, (server.name, code)
+
+        for server in servers:
+            heartbeat(server)
         lookup = lookup_frame("BenchTopic0000")
         plain = [register_frame(b, names_1k, 1, compressed=False) for b in range(4)]
         packed = [register_frame(10 + b, names_1k, 1, compressed=True) for b in range(4)]
@@ -361,6 +365,7 @@ def main() -> None:
         for rnd in range(args.rounds):
             order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
             for server in order:
+                heartbeat(server)
                 before = server.cpu()
                 rate = closed_loop(server.port, [lookup] * 100, args.seconds)
                 cpu = server.cpu() - before
@@ -394,6 +399,7 @@ def main() -> None:
             ]
             order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
             for server in order:
+                heartbeat(server)
                 conns = big_conns[server.name]
                 while len(conns) < args.big_brokers:
                     conns.append(socket.create_connection(("127.0.0.1", server.port)))
