@@ -467,9 +467,16 @@ class NameServer:
         ``push.notify_slice_connections`` frames built) per reactor turn; what is left is
         continued in the next turn, so a large change set never holds the event loop.
         """
-        if self._tick_continuation is not None and self._tick_continuation.active():
-            self._tick_continuation.cancel()
-        self._tick_continuation = None
+        detector = self.detector
+        continuation = self._tick_continuation
+        if continuation is not None:
+            if continuation.active():
+                continuation.cancel()
+            self._tick_continuation = None
+        elif not (detector.dirty_count or detector.pending_connections or self._recovering):
+            detector.stats.ticks += 1  # idle: nothing marked, nobody owed (what tick() finds)
+            self.journal.flush()
+            return
         push = self.config.push
         budget = push.notify_slice_connections
         rate_limited = False
