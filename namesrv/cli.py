@@ -20,7 +20,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--listen", metavar="HOST:PORT", help="address to listen on (default 0.0.0.0:9876)"
     )
-    parser.add_argument("--config", metavar="FILE", help="TOML config file (see docs/config.md)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (see docs/config.md), or an upstream namesrv.properties",
+    )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the default config file, with comments, and exit",
+    )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
@@ -33,6 +47,11 @@ def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
         parse_listen(args.listen)
         config = dataclasses.replace(
             config, server=dataclasses.replace(config.server, listen=args.listen)
+        )
+    if args.metrics:
+        parse_listen(args.metrics)
+        config = dataclasses.replace(
+            config, metrics=dataclasses.replace(config.metrics, listen=args.metrics)
         )
     return config
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import fields
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -23,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
-from namesrv.config import parse_listen
+from namesrv.config import SuppressionConfig, parse_listen
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,21 @@ _LABELLED_COUNTERS = {
 }
 
 
+_KNOWN_LABELS = {
+    # Series present from the first scrape, so rate() and alerts see a zero, not a gap.
+    "suppressed.": tuple(f.name for f in fields(SuppressionConfig)),
+    "rejected.": (
+        "acl_unsigned",
+        "acl_bad_signature",
+        "acl_unknown_key",
+        "acl_denied",
+        "acl_broker_taken",
+        "acl_bound",
+        "tls_plaintext",
+    ),
+}
+
+
 class NamesrvCollector:
     """Reads one ``stats()`` snapshot per scrape and yields every family."""
 
@@ -98,8 +114,11 @@ class NamesrvCollector:
             fam = labelled.get(family)
             if fam is None:
                 fam = labelled[family] = CounterMetricFamily(P + family, help_text, labels=[label])
-            for key in [k for k in stats if k.startswith(prefix)]:
-                fam.add_metric([key[len(prefix) :]], stats.pop(key))
+            found = {k[len(prefix) :]: stats.pop(k) for k in list(stats) if k.startswith(prefix)}
+            for label_value in _KNOWN_LABELS.get(prefix, ()):
+                found.setdefault(label_value, 0)
+            for label_value, count in sorted(found.items()):
+                fam.add_metric([label_value], count)
         unsupported = stats.pop("refused.unsupported", 0)
         labelled["rejections"].add_metric(["unsupported_code"], unsupported)
         yield from labelled.values()
