@@ -297,9 +297,11 @@ class RequestProcessor:
         h = headers.GetTopicsByClusterRequestHeader.from_wire(req.ext_fields)
         return _ok(req, body=bodies.encode_topic_list(self.s.registry.topics_by_cluster(h.cluster)))
 
-    @staticmethod
-    def _operation(answer: Callable[[int, RemotingCommand], RemotingCommand], code: int) -> Handler:
+    def _operation(
+        self, answer: Callable[[int, RemotingCommand], RemotingCommand], code: int
+    ) -> Handler:
         def handler(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+            self._require_push()  # push off: the server looks upstream, extension included
             return answer(code, req)
 
         return handler
