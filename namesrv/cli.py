@@ -73,15 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet.error import CannotListenError
 
     from namesrv.server import NameServer
+    from namesrv.tls import TlsConfigError
 
     server = NameServer(config, reactor)
     try:
         server.listen()
     except CannotListenError as exc:
-        print(
-            f"namesrv: cannot listen on {config.server.listen}: {exc.socketError}", file=sys.stderr
-        )
+        where = f"{exc.interface or '0.0.0.0'}:{exc.port}"
+        print(f"namesrv: cannot listen on {where}: {exc.socketError}", file=sys.stderr)
         return 1
+    except TlsConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
     # reactor.run() turns SIGTERM/SIGINT into a shutdown; the GoAway grace runs before it ends.
     # Connections, routes and subscriptions are long-lived: collecting young objects less
     # often keeps a fan-out to thousands of connections from paying for repeated heap scans.

@@ -38,10 +38,14 @@ def server_options(cert_file: str, key_file: str) -> Any:
         raise TlsConfigError(f"cannot read TLS file {exc.filename}: {exc.strerror}") from exc
     try:
         certificate = ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
-        chain = [ssl.Certificate.loadPEM(block).original for block in _pem_blocks(cert_pem)[1:]]
+        chain = [
+            ssl.Certificate.loadPEM(block).original.to_cryptography()
+            for block in _pem_blocks(cert_pem)[1:]
+        ]
+        # cryptography objects: pyOpenSSL deprecates being handed its own wrappers.
         return ssl.CertificateOptions(
-            privateKey=certificate.privateKey.original,
-            certificate=certificate.original,
+            privateKey=certificate.privateKey.original.to_cryptography_key(),
+            certificate=certificate.original.to_cryptography(),
             extraCertChain=chain or None,
         )
     except Exception as exc:  # pyOpenSSL raises its own error types for bad PEM
