@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import logging
 import sys
+from importlib import resources
 from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig, load, parse_listen
@@ -41,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def default_config_text() -> str:
+    """The commented default TOML shipped with the package (what ``--print-config`` prints)."""
+    return resources.files("namesrv").joinpath("default_config.toml").read_text("utf-8")
+
+
 def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
     config = load(args.config)
     if args.listen:
@@ -58,6 +64,9 @@ def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.print_config:
+        sys.stdout.write(default_config_text())
+        return 0
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

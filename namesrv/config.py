@@ -238,14 +238,24 @@ def from_mapping(raw: dict[str, Any]) -> NamesrvConfig:
 
 
 def load(path: str | Path | None) -> NamesrvConfig:
-    """The embedded defaults, overlaid with the TOML file at ``path`` when one is given."""
+    """The embedded defaults, overlaid with the file at ``path`` when one is given: our TOML,
+    or an upstream ``namesrv.properties`` (by its extension, or by having no TOML table)."""
     if path is None:
         return NamesrvConfig()
     try:
         with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    from namesrv import properties
+
+    text = data.decode("utf-8", errors="replace")
+    if properties.looks_like_properties(str(path), text):
+        # Properties files are ISO-8859-1 by upstream's loader; \uXXXX escapes cover the rest.
+        props = properties.parse_properties(data.decode("latin-1"))
+        return from_mapping(properties.to_mapping(props))
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
     return from_mapping(raw)
