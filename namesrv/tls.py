@@ -15,7 +15,7 @@ from typing import Any
 
 from twisted.internet import ssl
 from twisted.internet.protocol import Factory, Protocol
-from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 
 log = logging.getLogger(__name__)
@@ -60,37 +60,47 @@ def _pem_blocks(pem: bytes) -> list[bytes]:
 
 
 class _FirstByteRouter(Protocol):
-    """Waits for the first byte, then hands the connection to a TLS or plaintext protocol."""
+    """Waits for the first byte, then runs the connection as TLS or plaintext.
+
+    The name-server protocol is built when the connection is accepted, as without TLS, so a
+    factory that refuses connections (returns None) refuses them here too.
+    """
 
     def __init__(self, factory: TlsRoutingFactory, addr: Any) -> None:
         self._routing = factory
         self._addr = addr
-        self._inner: Protocol | None = None
+        self._conn: Any = None
+        self._inner: Any = None
+
+    def connectionMade(self) -> None:
+        routing = self._routing
+        if routing.on_transport is not None:
+            routing.on_transport(self.transport)
+        self._conn = routing.plain_factory.buildProtocol(self._addr)
+        if self._conn is None:
+            self._any_transport.loseConnection()
 
     def dataReceived(self, data: bytes) -> None:
-        inner: Any = self._inner
+        inner = self._inner
         if inner is None:
-            if not data:
+            if not data or self._conn is None:
                 return
             routing = self._routing
-            built: Any
             if data[0] == TLS_HANDSHAKE_RECORD:
-                built = routing.tls_factory.buildProtocol(self._addr)
+                inner = TLSMemoryBIOProtocol(routing.tls_factory, self._conn)
                 routing.counters["tls.handshake"] += 1
             elif routing.mode == "enforcing":
                 routing.counters["rejected.tls_plaintext"] += 1
                 log.warning(
                     "closing plaintext connection from %s: server.tls is enforcing", self._addr
                 )
+                self._conn = None
                 self._any_transport.abortConnection()
                 return
             else:
-                built = routing.plain_factory.buildProtocol(self._addr)
+                inner = self._conn
                 routing.counters["tls.plaintext"] += 1
-            if built is None:
-                self._any_transport.loseConnection()
-                return
-            inner = self._inner = built
+            self._inner = inner
             inner.makeConnection(self.transport)
         inner.dataReceived(data)
 
@@ -120,14 +130,7 @@ class TlsRoutingFactory(Factory):
         self.tls_factory = TLSMemoryBIOFactory(options, False, wrapped)
         self.mode = mode
         self.counters = counters
-        self._on_transport = on_transport
+        self.on_transport = on_transport
 
     def buildProtocol(self, addr: Any) -> _FirstByteRouter:
-        return _RouterWithHook(self, addr)
-
-
-class _RouterWithHook(_FirstByteRouter):
-    def connectionMade(self) -> None:
-        hook = self._routing._on_transport
-        if hook is not None:
-            hook(self.transport)
+        return _FirstByteRouter(self, addr)
