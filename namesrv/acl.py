@@ -173,7 +173,7 @@ class AccessControl:
             self._deny("unknown_key", f"no account with AccessKey {access_key!r}")
         assert account is not None
         expected = compute_signature(ext, body, account.secret_key)
-        if not hmac.compare_digest(expected, str(signature)):
+        if not hmac.compare_digest(expected.encode(), str(signature).encode("utf-8")):
             self._deny(
                 "bad_signature", f"signature of {code_name} with AccessKey {access_key!r} is wrong"
             )

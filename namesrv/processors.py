@@ -121,8 +121,8 @@ class RequestProcessor:
                 if acl is not None and acl.enabled:
                     signer = acl.check(request.code, name, request.ext_fields, request.body)
                 response = handler(conn, request)
-                if acl is not None and response.code == ResponseCode.SUCCESS:
-                    acl.accepted(request.code, signer, request.ext_fields)
+                if signer is not None and response.code == ResponseCode.SUCCESS:
+                    acl.accepted(request.code, signer, request.ext_fields)  # type: ignore[union-attr]
                 self.handled[name] += 1
             except ProtocolError as exc:
                 self.refused[name] += 1

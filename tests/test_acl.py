@@ -163,13 +163,17 @@ def test_wrong_signature_or_unknown_key_is_refused(ns):
     tampered.ext_fields["brokerName"] = "broker-b"
     resp = yield peer.request(tampered)
     assert resp.code == ResponseCode.NO_PERMISSION
+    odd = independent_sign(wipe("broker-a"), "ops", "ops-secret")
+    odd.ext_fields["Signature"] = "sïgnature"  # not even ASCII: refused, not an error
+    resp = yield peer.request(odd)
+    assert resp.code == ResponseCode.NO_PERMISSION
     resp = yield peer.request(independent_sign(wipe("x"), "nobody", "x"))
     assert resp.code == ResponseCode.NO_PERMISSION
     # A bad signature on an otherwise open lookup is refused too.
     resp = yield peer.request(independent_sign(route("T1"), "ops", "nope"))
     assert resp.code == ResponseCode.NO_PERMISSION
     stats = ns.server.stats()
-    assert stats["rejected.acl_bad_signature"] == 3
+    assert stats["rejected.acl_bad_signature"] == 4
     assert stats["rejected.acl_unknown_key"] == 1
 
 
