@@ -115,14 +115,14 @@ class RequestProcessor:
                 f"request code {request.code} is not supported by this name server",
             )
         else:
-            acl = self.s.acl
+            acl = self.s.acl if self.s.acl is not None and self.s.acl.enabled else None
             try:
                 signer = None
-                if acl is not None and acl.enabled:
+                if acl is not None:
                     signer = acl.check(request.code, name, request.ext_fields, request.body)
                 response = handler(conn, request)
-                if signer is not None and response.code == ResponseCode.SUCCESS:
-                    acl.accepted(request.code, signer, request.ext_fields)  # type: ignore[union-attr]
+                if acl is not None and signer is not None and response.code == ResponseCode.SUCCESS:
+                    acl.accepted(request.code, signer, request.ext_fields)
                 self.handled[name] += 1
             except ProtocolError as exc:
                 self.refused[name] += 1
