@@ -65,6 +65,12 @@ _LABELLED_COUNTERS = {
     "rejected.": ("rejections", "kind", "Requests and connections refused, by kind."),
     "bound.": ("bounds_reached", "bound", "Times a configured bound refused something."),
     "tls.": ("tls_connections", "kind", "Connections on the TLS port, by how they were served."),
+    "decode_failures.": ("decode_failures", "kind", "Frames that failed to decode, by kind."),
+    "connections_refused.": (
+        "connections_refused",
+        "bound",
+        "Connections refused or closed at accept, by the bound they hit.",
+    ),
 }
 
 
