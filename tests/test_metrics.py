@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.request
 from typing import Any
 
 import pytest
@@ -9,8 +10,7 @@ import pytest_twisted
 from fake_broker import register_request, topic_configs
 from prometheus_client.parser import text_string_to_metric_families
 from server_fixtures import running_server
-from twisted.internet import defer, reactor
-from twisted.web.client import Agent, readBody
+from twisted.internet import defer, threads
 from wire_client import connect
 
 from namesrv.durations import DurationHistogram
@@ -29,10 +29,14 @@ def ns():
 @defer.inlineCallbacks
 def scrape(ns: Any) -> Any:
     port = ns.server.metrics_port.getHost().port
-    response = yield Agent(reactor).request(b"GET", f"http://127.0.0.1:{port}/metrics".encode())
-    assert response.code == 200
-    assert response.headers.getRawHeaders(b"content-type")[0].startswith(b"text/plain")
-    text = (yield readBody(response)).decode()
+
+    def get() -> tuple[int, str, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+
+    status, content_type, text = yield threads.deferToThread(get)  # the reactor serves meanwhile
+    assert status == 200
+    assert content_type.startswith("text/plain")
     samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
