@@ -63,7 +63,6 @@ _LABELLED_COUNTERS = {
         "Route changes not notified, by the push.suppress rule that silenced them.",
     ),
     "rejected.": ("rejections", "kind", "Requests and connections refused, by kind."),
-    "bound.": ("bounds_reached", "bound", "Times a configured bound refused something."),
     "tls.": ("tls_connections", "kind", "Connections on the TLS port, by how they were served."),
     "decode_failures.": ("decode_failures", "kind", "Frames that failed to decode, by kind."),
     "connections_refused.": (
