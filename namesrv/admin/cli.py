@@ -208,7 +208,7 @@ def delete_topic(s: Session, topic: str, cluster: str | None) -> None:
 
 @main.group()
 def kv() -> None:
-    """KV config: get, put, delete."""
+    """KV config: get, put, delete, list."""
 
 
 @kv.command("get")
@@ -243,6 +243,26 @@ def kv_delete(s: Session, namespace: str, key: str) -> None:
     s.emit(
         {"namespace": namespace, "key": key, "deleted": True}, lambda: f"deleted {namespace}/{key}"
     )
+
+
+@kv.command("list")
+@click.argument("namespace")
+@pass_session
+def kv_list(s: Session, namespace: str) -> None:
+    """Every key of NAMESPACE (GET_KVLIST_BY_NAMESPACE)."""
+    resp = s.call(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace})
+    table = _decoded("KV table", lambda: bodies.decode_kv_table(resp.body))
+    s.emit(table, lambda: render.table(("KEY", "VALUE"), sorted(table.items())))
+
+
+@main.command("namesrv-config")
+@pass_session
+def namesrv_config(s: Session) -> None:
+    """The name server's settings as it reports them (GET_NAMESRV_CONFIG)."""
+    resp = s.call(RequestCode.GET_NAMESRV_CONFIG)
+    text = resp.body.decode("utf-8", errors="replace")
+    pairs = [line.split("=", 1) for line in text.splitlines() if "=" in line]
+    s.emit(dict(sorted((k, v) for k, v in pairs)), lambda: text.rstrip("\n"))
 
 
 @main.command("push-status")
