@@ -12,7 +12,14 @@ from fake_broker import register_request, topic_configs, unregister_request
 from server_fixtures import running_server
 from wire_client import connect
 
-from namesrv.acl import AccessControl, AclConfig, compute_signature, sign_ext_fields
+from namesrv.acl import (
+    AccessControl,
+    AclAccount,
+    AclConfig,
+    AclDenied,
+    compute_signature,
+    sign_ext_fields,
+)
 from namesrv.config import ConfigError, from_mapping
 from protocol import bodies
 from protocol.codes import Perm, RequestCode, ResponseCode
@@ -228,3 +235,23 @@ def test_namesrv_config_answer_does_not_reveal_secret_keys(ns):
     text = resp.body.decode()
     assert "acl.accounts=broker-key,other-key,ops" in text
     assert "secret" not in text
+
+
+def test_bound_on_remembered_broker_names_refuses_new_names_only():
+    account = AclAccount(access_key="k", secret_key="s", brokers=["*"])
+    control = AccessControl(AclConfig(enabled=True, max_bound_brokers=1, accounts=[account]))
+
+    def register(name: str) -> dict[str, str]:
+        ext = {"brokerName": name, "brokerAddr": f"{name}:10911", "clusterName": "C"}
+        return sign_ext_fields(ext, b"", "k", "s")
+
+    code = RequestCode.REGISTER_BROKER
+    first = register("b1")
+    assert control.check(code, "REGISTER_BROKER", first, b"") == "k"
+    control.accepted(code, "k", first)
+    assert control.owner_of("b1") == "k"
+    again = register("b1")
+    assert control.check(code, "REGISTER_BROKER", again, b"") == "k"
+    with pytest.raises(AclDenied, match=r"max_bound_brokers=1"):
+        control.check(code, "REGISTER_BROKER", register("b2"), b"")
+    assert control.rejections == {"bound": 1}
