@@ -100,3 +100,14 @@ def test_tls_config_is_checked(tmp_path):
     bad.write_text("not a certificate")
     with pytest.raises(TlsConfigError):
         server_options(str(bad), str(bad))
+
+
+def test_watch_command_line_turns_tls_on():
+    from client_push.watch import build_parser, config_from_args
+
+    parser = build_parser()
+    args = parser.parse_args(["watch", "--namesrv", "h:1", "--topic", "T", "--tls-ca", "ca.pem"])
+    config = config_from_args(parser, args)
+    assert config.tls and config.tls_ca_file == "ca.pem"
+    args = parser.parse_args(["watch", "--namesrv", "h:1", "--topic", "T"])
+    assert not config_from_args(parser, args).tls
