@@ -341,3 +341,24 @@ def test_a_large_body_with_a_wrong_crc_is_refused_after_its_slices_and_changes_n
     resp = yield answer
     assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
     assert ns.server.registry.topic_count == 0 and ns.server.registry.broker_count == 0
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_signed_large_register_binds_its_acl_key_once_it_is_applied(make_server):
+    from test_acl import ACL, independent_sign
+
+    running = make_server({"acl": ACL})
+    broker = yield connect(running.port)
+    request = independent_sign(
+        register(plain_body(topic_names(10_000), 1)), "broker-key", "broker-secret"
+    )
+    answer = broker.request(request)
+    yield wait_until(lambda: running.server.pending_registers)
+    assert running.server.acl.owner_of("broker-a") is None  # nothing applied yet
+    while not answer.called:
+        if running.server.pending_registers:
+            running.clock.advance(0)
+        yield task.deferLater(reactor, 0, lambda: None)
+    resp = yield answer
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert running.server.acl.owner_of("broker-a") == "broker-key"
