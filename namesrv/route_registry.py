@@ -226,6 +226,8 @@ class RouteRegistry:
         """Brokers that lost topics outside a register (DELETE_TOPIC): the next register, even
         with an unchanged data version, writes back the topics it lists and we lack (as
         upstream's per-topic check does)."""
+        self._drops: list[tuple[str, Iterator[str], ChangeCause]] = []
+        """Departed brokers whose (large) tables still list them as holders of topics."""
         self.stats = RegistryStats()
 
     # -- brokers -------------------------------------------------------------------------------
@@ -270,7 +272,7 @@ class RouteRegistry:
         touched: set[str] = set()
         if previous is not None and previous.broker_name != broker_name:
             # One address serves one broker name: re-registering under another one moves it.
-            touched |= self._leave_group(previous.broker_name, broker_addr)
+            touched |= self._leave_group(previous.broker_name, broker_addr, ChangeCause.REGISTER)
         self._clusters.setdefault(cluster_name, set()).add(broker_name)
         if group is None:
             group = self._brokers[broker_name] = _BrokerGroup(cluster_name)
@@ -426,13 +428,27 @@ class RouteRegistry:
 
     @property
     def pending_jobs(self) -> int:
-        """Registers whose topic table is still being applied."""
-        return len(self._jobs)
+        """Registers whose topic table is still being applied, and departed brokers whose
+        queue data is still being dropped."""
+        return len(self._jobs) + len(self._drops)
 
     def run_jobs(self, budget: int | None = None) -> bool:
         """Apply up to ``budget`` (default ``slice_topics``) topics of pending registers, oldest
         first, and report what changed; returns whether work remains."""
         left = self.slice_topics if budget is None else budget
+        while self._drops and left > 0:
+            name, topics, cause = self._drops[0]
+            dropped = []
+            for topic in topics:
+                self._forget_holder(topic, name)
+                dropped.append(topic)
+                if len(dropped) >= left:
+                    break
+            else:
+                self._drops.pop(0)
+            left -= max(1, len(dropped))
+            self.stats.job_slices += 1
+            self._report(dropped, cause)
         while self._jobs and left > 0:
             name, job = next(iter(self._jobs.items()))
             before = job.applied
@@ -443,7 +459,7 @@ class RouteRegistry:
                 del self._jobs[name]
             # One report per slice: each topic's route moves from old to new in one step.
             self._report(touched, ChangeCause.REGISTER)
-        return bool(self._jobs)
+        return bool(self._jobs or self._drops)
 
     def _apply_slice(self, job: RegisterJob, budget: int) -> set[str]:
         """Write up to ``budget`` topics of ``job``'s table; finishes the job at its end.
@@ -600,10 +616,10 @@ class RouteRegistry:
         if self._filters.pop(key, None) is not None:
             touched |= self._topics_of_addr(key)
         for name in sorted(names):
-            touched |= self._leave_group(name, key[1])
+            touched |= self._leave_group(name, key[1], cause)
         self._report(touched, cause)
 
-    def _leave_group(self, broker_name: str, addr: str) -> set[str]:
+    def _leave_group(self, broker_name: str, addr: str, cause: ChangeCause) -> set[str]:
         """Remove ``addr`` from a broker group; returns the topics whose route changed."""
         group = self._brokers.get(broker_name)
         if group is None:
@@ -631,11 +647,28 @@ class RouteRegistry:
             names.discard(broker_name)
             if not names:
                 del self._clusters[cluster]
-        topics = set(held)
-        for topic in topics:
-            self._drop_queue_data(topic, broker_name)
         self._queue_pool.pop(broker_name, None)
-        return topics
+        table = self._tables.pop(broker_name, {})
+        if len(table) > self.slice_topics:
+            # Dropped in slices by run_jobs: routes stop listing the broker now (it has no
+            # group), and each topic's queue data leaves when its slice is reported.
+            self._drops.append((broker_name, iter(list(table)), cause))
+            return set()
+        for topic in table:
+            self._forget_holder(topic, broker_name)
+        return set(table)
+
+    def _forget_holder(self, topic: str, broker_name: str) -> None:
+        """After ``broker_name``'s table left: unlist it from ``topic`` unless it holds the topic
+        again (it re-registered meanwhile), and drop its mapping info."""
+        if topic in self._tables.get(broker_name, ()):
+            return
+        self._remove_holder(topic, broker_name)
+        mapping = self._mapping.get(topic)
+        if mapping is not None:
+            mapping.pop(broker_name, None)
+            if not mapping:
+                del self._mapping[topic]
 
     def _drop_queue_data(self, topic: str, broker_name: str) -> None:
         """Remove one broker's queue data of ``topic``; a topic left with none is deleted."""
@@ -690,11 +723,16 @@ class RouteRegistry:
         if not names:
             return None
         broker_datas = []
+        queue_datas = []
         filters: dict[str, list[str]] = {}
+        tables = self._tables
         for name in names:
             group = self._brokers.get(name)
-            if group is None:
-                continue
+            table = tables.get(name)
+            qd = table.get(topic) if table is not None else None
+            if group is None or qd is None:
+                continue  # a departed broker whose queue data is still being dropped
+            queue_datas.append(qd)
             broker_datas.append(self._broker_data(name, group))
             for addr in group.addrs.values():
                 servers = self._filters.get((group.cluster, addr))
@@ -702,10 +740,9 @@ class RouteRegistry:
                     filters[addr] = list(servers)
         if not broker_datas:
             return None
-        tables = self._tables
         mapping = self._mapping.get(topic)
         return TopicRouteData(
-            queue_datas=[tables[n][topic] for n in names],
+            queue_datas=queue_datas,
             broker_datas=broker_datas,
             filter_server_table=filters,
             topic_queue_mapping_by_broker=dict(sorted(mapping.items())) if mapping else None,
@@ -814,7 +851,10 @@ class RouteRegistry:
         out = []
         tables = self._tables
         for topic, names in self._holders.items():
-            flag = tables[names[0]][topic].topic_sys_flag
+            first = next((t[topic] for n in names if topic in (t := tables.get(n, {}))), None)
+            if first is None:
+                continue
+            flag = first.topic_sys_flag
             if flag & want == want and not flag & refuse:
                 out.append(topic)
         return sorted(out)

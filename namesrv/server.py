@@ -398,6 +398,7 @@ class NameServer:
         released = self.subscriptions.drop_connection(conn)
         self.detector.forget_connection(conn)
         self.registry.on_channel_close(conn.conn_id)
+        self._schedule_jobs()  # a large departed broker's queue data leaves in slices
         if released:
             self.journal.record(
                 "connection_closed", conn=conn.conn_id, released_topics=len(released)
@@ -415,6 +416,8 @@ class NameServer:
         if isinstance(response, PendingResponse):
             self._answer_when_applied(conn, response)
             return
+        if self.registry.pending_jobs:  # e.g. an unregister of a large broker
+            self._schedule_jobs()
         encoded = encode_command(response)
         conn.send(encoded)
         if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
@@ -640,6 +643,7 @@ class NameServer:
 
     def _scan(self) -> None:
         expired = self.registry.scan_not_active_brokers()
+        self._schedule_jobs()
         if expired:
             self.counters["brokers_expired"] += len(expired)
             log.warning("brokers expired after missing heartbeats: %s", ", ".join(expired))

@@ -362,3 +362,70 @@ def test_a_signed_large_register_binds_its_acl_key_once_it_is_applied(make_serve
     resp = yield answer
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert running.server.acl.owner_of("broker-a") == "broker-key"
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_large_broker_leaving_is_dropped_over_turns_and_lookups_see_old_or_new(ns):
+    names = topic_names(10_000)
+    other = yield connect(ns.port)
+    yield registered(ns, other, register(plain_body(names[:1], 1), name="broker-b"))
+    broker = yield connect(ns.port)
+    yield registered(ns, broker, register(plain_body(names, 1)))
+    client = yield connect(ns.port)
+    registry = ns.server.registry
+    assert registry.topic_count == 10_000
+
+    broker.transport.loseConnection()  # the channel closes: broker-a leaves
+    yield wait_until(lambda: ns.server.pending_registers)
+    # broker-a is gone from every route at once; its topics leave a slice per turn.
+    shared = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": names[0]})
+    assert shared.code == ResponseCode.SUCCESS
+    route = bodies.decode_route(shared.body)
+    assert [b.broker_name for b in route.broker_datas] == ["broker-b"]
+    assert [q.broker_name for q in route.queue_datas] == ["broker-b"]
+    turns = 0
+    while ns.server.pending_registers:
+        ns.clock.advance(0)
+        turns += 1
+        lookup = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": names[-1]})
+        assert lookup.code == ResponseCode.TOPIC_NOT_EXIST
+    assert turns >= 10_000 // registry.slice_topics
+    assert registry.topic_count == 1 and registry.all_topics() == [names[0]]
+
+
+def test_a_broker_re_registering_while_its_old_table_is_dropped_keeps_its_new_topics():
+    from namesrv.route_registry import RouteRegistry
+
+    clock = task.Clock()
+    registry = RouteRegistry(clock, slice_topics=10)
+    table = {n: bodies.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+
+    def register_a(topics: dict[str, bodies.TopicQueueSpec], version: int) -> None:
+        registry.register_broker(
+            cluster_name="C",
+            broker_addr="a:1",
+            broker_name="broker-a",
+            broker_id=0,
+            ha_server_addr="a:2",
+            topic_configs=topics,
+            data_version=DataVersion(0, version, version),
+            filter_server_list=[],
+            heartbeat_timeout_ms=None,
+            enable_acting_master=False,
+            channel=1,
+            topic_queue_mapping_info={},
+        )
+
+    register_a(table, 1)
+    while registry.run_jobs():
+        pass
+    registry.on_channel_close(1)
+    registry.run_jobs(budget=10)  # part of the old table is dropped
+    kept = topic_names(25)[20:]  # not dropped yet when the broker is back with them
+    register_a({n: table[n] for n in kept}, 2)
+    while registry.run_jobs():
+        pass
+    assert registry.all_topics() == kept
+    for topic in kept:
+        route = registry.get_route(topic)
+        assert route is not None and [q.broker_name for q in route.queue_datas] == ["broker-a"]
