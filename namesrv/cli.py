@@ -9,7 +9,7 @@ import logging
 import sys
 from typing import Any
 
-from namesrv.config import ConfigError, NamesrvConfig, load, parse_listen
+from namesrv.config import ConfigError, NamesrvConfig, check_paths, load, parse_listen
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = resolve_config(args)
+        check_paths(config)
     except ConfigError as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
@@ -53,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
+    from namesrv.kv_config import KVConfigError
     from namesrv.server import NameServer
 
-    server = NameServer(config, reactor)
+    try:
+        server = NameServer(config, reactor)
+    except KVConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
     try:
         server.listen()
     except CannotListenError as exc:

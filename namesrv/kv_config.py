@@ -18,6 +18,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+class KVConfigError(ValueError):
+    """The persisted KV file cannot be read or parsed; the server must not start over it."""
+
+
 class KVConfig:
     """In-memory KV table, optionally persisted to ``path``.
 
@@ -71,8 +75,8 @@ class KVConfig:
     def load(self, path: str) -> None:
         """Replace the table with ``path``'s and persist there from now on.
 
-        A missing file is an empty table; an unreadable or malformed one raises ValueError
-        naming the path (the server must not start and later overwrite it).
+        A missing file is an empty table; an unreadable or malformed one raises
+        :class:`KVConfigError` naming the path (the server must not start and later overwrite it).
         """
         try:
             raw = Path(path).read_bytes()
@@ -80,10 +84,12 @@ class KVConfig:
             self._table = {}
             self.path = path
             return
+        except OSError as exc:
+            raise KVConfigError(f"KV config file {path} cannot be read: {exc.strerror}") from None
         try:
             table = _parse(raw)
-        except ValueError as exc:
-            raise ValueError(f"KV config file {path} is corrupt: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise KVConfigError(f"KV config file {path} is corrupt: {exc}") from None
         self._table = table
         self.path = path
 

@@ -325,7 +325,7 @@ class RequestProcessor:
             )
         # Settle first: a change pending now is then covered by the ack's version, not re-sent.
         acks = [(topic, *self.s.detector.version(topic)) for topic in topics]
-        added = self.s.subscriptions.subscribe(conn, topics)
+        added = self.s.subscriptions.subscribe(conn, topics, getattr(conn, "host", None))
         if added and self.s.on_subscription_change is not None:
             self.s.on_subscription_change("subscribe", conn, added)
         return _ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))

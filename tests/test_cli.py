@@ -49,7 +49,7 @@ def read_frames(sock: socket.socket, count: int) -> list[RemotingCommand]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_sends_go_away_then_the_process_exits_cleanly(tmp_path, sig):
+def test_signal_sends_go_away_to_subscribers_only_then_the_process_exits_cleanly(tmp_path, sig):
     config = tmp_path / "namesrv.toml"
     config.write_text(
         '[server]\nshutdown_grace_ms = 300\ngo_away_alternatives = ["10.0.0.9:9876"]\n'
@@ -57,10 +57,19 @@ def test_signal_sends_go_away_then_the_process_exits_cleanly(tmp_path, sig):
     proc = spawn("--listen", "127.0.0.1:0", "--config", str(config))
     try:
         port = bound_port(proc)
-        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=20) as sock,
+            socket.create_connection(("127.0.0.1", port), timeout=20) as upstream,
+        ):
+            subscribe = RemotingCommand.request(
+                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
+                body=pb.SubscribeTopicRoute(topics=["T"], client_id="c").SerializeToString(),
+            )
+            sock.sendall(encode_command(subscribe))
+            assert read_frames(sock, 1)[0].code == ResponseCode.SUCCESS
             request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
-            sock.sendall(encode_command(request))
-            [answer] = read_frames(sock, 1)
+            upstream.sendall(encode_command(request))
+            [answer] = read_frames(upstream, 1)
             assert answer.code == ResponseCode.TOPIC_NOT_EXIST
             proc.send_signal(sig)
             [go_away] = read_frames(sock, 1)
@@ -68,11 +77,14 @@ def test_signal_sends_go_away_then_the_process_exits_cleanly(tmp_path, sig):
             body = pb.GoAway.FromString(go_away.body)
             assert body.grace_period_ms == 300
             assert list(body.alternative_addrs) == ["10.0.0.9:9876"]
-            # Still served during the grace period.
-            sock.sendall(encode_command(request))
-            [again] = read_frames(sock, 1)
-            assert again.code == ResponseCode.TOPIC_NOT_EXIST
+            # Both still served during the grace period; the upstream-style client never sees
+            # 7004 (an Apache client logs an error for a request code it does not know).
+            for peer in (sock, upstream):
+                peer.sendall(encode_command(request))
+                [again] = read_frames(peer, 1)
+                assert again.code == ResponseCode.TOPIC_NOT_EXIST
             assert read_frames(sock, 1) == []  # then closed
+            assert read_frames(upstream, 1) == []
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
