@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from namesrv import register_validation as validation
 from namesrv.change_detector import ChangeDetector
 from namesrv.config import NamesrvConfig
 from namesrv.kv_config import KVConfig
@@ -165,6 +166,8 @@ class RequestProcessor:
 
     def register_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
+        validation.check_address("brokerAddr", h.broker_addr)
+        validation.check_address("haServerAddr", h.ha_server_addr, required=False)
         if h.body_crc32 != 0 and bodies.crc32(req.body) != h.body_crc32:
             raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
         if req.body:
@@ -175,6 +178,9 @@ class RequestProcessor:
             mapping = wrapper.topic_queue_mapping_info_map
         else:
             topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
+        validation.check_topic_configs(topic_configs, self.s.config.registry.max_queue_nums)
+        for i, addr in enumerate(filter_servers):
+            validation.check_address(f"filterServerList[{i}]", addr)
         result = self.s.registry.register_broker(
             cluster_name=h.cluster_name,
             broker_addr=h.broker_addr,
@@ -277,6 +283,9 @@ class RequestProcessor:
         route = bodies.decode_route(req.body)
         if not route.queue_datas:
             raise BodyError(f"REGISTER_TOPIC_IN_NAMESRV for {h.topic} carries no queueDatas")
+        validation.check_queue_datas(
+            h.topic, route.queue_datas, self.s.config.registry.max_queue_nums
+        )
         self.s.registry.register_topic(h.topic, route.queue_datas)
         return _ok(req)
 
