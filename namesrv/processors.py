@@ -237,7 +237,8 @@ class RequestProcessor:
         h = headers.GetRouteInfoRequestHeader.from_wire(req.ext_fields)
         version, _exists = self.s.detector.version(h.topic)
         standard = h.accept_standard_json_only or req.version >= Version.V4_9_4
-        body = self.s.routes.body(h.topic, standard_json=standard)
+        legacy = req.version < Version.V5_0_0
+        body = self.s.routes.body(h.topic, standard_json=standard, legacy=legacy)
         ext = {"routeVersion": str(version)}
         if body is None:
             return req.make_response(
