@@ -224,6 +224,8 @@ class NameServer:
                 cfg.journal.directory,
                 max_file_bytes=cfg.journal.max_file_bytes,
                 max_files=cfg.journal.max_files,
+                max_total_bytes=cfg.journal.max_total_bytes,
+                max_records_per_second=cfg.journal.max_records_per_second,
                 clock_ms=self._now_ms,
             )
         else:
@@ -681,4 +683,5 @@ class NameServer:
         out["route_cache_uncacheable"] = self.route_responses.uncacheable
         out["log_lines_suppressed"] = self._peer_log.dropped
         out["pressure_sample_errors"] = self.pressure.sample_errors
+        out["journal_suppressed_records"] = getattr(self.journal, "suppressed_records", 0)
         return out

@@ -335,3 +335,34 @@ def test_decoded_error_response_is_plain_json():
     )
     assert json.loads(raw[8:])["remark"] == "bad"
     assert decode_frame(raw[4:]).opaque == 4
+
+
+# -- the journal ------------------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_write_perm_toggling_client_cannot_flood_the_journal(make_server, tmp_path):
+    ns = make_server(
+        {
+            "journal": {
+                "directory": str(tmp_path),
+                "max_file_bytes": 64 * KIB,
+                "max_total_bytes": 256 * KIB,
+                "max_records_per_second": 200,
+            }
+        }
+    )
+    topics = [f"topic-{i:04d}" for i in range(500)]
+    broker = await register(ns, *topics)
+    ns.clock.advance(1)
+    for _ in range(20):
+        for call in (RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER):
+            resp = await broker.call(call, {"brokerName": "broker-a"})
+            assert resp.code == ResponseCode.SUCCESS
+            ns.clock.advance(1)
+    ns.server.journal.flush()
+    on_disk = sum(p.stat().st_size for p in tmp_path.glob("journal-*.jsonl"))
+    assert on_disk <= 256 * KIB
+    assert ns.server.stats()["journal_suppressed_records"] > 0
+    text = "".join(p.read_text() for p in tmp_path.glob("journal-*.jsonl"))
+    assert '"event":"journal_suppressed"' in text
