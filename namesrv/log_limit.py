@@ -7,23 +7,29 @@ reported by the next line of that kind, so an operator still sees how often it h
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
+
+
+class _Monotonic:
+    def seconds(self) -> float:
+        return time.monotonic()
 
 
 class RateLimitedLog:
     def __init__(
-        self, logger: logging.Logger, clock: Any, *, period_s: float = 10.0, burst: int = 5
+        self, logger: logging.Logger, clock: Any = None, *, period_s: float = 10.0, burst: int = 5
     ) -> None:
-        """``clock`` has ``seconds()`` (a reactor or ``task.Clock``)."""
+        """``clock`` has ``seconds()`` (a reactor or ``task.Clock``); None: the monotonic clock."""
         self._log = logger
-        self._clock = clock
+        self._clock = clock if clock is not None else _Monotonic()
         self._period = period_s
         self._burst = burst
         self._windows: dict[str, list[float]] = {}
         """kind -> [window start, lines logged in it, lines dropped in it]."""
         self.dropped = 0
 
-    def log(self, level: int, kind: str, msg: str, *args: Any) -> bool:
+    def log(self, level: int, kind: str, msg: str, *args: Any, exc_info: bool = False) -> bool:
         """Log ``msg`` unless ``kind`` has used its burst in this period; True when logged."""
         now = self._clock.seconds()
         window = self._windows.get(kind)
@@ -37,7 +43,7 @@ class RateLimitedLog:
             self.dropped += 1
             return False
         window[1] += 1
-        self._log.log(level, msg, *args)
+        self._log.log(level, msg, *args, exc_info=exc_info)
         return True
 
     def warning(self, kind: str, msg: str, *args: Any) -> bool:

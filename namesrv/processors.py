@@ -18,6 +18,7 @@ from namesrv import register_validation as validation
 from namesrv.change_detector import ChangeDetector
 from namesrv.config import NamesrvConfig
 from namesrv.kv_config import KVConfig
+from namesrv.log_limit import RateLimitedLog
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
 from namesrv.route_registry import RouteRegistry
 from namesrv.subscriptions import SubscriptionRegistry
@@ -52,6 +53,8 @@ class Services:
     subscriptions: SubscriptionRegistry
     detector: ChangeDetector
     on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
+    clock: Any = None
+    """Paces the refusal log (``seconds()``); None: the monotonic clock."""
 
 
 def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
@@ -63,6 +66,8 @@ class RequestProcessor:
         self.s = services
         self.handled: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
+        self._log = RateLimitedLog(log, services.clock)
+        """A peer decides how many requests get refused: its lines are paced per request."""
         c = RequestCode
         self._table: dict[int, Handler] = {
             c.PUT_KV_CONFIG: self.put_kv_config,
@@ -114,11 +119,20 @@ class RequestProcessor:
                 self.handled[name] += 1
             except ProtocolError as exc:
                 self.refused[name] += 1
-                log.info("refused %s from %s: %s", name, conn.peer, exc.remark)
+                self._log.log(
+                    logging.INFO, name, "refused %s from %s: %s", name, conn.peer, exc.remark
+                )
                 response = request.make_response(exc.code, exc.remark)
             except Exception as exc:  # a bug must cost one request, not the connection
                 self.refused[name] += 1
-                log.exception("error processing %s from %s", name, conn.peer)
+                self._log.log(
+                    logging.ERROR,
+                    f"error.{name}",
+                    "error processing %s from %s",
+                    name,
+                    conn.peer,
+                    exc_info=True,
+                )
                 response = request.make_response(
                     ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
                 )
@@ -254,8 +268,13 @@ class RequestProcessor:
     def wipe_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.WipeWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.wipe_write_perm(h.broker_name)
-        log.info(
-            "wiped write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "wiped write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
         )
         return _ok(
             req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire()
@@ -264,8 +283,13 @@ class RequestProcessor:
     def add_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.AddWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.add_write_perm(h.broker_name)
-        log.info(
-            "added write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "added write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
         )
         return _ok(req, headers.AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_wire())
 

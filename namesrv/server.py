@@ -264,6 +264,7 @@ class NameServer:
                 subscriptions=self.subscriptions,
                 detector=self.detector,
                 on_subscription_change=self._subscription_changed,
+                clock=self.clock,
             )
         )
         self.frames = NotificationFrames(self.epoch)
