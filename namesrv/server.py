@@ -281,6 +281,15 @@ class NameServer:
         host, port = parse_listen(self.config.server.listen)
         self._port = self.reactor.listenTCP(port, _Factory(self), backlog=1024, interface=host)
         globalLogPublisher.addObserver(self._log_observer)
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < self.config.server.max_connections + 64:
+            log.warning(
+                "the file-descriptor limit (%d) is below server.max_connections=%d plus what "
+                "the process needs: connections past it fail at accept, not at the bound; "
+                "raise `ulimit -n` or lower server.max_connections",
+                soft,
+                self.config.server.max_connections,
+            )
         self._start_timers()
         bound: Any = self._port.getHost()  # type: ignore[misc]
         log.info(
