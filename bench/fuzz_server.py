@@ -327,7 +327,13 @@ def _fuzz(args, config, port, proc, log_path, log_file) -> int:  # type: ignore[
                 if got.code != ResponseCode.SUCCESS or got.body != expected.body:
                     wrong += 1
                     if wrong == 1:
-                        print("first wrong check:", got.code, got.remark, got.body[:300], expected.body[:300])
+                        print(
+                            "first wrong check:",
+                            got.code,
+                            got.remark,
+                            got.body[:300],
+                            expected.body[:300],
+                        )
             except (OSError, ConnectionError):
                 unanswered += 1
                 checker = socket.create_connection(("127.0.0.1", port), timeout=args.check_timeout)
