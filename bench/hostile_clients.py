@@ -204,17 +204,17 @@ class RssSampler(threading.Thread):
         super().__init__(daemon=True)
         self.process = process
         self.peak = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.02):
+        while not self._halt.wait(0.02):
             try:
                 self.peak = max(self.peak, self.process.memory_info().rss)
             except psutil.Error:
                 return
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
 

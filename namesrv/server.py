@@ -113,7 +113,18 @@ class NamesrvConnection(Protocol):
             server._stream_refused(self, exc)
             return
         server._input_held(self)
-        if self.closing or not frames:
+        if not frames:
+            announced = self.decoder.pending_header_length
+            if announced is not None and announced > self.max_header_size and not self.closing:
+                server._stream_refused(
+                    self,
+                    FrameError(
+                        f"header of {announced} bytes exceeds the limit of {self.max_header_size}",
+                        kind="header_too_large",
+                    ),
+                )
+            return
+        if self.closing:
             return
         self.last_request_ms = server._now_ms()
         answer_from_cache = server.route_responses.answer

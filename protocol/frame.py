@@ -183,6 +183,14 @@ class FrameDecoder:
         """Bytes held for a frame not yet complete."""
         return len(self._buffer)
 
+    @property
+    def pending_header_length(self) -> int | None:
+        """The header length the incomplete frame announces, once its first 8 bytes are here:
+        a reader can refuse an oversized header before the rest of the frame arrives."""
+        if len(self._buffer) < 8:
+            return None
+        return int(_LENGTH.unpack_from(self._buffer, 4)[0] & _HEADER_LENGTH_MASK)
+
     def feed(self, data: bytes) -> list[RemotingCommand]:
         try:
             return [decode_frame(frame) for frame in self.feed_raw(data)]
