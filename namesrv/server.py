@@ -74,7 +74,8 @@ class NamesrvConnection(Protocol):
         self.partial_since_ms: int | None = None
         """When the frame now partly received began to arrive."""
         self.held_input = 0
-        """Bytes of that partial frame, as counted in the server's buffered-input total."""
+        """Memory of that partial frame (allocated, not just received), as counted in the
+        server's buffered-input total."""
 
     @property
     def _transport(self) -> Any:
@@ -440,7 +441,7 @@ class NameServer:
 
     def _input_held(self, conn: NamesrvConnection) -> None:
         """Account ``conn``'s partly received frame; past the global bound, shed the biggest."""
-        held = conn.decoder.buffered
+        held = conn.decoder.allocated
         delta = held - conn.held_input
         conn.held_input = held
         self.buffered_input += delta

@@ -184,6 +184,11 @@ class FrameDecoder:
         return len(self._buffer)
 
     @property
+    def allocated(self) -> int:
+        """Memory the incomplete frame occupies (a growing buffer over-allocates its length)."""
+        return self._buffer.__alloc__() if self._buffer else 0
+
+    @property
     def pending_header_length(self) -> int | None:
         """The header length the incomplete frame announces, once its first 8 bytes are here:
         a reader can refuse an oversized header before the rest of the frame arrives."""

@@ -205,11 +205,17 @@ async def test_unfinished_frames_are_bounded_in_total_and_closed_when_overdue(ma
 async def test_a_frame_trickled_a_byte_a_second_is_closed_at_the_frame_timeout(ns):
     raw = encode_command(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
     slow = await connect(ns.port)
+    await until(lambda: len(ns.server.connections) == 1)
+    [server_side] = ns.server.connections.values()
+
+    def slow_conn():
+        return server_side
+
     for second in range(40):
         if not slow.connected:
             break
         slow.transport.write(raw[second : second + 1])
-        await until(lambda s=second: ns.server.buffered_input == s + 1 or not slow.connected)
+        await until(lambda s=second: slow_conn().decoder.buffered == s + 1 or not slow.connected)
         ns.clock.advance(1)
     await until(lambda: not slow.connected)
     assert ns.server.stats()["frame_timeouts"] == 1
