@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import gc
 import logging
@@ -35,6 +36,25 @@ def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
             config, server=dataclasses.replace(config.server, listen=args.listen)
         )
     return config
+
+
+M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter number."""
+
+
+def return_large_buffers_to_os(threshold: int = 128 * 1024) -> bool:
+    """Fix glibc's mmap threshold, so buffers above it are mapped and unmapped on release.
+
+    glibc raises the threshold each time a large block is freed, after which multi-megabyte
+    frame buffers come from the heap and stay in the process when dropped: the RSS a hostile
+    client drove up would not come back down, and would exceed the configured byte bounds.
+    Returns False where this is not glibc.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     # Connections, routes and subscriptions are long-lived: collecting young objects less
     # often keeps a fan-out to thousands of connections from paying for repeated heap scans.
     gc.set_threshold(50_000, 20, 100)
+    return_large_buffers_to_os()
     running: Any = reactor
     running.addSystemEventTrigger("before", "shutdown", server.stop)
     running.run()
