@@ -67,7 +67,6 @@ class NamesrvConnection(Protocol):
         self.closed = False
         self.closing = False
         """Set when the server decided to close it: nothing more is read or answered."""
-        self.admitted = False
         self.speaks_extension = False
         """It sent a push-extension request (SUBSCRIBE/UNSUBSCRIBE): it may be sent GoAway."""
         self.last_request_ms = 0
@@ -226,8 +225,8 @@ class NameServer:
         """Bytes of partly received frames over all connections."""
         self._peer_log = RateLimitedLog(log, self.clock)
         self._fd_episode_refused = 0
-        self._log_observer = cast(ILogObserver, self._twisted_log_event)
         """Connections the kernel or Twisted refused since file descriptors ran out; 0: none."""
+        self._log_observer = cast(ILogObserver, self._twisted_log_event)
         self.epoch = epoch or secrets.token_hex(8)
         cfg = self.config
         self.journal: EventJournal | NullJournal
@@ -405,7 +404,6 @@ class NameServer:
         elif on_host >= cfg.max_connections_per_host:
             bound = f"server.max_connections_per_host={cfg.max_connections_per_host}"
         else:
-            conn.admitted = True
             self.connections[conn.conn_id] = conn
             self._connections_of_host[conn.host] = on_host + 1
             self.counters["connections_opened"] += 1
@@ -536,7 +534,8 @@ class NameServer:
             ):
                 self.counters["idle_closes"] += 1
                 log.debug("closing connection %s from %s: idle", conn.conn_id, conn.peer)
-                conn.close(abort=False)
+                # Aborted: output still unsent after the idle period is never going to be read.
+                conn.close(abort=True)
 
     def _twisted_log_event(self, event: dict[str, Any]) -> None:
         """Twisted reports accept() failures (file descriptors out) only to its own log."""
