@@ -61,6 +61,9 @@ class RegistryConfig:
     enable_all_topic_list: bool = True
     kv_config_path: str = ""
     """Where KV config is persisted; empty keeps it in memory only."""
+    max_kv_config_bytes: int = 16 * MIB
+    """Namespaces, keys and values of the KV config together; a PUT_KV_CONFIG past it is
+    refused (INVALID_PARAMETER). A file loaded at start-up may hold more."""
     max_queue_nums: int = 1_024
     """Read or write queue counts above this in a register are refused (INVALID_PARAMETER)."""
     delete_topic_with_broker_registration: bool = False
@@ -173,6 +176,7 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
         ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
         ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),
+        ("registry.max_kv_config_bytes", r.max_kv_config_bytes, 1 * KIB, 2**40),
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
         ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),

@@ -247,7 +247,7 @@ class NameServer:
             listener=self._routes_touched,
             delete_topic_with_broker_registration=cfg.registry.delete_topic_with_broker_registration,
         )
-        self.kv = KVConfig(on_change=self._kv_changed)
+        self.kv = KVConfig(on_change=self._kv_changed, max_bytes=cfg.registry.max_kv_config_bytes)
         if cfg.registry.kv_config_path:
             self.kv.load(cfg.registry.kv_config_path)
         self.route_responses = RouteResponseCache(max_bytes=cfg.server.route_cache_bytes)
@@ -700,6 +700,7 @@ class NameServer:
         out["buffered_input_bytes"] = self.buffered_input
         out["route_cache_bytes"] = self.route_responses.size_bytes
         out["route_cache_entries"] = len(self.route_responses)
+        out["kv_config_bytes"] = self.kv.size_bytes
         out["route_cache_resets"] = self.route_responses.resets
         out["route_cache_uncacheable"] = self.route_responses.uncacheable
         out["log_lines_suppressed"] = self._peer_log.dropped
