@@ -447,7 +447,10 @@ class NameServer:
             conn.partial_since_ms = None
         elif conn.partial_since_ms is None:
             conn.partial_since_ms = self._now_ms()
-        bound = self.config.server.max_buffered_input_bytes
+        cfg = self.config.server
+        # The transport reads up to its buffer size at a time, on top of what is held: that
+        # read is kept inside the bound too (never below one whole frame).
+        bound = max(cfg.max_frame_size, cfg.max_buffered_input_bytes - cfg.output_buffer_bytes)
         while delta > 0 and self.buffered_input > bound:
             biggest = max(
                 (c for c in self.connections.values() if not c.closing),
@@ -460,11 +463,12 @@ class NameServer:
             self._peer_log.warning(
                 "input_bound",
                 "closing connection %s from %s: partly received frames hold %d bytes over all "
-                "connections, past server.max_buffered_input_bytes=%d; it held the most (%d)",
+                "connections, past server.max_buffered_input_bytes=%d less one read; it held "
+                "the most (%d)",
                 biggest.conn_id,
                 biggest.peer,
                 self.buffered_input,
-                bound,
+                cfg.max_buffered_input_bytes,
                 biggest.held_input,
             )
             self._release_input(biggest)
