@@ -16,10 +16,12 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from namesrv import register_validation as validation
 from namesrv.acl import AccessControl
 from namesrv.change_detector import ChangeDetector
 from namesrv.config import NamesrvConfig
 from namesrv.kv_config import KVConfig
+from namesrv.log_limit import RateLimitedLog
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
 from namesrv.route_registry import RouteRegistry
 from namesrv.subscriptions import SubscriptionRegistry
@@ -57,6 +59,8 @@ class Services:
     acl: AccessControl | None = None
     operations: Callable[[int, RemotingCommand], RemotingCommand] | None = None
     """Answers the operations extension (push status, subscriptions); None: unsupported."""
+    clock: Any = None
+    """Paces the refusal log (``seconds()``); None: the monotonic clock."""
 
 
 @dataclass(slots=True)
@@ -87,6 +91,8 @@ class RequestProcessor:
         self.register_bodies_read = 0
         """Register bodies parsed; an identical heartbeat body is not."""
         self._in_flight: Counter[tuple[str, str]] = Counter()
+        self._log = RateLimitedLog(log, services.clock)
+        """A peer decides how many requests get refused: its lines are paced per request."""
         c = RequestCode
         self._table: dict[int, Handler] = {
             c.PUT_KV_CONFIG: self.put_kv_config,
@@ -154,11 +160,20 @@ class RequestProcessor:
                 self.handled[name] += 1
             except ProtocolError as exc:
                 self.refused[name] += 1
-                log.info("refused %s from %s: %s", name, conn.peer, exc.remark)
+                self._log.log(
+                    logging.INFO, name, "refused %s from %s: %s", name, conn.peer, exc.remark
+                )
                 response = request.make_response(exc.code, exc.remark)
             except Exception as exc:  # a bug must cost one request, not the connection
                 self.refused[name] += 1
-                log.exception("error processing %s from %s", name, conn.peer)
+                self._log.log(
+                    logging.ERROR,
+                    f"error.{name}",
+                    "error processing %s from %s",
+                    name,
+                    conn.peer,
+                    exc_info=True,
+                )
                 response = request.make_response(
                     ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
                 )
@@ -215,6 +230,8 @@ class RequestProcessor:
         whose earlier register is still in flight, is a :class:`PendingResponse` the server
         steps once per reactor turn (:meth:`step`)."""
         h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
+        validation.check_address("brokerAddr", h.broker_addr)
+        validation.check_address("haServerAddr", h.ha_server_addr, required=False)
         key = (h.cluster_name, h.broker_addr)
         # A compressed body inflates to about 16 times its size (20-40 for real tables).
         weight = len(req.body) * (16 if h.compressed else 1)
@@ -307,11 +324,28 @@ class RequestProcessor:
                         table: bodies.RegisterTable = done.value
                         break
                     yield "read"
+                # Checked whole before anything is applied (names a slice at a time, in C).
+                names = list(table.topic_queues)
+                per_step = topics_per_step if large else len(names) + 1
+                for start in range(0, len(names), per_step):
+                    validation.check_topic_names(names[start : start + per_step])
+                    if large:
+                        yield "read"
+                for name, other in table.renamed.items():
+                    field = f"topicConfigTable[{name[:130]!r}]"
+                    raise validation.RegisterError(
+                        f"{field}.topicName {other[:130]!r} differs from its key"
+                    )
+                validation.check_topic_specs(
+                    table.topic_queues, table.specs, self.s.config.registry.max_queue_nums
+                )
                 topic_configs, data_version = table.topic_queues, table.data_version
                 filter_servers = table.filter_server_list
                 mapping = table.topic_queue_mapping_info_map
         else:
             topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
+        for i, addr in enumerate(filter_servers):
+            validation.check_address(f"filterServerList[{i}]", addr)
         result = registry.register_broker(
             cluster_name=h.cluster_name,
             broker_addr=h.broker_addr,
@@ -372,7 +406,8 @@ class RequestProcessor:
         h = headers.GetRouteInfoRequestHeader.from_wire(req.ext_fields)
         version, _exists = self.s.detector.version(h.topic)
         standard = h.accept_standard_json_only or req.version >= Version.V4_9_4
-        body = self.s.routes.body(h.topic, standard_json=standard)
+        legacy = req.version < Version.V5_0_0
+        body = self.s.routes.body(h.topic, standard_json=standard, legacy=legacy)
         ext = {"routeVersion": str(version)}
         if body is None:
             return req.make_response(
@@ -388,8 +423,13 @@ class RequestProcessor:
     def wipe_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.WipeWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.wipe_write_perm(h.broker_name)
-        log.info(
-            "wiped write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "wiped write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
         )
         return _ok(
             req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire()
@@ -398,8 +438,13 @@ class RequestProcessor:
     def add_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.AddWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.add_write_perm(h.broker_name)
-        log.info(
-            "added write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "added write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
         )
         return _ok(req, headers.AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_wire())
 
@@ -418,6 +463,9 @@ class RequestProcessor:
         route = bodies.decode_route(req.body)
         if not route.queue_datas:
             raise BodyError(f"REGISTER_TOPIC_IN_NAMESRV for {h.topic} carries no queueDatas")
+        validation.check_queue_datas(
+            h.topic, route.queue_datas, self.s.config.registry.max_queue_nums
+        )
         self.s.registry.register_topic(h.topic, route.queue_datas)
         return _ok(req)
 
@@ -475,7 +523,7 @@ class RequestProcessor:
             )
         # Settle first: a change pending now is then covered by the ack's version, not re-sent.
         acks = [(topic, *self.s.detector.version(topic)) for topic in topics]
-        added = self.s.subscriptions.subscribe(conn, topics)
+        added = self.s.subscriptions.subscribe(conn, topics, getattr(conn, "host", None))
         if added and self.s.on_subscription_change is not None:
             self.s.on_subscription_change("subscribe", conn, added)
         return _ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))

@@ -340,6 +340,10 @@ class RegisterTable:
     data_version: DataVersion
     filter_server_list: list[str]
     topic_queue_mapping_info_map: dict[str, Any]
+    specs: tuple[TopicQueueSpec, ...] = ()
+    """The distinct specs of ``topic_queues`` (what a range check needs to look at)."""
+    renamed: dict[str, str] = field(default_factory=dict)
+    """Table keys whose topic config names another topic (key -> its ``topicName``)."""
 
 
 def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
@@ -442,7 +446,12 @@ _CHARS_PER_TOPIC = 128
 
 
 def _table_steps(
-    text: str, pos: int, table: dict[str, TopicQueueSpec], topics_per_step: int
+    text: str,
+    pos: int,
+    table: dict[str, TopicQueueSpec],
+    specs: dict[TopicQueueSpec, TopicQueueSpec],
+    renamed: dict[str, str],
+    topics_per_step: int,
 ) -> Generator[None, None, int]:
     """Read the topicConfigTable object at ``pos`` into ``table``, a chunk of members at a
     time; returns the position after it.
@@ -453,7 +462,6 @@ def _table_steps(
     separates members of the table. A guess that does not parse is retried further on; after
     a few, the rest is read member by member.
     """
-    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     chunk_chars = max(1, topics_per_step) * _CHARS_PER_TOPIC
     start = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
     if text.startswith("}", start):
@@ -465,7 +473,7 @@ def _table_steps(
                 parsed, end = _SCANNER("{" + text[start:], 0)
             except (ValueError, StopIteration, RecursionError):
                 break
-            _add_specs(table, specs, parsed)
+            _add_specs(table, specs, renamed, parsed)
             return start - 1 + end
         cut = -1
         search_from = start + chunk_chars
@@ -485,7 +493,7 @@ def _table_steps(
             break
         if cut < 0:
             break
-        _add_specs(table, specs, parsed)
+        _add_specs(table, specs, renamed, parsed)
         start = cut + 1
         yield
     # Unusual text: the rest member by member (a failure there reads the body the slow way).
@@ -495,7 +503,7 @@ def _table_steps(
         name, vat = next(entries)
         while True:
             tc, vend = _value(text, vat)
-            _add_specs(table, specs, {name: tc})
+            _add_specs(table, specs, renamed, {name: tc})
             count += 1
             if count % topics_per_step == 0:
                 yield
@@ -508,15 +516,18 @@ def _table_steps(
 def _add_specs(
     table: dict[str, TopicQueueSpec],
     specs: dict[TopicQueueSpec, TopicQueueSpec],
+    renamed: dict[str, str],
     parsed: dict[str, Any],
 ) -> None:
     for name, tc in parsed.items():
-        spec = _quick_spec(tc)
+        spec = _quick_spec(tc, name)
         if spec is None:
             full = topic_config_from(tc, name)
             spec = TopicQueueSpec(
                 full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
             )
+            if full.topic_name != name:
+                renamed[name] = full.topic_name
         table[name] = specs.setdefault(spec, spec)
 
 
@@ -525,6 +536,8 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
     top: dict[str, Any] = {}
     wrapper: dict[str, Any] = {}
     table: dict[str, TopicQueueSpec] = {}
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    renamed: dict[str, str] = {}
     members = _members(text, pos)
     end = -1
     try:
@@ -537,7 +550,10 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
                     while True:
                         if wkey == "topicConfigTable" and text.startswith("{", wat):
                             table.clear()
-                            wend = yield from _table_steps(text, wat, table, topics_per_step)
+                            renamed.clear()
+                            wend = yield from _table_steps(
+                                text, wat, table, specs, renamed, topics_per_step
+                            )
                             wrapper.pop("topicConfigTable", None)
                         else:
                             value, wend = _value(text, wat)
@@ -565,7 +581,12 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
         raise BodyError("topicQueueMappingInfoMap must be a JSON object")
     servers = [str(s) for s in _list(top.get("filterServerList"), "filterServerList")]
     return RegisterTable(
-        table, data_version_from(_or_empty(wrapper.get("dataVersion"))), servers, mapping
+        table,
+        data_version_from(_or_empty(wrapper.get("dataVersion"))),
+        servers,
+        mapping,
+        tuple(specs),
+        renamed,
     )
 
 
@@ -578,24 +599,20 @@ def _table_from_doc(doc: dict[str, Any]) -> RegisterTable:
         raise BodyError("topicQueueMappingInfoMap must be a JSON object")
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     table: dict[str, TopicQueueSpec] = {}
-    for name, tc in table_doc.items():
-        spec = _quick_spec(tc)
-        if spec is None:
-            full = topic_config_from(tc, str(name))
-            spec = TopicQueueSpec(
-                full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
-            )
-        table[name] = specs.setdefault(spec, spec)
+    renamed: dict[str, str] = {}
+    _add_specs(table, specs, renamed, {str(name): tc for name, tc in table_doc.items()})
     servers = [str(s) for s in _list(doc.get("filterServerList"), "filterServerList")]
     return RegisterTable(
         table,
         data_version_from(_or_empty(wrapper_doc.get("dataVersion"))),
         servers,
         mapping,
+        tuple(specs),
+        renamed,
     )
 
 
-def _quick_spec(tc: Any) -> TopicQueueSpec | None:
+def _quick_spec(tc: Any, key: str) -> TopicQueueSpec | None:
     """The spec of a plainly written topic config; None sends it down the full decoder."""
     if type(tc) is not dict:
         return None
@@ -615,7 +632,7 @@ def _quick_spec(tc: Any) -> TopicQueueSpec | None:
         get("attributes"),
     )
     if (
-        (name is not None and type(name) is not str)
+        (name is not None and name != key)
         or (filter_type is not None and type(filter_type) is not str)
         or (order is not None and type(order) is not bool)
         or (attributes is not None and (type(attributes) is not dict or attributes))
@@ -678,7 +695,7 @@ def _compressed_steps(
         for _ in range(reader.int32("mapping count")):
             info = _obj(fastjson.loads(reader.chunk("mapping info")), "TopicQueueMappingInfo")
             mapping[str(info.get("topic", ""))] = info
-    return RegisterTable(table, data_version, [str(s) for s in servers], mapping)
+    return RegisterTable(table, data_version, [str(s) for s in servers], mapping, tuple(specs), {})
 
 
 # -- TopicRouteData -------------------------------------------------------------------------------
@@ -694,28 +711,35 @@ def queue_data_doc(q: QueueData) -> dict[str, Any]:
     }
 
 
-def broker_data_doc(b: BrokerData) -> dict[str, Any]:
+def broker_data_doc(b: BrokerData, *, legacy: bool = False) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "brokerAddrs": dict(sorted(b.broker_addrs.items())),
         "brokerName": b.broker_name,
         "cluster": b.cluster,
-        "enableActingMaster": b.enable_acting_master,
     }
+    if legacy:  # 4.9.x BrokerData: no zoneName, no enableActingMaster
+        return doc
+    doc["enableActingMaster"] = b.enable_acting_master
     if b.zone_name is not None:
         doc["zoneName"] = b.zone_name
     return doc
 
 
-def encode_route(route: TopicRouteData, *, standard_json: bool) -> bytes:
-    """A GET_ROUTEINFO_BY_TOPIC body; ``standard_json`` False writes fastjson's unquoted keys."""
+def encode_route(route: TopicRouteData, *, standard_json: bool, legacy: bool = False) -> bytes:
+    """A GET_ROUTEINFO_BY_TOPIC body; ``standard_json`` False writes fastjson's unquoted keys.
+
+    ``legacy`` writes the shape a 4.9.x name server gives (for clients older than 5.0): without
+    the 5.x-only fields (``enableActingMaster``, ``zoneName``, ``topicQueueMappingByBroker``),
+    which some 4.x clients fail to parse.
+    """
     doc: dict[str, Any] = {
-        "brokerDatas": [broker_data_doc(b) for b in route.broker_datas],
+        "brokerDatas": [broker_data_doc(b, legacy=legacy) for b in route.broker_datas],
         "filterServerTable": {k: list(v) for k, v in route.filter_server_table.items()},
         "queueDatas": [queue_data_doc(q) for q in route.queue_datas],
     }
     if route.order_topic_conf is not None:
         doc["orderTopicConf"] = route.order_topic_conf
-    if route.topic_queue_mapping_by_broker is not None:
+    if route.topic_queue_mapping_by_broker is not None and not legacy:
         doc["topicQueueMappingByBroker"] = route.topic_queue_mapping_by_broker
     # fastjson writes bean fields alphabetically and, with MapSortField, sorted map keys;
     # BrowserCompatible (the standard flavour) escapes non-ASCII.

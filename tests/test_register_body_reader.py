@@ -29,16 +29,19 @@ tables = st.dictionaries(names.filter(lambda n: " " not in n), configs, max_size
 
 def expected(body: bodies.RegisterBrokerBody) -> bodies.RegisterTable:
     wrapper = body.topic_config_serialize_wrapper
+    table = {
+        name: bodies.TopicQueueSpec(
+            tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
+        )
+        for name, tc in wrapper.topic_config_table.items()
+    }
     return bodies.RegisterTable(
-        {
-            name: bodies.TopicQueueSpec(
-                tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
-            )
-            for name, tc in wrapper.topic_config_table.items()
-        },
+        table,
         wrapper.data_version,
         list(body.filter_server_list),
         dict(wrapper.topic_queue_mapping_info_map),
+        tuple(dict.fromkeys(table.values())),
+        {n: tc.topic_name for n, tc in wrapper.topic_config_table.items() if tc.topic_name != n},
     )
 
 
