@@ -429,3 +429,30 @@ def test_a_broker_re_registering_while_its_old_table_is_dropped_keeps_its_new_to
     for topic in kept:
         route = registry.get_route(topic)
         assert route is not None and [q.broker_name for q in route.queue_datas] == ["broker-a"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "remark"),
+    [("bad name!", "characters outside"), ("T009999", "readQueueNums is 70000")],
+    ids=["name", "queues"],
+)
+@pytest_twisted.inlineCallbacks
+def test_a_large_register_with_one_bad_topic_is_refused_whole_after_its_slices(ns, bad, remark):
+    names = [*topic_names(9_999), bad]
+    body = plain_body(names, 1)
+    if bad == "T009999":
+        body = body.replace(
+            b'"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T009999"',
+            b'"readQueueNums":70000,"topicFilterType":"SINGLE_TAG","topicName":"T009999"',
+        )
+    broker = yield connect(ns.port)
+    answer = broker.request(register(body))
+    yield wait_until(lambda: ns.server.pending_registers)
+    while not answer.called:
+        if ns.server.pending_registers:
+            ns.clock.advance(0)
+        yield task.deferLater(reactor, 0, lambda: None)
+    resp = yield answer
+    assert resp.code == ResponseCode.INVALID_PARAMETER
+    assert remark in resp.remark
+    assert ns.server.registry.topic_count == 0 and ns.server.registry.broker_count == 0
