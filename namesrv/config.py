@@ -61,6 +61,21 @@ class SuppressionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerEventConfig:
+    """Which broker arrivals and departures are announced, one entry per broker per subscriber.
+
+    False keeps the seed's behaviour for that cause: silent (as ``[push.suppress]`` decides),
+    learned by poll. Per-topic entries stay governed by ``[push.suppress]`` either way.
+    """
+
+    unregister: bool = True
+    channel_close: bool = True
+    expiry: bool = True
+    arrival: bool = True
+    """A broker address's first registration (start-up, or a slave joining its master)."""
+
+
+@dataclass(frozen=True, slots=True)
 class PushConfig:
     enabled: bool = True
     tick_interval_ms: int = 1_000
@@ -70,6 +85,7 @@ class PushConfig:
     recovery_notifications_per_second: int = 2_000
     """After degradation ends, at most this many connection notifications go out per second."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
+    broker_events: BrokerEventConfig = field(default_factory=BrokerEventConfig)
 
 
 @dataclass(frozen=True, slots=True)
