@@ -132,6 +132,7 @@ async def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_ref
     # The broker comes back: every client holds it again within the window, spread.
     await cluster.register(a, *TOPICS, broker_name="broker-a", broker_addr=A_ADDR)
     cluster.tick()
+    await until(lambda: all(c.counters["broker_arrivals"] == 1 for c in pool))
     arrival_window = pool[0].config.arrival_refetch_window_ms / 1000
     refetches = await step_and_count(cluster, ns, pool, arrival_window)
     # The clock stays inside the window while the last answers are delivered.
