@@ -819,7 +819,7 @@ class RouteClient(LinkListener):
                 confirm,
                 CONFIRM,
                 self.config.departure_confirm_delay_ms,
-                self.config.departure_confirm_window_ms,
+                max(self.config.departure_confirm_window_ms, entry.refetch_window_ms),
             )
         self._emit_broker(entry, "departed", touched, now)
 
@@ -839,7 +839,9 @@ class RouteClient(LinkListener):
             self._negative.clear(topic)
             due.append((topic, step.version))
         if due:
-            self._spread_refetch(due, BROKER_ARRIVED, 0, self.config.arrival_refetch_window_ms)
+            # The server may ask for a longer window: it sizes it from the whole fleet's debt.
+            window = max(self.config.arrival_refetch_window_ms, entry.refetch_window_ms)
+            self._spread_refetch(due, BROKER_ARRIVED, 0, window)
         self._emit_broker(entry, "arrived", [t for t, _ in due], now)
 
     def _spread_refetch(

@@ -79,7 +79,7 @@ class _Owed:
     steps: dict[str, tuple[int, int]] = field(default_factory=dict)
     """topic → (version, from_version); from_version 0 when the step is not exact."""
 
-    def as_tuple(self, held: Collection[str]) -> BrokerChangeTuple:
+    def as_tuple(self, held: Collection[str], window_ms: int) -> BrokerChangeTuple:
         return (
             int(self.kind),
             self.broker_name,
@@ -93,6 +93,7 @@ class _Owed:
                 for topic, (version, origin) in sorted(self.steps.items())
                 if topic in held
             ),
+            window_ms,
         )
 
 
@@ -123,6 +124,8 @@ class BrokerEventBook:
             cause for cause, rule in DEPARTURE_RULE_OF_CAUSE.items() if getattr(config, rule)
         )
         self._arrivals = config.arrival
+        self._rate = config.refetch_rate_per_second
+        self._max_window_ms = config.max_refetch_window_ms
         self._by_topic: dict[str, list[_Pending]] = {}
         self._debt: dict[Conn, dict[_Key, _Owed]] = {}
         self.events_announced = 0
@@ -241,12 +244,23 @@ class BrokerEventBook:
     def pending_connections(self) -> int:
         return len(self._debt)
 
-    def owed(self, conn: Conn, held: Collection[str]) -> tuple[BrokerChangeTuple, ...]:
+    def refetch_window_ms(self) -> int:
+        """How long the refetches of everything owed now take at the configured rate.
+
+        Every owed topic step may become one refetch (a confirmation or an arrival's), so the
+        window is sized from all of them: N clients x T topics over it stays under the rate.
+        """
+        steps = sum(len(owed.steps) for debt in self._debt.values() for owed in debt.values())
+        return min(self._max_window_ms, -(-steps * 1000 // self._rate))
+
+    def owed(
+        self, conn: Conn, held: Collection[str], window_ms: int = 0
+    ) -> tuple[BrokerChangeTuple, ...]:
         """The entries owed to ``conn``, limited to topics it still subscribes to."""
         debt = self._debt.get(conn)
         if not debt:
             return ()
-        entries = [owed.as_tuple(held) for _, owed in sorted(debt.items())]
+        entries = [owed.as_tuple(held, window_ms) for _, owed in sorted(debt.items())]
         return tuple(entry for entry in entries if entry[7])
 
     def served(self, conn: Conn) -> None:

@@ -210,9 +210,11 @@ class ChangeDetector:
         built: list[Notification] = []
         served: list[Conn] = []
         owed: Iterable[Conn] = self._debt
+        window_ms = 0
         if owes_brokers:
             assert book is not None
             owed = list(self._debt) + [c for c in book.debtors() if c not in self._debt]
+            window_ms = book.refetch_window_ms()
         no_debt: dict[str, _Pending] = {}
         for conn in owed:
             if max_notifications is not None and len(built) >= max_notifications:
@@ -220,7 +222,7 @@ class ChangeDetector:
             debt = self._debt.get(conn, no_debt)
             held = self._subs.topics_of(conn)
             changes = tuple([entry.change for topic, entry in debt.items() if topic in held])
-            brokers = book.owed(conn, held) if owes_brokers and book is not None else ()
+            brokers = book.owed(conn, held, window_ms) if owes_brokers and book is not None else ()
             if not changes and not brokers:
                 served.append(conn)
                 continue

@@ -73,6 +73,11 @@ class BrokerEventConfig:
     expiry: bool = True
     arrival: bool = True
     """A broker address's first registration (start-up, or a slave joining its master)."""
+    refetch_rate_per_second: int = 2_000
+    """Route requests per second the fleet's refetches after broker events may cost: each entry
+    carries ``refetch_window_ms`` = subscriptions owed broker entries / this rate."""
+    max_refetch_window_ms: int = 60_000
+    """... but never longer than this (clients then learn arrivals within it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +159,10 @@ def _validate(cfg: NamesrvConfig) -> None:
         "push.max_total_subscriptions": cfg.push.max_total_subscriptions,
         "push.max_topics_per_request": cfg.push.max_topics_per_request,
         "push.recovery_notifications_per_second": cfg.push.recovery_notifications_per_second,
+        "push.broker_events.refetch_rate_per_second": (
+            cfg.push.broker_events.refetch_rate_per_second
+        ),
+        "push.broker_events.max_refetch_window_ms": cfg.push.broker_events.max_refetch_window_ms,
         "pressure.sample_interval_ms": cfg.pressure.sample_interval_ms,
         "journal.max_file_bytes": cfg.journal.max_file_bytes,
     }

@@ -32,15 +32,24 @@ class BrokerChangeKind(IntEnum):
 
 
 BrokerChangeTuple = tuple[
-    int, str, str, tuple[tuple[int, str], ...], str, bool, bool, tuple[tuple[str, int, int], ...]
+    int,
+    str,
+    str,
+    tuple[tuple[int, str], ...],
+    str,
+    bool,
+    bool,
+    tuple[tuple[str, int, int], ...],
+    int,
 ]
 """(kind, broker_name, cluster, ((broker_id, addr), ...), cause, broker_name_gone, read_only,
-((topic, version, from_version), ...)): one ``BrokerChange`` as plain, hashable values."""
+((topic, version, from_version), ...), refetch_window_ms): one ``BrokerChange`` as plain,
+hashable values."""
 
 
 def add_broker_change(message: pb.TopicRouteChanged, change: BrokerChangeTuple) -> None:
     """Append ``change`` to a NOTIFY body's ``brokers``."""
-    kind, name, cluster, addrs, cause, gone, read_only, topics = change
+    kind, name, cluster, addrs, cause, gone, read_only, topics, window_ms = change
     entry = message.brokers.add(
         kind=kind,
         broker_name=name,
@@ -48,6 +57,7 @@ def add_broker_change(message: pb.TopicRouteChanged, change: BrokerChangeTuple) 
         cause=cause,
         broker_name_gone=gone,
         read_only=read_only,
+        refetch_window_ms=window_ms,
     )
     for broker_id, addr in addrs:
         entry.addrs.add(broker_id=broker_id, addr=addr)

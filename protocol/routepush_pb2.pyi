@@ -82,7 +82,7 @@ class TopicChange(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ...) -> None: ...
 
 class BrokerChange(_message.Message):
-    __slots__ = ("kind", "broker_name", "cluster", "addrs", "cause", "broker_name_gone", "read_only", "topics")
+    __slots__ = ("kind", "broker_name", "cluster", "addrs", "cause", "broker_name_gone", "read_only", "topics", "refetch_window_ms")
     KIND_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class BrokerChange(_message.Message):
     BROKER_NAME_GONE_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    REFETCH_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     kind: BrokerChangeKind
     broker_name: str
     cluster: str
@@ -99,7 +100,8 @@ class BrokerChange(_message.Message):
     broker_name_gone: bool
     read_only: bool
     topics: _containers.RepeatedCompositeFieldContainer[TopicStep]
-    def __init__(self, kind: _Optional[_Union[BrokerChangeKind, str]] = ..., broker_name: _Optional[str] = ..., cluster: _Optional[str] = ..., addrs: _Optional[_Iterable[_Union[BrokerAddress, _Mapping]]] = ..., cause: _Optional[str] = ..., broker_name_gone: _Optional[bool] = ..., read_only: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[TopicStep, _Mapping]]] = ...) -> None: ...
+    refetch_window_ms: int
+    def __init__(self, kind: _Optional[_Union[BrokerChangeKind, str]] = ..., broker_name: _Optional[str] = ..., cluster: _Optional[str] = ..., addrs: _Optional[_Iterable[_Union[BrokerAddress, _Mapping]]] = ..., cause: _Optional[str] = ..., broker_name_gone: _Optional[bool] = ..., read_only: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[TopicStep, _Mapping]]] = ..., refetch_window_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerAddress(_message.Message):
     __slots__ = ("broker_id", "addr")

@@ -333,3 +333,19 @@ def test_a_rule_off_records_nothing_owed():
     h.change({"T": b"v2"}, departed(cause=ChangeCause.EXPIRY))
     assert h.tick() == []
     assert h.book.events_silent == 1
+
+
+def test_the_refetch_window_grows_with_the_subscriptions_owed_and_is_capped():
+    h = Book(BrokerEventConfig(refetch_rate_per_second=2, max_refetch_window_ms=60_000))
+    h.seed(b"v1")
+    for conn in ("c1", "c2", "c3"):
+        h.subs.subscribe(conn, ["T"])
+    h.change({"T": b"v2"}, departed())
+    notes = h.tick()
+    assert [n.brokers[0][8] for n in notes] == [1_500] * 3  # 3 steps at 2 per second
+    h = Book(BrokerEventConfig(refetch_rate_per_second=1, max_refetch_window_ms=2_000))
+    h.seed(b"v1")
+    for conn in ("c1", "c2", "c3"):
+        h.subs.subscribe(conn, ["T"])
+    h.change({"T": b"v2"}, departed())
+    assert {n.brokers[0][8] for n in h.tick()} == {2_000}

@@ -218,7 +218,7 @@ def test_notification_sent_fields_summarise_a_tick() -> None:
         Notification("c2", (("a", 1, 1),), 1, 0, "e"),
         Notification("c3", many, 9, 0, "e"),
         Notification(
-            "c4", (), 2, 0, "e", ((1, "b", "c", ((0, "a:1"),), "expiry", True, False, ()),)
+            "c4", (), 2, 0, "e", ((1, "b", "c", ((0, "a:1"),), "expiry", True, False, (), 0),)
         ),
     ]
     fields = journal_mod.notification_sent_fields(notes, frame_bytes=1234)
