@@ -349,3 +349,13 @@ def test_the_refetch_window_grows_with_the_subscriptions_owed_and_is_capped():
         h.subs.subscribe(conn, ["T"])
     h.change({"T": b"v2"}, departed())
     assert {n.brokers[0][8] for n in h.tick()} == {2_000}
+
+
+def test_broker_event_config_is_checked_at_start_up():
+    from namesrv.config import ConfigError, from_mapping
+
+    assert from_mapping({}).push.broker_events == BrokerEventConfig()
+    with pytest.raises(ConfigError, match="refetch_rate_per_second"):
+        from_mapping({"push": {"broker_events": {"refetch_rate_per_second": 0}}})
+    with pytest.raises(ConfigError, match="departures"):
+        from_mapping({"push": {"broker_events": {"departures": False}}})
