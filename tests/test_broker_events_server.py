@@ -163,7 +163,7 @@ def test_a_departure_mixed_with_a_notified_change_is_not_an_exact_step(ns):
     assert steps(entry) == {"T1": (0, before["T1"] + 1), "T2": (before["T2"], before["T2"] + 1)}
 
 
-@pytest.mark.parametrize("rule", ["unregister", "arrival"])
+@pytest.mark.parametrize("rule", ["unregister", "channel_close", "expiry", "arrival"])
 @pytest_twisted.inlineCallbacks
 def test_each_rule_off_keeps_that_event_silent_and_journals_it(rule, make_server, tmp_path):
     ns = make_server(
@@ -174,12 +174,19 @@ def test_each_rule_off_keeps_that_event_silent_and_journals_it(rule, make_server
     a = yield connect(ns.port)
     yield a.request(register_request(topic_configs("T1", "T2")))
     ns.clock.advance(TICK)
-    yield a.request(unregister_request())
+    departure = "unregister" if rule == "arrival" else rule
+    if departure == "unregister":
+        yield a.request(unregister_request())
+    elif departure == "channel_close":
+        a.transport.loseConnection()
+        yield defer.ensureDeferred(until(lambda: ns.server.registry.broker_count == 0))
+    else:
+        ns.clock.advance(ns.server.config.registry.broker_expiry_ms / 1000 + 10)
     ns.clock.advance(TICK)
     yield round_trip(client)
     kinds = [e.kind for n in notifications(client) for e in n.brokers]
-    expected = {"unregister": [BrokerChangeKind.ARRIVED], "arrival": [BrokerChangeKind.DEPARTED]}
-    assert kinds == expected[rule]
+    expected = [BrokerChangeKind.DEPARTED] if rule == "arrival" else [BrokerChangeKind.ARRIVED]
+    assert kinds == expected
     assert all(list(n.changes) == [] for n in notifications(client))
     ns.server.journal.flush()
     records = [
@@ -188,7 +195,7 @@ def test_each_rule_off_keeps_that_event_silent_and_journals_it(rule, make_server
     events = [(r["kind"], r["cause"], r["notify"]) for r in records if r["event"] == "broker_event"]
     assert events == [
         ("ARRIVED", "broker_startup", rule != "arrival"),
-        ("DEPARTED", "unregister", rule != "unregister"),
+        ("DEPARTED", departure, rule == "arrival"),
     ]
     sent = [r for r in records if r["event"] == "notification_sent"]
     assert [r["broker_entries"] for r in sent] == [1]
