@@ -986,6 +986,8 @@ class RouteClient(LinkListener):
             self._negative.clear(topic)
             self._absent.discard(topic)
             self._to_subscribe.discard(topic)
+            self._local.pop(topic, None)
+            self._spread.discard(topic)
         subscribed = [t for t in gone if t in self._subscribed]
         self._subscribed.difference_update(subscribed)
         proto = self._link.current
