@@ -99,6 +99,26 @@ class SuppressionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerEventConfig:
+    """Which broker arrivals and departures are announced, one entry per broker per subscriber.
+
+    False keeps the seed's behaviour for that cause: silent (as ``[push.suppress]`` decides),
+    learned by poll. Per-topic entries stay governed by ``[push.suppress]`` either way.
+    """
+
+    unregister: bool = True
+    channel_close: bool = True
+    expiry: bool = True
+    arrival: bool = True
+    """A broker address's first registration (start-up, or a slave joining its master)."""
+    refetch_rate_per_second: int = 2_000
+    """Route requests per second the fleet's refetches after broker events may cost: each entry
+    carries ``refetch_window_ms`` = subscriptions owed broker entries / this rate."""
+    max_refetch_window_ms: int = 60_000
+    """... but never longer than this (clients then learn arrivals within it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class PushConfig:
     enabled: bool = True
     tick_interval_ms: int = 1_000
@@ -115,6 +135,7 @@ class PushConfig:
     notify_slice_connections: int = 2_000
     """Notification frames a tick builds and writes per reactor turn; more continue next turn."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
+    broker_events: BrokerEventConfig = field(default_factory=BrokerEventConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +253,18 @@ def _validate(cfg: NamesrvConfig) -> None:
         ),
         ("push.settle_slice_topics", p.settle_slice_topics, 1, 100_000_000),
         ("push.notify_slice_connections", p.notify_slice_connections, 1, 100_000_000),
+        (
+            "push.broker_events.refetch_rate_per_second",
+            p.broker_events.refetch_rate_per_second,
+            1,
+            100_000_000,
+        ),
+        (
+            "push.broker_events.max_refetch_window_ms",
+            p.broker_events.max_refetch_window_ms,
+            1,
+            3_600_000,
+        ),
         ("pressure.sample_interval_ms", cfg.pressure.sample_interval_ms, 10, 3_600_000),
         ("journal.max_file_bytes", j.max_file_bytes, 4 * KIB, 2**62),
         ("journal.max_files", j.max_files, 0, 1_000_000),

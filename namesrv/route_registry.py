@@ -24,8 +24,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from namesrv.broker_events import BrokerEvent, BrokerListener
 from namesrv.change_cause import ChangeCause
 from protocol.codes import PERM_READ_WRITE, Perm
+from protocol.push_codec import BrokerChangeKind
 from protocol.route_model import (
     BrokerData,
     ClusterInfo,
@@ -197,8 +199,11 @@ class RouteRegistry:
         listener: Listener | None = None,
         delete_topic_with_broker_registration: bool = False,
         slice_topics: int = DEFAULT_SLICE_TOPICS,
+        broker_listener: BrokerListener | None = None,
     ) -> None:
         self._clock = clock
+        self.broker_listener = broker_listener
+        """Told of every address leaving or joining a broker name, after ``listener``."""
         self._expiry_ms = broker_expiry_ms
         self._listener = listener
         self._delete_with_registration = delete_topic_with_broker_registration
@@ -227,6 +232,8 @@ class RouteRegistry:
         with an unchanged data version, writes back the topics it lists and we lack (as
         upstream's per-topic check does)."""
         self._drops: list[tuple[str, Iterator[str], ChangeCause]] = []
+        self._deferred_topics: list[str] = []
+        """Topics of a departure dropped in slices, for its broker event (see _remove_addr)."""
         """Departed brokers whose (large) tables still list them as holders of topics."""
         self.stats = RegistryStats()
 
@@ -273,6 +280,7 @@ class RouteRegistry:
         if previous is not None and previous.broker_name != broker_name:
             # One address serves one broker name: re-registering under another one moves it.
             touched |= self._leave_group(previous.broker_name, broker_addr, ChangeCause.REGISTER)
+            self._deferred_topics = []
         self._clusters.setdefault(cluster_name, set()).add(broker_name)
         if group is None:
             group = self._brokers[broker_name] = _BrokerGroup(cluster_name)
@@ -362,6 +370,19 @@ class RouteRegistry:
 
         cause = self._register_cause(previous, topic_configs)
         changed = self._report(touched, cause)
+        if first_registration and self.broker_listener is not None:
+            # A table applied in slices reports its topics later: they are the event's too.
+            topics = tuple(changed) if job is None else (*changed, *topic_configs)
+            self.broker_listener(
+                BrokerEvent(
+                    BrokerChangeKind.ARRIVED,
+                    cause,
+                    cluster_name,
+                    broker_name,
+                    ((broker_id, broker_addr),),
+                    topics,
+                )
+            )
         return RegisterResult(ha_addr, master_addr, changed, job)
 
     @staticmethod
@@ -615,9 +636,45 @@ class RouteRegistry:
         touched: set[str] = set()
         if self._filters.pop(key, None) is not None:
             touched |= self._topics_of_addr(key)
+        left: list[tuple[str, str, tuple[tuple[int, str], ...]]] = []
         for name in sorted(names):
+            group = self._brokers.get(name)
+            if group is not None:
+                ids = tuple((bid, a) for bid, a in sorted(group.addrs.items()) if a == key[1])
+                if ids:
+                    left.append((name, group.cluster, ids))
             touched |= self._leave_group(name, key[1], cause)
-        self._report(touched, cause)
+        changed = self._report(touched, cause)
+        if self._deferred_topics:  # left in slices: reported later, the event's topics now
+            changed = [*changed, *self._deferred_topics]
+            self._deferred_topics = []
+        if self.broker_listener is not None:
+            for name, cluster, ids in left:
+                self.broker_listener(self._departure(name, cluster, ids, cause, changed))
+
+    def _departure(
+        self,
+        name: str,
+        cluster: str,
+        ids: tuple[tuple[int, str], ...],
+        cause: ChangeCause,
+        changed: list[str],
+    ) -> BrokerEvent:
+        """The event for ``ids`` having left ``name``, as the group stands now."""
+        group = self._brokers.get(name)
+        read_only = (
+            group is not None and group.enable_acting_master and min(group.addrs) != MASTER_ID
+        )
+        return BrokerEvent(
+            BrokerChangeKind.DEPARTED,
+            cause,
+            cluster,
+            name,
+            ids,
+            tuple(changed),
+            name_gone=group is None,
+            read_only=read_only,
+        )
 
     def _leave_group(self, broker_name: str, addr: str, cause: ChangeCause) -> set[str]:
         """Remove ``addr`` from a broker group; returns the topics whose route changed."""
@@ -652,7 +709,9 @@ class RouteRegistry:
         if len(table) > self.slice_topics:
             # Dropped in slices by run_jobs: routes stop listing the broker now (it has no
             # group), and each topic's queue data leaves when its slice is reported.
-            self._drops.append((broker_name, iter(list(table)), cause))
+            topics = list(table)
+            self._drops.append((broker_name, iter(topics), cause))
+            self._deferred_topics.extend(topics)
             return set()
         for topic in table:
             self._forget_holder(topic, broker_name)
