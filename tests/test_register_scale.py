@@ -456,3 +456,35 @@ def test_a_large_register_with_one_bad_topic_is_refused_whole_after_its_slices(n
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert remark in resp.remark
     assert ns.server.registry.topic_count == 0 and ns.server.registry.broker_count == 0
+
+
+def test_broker_events_of_sliced_tables_name_every_topic_they_will_touch():
+    from namesrv.route_registry import RouteRegistry
+    from protocol.push_codec import BrokerChangeKind
+
+    events = []
+    registry = RouteRegistry(task.Clock(), slice_topics=10, broker_listener=events.append)
+    table = {n: bodies.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+    result = registry.register_broker(
+        cluster_name="C",
+        broker_addr="a:1",
+        broker_name="broker-a",
+        broker_id=0,
+        ha_server_addr="a:2",
+        topic_configs=table,
+        data_version=DataVersion(0, 1, 1),
+        filter_server_list=[],
+        heartbeat_timeout_ms=None,
+        enable_acting_master=False,
+        channel=1,
+        topic_queue_mapping_info={},
+    )
+    assert result.job is not None
+    while registry.run_jobs():
+        pass
+    registry.on_channel_close(1)
+    assert registry.pending_jobs  # the departure is dropped in slices
+    arrived, departed = events
+    assert arrived.kind is BrokerChangeKind.ARRIVED and set(arrived.topics) == set(table)
+    assert departed.kind is BrokerChangeKind.DEPARTED and set(departed.topics) == set(table)
+    assert departed.name_gone
