@@ -163,6 +163,10 @@ class BrokerEventBook:
                 },
             )
 
+    def watches(self, topic: str) -> bool:
+        """Whether a broker event waits for ``topic`` to be settled (:meth:`settled`)."""
+        return topic in self._by_topic
+
     def settled(
         self, topic: str, before: int, version: int | None, causes: Collection[ChangeCause]
     ) -> None:

@@ -65,8 +65,17 @@ class Notification(NamedTuple):
 _BIT_OF_CAUSE: dict[ChangeCause, int] = {cause: 1 << i for i, cause in enumerate(ChangeCause)}
 
 
-def _causes_of(mask: int) -> set[ChangeCause]:
-    return {cause for cause, bit in _BIT_OF_CAUSE.items() if mask & bit}
+def _causes_of(mask: int) -> frozenset[ChangeCause]:
+    causes = _CAUSES_OF_MASK.get(mask)
+    if causes is None:
+        causes = _CAUSES_OF_MASK[mask] = frozenset(
+            cause for cause, bit in _BIT_OF_CAUSE.items() if mask & bit
+        )
+    return causes
+
+
+_CAUSES_OF_MASK: dict[int, frozenset[ChangeCause]] = {}
+"""At most 2 ** len(ChangeCause) masks: a settled topic's causes without building a set."""
 
 
 @dataclass(slots=True)
@@ -83,6 +92,10 @@ class DetectorStats:
     slow_skips: int = 0
     """Connections with debt passed over because they could not take a frame, per tick."""
     ticks: int = 0
+
+
+SETTLE_CHECK = 256
+"""Topics settled between two looks at a tick's time budget."""
 
 
 class _Pending(NamedTuple):
@@ -126,6 +139,9 @@ class ChangeDetector:
         self._epoch = epoch
         self.on_event = on_event
         """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later."""
+        self.report_routes = True
+        """Whether ``on_event`` gets a ``route_changed`` event per settled topic; off when no one
+        records them (no journal), which spares a 100,000-topic register 100,000 dicts."""
         self._silent_mask = sum(
             _BIT_OF_CAUSE[cause] for cause, rule in RULE_OF_CAUSE.items() if getattr(suppress, rule)
         )
@@ -197,6 +213,7 @@ class ChangeDetector:
         degraded: bool,
         max_notifications: int | None = None,
         max_settle: int | None = None,
+        out_of_time: Callable[[], bool] | None = None,
     ) -> list[Notification]:
         """Settle marked topics, then build at most one notification per owed connection.
 
@@ -204,21 +221,13 @@ class ChangeDetector:
         ``can_send`` is False keeps its debt and place in line. ``max_notifications`` caps the
         frames built now; connections left over are first in line next tick. ``max_settle``
         caps the topics settled now, oldest marks first; the rest stay marked (``dirty_count``)
-        for the next call. ``can_send`` is called during the walk over owed connections and
+        for the next call; so do those left when ``out_of_time`` (asked after every
+        ``SETTLE_CHECK`` topics) says the turn's time is spent. ``can_send`` is called during the walk over owed connections and
         must not change subscriptions or debt.
         """
         self.stats.ticks += 1
         if self._dirty:
-            if max_settle is None or len(self._dirty) <= max_settle:
-                batch, self._dirty = self._dirty, {}
-            else:
-                dirty = self._dirty
-                batch = {topic: dirty[topic] for topic in islice(dirty, max_settle)}
-                for topic in batch:
-                    del dirty[topic]
-            settle = self._settle
-            for topic, causes in batch.items():
-                settle(topic, causes)
+            self._settle_some(max_settle, out_of_time)
         book = self.broker_events
         owes_brokers = book is not None and book.pending_connections > 0
         if degraded or not (self._debt or owes_brokers):
@@ -258,6 +267,27 @@ class ChangeDetector:
         self.stats.notifications_built += len(built)
         return built
 
+    def _settle_some(self, max_settle: int | None, out_of_time: Callable[[], bool] | None) -> None:
+        """Settle marked topics, oldest marks first, up to ``max_settle`` or the time budget."""
+        dirty = self._dirty
+        limit = len(dirty) if max_settle is None else min(max_settle, len(dirty))
+        if out_of_time is None and limit == len(dirty):
+            batch, self._dirty = dirty, {}
+            for topic, causes in batch.items():
+                self._settle(topic, causes)
+            return
+        settle = self._settle
+        done = 0
+        while done < limit:
+            batch_items = list(islice(dirty.items(), min(SETTLE_CHECK, limit - done)))
+            for topic, _ in batch_items:
+                del dirty[topic]
+            for topic, causes in batch_items:
+                settle(topic, causes)
+            done += len(batch_items)
+            if out_of_time is not None and out_of_time():
+                break
+
     def pending_topics_of(self, conn: Conn) -> int:
         """Topics ``conn`` is owed a notification for."""
         return len(self._debt.get(conn, ()))
@@ -293,6 +323,8 @@ class ChangeDetector:
         exists = self._exists(topic)
         previous_version = known if existed else -known
         book = self.broker_events
+        if book is not None and not book.watches(topic):
+            book = None  # no broker event waits on this topic: nothing to tell the book
         if not existed and not exists:
             # Marked, but it neither existed nor exists: nothing a client could see.
             if book is not None:
@@ -310,7 +342,7 @@ class ChangeDetector:
             subscribers = self._subs.subscribers(topic)
             if subscribers:
                 self._owe(topic, subscribers, _pending(topic, version, existed, exists))
-        if self.on_event is not None:
+        if self.on_event is not None and (self.report_routes or silent):
             self._report(topic, version, existed, exists, causes, silent)
 
     def _report(
@@ -321,6 +353,17 @@ class ChangeDetector:
         names = self._cause_names.get(causes)
         if names is None:
             names = self._cause_names[causes] = sorted(c.value for c in _causes_of(causes))
+        if self.report_routes:
+            self._route_changed(topic, version, existed, exists, names, silent)
+        if silent:
+            rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
+            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+
+    def _route_changed(
+        self, topic: str, version: int, existed: bool, exists: bool, names: list[str], silent: bool
+    ) -> None:
+        on_event = self.on_event
+        assert on_event is not None
         on_event(
             "route_changed",
             {
@@ -331,9 +374,6 @@ class ChangeDetector:
                 "notify": not silent,
             },
         )
-        if silent:
-            rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
-            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
 
     def _owe(self, topic: str, subscribers: Iterable[Conn], change: _Pending) -> None:
         """Queue ``change`` for every current subscriber, merging with what each is owed."""

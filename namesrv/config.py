@@ -132,6 +132,9 @@ class PushConfig:
     """After degradation ends, at most this many connection notifications go out per second."""
     settle_slice_topics: int = 5_000
     """Changed topics a tick settles per reactor turn; more continue in the next turn."""
+    settle_slice_ms: int = 5
+    """Time a tick may spend settling in one reactor turn (checked every 256 topics); the
+    rest continue in the next turn, so a slow machine does not stretch a turn."""
     notify_slice_connections: int = 2_000
     """Notification frames a tick builds and writes per reactor turn; more continue next turn."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
@@ -252,6 +255,7 @@ def _validate(cfg: NamesrvConfig) -> None:
             100_000_000,
         ),
         ("push.settle_slice_topics", p.settle_slice_topics, 1, 100_000_000),
+        ("push.settle_slice_ms", p.settle_slice_ms, 1, 60_000),
         ("push.notify_slice_connections", p.notify_slice_connections, 1, 100_000_000),
         (
             "push.broker_events.refetch_rate_per_second",

@@ -328,6 +328,7 @@ class NameServer:
             broker_events=self.broker_events,
         )
         self.detector.on_event = self._detector_event
+        self.detector.report_routes = not isinstance(self.journal, NullJournal)
         self.registry.broker_listener = self._broker_event
         self.acl = AccessControl(cfg.acl)
         self.tick_durations = DurationHistogram()
@@ -783,8 +784,8 @@ class NameServer:
     def tick(self) -> None:
         """One detection tick: settle changed routes and send at most one frame per connection.
 
-        A tick does at most a slice of work (``push.settle_slice_topics`` topics settled,
-        ``push.notify_slice_connections`` frames built) per reactor turn; what is left is
+        A tick does at most a slice of work (``push.settle_slice_topics`` topics settled, or
+        ``push.settle_slice_ms`` of settling; ``push.notify_slice_connections`` frames built) per reactor turn; what is left is
         continued in the next turn, so a large change set never holds the event loop.
         """
         started = self._timer()
@@ -813,12 +814,15 @@ class NameServer:
             rate_limited = recovery <= budget
             budget = min(budget, recovery)
         now_ms = self._now_ms()
+        timer = self._timer
+        settle_until = timer() + push.settle_slice_ms / 1000.0
         notes = self.detector.tick(
             now_ms,
             can_send=self._can_send,
             degraded=self.pressure.degraded,
             max_notifications=budget,
             max_settle=push.settle_slice_topics,
+            out_of_time=lambda: timer() >= settle_until,
         )
         more = self.detector.dirty_count > 0 or (
             len(notes) >= budget and not rate_limited and self.detector.pending_connections > 0

@@ -17,6 +17,7 @@ from server_fixtures import FakeSampler, Running
 from twisted.internet import defer, reactor, task
 from wire_client import WireClient, connect
 
+from namesrv.change_detector import SETTLE_CHECK
 from namesrv.config import from_mapping
 from namesrv.server import NameServer
 from protocol import bodies
@@ -97,13 +98,37 @@ class TurnClock(task.Clock):
                 call.func(*call.args, **call.kw)
 
 
-def turn_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]:
+class StepTimer:
+    """A timer for the server's time budgets: each reading is ``step`` seconds after the last
+    (0: time stands still, so no budget ever runs out and slices are decided by counts)."""
+
+    def __init__(self, step: float = 0.0) -> None:
+        self.step = step
+        self.now = 0.0
+        self.readings = 0
+
+    def __call__(self) -> float:
+        self.readings += 1
+        self.now += self.step
+        return self.now
+
+
+def turn_server(
+    overrides: dict[str, Any] | None = None, timer: StepTimer | None = None
+) -> Iterator[Running]:
     raw: dict[str, Any] = {"server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0}}
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
     clock = TurnClock()
     sampler = FakeSampler()
-    server = NameServer(from_mapping(raw), reactor, clock=clock, sampler=sampler, epoch="e1")
+    server = NameServer(
+        from_mapping(raw),
+        reactor,
+        clock=clock,
+        sampler=sampler,
+        epoch="e1",
+        timer=timer or StepTimer(),
+    )
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     try:
         yield Running(server, port, clock, sampler)
@@ -120,8 +145,8 @@ def ns():
 def make_server():
     started: list[Iterator[Running]] = []
 
-    def make(overrides: dict[str, Any] | None = None) -> Running:
-        servers = turn_server(overrides)
+    def make(overrides: dict[str, Any] | None = None, timer: StepTimer | None = None) -> Running:
+        servers = turn_server(overrides, timer)
         started.append(servers)
         return next(servers)
 
@@ -300,6 +325,40 @@ def test_a_large_change_set_is_settled_over_turns_and_fanned_out_in_slices(make_
     assert turns >= 4 + 2  # 4 more settle slices, then 7 frames three per turn
     yield defer.gatherResults([c.wait_pushed(1) for c in clients])
     assert server.stats()["tick_continuations"] >= turns
+
+
+@pytest_twisted.inlineCallbacks
+def test_settling_stops_when_the_turns_time_budget_is_spent(make_server):
+    # Each reading of the timer is 1 ms after the last: 5 ms of settling is a few checks.
+    timer = StepTimer(0.001)
+    running = make_server({"push": {"settle_slice_topics": 100_000, "settle_slice_ms": 5}}, timer)
+    server = running.server
+    names = topic_names(5_000)
+    broker = yield connect(running.port)
+    yield registered(running, broker, register(plain_body(names, 1)))
+    running.clock.advance(TICK)
+    while server.detector.dirty_count:
+        running.clock.advance(0)
+    watcher = yield connect(running.port)
+    yield watcher.call(
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(names[-1:], "t")
+    )
+    read_only = dict.fromkeys(names, 4)
+    yield registered(running, broker, register(plain_body(names, 2, perms=read_only)))
+    assert server.detector.dirty_count == 5_000
+    running.clock.advance(TICK)
+    settled = 5_000 - server.detector.dirty_count
+    assert 0 < settled < 5_000  # the budget, not the count of 100,000, ended the slice
+    assert settled % SETTLE_CHECK == 0
+    turns = 1
+    while server.detector.dirty_count:
+        running.clock.advance(0)
+        turns += 1
+    assert turns >= 5_000 // settled
+    yield watcher.wait_pushed(1)
+    note = parse(pb.TopicRouteChanged, watcher.pushed[0].body)
+    assert [(c.topic, c.kind) for c in note.changes] == [(names[-1], ChangeKind.UPDATED)]
+    assert server.detector.stats.versions_bumped == 10_000
 
 
 @pytest_twisted.inlineCallbacks
