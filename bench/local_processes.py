@@ -46,13 +46,16 @@ def roundtrip(sock: socket.socket, cmd: RemotingCommand) -> tuple[RemotingComman
             return out[0], raw
 
 
-def start_namesrv(port: int, config: Path | None = None) -> subprocess.Popen[bytes]:
-    """``python -m namesrv`` on 127.0.0.1:``port``, returned once it accepts connections."""
+def start_namesrv(
+    port: int, config: Path | None = None, root: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """``python -m namesrv`` (of the checkout at ``root``) on 127.0.0.1:``port``, returned once
+    it accepts connections."""
     args = [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}"]
     if config is not None:
         args += ["--config", str(config)]
     proc = subprocess.Popen(
-        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(ROOT))
+        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(root))
     )
     wait_port(port)
     return proc

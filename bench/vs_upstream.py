@@ -314,6 +314,11 @@ def main() -> None:
     parser.add_argument("--big-topics", type=int, default=100_000)
     parser.add_argument("--big-brokers", type=int, default=10)
     parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="also run the name server of this checkout (e.g. a worktree of main), as 'baseline'",
+    )
+    parser.add_argument(
         "--cache", type=Path, default=Path.home() / ".cache" / "rocketmq-bench", help="jar cache"
     )
     args = parser.parse_args()
@@ -322,6 +327,11 @@ def main() -> None:
     try:
         port = free_port()
         servers.append(Server("project", port, start_namesrv(port)))
+        if args.baseline_tree is not None:
+            port = free_port()
+            servers.append(
+                Server("baseline", port, start_namesrv(port, root=args.baseline_tree.resolve()))
+            )
         for version in args.java:
             port = free_port()
             servers.append(Server(f"java-{version}", port, start_java(version, args.cache, port)))
@@ -438,8 +448,10 @@ def main() -> None:
                 f"{k} {statistics.median(v):,.2f}" for k, v in results[server.name].items()
             )
             print(f"  {server.name}: {figures}")
-        baseline = f"java-{args.java[0]}" if args.java else None
-        if baseline:
+        baselines = [f"java-{args.java[0]}"] if args.java else []
+        if args.baseline_tree is not None:
+            baselines.append("baseline")
+        for baseline in baselines:
             print(f"\nproject / {baseline}, per-round ratios:")
             ours, theirs = results["project"], results[baseline]
             for key in ours:
