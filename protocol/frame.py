@@ -25,6 +25,8 @@ DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
 """Upstream's ``com.rocketmq.remoting.frameMaxLength`` default."""
 
 DEFAULT_MAX_HEADER_SIZE = 64 * 1024
+_LARGE_FRAME = 1 << 20
+"""Frames this long are gathered as a list of reads, not in the growing buffer."""
 """Headers are a few hundred bytes in practice; a bigger one is refused before it is parsed."""
 
 _PREFIX = struct.Struct(">II")
@@ -171,27 +173,36 @@ def decode_frame(
 class FrameDecoder:
     """Bytes in, commands out. A :class:`FrameError` means the stream is beyond repair."""
 
-    __slots__ = ("_broken", "_buffer", "max_frame_size")
+    __slots__ = ("_broken", "_buffer", "_parts", "_parts_bytes", "_part_header", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
         self._buffer = bytearray()
         self._broken = False
+        self._parts: list[bytes] = []
+        """A large frame in arrival: its reads kept as they came (after the length prefix),
+        joined once when whole, instead of a growing buffer copied at every resize and again
+        when cut out."""
+        self._parts_bytes = 0
+        self._part_header = 0
+        """The large frame's length (what ``_parts`` must add up to)."""
 
     @property
     def buffered(self) -> int:
         """Bytes held for a frame not yet complete."""
-        return len(self._buffer)
+        return len(self._buffer) + self._parts_bytes
 
     @property
     def allocated(self) -> int:
         """Memory the incomplete frame occupies (a growing buffer over-allocates its length)."""
-        return self._buffer.__alloc__() if self._buffer else 0
+        return (self._buffer.__alloc__() if self._buffer else 0) + self._parts_bytes
 
     @property
     def pending_header_length(self) -> int | None:
         """The header length the incomplete frame announces, once its first 8 bytes are here:
         a reader can refuse an oversized header before the rest of the frame arrives."""
+        if self._parts:
+            return int(_LENGTH.unpack_from(self._parts[0], 0)[0] & _HEADER_LENGTH_MASK)
         if len(self._buffer) < 8:
             return None
         return int(_LENGTH.unpack_from(self._buffer, 4)[0] & _HEADER_LENGTH_MASK)
@@ -207,11 +218,25 @@ class FrameDecoder:
         """Mark the stream broken (a frame failed to decode); later feeds refuse at once."""
         self._broken = True
         self._buffer = bytearray()
+        self._parts = []
+        self._parts_bytes = 0
 
     def feed_raw(self, data: bytes) -> list[bytes]:
         """Whole frames without their length prefix, undecoded (see :func:`decode_frame`)."""
         if self._broken:
             raise FrameError("the stream already failed to decode", kind="stream_failed")
+        if self._parts:
+            need = self._part_header - self._parts_bytes
+            if len(data) < need:
+                self._parts.append(data)
+                self._parts_bytes += len(data)
+                return []
+            self._parts.append(data[:need] if len(data) > need else data)
+            frame = b"".join(self._parts)
+            self._parts = []
+            self._parts_bytes = 0
+            rest = self.feed_raw(data[need:]) if len(data) > need else []
+            return [frame, *rest]
         buf = self._buffer
         if not buf and len(data) >= 4:
             # The common case: one whole frame in one read, nothing held over.
@@ -236,6 +261,13 @@ class FrameDecoder:
                     )
                 end = pos + 4 + length
                 if end > len(buf):
+                    if length >= _LARGE_FRAME and len(buf) - pos >= 8:
+                        # Keep the reads of a large frame apart and join them once (above).
+                        first = bytes(buf[pos + 4 :])
+                        self._parts = [first]
+                        self._parts_bytes = len(first)
+                        self._part_header = length
+                        pos = len(buf)
                     break
                 out.append(bytes(buf[pos + 4 : end]))
                 pos = end

@@ -38,7 +38,11 @@ def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]
         raw.setdefault(section, {}).update(values)
     clock = task.Clock()
     sampler = FakeSampler()
-    server = NameServer(from_mapping(raw), reactor, clock=clock, sampler=sampler, epoch="e1")
+    # The timer stands still: per-turn time budgets never run out, so slices are decided by
+    # counts alone and what a tick sends does not depend on how loaded the machine is.
+    server = NameServer(
+        from_mapping(raw), reactor, clock=clock, sampler=sampler, epoch="e1", timer=lambda: 0.0
+    )
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     try:
         yield Running(server, port, clock, sampler)

@@ -169,3 +169,27 @@ def test_garbage_never_raises_anything_but_frame_error(data):
     decoder = FrameDecoder(max_frame_size=4096)
     with contextlib.suppress(FrameError):
         decoder.feed(data)
+
+
+def test_large_frames_split_anyhow_come_out_whole_and_in_order():
+    big = RemotingCommand.request(RequestCode.REGISTER_BROKER, {"k": "v"}, b"\x07" * 3_000_000)
+    small = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "t"}, opaque=5)
+    other = RemotingCommand.request(RequestCode.REGISTER_BROKER, {}, b"\x01" * 1_500_000, opaque=9)
+    stream = encode_command(big) + encode_command(small) + encode_command(other)
+    for cut in (1, 7, 65_536, 1_000_000, 3_000_001, len(stream)):
+        decoder = FrameDecoder()
+        got: list[RemotingCommand] = []
+        held: list[int] = []
+        for start in range(0, len(stream), cut):
+            got += decoder.feed(stream[start : start + cut])
+            held.append(decoder.buffered)
+        assert [(c.code, c.opaque, len(c.body)) for c in got] == [
+            (big.code, big.opaque, 3_000_000),
+            (small.code, 5, 0),
+            (other.code, 9, 1_500_000),
+        ]
+        assert got[0].body == big.body and got[2].body == other.body
+        assert decoder.buffered == 0
+        assert max(held) < len(stream)  # what is held is counted while it is partial
+        if cut == 65_536:
+            assert held[1] == 2 * cut - 4  # a large frame's reads held (its length read out)
