@@ -222,8 +222,8 @@ class ChangeDetector:
         frames built now; connections left over are first in line next tick. ``max_settle``
         caps the topics settled now, oldest marks first; the rest stay marked (``dirty_count``)
         for the next call; so do those left when ``out_of_time`` (asked after every
-        ``SETTLE_CHECK`` topics) says the turn's time is spent. ``can_send`` is called during the walk over owed connections and
-        must not change subscriptions or debt.
+        ``SETTLE_CHECK`` topics) says the turn's time is spent. ``can_send`` is called during
+        the walk over owed connections and must not change subscriptions or debt.
         """
         self.stats.ticks += 1
         if self._dirty:

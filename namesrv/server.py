@@ -785,8 +785,9 @@ class NameServer:
         """One detection tick: settle changed routes and send at most one frame per connection.
 
         A tick does at most a slice of work (``push.settle_slice_topics`` topics settled, or
-        ``push.settle_slice_ms`` of settling; ``push.notify_slice_connections`` frames built) per reactor turn; what is left is
-        continued in the next turn, so a large change set never holds the event loop.
+        ``push.settle_slice_ms`` of settling; ``push.notify_slice_connections`` frames built)
+        per reactor turn; what is left is continued in the next turn, so a large change set
+        never holds the event loop.
         """
         started = self._timer()
         try:

@@ -173,7 +173,7 @@ def decode_frame(
 class FrameDecoder:
     """Bytes in, commands out. A :class:`FrameError` means the stream is beyond repair."""
 
-    __slots__ = ("_broken", "_buffer", "_parts", "_parts_bytes", "_part_header", "max_frame_size")
+    __slots__ = ("_broken", "_buffer", "_part_header", "_parts", "_parts_bytes", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
