@@ -20,6 +20,9 @@ Figures are compared as per-round ratios against Java 5.3.3 (median and spread).
 is shared: run it when it is quiet, or say that it was not.
 
     python bench/vs_upstream.py --rounds 5 --seconds 4
+
+``--rounds 0`` runs only the big case; ``--baseline-tree DIR`` also runs the name server of
+another checkout (e.g. of main) as ``baseline``, for a same-run before/after.
 """
 
 from __future__ import annotations
