@@ -105,6 +105,7 @@ class ChangeDetector:
         suppress: SuppressionConfig,
         epoch: str,
         on_event: EventHook | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self._fingerprint = route_fingerprint
         self._subs = subscriptions
@@ -114,7 +115,11 @@ class ChangeDetector:
         self._silent = frozenset(
             cause for cause, rule in RULE_OF_CAUSE.items() if getattr(suppress, rule)
         )
+        self._clock_ms = clock_ms
+        """When given, a change's journal record says when its first mutation was marked."""
         self._dirty: dict[str, set[ChangeCause]] = {}
+        self._marked_at: dict[str, int] = {}
+        """Per dirty topic, the clock at its first mark (only with ``clock_ms``)."""
         self._known: dict[str, _Known] = {}
         self._debt: dict[Conn, dict[str, _Pending]] = {}
         """Insertion order is the order connections got debt: served first-come."""
@@ -149,10 +154,13 @@ class ChangeDetector:
     def mark(self, topics: Collection[str], cause: ChangeCause) -> None:
         """Record that a mutation for ``cause`` may have changed these topics' routes."""
         dirty = self._dirty
+        now = self._clock_ms() if self._clock_ms is not None else None
         for topic in topics:
             causes = dirty.get(topic)
             if causes is None:
                 dirty[topic] = {cause}
+                if now is not None:
+                    self._marked_at[topic] = now
             else:
                 causes.add(cause)
 
@@ -165,7 +173,7 @@ class ChangeDetector:
         """
         causes = self._dirty.pop(topic, None)
         if causes is not None:
-            self._settle(topic, causes)
+            self._settle(topic, causes, self._marked_at.pop(topic, None))
         known = self._known.get(topic)
         if known is None:
             return 0, False
@@ -191,8 +199,9 @@ class ChangeDetector:
         self.stats.ticks += 1
         if self._dirty:
             batch, self._dirty = self._dirty, {}
+            marked_at, self._marked_at = self._marked_at, {}
             for topic, causes in batch.items():
-                self._settle(topic, causes)
+                self._settle(topic, causes, marked_at.get(topic))
         if degraded or not self._debt:
             return []
         built: list[Notification] = []
@@ -240,7 +249,7 @@ class ChangeDetector:
             self._pending_pairs -= len(debt)
         self._sequence.pop(conn, None)
 
-    def _settle(self, topic: str, causes: set[ChangeCause]) -> None:
+    def _settle(self, topic: str, causes: set[ChangeCause], marked_at: int | None) -> None:
         self.stats.topics_settled += 1
         fingerprint = self._fingerprint(topic)
         known = self._known.get(topic)
@@ -258,16 +267,16 @@ class ChangeDetector:
             self._owe(topic, _pending(topic, version, existed, exists))
         if self.on_event is not None:
             kind = _pending(topic, version, existed, exists).kind
-            self.on_event(
-                "route_changed",
-                {
-                    "topic": topic,
-                    "version": version,
-                    "kind": kind.name,
-                    "causes": sorted(cause.value for cause in causes),
-                    "notify": not silent,
-                },
-            )
+            fields: dict[str, Any] = {
+                "topic": topic,
+                "version": version,
+                "kind": kind.name,
+                "causes": sorted(cause.value for cause in causes),
+                "notify": not silent,
+            }
+            if marked_at is not None:
+                fields["mutated_at_ms"] = marked_at
+            self.on_event("route_changed", fields)
             if silent:
                 rules = sorted({RULE_OF_CAUSE[cause] for cause in causes})
                 self.on_event("suppressed", {"topic": topic, "version": version, "rules": rules})

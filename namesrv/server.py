@@ -191,7 +191,11 @@ class NameServer:
             cfg.push.max_topics_per_connection, cfg.push.max_total_subscriptions
         )
         self.detector = ChangeDetector(
-            self.routes.fingerprint, self.subscriptions, cfg.push.suppress, self.epoch
+            self.routes.fingerprint,
+            self.subscriptions,
+            cfg.push.suppress,
+            self.epoch,
+            clock_ms=self._now_ms,
         )
         self.detector.on_event = lambda event, fields: self.journal.record(event, **fields)
         self.pressure = PressureMonitor(

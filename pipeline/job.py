@@ -54,16 +54,10 @@ def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
 def _run(
     spark: SparkSession, args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str
 ) -> Outputs:
-    journal, journal_quality = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
-    telemetry, telemetry_quality = (
-        read_telemetry(spark, args.telemetry) if args.telemetry else (None, None)
-    )
+    journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
+    telemetry = read_telemetry(spark, args.telemetry) if args.telemetry else None
     summary, changes = summarize(
-        journal,
-        journal_quality,
-        telemetry,
-        telemetry_quality,
-        MatchWindow(args.clock_skew_ms, args.max_lag_ms),
+        journal, telemetry, MatchWindow(args.clock_skew_ms, args.max_lag_ms)
     )
     changes.write.mode("overwrite").parquet(tables)
     recs = recommend(summary, current, Targets(args.target_p99_ms))

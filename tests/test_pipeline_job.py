@@ -58,9 +58,8 @@ def fetch(topic: str, version: int, cause: str, at: int, notified: int | None = 
 
 
 def analyse(spark, journals, telemetry=None, window=None):
-    j, jq = read_journal(spark, journals)
-    t, tq = read_telemetry(spark, telemetry) if telemetry else (None, None)
-    return summarize(j, jq, t, tq, window)
+    t = read_telemetry(spark, telemetry) if telemetry else None
+    return summarize(read_journal(spark, journals), t, window)
 
 
 def test_unusable_lines_are_counted_and_left_out(spark, tmp_path):
