@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         spark.stop()
-    log.info("report: %s", outputs.report)
+    log.info("report: %s", outputs.html)
+    log.info("report (Markdown): %s", outputs.report)
     log.info("summary: %s", outputs.summary)
     log.info("tuned config: %s", outputs.config)
     log.info("per-change table: %s", outputs.changes)

@@ -17,7 +17,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
 CORRUPT = "_corrupt_record"
 
 JOURNAL_SCHEMA = T.StructType(
@@ -169,10 +168,7 @@ class Parsed:
 
 def _status(corrupt: Column, known: Column, valid: Column) -> Column:
     return (
-        F.when(corrupt, "corrupt")
-        .when(~known, "unknown")
-        .when(~valid, "invalid")
-        .otherwise("ok")
+        F.when(corrupt, "corrupt").when(~known, "unknown").when(~valid, "invalid").otherwise("ok")
     )
 
 
@@ -212,9 +208,7 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
                 F.col("event") == "notification_sent", F.col("topics").cast(T.LongType())
             ),
         }
-    ).withColumn(
-        "topic_names", F.when(F.col("topic_names") >= 0, F.col("topic_names"))
-    )
+    ).withColumn("topic_names", F.when(F.col("topic_names") >= 0, F.col("topic_names")))
     valid = F.lit(False)
     for event, needs in REQUIRED.items():
         valid = valid | ((F.col("event") == event) & _all_present(needs))

@@ -12,7 +12,9 @@ from pyspark.sql import SparkSession
 
 from namesrv.config import NamesrvConfig, load
 from pipeline.config_toml import to_toml
+from pipeline.html_report import render_html
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
+from pipeline.plots import plots
 from pipeline.report import render
 from pipeline.stats import summarize
 from pipeline.summary import MatchWindow
@@ -21,6 +23,7 @@ from pipeline.tuning import Recommendation, Targets, recommend, tuned
 __all__ = ["InputError", "Outputs", "run"]
 
 REPORT = "report.md"
+REPORT_HTML = "report.html"
 SUMMARY = "summary.json"
 TUNED_CONFIG = "namesrv-tuned.toml"
 CHANGES = "changes"
@@ -29,6 +32,7 @@ CHANGES = "changes"
 @dataclass(frozen=True, slots=True)
 class Outputs:
     report: Path
+    html: Path
     summary: Path
     config: Path
     changes: str
@@ -61,8 +65,10 @@ def _run(
     )
     changes.write.mode("overwrite").parquet(tables)
     recs = recommend(summary, current, Targets(args.target_p99_ms))
-    outputs = Outputs(out / REPORT, out / SUMMARY, out / TUNED_CONFIG, tables)
-    outputs.report.write_text(render(summary, recs), encoding="utf-8")
+    outputs = Outputs(out / REPORT, out / REPORT_HTML, out / SUMMARY, out / TUNED_CONFIG, tables)
+    markdown = render(summary, recs)
+    outputs.report.write_text(markdown, encoding="utf-8")
+    outputs.html.write_text(render_html(summary, plots(summary), markdown), encoding="utf-8")
     outputs.summary.write_text(
         json.dumps(
             {"summary": summary.to_json(), "recommendations": [_rec_json(r) for r in recs]},

@@ -364,9 +364,11 @@ def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -
     learned_at = F.col("fetched_at_ms")
     fits = F.filter(
         "cands",
-        lambda c: (c["detected"] <= learned_at + window.clock_skew_ms)
-        & (c["detected"] >= learned_at - window.max_lag_ms)
-        & (c["ns"].isNull() | (c["ns"] == F.col("namesrv"))),
+        lambda c: (
+            (c["detected"] <= learned_at + window.clock_skew_ms)
+            & (c["detected"] >= learned_at - window.max_lag_ms)
+            & (c["ns"].isNull() | (c["ns"] == F.col("namesrv")))
+        ),
     )
     lv = learned_versions(telemetry)
     joined = lv.join(
@@ -412,7 +414,9 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> None
             ),
             _facts(fetches.where(F.col("news")), "learned", k1=F.col("cause")),
             _facts(matched, "lag", k1=F.col("cause"), h=histogram_bucket(lag), m=lag),
-            _facts(matched, "detect", k1=F.col("cause"), h=histogram_bucket(detection), m=detection),
+            _facts(
+                matched, "detect", k1=F.col("cause"), h=histogram_bucket(detection), m=detection
+            ),
             _facts(matched, "after", k1=F.col("cause"), h=histogram_bucket(after), m=after),
             _facts(matched.where(~F.col("notify")), "quiet", h=histogram_bucket(lag), m=lag),
             _facts(matched, "client", k1=F.col("client"), a=lag, m=lag),
