@@ -17,6 +17,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipeline.sources import JournalSource
+
+__all__ = ["InputError", "JournalSource", "Parsed", "read_journal", "read_telemetry"]
+
 CORRUPT = "_corrupt_record"
 
 JOURNAL_SCHEMA = T.StructType(
@@ -81,22 +85,6 @@ TELEMETRY_REQUIRED = ("topic", "version", "exists", "cause", "requested_at_ms", 
 
 class InputError(Exception):
     """An input path that cannot be read at all (missing, not a journal directory)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JournalSource:
-    """One name server's journal directory; ``namesrv`` (HOST:PORT) ties it to telemetry."""
-
-    directory: str
-    namesrv: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> JournalSource:
-        """``DIR`` or ``HOST:PORT=DIR``."""
-        label, sep, directory = text.partition("=")
-        if sep and label and ":" in label and "/" not in label:
-            return cls(directory, label)
-        return cls(text)
 
 
 def _files(spark: SparkSession, pattern: str) -> list[str]:

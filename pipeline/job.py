@@ -16,8 +16,9 @@ from pipeline.html_report import render_html
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
 from pipeline.plots import plots
 from pipeline.report import render
-from pipeline.stats import summarize
-from pipeline.summary import MatchWindow
+from pipeline.progress import Progress
+from pipeline.stats import STEPS, summarize
+from pipeline.summary import MatchWindow, Summary
 from pipeline.tuning import Recommendation, Targets, recommend, tuned
 
 __all__ = ["InputError", "Outputs", "run"]
@@ -60,10 +61,19 @@ def _run(
 ) -> Outputs:
     journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
     telemetry = read_telemetry(spark, args.telemetry) if args.telemetry else None
-    summary, changes = summarize(
-        journal, telemetry, MatchWindow(args.clock_skew_ms, args.max_lag_ms)
-    )
-    changes.write.mode("overwrite").parquet(tables)
+    with Progress(spark, len(STEPS) + 2) as progress:
+        summary, changes = summarize(
+            journal, telemetry, MatchWindow(args.clock_skew_ms, args.max_lag_ms), progress.step
+        )
+        progress.step("per-change table")
+        changes.write.mode("overwrite").parquet(tables)
+        progress.step("report and plots")
+        return _write(args, current, out, tables, summary)
+
+
+def _write(
+    args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str, summary: Summary
+) -> Outputs:
     recs = recommend(summary, current, Targets(args.target_p99_ms))
     outputs = Outputs(out / REPORT, out / REPORT_HTML, out / SUMMARY, out / TUNED_CONFIG, tables)
     markdown = render(summary, recs)

@@ -19,6 +19,8 @@ millisecond (or frame, or byte) below 2,048, within 0.1 % above; maxima are exac
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -501,18 +503,26 @@ def change_table(changes: DataFrame, fetches: DataFrame | None) -> DataFrame:
     )
 
 
+STEPS = ("journal: parse and totals", "journal: grouped figures", "telemetry: tie to changes")
+
+
 def summarize(
     journal: Parsed,
     telemetry: Parsed | None = None,
     window: MatchWindow | None = None,
+    on_step: Callable[[str], None] = lambda name: None,
 ) -> tuple[Summary, DataFrame]:
-    """The whole analysis: the summary, and the per-change table (lazy, for writing)."""
+    """The whole analysis: the summary, and the per-change table (lazy, for writing).
+    ``on_step`` is told each of ``STEPS`` before it runs."""
     window = window or MatchWindow()
     s = Summary(journal=InputQuality(journal.files, 0, 0, 0), telemetry=None)
+    on_step(STEPS[0])
     _journal_totals(journal, s)
+    on_step(STEPS[1])
     _journal_groups(journal, s)
     changes = journal.usable.where(F.col("event") == "route_changed")
     fetches: DataFrame | None = None
+    on_step(STEPS[2])
     if telemetry is not None:
         fetches = fetch_table(changes, telemetry.frame, window).cache()
         _telemetry_groups(fetches, telemetry, s)
