@@ -15,8 +15,8 @@ from pipeline.config_toml import to_toml
 from pipeline.html_report import render_html
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
 from pipeline.plots import plots
-from pipeline.report import render
 from pipeline.progress import Progress
+from pipeline.report import render
 from pipeline.stats import STEPS, summarize
 from pipeline.summary import MatchWindow, Summary
 from pipeline.tuning import Recommendation, Targets, recommend, tuned

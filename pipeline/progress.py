@@ -34,8 +34,8 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         # Later jobs of this thread belong to no step.
-        self._sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-        self._sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+        self._sc.setLocalProperty("spark.jobGroup.id", None)
+        self._sc.setLocalProperty("spark.job.description", None)
         if self._thread is not None:
             self._thread.join()
             self._write(f"namesrv-pipeline: {self._steps}/{self._steps} steps done")

@@ -14,13 +14,13 @@ from twisted.internet import reactor
 
 pytest.importorskip("matplotlib")
 
-import matplotlib.image as mpimg  # noqa: E402
+import matplotlib.image as mpimg
 
-from namesrv.config import load  # noqa: E402
-from namesrv.server import NameServer  # noqa: E402
-from pipeline.cli import parser  # noqa: E402
-from pipeline.demo.run import analysis_args, record  # noqa: E402
-from pipeline.job import run  # noqa: E402
+from namesrv.config import load
+from namesrv.server import NameServer
+from pipeline.cli import parser
+from pipeline.demo.run import analysis_args, record
+from pipeline.job import run
 
 
 def plot_images(page: str) -> list[bytes]:

@@ -41,6 +41,10 @@ class Peer(protocol.Protocol):
             d.errback(ConnectionError("connection to the name server lost"))
 
     @property
+    def _t(self) -> Any:
+        return self.transport
+
+    @property
     def in_flight(self) -> int:
         return len(self._pending)
 
@@ -48,7 +52,7 @@ class Peer(protocol.Protocol):
         cmd.opaque = next(self._opaques)
         d: defer.Deferred[RemotingCommand] = defer.Deferred()
         self._pending[cmd.opaque] = d
-        self.transport.write(encode_command(cmd))  # type: ignore[union-attr]
+        self._t.write(encode_command(cmd))
         return d
 
     def call(
@@ -56,15 +60,19 @@ class Peer(protocol.Protocol):
     ) -> defer.Deferred[RemotingCommand]:
         return self.request(RemotingCommand.request(code, ext or {}, body))
 
+    def write_raw(self, data: bytes) -> None:
+        """Frames already encoded; answers to them are dropped (no opaque is waited on)."""
+        self._t.write(data)
+
     def pause_reading(self) -> None:
-        self.transport.pauseProducing()  # type: ignore[union-attr]
+        self._t.pauseProducing()
 
     def resume_reading(self) -> None:
-        self.transport.resumeProducing()  # type: ignore[union-attr]
+        self._t.resumeProducing()
 
     def close(self) -> None:
         if self.connected:
-            self.transport.loseConnection()  # type: ignore[union-attr]
+            self._t.loseConnection()
 
 
 async def connect(reactor: Any, port: int) -> Peer:
