@@ -260,7 +260,8 @@ class Histogram:
             for value, n in order:
                 seen += n
                 if seen >= rank:
-                    out.append(value)
+                    # A bucket's value is rounded; never past the exact largest value.
+                    out.append(value if self.max is None else min(value, self.max))
                     break
         return out
 
