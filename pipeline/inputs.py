@@ -141,10 +141,10 @@ def _all_present(names: Sequence[str]) -> Column:
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """One input, parsed once and cached (compact columns, every line): ``status`` is ``ok``,
-    ``corrupt``, ``invalid`` or ``unknown`` (an event type this job does not know). The
-    cache is filled by the first Spark job that reads it; the figures and the input's quality
-    then come from the cache."""
+    """One input as compact columns, every line, with ``status``: ``ok``, ``corrupt``,
+    ``invalid`` or ``unknown`` (an event type this job does not know). The journal's frame is
+    cached here, filled by the first Spark job that reads it; the telemetry's is cached by
+    ``stats.fetch_table`` once tied to the journal, so each is parsed once."""
 
     frame: DataFrame
     files: int
