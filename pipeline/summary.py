@@ -73,13 +73,14 @@ class Episode:
     memory_percent: float | None
     recovered_at_ms: int | None = None
     """None: the journal ends (or the server restarted) while degraded."""
-    recovered_cpu_percent: float | None = None
-    recovered_memory_percent: float | None = None
     backlog_connections: int | None = None
     drain_ms: int | None = None
     drain_frames: int | None = None
     relapsed: bool = False
     """Degraded again before the backlog drained."""
+    recovered_cpu_percent: float | None = None
+    recovered_memory_percent: float | None = None
+    """The readings of the sample that recovered."""
 
     @property
     def degraded_ms(self) -> int | None:

@@ -47,7 +47,20 @@ def full_summary() -> Summary:
     }
     s.propagation_detection = dict.fromkeys(s.propagation, Distribution(10, 5.0, 8.0, 9.0, 9.0))
     s.propagation_delivery = dict.fromkeys(s.propagation, d)
-    s.episodes = [Episode(None, t0 + 10_000, 97.0, 40.0, t0 + 20_000, 20.0, 41.0, 3, 500, 3)]
+    s.episodes = [
+        Episode(
+            None,
+            t0 + 10_000,
+            97.0,
+            40.0,
+            t0 + 20_000,
+            3,
+            500,
+            3,
+            recovered_cpu_percent=20.0,
+            recovered_memory_percent=41.0,
+        )
+    ]
     s.charts = Charts(
         bucket_ms=1_000,
         changes_by_cause=[(t0 + i * 1_000, "register", i % 3 + 1) for i in range(60)],
