@@ -82,8 +82,7 @@ def histogram_bucket(value: Column) -> Column:
 _FACTS = ("fig", "bucket", "k1", "k2", "h", "n", "a", "c", "m")
 
 
-def _facts(
-    df: DataFrame,
+def _struct(
     fig: str,
     *,
     bucket: Column | None = None,
@@ -93,9 +92,9 @@ def _facts(
     a: Column | None = None,
     c: Column | None = None,
     m: Column | None = None,
-) -> DataFrame:
-    """Rows of one figure in the common long shape: keys (time bucket, two names, histogram
-    bucket), a count ``n``, two sums ``a`` and ``c`` and a maximum ``m``."""
+) -> Column:
+    """One fact in the common long shape: keys (time bucket, two names, histogram bucket), a
+    count ``n``, two sums ``a`` and ``c`` and a maximum ``m``."""
     none = F.lit(None)
     cols = {
         "fig": F.lit(fig),
@@ -108,17 +107,45 @@ def _facts(
         "c": (c if c is not None else F.lit(0)).cast(T.LongType()),
         "m": (m if m is not None else none).cast(T.DoubleType()),
     }
-    return df.select(*(cols[name].alias(name) for name in _FACTS))
+    return F.struct(*(cols[name].alias(name) for name in _FACTS))
 
 
-def _grouped(parts: list[DataFrame], top: dict[str, tuple[int, str]]) -> list[T.Row]:
-    """One aggregation over every part; a figure named in ``top`` keeps its ``limit`` groups
-    largest in ``column`` (``n`` or ``m``; then by name), with ``groups`` saying how many
-    there were."""
-    facts = parts[0]
-    for part in parts[1:]:
-        facts = facts.unionByName(part)
-    grouped = facts.groupBy("fig", "bucket", "k1", "k2", "h").agg(
+def _fact(when: Column, fig: str, **values: Column | None) -> Column:
+    """A one-element array holding the fact for rows where ``when`` holds, else empty."""
+    return F.when(when, F.array(_struct(fig, **values))).otherwise(F.array().cast(_FACT_ARRAY))
+
+
+def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Column:
+    """One fact per element of the array column ``items`` (its value as ``k1``)."""
+    at = F.col(bucket) if bucket is not None else None
+    return F.when(
+        when, F.transform(items, lambda item: _struct(fig, k1=item, bucket=at))
+    ).otherwise(F.array().cast(_FACT_ARRAY))
+
+
+_FACT_ARRAY = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField(name, T.StringType() if name in ("fig", "k1", "k2") else kind)
+            for name, kind in zip(
+                _FACTS,
+                (None, T.LongType(), None, None, T.LongType(), T.LongType(), T.LongType(),
+                 T.LongType(), T.DoubleType()),
+                strict=True,
+            )
+        ]
+    )
+)  # fmt: skip
+
+
+def _grouped(
+    source: DataFrame, facts: list[Column], top: dict[str, tuple[int, str]]
+) -> list[T.Row]:
+    """Every fact of every row of ``source``, from one scan, in one aggregation; a figure
+    named in ``top`` keeps its ``limit`` groups largest in ``column`` (``n`` or ``m``; then by
+    name), with ``groups`` saying how many there were."""
+    facts_df = source.select(F.explode(F.concat(*facts)).alias("f")).select("f.*")
+    grouped = facts_df.groupBy("fig", "bucket", "k1", "k2", "h").agg(
         F.sum("n").alias("n"), F.sum("a").alias("a"), F.sum("c").alias("c"), F.max("m").alias("m")
     )
     if not top:
@@ -233,47 +260,35 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     u = journal.usable
     ev = F.col("event")
     bucket = (F.floor(F.col("ts_ms") / width) * width).cast(T.LongType())
-    changes = u.where(ev == "route_changed")
-    sent = u.where(ev == "notification_sent")
-    per_frame = F.when(F.col("frames") > 0, F.col("bytes") / F.col("frames"))
+    changed = ev == "route_changed"
+    sent = ev == "notification_sent"
+    frames = F.col("frames")
+    per_frame = F.when(frames > 0, F.col("bytes") / frames)
     detection = F.col("ts_ms") - F.col("mutated_at_ms")
     rows = _grouped(
+        u.withColumn("time_bucket", bucket),
         [
-            _facts(
-                changes.select("ts_ms", F.explode("causes").alias("cause")),
-                "cause",
-                bucket=bucket,
-                k1=F.col("cause"),
-            ),
-            _facts(
-                changes,
+            _each(changed, "causes", "cause", "time_bucket"),
+            _fact(
+                changed,
                 "notify",
-                bucket=bucket,
+                bucket=F.col("time_bucket"),
                 k1=F.when(F.col("notify"), "notified").otherwise("suppressed"),
             ),
-            _facts(changes, "kind", k1=F.col("kind")),
-            _facts(changes, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
-            _facts(
-                u.where(ev == "suppressed").select(F.explode("rules").alias("rule")),
-                "rule",
-                k1=F.col("rule"),
-            ),
-            _facts(sent, "tick", bucket=bucket, a=F.col("frames"), c=F.col("bytes")),
-            _facts(sent, "frames", h=histogram_bucket(F.col("frames")), m=F.col("frames")),
-            _facts(
-                sent.where(F.col("frames") > 0),
-                "frame_bytes",
-                h=histogram_bucket(per_frame),
-                m=per_frame,
-            ),
-            _facts(
-                changes.where(F.col("mutated_at_ms").isNotNull()),
+            _fact(changed, "kind", k1=F.col("kind")),
+            _fact(changed, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
+            _each(ev == "suppressed", "rules", "rule"),
+            _fact(sent, "tick", bucket=F.col("time_bucket"), a=frames, c=F.col("bytes")),
+            _fact(sent, "frames", h=histogram_bucket(frames), m=frames),
+            _fact(sent & (frames > 0), "frame_bytes", h=histogram_bucket(per_frame), m=per_frame),
+            _fact(
+                changed & F.col("mutated_at_ms").isNotNull(),
                 "detection",
                 h=histogram_bucket(detection),
                 m=detection,
             ),
-            _facts(
-                u.where(ev == "slow_subscriber_skipped"),
+            _fact(
+                ev == "slow_subscriber_skipped",
                 "slow",
                 k1=F.col("namesrv"),
                 k2=F.col("conn"),
@@ -399,29 +414,25 @@ def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -
 
 def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> None:
     """Job 3: every telemetry figure in one aggregation (it also fills the fetch cache)."""
-    ok = fetches.where(F.col("status") == "ok")
-    matched = fetches.where(F.col("matched"))
+    ok = F.col("status") == "ok"
+    matched = F.col("matched")
     lag = F.col("lag_ms")
     detection = F.col("changed_at_ms") - F.col("mutated_at_ms")
     after = F.col("learned_at_ms") - F.col("changed_at_ms")
+    delivery = F.col("delivery_ms")
+    cause = F.col("cause")
     rows = _grouped(
+        fetches,
         [
-            _facts(fetches, "status", k1=F.col("status")),
-            _facts(ok, "cause", k1=F.col("cause")),
-            _facts(
-                ok.where(F.col("delivery_ms").isNotNull()),
-                "delivery",
-                h=histogram_bucket(F.col("delivery_ms")),
-                m=F.col("delivery_ms"),
-            ),
-            _facts(fetches.where(F.col("news")), "learned", k1=F.col("cause")),
-            _facts(matched, "lag", k1=F.col("cause"), h=histogram_bucket(lag), m=lag),
-            _facts(
-                matched, "detect", k1=F.col("cause"), h=histogram_bucket(detection), m=detection
-            ),
-            _facts(matched, "after", k1=F.col("cause"), h=histogram_bucket(after), m=after),
-            _facts(matched.where(~F.col("notify")), "quiet", h=histogram_bucket(lag), m=lag),
-            _facts(matched, "client", k1=F.col("client"), a=lag, m=lag),
+            _fact(F.lit(True), "status", k1=F.col("status")),
+            _fact(ok, "cause", k1=cause),
+            _fact(ok & delivery.isNotNull(), "delivery", h=histogram_bucket(delivery), m=delivery),
+            _fact(F.col("news"), "learned", k1=cause),
+            _fact(matched, "lag", k1=cause, h=histogram_bucket(lag), m=lag),
+            _fact(matched, "detect", k1=cause, h=histogram_bucket(detection), m=detection),
+            _fact(matched, "after", k1=cause, h=histogram_bucket(after), m=after),
+            _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
+            _fact(matched, "client", k1=F.col("client"), a=lag, m=lag),
         ],
         {"client": (TOP_SHOWN, "m")},
     )
