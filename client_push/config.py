@@ -36,7 +36,21 @@ class ClientConfig:
     poll_interval_ms: int = 30_000
     """Route poll period while push is off or unsupported (upstream's pollNameServerInterval)."""
     poll_interval_with_push_ms: int = 120_000
-    """Poll period while push is healthy: only a safety net for a lost notification."""
+    """Full-refetch poll period while push is healthy: a safety net behind the version check."""
+    version_check_interval_ms: int = 30_000
+    """While push is healthy, held topics are re-subscribed this often: the ack's versions show
+    any change push did not deliver (suppressed, held by a degraded server, a skipped frame), so
+    a change is never learned later than upstream's 30 s poll would, for one request per
+    ``subscribe_batch_size`` topics instead of one per topic."""
+    departure_confirm_delay_ms: int = 1_000
+    """After a broker departure applied locally, confirming refetches start this much later."""
+    departure_confirm_window_ms: int = 10_000
+    """... and are spread over this window (jittered, coalesced)."""
+    confirm_exact_departures: bool = True
+    """Also confirm topics whose departure step was exact (their route is provably the
+    server's); False confirms only the topics the step could not be applied to exactly."""
+    arrival_refetch_window_ms: int = 10_000
+    """Topics a broker arrival changed are refetched spread over this window (jittered)."""
     topic_idle_expiry_ms: int = 300_000
     """A topic not looked up for this long is dropped and unsubscribed (#3870 3.2)."""
     expiry_check_interval_ms: int = 10_000
@@ -47,12 +61,22 @@ class ClientConfig:
     reconnect_max_ms: int = 10_000
     max_frame_size: int = 16 * MIB
     """Frames announcing more than this close the connection (upstream's frameMaxLength)."""
+    max_queue_nums: int = 1_024
+    """A route with a broker's queue count above this fails its lookup (RouteClientError):
+    the client builds one object per queue and will not do so for an absurd number."""
+    max_route_queues: int = 65_536
+    """A route naming more queues than this in total fails its lookup the same way."""
     subscribe_batch_size: int = 1_000
     """Topics per SUBSCRIBE/UNSUBSCRIBE request; the server bounds topics per request."""
     telemetry_path: str = ""
     """JSON-lines file of route refetches (docs/telemetry.md); empty turns telemetry off."""
     client_id: str = ""
     """Sent in SUBSCRIBE for the server's logs; empty picks host@pid."""
+    tls: bool = False
+    """Connect to name servers with TLS (as upstream's ``-Dtls.enable=true``)."""
+    tls_ca_file: str = ""
+    """With ``tls``: verify servers against this PEM CA; empty encrypts without verifying, as
+    upstream clients' default ``tls.test.mode.enable``."""
 
     def __post_init__(self) -> None:
         addrs = self.namesrv_addrs
@@ -72,12 +96,22 @@ class ClientConfig:
             "reconnect_initial_ms",
             "reconnect_max_ms",
             "max_frame_size",
+            "max_queue_nums",
+            "max_route_queues",
             "subscribe_batch_size",
+            "version_check_interval_ms",
+            "departure_confirm_window_ms",
+            "arrival_refetch_window_ms",
         )
         for name in positive:
             value = getattr(self, name)
             if value <= 0:
                 raise ClientConfigError(f"{name} must be positive, got {value}")
+        if self.departure_confirm_delay_ms < 0:
+            raise ClientConfigError(
+                "departure_confirm_delay_ms must not be negative, "
+                f"got {self.departure_confirm_delay_ms}"
+            )
         if self.negative_ttl_ms < 0:
             raise ClientConfigError(
                 f"negative_ttl_ms must not be negative, got {self.negative_ttl_ms}"

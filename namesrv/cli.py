@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import gc
 import logging
 import sys
+from importlib import resources
 from typing import Any
 
-from namesrv.config import ConfigError, NamesrvConfig, load, parse_listen
+from namesrv.config import ConfigError, NamesrvConfig, check_paths, load, parse_listen
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,11 +22,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--listen", metavar="HOST:PORT", help="address to listen on (default 0.0.0.0:9876)"
     )
-    parser.add_argument("--config", metavar="FILE", help="TOML config file (see docs/config.md)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (see docs/config.md), or an upstream namesrv.properties",
+    )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the default config file, with comments, and exit",
+    )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     return parser
+
+
+def default_config_text() -> str:
+    """The commented default TOML shipped with the package (what ``--print-config`` prints)."""
+    return resources.files("namesrv").joinpath("default_config.toml").read_text("utf-8")
 
 
 def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
@@ -34,11 +55,38 @@ def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
         config = dataclasses.replace(
             config, server=dataclasses.replace(config.server, listen=args.listen)
         )
+    if args.metrics:
+        parse_listen(args.metrics)
+        config = dataclasses.replace(
+            config, metrics=dataclasses.replace(config.metrics, listen=args.metrics)
+        )
     return config
+
+
+M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter number."""
+
+
+def return_large_buffers_to_os(threshold: int = 128 * 1024) -> bool:
+    """Fix glibc's mmap threshold, so buffers above it are mapped and unmapped on release.
+
+    glibc raises the threshold each time a large block is freed, after which multi-megabyte
+    frame buffers come from the heap and stay in the process when dropped: the RSS a hostile
+    client drove up would not come back down, and would exceed the configured byte bounds.
+    Returns False where this is not glibc.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.print_config:
+        sys.stdout.write(default_config_text())
+        return 0
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -46,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = resolve_config(args)
+        check_paths(config)
     except ConfigError as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
@@ -53,20 +102,29 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
+    from namesrv.kv_config import KVConfigError
     from namesrv.server import NameServer
+    from namesrv.tls import TlsConfigError
 
-    server = NameServer(config, reactor)
+    try:
+        server = NameServer(config, reactor)
+    except KVConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
     try:
         server.listen()
     except CannotListenError as exc:
-        print(
-            f"namesrv: cannot listen on {config.server.listen}: {exc.socketError}", file=sys.stderr
-        )
+        where = f"{exc.interface or '0.0.0.0'}:{exc.port}"
+        print(f"namesrv: cannot listen on {where}: {exc.socketError}", file=sys.stderr)
         return 1
+    except TlsConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
     # reactor.run() turns SIGTERM/SIGINT into a shutdown; the GoAway grace runs before it ends.
     # Connections, routes and subscriptions are long-lived: collecting young objects less
     # often keeps a fan-out to thousands of connections from paying for repeated heap scans.
     gc.set_threshold(50_000, 20, 100)
+    return_large_buffers_to_os()
     running: Any = reactor
     running.addSystemEventTrigger("before", "shutdown", server.stop)
     running.run()

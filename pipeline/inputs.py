@@ -30,6 +30,7 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("topic", T.StringType()),
         T.StructField("version", T.LongType()),
         T.StructField("kind", T.StringType()),
+        T.StructField("cause", T.StringType()),
         T.StructField("causes", T.ArrayType(T.StringType())),
         T.StructField("notify", T.BooleanType()),
         T.StructField("mutated_at_ms", T.LongType()),
@@ -78,6 +79,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "unsubscribe": ("conn", "topic_names"),
     "connection_closed": ("conn", "released_topics"),
     "slow_subscriber_skipped": ("conn", "pending_topics"),
+    "broker_event": ("kind", "cause", "notify"),
 }
 
 TELEMETRY_REQUIRED = ("topic", "version", "exists", "cause", "requested_at_ms", "fetched_at_ms")
@@ -213,6 +215,7 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
         "topic",
         "version",
         "kind",
+        "cause",
         "causes",
         "notify",
         "mutated_at_ms",

@@ -123,19 +123,19 @@ def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Colu
     ).otherwise(F.array().cast(_FACT_ARRAY))
 
 
+_LONG, _TEXT = T.LongType(), T.StringType()
 _FACT_ARRAY = T.ArrayType(
     T.StructType(
         [
-            T.StructField(name, T.StringType() if name in ("fig", "k1", "k2") else kind)
+            T.StructField(name, kind)
             for name, kind in zip(
                 _FACTS,
-                (None, T.LongType(), None, None, T.LongType(), T.LongType(), T.LongType(),
-                 T.LongType(), T.DoubleType()),
+                (_TEXT, _LONG, _TEXT, _TEXT, _LONG, _LONG, _LONG, _LONG, T.DoubleType()),
                 strict=True,
             )
         ]
     )
-)  # fmt: skip
+)
 
 
 def _grouped(
@@ -287,6 +287,7 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
                 h=histogram_bucket(detection),
                 m=detection,
             ),
+            _fact(ev == "broker_event", "broker", k1=F.concat_ws(" ", "kind", "cause")),
             _fact(
                 ev == "slow_subscriber_skipped",
                 "slow",
@@ -307,6 +308,8 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
             s.changes_by_kind[r["k1"]] = n
         elif fig == "rule":
             s.suppressed_by_rule[r["k1"]] = n
+        elif fig == "broker":
+            s.broker_events[r["k1"]] = n
         elif fig == "cause":
             s.changes_by_cause[r["k1"]] = s.changes_by_cause.get(r["k1"], 0) + n
             s.charts.changes_by_cause.append((int(r["bucket"]), r["k1"], n))
@@ -420,17 +423,17 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> None
     detection = F.col("changed_at_ms") - F.col("mutated_at_ms")
     after = F.col("learned_at_ms") - F.col("changed_at_ms")
     delivery = F.col("delivery_ms")
-    cause = F.col("cause")
+    by_cause = F.col("cause")
     rows = _grouped(
         fetches,
         [
             _fact(F.lit(True), "status", k1=F.col("status")),
-            _fact(ok, "cause", k1=cause),
+            _fact(ok, "cause", k1=by_cause),
             _fact(ok & delivery.isNotNull(), "delivery", h=histogram_bucket(delivery), m=delivery),
-            _fact(F.col("news"), "learned", k1=cause),
-            _fact(matched, "lag", k1=cause, h=histogram_bucket(lag), m=lag),
-            _fact(matched, "detect", k1=cause, h=histogram_bucket(detection), m=detection),
-            _fact(matched, "after", k1=cause, h=histogram_bucket(after), m=after),
+            _fact(F.col("news"), "learned", k1=by_cause),
+            _fact(matched, "lag", k1=by_cause, h=histogram_bucket(lag), m=lag),
+            _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
+            _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
             _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
             _fact(matched, "client", k1=F.col("client"), a=lag, m=lag),
         ],

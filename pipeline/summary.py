@@ -178,6 +178,8 @@ class Summary:
     """Changes from a name server that does not journal ``mutated_at_ms``: their propagation
     starts at detection."""
     suppressed_by_rule: dict[str, int] = field(default_factory=dict)
+    broker_events: dict[str, int] = field(default_factory=dict)
+    """Journal ``broker_event`` records by "KIND cause" (``DEPARTED unregister``)."""
     notification_ticks: int = 0
     notification_frames: int = 0
     notification_bytes: int = 0
