@@ -42,6 +42,9 @@ class FaultStrategyConfig:
     """A broker is probed at most once per this interval."""
     detect_timeout_ms: int = 200
     """A probe unanswered this long fails."""
+    departed_avoid_ms: int = 30_000
+    """A broker the name server announced gone is avoided until a route shows it back, at
+    most this long (a route poll's period)."""
 
     def __post_init__(self) -> None:
         levels, isolation = self.latency_levels_ms, self.isolation_ms
@@ -56,8 +59,24 @@ class FaultStrategyConfig:
         for name in ("detect_interval_ms", "detect_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise FaultConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.failure_latency_ms < 0:
-            raise FaultConfigError("failure_latency_ms must not be negative")
+        if self.failure_latency_ms < 0 or self.departed_avoid_ms < 0:
+            raise FaultConfigError("failure_latency_ms and departed_avoid_ms must not be negative")
+
+    @classmethod
+    def preset(cls, name: str, *, detector: bool = True) -> FaultStrategyConfig:
+        """``off``, ``4x`` (upstream 4.x tiers, no detector there) or ``5x`` (5.x tiers)."""
+        if name == "off":
+            return cls(enabled=False, detector_enabled=False)
+        if name == "4x":
+            return cls(detector_enabled=detector)
+        if name == "5x":
+            return cls(
+                latency_levels_ms=(50, 100, 550, 1_800, 3_000, 5_000, 15_000),
+                isolation_ms=(0, 0, 2_000, 5_000, 6_000, 10_000, 30_000),
+                failure_latency_ms=10_000,
+                detector_enabled=detector,
+            )
+        raise FaultConfigError(f"fault strategy must be one of off, 4x, 5x; got {name!r}")
 
     def isolation_for(self, latency_ms: int) -> int:
         """The isolation a send of this latency earns: the level at or below it."""
@@ -126,6 +145,18 @@ class FaultTable:
         item.available_at_ms = max(item.available_at_ms, until)
         item.reachable = False
         item.next_probe_ms = max(item.next_probe_ms, until)
+
+    def returned(self, broker_name: str, now_ms: int) -> None:
+        """The broker is back in the route after leaving it: its GoAway or departure no longer
+        holds."""
+        item = self._items.get(broker_name)
+        if item is None:
+            return
+        if item.going_away_until_ms > now_ms:
+            item.available_at_ms = min(item.available_at_ms, now_ms)
+        item.going_away_until_ms = 0
+        item.next_probe_ms = 0
+        item.reachable = True
 
     def is_available(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)

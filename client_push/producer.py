@@ -53,6 +53,8 @@ class ProducerRouting:
         self.prober = BrokerProber(reactor, self._clock, self._broker_addr_going_away)
         self._loop: task.LoopingCall | None = None
         self._addr_names: dict[str, str] = {}
+        self._departed: dict[str, bool] = {}
+        """Brokers announced gone -> whether a route without them has been seen since."""
         self.counters: Counter[str] = Counter()
 
     def start(self) -> None:
@@ -76,6 +78,8 @@ class ProducerRouting:
         ``NoWritableQueueError`` when the route has no writable queue.
         """
         info = await self._client.get_publish_info(topic)
+        if self._departed:
+            self._watch_departed(info.message_queues)
         queue = self.selector.select(info, last_broker_name, self._now_ms())
         self.counters["selected"] += 1
         if last_broker_name is not None and queue.broker_name == last_broker_name:
@@ -94,6 +98,38 @@ class ProducerRouting:
         new sends avoid it for the grace period and until it answers a probe again."""
         self.counters["brokers_going_away"] += 1
         self.table.going_away(broker_name, grace_ms, self._now_ms())
+
+    def broker_gone(self, broker_name: str) -> None:
+        """The name server announced the broker left (unregistered, expired, its channel
+        closed): new sends avoid it until a route shows it back, at most
+        ``departed_avoid_ms``. The hook for the route client's broker-departure events."""
+        self.counters["brokers_gone"] += 1
+        self.table.going_away(broker_name, self.config.departed_avoid_ms, self._now_ms())
+        self._departed[broker_name] = False
+
+    def broker_addr(self, topic: str, broker_name: str) -> str | None:
+        """The master address of ``broker_name`` in the held route of ``topic``."""
+        entry = self._client.cached_route(topic)
+        if entry is None:
+            return None
+        for broker in entry.route.broker_datas:
+            if broker.broker_name == broker_name:
+                return broker.broker_addrs.get(MASTER_ID)
+        return None
+
+    def _watch_departed(self, queues: tuple[MessageQueue, ...]) -> None:
+        present = {q.broker_name for q in queues}
+        now = self._now_ms()
+        for name, seen_absent in list(self._departed.items()):
+            if not self.table.is_going_away(name, now):
+                del self._departed[name]
+            elif name not in present:
+                self._departed[name] = True
+            elif seen_absent:
+                del self._departed[name]
+                self.table.returned(name, now)
+                self.counters["brokers_returned"] += 1
+                log.info("broker %s is back in the route of %s", name, queues[0].topic)
 
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
