@@ -187,6 +187,43 @@ class FaultTable:
         item.reachable = True
         return True
 
+    def probe_failed(self, broker_name: str, now_ms: int) -> bool:
+        """The broker did not answer a probe in time: one isolated for being slow or failing
+        is still so, and its isolation starts again (True when it was extended). Without this
+        a broker that stays slow is chosen again each time its isolation ends."""
+        item = self._items.get(broker_name)
+        if item is None or not self.config.enabled or item.available_at_ms == 0:
+            return False
+        latency = item.latency_ms if item.reachable else self.config.failure_latency_ms
+        isolation = self.config.isolation_for(latency)
+        if isolation <= 0 or now_ms + isolation <= item.available_at_ms:
+            return False
+        item.available_at_ms = now_ms + isolation
+        return True
+
+    def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None:
+        """A send to the broker has waited ``latency_ms`` without an answer: it is at least
+        that slow, so isolate it now rather than when the answer (or timeout) comes."""
+        if not self.config.enabled:
+            return
+        isolation = self.config.isolation_for(latency_ms)
+        if isolation <= 0:
+            return
+        item = self._items.get(broker_name)
+        if item is None:
+            item = self._items[broker_name] = FaultItem(broker_name)
+        item.latency_ms = max(item.latency_ms, latency_ms)
+        item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
+
+    def first_isolating_latency(self) -> int | None:
+        """The lowest latency that earns an isolation (None: none does)."""
+        for latency, isolation in zip(
+            self.config.latency_levels_ms, self.config.isolation_ms, strict=True
+        ):
+            if isolation > 0:
+                return latency
+        return None
+
     def is_going_away(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
         return item is not None and now_ms < item.going_away_until_ms

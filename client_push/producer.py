@@ -93,6 +93,11 @@ class ProducerRouting:
         self.counters[f"reported.{outcome.value}"] += 1
         self.table.report(broker_name, latency_ms, outcome, self._now_ms())
 
+    def report_waiting(self, broker_name: str, waited_ms: int) -> None:
+        """A send to ``broker_name`` is still unanswered after ``waited_ms``."""
+        self.counters["reported.waiting"] += 1
+        self.table.waiting(broker_name, waited_ms, self._now_ms())
+
     def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
         """A broker announced a graceful shutdown (to the application's send connection, say):
         new sends avoid it for the grace period and until it answers a probe again."""
@@ -176,7 +181,11 @@ class ProducerRouting:
             d.addCallback(self._probed, name)
 
     def _probed(self, ok: bool, name: str) -> None:
-        if ok and self.table.probe_answered(name, self._now_ms()):
+        if not ok:
+            if self.table.probe_failed(name, self._now_ms()):
+                self.counters["isolations_extended_by_probe"] += 1
+            return
+        if self.table.probe_answered(name, self._now_ms()):
             self.counters["brokers_reachable_again"] += 1
             log.info("broker %s answers again; it can be chosen when no broker is available", name)
 

@@ -228,6 +228,7 @@ class Producer:
             self._addr_names[addr] = queue.broker_name
             request = self._request(message, queue)
             started = self._now_ms()
+            watchdog = self._watch_attempt(queue.broker_name)
             try:
                 response = await self.connections.request(
                     addr, request, min(left, cfg.attempt_timeout())
@@ -239,6 +240,9 @@ class Producer:
                 last_error = f"broker {queue.broker_name} ({addr}): {describe(exc)}"
                 log.debug("send attempt failed: %s", last_error)
                 continue
+            finally:
+                if watchdog is not None and watchdog.active():
+                    watchdog.cancel()
             latency = self._now_ms() - started
             answer = classify(response.code, response.remark)
             if answer is Answer.STORED:
@@ -327,6 +331,16 @@ class Producer:
         )
         return RemotingCommand.request(
             RequestCode.SEND_MESSAGE_V2, header.to_wire(), message.body, oneway=oneway
+        )
+
+    def _watch_attempt(self, broker_name: str) -> Any:
+        """Isolate the broker as soon as an attempt has waited long enough to earn it, so
+        the sends that follow avoid it before this one is answered or times out."""
+        waited = self.routing.table.first_isolating_latency()
+        if waited is None or not self.config.fault.enabled:
+            return None
+        return self._clock.callLater(
+            waited / 1000.0, self.routing.report_waiting, broker_name, waited
         )
 
     def _broker_go_away(self, addr: str, grace_ms: int) -> None:

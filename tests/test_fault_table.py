@@ -146,3 +146,32 @@ def test_positions_of_topics_no_longer_held_are_forgotten():
     selector.select(info("a"), None, 0)
     selector.forget(set())
     assert selector._index == {}
+
+
+def test_a_failed_probe_restarts_the_isolation_of_a_broker_isolated_for_slowness():
+    table = FaultTable(FaultStrategyConfig.preset("5x"))
+    table.report("slow", 800, SendOutcome.OK, now_ms=0)  # 800 ms -> 2 s isolation
+    assert table.probe_failed("slow", 1_500) and not table.is_available("slow", 3_000)
+    assert table.is_available("slow", 3_500)
+    table.report("fast", 10, SendOutcome.OK, now_ms=0)
+    assert not table.probe_failed("fast", 100) and table.is_available("fast", 100)
+    assert not table.probe_failed("unknown", 100)
+
+
+def test_a_failed_probe_of_an_unreachable_broker_isolates_it_for_the_failure_latency():
+    table = FaultTable(FaultStrategyConfig.preset("5x"))
+    table.report("hole", 1_000, SendOutcome.UNREACHABLE, now_ms=0)  # 10 s
+    assert table.probe_failed("hole", 5_000)
+    assert not table.is_available("hole", 14_999) and table.is_available("hole", 15_000)
+    assert not table.probe_failed("hole", 4_000)  # would end sooner: nothing to extend
+
+
+def test_a_send_still_waiting_isolates_its_broker_before_the_answer():
+    table = FaultTable(FaultStrategyConfig.preset("5x"))
+    assert table.first_isolating_latency() == 550
+    table.waiting("b", 550, now_ms=100)
+    assert not table.is_available("b", 2_099) and table.is_available("b", 2_100)
+    assert table.is_reachable("b", 200)  # waiting says slow, not unreachable
+    off = FaultTable(FaultStrategyConfig.preset("off"))
+    off.waiting("b", 550, now_ms=0)
+    assert len(off) == 0
