@@ -103,6 +103,8 @@ class FaultItem:
     reachable: bool = True
     next_probe_ms: int = 0
     going_away_until_ms: int = 0
+    awaiting_contact: bool = False
+    """Went away (GoAway, departure): not available until heard from again."""
 
 
 @dataclass(slots=True)
@@ -133,10 +135,13 @@ class FaultTable:
         if isolation > 0:
             item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
         item.reachable = outcome is not SendOutcome.UNREACHABLE
+        if not failed and now_ms >= item.going_away_until_ms:
+            item.awaiting_contact = False
 
     def going_away(self, broker_name: str, grace_ms: int, now_ms: int) -> None:
         """The broker announced a graceful shutdown: keep new sends off it for the grace period
-        and until it is heard from again (it restarts, then answers a probe)."""
+        and, with the detector on, until it is heard from again (it restarts, then answers a
+        probe, or a route shows it back): a restarting broker is not tried while it is down."""
         item = self._items.get(broker_name)
         if item is None:
             item = self._items[broker_name] = FaultItem(broker_name)
@@ -145,6 +150,7 @@ class FaultTable:
         item.available_at_ms = max(item.available_at_ms, until)
         item.reachable = False
         item.next_probe_ms = max(item.next_probe_ms, until)
+        item.awaiting_contact = self.config.detector_enabled
 
     def returned(self, broker_name: str, now_ms: int) -> None:
         """The broker is back in the route after leaving it: its GoAway or departure no longer
@@ -157,10 +163,11 @@ class FaultTable:
         item.going_away_until_ms = 0
         item.next_probe_ms = 0
         item.reachable = True
+        item.awaiting_contact = False
 
     def is_available(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
-        return item is None or now_ms >= item.available_at_ms
+        return item is None or (now_ms >= item.available_at_ms and not item.awaiting_contact)
 
     def is_reachable(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
@@ -182,9 +189,12 @@ class FaultTable:
     def probe_answered(self, broker_name: str, now_ms: int) -> bool:
         """The broker answered a probe; True when that made it reachable again."""
         item = self._items.get(broker_name)
-        if item is None or item.reachable or now_ms < item.going_away_until_ms:
+        if item is None or now_ms < item.going_away_until_ms:
+            return False
+        if item.reachable and not item.awaiting_contact:
             return False
         item.reachable = True
+        item.awaiting_contact = False
         return True
 
     def probe_failed(self, broker_name: str, now_ms: int) -> bool:
