@@ -206,9 +206,15 @@ class FaultTable:
             return False
         latency = item.latency_ms if item.reachable else self.config.failure_latency_ms
         isolation = self.config.isolation_for(latency)
-        if isolation <= 0 or now_ms + isolation <= item.available_at_ms:
+        if isolation <= 0:
             return False
-        item.available_at_ms = now_ms + isolation
+        # at least until the next probe's verdict, so no send slips in between
+        until = now_ms + max(
+            isolation, self.config.detect_interval_ms + self.config.detect_timeout_ms
+        )
+        if until <= item.available_at_ms:
+            return False
+        item.available_at_ms = until
         return True
 
     def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None:
