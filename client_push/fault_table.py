@@ -105,6 +105,8 @@ class FaultItem:
     going_away_until_ms: int = 0
     awaiting_contact: bool = False
     """Went away (GoAway, departure): not available until heard from again."""
+    probe_failing: bool = False
+    """Isolated and missed its last probe: not available until a probe is answered."""
 
 
 @dataclass(slots=True)
@@ -137,6 +139,8 @@ class FaultTable:
         item.reachable = outcome is not SendOutcome.UNREACHABLE
         if not failed and now_ms >= item.going_away_until_ms:
             item.awaiting_contact = False
+        if not failed and isolation == 0:
+            item.probe_failing = False
 
     def going_away(self, broker_name: str, grace_ms: int, now_ms: int) -> None:
         """The broker announced a graceful shutdown: keep new sends off it for the grace period
@@ -167,7 +171,9 @@ class FaultTable:
 
     def is_available(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
-        return item is None or (now_ms >= item.available_at_ms and not item.awaiting_contact)
+        return item is None or (
+            now_ms >= item.available_at_ms and not item.awaiting_contact and not item.probe_failing
+        )
 
     def is_reachable(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
@@ -191,6 +197,7 @@ class FaultTable:
         item = self._items.get(broker_name)
         if item is None or now_ms < item.going_away_until_ms:
             return False
+        item.probe_failing = False
         if item.reachable and not item.awaiting_contact:
             return False
         item.reachable = True
@@ -198,9 +205,10 @@ class FaultTable:
         return True
 
     def probe_failed(self, broker_name: str, now_ms: int) -> bool:
-        """The broker did not answer a probe in time: one isolated for being slow or failing
-        is still so, and its isolation starts again (True when it was extended). Without this
-        a broker that stays slow is chosen again each time its isolation ends."""
+        """The broker did not answer a probe in time. One isolated for being slow or failing
+        is still so: it stays unavailable until a probe is answered, and its isolation starts
+        again from now (True when this isolated it anew). Without this a broker that stays
+        slow is chosen again each time its isolation ends."""
         item = self._items.get(broker_name)
         if item is None or not self.config.enabled or item.available_at_ms == 0:
             return False
@@ -208,14 +216,9 @@ class FaultTable:
         isolation = self.config.isolation_for(latency)
         if isolation <= 0:
             return False
-        # at least until the next probe's verdict, so no send slips in between
-        until = now_ms + max(
-            isolation, self.config.detect_interval_ms + self.config.detect_timeout_ms
-        )
-        if until <= item.available_at_ms:
-            return False
-        item.available_at_ms = until
-        return True
+        item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
+        was_failing, item.probe_failing = item.probe_failing, True
+        return not was_failing
 
     def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None:
         """A send to the broker has waited ``latency_ms`` without an answer: it is at least

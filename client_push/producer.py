@@ -1,8 +1,8 @@
 """Queue selection for a producer: the route client's publish info, the fault strategy, the
-active broker detector and broker GoAway, behind one object.
+active broker detector, broker GoAway and departures, behind one object.
 
-Sending messages is the application's own (this project speaks to name servers); it asks
-``select_queue`` where to send and tells ``report_send`` how it went::
+``client_push.sender.Producer`` uses it for every attempt; an application with its own sending
+can use it alone: ask ``select_queue`` where to send and tell ``report_send`` how it went::
 
     routing = ProducerRouting(client)
     routing.start()

@@ -148,23 +148,28 @@ def test_positions_of_topics_no_longer_held_are_forgotten():
     assert selector._index == {}
 
 
-def test_a_failed_probe_restarts_the_isolation_of_a_broker_isolated_for_slowness():
+def test_a_broker_isolated_for_slowness_that_misses_its_probe_waits_for_an_answered_one():
     table = FaultTable(FaultStrategyConfig.preset("5x"))
     table.report("slow", 800, SendOutcome.OK, now_ms=0)  # 800 ms -> 2 s isolation
-    # restarted for at least the next probe's interval and timeout (2.2 s), not just 2 s
-    assert table.probe_failed("slow", 1_500) and not table.is_available("slow", 3_699)
-    assert table.is_available("slow", 3_700)
+    assert table.probe_failed("slow", 1_500)
+    assert not table.is_available("slow", 60_000)  # however late the next probe comes
+    assert not table.probe_failed("slow", 3_500)  # already waiting for an answer
+    table.probe_answered("slow", 70_000)
+    assert table.is_available("slow", 70_000)
     table.report("fast", 10, SendOutcome.OK, now_ms=0)
     assert not table.probe_failed("fast", 100) and table.is_available("fast", 100)
     assert not table.probe_failed("unknown", 100)
 
 
-def test_a_failed_probe_of_an_unreachable_broker_isolates_it_for_the_failure_latency():
-    table = FaultTable(FaultStrategyConfig.preset("5x"))
+def test_a_black_hole_that_answers_again_is_available_within_interval_plus_isolation():
+    cfg = FaultStrategyConfig.preset("5x")
+    table = FaultTable(cfg)
     table.report("hole", 1_000, SendOutcome.UNREACHABLE, now_ms=0)  # 10 s
-    assert table.probe_failed("hole", 5_000)
-    assert not table.is_available("hole", 14_999) and table.is_available("hole", 15_000)
-    assert not table.probe_failed("hole", 4_000)  # would end sooner: nothing to extend
+    assert table.probe_failed("hole", 9_000)  # isolated again from 9 s: until 19 s
+    assert not table.is_available("hole", 25_000)
+    table.probe_answered("hole", 11_000)  # it recovered: the next probe (<= 2 s) answers
+    assert not table.is_available("hole", 18_999) and table.is_available("hole", 19_000)
+    assert cfg.detect_interval_ms + cfg.isolation_for(cfg.failure_latency_ms) >= 19_000 - 9_000
 
 
 def test_a_send_still_waiting_isolates_its_broker_before_the_answer():

@@ -195,7 +195,9 @@ class BrokerStandIn:
         if listening is not None:
             listening.stopListening()
 
-        def close(_: Any) -> defer.Deferred[None]:
+        def close(_: Any) -> Any:
+            if grace_ms <= 0:
+                return self._close_all()
             return task.deferLater(self.clock, grace_ms / 1000.0, self._close_all)
 
         unregistered.addBoth(close)
