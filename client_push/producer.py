@@ -145,6 +145,10 @@ class ProducerRouting:
 
     # -- detector ------------------------------------------------------------------------------
 
+    def held_broker_addrs(self) -> dict[str, tuple[str, str]]:
+        """Broker name -> (master address, one topic it serves), over every held route."""
+        return self._held_brokers()
+
     def _held_brokers(self) -> dict[str, tuple[str, str]]:
         """Broker name -> (master address, one topic it serves), over every held route."""
         brokers: dict[str, tuple[str, str]] = {}

@@ -52,6 +52,9 @@ from protocol.frame import RemotingCommand
 
 log = logging.getLogger(__name__)
 
+TIDY_INTERVAL_S = 30.0
+"""How often connections to brokers that left every held route are closed."""
+
 
 class SendError(RouteClientError):
     """No broker took the message; ``attempts`` says how many were tried."""
@@ -115,6 +118,7 @@ class Producer:
         self._addr_names: dict[str, str] = {}
         self._started = False
         self._stopped = False
+        self._tidy_loop: task.LoopingCall | None = None
         self.counters: Counter[str] = Counter()
         self.first_attempts_by_broker: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
@@ -123,10 +127,15 @@ class Producer:
         if not self._started:
             self._started = True
             self.routing.start()
+            self._tidy_loop = task.LoopingCall(self._tidy)
+            self._tidy_loop.clock = self._clock
+            self._tidy_loop.start(TIDY_INTERVAL_S, now=False)
 
     def stop(self) -> None:
         """Close the broker connections and stop the detector; sends in flight fail."""
         self._stopped = True
+        if self._tidy_loop is not None and self._tidy_loop.running:
+            self._tidy_loop.stop()
         self.routing.stop()
         self.connections.stop()
 
@@ -342,6 +351,18 @@ class Producer:
         return self._clock.callLater(
             waited / 1000.0, self.routing.report_waiting, broker_name, waited
         )
+
+    def _tidy(self) -> None:
+        """Close the connections of brokers no held route names any more."""
+        try:
+            held = {addr for addr, _topic in self.routing.held_broker_addrs().values()}
+        except Exception:  # the loop must survive anything one round meets
+            self.counters["tidy_errors"] += 1
+            log.exception("closing unused broker connections failed")
+            return
+        self.connections.retain(held)
+        for addr in [a for a in self._addr_names if a not in held]:
+            del self._addr_names[addr]
 
     def _broker_go_away(self, addr: str, grace_ms: int) -> None:
         name = self._addr_names.get(addr)

@@ -313,3 +313,19 @@ def _unreachable() -> Any:
     from client_push.fault_table import SendOutcome
 
     return SendOutcome.UNREACHABLE
+
+
+@pytest_twisted.ensureDeferred
+async def test_connections_to_brokers_that_left_every_route_are_closed(rig):
+    await rig.start(("broker-a", "broker-b"))
+    producer = rig.producer(ProducerConfig(fault=FaultStrategyConfig(detector_enabled=False)))
+    await rig.send_many(producer, 8)
+    assert producer.connections.connections == 2
+    a = rig.brokers["broker-a"]
+    a._register_loop.stop()  # type: ignore[union-attr]
+    await a._unregister_all()  # leaves the route but keeps serving
+    client = rig.cluster.clients[-1]
+    await rig.drive(client._join(client._fetch("T", "poll")))
+    rig.clock.advance(30)
+    await until(lambda: producer.connections.connections == 1)
+    assert producer.connections.counters["connections_dropped"] == 1
