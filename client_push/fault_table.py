@@ -212,6 +212,8 @@ class FaultTable:
         item = self._items.get(broker_name)
         if item is None or not self.config.enabled or item.available_at_ms == 0:
             return False
+        if item.awaiting_contact:
+            return False  # went away: held off until it answers, not punished while it restarts
         latency = item.latency_ms if item.reachable else self.config.failure_latency_ms
         isolation = self.config.isolation_for(latency)
         if isolation <= 0:

@@ -223,7 +223,12 @@ class Producer:
             left = deadline - self._now_ms()
             if left <= 0:
                 break
-            queue = await self.routing.select_queue(message.topic, last_broker)
+            try:
+                queue = await self.routing.select_queue(message.topic, last_broker)
+            except Exception:
+                self.counters["failed"] += 1
+                self.counters["failed_no_route"] += 1
+                raise
             attempts += 1
             if attempt == 0:
                 self.first_attempts_by_broker[queue.broker_name] += 1

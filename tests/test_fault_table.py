@@ -181,3 +181,11 @@ def test_a_send_still_waiting_isolates_its_broker_before_the_answer():
     off = FaultTable(FaultStrategyConfig.preset("off"))
     off.waiting("b", 550, now_ms=0)
     assert len(off) == 0
+
+
+def test_missed_probes_of_a_broker_restarting_after_goaway_do_not_isolate_it():
+    table = FaultTable(FaultStrategyConfig.preset("4x"))
+    table.report("b", 5, SendOutcome.OK, now_ms=0)
+    table.going_away("b", 1_000, now_ms=0)
+    assert not table.probe_failed("b", 2_000)  # down while it restarts
+    assert table.probe_answered("b", 4_000) and table.is_available("b", 4_000)
