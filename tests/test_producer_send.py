@@ -329,3 +329,16 @@ async def test_connections_to_brokers_that_left_every_route_are_closed(rig):
     rig.clock.advance(30)
     await until(lambda: producer.connections.connections == 1)
     assert producer.connections.counters["connections_dropped"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_oneway_send_is_written_once_and_gets_no_answer(rig):
+    await rig.start(("broker-a",))
+    producer = rig.producer()
+    await rig.drive(producer.send_oneway("T", b"fire", keys=["k"], tags="TagO"))
+    broker = rig.brokers["broker-a"]
+    await until(lambda: broker.received == 1)
+    got = broker.messages[-1]
+    assert (got.body, got.keys, got.tags) == (b"fire", ("k",), "TagO")
+    assert producer.counters["oneway_sent"] == 1 and producer.counters["retries"] == 0
+    assert broker.counters["requests.310"] == 1
