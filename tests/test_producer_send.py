@@ -342,3 +342,23 @@ async def test_a_oneway_send_is_written_once_and_gets_no_answer(rig):
     assert (got.body, got.keys, got.tags) == (b"fire", ("k",), "TagO")
     assert producer.counters["oneway_sent"] == 1 and producer.counters["retries"] == 0
     assert broker.counters["requests.310"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_busy_answers_wait_the_configured_backoff_doubling_up_to_its_cap(rig):
+    await rig.start(("broker-a",))
+    rig.brokers["broker-a"].busy()
+    producer = rig.producer(
+        ProducerConfig(
+            busy_backoff_ms=300,
+            busy_backoff_max_ms=400,
+            send_timeout_ms=60_000,
+            fault=FaultStrategyConfig.preset("off"),
+        )
+    )
+    started = rig.clock.seconds()
+    with pytest.raises(SendError, match="answered code 2"):
+        await rig.drive(producer.send("T", b"x"))
+    # three busy answers; waits of 300 then min(600, 400) ms before the two retries
+    assert producer.counters["answers_busy"] == 3
+    assert 0.7 <= rig.clock.seconds() - started < 0.7 + 10 * STEP_S
