@@ -1,0 +1,145 @@
+"""Our SEND_MESSAGE_V2 frames read by upstream's own Java classes (rocketmq 5.3.3).
+
+The frame goes through ``RemotingCommand.decode`` and ``SendMessageRequestHeaderV2``, as a
+broker reads it; the body through upstream's decompressor and the properties through
+``MessageDecoder.string2messageProperties`` into a ``Message``, as a consumer gets it; the unique
+key through ``MessageClientIDSetter``. Needs Java 17+ and Maven: the jars are resolved into
+Maven's local repository (a cache outside the repository) on first run; the test is skipped
+when that is not possible here.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from client_push.message import MessageIdGenerator, encode_message, send_header
+from protocol.frame import RemotingCommand, encode_command
+
+pytestmark = pytest.mark.interop
+
+ROCKETMQ_VERSION = "5.3.3"
+CACHE = Path.home() / ".cache" / "routepush-interop"
+
+POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>routepush</groupId><artifactId>interop</artifactId><version>1</version>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-client</artifactId>
+      <version>{ROCKETMQ_VERSION}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+READER = """
+import java.nio.ByteBuffer;
+import java.nio.file.*;
+import java.util.*;
+import org.apache.rocketmq.common.compression.CompressorFactory;
+import org.apache.rocketmq.common.message.*;
+import org.apache.rocketmq.common.sysflag.MessageSysFlag;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.remoting.protocol.header.*;
+
+public class ReadSend {
+    public static void main(String[] args) throws Exception {
+        byte[] frame = Files.readAllBytes(Paths.get(args[0]));
+        RemotingCommand cmd = RemotingCommand.decode(
+            ByteBuffer.wrap(frame, 4, frame.length - 4).slice());
+        SendMessageRequestHeaderV2 v2 = (SendMessageRequestHeaderV2)
+            cmd.decodeCommandCustomHeader(SendMessageRequestHeaderV2.class);
+        SendMessageRequestHeader h = SendMessageRequestHeaderV2.createSendMessageRequestHeaderV1(v2);
+        byte[] body = cmd.getBody();
+        if ((h.getSysFlag() & MessageSysFlag.COMPRESSED_FLAG) != 0) {
+            body = CompressorFactory.getCompressor(MessageSysFlag.getCompressionType(h.getSysFlag()))
+                .decompress(body);
+        }
+        Message m = new Message(h.getTopic(), body);
+        MessageAccessor.setProperties(m, MessageDecoder.string2messageProperties(h.getProperties()));
+        String uniq = MessageClientIDSetter.getUniqID(m);
+        System.out.println("code\\t" + cmd.getCode());
+        System.out.println("group\\t" + h.getProducerGroup());
+        System.out.println("topic\\t" + m.getTopic());
+        System.out.println("queueId\\t" + h.getQueueId());
+        System.out.println("bornTimestamp\\t" + h.getBornTimestamp());
+        System.out.println("brokerName\\t" + h.getBrokerName());
+        System.out.println("batch\\t" + h.isBatch());
+        System.out.println("body\\t" + Base64.getEncoder().encodeToString(m.getBody()));
+        System.out.println("tags\\t" + m.getTags());
+        System.out.println("keys\\t" + String.join(",", m.getKeys().split(MessageConst.KEY_SEPARATOR)));
+        System.out.println("wait\\t" + m.isWaitStoreMsgOK());
+        System.out.println("uniq\\t" + uniq);
+        System.out.println("ip\\t" + MessageClientIDSetter.getIPStrFromID(uniq));
+        System.out.println("pid\\t" + MessageClientIDSetter.getPidFromID(uniq));
+        System.out.println("user.color\\t" + m.getUserProperty("color"));
+        System.out.println("user.emoji\\t" + m.getUserProperty("emoji"));
+    }
+}
+"""
+
+
+def classpath() -> str:
+    if not (shutil.which("java") and shutil.which("mvn")):
+        pytest.skip("Java and Maven are needed to run upstream's classes")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = CACHE / f"classpath-{ROCKETMQ_VERSION}.txt"
+    if not out.exists():
+        (CACHE / "pom.xml").write_text(POM)
+        done = subprocess.run(
+            ["mvn", "-q", "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
+            cwd=CACHE,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode != 0 or not out.exists():
+            pytest.skip(f"cannot resolve rocketmq-client {ROCKETMQ_VERSION}: {done.stdout[-300:]}")
+    return out.read_text().strip()
+
+
+def read_with_upstream(tmp_path: Path, frame: bytes) -> dict[str, str]:
+    cp = classpath()
+    (tmp_path / "ReadSend.java").write_text(READER)
+    (tmp_path / "frame.bin").write_bytes(frame)
+    done = subprocess.run(
+        ["java", "-cp", cp, str(tmp_path / "ReadSend.java"), str(tmp_path / "frame.bin")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(line.split("\t", 1) for line in done.stdout.splitlines() if "\t" in line)
+
+
+@pytest.mark.parametrize("size", [11, 50_000])
+def test_upstreams_broker_and_consumer_classes_read_our_message_intact(tmp_path, size):
+    body = (b"payload-" * (size // 8 + 1))[:size]
+    ids = MessageIdGenerator(bytes([192, 168, 7, 9]), pid=4242, salt=99)
+    uniq = ids.next_id(1_763_856_000_123)
+    msg = encode_message(
+        "TopicTest",
+        body,
+        keys=["order-1", "user-7"],
+        tags="TagA",
+        properties={"color": "red", "emoji": "é✓"},
+        uniq_key=uniq,
+    )
+    assert bool(msg.sys_flag & 1) == (size >= 4096)
+    header = send_header(
+        msg, producer_group="pg", queue_id=3, broker_name="broker-a", born_timestamp_ms=1_700
+    )
+    frame = encode_command(RemotingCommand.request(310, header.to_wire(), msg.body))
+    got = read_with_upstream(tmp_path, frame)
+    assert got["code"] == "310" and got["group"] == "pg" and got["topic"] == "TopicTest"
+    assert (got["queueId"], got["bornTimestamp"], got["brokerName"]) == ("3", "1700", "broker-a")
+    assert got["batch"] == "false" and got["wait"] == "true"
+    assert base64.b64decode(got["body"]) == body
+    assert got["tags"] == "TagA" and got["keys"] == "order-1,user-7"
+    assert got["user.color"] == "red" and got["user.emoji"] == "é✓"
+    assert got["uniq"] == uniq and got["ip"] == "192.168.7.9" and got["pid"] == "4242"
