@@ -54,14 +54,17 @@ public class ReadSend {
             ByteBuffer.wrap(frame, 4, frame.length - 4).slice());
         SendMessageRequestHeaderV2 v2 = (SendMessageRequestHeaderV2)
             cmd.decodeCommandCustomHeader(SendMessageRequestHeaderV2.class);
-        SendMessageRequestHeader h = SendMessageRequestHeaderV2.createSendMessageRequestHeaderV1(v2);
+        SendMessageRequestHeader h =
+            SendMessageRequestHeaderV2.createSendMessageRequestHeaderV1(v2);
         byte[] body = cmd.getBody();
         if ((h.getSysFlag() & MessageSysFlag.COMPRESSED_FLAG) != 0) {
-            body = CompressorFactory.getCompressor(MessageSysFlag.getCompressionType(h.getSysFlag()))
+            body = CompressorFactory
+                .getCompressor(MessageSysFlag.getCompressionType(h.getSysFlag()))
                 .decompress(body);
         }
         Message m = new Message(h.getTopic(), body);
-        MessageAccessor.setProperties(m, MessageDecoder.string2messageProperties(h.getProperties()));
+        MessageAccessor.setProperties(
+            m, MessageDecoder.string2messageProperties(h.getProperties()));
         String uniq = MessageClientIDSetter.getUniqID(m);
         System.out.println("code\\t" + cmd.getCode());
         System.out.println("group\\t" + h.getProducerGroup());
@@ -72,7 +75,8 @@ public class ReadSend {
         System.out.println("batch\\t" + h.isBatch());
         System.out.println("body\\t" + Base64.getEncoder().encodeToString(m.getBody()));
         System.out.println("tags\\t" + m.getTags());
-        System.out.println("keys\\t" + String.join(",", m.getKeys().split(MessageConst.KEY_SEPARATOR)));
+        String keys = String.join(",", m.getKeys().split(MessageConst.KEY_SEPARATOR));
+        System.out.println("keys\\t" + keys);
         System.out.println("wait\\t" + m.isWaitStoreMsgOK());
         System.out.println("uniq\\t" + uniq);
         System.out.println("ip\\t" + MessageClientIDSetter.getIPStrFromID(uniq));
