@@ -1,23 +1,35 @@
-"""Our SEND_MESSAGE_V2 frames read by upstream's own Java classes (rocketmq 5.3.3).
+"""SEND_MESSAGE_V2 against upstream's own Java code (rocketmq 5.3.3), both ways.
 
-The frame goes through ``RemotingCommand.decode`` and ``SendMessageRequestHeaderV2``, as a
+Our frame goes through ``RemotingCommand.decode`` and ``SendMessageRequestHeaderV2``, as a
 broker reads it; the body through upstream's decompressor and the properties through
 ``MessageDecoder.string2messageProperties`` into a ``Message``, as a consumer gets it; the unique
-key through ``MessageClientIDSetter``. Needs Java 17+ and Maven: the jars are resolved into
-Maven's local repository (a cache outside the repository) on first run; the test is skipped
-when that is not possible here.
+key through ``MessageClientIDSetter``. And upstream's ``DefaultMQProducer``, routed by our name
+server, sends to the broker stand-in: it must send the header fields and properties we send and
+accept the stand-in's answer. Needs Java 17+ and Maven: the jars are resolved into Maven's local
+repository (a cache outside the repository) on first run; the tests are skipped when that is not
+possible here.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pytest_twisted
+from support.broker_standin import BrokerStandIn
+from twisted.internet import defer, protocol, reactor
 
-from client_push.message import MessageIdGenerator, encode_message, send_header
+from client_push.message import (
+    MessageIdGenerator,
+    decode_properties,
+    encode_message,
+    send_header,
+)
 from protocol.frame import RemotingCommand, encode_command
 
 pytestmark = pytest.mark.interop
@@ -88,6 +100,22 @@ public class ReadSend {
 """
 
 
+class Collect(protocol.ProcessProtocol):
+    def __init__(self) -> None:
+        self.out = b""
+        self.err = b""
+        self.ended: defer.Deferred[int] = defer.Deferred()
+
+    def outReceived(self, data: bytes) -> None:
+        self.out += data
+
+    def errReceived(self, data: bytes) -> None:
+        self.err += data
+
+    def processEnded(self, reason: Any) -> None:
+        self.ended.callback(reason.value.exitCode)
+
+
 def classpath() -> str:
     if not (shutil.which("java") and shutil.which("mvn")):
         pytest.skip("Java and Maven are needed to run upstream's classes")
@@ -147,3 +175,71 @@ def test_upstreams_broker_and_consumer_classes_read_our_message_intact(tmp_path,
     assert got["tags"] == "TagA" and got["keys"] == "order-1,user-7"
     assert got["user.color"] == "red" and got["user.emoji"] == "é✓"
     assert got["uniq"] == uniq and got["ip"] == "192.168.7.9" and got["pid"] == "4242"
+
+
+JAVA_PRODUCER = """
+import org.apache.rocketmq.client.producer.*;
+import org.apache.rocketmq.common.message.Message;
+
+public class JavaSend {
+    public static void main(String[] args) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer("java-pg");
+        producer.setNamesrvAddr(args[0]);
+        producer.setSendMsgTimeout(10000);
+        producer.start();
+        Message m = new Message("T", "TagJ", "kj1 kj2", "hello from java".getBytes("UTF-8"));
+        m.putUserProperty("color", "blue");
+        SendResult r = producer.send(m);
+        System.out.println("status\\t" + r.getSendStatus());
+        System.out.println("msgId\\t" + r.getMsgId());
+        System.out.println("offsetMsgId\\t" + r.getOffsetMsgId());
+        System.out.println("queueOffset\\t" + r.getQueueOffset());
+        System.out.println("broker\\t" + r.getMessageQueue().getBrokerName());
+        producer.shutdown();
+    }
+}
+"""
+
+
+@pytest_twisted.ensureDeferred
+async def test_upstreams_java_producer_writes_what_we_write_and_reads_the_stand_ins_answer(
+    cluster, tmp_path
+):
+    cp = classpath()
+    (tmp_path / "JavaSend.java").write_text(JAVA_PRODUCER)
+    _server, port = cluster.start_server()
+    broker = BrokerStandIn(
+        "broker-j", {"T": 4}, [f"127.0.0.1:{port}"], reactor=reactor, clock=cluster.clock
+    )
+    await broker.start()
+    out = Collect()
+    reactor.spawnProcess(  # type: ignore[attr-defined]
+        out,
+        shutil.which("java") or "java",
+        ["java", "-cp", cp, str(tmp_path / "JavaSend.java"), f"127.0.0.1:{port}"],
+        env=dict(os.environ),
+    )
+    try:
+        code = await out.ended
+    finally:
+        await broker.kill()
+    assert code == 0, out.err.decode()[-3000:]
+    answer = dict(line.split("\t", 1) for line in out.out.decode().splitlines() if "\t" in line)
+    assert answer["status"] == "SEND_OK" and answer["broker"] == "broker-j"
+    assert answer["queueOffset"] == "0"
+    got = broker.messages[-1]
+    assert got.body == b"hello from java" and got.tags == "TagJ"
+    assert got.keys == ("kj1", "kj2") and got.properties["color"] == "blue"
+    assert got.uniq_key == answer["msgId"] and got.producer_group == "java-pg"
+    # the header fields upstream's producer sends are the ones we send
+    ours = send_header(
+        encode_message("T", b"x", uniq_key="U"),
+        producer_group="pg",
+        queue_id=0,
+        broker_name="broker-j",
+        born_timestamp_ms=0,
+    ).to_wire()
+    assert set(broker.last_send_fields) == set(ours)
+    java_props = set(got.properties) - {"color"}
+    ours_props = set(decode_properties(ours["i"]))
+    assert java_props == ours_props | {"KEYS", "TAGS"}

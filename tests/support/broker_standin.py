@@ -123,6 +123,8 @@ class BrokerStandIn:
         self.answer_go_away = False
         """While shutting down, answer requests with 1500 (upstream's GoAway) instead."""
         self.messages: deque[ReceivedMessage] = deque(maxlen=keep_messages)
+        self.last_send_fields: dict[str, str] = {}
+        """The header fields of the last SEND_MESSAGE_V2, as they came."""
         self.counters: Counter[str] = Counter()
         self.by_topic: Counter[str] = Counter()
         self._offsets: Counter[tuple[str, int]] = Counter()
@@ -340,6 +342,7 @@ class BrokerStandIn:
         if self.mode == BUSY:
             self.counters["answered_busy"] += 1
             return cmd.make_response(self.busy_code, self.busy_remark)
+        self.last_send_fields = dict(cmd.ext_fields)
         try:
             msg = decode_send_request(cmd.ext_fields, cmd.body)
         except (ProtocolError, MessageError) as exc:
