@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import secrets
@@ -17,7 +18,7 @@ from server_fixtures import FakeSampler
 from support.broker_standin import BrokerStandIn
 from twisted.internet import defer, protocol, reactor, task
 
-from client_push.send_cli import percentile, producer_config
+from client_push.send_cli import Progress, percentile, producer_config
 from namesrv.config import from_mapping
 from namesrv.server import NameServer
 
@@ -144,3 +145,19 @@ def test_percentiles_take_the_nearest_rank():
     values = [float(v) for v in range(1, 101)]
     assert percentile(values, 0.5) == 50 and percentile(values, 0.99) == 99
     assert percentile([], 0.5) == 0 and percentile([3.0], 0.99) == 3
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_draws_only_on_a_terminal_and_ends_with_a_newline():
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = Progress(10, stream)
+        bar.update(5, 1, force=True)
+        bar.update(10, 1, force=True)
+    assert pipe.getvalue() == ""
+    assert "\r[###############...............] 5/10 failed 1" in tty.getvalue()
+    assert tty.getvalue().endswith("10/10 failed 1\n")
