@@ -9,6 +9,12 @@ them (RIP "active broker detection"):
 * **reachable**: the broker answers at all. A send that could not reach it clears the flag; only
   the active detector (``broker_probe``) sets it again, when the broker answers a probe.
 
+Beyond upstream, availability also waits for evidence: a send still unanswered at an isolating
+latency isolates its broker at once (``waiting``); an isolated broker that misses a probe stays
+unavailable until one is answered (``probe_failed``); and a broker that went away (GoAway, a
+departure) is available again only after its grace and once heard from (a probe, a send, or a
+route showing it back), when the detector runs.
+
 A broker never reported on is available and reachable. Items exist only for brokers reported
 on, and are dropped when the broker leaves every route the client holds (``retain``), so the
 table is bounded by the brokers of held routes.
