@@ -362,3 +362,25 @@ async def test_busy_answers_wait_the_configured_backoff_doubling_up_to_its_cap(r
     # three busy answers; waits of 300 then min(600, 400) ms before the two retries
     assert producer.counters["answers_busy"] == 3
     assert 0.7 <= rig.clock.seconds() - started < 0.7 + 10 * STEP_S
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_rolling_restart_with_go_away_fails_no_send_and_every_broker_comes_back(rig):
+    await rig.start()
+    producer = rig.producer(ProducerConfig(retries=0))  # any failed attempt is a failed send
+    await rig.send_many(producer, 12)
+    for name in NAMES:
+        old = rig.brokers[name]
+        stopped = old.shutdown(grace_ms=1_000)
+        await until(lambda: producer.counters["go_away_received"] >= 1)
+        await rig.send_many(producer, 10)  # during the grace
+        await rig.drive(stopped)
+        await rig.send_many(producer, 10)  # while it is down
+        await rig.add_broker(name, port=old.port)
+        rig.clock.advance(2.5)  # a detector round probes it
+        table, now = producer.routing.table, rig.clock.seconds() * 1000
+        await until(lambda n=name: table.is_available(n, now))  # type: ignore[misc]
+        producer.counters["go_away_received"] = 0
+    results = await rig.send_many(producer, 30)
+    assert producer.counters["failed"] == 0 and producer.counters["attempts_unreachable"] == 0
+    assert {r.queue.broker_name for r in results} == set(NAMES)
