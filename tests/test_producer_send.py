@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import pytest
@@ -378,8 +379,7 @@ async def test_a_rolling_restart_with_go_away_fails_no_send_and_every_broker_com
         await rig.send_many(producer, 10)  # while it is down
         await rig.add_broker(name, port=old.port)
         rig.clock.advance(2.5)  # a detector round probes it
-        table, now = producer.routing.table, rig.clock.seconds() * 1000
-        await until(lambda n=name: table.is_available(n, now))  # type: ignore[misc]
+        await until(partial(producer.routing.table.is_available, name, rig.clock.seconds() * 1e3))
         producer.counters["go_away_received"] = 0
     results = await rig.send_many(producer, 30)
     assert producer.counters["failed"] == 0 and producer.counters["attempts_unreachable"] == 0
