@@ -53,6 +53,11 @@ class ClientConfig:
     """JSON-lines file of route refetches (docs/telemetry.md); empty turns telemetry off."""
     client_id: str = ""
     """Sent in SUBSCRIBE for the server's logs; empty picks host@pid."""
+    tls: bool = False
+    """Connect to name servers with TLS (as upstream's ``-Dtls.enable=true``)."""
+    tls_ca_file: str = ""
+    """With ``tls``: verify servers against this PEM CA; empty encrypts without verifying, as
+    upstream clients' default ``tls.test.mode.enable``."""
 
     def __post_init__(self) -> None:
         addrs = self.namesrv_addrs

@@ -233,7 +233,9 @@ class NameServerLink:
         )
 
     def _endpoint(self, addr: str) -> Any:
-        return endpoint_for(self._reactor, addr, self._config.request_timeout_ms / 1000.0)
+        cfg = self._config
+        tls = cfg.tls_ca_file if cfg.tls else None
+        return endpoint_for(self._reactor, addr, cfg.request_timeout_ms / 1000.0, tls)
 
     def _connected(self, proto: RemotingProtocol, addr: str) -> None:
         if self._connecting == addr:

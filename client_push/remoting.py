@@ -12,13 +12,18 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet import defer
+from twisted.internet import defer, ssl
 from twisted.internet.abstract import isIPAddress, isIPv6Address
-from twisted.internet.endpoints import HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint
+from twisted.internet.endpoints import (
+    HostnameEndpoint,
+    TCP4ClientEndpoint,
+    TCP6ClientEndpoint,
+    wrapClientTLS,
+)
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 
-from client_push.config import split_addr
+from client_push.config import ClientConfigError, split_addr
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from protocol.codes import ResponseCode
 from protocol.errors import FrameError
@@ -191,14 +196,34 @@ class RemotingProtocol(Protocol):
         return f"<RemotingProtocol {self.label} {state} pending={self.pending}>"
 
 
-def endpoint_for(reactor: Any, addr: str, timeout_s: float) -> Any:
-    """A client endpoint for ``HOST:PORT``: IP literals connect directly, names are resolved."""
+def endpoint_for(reactor: Any, addr: str, timeout_s: float, tls_ca_file: str | None = None) -> Any:
+    """A client endpoint for ``HOST:PORT``: IP literals connect directly, names are resolved.
+
+    ``tls_ca_file`` not None wraps it in TLS: verified against that CA file when it names one,
+    encrypted without verification when it is empty (upstream's ``tls.test.mode.enable``).
+    """
     host, port = split_addr(addr)
+    endpoint: Any
     if isIPAddress(host):
-        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout_s)
-    if isIPv6Address(host):
-        return TCP6ClientEndpoint(reactor, host, port, timeout=timeout_s)
-    return HostnameEndpoint(reactor, host, port, timeout=timeout_s)
+        endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=timeout_s)
+    elif isIPv6Address(host):
+        endpoint = TCP6ClientEndpoint(reactor, host, port, timeout=timeout_s)
+    else:
+        endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout_s)
+    if tls_ca_file is None:
+        return endpoint
+    return wrapClientTLS(client_tls_options(tls_ca_file, host), endpoint)
+
+
+def client_tls_options(ca_file: str, hostname: str) -> Any:
+    if not ca_file:
+        return ssl.CertificateOptions(verify=False)
+    try:
+        with open(ca_file, "rb") as fh:
+            root = ssl.Certificate.loadPEM(fh.read())
+    except OSError as exc:
+        raise ClientConfigError(f"cannot read tls_ca_file {ca_file}: {exc.strerror}") from exc
+    return ssl.optionsForClientTLS(hostname, trustRoot=root)
 
 
 def describe(value: Any) -> str:

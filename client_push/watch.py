@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="route poll interval while push is off (default 30000)",
     )
     watch.add_argument("--telemetry", default="", metavar="FILE", help="refetch telemetry file")
+    watch.add_argument("--tls", action="store_true", help="connect to name servers with TLS")
+    watch.add_argument(
+        "--tls-ca",
+        default="",
+        metavar="FILE",
+        help="with --tls, verify servers against this CA (default: encrypt, do not verify)",
+    )
     watch.add_argument("-v", "--verbose", action="store_true", help="log connection events")
     send_cli.add_parser(commands)
     return parser
@@ -93,6 +100,9 @@ def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             extra["poll_interval_ms"] = args.poll_ms
         if args.telemetry:
             extra["telemetry_path"] = args.telemetry
+        if args.tls or args.tls_ca:
+            extra["tls"] = True
+            extra["tls_ca_file"] = args.tls_ca
         return ClientConfig(namesrv_addrs=addrs, **extra)
     except ClientConfigError as exc:
         parser.error(str(exc))

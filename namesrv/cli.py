@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import logging
 import sys
+from importlib import resources
 from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig, load, parse_listen
@@ -20,11 +21,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--listen", metavar="HOST:PORT", help="address to listen on (default 0.0.0.0:9876)"
     )
-    parser.add_argument("--config", metavar="FILE", help="TOML config file (see docs/config.md)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (see docs/config.md), or an upstream namesrv.properties",
+    )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the default config file, with comments, and exit",
+    )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     return parser
+
+
+def default_config_text() -> str:
+    """The commented default TOML shipped with the package (what ``--print-config`` prints)."""
+    return resources.files("namesrv").joinpath("default_config.toml").read_text("utf-8")
 
 
 def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
@@ -34,11 +54,19 @@ def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
         config = dataclasses.replace(
             config, server=dataclasses.replace(config.server, listen=args.listen)
         )
+    if args.metrics:
+        parse_listen(args.metrics)
+        config = dataclasses.replace(
+            config, metrics=dataclasses.replace(config.metrics, listen=args.metrics)
+        )
     return config
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.print_config:
+        sys.stdout.write(default_config_text())
+        return 0
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -54,15 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet.error import CannotListenError
 
     from namesrv.server import NameServer
+    from namesrv.tls import TlsConfigError
 
     server = NameServer(config, reactor)
     try:
         server.listen()
     except CannotListenError as exc:
-        print(
-            f"namesrv: cannot listen on {config.server.listen}: {exc.socketError}", file=sys.stderr
-        )
+        where = f"{exc.interface or '0.0.0.0'}:{exc.port}"
+        print(f"namesrv: cannot listen on {where}: {exc.socketError}", file=sys.stderr)
         return 1
+    except TlsConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
     # reactor.run() turns SIGTERM/SIGINT into a shutdown; the GoAway grace runs before it ends.
     # Connections, routes and subscriptions are long-lived: collecting young objects less
     # often keeps a fan-out to thousands of connections from paying for repeated heap scans.

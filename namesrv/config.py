@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from namesrv.acl import AclConfig
+
 MIB = 1024 * 1024
 
 
@@ -32,6 +34,12 @@ class ServerConfig:
     """After GoAway, how long existing connections are still served before the server closes."""
     go_away_alternatives: list[str] = field(default_factory=list)
     """Other name servers named in GoAway, so clients know where to move."""
+    tls: str = "disabled"
+    """``disabled``, ``permissive`` (TLS and plaintext on one port) or ``enforcing``."""
+    tls_cert_file: str = ""
+    """PEM certificate (chain) the server presents; required unless TLS is disabled."""
+    tls_key_file: str = ""
+    """PEM private key of that certificate (may be the same file)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +100,23 @@ class JournalConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    listen: str = ""
+    """HOST:PORT of the Prometheus endpoint (``/metrics``); empty turns it off."""
+
+
+TLS_MODES = ("disabled", "permissive", "enforcing")
+
+
+@dataclass(frozen=True, slots=True)
 class NamesrvConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     push: PushConfig = field(default_factory=PushConfig)
     pressure: PressureConfig = field(default_factory=PressureConfig)
     journal: JournalConfig = field(default_factory=JournalConfig)
+    acl: AclConfig = field(default_factory=AclConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -114,6 +133,12 @@ def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
         if key not in known:
             raise ConfigError(f"unknown config key {where}{key}")
         default = getattr(cls(), key)
+        item = known[key].metadata.get("item")
+        if item is not None:
+            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+                raise ConfigError(f"config key {where}{key} must be an array of tables")
+            values[key] = [_build(item, v, f"{where}{key}[{i}].") for i, v in enumerate(value)]
+            continue
         if is_dataclass(default):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key {where}{key} must be a table")
@@ -163,6 +188,37 @@ def _validate(cfg: NamesrvConfig) -> None:
                 f"pressure.{kind}_high_percent ({high})"
             )
     parse_listen(cfg.server.listen)
+    if cfg.metrics.listen:
+        parse_listen(cfg.metrics.listen)
+    _validate_tls(cfg.server)
+    _validate_acl(cfg.acl)
+
+
+def _validate_tls(server: ServerConfig) -> None:
+    if server.tls not in TLS_MODES:
+        raise ConfigError(
+            f"config key server.tls must be one of {', '.join(TLS_MODES)}, got {server.tls!r}"
+        )
+    if server.tls != "disabled" and not (server.tls_cert_file and server.tls_key_file):
+        raise ConfigError(
+            f"server.tls = {server.tls!r} needs server.tls_cert_file and server.tls_key_file"
+        )
+
+
+def _validate_acl(acl: AclConfig) -> None:
+    if acl.max_bound_brokers <= 0:
+        raise ConfigError(
+            f"config key acl.max_bound_brokers must be positive, got {acl.max_bound_brokers}"
+        )
+    seen: set[str] = set()
+    for i, account in enumerate(acl.accounts):
+        if not account.access_key or not account.secret_key:
+            raise ConfigError(f"acl.accounts[{i}] needs access_key and secret_key")
+        if account.access_key in seen:
+            raise ConfigError(f"acl.accounts[{i}]: access_key {account.access_key!r} appears twice")
+        seen.add(account.access_key)
+    if acl.enabled and not acl.accounts:
+        raise ConfigError("acl.enabled = true needs at least one [[acl.accounts]] entry")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -182,14 +238,24 @@ def from_mapping(raw: dict[str, Any]) -> NamesrvConfig:
 
 
 def load(path: str | Path | None) -> NamesrvConfig:
-    """The embedded defaults, overlaid with the TOML file at ``path`` when one is given."""
+    """The embedded defaults, overlaid with the file at ``path`` when one is given: our TOML,
+    or an upstream ``namesrv.properties`` (by its extension, or by having no TOML table)."""
     if path is None:
         return NamesrvConfig()
     try:
         with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    from namesrv import properties
+
+    text = data.decode("utf-8", errors="replace")
+    if properties.looks_like_properties(str(path), text):
+        # Properties files are ISO-8859-1 by upstream's loader; \uXXXX escapes cover the rest.
+        props = properties.parse_properties(data.decode("latin-1"))
+        return from_mapping(properties.to_mapping(props))
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
     return from_mapping(raw)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from namesrv.acl import AccessControl
 from namesrv.change_detector import ChangeDetector
 from namesrv.config import NamesrvConfig
 from namesrv.kv_config import KVConfig
@@ -51,6 +52,9 @@ class Services:
     subscriptions: SubscriptionRegistry
     detector: ChangeDetector
     on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
+    acl: AccessControl | None = None
+    operations: Callable[[int, RemotingCommand], RemotingCommand] | None = None
+    """Answers the operations extension (push status, subscriptions); None: unsupported."""
 
 
 def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
@@ -96,6 +100,9 @@ class RequestProcessor:
             c.SUBSCRIBE_TOPIC_ROUTE_CHANGED: self.subscribe,
             c.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED: self.unsubscribe,
         }
+        if services.operations is not None:
+            for code in (c.GET_PUSH_STATUS, c.GET_SUBSCRIPTIONS):
+                self._table[code] = self._operation(services.operations, code)
 
     def process(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         """The response to send, or None for a oneway request."""
@@ -108,8 +115,14 @@ class RequestProcessor:
                 f"request code {request.code} is not supported by this name server",
             )
         else:
+            acl = self.s.acl if self.s.acl is not None and self.s.acl.enabled else None
             try:
+                signer = None
+                if acl is not None:
+                    signer = acl.check(request.code, name, request.ext_fields, request.body)
                 response = handler(conn, request)
+                if acl is not None and signer is not None and response.code == ResponseCode.SUCCESS:
+                    acl.accepted(request.code, signer, request.ext_fields)
                 self.handled[name] += 1
             except ProtocolError as exc:
                 self.refused[name] += 1
@@ -284,6 +297,15 @@ class RequestProcessor:
         h = headers.GetTopicsByClusterRequestHeader.from_wire(req.ext_fields)
         return _ok(req, body=bodies.encode_topic_list(self.s.registry.topics_by_cluster(h.cluster)))
 
+    def _operation(
+        self, answer: Callable[[int, RemotingCommand], RemotingCommand], code: int
+    ) -> Handler:
+        def handler(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+            self._require_push()  # push off: the server looks upstream, extension included
+            return answer(code, req)
+
+        return handler
+
     def _topic_list(self, source: Callable[[], list[str]]) -> Handler:
         def handler(conn: Connection, req: RemotingCommand) -> RemotingCommand:
             return _ok(req, body=bodies.encode_topic_list(source()))
@@ -361,6 +383,10 @@ def _config_properties(config: NamesrvConfig) -> str:
             value = getattr(obj, f.name)
             if dataclasses.is_dataclass(value):
                 walk(f"{prefix}{f.name}.", value)
+            elif f.metadata.get("item") is not None:
+                # Accounts carry secrets: only their access keys leave the server.
+                keys = ",".join(getattr(item, "access_key", "") for item in value)
+                lines.append(f"{prefix}{f.name}={keys}")
             else:
                 text = ",".join(value) if isinstance(value, list) else str(value)
                 lines.append(f"{prefix}{f.name}={text}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +20,12 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from namesrv import operations
+from namesrv.acl import AccessControl
 from namesrv.change_cause import ChangeCause
 from namesrv.change_detector import ChangeDetector, Notification
 from namesrv.config import NamesrvConfig, parse_listen
+from namesrv.durations import DurationHistogram
 from namesrv.journal import EventJournal, NullJournal
 from namesrv.kv_config import KVConfig
 from namesrv.notification_frames import NotificationFrames
@@ -150,9 +154,11 @@ class NameServer:
         clock: Any = None,
         sampler: Callable[[], Sample] | None = None,
         epoch: str | None = None,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         """``reactor`` carries the sockets; ``clock`` (default: the reactor) drives every timer
-        and timestamp, so tests can run real loopback traffic under a ``task.Clock``."""
+        and timestamp, so tests can run real loopback traffic under a ``task.Clock``.
+        ``timer`` measures tick durations for the metrics (seconds, monotonic)."""
         if reactor is None:
             from twisted.internet import reactor as default_reactor
 
@@ -193,7 +199,10 @@ class NameServer:
         self.detector = ChangeDetector(
             self.routes.fingerprint, self.subscriptions, cfg.push.suppress, self.epoch
         )
-        self.detector.on_event = lambda event, fields: self.journal.record(event, **fields)
+        self.detector.on_event = self._detector_event
+        self.acl = AccessControl(cfg.acl)
+        self.tick_durations = DurationHistogram()
+        self._timer = timer
         self.pressure = PressureMonitor(
             sampler or PsutilSampler(), cfg.pressure, on_transition=self._pressure_transition
         )
@@ -206,6 +215,8 @@ class NameServer:
                 subscriptions=self.subscriptions,
                 detector=self.detector,
                 on_subscription_change=self._subscription_changed,
+                acl=self.acl,
+                operations=self._operations_answer,
             )
         )
         self.frames = NotificationFrames(self.epoch)
@@ -213,24 +224,45 @@ class NameServer:
         self._recovery_started_ms = 0
         self._recovery_frames = 0
         self._port: IListeningPort | None = None
+        self.metrics_port: IListeningPort | None = None
         self._loops: list[task.LoopingCall] = []
         self._stopping: defer.Deferred[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def listen(self) -> IListeningPort:
-        host, port = parse_listen(self.config.server.listen)
-        self._port = self.reactor.listenTCP(port, _Factory(self), backlog=1024, interface=host)
+        cfg = self.config
+        host, port = parse_listen(cfg.server.listen)
+        factory: Factory = _Factory(self)
+        if cfg.server.tls != "disabled":
+            from namesrv.tls import TlsRoutingFactory, server_options
+
+            options = server_options(cfg.server.tls_cert_file, cfg.server.tls_key_file)
+            factory = TlsRoutingFactory(
+                factory, options, cfg.server.tls, self.counters, self._size_transport
+            )
+        self._port = self.reactor.listenTCP(port, factory, backlog=1024, interface=host)
+        if cfg.metrics.listen:
+            from namesrv.metrics import listen_metrics
+
+            self.metrics_port = listen_metrics(self.reactor, cfg.metrics.listen, self)
         self._start_timers()
         bound: Any = self._port.getHost()  # type: ignore[misc]
         log.info(
-            "name server listening on %s:%s (epoch %s, push %s)",
+            "name server listening on %s:%s (epoch %s, push %s, tls %s, acl %s)",
             bound.host,
             bound.port,
             self.epoch,
-            "on" if self.config.push.enabled else "off",
+            "on" if cfg.push.enabled else "off",
+            cfg.server.tls,
+            "on" if cfg.acl.enabled else "off",
         )
         return self._port
+
+    def _size_transport(self, transport: Any) -> None:
+        """Under TLS the connection writes to the TLS layer; bound the socket's buffer too."""
+        if hasattr(transport, "bufferSize"):
+            transport.bufferSize = self.config.server.output_buffer_bytes
 
     def _start_timers(self) -> None:
         cfg = self.config
@@ -278,6 +310,10 @@ class NameServer:
         self._stopping = stopped
         port: Any = self._port
         listening = defer.maybeDeferred(port.stopListening) if port else defer.succeed(None)
+        if self.metrics_port is not None:
+            metrics_port: Any = self.metrics_port
+            both = [listening, defer.maybeDeferred(metrics_port.stopListening)]
+            listening = defer.gatherResults(both).addCallback(lambda _: None)
 
         def close_all() -> None:
             for loop in self._loops:
@@ -341,11 +377,38 @@ class NameServer:
         if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
             self._routes_touched((key,), ChangeCause.ORDER_CONF)
 
+    def _detector_event(self, event: str, fields: dict[str, Any]) -> None:
+        if event == "suppressed":
+            for rule in fields.get("rules", ()):
+                self.counters[f"suppressed.{rule}"] += 1
+        self.journal.record(event, **fields)
+
+    def _operations_answer(self, code: int, request: RemotingCommand) -> RemotingCommand:
+        source = operations.PushStatusSource(
+            epoch=self.epoch,
+            push_enabled=self.config.push.enabled,
+            tick_interval_ms=self.config.push.tick_interval_ms,
+            detector=self.detector,
+            subscriptions=self.subscriptions,
+            degraded=lambda: self.pressure.degraded,
+            recovering=lambda: self._recovering,
+            stats=self.stats,
+            connections=lambda: list(self.connections.values()),
+        )
+        return operations.answer(source, code, request)
+
     def _subscription_changed(self, event: str, conn: Any, topics: list[str]) -> None:
         self.journal.record(event, conn=conn.conn_id, topics=topics)
 
     def tick(self) -> None:
         """One detection tick: settle changed routes and send at most one frame per connection."""
+        started = self._timer()
+        try:
+            self._tick()
+        finally:
+            self.tick_durations.observe(max(0.0, self._timer() - started))
+
+    def _tick(self) -> None:
         budget = None
         if self._recovering:
             per_tick = self.config.push.recovery_notifications_per_second
@@ -453,5 +516,13 @@ class NameServer:
         out["brokers"] = self.registry.broker_count
         out["topics"] = self.registry.topic_count
         out["subscriptions"] = self.subscriptions.total
+        out["subscribed_connections"] = self.subscriptions.connection_count
         out["degraded"] = int(self.pressure.degraded)
+        out["connections"] = len(self.connections)
+        out["route_cache_hits"] = self.route_responses.hits
+        out["ticks"] = self.detector.stats.ticks
+        out["suppressed_changes"] = self.detector.stats.suppressed_changes
+        out["push_pending_connections"] = self.detector.pending_connections
+        out["push_pending_topics"] = self.detector.pending_topic_count
+        out.update({f"rejected.acl_{k}": v for k, v in self.acl.rejections.items()})
         return out

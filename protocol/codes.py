@@ -40,6 +40,9 @@ class RequestCode(IntEnum):
     UNSUBSCRIBE_TOPIC_ROUTE_CHANGED = 7002
     NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 7003
     GO_AWAY = 7004
+    # Operations extension (protocol-extension.md): answered with JSON bodies.
+    GET_PUSH_STATUS = 7005
+    GET_SUBSCRIPTIONS = 7006
 
 
 class ResponseCode(IntEnum):

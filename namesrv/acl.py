@@ -1,0 +1,249 @@
+"""Access control for requests signed as upstream's ``AclClientRPCHook`` signs them.
+
+A signed request carries ``AccessKey`` and ``Signature`` (and optionally ``SecurityToken``) in
+its extFields. The signature is Base64(HMAC-SHA1(secret key, content)), where the content is the
+UTF-8 values of every extField other than ``Signature``, in key order, followed by the body
+bytes, as upstream's ``AclUtils.combineRequestContent``. The header's own fields (code, version,
+opaque, remark) are not covered, as upstream.
+
+Requests fall in three classes: broker requests (register, unregister, heartbeat, data-version
+query), admin writes (perm, topics, KV, config) and reads (everything else). With ACL on, broker
+and admin requests need a signature from an account allowed to make them; reads are open unless
+``acl.authenticate_reads``. A broker name registered under one access key stays bound to it for
+the life of the process: another key cannot register, unregister or heartbeat it.
+
+Pure: no I/O; the processor calls :meth:`AccessControl.check` before a handler and
+:meth:`AccessControl.accepted` after it succeeded.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from protocol.codes import RequestCode, ResponseCode
+from protocol.errors import ProtocolError
+
+ACCESS_KEY = "AccessKey"
+SECRET_KEY = "SecretKey"
+SIGNATURE = "Signature"
+SECURITY_TOKEN = "SecurityToken"
+ANY_BROKER = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class AclAccount:
+    """One access key and what it may do."""
+
+    access_key: str = ""
+    secret_key: str = ""
+    brokers: list[str] = field(default_factory=list)
+    """Broker names this key may register, unregister and heartbeat; ``"*"`` allows any."""
+    admin: bool = False
+    """Admin writes: wipe/add write perm, delete/register topic, KV put/delete, push status."""
+    read: bool = True
+    """Lookups and subscriptions, when ``acl.authenticate_reads`` makes them need a signature."""
+
+
+@dataclass(frozen=True, slots=True)
+class AclConfig:
+    enabled: bool = False
+    authenticate_reads: bool = False
+    """Off: lookups, lists and subscriptions need no signature (a bad one is still refused)."""
+    max_bound_brokers: int = 100_000
+    """Broker names (and their addresses) remembered with the key that registered them."""
+    accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
+
+
+class AccessClass(StrEnum):
+    BROKER = "broker"
+    ADMIN = "admin"
+    READ = "read"
+
+
+BROKER_CODES = frozenset(
+    {
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.BROKER_HEARTBEAT,
+        RequestCode.QUERY_DATA_VERSION,
+    }
+)
+ADMIN_CODES = frozenset(
+    {
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.GET_PUSH_STATUS,
+        RequestCode.GET_SUBSCRIPTIONS,
+    }
+)
+
+
+def access_class(code: int) -> AccessClass:
+    if code in BROKER_CODES:
+        return AccessClass.BROKER
+    if code in ADMIN_CODES:
+        return AccessClass.ADMIN
+    return AccessClass.READ
+
+
+def signature_content(ext_fields: Mapping[str, str], body: bytes) -> bytes:
+    """The bytes a signature covers: sorted extField values without ``Signature``, then body."""
+    values = "".join(str(ext_fields[k]) for k in sorted(ext_fields) if k != SIGNATURE)
+    return values.encode("utf-8") + (body or b"")
+
+
+def compute_signature(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
+    digest = hmac.new(
+        secret_key.encode("utf-8"), signature_content(ext_fields, body), hashlib.sha1
+    ).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def sign_ext_fields(
+    ext_fields: Mapping[str, str],
+    body: bytes,
+    access_key: str,
+    secret_key: str,
+    security_token: str | None = None,
+) -> dict[str, str]:
+    """``ext_fields`` plus ``AccessKey`` (and ``SecurityToken``) and their ``Signature``."""
+    out = dict(ext_fields)
+    out[ACCESS_KEY] = access_key
+    if security_token is not None:
+        out[SECURITY_TOKEN] = security_token
+    out[SIGNATURE] = compute_signature(out, body, secret_key)
+    return out
+
+
+class AclDenied(ProtocolError):
+    """A request refused by access control; ``kind`` names why, for the counters."""
+
+    def __init__(self, kind: str, remark: str) -> None:
+        super().__init__(remark, ResponseCode.NO_PERMISSION)
+        self.kind = kind
+
+
+class AccessControl:
+    """Checks signatures and permissions; remembers which key owns which broker name."""
+
+    def __init__(self, config: AclConfig) -> None:
+        self.config = config
+        self._accounts = {a.access_key: a for a in config.accounts}
+        self._owner_of_name: dict[str, str] = {}
+        self._owner_of_addr: dict[tuple[str, str], str] = {}
+        self.rejections: Counter[str] = Counter()
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    def check(self, code: int, code_name: str, ext: Mapping[str, str], body: bytes) -> str | None:
+        """The access key the request is signed with (None when unsigned and open).
+
+        Raises :class:`AclDenied` when the request may not proceed.
+        """
+        if not self.config.enabled:
+            return None
+        klass = access_class(code)
+        access_key = ext.get(ACCESS_KEY)
+        signature = ext.get(SIGNATURE)
+        if access_key is None and signature is None:
+            if klass is AccessClass.READ and not self.config.authenticate_reads:
+                return None
+            self._deny(
+                "unsigned",
+                f"{code_name} needs a signed request (AccessKey, Signature): "
+                "access control is on in this name server",
+            )
+        if not access_key or not signature:
+            self._deny("unsigned", f"{code_name} carries AccessKey or Signature but not both")
+        account = self._accounts.get(access_key)  # type: ignore[arg-type]
+        if account is None:
+            self._deny("unknown_key", f"no account with AccessKey {access_key!r}")
+        assert account is not None
+        expected = compute_signature(ext, body, account.secret_key)
+        if not hmac.compare_digest(expected.encode(), str(signature).encode("utf-8")):
+            self._deny(
+                "bad_signature", f"signature of {code_name} with AccessKey {access_key!r} is wrong"
+            )
+        if klass is AccessClass.READ:
+            if not (account.read or account.admin):
+                self._deny("denied", f"AccessKey {access_key!r} may not read ({code_name})")
+        elif klass is AccessClass.ADMIN:
+            if not account.admin:
+                self._deny(
+                    "denied", f"AccessKey {access_key!r} may not make admin request {code_name}"
+                )
+        else:
+            self._check_broker(account, code, code_name, ext)
+        return account.access_key
+
+    def _check_broker(
+        self, account: AclAccount, code: int, code_name: str, ext: Mapping[str, str]
+    ) -> None:
+        key = account.access_key
+        name = ext.get("brokerName")
+        addr = (ext.get("clusterName", ""), ext.get("brokerAddr", ""))
+        if not name:
+            # A heartbeat may omit the name: the address's registering key must send it.
+            owner = self._owner_of_addr.get(addr)
+            if owner is None:
+                if not account.brokers:
+                    self._deny("denied", f"AccessKey {key!r} may not act for brokers")
+                return
+            if owner != key:
+                self._deny(
+                    "broker_taken",
+                    f"broker address {addr[1]} of cluster {addr[0]} is registered under "
+                    f"another AccessKey; {key!r} may not {code_name}",
+                )
+            return
+        if ANY_BROKER not in account.brokers and name not in account.brokers:
+            self._deny("denied", f"AccessKey {key!r} may not act for broker {name!r}")
+        owner = self._owner_of_name.get(name)
+        if owner is not None and owner != key:
+            self._deny(
+                "broker_taken",
+                f"broker {name!r} is registered under another AccessKey; "
+                f"{key!r} may not {code_name} it",
+            )
+        if (
+            owner is None
+            and code == RequestCode.REGISTER_BROKER
+            and len(self._owner_of_name) >= self.config.max_bound_brokers
+        ):
+            self._deny(
+                "bound",
+                f"acl.max_bound_brokers={self.config.max_bound_brokers} broker names are "
+                f"already bound to keys; {name!r} cannot be registered",
+            )
+
+    def accepted(self, code: int, access_key: str | None, ext: Mapping[str, str]) -> None:
+        """A checked request succeeded: a register binds its broker name and address to the key."""
+        if access_key is None or code != RequestCode.REGISTER_BROKER:
+            return
+        name = ext.get("brokerName")
+        if not name:
+            return
+        self._owner_of_name.setdefault(name, access_key)
+        addr = (ext.get("clusterName", ""), ext.get("brokerAddr", ""))
+        if addr in self._owner_of_addr or len(self._owner_of_addr) < self.config.max_bound_brokers:
+            self._owner_of_addr[addr] = access_key
+
+    def owner_of(self, broker_name: str) -> str | None:
+        return self._owner_of_name.get(broker_name)
+
+    def _deny(self, kind: str, remark: str) -> None:
+        self.rejections[kind] += 1
+        raise AclDenied(kind, remark)

@@ -1,0 +1,3 @@
+from namesrv.admin.cli import run
+
+run()

@@ -1,0 +1,189 @@
+"""The Prometheus endpoint: ``rocketmq_namesrv_*`` families read from ``NameServer.stats()``.
+
+One custom collector turns the server's existing counters into metric families at scrape time,
+so nothing on the request path is instrumented twice. Counters the collector does not know by
+name (added by later work) still appear, as ``rocketmq_namesrv_events_total{event=...}``.
+The page is rendered on the reactor thread: the counters are never read mid-update.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import fields
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from namesrv.config import SuppressionConfig, parse_listen
+
+log = logging.getLogger(__name__)
+
+P = "rocketmq_namesrv_"
+
+_GAUGES = {
+    "brokers": "Broker addresses registered.",
+    "topics": "Topics with a route.",
+    "connections": "Connections open now.",
+    "subscriptions": "(connection, topic) route-push subscriptions.",
+    "subscribed_connections": "Connections with at least one subscription.",
+    "degraded": "1 while route push is held back by CPU or memory pressure.",
+    "push_pending_connections": "Connections owed a notification (push debt).",
+    "push_pending_topics": "(connection, topic) notifications owed (push debt).",
+}
+_COUNTERS = {
+    "connections_opened": "Connections accepted.",
+    "connections_closed": "Connections closed.",
+    "notifications_sent": "Route-change notification frames sent.",
+    "notification_bytes": "Bytes of notification frames sent.",
+    "slow_subscriber_skips": "Ticks that skipped a connection owed frames: its output was full.",
+    "frames_refused": "Connections closed for an undecodable or oversize frame.",
+    "degradation_transitions": "Entries into and exits from degraded mode.",
+    "brokers_expired": "Broker addresses removed after missing heartbeats.",
+    "responses_ignored": "Response frames received from peers and ignored.",
+    "timer_errors": "Periodic tasks that raised.",
+    "route_cache_hits": "Route lookups answered from the response cache.",
+    "ticks": "Change-detection ticks run.",
+    "suppressed_changes": "Route changes whose every cause is suppressed by config.",
+}
+_LABELLED_COUNTERS = {
+    # stats prefix: (family, label, help)
+    "suppressed.": (
+        "notifications_suppressed",
+        "rule",
+        "Route changes not notified, by the push.suppress rule that silenced them.",
+    ),
+    "rejected.": ("rejections", "kind", "Requests and connections refused, by kind."),
+    "tls.": ("tls_connections", "kind", "Connections on the TLS port, by how they were served."),
+    "decode_failures.": ("decode_failures", "kind", "Frames that failed to decode, by kind."),
+    "connections_refused.": (
+        "connections_refused",
+        "bound",
+        "Connections refused or closed at accept, by the bound they hit.",
+    ),
+}
+
+
+_KNOWN_LABELS = {
+    # Series present from the first scrape, so rate() and alerts see a zero, not a gap.
+    "suppressed.": tuple(f.name for f in fields(SuppressionConfig)),
+    "rejected.": (
+        "acl_unsigned",
+        "acl_bad_signature",
+        "acl_unknown_key",
+        "acl_denied",
+        "acl_broker_taken",
+        "acl_bound",
+        "tls_plaintext",
+    ),
+}
+
+
+class NamesrvCollector:
+    """Reads one ``stats()`` snapshot per scrape and yields every family."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+
+    def describe(self) -> list[Metric]:
+        return []  # families are created per scrape; nothing to check at registration
+
+    def collect(self) -> Iterator[Metric]:
+        server = self._server
+        stats: dict[str, int] = dict(server.stats())
+        yield from _requests(stats)
+        lookups = CounterMetricFamily(
+            P + "lookups", "GET_ROUTEINFO_BY_TOPIC requests answered (cache hits included)."
+        )
+        lookups.add_metric([], stats.get("handled.GET_ROUTEINFO_BY_TOPIC", 0))
+        yield lookups
+        for name, help_text in _GAUGES.items():
+            g = GaugeMetricFamily(P + name, help_text)
+            g.add_metric([], stats.pop(name, 0))
+            yield g
+        for name, help_text in _COUNTERS.items():
+            c = CounterMetricFamily(P + name, help_text)
+            c.add_metric([], stats.pop(name, 0))
+            yield c
+        labelled: dict[str, CounterMetricFamily] = {}
+        for prefix, (family, label, help_text) in _LABELLED_COUNTERS.items():
+            fam = labelled.get(family)
+            if fam is None:
+                fam = labelled[family] = CounterMetricFamily(P + family, help_text, labels=[label])
+            found = {k[len(prefix) :]: stats.pop(k) for k in list(stats) if k.startswith(prefix)}
+            for label_value in _KNOWN_LABELS.get(prefix, ()):
+                found.setdefault(label_value, 0)
+            for label_value, count in sorted(found.items()):
+                fam.add_metric([label_value], count)
+        unsupported = stats.pop("refused.unsupported", 0)
+        labelled["rejections"].add_metric(["unsupported_code"], unsupported)
+        yield from labelled.values()
+        hist = server.tick_durations
+        tick = HistogramMetricFamily(
+            P + "tick_duration_seconds", "Wall time of one change-detection tick."
+        )
+        tick.add_metric([], hist.cumulative(), hist.sum)
+        yield tick
+        events = CounterMetricFamily(
+            P + "events", "Other server counters, by their stats() name.", labels=["event"]
+        )
+        for key, value in sorted(stats.items()):
+            if not key.startswith(("handled.", "refused.")):
+                events.add_metric([key], value)
+        yield events
+
+
+def _requests(stats: Mapping[str, int]) -> Iterator[Metric]:
+    family = CounterMetricFamily(
+        P + "requests",
+        "Requests processed, by request code and result (handled or refused with an error).",
+        labels=["code", "result"],
+    )
+    for key, value in sorted(stats.items()):
+        kind, _, code = key.partition(".")
+        if kind == "handled":
+            family.add_metric([code, "handled"], value)
+        elif kind == "refused" and code != "unsupported":
+            family.add_metric([code, "refused"], value)
+    yield family
+
+
+class MetricsResource(Resource):
+    """``/metrics`` rendered synchronously: the collector reads the server's own objects."""
+
+    isLeaf = True
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__()
+        self._registry = registry
+
+    def render_GET(self, request: Any) -> bytes:
+        request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode("ascii"))
+        return generate_latest(self._registry)
+
+
+def metrics_site(server: Any) -> Site:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NamesrvCollector(server))
+    root = Resource()
+    page: Any = MetricsResource(registry)
+    root.putChild(b"metrics", page)
+    return Site(root)
+
+
+def listen_metrics(reactor: Any, listen: str, server: Any) -> Any:
+    """Start serving ``/metrics`` on ``HOST:PORT``; returns the listening port."""
+    host, port = parse_listen(listen)
+    listening = reactor.listenTCP(port, metrics_site(server), interface=host)
+    bound = listening.getHost()
+    log.info("metrics on http://%s:%s/metrics", bound.host, bound.port)
+    return listening
