@@ -64,6 +64,15 @@ def add_parser(commands: Any) -> None:
     )
     send.add_argument("--timeout-ms", type=int, default=None, help="per send (3000)")
     send.add_argument("--retries", type=int, default=None, help="attempts after the first (2)")
+    send.add_argument(
+        "--tls", action="store_true", help="connect to name servers with TLS (brokers: plain)"
+    )
+    send.add_argument(
+        "--tls-ca",
+        default="",
+        metavar="FILE",
+        help="with --tls, verify name servers against this CA (default: do not verify)",
+    )
     send.add_argument("-v", "--verbose", action="store_true", help="log connection events")
 
 
@@ -195,7 +204,10 @@ def _tiers(fault: FaultStrategyConfig) -> str:
 
 def main(parser: argparse.ArgumentParser, args: argparse.Namespace, out: IO[str]) -> int:
     try:
-        client_config = ClientConfig(namesrv_addrs=parse_namesrv_addrs(args.namesrv))
+        tls: dict[str, Any] = {}
+        if args.tls or args.tls_ca:
+            tls = {"tls": True, "tls_ca_file": args.tls_ca}
+        client_config = ClientConfig(namesrv_addrs=parse_namesrv_addrs(args.namesrv), **tls)
         config = producer_config(args)
     except (ClientConfigError, ProducerConfigError, FaultConfigError, OSError) as exc:
         parser.error(str(exc))

@@ -5,9 +5,9 @@ broker reads it; the body through upstream's decompressor and the properties thr
 ``MessageDecoder.string2messageProperties`` into a ``Message``, as a consumer gets it; the unique
 key through ``MessageClientIDSetter``. And upstream's ``DefaultMQProducer``, routed by our name
 server, sends to the broker stand-in: it must send the header fields and properties we send and
-accept the stand-in's answer. Needs Java 17+ and Maven: the jars are resolved into Maven's local
-repository (a cache outside the repository) on first run; the tests are skipped when that is not
-possible here.
+accept the stand-in's answer. Needs Java 17+ and ``ROCKETMQ_LIB_DIR`` naming a directory of
+RocketMQ 5.x jars (rocketmq-client and its dependencies, e.g. rocketmq-tools 5.3.3 copied with
+``mvn dependency:copy-dependencies``); skipped otherwise.
 """
 
 from __future__ import annotations
@@ -33,21 +33,6 @@ from client_push.message import (
 from protocol.frame import RemotingCommand, encode_command
 
 pytestmark = pytest.mark.interop
-
-ROCKETMQ_VERSION = "5.3.3"
-CACHE = Path.home() / ".cache" / "routepush-interop"
-
-POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>routepush</groupId><artifactId>interop</artifactId><version>1</version>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-client</artifactId>
-      <version>{ROCKETMQ_VERSION}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
 
 READER = """
 import java.nio.ByteBuffer;
@@ -117,22 +102,13 @@ class Collect(protocol.ProcessProtocol):
 
 
 def classpath() -> str:
-    if not (shutil.which("java") and shutil.which("mvn")):
-        pytest.skip("Java and Maven are needed to run upstream's classes")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    out = CACHE / f"classpath-{ROCKETMQ_VERSION}.txt"
-    if not out.exists():
-        (CACHE / "pom.xml").write_text(POM)
-        done = subprocess.run(
-            ["mvn", "-q", "dependency:build-classpath", f"-Dmdep.outputFile={out}"],
-            cwd=CACHE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0 or not out.exists():
-            pytest.skip(f"cannot resolve rocketmq-client {ROCKETMQ_VERSION}: {done.stdout[-300:]}")
-    return out.read_text().strip()
+    """RocketMQ 5.x jars from ``ROCKETMQ_LIB_DIR`` (as ``test_interop_ops.py`` takes them)."""
+    lib = os.environ.get("ROCKETMQ_LIB_DIR", "")
+    if not lib or not Path(lib).is_dir() or not shutil.which("java"):
+        pytest.skip("set ROCKETMQ_LIB_DIR to a directory of RocketMQ 5.x jars (and have Java)")
+    if not any(Path(lib).glob("rocketmq-client-*.jar")):
+        pytest.skip(f"no rocketmq-client jar in {lib}")
+    return str(Path(lib) / "*")
 
 
 def read_with_upstream(tmp_path: Path, frame: bytes) -> dict[str, str]:
