@@ -30,7 +30,7 @@ from client_push.errors import (
 from client_push.negative_cache import NegativeCache
 from client_push.push_tracker import PushTracker, Verdict, needs_refetch
 from client_push.remoting import RemotingProtocol, describe
-from client_push.route_cache import CachedRoute, PublishInfo, RouteCache
+from client_push.route_cache import CachedRoute, PublishInfo, RouteCache, RouteTooLargeError
 from client_push.telemetry import RefetchRecord, TelemetrySink, open_telemetry
 from protocol import routepush_pb2 as pb
 from protocol.codes import RequestCode, ResponseCode
@@ -133,7 +133,9 @@ class RouteClient(LinkListener):
         self._link = NameServerLink(
             config, reactor, self._clock, self._rng, self._handle_request, self
         )
-        self._cache = RouteCache(config.topic_idle_expiry_ms)
+        self._cache = RouteCache(
+            config.topic_idle_expiry_ms, config.max_queue_nums, config.max_route_queues
+        )
         self._negative = NegativeCache(config.negative_ttl_ms)
         self._tracker = PushTracker()
         self._telemetry = (
@@ -321,6 +323,22 @@ class RouteClient(LinkListener):
         return fetch
 
     def _fetched(self, response: RemotingCommand, fetch: _Fetch) -> None:
+        """Handle a route answer; whatever goes wrong here fails the fetch, never strands it."""
+        try:
+            self._handle_route(response, fetch)
+        except Exception as exc:
+            self.counters["internal_errors"] += 1
+            log.error(
+                "error handling the route of %s: %s: %s", fetch.topic, type(exc).__name__, exc
+            )
+            self._finish(
+                fetch,
+                RouteClientError(
+                    f"route of {fetch.topic} could not be handled: {type(exc).__name__}: {exc}"
+                ),
+            )
+
+    def _handle_route(self, response: RemotingCommand, fetch: _Fetch) -> None:
         if fetch.done:
             return
         topic = fetch.topic
@@ -343,7 +361,12 @@ class RouteClient(LinkListener):
             self.counters["fetch_discarded_expired"] += 1
             self._finish(fetch, RouteClientError(f"topic {topic} expired while fetched"))
             return
-        update = self._cache.put(topic, route, version, now)
+        try:
+            update = self._cache.put(topic, route, version, now)
+        except RouteTooLargeError as exc:
+            self.counters["routes_refused"] += 1
+            self._finish(fetch, RouteClientError(f"route of {topic} refused: {exc}"))
+            return
         self._negative.clear(topic)
         self._absent.discard(topic)
         self._record(topic, version, True, fetch, now)

@@ -47,6 +47,11 @@ class ClientConfig:
     reconnect_max_ms: int = 10_000
     max_frame_size: int = 16 * MIB
     """Frames announcing more than this close the connection (upstream's frameMaxLength)."""
+    max_queue_nums: int = 1_024
+    """A route with a broker's queue count above this fails its lookup (RouteClientError):
+    the client builds one object per queue and will not do so for an absurd number."""
+    max_route_queues: int = 65_536
+    """A route naming more queues than this in total fails its lookup the same way."""
     subscribe_batch_size: int = 1_000
     """Topics per SUBSCRIBE/UNSUBSCRIBE request; the server bounds topics per request."""
     telemetry_path: str = ""
@@ -77,6 +82,8 @@ class ClientConfig:
             "reconnect_initial_ms",
             "reconnect_max_ms",
             "max_frame_size",
+            "max_queue_nums",
+            "max_route_queues",
             "subscribe_batch_size",
         )
         for name in positive:

@@ -14,6 +14,44 @@ from protocol.route_model import TopicRouteData
 MASTER_ID = 0
 
 
+class RouteTooLargeError(ValueError):
+    """A route names more queues than the client is configured to build objects for."""
+
+
+def check_queue_counts(route: TopicRouteData, max_queue_nums: int, max_route_queues: int) -> None:
+    """Refuse a route whose queue counts would make the client build an absurd structure.
+
+    The counts come from the name server (and before it from any broker that registered), so
+    they are untrusted: a route claiming 100,000,000 queues must fail its lookup, not allocate.
+    """
+    total = 0
+    for qd in route.queue_datas:
+        for name, value in (
+            ("readQueueNums", qd.read_queue_nums),
+            ("writeQueueNums", qd.write_queue_nums),
+        ):
+            if not 0 <= value <= max_queue_nums:
+                raise RouteTooLargeError(
+                    f"broker {qd.broker_name[:64]!r} has {name}={value}, outside "
+                    f"0..{max_queue_nums} (max_queue_nums)"
+                )
+        total += max(qd.read_queue_nums, qd.write_queue_nums)
+    for item in (route.order_topic_conf or "").split(";"):
+        _, _, count = item.partition(":")
+        count = count.strip()
+        if count.isdigit():
+            if int(count) > max_queue_nums:
+                raise RouteTooLargeError(
+                    f"orderTopicConf names {count} queues for one broker, over "
+                    f"{max_queue_nums} (max_queue_nums)"
+                )
+            total += int(count)
+    if total > max_route_queues:
+        raise RouteTooLargeError(
+            f"the route names {total} queues, over {max_route_queues} (max_route_queues)"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class MessageQueue:
     topic: str
@@ -97,8 +135,12 @@ class RouteUpdate:
 
 
 class RouteCache:
-    def __init__(self, idle_expiry_ms: int) -> None:
+    def __init__(
+        self, idle_expiry_ms: int, max_queue_nums: int = 1_024, max_route_queues: int = 65_536
+    ) -> None:
         self._idle_expiry = idle_expiry_ms
+        self._max_queue_nums = max_queue_nums
+        self._max_route_queues = max_route_queues
         self._routes: dict[str, CachedRoute] = {}
         self._last_access: dict[str, int] = {}
 
@@ -124,7 +166,11 @@ class RouteCache:
         return new
 
     def put(self, topic: str, route: TopicRouteData, version: int, now_ms: int) -> RouteUpdate:
-        """Store a fetched route; a refetch does not count as an access."""
+        """Store a fetched route; a refetch does not count as an access.
+
+        :class:`RouteTooLargeError` (nothing stored) when its queue counts are over the bounds.
+        """
+        check_queue_counts(route, self._max_queue_nums, self._max_route_queues)
         last_access = self._last_access.setdefault(topic, now_ms)
         entry = CachedRoute(
             topic=topic,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import gc
 import logging
@@ -10,7 +11,7 @@ import sys
 from importlib import resources
 from typing import Any
 
-from namesrv.config import ConfigError, NamesrvConfig, load, parse_listen
+from namesrv.config import ConfigError, NamesrvConfig, check_paths, load, parse_listen
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +63,25 @@ def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
     return config
 
 
+M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter number."""
+
+
+def return_large_buffers_to_os(threshold: int = 128 * 1024) -> bool:
+    """Fix glibc's mmap threshold, so buffers above it are mapped and unmapped on release.
+
+    glibc raises the threshold each time a large block is freed, after which multi-megabyte
+    frame buffers come from the heap and stay in the process when dropped: the RSS a hostile
+    client drove up would not come back down, and would exceed the configured byte bounds.
+    Returns False where this is not glibc.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.print_config:
@@ -74,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = resolve_config(args)
+        check_paths(config)
     except ConfigError as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
@@ -81,10 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
+    from namesrv.kv_config import KVConfigError
     from namesrv.server import NameServer
     from namesrv.tls import TlsConfigError
 
-    server = NameServer(config, reactor)
+    try:
+        server = NameServer(config, reactor)
+    except KVConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
     try:
         server.listen()
     except CannotListenError as exc:
@@ -98,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     # Connections, routes and subscriptions are long-lived: collecting young objects less
     # often keeps a fan-out to thousands of connections from paying for repeated heap scans.
     gc.set_threshold(50_000, 20, 100)
+    return_large_buffers_to_os()
     running: Any = reactor
     running.addSystemEventTrigger("before", "shutdown", server.stop)
     running.run()

@@ -7,6 +7,7 @@ never silently leaves a default in force.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -14,7 +15,9 @@ from typing import Any, TypeVar
 
 from namesrv.acl import AclConfig
 
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
 
 
 class ConfigError(ValueError):
@@ -26,6 +29,22 @@ class ServerConfig:
     listen: str = "0.0.0.0:9876"
     max_frame_size: int = 16 * MIB
     """Frames announcing more than this are refused and their connection closed."""
+    max_header_size: int = 64 * KIB
+    """A frame whose header is longer is refused before the header is parsed."""
+    frame_timeout_ms: int = 30_000
+    """A frame begun must be complete within this long, or its connection is closed."""
+    max_buffered_input_bytes: int = 128 * MIB
+    """Bytes of partly received frames held over all connections; past it the connection
+    holding the most is closed."""
+    idle_timeout_ms: int = 120_000
+    """A connection with no request for this long is closed, as upstream's
+    ``serverChannelMaxIdleTimeSeconds``; subscribed connections are exempt. 0 turns it off."""
+    max_connections: int = 10_000
+    max_connections_per_host: int = 1_000
+    """Connections from one remote address; a bound well below ``max_connections`` keeps one
+    host from taking every slot."""
+    route_cache_bytes: int = 64 * MIB
+    """Bytes of whole route responses kept to answer repeated lookups without decoding."""
     output_buffer_bytes: int = 4 * MIB
     """Unsent bytes on one connection past which the server stops reading its requests and
     skips its notifications until it drains: what bounds memory against a client that never
@@ -50,6 +69,11 @@ class RegistryConfig:
     enable_all_topic_list: bool = True
     kv_config_path: str = ""
     """Where KV config is persisted; empty keeps it in memory only."""
+    max_kv_config_bytes: int = 16 * MIB
+    """Namespaces, keys and values of the KV config together; a PUT_KV_CONFIG past it is
+    refused (INVALID_PARAMETER). A file loaded at start-up may hold more."""
+    max_queue_nums: int = 1_024
+    """Read or write queue counts above this in a register are refused (INVALID_PARAMETER)."""
     delete_topic_with_broker_registration: bool = False
     """Upstream's ``deleteTopicWithBrokerRegistration``: a master's full register drops topics
     it no longer reports. Off as upstream: 5.x brokers also register single new topics."""
@@ -74,6 +98,9 @@ class PushConfig:
     tick_interval_ms: int = 1_000
     max_topics_per_connection: int = 10_000
     max_total_subscriptions: int = 1_000_000
+    max_subscriptions_per_host: int = 100_000
+    """Subscriptions held by the connections of one remote address; so no single client host
+    can spend the total budget for everyone."""
     max_topics_per_request: int = 10_000
     recovery_notifications_per_second: int = 2_000
     """After degradation ends, at most this many connection notifications go out per second."""
@@ -96,7 +123,12 @@ class JournalConfig:
     """Empty turns the journal off."""
     max_file_bytes: int = 64 * MIB
     max_files: int = 0
-    """Rotated files kept; 0 keeps every file (the pipeline reads them; prune them yourself)."""
+    """Rotated files kept; 0 leaves the count unbounded (``max_total_bytes`` still applies)."""
+    max_total_bytes: int = 1 * GIB
+    """The journal's files together; the oldest are deleted past it. 0 keeps every file."""
+    max_records_per_second: int = 1_000
+    """Records beyond this in one second are dropped and summarized in one
+    ``journal_suppressed`` record; 0 turns the limit off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,44 +186,114 @@ def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
 
 
 def _validate(cfg: NamesrvConfig) -> None:
-    positive = {
-        "server.max_frame_size": cfg.server.max_frame_size,
-        "server.output_buffer_bytes": cfg.server.output_buffer_bytes,
-        "registry.broker_expiry_ms": cfg.registry.broker_expiry_ms,
-        "registry.scan_interval_ms": cfg.registry.scan_interval_ms,
-        "push.max_topics_per_connection": cfg.push.max_topics_per_connection,
-        "push.max_total_subscriptions": cfg.push.max_total_subscriptions,
-        "push.max_topics_per_request": cfg.push.max_topics_per_request,
-        "push.recovery_notifications_per_second": cfg.push.recovery_notifications_per_second,
-        "pressure.sample_interval_ms": cfg.pressure.sample_interval_ms,
-        "journal.max_file_bytes": cfg.journal.max_file_bytes,
-    }
-    for name, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"config key {name} must be positive, got {value}")
-    if cfg.journal.max_files < 0:
-        raise ConfigError("config key journal.max_files must not be negative")
-    if cfg.server.shutdown_grace_ms < 0:
-        raise ConfigError("config key server.shutdown_grace_ms must not be negative")
-    if cfg.push.tick_interval_ms < 10:
-        raise ConfigError(
-            f"config key push.tick_interval_ms must be at least 10, got {cfg.push.tick_interval_ms}"
-        )
-    p = cfg.pressure
-    for kind, low, high in (
-        ("cpu", p.cpu_low_percent, p.cpu_high_percent),
-        ("memory", p.memory_low_percent, p.memory_high_percent),
-    ):
-        if not 0 < low <= high:
+    s, r, p, j = cfg.server, cfg.registry, cfg.push, cfg.journal
+    ranges: list[tuple[str, int | float, int | float, int | float]] = [
+        # name, value, lowest, highest
+        ("server.max_frame_size", s.max_frame_size, 64 * KIB, 2**31 - 1),
+        ("server.max_header_size", s.max_header_size, 1 * KIB, min(s.max_frame_size, 0xFFFFFF)),
+        ("server.frame_timeout_ms", s.frame_timeout_ms, 10, 3_600_000),
+        ("server.max_buffered_input_bytes", s.max_buffered_input_bytes, s.max_frame_size, 2**62),
+        ("server.max_connections", s.max_connections, 1, 10_000_000),
+        ("server.max_connections_per_host", s.max_connections_per_host, 1, s.max_connections),
+        ("server.route_cache_bytes", s.route_cache_bytes, 0, 2**62),
+        ("server.output_buffer_bytes", s.output_buffer_bytes, 64 * KIB, 2**62),
+        ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
+        ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
+        ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
+        ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),
+        ("registry.max_kv_config_bytes", r.max_kv_config_bytes, 1 * KIB, 2**40),
+        ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
+        ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
+        ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),
+        (
+            "push.max_subscriptions_per_host",
+            p.max_subscriptions_per_host,
+            1,
+            p.max_total_subscriptions,
+        ),
+        ("push.max_topics_per_request", p.max_topics_per_request, 1, 100_000_000),
+        (
+            "push.recovery_notifications_per_second",
+            p.recovery_notifications_per_second,
+            1,
+            100_000_000,
+        ),
+        ("pressure.sample_interval_ms", cfg.pressure.sample_interval_ms, 10, 3_600_000),
+        ("journal.max_file_bytes", j.max_file_bytes, 4 * KIB, 2**62),
+        ("journal.max_files", j.max_files, 0, 1_000_000),
+        ("journal.max_total_bytes", j.max_total_bytes, 0, 2**62),
+        ("journal.max_records_per_second", j.max_records_per_second, 0, 100_000_000),
+    ]
+    if s.idle_timeout_ms != 0:
+        ranges.append(("server.idle_timeout_ms", s.idle_timeout_ms, 10, 2**31 - 1))
+    for name, value, lowest, highest in ranges:
+        if not lowest <= value <= highest:
             raise ConfigError(
-                f"pressure.{kind}_low_percent ({low}) must be > 0 and <= "
-                f"pressure.{kind}_high_percent ({high})"
+                f"config key {name} must be between {lowest} and {highest}, got {value}"
             )
-    parse_listen(cfg.server.listen)
+    if 0 < j.max_total_bytes < j.max_file_bytes:
+        raise ConfigError(
+            f"config key journal.max_total_bytes ({j.max_total_bytes}) must be 0 or at least "
+            f"journal.max_file_bytes ({j.max_file_bytes})"
+        )
+    pr = cfg.pressure
+    for kind, low, high in (
+        ("cpu", pr.cpu_low_percent, pr.cpu_high_percent),
+        ("memory", pr.memory_low_percent, pr.memory_high_percent),
+    ):
+        if not 0 < low <= high <= 100:
+            raise ConfigError(
+                f"pressure.{kind}_low_percent ({low}) and pressure.{kind}_high_percent ({high}) "
+                "must satisfy 0 < low <= high <= 100"
+            )
+    parse_listen(s.listen)
+    for addr in s.go_away_alternatives:
+        _check_addr("server.go_away_alternatives", addr)
     if cfg.metrics.listen:
         parse_listen(cfg.metrics.listen)
-    _validate_tls(cfg.server)
+    _validate_tls(s)
     _validate_acl(cfg.acl)
+
+
+def _check_addr(name: str, addr: str) -> None:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT")
+
+
+def check_paths(cfg: NamesrvConfig) -> None:
+    """The files and directories the server will write are usable: checked at start-up, so a
+    typo stops the server instead of dropping its journal or KV changes later."""
+    journal = cfg.journal.directory
+    if journal:
+        try:
+            os.makedirs(journal, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"journal.directory {journal} cannot be created: {exc.strerror}"
+            ) from None
+        if not os.path.isdir(journal) or not os.access(journal, os.W_OK | os.X_OK):
+            raise ConfigError(f"journal.directory {journal} is not a writable directory")
+    kv = cfg.registry.kv_config_path
+    if kv:
+        if os.path.isdir(kv):
+            raise ConfigError(f"registry.kv_config_path {kv} is a directory")
+        parent = os.path.dirname(os.path.abspath(kv))
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"registry.kv_config_path: directory {parent} cannot be created: {exc.strerror}"
+            ) from None
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ConfigError(f"registry.kv_config_path: directory {parent} is not writable")
+    if cfg.server.tls != "disabled":
+        for name, path in (
+            ("server.tls_cert_file", cfg.server.tls_cert_file),
+            ("server.tls_key_file", cfg.server.tls_key_file),
+        ):
+            if not os.path.isfile(path) or not os.access(path, os.R_OK):
+                raise ConfigError(f"{name} {path} is not a readable file")
 
 
 def _validate_tls(server: ServerConfig) -> None:

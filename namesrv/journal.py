@@ -83,8 +83,16 @@ def _write_all(handle: BinaryIO, data: bytes) -> None:
         view = view[handle.write(view) :]
 
 
+SUPPRESSED_EVENT = "journal_suppressed"
+
+
 class EventJournal:
-    """Rotating JSON-lines files in one directory, at most ``max_files`` of them (0 = no limit)."""
+    """Rotating JSON-lines files in one directory, bounded in count and total bytes.
+
+    ``max_files`` and ``max_total_bytes`` (0: that bound off) decide which old files are
+    deleted. ``max_records_per_second`` (0: off) caps a flood: records past it in one second
+    are dropped and summarized by one ``journal_suppressed`` record when the second is over.
+    """
 
     def __init__(
         self,
@@ -94,10 +102,20 @@ class EventJournal:
         max_files: int,
         clock_ms: Callable[[], int],
         buffer_bytes: int = WRITE_BUFFER_BYTES,
+        max_total_bytes: int = 0,
+        max_records_per_second: int = 0,
     ) -> None:
         self._dir = Path(directory)
         self._max_file_bytes = max_file_bytes
         self._max_files = max_files
+        self._max_total_bytes = max_total_bytes
+        self._max_per_second = max_records_per_second
+        self._second = -1
+        self._second_records = 0
+        self._suppressed: dict[str, int] = {}
+        self._suppressed_since_ms = 0
+        self.suppressed_records = 0
+        """Records dropped by ``max_records_per_second`` (each summarized in the journal)."""
         self._clock_ms = clock_ms
         self._buffer_bytes = buffer_bytes
         self._buffer: list[bytes] = []
@@ -129,6 +147,41 @@ class EventJournal:
         if reserved:
             raise ValueError(f"journal fields {sorted(reserved)} are reserved")
         ts_ms = self._clock_ms()
+        if self._max_per_second:
+            second = ts_ms // 1000
+            if second != self._second:
+                self._summarize_suppressed(ts_ms)
+                self._second, self._second_records = second, 0
+            if self._second_records >= self._max_per_second:
+                if not self._suppressed:
+                    self._suppressed_since_ms = ts_ms
+                self._suppressed[event] = self._suppressed.get(event, 0) + 1
+                self.suppressed_records += 1
+                return
+            self._second_records += 1
+        self._append(ts_ms, event, fields)
+
+    def _summarize_suppressed(self, ts_ms: int) -> None:
+        if not self._suppressed:
+            return
+        events, self._suppressed = self._suppressed, {}
+        log.warning(
+            "journal: %d records over journal.max_records_per_second=%d dropped (%s)",
+            sum(events.values()),
+            self._max_per_second,
+            ", ".join(f"{k}: {v}" for k, v in sorted(events.items())),
+        )
+        self._append(
+            ts_ms,
+            SUPPRESSED_EVENT,
+            {
+                "dropped": sum(events.values()),
+                "events": dict(sorted(events.items())),
+                "since_ms": self._suppressed_since_ms,
+            },
+        )
+
+    def _append(self, ts_ms: int, event: str, fields: dict[str, Any]) -> None:
         entry = {"ts_ms": ts_ms, "event": event, **fields}
         line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)
         data = (line + "\n").encode("utf-8")
@@ -144,13 +197,20 @@ class EventJournal:
             self._write_buffer()
 
     def flush(self) -> None:
-        """Hand buffered records to the OS (no fsync)."""
-        if not self._closed:
-            self._write_buffer()
+        """Hand buffered records to the OS (no fsync); a second over summarizes its drops."""
+        if self._closed:
+            return
+        if self._suppressed:
+            now = self._clock_ms()
+            if now // 1000 != self._second:
+                self._summarize_suppressed(now)
+                self._second, self._second_records = now // 1000, 0
+        self._write_buffer()
 
     def close(self) -> None:
         if self._closed:
             return
+        self._summarize_suppressed(self._clock_ms())
         self._write_buffer()
         self._close_file()
         self._closed = True
@@ -206,8 +266,10 @@ class EventJournal:
             self._on_error("closing", exc)
 
     def _prune(self) -> None:
-        """Delete the oldest journal files beyond ``max_files``, never the open one."""
-        if self._max_files <= 0:
+        """Delete the oldest journal files beyond ``max_files`` or ``max_total_bytes``, never the
+        open one; the open file is counted at its full size, so the total stays under the bound
+        until the next rotation."""
+        if self._max_files <= 0 and self._max_total_bytes <= 0:
             return
         aged: list[tuple[int, int, Path]] = []
         try:
@@ -220,15 +282,35 @@ class EventJournal:
             if match is not None and path != self._path:
                 aged.append((int(match.group(1)), int(match.group(2)), path))
         aged.sort()
-        excess = len(aged) + 1 - self._max_files
-        for _, _, path in aged[: max(excess, 0)]:
+        excess = len(aged) + 1 - self._max_files if self._max_files > 0 else 0
+        doomed = aged[: max(excess, 0)]
+        if self._max_total_bytes > 0:
+            kept = aged[len(doomed) :]
+            sizes = []
+            for _, _, path in kept:
+                try:
+                    sizes.append(path.stat().st_size)
+                except OSError:
+                    sizes.append(0)
+            total = sum(sizes) + self._max_file_bytes
+            for entry, size in zip(kept, sizes, strict=True):
+                if total <= self._max_total_bytes:
+                    break
+                doomed.append(entry)
+                total -= size
+        for _, _, path in doomed:
             try:
                 path.unlink()
             except OSError as exc:
                 self._on_error(f"deleting {path.name}", exc)
                 continue
             self.files_deleted += 1
-            log.info("journal retention (max_files=%d): deleted %s", self._max_files, path)
+            log.info(
+                "journal retention (max_files=%d, max_total_bytes=%d): deleted %s",
+                self._max_files,
+                self._max_total_bytes,
+                path,
+            )
 
     def _on_error(self, what: str, exc: OSError) -> None:
         self.write_errors += 1

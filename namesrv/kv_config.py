@@ -18,6 +18,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+class KVConfigError(ValueError):
+    """The persisted KV file cannot be read or parsed; the server must not start over it."""
+
+
 class KVConfig:
     """In-memory KV table, optionally persisted to ``path``.
 
@@ -27,9 +31,16 @@ class KVConfig:
     """
 
     def __init__(
-        self, on_change: Callable[[str, str], None] | None = None, path: str | None = None
+        self,
+        on_change: Callable[[str, str], None] | None = None,
+        path: str | None = None,
+        max_bytes: int = 0,
     ) -> None:
+        """``max_bytes`` (0: no bound) caps the namespaces, keys and values together: a put
+        past it is refused, since any client may send PUT_KV_CONFIG."""
         self._table: dict[str, dict[str, str]] = {}
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._on_change = on_change
         self.path: str | None = None
         self.persist_failures = 0
@@ -44,11 +55,24 @@ class KVConfig:
                 "KV config namespace and key must not be empty "
                 f"(namespace={namespace!r}, key={key!r})"
             )
-        entries = self._table.setdefault(namespace, {})
-        if entries.get(key) == value:
+        entries = self._table.get(namespace, {})
+        old = entries.get(key)
+        if old == value:
             return
-        entries[key] = value
+        cost = len(value) - len(old) if old is not None else _entry_bytes(namespace, key, value)
+        if self._max_bytes and self._bytes + cost > self._max_bytes:
+            raise ValueError(
+                f"KV config would hold {self._bytes + cost} bytes, over "
+                f"registry.max_kv_config_bytes={self._max_bytes}"
+            )
+        self._table.setdefault(namespace, entries)[key] = value
+        self._bytes += cost
         self._changed(namespace, key)
+
+    @property
+    def size_bytes(self) -> int:
+        """Namespaces, keys and values held, as ``max_bytes`` counts them."""
+        return self._bytes
 
     def get(self, namespace: str, key: str) -> str | None:
         return self._table.get(namespace, {}).get(key)
@@ -58,7 +82,7 @@ class KVConfig:
         entries = self._table.get(namespace)
         if entries is None or key not in entries:
             return
-        del entries[key]
+        self._bytes -= _entry_bytes(namespace, key, entries.pop(key))
         if not entries:
             del self._table[namespace]
         self._changed(namespace, key)
@@ -71,20 +95,28 @@ class KVConfig:
     def load(self, path: str) -> None:
         """Replace the table with ``path``'s and persist there from now on.
 
-        A missing file is an empty table; an unreadable or malformed one raises ValueError
-        naming the path (the server must not start and later overwrite it).
+        A missing file is an empty table; an unreadable or malformed one raises
+        :class:`KVConfigError` naming the path (the server must not start and later overwrite it).
         """
         try:
             raw = Path(path).read_bytes()
         except FileNotFoundError:
             self._table = {}
+            self._bytes = 0
             self.path = path
             return
+        except OSError as exc:
+            raise KVConfigError(f"KV config file {path} cannot be read: {exc.strerror}") from None
         try:
             table = _parse(raw)
-        except ValueError as exc:
-            raise ValueError(f"KV config file {path} is corrupt: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise KVConfigError(f"KV config file {path} is corrupt: {exc}") from None
         self._table = table
+        self._bytes = sum(
+            _entry_bytes(ns, key, value)
+            for ns, entries in table.items()
+            for key, value in entries.items()
+        )
         self.path = path
 
     def save(self, path: str | None = None) -> None:
@@ -115,6 +147,10 @@ class KVConfig:
                 log.error("could not persist KV config to %s: %s", self.path, exc)
         if self._on_change is not None:
             self._on_change(namespace, key)
+
+
+def _entry_bytes(namespace: str, key: str, value: str) -> int:
+    return len(namespace) + len(key) + len(value)
 
 
 def _parse(raw: bytes) -> dict[str, dict[str, str]]:

@@ -61,6 +61,8 @@ class PressureMonitor:
         self._last: Sample | None = None
         self.transitions = 0
         self.sample_errors = 0
+        self._failing = 0
+        """Consecutive failed samples: the current failing episode."""
 
     @property
     def degraded(self) -> bool:
@@ -79,10 +81,22 @@ class PressureMonitor:
         """
         try:
             sample = self._sampler()
-        except Exception:
+        except Exception as exc:
+            # Logged once per failing episode: out of file descriptors, psutil fails on every
+            # sample and a line per second would bury the cause.
             self.sample_errors += 1
-            log.exception("pressure sample failed; keeping degraded=%s", self._degraded)
+            self._failing += 1
+            if self._failing == 1:
+                log.error(
+                    "pressure sampling failed (%s: %s); keeping degraded=%s until it works again",
+                    type(exc).__name__,
+                    exc,
+                    self._degraded,
+                )
             return self._degraded
+        if self._failing:
+            log.warning("pressure sampling works again after %d failed samples", self._failing)
+            self._failing = 0
         self._last = sample
         if not self._config.enabled:
             return self._degraded

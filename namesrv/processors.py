@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from namesrv import register_validation as validation
 from namesrv.acl import AccessControl
 from namesrv.change_detector import ChangeDetector
 from namesrv.config import NamesrvConfig
 from namesrv.kv_config import KVConfig
+from namesrv.log_limit import RateLimitedLog
 from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
 from namesrv.route_registry import RouteRegistry
 from namesrv.subscriptions import SubscriptionRegistry
@@ -55,6 +57,8 @@ class Services:
     acl: AccessControl | None = None
     operations: Callable[[int, RemotingCommand], RemotingCommand] | None = None
     """Answers the operations extension (push status, subscriptions); None: unsupported."""
+    clock: Any = None
+    """Paces the refusal log (``seconds()``); None: the monotonic clock."""
 
 
 def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
@@ -66,6 +70,8 @@ class RequestProcessor:
         self.s = services
         self.handled: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
+        self._log = RateLimitedLog(log, services.clock)
+        """A peer decides how many requests get refused: its lines are paced per request."""
         c = RequestCode
         self._table: dict[int, Handler] = {
             c.PUT_KV_CONFIG: self.put_kv_config,
@@ -126,11 +132,20 @@ class RequestProcessor:
                 self.handled[name] += 1
             except ProtocolError as exc:
                 self.refused[name] += 1
-                log.info("refused %s from %s: %s", name, conn.peer, exc.remark)
+                self._log.log(
+                    logging.INFO, name, "refused %s from %s: %s", name, conn.peer, exc.remark
+                )
                 response = request.make_response(exc.code, exc.remark)
             except Exception as exc:  # a bug must cost one request, not the connection
                 self.refused[name] += 1
-                log.exception("error processing %s from %s", name, conn.peer)
+                self._log.log(
+                    logging.ERROR,
+                    f"error.{name}",
+                    "error processing %s from %s",
+                    name,
+                    conn.peer,
+                    exc_info=True,
+                )
                 response = request.make_response(
                     ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
                 )
@@ -178,6 +193,8 @@ class RequestProcessor:
 
     def register_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
+        validation.check_address("brokerAddr", h.broker_addr)
+        validation.check_address("haServerAddr", h.ha_server_addr, required=False)
         if h.body_crc32 != 0 and bodies.crc32(req.body) != h.body_crc32:
             raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
         if req.body:
@@ -188,6 +205,9 @@ class RequestProcessor:
             mapping = wrapper.topic_queue_mapping_info_map
         else:
             topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
+        validation.check_topic_configs(topic_configs, self.s.config.registry.max_queue_nums)
+        for i, addr in enumerate(filter_servers):
+            validation.check_address(f"filterServerList[{i}]", addr)
         result = self.s.registry.register_broker(
             cluster_name=h.cluster_name,
             broker_addr=h.broker_addr,
@@ -244,7 +264,8 @@ class RequestProcessor:
         h = headers.GetRouteInfoRequestHeader.from_wire(req.ext_fields)
         version, _exists = self.s.detector.version(h.topic)
         standard = h.accept_standard_json_only or req.version >= Version.V4_9_4
-        body = self.s.routes.body(h.topic, standard_json=standard)
+        legacy = req.version < Version.V5_0_0
+        body = self.s.routes.body(h.topic, standard_json=standard, legacy=legacy)
         ext = {"routeVersion": str(version)}
         if body is None:
             return req.make_response(
@@ -260,8 +281,13 @@ class RequestProcessor:
     def wipe_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.WipeWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.wipe_write_perm(h.broker_name)
-        log.info(
-            "wiped write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "wiped write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
         )
         return _ok(
             req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire()
@@ -270,8 +296,13 @@ class RequestProcessor:
     def add_write_perm_of_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.AddWritePermOfBrokerRequestHeader.from_wire(req.ext_fields)
         count = self.s.registry.add_write_perm(h.broker_name)
-        log.info(
-            "added write perm of broker %s from %s: %d topics", h.broker_name, conn.peer, count
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "added write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
         )
         return _ok(req, headers.AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_wire())
 
@@ -290,6 +321,9 @@ class RequestProcessor:
         route = bodies.decode_route(req.body)
         if not route.queue_datas:
             raise BodyError(f"REGISTER_TOPIC_IN_NAMESRV for {h.topic} carries no queueDatas")
+        validation.check_queue_datas(
+            h.topic, route.queue_datas, self.s.config.registry.max_queue_nums
+        )
         self.s.registry.register_topic(h.topic, route.queue_datas)
         return _ok(req)
 
@@ -347,7 +381,7 @@ class RequestProcessor:
             )
         # Settle first: a change pending now is then covered by the ack's version, not re-sent.
         acks = [(topic, *self.s.detector.version(topic)) for topic in topics]
-        added = self.s.subscriptions.subscribe(conn, topics)
+        added = self.s.subscriptions.subscribe(conn, topics, getattr(conn, "host", None))
         if added and self.s.on_subscription_change is not None:
             self.s.on_subscription_change("subscribe", conn, added)
         return _ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))

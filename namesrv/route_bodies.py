@@ -25,19 +25,23 @@ class RouteBodies:
         self._registry = registry
         self._kv = kv
         self._order_message_enable = order_message_enable
-        self._standard: dict[str, bytes] = {}
-        self._fastjson: dict[str, bytes] = {}
+        self._caches: dict[tuple[bool, bool], dict[str, bytes]] = {
+            (standard, legacy): {} for standard in (True, False) for legacy in (True, False)
+        }
+        """(standard JSON, 4.9.x shape) -> topic -> encoded body."""
         self.hits = 0
         self.misses = 0
 
     def invalidate(self, topics: Iterable[str]) -> None:
+        caches = self._caches.values()
         for topic in topics:
-            self._standard.pop(topic, None)
-            self._fastjson.pop(topic, None)
+            for cache in caches:
+                cache.pop(topic, None)
 
-    def body(self, topic: str, *, standard_json: bool) -> bytes | None:
-        """The route body for ``topic`` in the requested JSON flavour; None when it has no route."""
-        cache = self._standard if standard_json else self._fastjson
+    def body(self, topic: str, *, standard_json: bool, legacy: bool = False) -> bytes | None:
+        """The route body for ``topic`` in the requested JSON flavour and shape (``legacy``:
+        4.9.x's, for clients older than 5.0); None when it has no route."""
+        cache = self._caches[standard_json, legacy]
         cached = cache.get(topic)
         if cached is not None:
             self.hits += 1
@@ -50,7 +54,7 @@ class RouteBodies:
             conf = self._kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
             if conf is not None:
                 route = dataclasses.replace(route, order_topic_conf=conf)
-        encoded = encode_route(route, standard_json=standard_json)
+        encoded = encode_route(route, standard_json=standard_json, legacy=legacy)
         cache[topic] = encoded
         return encoded
 
@@ -59,4 +63,4 @@ class RouteBodies:
         return self.body(topic, standard_json=True)
 
     def __len__(self) -> int:
-        return len(self._standard) + len(self._fastjson)
+        return sum(len(cache) for cache in self._caches.values())

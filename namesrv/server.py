@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import itertools
 import logging
+import resource
 import secrets
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet import defer, task
 from twisted.internet.interfaces import IListeningPort, IPushProducer
 from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import ILogObserver, globalLogPublisher
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -28,6 +30,7 @@ from namesrv.config import NamesrvConfig, parse_listen
 from namesrv.durations import DurationHistogram
 from namesrv.journal import EventJournal, NullJournal
 from namesrv.kv_config import KVConfig
+from namesrv.log_limit import RateLimitedLog
 from namesrv.notification_frames import NotificationFrames
 from namesrv.pressure import PressureMonitor, PsutilSampler, Sample
 from namesrv.processors import RequestProcessor, Services
@@ -35,12 +38,15 @@ from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
 from namesrv.route_registry import RouteRegistry
 from namesrv.route_response_cache import RouteResponseCache
 from namesrv.subscriptions import SubscriptionRegistry
-from protocol.codes import RequestCode, SerializeType
+from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
 from protocol.push_codec import encode_go_away
 
 log = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL_MS = 1_000
+"""How often overdue frames and idle connections are looked for: the timeouts' resolution."""
 
 
 @implementer(IPushProducer)
@@ -57,10 +63,22 @@ class NamesrvConnection(Protocol):
         self.server = server
         self.conn_id = conn_id
         self.peer = "?"
+        self.host = "?"
         self.decoder = FrameDecoder(server.config.server.max_frame_size)
+        self.max_header_size = server.config.server.max_header_size
         self.output_blocked = False
         self.serialize_type = SerializeType.JSON
         self.closed = False
+        self.closing = False
+        """Set when the server decided to close it: nothing more is read or answered."""
+        self.speaks_extension = False
+        """It sent a push-extension request (SUBSCRIBE/UNSUBSCRIBE): it may be sent GoAway."""
+        self.last_request_ms = 0
+        self.partial_since_ms: int | None = None
+        """When the frame now partly received began to arrive."""
+        self.held_input = 0
+        """Memory of that partial frame (allocated, not just received), as counted in the
+        server's buffered-input total."""
 
     @property
     def _transport(self) -> Any:
@@ -68,41 +86,81 @@ class NamesrvConnection(Protocol):
 
     def connectionMade(self) -> None:
         peer = self._transport.getPeer()
-        self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        self.host = str(getattr(peer, "host", "?"))
+        self.peer = f"{self.host}:{getattr(peer, 'port', '?')}"
+        self.last_request_ms = self.server._now_ms()
+        if not self.server._connection_made(self):
+            self.closing = True
+            self._transport.abortConnection()
+            return
         transport: Any = self.transport
         if hasattr(transport, "bufferSize"):
             transport.bufferSize = self.server.config.server.output_buffer_bytes
         transport.registerProducer(self, True)
-        self.server._connection_made(self)
 
     def dataReceived(self, data: bytes) -> None:
+        if self.closing:
+            return
+        try:
+            self._received(data)
+        except Exception as exc:  # a bug must cost this connection, never the server
+            self.server._stream_refused(
+                self, FrameError(f"{type(exc).__name__} while reading: {exc}", kind="internal")
+            )
+
+    def _received(self, data: bytes) -> None:
         server = self.server
         try:
             frames = self.decoder.feed_raw(data)
         except FrameError as exc:
-            self._refuse_stream(exc)
+            server._input_held(self)
+            server._stream_refused(self, exc)
             return
+        server._input_held(self)
+        if not frames:
+            announced = self.decoder.pending_header_length
+            if announced is not None and announced > self.max_header_size and not self.closing:
+                server._stream_refused(
+                    self,
+                    FrameError(
+                        f"header of {announced} bytes exceeds the limit of {self.max_header_size}",
+                        kind="header_too_large",
+                    ),
+                )
+            return
+        if self.closing:
+            return
+        self.last_request_ms = server._now_ms()
         answer_from_cache = server.route_responses.answer
         write = self._transport.write
+        max_header = self.max_header_size
         for frame in frames:
-            if self.closed:
+            if self.closing or self.closed:
                 return
             answer = answer_from_cache(frame)
             if answer is not None:
                 write(answer)
                 continue
             try:
-                command = decode_frame(frame)
+                command = decode_frame(frame, max_header)
             except FrameError as exc:
+                if exc.answerable:
+                    server._header_refused(self, exc, frame)
+                    continue
                 self.decoder.fail()
-                self._refuse_stream(exc)
+                server._stream_refused(self, exc)
                 return
             server._handle(self, command, frame)
 
-    def _refuse_stream(self, exc: FrameError) -> None:
-        self.server.counters["frames_refused"] += 1
-        log.warning("closing connection %s from %s: %s", self.conn_id, self.peer, exc.remark)
-        self._transport.abortConnection()
+    def close(self, *, abort: bool) -> None:
+        """Close on the server's decision; ``abort`` drops unsent output (a misbehaving peer)."""
+        if self.closing or self.closed:
+            return
+        self.closing = True
+        if abort:
+            self._transport.abortConnection()
+        else:
+            self._transport.loseConnection()
 
     def send(self, data: bytes) -> None:
         if not self.closed:
@@ -168,6 +226,13 @@ class NameServer:
         self.clock = clock if clock is not None else reactor
         self.counters: Counter[str] = Counter()
         self.connections: dict[int, NamesrvConnection] = {}
+        self._connections_of_host: dict[str, int] = {}
+        self.buffered_input = 0
+        """Bytes of partly received frames over all connections."""
+        self._peer_log = RateLimitedLog(log, self.clock)
+        self._fd_episode_refused = 0
+        """Connections the kernel or Twisted refused since file descriptors ran out; 0: none."""
+        self._log_observer = cast(ILogObserver, self._twisted_log_event)
         self.epoch = epoch or secrets.token_hex(8)
         cfg = self.config
         self.journal: EventJournal | NullJournal
@@ -176,6 +241,8 @@ class NameServer:
                 cfg.journal.directory,
                 max_file_bytes=cfg.journal.max_file_bytes,
                 max_files=cfg.journal.max_files,
+                max_total_bytes=cfg.journal.max_total_bytes,
+                max_records_per_second=cfg.journal.max_records_per_second,
                 clock_ms=self._now_ms,
             )
         else:
@@ -186,15 +253,17 @@ class NameServer:
             listener=self._routes_touched,
             delete_topic_with_broker_registration=cfg.registry.delete_topic_with_broker_registration,
         )
-        self.kv = KVConfig(on_change=self._kv_changed)
+        self.kv = KVConfig(on_change=self._kv_changed, max_bytes=cfg.registry.max_kv_config_bytes)
         if cfg.registry.kv_config_path:
             self.kv.load(cfg.registry.kv_config_path)
-        self.route_responses = RouteResponseCache()
+        self.route_responses = RouteResponseCache(max_bytes=cfg.server.route_cache_bytes)
         self.routes = RouteBodies(
             self.registry, self.kv, order_message_enable=cfg.registry.order_message_enable
         )
         self.subscriptions = SubscriptionRegistry(
-            cfg.push.max_topics_per_connection, cfg.push.max_total_subscriptions
+            cfg.push.max_topics_per_connection,
+            cfg.push.max_total_subscriptions,
+            cfg.push.max_subscriptions_per_host,
         )
         self.detector = ChangeDetector(
             self.routes.fingerprint, self.subscriptions, cfg.push.suppress, self.epoch
@@ -217,6 +286,7 @@ class NameServer:
                 on_subscription_change=self._subscription_changed,
                 acl=self.acl,
                 operations=self._operations_answer,
+                clock=self.clock,
             )
         )
         self.frames = NotificationFrames(self.epoch)
@@ -246,6 +316,16 @@ class NameServer:
             from namesrv.metrics import listen_metrics
 
             self.metrics_port = listen_metrics(self.reactor, cfg.metrics.listen, self)
+        globalLogPublisher.addObserver(self._log_observer)
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < self.config.server.max_connections + 64:
+            log.warning(
+                "the file-descriptor limit (%d) is below server.max_connections=%d plus what "
+                "the process needs: connections past it fail at accept, not at the bound; "
+                "raise `ulimit -n` or lower server.max_connections",
+                soft,
+                self.config.server.max_connections,
+            )
         self._start_timers()
         bound: Any = self._port.getHost()  # type: ignore[misc]
         log.info(
@@ -267,6 +347,7 @@ class NameServer:
     def _start_timers(self) -> None:
         cfg = self.config
         self._every(cfg.registry.scan_interval_ms, self._scan)
+        self._every(HOUSEKEEPING_INTERVAL_MS, self.housekeep)
         if cfg.push.enabled:
             self._every(cfg.push.tick_interval_ms, self.tick)
         if cfg.pressure.enabled:
@@ -303,9 +384,17 @@ class NameServer:
                 oneway=True,
             )
         )
-        for conn in list(self.connections.values()):
+        # Only peers that spoke the extension know 7004: an upstream client logs an error for
+        # it, so it just gets normal service through the grace period and then a close.
+        told = [conn for conn in self.connections.values() if conn.speaks_extension]
+        for conn in told:
             conn.send(frame)
-        log.info("GoAway sent to %d connections; closing in %d ms", len(self.connections), grace)
+        log.info(
+            "GoAway sent to %d of %d connections; closing in %d ms",
+            len(told),
+            len(self.connections),
+            grace,
+        )
         stopped: defer.Deferred[None] = defer.Deferred()
         self._stopping = stopped
         port: Any = self._port
@@ -316,6 +405,7 @@ class NameServer:
             listening = defer.gatherResults(both).addCallback(lambda _: None)
 
         def close_all() -> None:
+            globalLogPublisher.removeObserver(self._log_observer)
             for loop in self._loops:
                 if loop.running:
                     loop.stop()
@@ -335,13 +425,43 @@ class NameServer:
 
     # -- connections -------------------------------------------------------------------------
 
-    def _connection_made(self, conn: NamesrvConnection) -> None:
-        self.connections[conn.conn_id] = conn
-        self.counters["connections_opened"] += 1
+    def _connection_made(self, conn: NamesrvConnection) -> bool:
+        """Admit ``conn`` unless a connection bound is reached (then it is refused, counted)."""
+        if self._fd_episode_refused:
+            log.warning(
+                "accepting connections again; %d were refused while file descriptors ran out",
+                self._fd_episode_refused,
+            )
+            self._fd_episode_refused = 0
+        cfg = self.config.server
+        on_host = self._connections_of_host.get(conn.host, 0)
+        if len(self.connections) >= cfg.max_connections:
+            bound = f"server.max_connections={cfg.max_connections}"
+        elif on_host >= cfg.max_connections_per_host:
+            bound = f"server.max_connections_per_host={cfg.max_connections_per_host}"
+        else:
+            self.connections[conn.conn_id] = conn
+            self._connections_of_host[conn.host] = on_host + 1
+            self.counters["connections_opened"] += 1
+            return True
+        kind = bound.split("=")[0].split(".")[1]
+        self.counters[f"connections_refused.{kind}"] += 1
+        self._peer_log.warning(
+            f"refused.{kind}", "refused a connection from %s: %s reached", conn.peer, bound
+        )
+        return False
 
     def _connection_lost(self, conn: NamesrvConnection) -> None:
+        if conn.held_input:
+            self.buffered_input -= conn.held_input
+            conn.held_input = 0
         if self.connections.pop(conn.conn_id, None) is None:
             return
+        left = self._connections_of_host.get(conn.host, 0) - 1
+        if left > 0:
+            self._connections_of_host[conn.host] = left
+        else:
+            self._connections_of_host.pop(conn.host, None)
         self.counters["connections_closed"] += 1
         released = self.subscriptions.drop_connection(conn)
         self.detector.forget_connection(conn)
@@ -351,12 +471,138 @@ class NameServer:
                 "connection_closed", conn=conn.conn_id, released_topics=len(released)
             )
 
+    # -- input bounds ----------------------------------------------------------------------
+
+    def _input_held(self, conn: NamesrvConnection) -> None:
+        """Account ``conn``'s partly received frame; past the global bound, shed the biggest."""
+        held = conn.decoder.allocated
+        delta = held - conn.held_input
+        conn.held_input = held
+        self.buffered_input += delta
+        if held == 0:
+            conn.partial_since_ms = None
+        elif conn.partial_since_ms is None:
+            conn.partial_since_ms = self._now_ms()
+        cfg = self.config.server
+        # The transport reads up to its buffer size at a time, on top of what is held: that
+        # read is kept inside the bound too (never below one whole frame).
+        bound = max(cfg.max_frame_size, cfg.max_buffered_input_bytes - cfg.output_buffer_bytes)
+        while delta > 0 and self.buffered_input > bound:
+            biggest = max(
+                (c for c in self.connections.values() if not c.closing),
+                key=lambda c: c.held_input,
+                default=None,
+            )
+            if biggest is None or biggest.held_input == 0:
+                break
+            self.counters["input_bound_closes"] += 1
+            self._peer_log.warning(
+                "input_bound",
+                "closing connection %s from %s: partly received frames hold %d bytes over all "
+                "connections, past server.max_buffered_input_bytes=%d less one read; it held "
+                "the most (%d)",
+                biggest.conn_id,
+                biggest.peer,
+                self.buffered_input,
+                cfg.max_buffered_input_bytes,
+                biggest.held_input,
+            )
+            self._release_input(biggest)
+            biggest.close(abort=True)
+
+    def _release_input(self, conn: NamesrvConnection) -> None:
+        self.buffered_input -= conn.held_input
+        conn.held_input = 0
+        conn.partial_since_ms = None
+        conn.decoder.fail()
+
+    def _stream_refused(self, conn: NamesrvConnection, exc: FrameError) -> None:
+        """The stream cannot be read on: count by kind, log (rate-limited), close."""
+        self.counters["frames_refused"] += 1
+        self.counters[f"decode_failures.{exc.kind}"] += 1
+        self._peer_log.warning(
+            exc.kind, "closing connection %s from %s: %s", conn.conn_id, conn.peer, exc.remark
+        )
+        self._release_input(conn)
+        conn.close(abort=True)
+
+    def _header_refused(self, conn: NamesrvConnection, exc: FrameError, frame: bytes) -> None:
+        """A header that failed to decode in a sound frame: answer the error, keep serving."""
+        self.counters["headers_refused"] += 1
+        self.counters[f"decode_failures.{exc.kind}"] += 1
+        self._peer_log.warning(exc.kind, "refused a request from %s: %s", conn.peer, exc.remark)
+        if exc.flag & (FLAG_RESPONSE | FLAG_ONEWAY) or exc.opaque is None:
+            return
+        response = RemotingCommand(
+            code=exc.code,
+            opaque=exc.opaque,
+            flag=FLAG_RESPONSE,
+            language=LanguageCode.JAVA,
+            remark=exc.remark,
+            serialize_type=SerializeType.ROCKETMQ if frame[0] == 1 else SerializeType.JSON,
+        )
+        conn.send(encode_command(response))
+
+    def housekeep(self) -> None:
+        """Close connections whose frame is overdue, and idle ones that hold no subscription."""
+        cfg = self.config.server
+        now = self._now_ms()
+        frame_deadline = now - cfg.frame_timeout_ms
+        idle_deadline = now - cfg.idle_timeout_ms if cfg.idle_timeout_ms else None
+        subscribed = self.subscriptions.topics_of
+        for conn in list(self.connections.values()):
+            if conn.closing:
+                continue
+            if conn.partial_since_ms is not None and conn.partial_since_ms <= frame_deadline:
+                self.counters["frame_timeouts"] += 1
+                self._peer_log.warning(
+                    "frame_timeout",
+                    "closing connection %s from %s: a frame begun %d ms ago is still "
+                    "incomplete (%d bytes), past server.frame_timeout_ms=%d",
+                    conn.conn_id,
+                    conn.peer,
+                    now - conn.partial_since_ms,
+                    conn.held_input,
+                    cfg.frame_timeout_ms,
+                )
+                self._release_input(conn)
+                conn.close(abort=True)
+            elif (
+                idle_deadline is not None
+                and conn.last_request_ms <= idle_deadline
+                and not subscribed(conn)
+            ):
+                self.counters["idle_closes"] += 1
+                log.debug("closing connection %s from %s: idle", conn.conn_id, conn.peer)
+                # Aborted: output still unsent after the idle period is never going to be read.
+                conn.close(abort=True)
+
+    def _twisted_log_event(self, event: dict[str, Any]) -> None:
+        """Twisted reports accept() failures (file descriptors out) only to its own log."""
+        text = str(event.get("log_format") or "")
+        if not text.startswith(("EMFILE encountered", "Could not accept new connection")):
+            return
+        self.counters["accept_failures"] += 1
+        if self._fd_episode_refused == 0:
+            soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            log.error(
+                "cannot accept new connections: this process is out of file descriptors "
+                "(limit %d, %d connections open); they are refused until some close. "
+                "Raise `ulimit -n` or lower server.max_connections",
+                soft,
+                len(self.connections),
+            )
+        self._fd_episode_refused += 1
+
     def _handle(self, conn: NamesrvConnection, command: RemotingCommand, frame: bytes) -> None:
         if command.is_response:
             self.counters["responses_ignored"] += 1
             return
         if command.code == RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED:
             conn.serialize_type = SerializeType(command.serialize_type)
+            conn.speaks_extension = True
+        elif command.code == RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED:
+            conn.speaks_extension = True
         response = self.processor.process(conn, command)
         if response is None:
             return
@@ -525,4 +771,13 @@ class NameServer:
         out["push_pending_connections"] = self.detector.pending_connections
         out["push_pending_topics"] = self.detector.pending_topic_count
         out.update({f"rejected.acl_{k}": v for k, v in self.acl.rejections.items()})
+        out["buffered_input_bytes"] = self.buffered_input
+        out["route_cache_bytes"] = self.route_responses.size_bytes
+        out["route_cache_entries"] = len(self.route_responses)
+        out["kv_config_bytes"] = self.kv.size_bytes
+        out["route_cache_resets"] = self.route_responses.resets
+        out["route_cache_uncacheable"] = self.route_responses.uncacheable
+        out["log_lines_suppressed"] = self._peer_log.dropped
+        out["pressure_sample_errors"] = self.pressure.sample_errors
+        out["journal_suppressed_records"] = getattr(self.journal, "suppressed_records", 0)
         return out

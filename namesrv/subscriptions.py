@@ -47,19 +47,31 @@ def validate_topic_name(topic: str) -> None:
 
 
 class SubscriptionRegistry:
-    """Topic <-> connection subscriptions, bounded per connection and in total."""
+    """Topic <-> connection subscriptions, bounded per connection, per remote host and in total.
 
-    def __init__(self, max_topics_per_connection: int, max_total_subscriptions: int) -> None:
+    The per-host bound is what keeps the total a shared budget: without it one client could
+    open connections until the total is spent and every other client's SUBSCRIBE is refused.
+    """
+
+    def __init__(
+        self,
+        max_topics_per_connection: int,
+        max_total_subscriptions: int,
+        max_subscriptions_per_host: int | None = None,
+    ) -> None:
         self._max_per_connection = max_topics_per_connection
         self._max_total = max_total_subscriptions
+        self._max_per_host = max_subscriptions_per_host or max_total_subscriptions
         self._by_topic: dict[str, set[Conn]] = {}
         self._by_connection: dict[Conn, set[str]] = {}
+        self._host_of: dict[Conn, str] = {}
+        self._by_host: dict[str, int] = {}
         self._total = 0
 
-    def subscribe(self, conn: Conn, topics: Iterable[str]) -> list[str]:
-        """Add ``topics`` for ``conn``; returns the ones that were new, in request order.
+    def subscribe(self, conn: Conn, topics: Iterable[str], host: str | None = None) -> list[str]:
+        """Add ``topics`` for ``conn`` (from remote ``host``); returns the new ones, in order.
 
-        Idempotent, and topics need not exist yet. Every name and both bounds are checked before
+        Idempotent, and topics need not exist yet. Every name and every bound is checked before
         anything changes, so a refused request leaves the connection's subscriptions as they were.
         """
         requested = list(dict.fromkeys(topics))
@@ -80,6 +92,15 @@ class SubscriptionRegistry:
                 f"subscribing {len(added)} more topics would make {self._total + len(added)} "
                 f"subscriptions in total, over max_total_subscriptions={self._max_total}"
             )
+        host = self._host_of.get(conn, host)
+        if host is not None:
+            on_host = self._by_host.get(host, 0)
+            if on_host + len(added) > self._max_per_host:
+                raise SubscriptionError(
+                    f"subscribing {len(added)} more topics would give host {host} "
+                    f"{on_host + len(added)} subscriptions, over max_subscriptions_per_host="
+                    f"{self._max_per_host}"
+                )
         if not added:
             return added
         mine = self._by_connection.setdefault(conn, set())
@@ -87,7 +108,14 @@ class SubscriptionRegistry:
             mine.add(topic)
             self._by_topic.setdefault(topic, set()).add(conn)
         self._total += len(added)
+        if host is not None:
+            self._host_of[conn] = host
+            self._by_host[host] = self._by_host.get(host, 0) + len(added)
         return added
+
+    def host_total(self, host: str) -> int:
+        """Subscriptions held by the connections of ``host``."""
+        return self._by_host.get(host, 0)
 
     def unsubscribe(self, conn: Conn, topics: Iterable[str]) -> list[str]:
         """Remove ``topics`` for ``conn``; returns the ones it actually held."""
@@ -98,6 +126,7 @@ class SubscriptionRegistry:
         for topic in removed:
             mine.discard(topic)
             self._release(conn, topic)
+        self._release_host(conn, len(removed), forget=not mine)
         if not mine:
             del self._by_connection[conn]
         return removed
@@ -109,6 +138,7 @@ class SubscriptionRegistry:
             return []
         for topic in mine:
             self._release(conn, topic)
+        self._release_host(conn, len(mine), forget=True)
         return sorted(mine)
 
     def subscribers(self, topic: str) -> AbstractSet[Conn]:
@@ -134,6 +164,16 @@ class SubscriptionRegistry:
     @property
     def topic_count(self) -> int:
         return len(self._by_topic)
+
+    def _release_host(self, conn: Conn, count: int, *, forget: bool) -> None:
+        host = self._host_of.pop(conn, None) if forget else self._host_of.get(conn)
+        if host is None:
+            return
+        left = self._by_host.get(host, 0) - count
+        if left > 0:
+            self._by_host[host] = left
+        else:
+            self._by_host.pop(host, None)
 
     def _release(self, conn: Conn, topic: str) -> None:
         conns = self._by_topic[topic]

@@ -332,28 +332,35 @@ def queue_data_doc(q: QueueData) -> dict[str, Any]:
     }
 
 
-def broker_data_doc(b: BrokerData) -> dict[str, Any]:
+def broker_data_doc(b: BrokerData, *, legacy: bool = False) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "brokerAddrs": dict(sorted(b.broker_addrs.items())),
         "brokerName": b.broker_name,
         "cluster": b.cluster,
-        "enableActingMaster": b.enable_acting_master,
     }
+    if legacy:  # 4.9.x BrokerData: no zoneName, no enableActingMaster
+        return doc
+    doc["enableActingMaster"] = b.enable_acting_master
     if b.zone_name is not None:
         doc["zoneName"] = b.zone_name
     return doc
 
 
-def encode_route(route: TopicRouteData, *, standard_json: bool) -> bytes:
-    """A GET_ROUTEINFO_BY_TOPIC body; ``standard_json`` False writes fastjson's unquoted keys."""
+def encode_route(route: TopicRouteData, *, standard_json: bool, legacy: bool = False) -> bytes:
+    """A GET_ROUTEINFO_BY_TOPIC body; ``standard_json`` False writes fastjson's unquoted keys.
+
+    ``legacy`` writes the shape a 4.9.x name server gives (for clients older than 5.0): without
+    the 5.x-only fields (``enableActingMaster``, ``zoneName``, ``topicQueueMappingByBroker``),
+    which some 4.x clients fail to parse.
+    """
     doc: dict[str, Any] = {
-        "brokerDatas": [broker_data_doc(b) for b in route.broker_datas],
+        "brokerDatas": [broker_data_doc(b, legacy=legacy) for b in route.broker_datas],
         "filterServerTable": {k: list(v) for k, v in route.filter_server_table.items()},
         "queueDatas": [queue_data_doc(q) for q in route.queue_datas],
     }
     if route.order_topic_conf is not None:
         doc["orderTopicConf"] = route.order_topic_conf
-    if route.topic_queue_mapping_by_broker is not None:
+    if route.topic_queue_mapping_by_broker is not None and not legacy:
         doc["topicQueueMappingByBroker"] = route.topic_queue_mapping_by_broker
     # fastjson writes bean fields alphabetically and, with MapSortField, sorted map keys;
     # BrowserCompatible (the standard flavour) escapes non-ASCII.

@@ -15,7 +15,32 @@ class ProtocolError(Exception):
 
 
 class FrameError(ProtocolError):
-    """The byte stream itself is broken (bad length, oversize): the connection cannot go on."""
+    """A frame cannot be decoded.
+
+    ``kind`` names the failure for counters (``frame_length``, ``header_json``, ...). When the
+    frame's boundaries were sound and its header gave an ``opaque`` (and ``flag``), the request
+    can still be answered with an error and the stream goes on; otherwise (``opaque`` None) the
+    stream is beyond repair and the connection must close.
+    """
+
+    def __init__(
+        self,
+        remark: str,
+        code: int = ResponseCode.SYSTEM_ERROR,
+        *,
+        kind: str = "malformed",
+        opaque: int | None = None,
+        flag: int = 0,
+    ) -> None:
+        super().__init__(remark, code)
+        self.kind = kind
+        self.opaque = opaque
+        self.flag = flag
+
+    @property
+    def answerable(self) -> bool:
+        """True when the stream is intact and the peer awaits an answer to this request."""
+        return self.opaque is not None
 
 
 class HeaderError(ProtocolError):

@@ -24,6 +24,9 @@ from protocol.errors import FrameError
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
 """Upstream's ``com.rocketmq.remoting.frameMaxLength`` default."""
 
+DEFAULT_MAX_HEADER_SIZE = 64 * 1024
+"""Headers are a few hundred bytes in practice; a bigger one is refused before it is parsed."""
+
 _PREFIX = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
 _HEADER_LENGTH_MASK = 0x00FFFFFF
@@ -112,25 +115,46 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     return b"".join((prefix, encoded, cmd.body))
 
 
-def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
-    """Decode one frame without its 4-byte length prefix (header-length word onwards)."""
+def decode_frame(
+    frame: bytes | memoryview, max_header_size: int = DEFAULT_MAX_HEADER_SIZE
+) -> RemotingCommand:
+    """Decode one frame without its 4-byte length prefix (header-length word onwards).
+
+    Every failure is a :class:`FrameError` whatever the parser raised underneath (a deeply
+    nested JSON header raises ``RecursionError`` in ``json``), so a caller has one thing to
+    catch; its ``kind`` says what went wrong and ``answerable`` whether the stream goes on.
+    """
     if len(frame) < 4:
-        raise FrameError(f"frame of {len(frame)} bytes is shorter than its header-length word")
+        raise FrameError(
+            f"frame of {len(frame)} bytes is shorter than its header-length word",
+            kind="frame_length",
+        )
     word = _LENGTH.unpack_from(frame, 0)[0]
     kind, header_length = word >> 24, word & _HEADER_LENGTH_MASK
     if header_length > len(frame) - 4:
         raise FrameError(
-            f"header length {header_length} exceeds the frame's {len(frame) - 4} bytes"
+            f"header length {header_length} exceeds the frame's {len(frame) - 4} bytes",
+            kind="header_length",
+        )
+    if header_length > max_header_size:
+        raise FrameError(
+            f"header of {header_length} bytes exceeds the limit of {max_header_size}",
+            kind="header_too_large",
         )
     header_bytes = bytes(frame[4 : 4 + header_length])
-    if kind == SerializeType.JSON:
-        h = header_codec.decode_json(header_bytes)
-        serialize_type = SerializeType.JSON
-    elif kind == SerializeType.ROCKETMQ:
-        h = header_codec.decode_binary(header_bytes)
-        serialize_type = SerializeType.ROCKETMQ
-    else:
-        raise FrameError(f"unknown serialize type {kind}")
+    try:
+        if kind == SerializeType.JSON:
+            h = header_codec.decode_json(header_bytes)
+            serialize_type = SerializeType.JSON
+        elif kind == SerializeType.ROCKETMQ:
+            h = header_codec.decode_binary(header_bytes)
+            serialize_type = SerializeType.ROCKETMQ
+        else:
+            raise FrameError(f"unknown serialize type {kind}", kind="serialize_type")
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as exc:
+        raise FrameError(
+            f"header could not be decoded ({type(exc).__name__})", kind="header_unreadable"
+        ) from None
     return RemotingCommand(
         code=h.code,
         opaque=h.opaque,
@@ -159,6 +183,19 @@ class FrameDecoder:
         """Bytes held for a frame not yet complete."""
         return len(self._buffer)
 
+    @property
+    def allocated(self) -> int:
+        """Memory the incomplete frame occupies (a growing buffer over-allocates its length)."""
+        return self._buffer.__alloc__() if self._buffer else 0
+
+    @property
+    def pending_header_length(self) -> int | None:
+        """The header length the incomplete frame announces, once its first 8 bytes are here:
+        a reader can refuse an oversized header before the rest of the frame arrives."""
+        if len(self._buffer) < 8:
+            return None
+        return int(_LENGTH.unpack_from(self._buffer, 4)[0] & _HEADER_LENGTH_MASK)
+
     def feed(self, data: bytes) -> list[RemotingCommand]:
         try:
             return [decode_frame(frame) for frame in self.feed_raw(data)]
@@ -174,7 +211,7 @@ class FrameDecoder:
     def feed_raw(self, data: bytes) -> list[bytes]:
         """Whole frames without their length prefix, undecoded (see :func:`decode_frame`)."""
         if self._broken:
-            raise FrameError("the stream already failed to decode")
+            raise FrameError("the stream already failed to decode", kind="stream_failed")
         buf = self._buffer
         if not buf and len(data) >= 4:
             # The common case: one whole frame in one read, nothing held over.
@@ -189,10 +226,14 @@ class FrameDecoder:
                 length = _LENGTH.unpack_from(buf, pos)[0]
                 if length > self.max_frame_size:
                     raise FrameError(
-                        f"frame length {length} exceeds the limit of {self.max_frame_size} bytes"
+                        f"frame length {length} exceeds the limit of {self.max_frame_size} bytes",
+                        kind="frame_too_large",
                     )
                 if length < 4:
-                    raise FrameError(f"frame length {length} is too short to hold a header")
+                    raise FrameError(
+                        f"frame length {length} is too short to hold a header",
+                        kind="frame_length",
+                    )
                 end = pos + 4 + length
                 if end > len(buf):
                     break

@@ -11,7 +11,7 @@ import json
 import struct
 from typing import Any, NamedTuple
 
-from protocol.codes import LanguageCode
+from protocol.codes import LanguageCode, ResponseCode
 from protocol.errors import FrameError
 
 _LANGUAGE_BY_NAME = {lang.name: lang for lang in LanguageCode}
@@ -53,24 +53,55 @@ def decode_json(data: bytes) -> Header:
     try:
         doc = json.loads(data)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise FrameError(f"JSON header is not valid JSON: {exc}") from None
+        raise FrameError(f"JSON header is not valid JSON: {exc}", kind="header_json") from None
+    except RecursionError:
+        raise FrameError(
+            "JSON header nests deeper than the parser allows", kind="header_depth"
+        ) from None
     if not isinstance(doc, dict):
-        raise FrameError(f"JSON header is a {type(doc).__name__}, not an object")
+        raise FrameError(
+            f"JSON header is a {type(doc).__name__}, not an object", kind="header_json"
+        )
+    # From here the frame is sound JSON: a request with a usable opaque is answered with the
+    # error instead of losing its connection.
+    opaque = doc.get("opaque")
+    flag = doc.get("flag")
+    answer = _int32_or_none(opaque)
+    answer_flag = _int32_or_none(flag) or 0
+
+    def bad(remark: str, kind: str = "header_field") -> FrameError:
+        return FrameError(
+            remark, ResponseCode.INVALID_PARAMETER, kind=kind, opaque=answer, flag=answer_flag
+        )
+
+    for name, value in doc.items():
+        if name != "extFields" and isinstance(value, dict | list):
+            raise bad(f"JSON header field {name} is not a scalar", "header_depth")
     ext = doc.get("extFields") or {}
     if not isinstance(ext, dict):
-        raise FrameError("JSON header field extFields is not an object")
+        raise bad("JSON header field extFields is not an object")
     remark = doc.get("remark")
     if remark is not None and not isinstance(remark, str):
-        raise FrameError("JSON header field remark is not a string")
-    return Header(
-        code=_json_int(doc, "code", required=True),
-        language=_json_language(doc.get("language")),
-        version=_json_int(doc, "version"),
-        opaque=_json_int(doc, "opaque"),
-        flag=_json_int(doc, "flag"),
-        remark=remark,
-        ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
-    )
+        raise bad("JSON header field remark is not a string")
+    try:
+        return Header(
+            code=_json_int(doc, "code", required=True),
+            language=_json_language(doc.get("language")),
+            version=_json_int(doc, "version"),
+            opaque=_json_int(doc, "opaque"),
+            flag=_json_int(doc, "flag"),
+            remark=remark,
+            ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
+        )
+    except FrameError as exc:
+        kind = "header_depth" if "not a scalar" in exc.remark else "header_field"
+        raise bad(exc.remark, kind) from None
+
+
+def _int32_or_none(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value <= _INT32_MAX:
+        return value
+    return None
 
 
 def _json_int(doc: dict[str, Any], name: str, *, required: bool = False) -> int:
@@ -80,10 +111,16 @@ def _json_int(doc: dict[str, Any], name: str, *, required: bool = False) -> int:
             raise FrameError(f"JSON header lacks the {name} field")
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FrameError(f"JSON header field {name} is not an integer: {value!r}")
+        raise FrameError(f"JSON header field {name} is not an integer: {_short(value)}")
     if not -(2**31) <= value <= _INT32_MAX:
-        raise FrameError(f"JSON header field {name} is out of the int32 range: {value}")
+        raise FrameError(f"JSON header field {name} is out of the int32 range: {_short(value)}")
     return value
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A value for a remark, cut short: a peer's padding must not travel back in full."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _json_language(value: Any) -> LanguageCode:
@@ -96,7 +133,7 @@ def _json_language(value: Any) -> LanguageCode:
             return LanguageCode(value)
         except ValueError:
             return LanguageCode.OTHER
-    raise FrameError(f"JSON header field language is not a name: {value!r}")
+    raise FrameError(f"JSON header field language is not a name: {_short(value)}")
 
 
 def _ext_value(value: Any) -> str:
@@ -107,7 +144,7 @@ def _ext_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(value)
-    raise FrameError(f"JSON header extFields value is not a scalar: {value!r}")
+    raise FrameError(f"JSON header extFields value is not a scalar: {_short(value)}")
 
 
 # -- ROCKETMQ binary ---------------------------------------------------------------------------
@@ -131,12 +168,33 @@ def encode_binary(h: Header) -> bytes:
 
 def decode_binary(data: bytes) -> Header:
     reader = _Reader(data)
-    code, language, version, opaque, flag = reader.unpack(_BINARY_FIXED, "fixed fields")
+    try:
+        code, language, version, opaque, flag = reader.unpack(_BINARY_FIXED, "fixed fields")
+    except FrameError as exc:
+        raise FrameError(exc.remark, kind="header_binary") from None
+    try:
+        remark, ext = _binary_rest(reader)
+    except FrameError as exc:  # the fixed fields were read: the request can be answered
+        raise FrameError(
+            exc.remark,
+            ResponseCode.INVALID_PARAMETER,
+            kind="header_binary",
+            opaque=opaque,
+            flag=flag,
+        ) from None
+    try:
+        lang = LanguageCode(language)
+    except ValueError:
+        lang = LanguageCode.OTHER
+    return Header(code, lang, version, opaque, flag, remark, ext)
+
+
+def _binary_rest(reader: _Reader) -> tuple[str | None, dict[str, str]]:
     remark_len = reader.int32("remark length")
     remark = reader.text(remark_len, "remark") if remark_len > 0 else None
     ext_len = reader.int32("extFields length")
     ext_end = reader.pos + ext_len
-    if ext_end > len(data):
+    if ext_end > len(reader.data):
         raise FrameError(f"binary header extFields length {ext_len} runs past the header")
     ext: dict[str, str] = {}
     while reader.pos < ext_end:
@@ -146,11 +204,7 @@ def decode_binary(data: bytes) -> Header:
         ext[key] = reader.text(value_len, "extFields value")
     if reader.pos != ext_end:
         raise FrameError("binary header extFields overrun their declared length")
-    try:
-        lang = LanguageCode(language)
-    except ValueError:
-        lang = LanguageCode.OTHER
-    return Header(code, lang, version, opaque, flag, remark, ext)
+    return remark, ext
 
 
 class _Reader:

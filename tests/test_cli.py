@@ -49,7 +49,7 @@ def read_frames(sock: socket.socket, count: int) -> list[RemotingCommand]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_sends_go_away_then_the_process_exits_cleanly(tmp_path, sig):
+def test_signal_sends_go_away_to_subscribers_only_then_the_process_exits_cleanly(tmp_path, sig):
     config = tmp_path / "namesrv.toml"
     config.write_text(
         '[server]\nshutdown_grace_ms = 300\ngo_away_alternatives = ["10.0.0.9:9876"]\n'
@@ -57,10 +57,19 @@ def test_signal_sends_go_away_then_the_process_exits_cleanly(tmp_path, sig):
     proc = spawn("--listen", "127.0.0.1:0", "--config", str(config))
     try:
         port = bound_port(proc)
-        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=20) as sock,
+            socket.create_connection(("127.0.0.1", port), timeout=20) as upstream,
+        ):
+            subscribe = RemotingCommand.request(
+                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
+                body=pb.SubscribeTopicRoute(topics=["T"], client_id="c").SerializeToString(),
+            )
+            sock.sendall(encode_command(subscribe))
+            assert read_frames(sock, 1)[0].code == ResponseCode.SUCCESS
             request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
-            sock.sendall(encode_command(request))
-            [answer] = read_frames(sock, 1)
+            upstream.sendall(encode_command(request))
+            [answer] = read_frames(upstream, 1)
             assert answer.code == ResponseCode.TOPIC_NOT_EXIST
             proc.send_signal(sig)
             [go_away] = read_frames(sock, 1)
@@ -68,11 +77,14 @@ def test_signal_sends_go_away_then_the_process_exits_cleanly(tmp_path, sig):
             body = pb.GoAway.FromString(go_away.body)
             assert body.grace_period_ms == 300
             assert list(body.alternative_addrs) == ["10.0.0.9:9876"]
-            # Still served during the grace period.
-            sock.sendall(encode_command(request))
-            [again] = read_frames(sock, 1)
-            assert again.code == ResponseCode.TOPIC_NOT_EXIST
+            # Both still served during the grace period; the upstream-style client never sees
+            # 7004 (an Apache client logs an error for a request code it does not know).
+            for peer in (sock, upstream):
+                peer.sendall(encode_command(request))
+                [again] = read_frames(peer, 1)
+                assert again.code == ResponseCode.TOPIC_NOT_EXIST
             assert read_frames(sock, 1) == []  # then closed
+            assert read_frames(upstream, 1) == []
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
@@ -92,3 +104,96 @@ def test_unknown_listen_address_is_refused():
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "nowhere" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("[server]\nmax_frame_size = 3\n", "server.max_frame_size"),
+        ("[server]\nmax_header_size = 100\n", "server.max_header_size"),
+        ("[server]\nmax_buffered_input_bytes = 1024\n", "server.max_buffered_input_bytes"),
+        ("[server]\nmax_connections_per_host = 0\n", "server.max_connections_per_host"),
+        ("[server]\nidle_timeout_ms = 5\n", "server.idle_timeout_ms"),
+        ('[server]\ngo_away_alternatives = ["nowhere"]\n', "go_away_alternatives"),
+        ("[pressure]\nmemory_high_percent = 150.0\n", "pressure.memory_high_percent"),
+        ("[pressure]\nsample_interval_ms = 1\n", "pressure.sample_interval_ms"),
+        ("[registry]\nmax_queue_nums = 0\n", "registry.max_queue_nums"),
+        ("[push]\nmax_subscriptions_per_host = 2000000\n", "push.max_subscriptions_per_host"),
+        ("[journal]\nmax_total_bytes = 10\n", "journal.max_total_bytes"),
+    ],
+)
+def test_out_of_range_values_exit_2_naming_the_key(tmp_path, capsys, toml, named):
+    from namesrv.cli import main
+
+    config = tmp_path / "bad.toml"
+    config.write_text(toml)
+    assert main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("namesrv: ") and named in err
+
+
+def test_unusable_paths_and_a_corrupt_kv_file_exit_2_before_serving(tmp_path, capsys):
+    from namesrv.cli import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    kv = tmp_path / "kvConfig.json"
+    kv.write_text('{"configTable": {"ns": ')
+    cases = [
+        (f'[journal]\ndirectory = "{blocker}/journal"\n', "journal.directory"),
+        (f'[registry]\nkv_config_path = "{tmp_path}"\n', "is a directory"),
+        (f'[registry]\nkv_config_path = "{kv}"\n', "is corrupt"),
+    ]
+    for toml, named in cases:
+        config = tmp_path / "bad.toml"
+        config.write_text(toml)
+        assert main(["--config", str(config)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("namesrv: ") and named in err
+        assert "Traceback" not in err
+
+
+def test_running_out_of_file_descriptors_is_logged_once_per_episode(tmp_path):
+    import resource
+
+    def low_fd_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    config = tmp_path / "namesrv.toml"
+    config.write_text("[pressure]\nsample_interval_ms = 100\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv", "--listen", "127.0.0.1:0", "--config", str(config)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=low_fd_limit,
+    )
+    try:
+        port = bound_port(proc)
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(100)]
+        seen = []
+        for line in proc.stderr:  # type: ignore[union-attr]
+            seen.append(line)
+            if "out of file descriptors" in line:
+                break
+        for sock in socks:
+            sock.close()
+        request = encode_command(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        answers: list[RemotingCommand] = []
+        while not answers:  # served again once the descriptors are back
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                try:
+                    sock.sendall(request)
+                    answers = read_frames(sock, 1)
+                except ConnectionError:
+                    continue
+        assert answers[0].code == ResponseCode.SUCCESS
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=20)[1]
+        err = "".join(seen) + rest
+    finally:
+        proc.kill()
+    assert err.count("out of file descriptors") == 1, err
+    assert "accepting connections again" in err
+    assert "Traceback" not in err

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from client_push.route_cache import MessageQueue, RouteCache, publish_info, read_queues
+import pytest
+
+from client_push.route_cache import (
+    MessageQueue,
+    RouteCache,
+    RouteTooLargeError,
+    publish_info,
+    read_queues,
+)
 from protocol.codes import Perm
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
 
@@ -121,3 +129,16 @@ def test_drop_forgets_the_route_but_keeps_holding_the_topic():
     cache.put("T", route(("a", 1, 1, RW)), 1, 0)
     assert cache.drop("T") is not None
     assert cache.is_held("T") and cache.peek("T") is None
+
+
+def test_queue_counts_over_the_bounds_are_refused_before_anything_is_built():
+    cache = RouteCache(60_000, max_queue_nums=16, max_route_queues=40)
+    with pytest.raises(RouteTooLargeError, match="readQueueNums=17"):
+        cache.put("T", route(("a", 17, 4, RW)), 1, 0)
+    with pytest.raises(RouteTooLargeError, match="41 queues"):
+        cache.put("T", route(("a", 16, 16, RW), ("b", 16, 16, RW), ("c", 9, 9, RW)), 1, 0)
+    order = TopicRouteData(order_topic_conf="a:100000000")
+    with pytest.raises(RouteTooLargeError, match="orderTopicConf"):
+        cache.put("T", order, 1, 0)
+    assert cache.peek("T") is None
+    assert cache.put("T", route(("a", 16, 16, RW)), 1, 0).entry.publish_info.ok

@@ -18,7 +18,12 @@ from twisted.internet import defer, protocol, reactor, task
 
 from client_push.client import RouteClient, RouteEvent
 from client_push.config import ClientConfig
-from client_push.errors import NameServerError, RequestTimeoutError, TopicNotExistError
+from client_push.errors import (
+    NameServerError,
+    RequestTimeoutError,
+    RouteClientError,
+    TopicNotExistError,
+)
 from protocol import bodies
 from protocol import routepush_pb2 as pb
 from protocol.codes import Perm, RequestCode, ResponseCode
@@ -658,3 +663,34 @@ async def test_telemetry_writes_one_json_line_per_refetch_with_its_cause(tmp_pat
 def test_telemetry_is_off_by_default():
     client = RouteClient(ClientConfig(namesrv_addrs=("127.0.0.1:1",)), reactor, clock=task.Clock())
     assert type(client._telemetry).__name__ == "NullTelemetry"
+
+
+# -- untrusted routes -----------------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_route_with_an_absurd_queue_count_fails_the_call_at_once(harness):
+    # The shape that made the client build 100,000,000 queue objects and never answer.
+    harness.ns.set_route("T", make_route(queues=100_000_000))
+    lookup = defer.ensureDeferred(harness.client.get_publish_info("T"))
+    with pytest.raises(RouteClientError, match="QueueNums=100000000"):
+        await lookup
+    assert harness.client.stats()["routes_refused"] == 1
+    assert harness.client.cached_route("T") is None
+    harness.ns.set_route("T", make_route(queues=8))  # a sane route is taken on the next lookup
+    harness.clock.advance(1)
+    info = await defer.ensureDeferred(harness.client.get_publish_info("T"))
+    assert len(info.message_queues) == 8
+
+
+@pytest_twisted.ensureDeferred
+async def test_any_error_while_handling_a_route_fails_the_waiting_call(harness, monkeypatch):
+    harness.ns.set_route("T", make_route())
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(harness.client._cache, "put", broken)
+    with pytest.raises(RouteClientError, match="MemoryError"):
+        await defer.ensureDeferred(harness.client.get_route("T"))
+    assert harness.client.stats()["internal_errors"] == 1

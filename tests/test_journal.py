@@ -224,3 +224,38 @@ def test_notification_sent_fields_summarise_a_tick() -> None:
     assert fields["bytes"] == 1234
     assert fields["topic_list"][:3] == ["T000", "T001", "T002"]
     assert len(fields["topic_list"]) == journal_mod.TOPIC_LIST_LIMIT
+
+
+def test_retention_by_total_bytes_keeps_the_directory_under_the_bound(tmp_path: Path) -> None:
+    clock = Clock()
+    j = make(tmp_path, clock, max_file_bytes=1_000, max_total_bytes=3_000, buffer_bytes=0)
+    for i in range(500):  # about 30 kB of records: ten times the bound
+        clock.now += 1
+        j.record("route_changed", topic=f"t{i}", version=i)
+        on_disk = sum(p.stat().st_size for p in files(tmp_path))
+        assert on_disk <= 3_000
+    j.close()
+    assert j.files_deleted > 0
+    kept = files(tmp_path)
+    assert lines(kept[-1])[-1]["topic"] == "t499"  # the newest records are the ones kept
+
+
+def test_a_flood_is_cut_at_the_rate_and_summarized(tmp_path: Path) -> None:
+    clock = Clock(start=1_700_000_000_000)
+    j = make(tmp_path, clock, max_records_per_second=10, buffer_bytes=0)
+    for i in range(1_000):  # a thousand write-perm toggles in one second
+        j.record("route_changed", topic=f"t{i}", version=i)
+    for _ in range(5):
+        j.record("notification_sent", connections=1)
+    clock.now += 1_000
+    j.flush()
+    j.record("degradation", degraded=True)
+    j.close()
+    records = lines(files(tmp_path)[0])
+    assert [r["event"] for r in records].count("route_changed") == 10
+    summary = next(r for r in records if r["event"] == "journal_suppressed")
+    assert summary["dropped"] == 995
+    assert summary["events"] == {"notification_sent": 5, "route_changed": 990}
+    assert summary["since_ms"] == 1_700_000_000_000
+    assert records[-1]["event"] == "degradation"
+    assert j.suppressed_records == 995

@@ -154,3 +154,19 @@ def test_file_without_config_table_is_empty(tmp_path):
     path.write_text("{}")
     kv = KVConfig(path=str(path))
     assert kv.list_namespace("ns") is None
+
+
+def test_puts_past_the_byte_bound_are_refused_and_deletes_free_room(tmp_path):
+    path = tmp_path / "kv.json"
+    kv = KVConfig(path=str(path), max_bytes=100)
+    kv.put("ns", "a", "x" * 40)
+    kv.put("ns", "b", "y" * 40)
+    assert kv.size_bytes == 2 * (2 + 1 + 40)
+    with pytest.raises(ValueError, match="max_kv_config_bytes=100"):
+        kv.put("ns", "c", "z" * 40)
+    assert kv.get("ns", "c") is None
+    kv.put("ns", "a", "x")  # a smaller value takes less room
+    kv.put("ns", "c", "z" * 40)
+    kv.delete("ns", "b")
+    assert kv.size_bytes == (2 + 1 + 1) + (2 + 1 + 40)
+    assert KVConfig(path=str(path), max_bytes=100).size_bytes == kv.size_bytes

@@ -171,8 +171,8 @@ def test_tuned_config_is_written_as_toml_the_name_server_loads(tmp_path):
 
 def test_toml_keeps_strings_lists_and_nested_tables():
     raw = NamesrvConfig(
-        server=replace(NamesrvConfig().server, go_away_alternatives=["10.0.0.2:9876", 'q"x']),
-        journal=replace(NamesrvConfig().journal, directory="C:\\journal dir"),
+        server=replace(NamesrvConfig().server, go_away_alternatives=["10.0.0.2:9876", "[::1]:9"]),
+        journal=replace(NamesrvConfig().journal, directory='C:\\journal "dir"'),
     )
     import tomllib
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from namesrv.config import PressureConfig
@@ -102,3 +104,26 @@ def test_psutil_sampler_returns_percentages() -> None:
     sample = PsutilSampler()()
     assert sample.cpu_percent >= 0.0
     assert 0.0 <= sample.memory_percent <= 100.0
+
+
+def test_a_failing_sampler_logs_once_per_episode_not_once_per_sample(caplog) -> None:
+    failing = [True]
+
+    def sampler() -> Sample:
+        if failing[0]:
+            raise OSError(24, "Too many open files")
+        return Sample(1.0, 1.0)
+
+    mon = PressureMonitor(sampler, CONFIG)
+    with caplog.at_level(logging.DEBUG, logger="namesrv.pressure"):
+        for _ in range(50):
+            mon.sample_now()
+        failing[0] = False
+        mon.sample_now()
+        failing[0] = True
+        mon.sample_now()
+    lines = [r for r in caplog.records if r.name == "namesrv.pressure"]
+    assert [r.levelname for r in lines] == ["ERROR", "WARNING", "ERROR"]
+    assert "Too many open files" in lines[0].getMessage() and lines[0].exc_info is None
+    assert "after 50 failed samples" in lines[1].getMessage()
+    assert mon.sample_errors == 51

@@ -203,7 +203,7 @@ def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
         "pressure": {
             "memory_high_percent": 0.2,
             "memory_low_percent": 0.1,
-            "cpu_high_percent": 10_000.0,
+            "cpu_high_percent": 100.0,
             "cpu_low_percent": 1.0,
         },
     }

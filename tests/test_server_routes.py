@@ -86,7 +86,24 @@ def test_route_json_flavour_follows_request_version(ns):
     parsed = json.loads(new.body)
     assert parsed["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.1:10911", "1": "10.0.0.9:10911"}
     forced = yield broker.request(route_request("T1", version=121, acceptStandardJsonOnly="true"))
-    assert forced.body == new.body
+    assert json.loads(forced.body)["brokerDatas"][0]["brokerAddrs"] == {
+        "0": "10.0.0.1:10911",
+        "1": "10.0.0.9:10911",
+    }
+
+
+@pytest.mark.parametrize("version", [121, 317, 401, 412])
+@pytest_twisted.inlineCallbacks
+def test_clients_older_than_5_0_get_the_4_9_route_shape(ns, version):
+    broker = yield connect(ns.port)
+    yield broker.request(register_request(topic_configs("T1")))
+    old = yield broker.request(route_request("T1", version=version, acceptStandardJsonOnly="true"))
+    doc = json.loads(old.body)
+    assert set(doc) == {"brokerDatas", "filterServerTable", "queueDatas"}
+    assert set(doc["brokerDatas"][0]) == {"brokerAddrs", "brokerName", "cluster"}
+    assert b"enableActingMaster" not in old.body
+    new = yield broker.request(route_request("T1", version=413))
+    assert json.loads(new.body)["brokerDatas"][0]["enableActingMaster"] is False
 
 
 @pytest_twisted.inlineCallbacks

@@ -67,6 +67,8 @@ class WireClient(protocol.Protocol):
         return d.addTimeout(timeout, reactor)
 
 
-def connect(port: int) -> defer.Deferred[WireClient]:
-    endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port)
+def connect(port: int, source: str | None = None) -> defer.Deferred[WireClient]:
+    """A client of 127.0.0.1:``port``; ``source`` (e.g. ``127.0.0.2``) poses as another host."""
+    bind = (source, 0) if source else None
+    endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port, bindAddress=bind)
     return connectProtocol(endpoint, WireClient())

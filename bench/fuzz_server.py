@@ -1,0 +1,426 @@
+"""Fuzz a live name server over loopback and report crashes, unanswered checks and RSS.
+
+The name server runs as its own process (``python -m namesrv``) with its default bounds. A
+registered broker gives it real routes. Generated inputs (mutated valid requests, wrong-typed and
+deeply nested headers, padding, garbage, bad lengths, truncated frames, mutated register bodies)
+go out on a few fuzz connections; a connection is replaced whenever an input breaks its stream
+(judged by our own decoder, so every input reaches a stream the server is still reading). Every
+``--check-every`` inputs a separate connection asks for a route and must get the right answer
+within ``--check-timeout`` seconds. At the end it prints the figures: inputs, crashes (the
+process died, or logged a traceback), unanswered or wrong checks, and the server's RSS against
+the sum of its configured input bounds.
+
+    python bench/fuzz_server.py --inputs 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import selectors
+import socket
+import struct
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import contextlib
+
+import psutil
+from local_processes import free_port, roundtrip, wait_port
+
+from namesrv.config import NamesrvConfig
+from protocol import bodies
+from protocol.codes import RequestCode, ResponseCode, SerializeType
+from protocol.errors import FrameError
+from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
+from protocol.headers import RegisterBrokerRequestHeader
+from protocol.push_codec import encode_subscribe
+from protocol.route_model import DataVersion, TopicConfig
+
+TOPICS = [f"FuzzTopic{i}" for i in range(20)]
+
+
+def register_command(
+    topics: list[str], compressed: bool = False, name: str = "fuzz-broker", addr: str = "127.0.0.1"
+) -> RemotingCommand:
+    wrapper = bodies.TopicConfigSerializeWrapper(
+        topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in topics},
+        data_version=DataVersion(state_version=0, timestamp=1, counter=1),
+        topic_queue_mapping_info_map={},
+    )
+    body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed)
+    header = RegisterBrokerRequestHeader(
+        broker_name=name,
+        broker_addr=f"{addr}:10911",
+        cluster_name="FuzzCluster",
+        ha_server_addr=f"{addr}:10912",
+        broker_id=0,
+        heartbeat_timeout_millis=10**9,
+        compressed=compressed,
+        body_crc32=bodies.crc32(body),
+    )
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)
+
+
+def corpus() -> list[bytes]:
+    """Valid requests of every kind a client or broker sends, both serializations."""
+    cmds = [
+        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPICS[0]}),
+        RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            {"topic": TOPICS[1]},
+            serialize_type=SerializeType.ROCKETMQ,
+        ),
+        RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO),
+        RemotingCommand.request(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"}),
+        RemotingCommand.request(
+            RequestCode.QUERY_DATA_VERSION,
+            {"brokerName": "b", "brokerAddr": "1.1.1.1:1", "clusterName": "c", "brokerId": "0"},
+            json.dumps(bodies.data_version_doc(DataVersion(1, 2, 3))).encode(),
+        ),
+        RemotingCommand.request(
+            RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(TOPICS[:3], "fuzz")
+        ),
+        # Another broker's: the checked routes must not move when a fuzz connection closes.
+        register_command(["Fz1", "Fz2"], name="other-broker", addr="127.0.0.2"),
+        register_command(["Fz3"], compressed=True, name="other-broker", addr="127.0.0.2"),
+        RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+        RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, oneway=True),
+    ]
+    return [encode_command(c) for c in cmds]
+
+
+JSON_JUNK: list[object] = ["105", 1.5, None, True, [], {}, [1, [2]], {"a": {"b": 1}}, 2**40, -1, ""]
+
+
+def frame(header: bytes, body: bytes = b"", kind: int = 0) -> bytes:
+    return (
+        struct.pack(">II", 4 + len(header) + len(body), (kind << 24) | len(header)) + header + body
+    )
+
+
+class Generator:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.corpus = corpus()
+        self.kinds = [
+            (10, self.valid),
+            (20, self.flip_bytes),
+            (15, self.wrong_type_header),
+            (4, self.deep_header),
+            (10, self.random_frame),
+            (3, self.garbage),
+            (4, self.truncated),
+            (8, self.binary_header),
+            (12, self.body_mutation),
+            (4, self.bad_length),
+            (5, self.padded_lookup),
+            (5, self.made_up_subscribe),
+        ]
+        self.weights = [w for w, _ in self.kinds]
+        self.makers = [m for _, m in self.kinds]
+
+    def __call__(self) -> tuple[str, bytes]:
+        maker = self.rng.choices(self.makers, self.weights)[0]
+        return maker.__name__, maker()
+
+    def pick(self) -> bytes:
+        return self.rng.choice(self.corpus)
+
+    def valid(self) -> bytes:
+        return self.pick()
+
+    def flip_bytes(self) -> bytes:
+        data = bytearray(self.pick())
+        for _ in range(self.rng.randint(1, 8)):
+            pos = self.rng.randrange(4, len(data))
+            data[pos] = self.rng.randrange(256)
+        return bytes(data)
+
+    def wrong_type_header(self) -> bytes:
+        doc: dict[str, object] = {
+            "code": 105,
+            "opaque": self.rng.randrange(2**31),
+            "flag": 0,
+            "language": "JAVA",
+            "version": 479,
+            "extFields": {"topic": self.rng.choice(TOPICS)},
+        }
+        key = self.rng.choice(
+            ["code", "opaque", "flag", "language", "version", "extFields", "remark", "x"]
+        )
+        doc[key] = self.rng.choice(JSON_JUNK)
+        return frame(json.dumps(doc).encode())
+
+    def deep_header(self) -> bytes:
+        depth = self.rng.choice([100, 1_000, 10_000, 60_000, 200_000])
+        return frame(self.rng.choice([b"[", b"{", b'{"a":']) * depth)
+
+    def random_frame(self) -> bytes:
+        header = self.rng.randbytes(self.rng.randint(0, 300))
+        body = self.rng.randbytes(self.rng.randint(0, 300))
+        return frame(header, body, kind=self.rng.choice([0, 0, 1, 1, 2, 255]))
+
+    def garbage(self) -> bytes:
+        return self.rng.randbytes(self.rng.randint(1, 200))
+
+    def truncated(self) -> bytes:
+        data = self.pick()
+        return data[: self.rng.randrange(1, len(data))]
+
+    def binary_header(self) -> bytes:
+        fixed = struct.pack(">hBhii", 105, 0, 479, self.rng.randrange(2**31), 0)
+        rest = self.rng.randbytes(self.rng.randint(0, 40))
+        if self.rng.random() < 0.5:
+            rest = struct.pack(">i", 0) + struct.pack(">i", self.rng.randint(-5, 500)) + rest
+        header = fixed + rest
+        return frame(header, kind=1)
+
+    def body_mutation(self) -> bytes:
+        cmd = decode_frame(self.rng.choice(self.corpus[5:8])[4:])
+        body = bytearray(cmd.body)
+        choice = self.rng.random()
+        if choice < 0.4 and body:
+            for _ in range(self.rng.randint(1, 6)):
+                body[self.rng.randrange(len(body))] = self.rng.randrange(256)
+        elif choice < 0.6:
+            body = bytearray(zlib.compress(self.rng.randbytes(self.rng.randint(0, 200))))
+        elif choice < 0.8:
+            body = bytearray(b"[" * self.rng.randint(10, 5_000))
+        else:
+            body = body[: self.rng.randrange(len(body) + 1)]
+        cmd.body = bytes(body)
+        if "bodyCrc32" in cmd.ext_fields and self.rng.random() < 0.7:
+            cmd.ext_fields["bodyCrc32"] = str(bodies.crc32(cmd.body))
+        return encode_command(cmd)
+
+    def bad_length(self) -> bytes:
+        data = bytearray(self.pick())
+        data[0:4] = struct.pack(">I", self.rng.choice([0, 1, 3, 2**31, 2**32 - 1, 17 * 2**20]))
+        return bytes(data)
+
+    def padded_lookup(self) -> bytes:
+        ext = {
+            "topic": self.rng.choice(TOPICS),
+            f"p{self.rng.randrange(10**9)}": "x" * self.rng.randint(1, 60_000),
+        }
+        return encode_command(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext))
+
+    def made_up_subscribe(self) -> bytes:
+        topics = [f"made-up-{self.rng.randrange(10**9)}" for _ in range(self.rng.randint(1, 200))]
+        return encode_command(
+            RemotingCommand.request(
+                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(topics, "fz")
+            )
+        )
+
+
+def stream_survives(data: bytes, config: NamesrvConfig) -> bool:
+    """Whether the server, reading ``data`` on an intact stream, goes on reading after it."""
+    decoder = FrameDecoder(config.server.max_frame_size)
+    try:
+        frames = decoder.feed_raw(data)
+    except FrameError:
+        return False
+    if decoder.buffered:
+        return False  # a partial frame: we hang up after it
+    for raw in frames:
+        try:
+            decode_frame(raw, config.server.max_header_size)
+        except FrameError as exc:
+            if not exc.answerable:
+                return False
+    return True
+
+
+class FuzzConnection:
+    def __init__(self, port: int, sel: selectors.BaseSelector) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setblocking(False)
+        self.sel = sel
+        self.finishing = False
+        sel.register(self.sock, selectors.EVENT_READ, self)
+
+    def close(self) -> None:
+        if self.sock.fileno() >= 0:
+            self.sel.unregister(self.sock)
+            self.sock.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--inputs", type=int, default=1_000_000)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--check-every", type=int, default=1_000)
+    parser.add_argument("--check-timeout", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=9)
+    parser.add_argument("--show-log", action="store_true")
+    args = parser.parse_args()
+
+    config = NamesrvConfig()
+    port = free_port()
+    log_path = Path(tempfile.mkstemp(prefix="fuzz-namesrv-", suffix=".log")[1])
+    log_file = log_path.open("w")
+    import os
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}", "--log-level", "INFO"],
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        stderr=log_file,
+    )
+    try:
+        return _fuzz(args, config, port, proc, log_path, log_file)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _fuzz(args, config, port, proc, log_path, log_file) -> int:  # type: ignore[no-untyped-def]
+    wait_port(port)
+    server = psutil.Process(proc.pid)
+    broker = socket.create_connection(("127.0.0.1", port), timeout=10)
+    answer, _ = roundtrip(broker, register_command(TOPICS))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    checker = socket.create_connection(("127.0.0.1", port), timeout=args.check_timeout)
+    check = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPICS[5]})
+    expected, _ = roundtrip(checker, check)
+    assert expected.code == ResponseCode.SUCCESS
+    rss_start = server.memory_info().rss
+    rss_max = rss_start
+
+    rng = random.Random(args.seed)
+    gen = Generator(rng)
+    sel = selectors.DefaultSelector()
+    conns = [FuzzConnection(port, sel) for _ in range(args.connections)]
+    by_kind: dict[str, int] = {}
+    checks = unanswered = wrong = reconnects = 0
+    started = time.perf_counter()
+    sent = 0
+    while sent < args.inputs:
+        conn = conns[sent % len(conns)]
+        kind, data = gen()
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+        _send(conn, data)
+        sent += 1
+        if not stream_survives(data, config):
+            # Half-close and read until the server closes: it reads everything we sent first.
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_WR)
+            conn.finishing = True
+            reconnects += 1
+            conns[conns.index(conn)] = FuzzConnection(port, sel)
+            while _finishing(sel) > 50:
+                _drain(sel, 0.01)
+        if sent % 64 == 0:
+            _drain(sel, 0)
+        if sent % args.check_every == 0:
+            checks += 1
+            try:
+                got, _ = roundtrip(checker, check)
+                if got.code != ResponseCode.SUCCESS or got.body != expected.body:
+                    wrong += 1
+                    if wrong == 1:
+                        print(
+                            "first wrong check:",
+                            got.code,
+                            got.remark,
+                            got.body[:300],
+                            expected.body[:300],
+                        )
+            except (OSError, ConnectionError):
+                unanswered += 1
+                checker = socket.create_connection(("127.0.0.1", port), timeout=args.check_timeout)
+            # The broker heartbeats as a broker does, so its routes stay (and idle never bites).
+            roundtrip(broker, register_command(TOPICS))
+            rss_max = max(rss_max, server.memory_info().rss)
+            if proc.poll() is not None:
+                break
+        if sent % 100_000 == 0:
+            rate = sent / (time.perf_counter() - started)
+            print(
+                f"{sent} inputs, {rate:.0f}/s, rss {server.memory_info().rss >> 20} MiB", flush=True
+            )
+    elapsed = time.perf_counter() - started
+    alive = proc.poll() is None
+    rss_end = server.memory_info().rss if alive else 0
+    stats_ok = alive
+    for key in list(sel.get_map().values()):
+        key.data.close()
+    if alive:
+        proc.terminate()
+        proc.wait(timeout=30)
+    log_file.close()
+    log = log_path.read_text()
+    tracebacks = log.count("Traceback")
+    s = config.server
+    bound = (
+        s.max_buffered_input_bytes + s.route_cache_bytes + args.connections * s.output_buffer_bytes
+    )
+    print(
+        json.dumps(
+            {
+                "inputs": sent,
+                "seconds": round(elapsed, 1),
+                "inputs_per_second": round(sent / elapsed),
+                "by_kind": dict(sorted(by_kind.items())),
+                "reconnects": reconnects,
+                "server_alive_at_end": stats_ok,
+                "crashes": int(not alive) + tracebacks,
+                "tracebacks_logged": tracebacks,
+                "log_lines": log.count("\n"),
+                "checks": checks,
+                "checks_unanswered": unanswered,
+                "checks_wrong": wrong,
+                "rss_start_mib": round(rss_start / 2**20, 1),
+                "rss_max_mib": round(rss_max / 2**20, 1),
+                "rss_end_mib": round(rss_end / 2**20, 1),
+                "rss_growth_mib": round((rss_max - rss_start) / 2**20, 1),
+                "input_bounds_mib": round(bound / 2**20, 1),
+            },
+            indent=1,
+        )
+    )
+    print("log sample:", log[-3000:]) if args.show_log else None
+    log_path.unlink()
+    return 0 if alive and not tracebacks and not unanswered and not wrong else 1
+
+
+def _send(conn: FuzzConnection, data: bytes) -> None:
+    """Blocking send that keeps reading every connection, so the server never stalls on us."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = conn.sock.send(view)
+            view = view[n:]
+        except BlockingIOError:
+            _drain(conn.sel, 0.01)
+        except OSError:
+            return
+
+
+def _drain(sel: selectors.BaseSelector, timeout: float) -> None:
+    for key, _ in sel.select(timeout=timeout):
+        conn: FuzzConnection = key.data
+        try:
+            data = conn.sock.recv(1 << 20)
+        except BlockingIOError:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            conn.close()
+
+
+def _finishing(sel: selectors.BaseSelector) -> int:
+    return sum(1 for key in sel.get_map().values() if key.data.finishing)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Log lines that a peer can provoke, limited per kind so no client can flood the log.
+
+Each kind may log ``burst`` lines per ``period_s``; the lines it had to drop are counted and
+reported by the next line of that kind, so an operator still sees how often it happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+
+class _Monotonic:
+    def seconds(self) -> float:
+        return time.monotonic()
+
+
+class RateLimitedLog:
+    def __init__(
+        self, logger: logging.Logger, clock: Any = None, *, period_s: float = 10.0, burst: int = 5
+    ) -> None:
+        """``clock`` has ``seconds()`` (a reactor or ``task.Clock``); None: the monotonic clock."""
+        self._log = logger
+        self._clock = clock if clock is not None else _Monotonic()
+        self._period = period_s
+        self._burst = burst
+        self._windows: dict[str, list[float]] = {}
+        """kind -> [window start, lines logged in it, lines dropped in it]."""
+        self.dropped = 0
+
+    def log(self, level: int, kind: str, msg: str, *args: Any, exc_info: bool = False) -> bool:
+        """Log ``msg`` unless ``kind`` has used its burst in this period; True when logged."""
+        now = self._clock.seconds()
+        window = self._windows.get(kind)
+        if window is None or now - window[0] >= self._period:
+            dropped = int(window[2]) if window is not None else 0
+            window = self._windows[kind] = [now, 0, 0]
+            if dropped:
+                msg += f" ({dropped} more like this in the previous {self._period:g} s not logged)"
+        if window[1] >= self._burst:
+            window[2] += 1
+            self.dropped += 1
+            return False
+        window[1] += 1
+        self._log.log(level, msg, *args, exc_info=exc_info)
+        return True
+
+    def warning(self, kind: str, msg: str, *args: Any) -> bool:
+        return self.log(logging.WARNING, kind, msg, *args)
