@@ -4,7 +4,8 @@
 polls as a safety net, expires idle topics and remembers absent ones. The pure modules
 (route cache, negative cache, selector, push tracker, fault table, queue selection) import
 without Twisted; the client and the producer's queue selection with its detector are loaded on
-first use of ``RouteClient``, ``RouteEvent``, ``ProducerRouting`` or ``Producer``.
+first use of ``RouteClient``, ``RouteEvent``, ``BrokerEvent``, ``ProducerRouting`` or
+``Producer``.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from client_push.queue_select import NoWritableQueueError
 from client_push.route_cache import CachedRoute, MessageQueue, PublishInfo
 
 if TYPE_CHECKING:
-    from client_push.client import RouteClient, RouteEvent
+    from client_push.client import BrokerEvent, RouteClient, RouteEvent
     from client_push.producer import ProducerRouting
     from client_push.sender import BrokerRefusedError, Producer, SendError, SendResult
 
 __all__ = [
+    "BrokerEvent",
     "BrokerRefusedError",
     "CachedRoute",
     "ClientConfig",
@@ -60,7 +62,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("RouteClient", "RouteEvent"):
+    if name in ("RouteClient", "RouteEvent", "BrokerEvent"):
         from client_push import client
 
         return getattr(client, name)

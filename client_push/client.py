@@ -7,6 +7,7 @@ contract it speaks is ``docs/protocol-extension.md`` (route-push contract v1).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import random
@@ -19,6 +20,7 @@ from typing import Any
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
+from client_push.broker_departure import without_broker
 from client_push.config import ClientConfig
 from client_push.connection import LinkListener, NameServerLink
 from client_push.errors import (
@@ -29,6 +31,7 @@ from client_push.errors import (
 )
 from client_push.negative_cache import NegativeCache
 from client_push.push_tracker import PushTracker, Verdict, needs_refetch
+from client_push.refetch_spread import SpreadQueue
 from client_push.remoting import RemotingProtocol, describe
 from client_push.route_cache import CachedRoute, PublishInfo, RouteCache, RouteTooLargeError
 from client_push.telemetry import RefetchRecord, TelemetrySink, open_telemetry
@@ -36,7 +39,13 @@ from protocol import routepush_pb2 as pb
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.push_codec import ChangeKind, encode_subscribe, encode_unsubscribe, parse
+from protocol.push_codec import (
+    BrokerChangeKind,
+    ChangeKind,
+    encode_subscribe,
+    encode_unsubscribe,
+    parse,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +59,14 @@ RECONNECT = "reconnect"
 SUBSCRIBE = "subscribe"
 CACHED = "cached"
 """Listener-only: the state already held when the listener was added."""
+BROKER_GONE = "broker_gone"
+"""A departed broker was dropped from the held route locally, without a request."""
+BROKER_ARRIVED = "broker_arrived"
+"""A refetch of a topic a broker's arrival changed (spread over the arrival window)."""
+CONFIRM = "confirm"
+"""A refetch confirming a route changed locally by a departure (spread over a window)."""
+VERSION_CHECK = "version_check"
+"""A refetch the periodic version check (re-SUBSCRIBE) found needed."""
 
 _UNCONDITIONAL = frozenset({GAP, EPOCH, RECONNECT})
 
@@ -70,6 +87,29 @@ class RouteEvent:
 RouteListener = Callable[[RouteEvent], None]
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerEvent:
+    """A broker arrival or departure the name server announced (one per broker per frame)."""
+
+    kind: str
+    """``departed`` or ``arrived``."""
+    broker_name: str
+    cluster: str
+    addrs: tuple[tuple[int, str], ...]
+    """(broker id, address) of the addresses that left or arrived."""
+    cause: str
+    """unregister, channel_close, expiry (departures); broker_startup, register (arrivals)."""
+    broker_name_gone: bool
+    topics: tuple[str, ...]
+    """Held topics whose route it changed: dropped locally (departed) or queued for a refetch
+    (arrived)."""
+    learned_at_ms: int
+    namesrv: str
+
+
+BrokerListener = Callable[[BrokerEvent], None]
+
+
 class _Fetch:
     """One GET_ROUTEINFO_BY_TOPIC in flight, shared by every caller that wants that topic."""
 
@@ -80,11 +120,16 @@ class _Fetch:
         "notified_at_ms",
         "outcome",
         "requested_at_ms",
+        "started",
         "topic",
         "waiters",
     )
 
-    def __init__(self, topic: str, cause: str, notified_at_ms: int | None, now_ms: int) -> None:
+    def __init__(
+        self, topic: str, cause: str, notified_at_ms: int | None, now_ms: int, started: int
+    ) -> None:
+        self.started = started
+        """Order of creation: tells a fetch sent before a local change from one sent after."""
         self.topic = topic
         self.cause = cause
         self.notified_at_ms = notified_at_ms
@@ -142,6 +187,15 @@ class RouteClient(LinkListener):
             telemetry if telemetry is not None else open_telemetry(config.telemetry_path)
         )
         self._inflight: dict[str, _Fetch] = {}
+        self._fetch_seq = itertools.count(1)
+        self._local: dict[str, tuple[int, int]] = {}
+        """topic → (version a fetch must reach, fetch sequence at the change) for routes changed
+        locally by a departure: an answer to a fetch sent earlier and older than that is stale."""
+        self._spread = SpreadQueue()
+        self._spread_call: Any | None = None
+        self._broker_listeners: list[BrokerListener] = []
+        self._version_check_loop: task.LoopingCall | None = None
+        self._version_check_start: Any | None = None
         self._listeners: dict[str, list[RouteListener]] = {}
         self._absent: set[str] = set()
         """Held topics whose last known state is "does not exist"."""
@@ -170,6 +224,14 @@ class RouteClient(LinkListener):
         loop.clock = self._clock
         loop.start(self.config.expiry_check_interval_ms / 1000.0, now=False)
         self._expiry_loop = loop
+        check = task.LoopingCall(self._guarded, self._version_check)
+        check.clock = self._clock
+        self._version_check_loop = check
+        # A random phase: clients started together must not check (and refetch) together.
+        interval = self.config.version_check_interval_ms / 1000.0
+        self._version_check_start = self._clock.callLater(
+            interval * self._rng.random(), check.start, interval, True
+        )
         for topic in self._cache.held():
             if topic not in self._cache and topic not in self._absent:
                 self._fetch(topic, FIRST)
@@ -177,11 +239,17 @@ class RouteClient(LinkListener):
     def stop(self) -> defer.Deferred[None]:
         """Stop timers, fail waiting lookups with ``ClientStoppedError`` and close connections."""
         self._stopped = True
-        for call in (self._poll_call, self._flush_call):
+        for call in (
+            self._poll_call,
+            self._flush_call,
+            self._spread_call,
+            self._version_check_start,
+        ):
             if call is not None and call.active():
                 call.cancel()
-        if self._expiry_loop is not None and self._expiry_loop.running:
-            self._expiry_loop.stop()
+        for periodic in (self._expiry_loop, self._version_check_loop):
+            if periodic is not None and periodic.running:
+                periodic.stop()
         for fetch in list(self._inflight.values()):
             self._finish(fetch, ClientStoppedError("route client stopped"))
         d = self._link.stop()
@@ -235,6 +303,20 @@ class RouteClient(LinkListener):
                 callbacks.remove(callback)
             if not callbacks:
                 self._listeners.pop(topic, None)
+
+        return remove
+
+    def add_broker_listener(self, callback: BrokerListener) -> Callable[[], None]:
+        """Call ``callback`` with every broker arrival or departure announced; returns a remover.
+
+        Departures are reported after every held route has dropped the broker, so a producer
+        reacting to one already sees routes without it.
+        """
+        self._broker_listeners.append(callback)
+
+        def remove() -> None:
+            if callback in self._broker_listeners:
+                self._broker_listeners.remove(callback)
 
         return remove
 
@@ -308,7 +390,7 @@ class RouteClient(LinkListener):
             self.counters["fetch_joined"] += 1
             running.add_reason(cause, notified_at_ms, wanted_version)
             return running
-        fetch = _Fetch(topic, cause, notified_at_ms, self._now_ms())
+        fetch = _Fetch(topic, cause, notified_at_ms, self._now_ms(), next(self._fetch_seq))
         self._inflight[topic] = fetch
         self.counters[f"fetch.{cause}"] += 1
         cmd = RemotingCommand.request(
@@ -344,6 +426,16 @@ class RouteClient(LinkListener):
         topic = fetch.topic
         now = self._now_ms()
         version = _route_version(response)
+        local = self._local.get(topic)
+        if local is not None:
+            required, since = local
+            if fetch.started < since and version < required:
+                # Sent before a departure was applied locally and answered from before it.
+                self.counters["fetch_older_than_local"] += 1
+                held = self._cache.peek(topic)
+                self._finish(fetch, held or RouteClientError(f"{topic} changed while fetched"))
+                return
+            del self._local[topic]
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             self._learn_absent(topic, version, fetch.cause, fetch.notified_at_ms, fetch, now)
             self._finish(fetch, TopicNotExistError(topic, self._negative.retry_at(topic)))
@@ -436,6 +528,8 @@ class RouteClient(LinkListener):
             self._emit(self._event(topic, False, version, None, cause, now))
 
     def _refetch_all(self, cause: str, notified_at_ms: int | None = None) -> None:
+        if cause in (EPOCH, RECONNECT):
+            self._local.clear()  # versions of another server process are not comparable
         topics = self._cache.held()
         self.counters[f"refetch_all.{cause}"] += 1
         log.info("refetching all %d held topics (%s)", len(topics), cause)
@@ -568,6 +662,8 @@ class RouteClient(LinkListener):
         for tv in ack.topics:
             if not self._cache.is_held(tv.topic):
                 continue
+            if cause == VERSION_CHECK and tv.topic in self._spread:
+                continue  # a spread refetch is already on its way
             entry = self._cache.peek(tv.topic)
             if tv.exists:
                 if needs_refetch(entry.version if entry else None, tv.version):
@@ -665,12 +761,16 @@ class RouteClient(LinkListener):
         if verdict is Verdict.STALE:
             self.counters["notify_stale"] += 1
             return
-        if verdict is Verdict.GAP:
-            self._refetch_all(GAP, emitted)
+        departures = [b for b in msg.brokers if b.kind == BrokerChangeKind.DEPARTED]
+        if verdict is not Verdict.IN_ORDER:
+            # Versions cannot be trusted, but a departed broker is gone whatever they say.
+            for departure in departures:
+                self._apply_departure(departure, emitted, exact_allowed=False)
+            self._refetch_all(GAP if verdict is Verdict.GAP else EPOCH, emitted)
             return
-        if verdict is Verdict.NEW_EPOCH:
-            self._refetch_all(EPOCH, emitted)
-            return
+        # Departures first: a topic change of the same frame at a higher version still refetches.
+        for departure in departures:
+            self._apply_departure(departure, emitted, exact_allowed=True)
         now = self._now_ms()
         for change in msg.changes:
             topic = change.topic
@@ -690,11 +790,159 @@ class RouteClient(LinkListener):
                 self.counters["notify_already_held"] += 1
                 continue
             self._fetch(topic, NOTIFY, notified_at_ms=emitted, wanted_version=change.version)
+        for arrival in msg.brokers:
+            if arrival.kind == BrokerChangeKind.ARRIVED:
+                self._apply_arrival(arrival)
+
+    # -- push: broker events ---------------------------------------------------------------------
+
+    def _apply_departure(self, entry: Any, emitted: int | None, *, exact_allowed: bool) -> None:
+        """Drop the broker from every held route now; adopt exact steps; queue confirmations."""
+        self.counters["broker_departures"] += 1
+        now = self._now_ms()
+        gone_addrs = {a.addr for a in entry.addrs}
+        steps = {s.topic: (s.from_version, s.version) for s in entry.topics}
+        since = next(self._fetch_seq)
+        touched: list[str] = []
+        confirm: list[tuple[str, int | None]] = []
+        for topic in self._cache.held():
+            held = self._cache.peek(topic)
+            step = steps.get(topic)
+            if held is None:
+                continue
+            after = without_broker(
+                held.route,
+                entry.broker_name,
+                gone_addrs,
+                name_gone=entry.broker_name_gone,
+                read_only=entry.read_only,
+            )
+            if after is held.route and step is None:
+                continue
+            exact = exact_allowed and step is not None and step[0] != 0 and step[0] == held.version
+            version = step[1] if exact and step is not None else held.version
+            touched.append(topic)
+            if step is not None and step[1] > held.version:
+                self._local[topic] = (step[1], since)
+            if exact:
+                self.counters["departure_exact"] += 1
+            else:
+                self.counters["departure_inexact"] += 1
+            if not exact or self.config.confirm_exact_departures:
+                confirm.append((topic, step[1] if step is not None else None))
+            if after is None:
+                self._learn_absent(topic, version, BROKER_GONE, emitted, None, now)
+                continue
+            update = self._cache.put(topic, after, version, now)
+            update.entry.fetched_at_ms = held.fetched_at_ms  # still the last server answer
+            if update.changed:
+                self._emit(self._event(topic, True, version, update.entry, BROKER_GONE, now))
+        if confirm:
+            self._spread_refetch(
+                confirm,
+                CONFIRM,
+                self.config.departure_confirm_delay_ms,
+                max(self.config.departure_confirm_window_ms, entry.refetch_window_ms),
+            )
+        self._emit_broker(entry, "departed", touched, now)
+
+    def _apply_arrival(self, entry: Any) -> None:
+        """Queue the held topics the arrival changed for a refetch spread over the window."""
+        self.counters["broker_arrivals"] += 1
+        now = self._now_ms()
+        due: list[tuple[str, int | None]] = []
+        for step in entry.topics:
+            topic = step.topic
+            if not self._cache.is_held(topic):
+                continue
+            held = self._cache.peek(topic)
+            if held is not None and not needs_refetch(held.version, step.version):
+                continue
+            # A lookup now should ask rather than trust an absence the arrival ended.
+            self._negative.clear(topic)
+            due.append((topic, step.version))
+        if due:
+            # The server may ask for a longer window: it sizes it from the whole fleet's debt.
+            window = max(self.config.arrival_refetch_window_ms, entry.refetch_window_ms)
+            self._spread_refetch(due, BROKER_ARRIVED, 0, window)
+        self._emit_broker(entry, "arrived", [t for t, _ in due], now)
+
+    def _spread_refetch(
+        self, topics: list[tuple[str, int | None]], cause: str, delay_ms: int, window_ms: int
+    ) -> None:
+        queued = self._spread.spread(
+            topics,
+            cause,
+            now_ms=self._clock.seconds() * 1000.0,
+            delay_ms=delay_ms,
+            window_ms=window_ms,
+            rng=self._rng,
+        )
+        self.counters[f"spread_queued.{cause}"] += queued
+        self._arm_spread()
+
+    def _arm_spread(self) -> None:
+        due = self._spread.next_due_ms()
+        if due is None or self._stopped:
+            return
+        if self._spread_call is not None and self._spread_call.active():
+            if self._spread_call.getTime() * 1000.0 <= due:
+                return
+            self._spread_call.cancel()
+        delay = max(0.0, due / 1000.0 - self._clock.seconds())
+        self._spread_call = self._clock.callLater(delay, self._run_spread)
+
+    def _run_spread(self) -> None:
+        self._spread_call = None
+        for topic, cause, wanted in self._spread.pop_due(self._clock.seconds() * 1000.0):
+            if not self._cache.is_held(topic):
+                continue
+            held = self._cache.peek(topic)
+            if (
+                wanted is not None
+                and held is not None
+                and cause != CONFIRM
+                and not needs_refetch(held.version, wanted)
+            ):
+                self.counters["spread_already_held"] += 1
+                continue
+            self._fetch(topic, cause, wanted_version=wanted)
+        self._arm_spread()
+
+    def _emit_broker(self, entry: Any, kind: str, topics: list[str], now: int) -> None:
+        event = BrokerEvent(
+            kind=kind,
+            broker_name=entry.broker_name,
+            cluster=entry.cluster,
+            addrs=tuple((a.broker_id, a.addr) for a in entry.addrs),
+            cause=entry.cause,
+            broker_name_gone=entry.broker_name_gone,
+            topics=tuple(topics),
+            learned_at_ms=now,
+            namesrv=self._link.addr,
+        )
+        for callback in list(self._broker_listeners):
+            try:
+                callback(event)
+            except Exception:
+                self.counters["listener_errors"] += 1
+                log.exception("broker listener failed on %s %s", kind, entry.broker_name)
+
+    def _version_check(self) -> None:
+        """Re-SUBSCRIBE held topics: the ack's versions reveal changes push did not deliver."""
+        proto = self._link.current
+        if proto is None or not self._push_healthy or self._push_unsupported:
+            return
+        held = self._cache.held()
+        if held:
+            self.counters["version_checks"] += 1
+            self._subscribe(proto, sorted(held), VERSION_CHECK)
 
     # -- LinkListener ----------------------------------------------------------------------------
 
     def on_connected(self, proto: RemotingProtocol, addr: str) -> None:
         self._tracker.new_connection()
+        self._local.clear()
         self._subscribed.clear()
         self._to_subscribe.clear()
         self._push_unsupported = False
@@ -761,6 +1009,8 @@ class RouteClient(LinkListener):
             self._negative.clear(topic)
             self._absent.discard(topic)
             self._to_subscribe.discard(topic)
+            self._local.pop(topic, None)
+            self._spread.discard(topic)
         subscribed = [t for t in gone if t in self._subscribed]
         self._subscribed.difference_update(subscribed)
         proto = self._link.current

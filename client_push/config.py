@@ -36,7 +36,21 @@ class ClientConfig:
     poll_interval_ms: int = 30_000
     """Route poll period while push is off or unsupported (upstream's pollNameServerInterval)."""
     poll_interval_with_push_ms: int = 120_000
-    """Poll period while push is healthy: only a safety net for a lost notification."""
+    """Full-refetch poll period while push is healthy: a safety net behind the version check."""
+    version_check_interval_ms: int = 30_000
+    """While push is healthy, held topics are re-subscribed this often: the ack's versions show
+    any change push did not deliver (suppressed, held by a degraded server, a skipped frame), so
+    a change is never learned later than upstream's 30 s poll would, for one request per
+    ``subscribe_batch_size`` topics instead of one per topic."""
+    departure_confirm_delay_ms: int = 1_000
+    """After a broker departure applied locally, confirming refetches start this much later."""
+    departure_confirm_window_ms: int = 10_000
+    """... and are spread over this window (jittered, coalesced)."""
+    confirm_exact_departures: bool = True
+    """Also confirm topics whose departure step was exact (their route is provably the
+    server's); False confirms only the topics the step could not be applied to exactly."""
+    arrival_refetch_window_ms: int = 10_000
+    """Topics a broker arrival changed are refetched spread over this window (jittered)."""
     topic_idle_expiry_ms: int = 300_000
     """A topic not looked up for this long is dropped and unsubscribed (#3870 3.2)."""
     expiry_check_interval_ms: int = 10_000
@@ -85,11 +99,19 @@ class ClientConfig:
             "max_queue_nums",
             "max_route_queues",
             "subscribe_batch_size",
+            "version_check_interval_ms",
+            "departure_confirm_window_ms",
+            "arrival_refetch_window_ms",
         )
         for name in positive:
             value = getattr(self, name)
             if value <= 0:
                 raise ClientConfigError(f"{name} must be positive, got {value}")
+        if self.departure_confirm_delay_ms < 0:
+            raise ClientConfigError(
+                "departure_confirm_delay_ms must not be negative, "
+                f"got {self.departure_confirm_delay_ms}"
+            )
         if self.negative_ttl_ms < 0:
             raise ClientConfigError(
                 f"negative_ttl_ms must not be negative, got {self.negative_ttl_ms}"

@@ -21,10 +21,11 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from namesrv.broker_events import BrokerEventBook
 from namesrv.change_cause import ChangeCause
 from namesrv.config import SuppressionConfig
 from namesrv.subscriptions import Conn, SubscriptionRegistry
-from protocol.push_codec import ChangeKind
+from protocol.push_codec import BrokerChangeTuple, ChangeKind
 
 RULE_OF_CAUSE: dict[ChangeCause, str] = {
     ChangeCause.BROKER_STARTUP: "broker_startup",
@@ -52,6 +53,8 @@ class Notification(NamedTuple):
     sequence: int
     emitted_at_ms: int
     epoch: str
+    brokers: tuple[BrokerChangeTuple, ...] = ()
+    """Broker arrivals and departures owed (``namesrv.broker_events``), one per broker."""
 
 
 @dataclass(slots=True)
@@ -63,6 +66,8 @@ class DetectorStats:
     topics_notified: int = 0
     """Sum over built notifications of the topics each carries."""
     suppressed_changes: int = 0
+    broker_entries_notified: int = 0
+    """Sum over built notifications of the broker entries each carries."""
     slow_skips: int = 0
     """Connections with debt passed over because they could not take a frame, per tick."""
     ticks: int = 0
@@ -105,8 +110,11 @@ class ChangeDetector:
         suppress: SuppressionConfig,
         epoch: str,
         on_event: EventHook | None = None,
+        broker_events: BrokerEventBook | None = None,
     ) -> None:
         self._fingerprint = route_fingerprint
+        self.broker_events = broker_events
+        """Announces broker arrivals and departures; None keeps them silent."""
         self._subs = subscriptions
         self._epoch = epoch
         self.on_event = on_event
@@ -129,7 +137,9 @@ class ChangeDetector:
     @property
     def pending_connections(self) -> int:
         """Connections owed a notification."""
-        return len(self._debt)
+        if self.broker_events is None or not self.broker_events.pending_connections:
+            return len(self._debt)
+        return len(self._debt.keys() | self.broker_events.debtors())
 
     @property
     def pending_topic_count(self) -> int:
@@ -193,16 +203,27 @@ class ChangeDetector:
             batch, self._dirty = self._dirty, {}
             for topic, causes in batch.items():
                 self._settle(topic, causes)
-        if degraded or not self._debt:
+        book = self.broker_events
+        owes_brokers = book is not None and book.pending_connections > 0
+        if degraded or not (self._debt or owes_brokers):
             return []
         built: list[Notification] = []
         served: list[Conn] = []
-        for conn, debt in self._debt.items():
+        owed: Iterable[Conn] = self._debt
+        window_ms = 0
+        if owes_brokers:
+            assert book is not None
+            owed = list(self._debt) + [c for c in book.debtors() if c not in self._debt]
+            window_ms = book.refetch_window_ms()
+        no_debt: dict[str, _Pending] = {}
+        for conn in owed:
             if max_notifications is not None and len(built) >= max_notifications:
                 break
+            debt = self._debt.get(conn, no_debt)
             held = self._subs.topics_of(conn)
             changes = tuple([entry.change for topic, entry in debt.items() if topic in held])
-            if not changes:
+            brokers = book.owed(conn, held, window_ms) if owes_brokers and book is not None else ()
+            if not changes and not brokers:
                 served.append(conn)
                 continue
             if not can_send(conn):
@@ -210,11 +231,14 @@ class ChangeDetector:
                 continue
             sequence = self._sequence.get(conn, 0) + 1
             self._sequence[conn] = sequence
-            built.append(Notification(conn, changes, sequence, now_ms, self._epoch))
+            built.append(Notification(conn, changes, sequence, now_ms, self._epoch, brokers))
             self.stats.topics_notified += len(changes)
+            self.stats.broker_entries_notified += len(brokers)
             served.append(conn)
         for conn in served:
-            self._pending_pairs -= len(self._debt.pop(conn))
+            self._pending_pairs -= len(self._debt.pop(conn, no_debt))
+            if owes_brokers and book is not None:
+                book.served(conn)
         self.stats.notifications_built += len(built)
         return built
 
@@ -224,6 +248,9 @@ class ChangeDetector:
 
     def discard_debt(self, conn: Conn, topics: Iterable[str]) -> None:
         """Forget what ``conn`` is owed for ``topics`` (it unsubscribed them)."""
+        if self.broker_events is not None:
+            topics = list(topics)
+            self.broker_events.discard_topics(conn, topics)
         debt = self._debt.get(conn)
         if debt is None:
             return
@@ -239,17 +266,24 @@ class ChangeDetector:
         if debt is not None:
             self._pending_pairs -= len(debt)
         self._sequence.pop(conn, None)
+        if self.broker_events is not None:
+            self.broker_events.forget(conn)
 
     def _settle(self, topic: str, causes: set[ChangeCause]) -> None:
         self.stats.topics_settled += 1
         fingerprint = self._fingerprint(topic)
         known = self._known.get(topic)
         before = known.fingerprint if known is not None else None
+        previous_version = known.version if known is not None else 0
         if fingerprint == before:
+            if self.broker_events is not None:
+                self.broker_events.settled(topic, previous_version, None, causes)
             return
-        version = (known.version if known is not None else 0) + 1
+        version = previous_version + 1
         self._known[topic] = _Known(version, fingerprint)
         self.stats.versions_bumped += 1
+        if self.broker_events is not None:
+            self.broker_events.settled(topic, previous_version, version, causes)
         existed, exists = before is not None, fingerprint is not None
         silent = causes <= self._silent
         if silent:

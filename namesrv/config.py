@@ -93,6 +93,26 @@ class SuppressionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerEventConfig:
+    """Which broker arrivals and departures are announced, one entry per broker per subscriber.
+
+    False keeps the seed's behaviour for that cause: silent (as ``[push.suppress]`` decides),
+    learned by poll. Per-topic entries stay governed by ``[push.suppress]`` either way.
+    """
+
+    unregister: bool = True
+    channel_close: bool = True
+    expiry: bool = True
+    arrival: bool = True
+    """A broker address's first registration (start-up, or a slave joining its master)."""
+    refetch_rate_per_second: int = 2_000
+    """Route requests per second the fleet's refetches after broker events may cost: each entry
+    carries ``refetch_window_ms`` = subscriptions owed broker entries / this rate."""
+    max_refetch_window_ms: int = 60_000
+    """... but never longer than this (clients then learn arrivals within it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class PushConfig:
     enabled: bool = True
     tick_interval_ms: int = 1_000
@@ -105,6 +125,7 @@ class PushConfig:
     recovery_notifications_per_second: int = 2_000
     """After degradation ends, at most this many connection notifications go out per second."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
+    broker_events: BrokerEventConfig = field(default_factory=BrokerEventConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +238,18 @@ def _validate(cfg: NamesrvConfig) -> None:
             p.recovery_notifications_per_second,
             1,
             100_000_000,
+        ),
+        (
+            "push.broker_events.refetch_rate_per_second",
+            p.broker_events.refetch_rate_per_second,
+            1,
+            100_000_000,
+        ),
+        (
+            "push.broker_events.max_refetch_window_ms",
+            p.broker_events.max_refetch_window_ms,
+            1,
+            3_600_000,
         ),
         ("pressure.sample_interval_ms", cfg.pressure.sample_interval_ms, 10, 3_600_000),
         ("journal.max_file_bytes", j.max_file_bytes, 4 * KIB, 2**62),

@@ -68,6 +68,7 @@ def notification_sent_fields(notes: Sequence[Notification], frame_bytes: int) ->
         "topics": len(topics),
         "bytes": frame_bytes,
         "topic_list": topics[:TOPIC_LIST_LIMIT],
+        "broker_entries": sum(len(note.brokers) for note in notes),
     }
 
 

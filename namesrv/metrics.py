@@ -39,6 +39,9 @@ _GAUGES = {
     "degraded": "1 while route push is held back by CPU or memory pressure.",
     "push_pending_connections": "Connections owed a notification (push debt).",
     "push_pending_topics": "(connection, topic) notifications owed (push debt).",
+    "buffered_input_bytes": "Bytes of partial requests held across all connections.",
+    "route_cache_bytes": "Bytes held by the route response cache.",
+    "kv_config_bytes": "Bytes of KV config held.",
 }
 _COUNTERS = {
     "connections_opened": "Connections accepted.",
@@ -51,6 +54,12 @@ _COUNTERS = {
     "brokers_expired": "Broker addresses removed after missing heartbeats.",
     "responses_ignored": "Response frames received from peers and ignored.",
     "timer_errors": "Periodic tasks that raised.",
+    "headers_refused": "Requests whose header failed to decode, answered with an error.",
+    "input_bound_closes": "Connections closed: buffered input past its bound.",
+    "frame_timeouts": "Connections closed: a frame not completed in time.",
+    "idle_closes": "Connections closed for idleness.",
+    "accept_failures": "Accepts that failed (e.g. out of file descriptors).",
+    "route_cache_resets": "Times the route response cache was emptied at its byte bound.",
     "route_cache_hits": "Route lookups answered from the response cache.",
     "ticks": "Change-detection ticks run.",
     "suppressed_changes": "Route changes whose every cause is suppressed by config.",
@@ -88,6 +97,23 @@ _KNOWN_LABELS = {
 }
 
 
+_BOUNDS = {
+    # stats key -> the config bound whose reaching it counts
+    "connections_refused.max_connections": "server.max_connections",
+    "connections_refused.max_connections_per_host": "server.max_connections_per_host",
+    "decode_failures.frame_too_large": "server.max_frame_size",
+    "decode_failures.header_too_large": "server.max_header_size",
+    "input_bound_closes": "server.max_buffered_input_bytes",
+    "frame_timeouts": "server.frame_timeout_ms",
+    "idle_closes": "server.idle_timeout_ms",
+    "slow_subscriber_skips": "server.output_buffer_bytes",
+    "route_cache_resets": "server.route_cache_bytes",
+    "journal_suppressed_records": "journal.max_records_per_second",
+    "rejected.acl_bound": "acl.max_bound_brokers",
+}
+"""Read before the other families take their keys, so a count shows under both names."""
+
+
 class NamesrvCollector:
     """Reads one ``stats()`` snapshot per scrape and yields every family."""
 
@@ -100,6 +126,14 @@ class NamesrvCollector:
     def collect(self) -> Iterator[Metric]:
         server = self._server
         stats: dict[str, int] = dict(server.stats())
+        bounds = CounterMetricFamily(
+            P + "bounds_reached",
+            "Times a configured bound refused, closed or skipped something, by the bound.",
+            labels=["bound"],
+        )
+        for key, bound in _BOUNDS.items():
+            bounds.add_metric([bound], stats.get(key, 0))
+        yield bounds
         yield from _requests(stats)
         lookups = CounterMetricFamily(
             P + "lookups", "GET_ROUTEINFO_BY_TOPIC requests answered (cache hits included)."

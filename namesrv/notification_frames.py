@@ -14,6 +14,7 @@ from namesrv.change_detector import Notification
 from protocol import routepush_pb2 as pb
 from protocol.codes import RequestCode, SerializeType
 from protocol.frame import RemotingCommand, encode_command
+from protocol.push_codec import BrokerChangeTuple, add_broker_change
 
 _SEQUENCE_TAG = b"\x10"  # field 2, varint
 _PREFIX = struct.Struct(">II")
@@ -35,6 +36,7 @@ _SMALL_VARINTS = [_varint(i) for i in range(1 << 14)]
 """Sequences below 16384 (two varint bytes) are looked up, not encoded."""
 
 Changes = tuple[tuple[str, int, int], ...]
+_Key = tuple[Changes, tuple[BrokerChangeTuple, ...]]
 
 
 class NotificationFrames:
@@ -51,10 +53,10 @@ class NotificationFrames:
             for st in SerializeType
         }
         self._emitted_at = 0
-        self._parts: dict[int, dict[Changes, tuple[bytes, int, int]]] = {
+        self._parts: dict[int, dict[_Key, tuple[bytes, int, int]]] = {
             int(st): {} for st in SerializeType
         }
-        self._bodies: dict[Changes, bytes] = {}
+        self._bodies: dict[_Key, bytes] = {}
         self.topics: set[str] = set()
         """Every topic in a frame built since :meth:`start_tick`."""
 
@@ -65,26 +67,30 @@ class NotificationFrames:
             parts.clear()
         self.topics = set()
 
-    def body_prefix(self, changes: Changes) -> bytes:
-        """The encoding of (changes, emitted_at_ms, epoch), shared by every receiver."""
-        shared = self._bodies.get(changes)
+    def body_prefix(self, changes: Changes, brokers: tuple[BrokerChangeTuple, ...] = ()) -> bytes:
+        """The encoding of (changes, brokers, emitted_at_ms, epoch), shared by every receiver."""
+        key = (changes, brokers)
+        shared = self._bodies.get(key)
         if shared is None:
             msg = pb.TopicRouteChanged(emitted_at_ms=self._emitted_at, epoch=self._epoch)
             for topic, version, kind in changes:
                 msg.changes.add(topic=topic, version=version, kind=kind)
                 self.topics.add(topic)
+            for broker in brokers:
+                add_broker_change(msg, broker)
             shared = msg.SerializeToString()
-            self._bodies[changes] = shared
+            self._bodies[key] = shared
         return shared
 
     def frame(self, note: Notification, serialize_type: int = SerializeType.JSON) -> bytes:
         parts_of = self._parts[serialize_type]
-        parts = parts_of.get(note.changes)
+        key = (note.changes, note.brokers)
+        parts = parts_of.get(key)
         if parts is None:
             header = self._headers[serialize_type]
-            head = header + self.body_prefix(note.changes) + _SEQUENCE_TAG
+            head = header + self.body_prefix(note.changes, note.brokers) + _SEQUENCE_TAG
             parts = (head, (int(serialize_type) << 24) | len(header), 4 + len(head))
-            parts_of[note.changes] = parts
+            parts_of[key] = parts
         head, word, length_before_tail = parts
         sequence = note.sequence
         tail = _SMALL_VARINTS[sequence] if sequence < 16384 else _varint(sequence)

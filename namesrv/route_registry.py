@@ -14,8 +14,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from namesrv.broker_events import BrokerEvent, BrokerListener
 from namesrv.change_cause import ChangeCause
 from protocol.codes import PERM_READ_WRITE, Perm
+from protocol.push_codec import BrokerChangeKind
 from protocol.route_model import (
     BrokerData,
     ClusterInfo,
@@ -95,8 +97,11 @@ class RouteRegistry:
         broker_expiry_ms: int = 120_000,
         listener: Listener | None = None,
         delete_topic_with_broker_registration: bool = False,
+        broker_listener: BrokerListener | None = None,
     ) -> None:
         self._clock = clock
+        self.broker_listener = broker_listener
+        """Told of every address leaving or joining a broker name, after ``listener``."""
         self._expiry_ms = broker_expiry_ms
         self._listener = listener
         self._delete_with_registration = delete_topic_with_broker_registration
@@ -205,6 +210,17 @@ class RouteRegistry:
             else ChangeCause.REGISTER
         )
         changed = self._report(touched, cause)
+        if first_registration and self.broker_listener is not None:
+            self.broker_listener(
+                BrokerEvent(
+                    BrokerChangeKind.ARRIVED,
+                    cause,
+                    cluster_name,
+                    broker_name,
+                    ((broker_id, broker_addr),),
+                    tuple(changed),
+                )
+            )
         return RegisterResult(ha_addr, master_addr, changed)
 
     def _stale_claim(
@@ -343,9 +359,42 @@ class RouteRegistry:
         touched: set[str] = set()
         if self._filters.pop(key, None) is not None:
             touched |= self._topics_of_addr(key)
+        left: list[tuple[str, str, tuple[tuple[int, str], ...]]] = []
         for name in sorted(names):
+            group = self._brokers.get(name)
+            if group is not None:
+                ids = tuple((bid, a) for bid, a in sorted(group.addrs.items()) if a == key[1])
+                if ids:
+                    left.append((name, group.cluster, ids))
             touched |= self._leave_group(name, key[1])
-        self._report(touched, cause)
+        changed = self._report(touched, cause)
+        if self.broker_listener is not None:
+            for name, cluster, ids in left:
+                self.broker_listener(self._departure(name, cluster, ids, cause, changed))
+
+    def _departure(
+        self,
+        name: str,
+        cluster: str,
+        ids: tuple[tuple[int, str], ...],
+        cause: ChangeCause,
+        changed: list[str],
+    ) -> BrokerEvent:
+        """The event for ``ids`` having left ``name``, as the group stands now."""
+        group = self._brokers.get(name)
+        read_only = (
+            group is not None and group.enable_acting_master and min(group.addrs) != MASTER_ID
+        )
+        return BrokerEvent(
+            BrokerChangeKind.DEPARTED,
+            cause,
+            cluster,
+            name,
+            ids,
+            tuple(changed),
+            name_gone=group is None,
+            read_only=read_only,
+        )
 
     def _leave_group(self, broker_name: str, addr: str) -> set[str]:
         """Remove ``addr`` from a broker group; returns the topics whose route may change."""

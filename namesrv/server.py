@@ -24,6 +24,7 @@ from zope.interface import implementer
 
 from namesrv import operations
 from namesrv.acl import AccessControl
+from namesrv.broker_events import BrokerEvent, BrokerEventBook
 from namesrv.change_cause import ChangeCause
 from namesrv.change_detector import ChangeDetector, Notification
 from namesrv.config import NamesrvConfig, parse_listen
@@ -265,10 +266,20 @@ class NameServer:
             cfg.push.max_total_subscriptions,
             cfg.push.max_subscriptions_per_host,
         )
+        self.broker_events = BrokerEventBook(
+            cfg.push.broker_events,
+            self.subscriptions,
+            on_event=lambda event, fields: self.journal.record(event, **fields),
+        )
         self.detector = ChangeDetector(
-            self.routes.fingerprint, self.subscriptions, cfg.push.suppress, self.epoch
+            self.routes.fingerprint,
+            self.subscriptions,
+            cfg.push.suppress,
+            self.epoch,
+            broker_events=self.broker_events,
         )
         self.detector.on_event = self._detector_event
+        self.registry.broker_listener = self._broker_event
         self.acl = AccessControl(cfg.acl)
         self.tick_durations = DurationHistogram()
         self._timer = timer
@@ -619,6 +630,10 @@ class NameServer:
         self.route_responses.invalidate(topics)
         self.detector.mark(topics, cause)
 
+    def _broker_event(self, event: BrokerEvent) -> None:
+        self.counters[f"broker_events.{event.kind.name.lower()}"] += 1
+        self.broker_events.record(event)
+
     def _kv_changed(self, namespace: str, key: str) -> None:
         if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
             self._routes_touched((key,), ChangeCause.ORDER_CONF)
@@ -700,13 +715,16 @@ class NameServer:
         frames.start_tick(now_ms)
         frame = frames.frame
         total_bytes = 0
+        broker_entries = 0
         for note in notes:
             conn: Any = note.conn
             data = frame(note, conn.serialize_type)
             conn.send(data)
             total_bytes += len(data)
+            broker_entries += len(note.brokers)
         self.counters["notifications_sent"] += len(notes)
         self.counters["notification_bytes"] += total_bytes
+        self.counters["broker_entries_sent"] += broker_entries
         topic_list = sorted(frames.topics)
         self.journal.record(
             "notification_sent",
@@ -715,6 +733,7 @@ class NameServer:
             frames=len(notes),
             bytes=total_bytes,
             topic_list=topic_list[:100],
+            broker_entries=broker_entries,
         )
 
     def _pressure_transition(self, degraded: bool, sample: Sample) -> None:

@@ -28,6 +28,7 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("topic", T.StringType()),
         T.StructField("version", T.LongType()),
         T.StructField("kind", T.StringType()),
+        T.StructField("cause", T.StringType()),
         T.StructField("causes", T.ArrayType(T.StringType())),
         T.StructField("notify", T.BooleanType()),
         T.StructField("rules", T.ArrayType(T.StringType())),
@@ -75,6 +76,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "unsubscribe": ("conn", "topic_names"),
     "connection_closed": ("conn", "released_topics"),
     "slow_subscriber_skipped": ("conn", "pending_topics"),
+    "broker_event": ("kind", "cause", "notify"),
 }
 
 TELEMETRY_REQUIRED = ("topic", "version", "exists", "cause", "requested_at_ms", "fetched_at_ms")

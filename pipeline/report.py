@@ -90,6 +90,8 @@ def render(summary: Summary, recommendations: Sequence[Recommendation]) -> str:
         "",
         *_counts_table("Suppressed by rule", s.suppressed_by_rule),
         "",
+        *_counts_table("Broker events", s.broker_events),
+        "",
         "## Notifications",
         "",
         f"{s.notification_frames:,} frames ({s.notification_bytes:,} bytes) in "

@@ -194,8 +194,12 @@ def summarize(
             "kind": changes.select(F.col("kind").alias("key")),
             "cause": changes.select(F.explode("causes").alias("key")),
             "rule": journal.where(ev == "suppressed").select(F.explode("rules").alias("key")),
+            "broker": journal.where(ev == "broker_event").select(
+                F.concat_ws(" ", "kind", "cause").alias("key")
+            ),
         }
     )
+    s.broker_events = tables.get("broker", {})
     s.changes_by_kind = tables.get("kind", {})
     s.changes_by_cause = tables.get("cause", {})
     s.suppressed_by_rule = tables.get("rule", {})

@@ -140,6 +140,8 @@ class Summary:
     changes_by_cause: dict[str, int] = field(default_factory=dict)
     notified_changes: int = 0
     suppressed_by_rule: dict[str, int] = field(default_factory=dict)
+    broker_events: dict[str, int] = field(default_factory=dict)
+    """Journal ``broker_event`` records by "KIND cause" (``DEPARTED unregister``)."""
     notification_ticks: int = 0
     notification_frames: int = 0
     notification_bytes: int = 0

@@ -24,6 +24,47 @@ class ChangeKind(IntEnum):
     DELETED = pb.DELETED
 
 
+class BrokerChangeKind(IntEnum):
+    """``routepush.v1.BrokerChangeKind``, numbered as on the wire."""
+
+    DEPARTED = pb.BROKER_DEPARTED
+    ARRIVED = pb.BROKER_ARRIVED
+
+
+BrokerChangeTuple = tuple[
+    int,
+    str,
+    str,
+    tuple[tuple[int, str], ...],
+    str,
+    bool,
+    bool,
+    tuple[tuple[str, int, int], ...],
+    int,
+]
+"""(kind, broker_name, cluster, ((broker_id, addr), ...), cause, broker_name_gone, read_only,
+((topic, version, from_version), ...), refetch_window_ms): one ``BrokerChange`` as plain,
+hashable values."""
+
+
+def add_broker_change(message: pb.TopicRouteChanged, change: BrokerChangeTuple) -> None:
+    """Append ``change`` to a NOTIFY body's ``brokers``."""
+    kind, name, cluster, addrs, cause, gone, read_only, topics, window_ms = change
+    entry = message.brokers.add(
+        kind=kind,
+        broker_name=name,
+        cluster=cluster,
+        cause=cause,
+        broker_name_gone=gone,
+        read_only=read_only,
+        refetch_window_ms=window_ms,
+    )
+    for broker_id, addr in addrs:
+        entry.addrs.add(broker_id=broker_id, addr=addr)
+    for topic, version, from_version in topics:
+        entry.topics.add(topic=topic, version=version, from_version=from_version)
+
+
 M = TypeVar("M", bound=Message)
 
 
@@ -54,7 +95,11 @@ def encode_subscribe_ack(versions: Iterable[tuple[str, int, bool]], epoch: str) 
 
 
 def encode_notification(
-    changes: Sequence[tuple[str, int, int]], sequence: int, emitted_at_ms: int, epoch: str
+    changes: Sequence[tuple[str, int, int]],
+    sequence: int,
+    emitted_at_ms: int,
+    epoch: str,
+    brokers: Sequence[BrokerChangeTuple] = (),
 ) -> bytes:
     """A NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED body; ``changes`` holds (topic, version, kind)."""
     entries = [
@@ -64,6 +109,8 @@ def encode_notification(
     message = pb.TopicRouteChanged(
         changes=entries, sequence=sequence, emitted_at_ms=emitted_at_ms, epoch=epoch
     )
+    for change in brokers:
+        add_broker_change(message, change)
     return message.SerializeToString()
 
 

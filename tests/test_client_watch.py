@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from fake_broker import register_request, topic_configs
+from fake_broker import register_request, topic_configs, unregister_request
 from loopback_wait import until
 from server_fixtures import FakeSampler
 from twisted.internet import defer, protocol, reactor, task
@@ -205,4 +205,32 @@ async def test_watcher_against_a_server_without_push_sees_the_change_at_its_poll
         code = await watcher.ended
         broker.transport.loseConnection()  # type: ignore[union-attr]
         await server.stop(grace_ms=0)
+    assert code == 0, watcher.stderr.decode()
+
+
+@pytest_twisted.ensureDeferred
+async def test_watcher_prints_a_departed_broker_gone_at_the_next_tick(served):
+    server, port, clock = served
+    broker = await connect(port)
+    await broker.request(register_request(topic_configs("T")))
+    other = await connect(port)
+    await other.request(
+        register_request(topic_configs("T"), broker_name="broker-b", broker_addr="10.0.0.2:10911")
+    )
+    clock.advance(1.0)
+    watcher, process = spawn_watcher("--namesrv", f"127.0.0.1:{port}", "--topic", "T")
+    try:
+        await until(lambda: len(watcher.lines) == 1 and server.subscriptions.total == 1)
+        assert set(watcher.lines[0]["brokers"]) == {"broker-a", "broker-b"}
+        await broker.request(unregister_request())
+        clock.advance(1.0)
+        await until(lambda: len(watcher.lines) == 2)
+        gone = watcher.lines[1]
+        assert gone["cause"] == "broker_gone" and set(gone["brokers"]) == {"broker-b"}
+        assert gone["version"] == watcher.lines[0]["version"] + 1
+    finally:
+        process.signalProcess("INT")
+        code = await watcher.ended
+        broker.transport.loseConnection()  # type: ignore[union-attr]
+        other.transport.loseConnection()  # type: ignore[union-attr]
     assert code == 0, watcher.stderr.decode()

@@ -217,9 +217,13 @@ def test_notification_sent_fields_summarise_a_tick() -> None:
         Notification("c1", (("b", 2, 0), ("a", 1, 1)), 4, 0, "e"),
         Notification("c2", (("a", 1, 1),), 1, 0, "e"),
         Notification("c3", many, 9, 0, "e"),
+        Notification(
+            "c4", (), 2, 0, "e", ((1, "b", "c", ((0, "a:1"),), "expiry", True, False, (), 0),)
+        ),
     ]
     fields = journal_mod.notification_sent_fields(notes, frame_bytes=1234)
-    assert fields["connections"] == fields["frames"] == 3
+    assert fields["connections"] == fields["frames"] == 4
+    assert fields["broker_entries"] == 1
     assert fields["topics"] == 152
     assert fields["bytes"] == 1234
     assert fields["topic_list"][:3] == ["T000", "T001", "T002"]

@@ -130,3 +130,26 @@ def test_tick_histogram_buckets_are_cumulative():
     assert hist.cumulative() == [("0.1", 2), ("1.0", 3), ("+Inf", 4)]
     assert hist.count == 4
     assert hist.sum == pytest.approx(3.65)
+
+
+@pytest_twisted.inlineCallbacks
+def test_bounds_reached_are_named_by_their_config_key(make_server):
+    running = make_server(
+        {"server": {"max_connections_per_host": 1}, "metrics": {"listen": "127.0.0.1:0"}}
+    )
+    first = yield connect(running.port)
+    second = yield connect(running.port)
+    yield second.lost
+    assert first.connected
+    samples = yield scrape(running)
+    assert (
+        value(
+            samples,
+            "rocketmq_namesrv_bounds_reached_total",
+            bound="server.max_connections_per_host",
+        )
+        == 1
+    )
+    assert (
+        value(samples, "rocketmq_namesrv_bounds_reached_total", bound="server.max_frame_size") == 0
+    )

@@ -148,6 +148,18 @@ def test_journal_figures(spark, tmp_path):
             "pending_connections": 6,
         },
         {"ts_ms": 6_000, "event": "backlog_drained", "frames": 6, "duration_ms": 1_000},
+        {
+            "ts_ms": 6_000,
+            "event": "broker_event",
+            "kind": "DEPARTED",
+            "cause": "unregister",
+            "cluster": "c",
+            "broker_name": "b",
+            "addrs": ["10.0.0.1:10911"],
+            "name_gone": True,
+            "topics": 3,
+            "notify": True,
+        },
     ]
     journal_file(tmp_path / "j", records[:8])
     journal_file(tmp_path / "j", records[8:], start=900, seq=2)
@@ -158,6 +170,7 @@ def test_journal_figures(spark, tmp_path):
     assert s.changes_by_kind == {"CREATED": 2, "UPDATED": 1}
     assert s.changes_by_cause == {"wipe_write_perm": 3}
     assert s.suppressed_by_rule == {"broker_startup": 1}
+    assert s.broker_events == {"DEPARTED unregister": 1}
     assert (s.notification_ticks, s.notification_frames, s.notification_bytes) == (2, 6, 1_400)
     assert (s.frames_per_tick.count, s.frames_per_tick.max) == (2, 4.0)
     assert (s.frame_bytes.p50, s.frame_bytes.max) == (100.0, 500.0)

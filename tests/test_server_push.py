@@ -128,8 +128,19 @@ def test_topic_created_on_live_broker_reaches_early_subscribers_then_delete(ns):
     assert [n.sequence for n in notifications(client)] == [1, 2]
 
 
+BROKER_EVENTS_OFF = {
+    "broker_events": {
+        "unregister": False,
+        "channel_close": False,
+        "expiry": False,
+        "arrival": False,
+    }
+}
+
+
 @pytest_twisted.inlineCallbacks
-def test_start_up_and_unregister_are_silent_by_default(ns):
+def test_start_up_and_unregister_are_silent_with_broker_events_off(make_server):
+    ns = make_server({"push": BROKER_EVENTS_OFF})
     client = yield connect(ns.port)
     yield subscribe(client, "T1", "T2")
     broker = yield connect(ns.port)
@@ -163,7 +174,8 @@ def test_start_up_and_unregister_notify_when_their_rule_is_off(rule, make_server
 
 
 @pytest_twisted.inlineCallbacks
-def test_channel_close_and_expiry_are_silent_by_default(ns):
+def test_channel_close_and_expiry_are_silent_with_broker_events_off(make_server):
+    ns = make_server({"push": BROKER_EVENTS_OFF})
     client = yield connect(ns.port)
     yield subscribe(client, "T1", "X1")
     broker = yield broker_with(ns, "T1", "T2")
