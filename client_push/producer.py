@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import task
 
 from client_push.broker_probe import BrokerProber
-from client_push.client import RouteClient
+from client_push.client import BrokerEvent, RouteClient
 from client_push.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.queue_select import QueueSelector
 from client_push.route_cache import MASTER_ID, MessageQueue
@@ -53,12 +54,16 @@ class ProducerRouting:
         self.prober = BrokerProber(reactor, self._clock, self._broker_addr_going_away)
         self._loop: task.LoopingCall | None = None
         self._addr_names: dict[str, str] = {}
+        self._remove_listener: Callable[[], None] | None = None
         self._departed: dict[str, bool] = {}
         """Brokers announced gone -> whether a route without them has been seen since."""
         self.counters: Counter[str] = Counter()
 
     def start(self) -> None:
-        """Start the detector (when enabled); selection works without it."""
+        """Follow the route client's broker events, and start the detector (when enabled);
+        selection works without either."""
+        if self._remove_listener is None:
+            self._remove_listener = self._client.add_broker_listener(self._broker_event)
         if self._loop is not None or not (self.config.enabled and self.config.detector_enabled):
             return
         self._loop = task.LoopingCall(self._detect_round)
@@ -66,6 +71,9 @@ class ProducerRouting:
         self._loop.start(self.config.detect_interval_ms / 1000.0, now=False)
 
     def stop(self) -> None:
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
@@ -111,6 +119,18 @@ class ProducerRouting:
         self.counters["brokers_gone"] += 1
         self.table.going_away(broker_name, self.config.departed_avoid_ms, self._now_ms())
         self._departed[broker_name] = False
+
+    def _broker_event(self, event: BrokerEvent) -> None:
+        """The name server announced a broker leaving or arriving (route-push broker events).
+
+        A departure of the master (or of the whole broker name) is ``broker_gone``; the route
+        client has already dropped it from held routes. An arrival of a departed broker lets
+        the next route that shows it bring it back."""
+        master_left = any(broker_id == MASTER_ID for broker_id, _addr in event.addrs)
+        if event.kind == "departed" and (event.broker_name_gone or master_left):
+            self.broker_gone(event.broker_name)
+        elif event.kind == "arrived" and event.broker_name in self._departed:
+            self._departed[event.broker_name] = True  # routes were without it until now
 
     def broker_addr(self, topic: str, broker_name: str) -> str | None:
         """The master address of ``broker_name`` in the held route of ``topic``."""

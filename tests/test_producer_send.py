@@ -384,3 +384,31 @@ async def test_a_rolling_restart_with_go_away_fails_no_send_and_every_broker_com
     results = await rig.send_many(producer, 30)
     assert producer.counters["failed"] == 0 and producer.counters["attempts_unreachable"] == 0
     assert {r.queue.broker_name for r in results} == set(NAMES)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_departure_the_name_server_announces_keeps_sends_off_until_the_broker_is_back(rig):
+    await rig.start(("broker-a", "broker-b"))
+    producer = rig.producer(ProducerConfig(fault=FaultStrategyConfig(detector_enabled=False)))
+    await rig.send_many(producer, 8)
+    client = rig.cluster.clients[-1]
+    await until(lambda: client.push_active)
+    a = rig.brokers["broker-a"]
+    await a.shutdown(grace_ms=0, go_away=False)  # unregisters: a departure is announced
+    for _ in range(50):
+        if producer.routing.stats().get("brokers_gone"):
+            break
+        rig.clock.advance(1.0)  # the name server's tick
+        await task.deferLater(reactor, 0.01, lambda: None)
+    assert producer.routing.stats()["brokers_gone"] == 1
+    results = await rig.send_many(producer, 10)
+    assert {r.queue.broker_name for r in results} == {"broker-b"}
+    await rig.add_broker("broker-a", port=a.port)  # an arrival, then the route shows it back
+    used: set[str] = set()
+    for _ in range(100):
+        used |= {r.queue.broker_name for r in await rig.send_many(producer, 4)}
+        if "broker-a" in used:
+            break
+        rig.clock.advance(1.0)
+    assert "broker-a" in used and producer.routing.stats()["brokers_returned"] == 1
+    assert producer.counters["failed"] == 0
