@@ -1,9 +1,13 @@
 """Turns route-registry mutations into per-topic versions and per-connection notifications.
 
-The registry marks topics as it mutates them (cheap, O(topics touched)); the detector compares a
-topic's route fingerprint only when asked for its version or at the next tick, so a burst of
-mutations to one topic costs one comparison and at most one notification per subscriber. Work is
-proportional to what changed: idle topics and idle subscribers are never visited.
+The registry marks exactly the topics whose assembled route a mutation changed (it compares
+queue data and broker groups where it writes them, see ``RouteRegistry``); the KV store marks a
+topic whose order conf moved. The detector trusts the mark: settling a topic is O(1), a version
+bump without looking at the route, done when asked for its version or at the next tick, so a
+burst of mutations to one topic costs one bump and at most one notification per subscriber. Work
+is proportional to what changed: idle topics and idle subscribers are never visited. A tick
+settles at most ``max_settle`` topics, so a register that changed 100,000 topics is settled over
+several slices (the server runs them in successive reactor turns).
 
 Versions start at 0 for a topic never seen and grow by one per real change of its route,
 including creation and deletion; the record of a deleted topic is kept so a recreated topic
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, NamedTuple
 
 from namesrv.broker_events import BrokerEventBook
@@ -57,10 +62,17 @@ class Notification(NamedTuple):
     """Broker arrivals and departures owed (``namesrv.broker_events``), one per broker."""
 
 
+_BIT_OF_CAUSE: dict[ChangeCause, int] = {cause: 1 << i for i, cause in enumerate(ChangeCause)}
+
+
+def _causes_of(mask: int) -> set[ChangeCause]:
+    return {cause for cause, bit in _BIT_OF_CAUSE.items() if mask & bit}
+
+
 @dataclass(slots=True)
 class DetectorStats:
     topics_settled: int = 0
-    """Fingerprints computed."""
+    """Marked topics settled (each O(1))."""
     versions_bumped: int = 0
     notifications_built: int = 0
     topics_notified: int = 0
@@ -71,11 +83,6 @@ class DetectorStats:
     slow_skips: int = 0
     """Connections with debt passed over because they could not take a frame, per tick."""
     ticks: int = 0
-
-
-class _Known(NamedTuple):
-    version: int
-    fingerprint: bytes | None
 
 
 class _Pending(NamedTuple):
@@ -105,29 +112,32 @@ class ChangeDetector:
 
     def __init__(
         self,
-        route_fingerprint: Callable[[str], bytes | None],
+        route_exists: Callable[[str], bool],
         subscriptions: SubscriptionRegistry,
         suppress: SuppressionConfig,
         epoch: str,
         on_event: EventHook | None = None,
         broker_events: BrokerEventBook | None = None,
     ) -> None:
-        self._fingerprint = route_fingerprint
+        self._exists = route_exists
         self.broker_events = broker_events
         """Announces broker arrivals and departures; None keeps them silent."""
         self._subs = subscriptions
         self._epoch = epoch
         self.on_event = on_event
         """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later."""
-        self._silent = frozenset(
-            cause for cause, rule in RULE_OF_CAUSE.items() if getattr(suppress, rule)
+        self._silent_mask = sum(
+            _BIT_OF_CAUSE[cause] for cause, rule in RULE_OF_CAUSE.items() if getattr(suppress, rule)
         )
-        self._dirty: dict[str, set[ChangeCause]] = {}
-        self._known: dict[str, _Known] = {}
+        self._dirty: dict[str, int] = {}
+        """topic → bit mask of the causes marked since it was last settled."""
+        self._known: dict[str, int] = {}
+        """topic → its version, negated while the topic does not exist (deleted)."""
         self._debt: dict[Conn, dict[str, _Pending]] = {}
         """Insertion order is the order connections got debt: served first-come."""
         self._pending_pairs = 0
         self._sequence: dict[Conn, int] = {}
+        self._cause_names: dict[int, list[str]] = {}
         self.stats = DetectorStats()
 
     @property
@@ -157,14 +167,12 @@ class ChangeDetector:
         return len(self._known)
 
     def mark(self, topics: Collection[str], cause: ChangeCause) -> None:
-        """Record that a mutation for ``cause`` may have changed these topics' routes."""
+        """Record that a mutation for ``cause`` changed these topics' routes."""
         dirty = self._dirty
+        bit = _BIT_OF_CAUSE[cause]
+        get = dirty.get
         for topic in topics:
-            causes = dirty.get(topic)
-            if causes is None:
-                dirty[topic] = {cause}
-            else:
-                causes.add(cause)
+            dirty[topic] = get(topic, 0) | bit
 
     def version(self, topic: str) -> tuple[int, bool]:
         """(version, exists) of ``topic`` now, settling it first if it was marked.
@@ -176,10 +184,8 @@ class ChangeDetector:
         causes = self._dirty.pop(topic, None)
         if causes is not None:
             self._settle(topic, causes)
-        known = self._known.get(topic)
-        if known is None:
-            return 0, False
-        return known.version, known.fingerprint is not None
+        known = self._known.get(topic, 0)
+        return abs(known), known > 0
 
     settle = version
 
@@ -190,19 +196,29 @@ class ChangeDetector:
         can_send: Callable[[Conn], bool],
         degraded: bool,
         max_notifications: int | None = None,
+        max_settle: int | None = None,
     ) -> list[Notification]:
-        """Settle every marked topic, then build at most one notification per owed connection.
+        """Settle marked topics, then build at most one notification per owed connection.
 
         While ``degraded`` nothing is built and every debt is kept. A connection for which
         ``can_send`` is False keeps its debt and place in line. ``max_notifications`` caps the
-        frames built now; connections left over are first in line next tick. ``can_send`` is
-        called during the walk over owed connections and must not change subscriptions or debt.
+        frames built now; connections left over are first in line next tick. ``max_settle``
+        caps the topics settled now, oldest marks first; the rest stay marked (``dirty_count``)
+        for the next call. ``can_send`` is called during the walk over owed connections and
+        must not change subscriptions or debt.
         """
         self.stats.ticks += 1
         if self._dirty:
-            batch, self._dirty = self._dirty, {}
+            if max_settle is None or len(self._dirty) <= max_settle:
+                batch, self._dirty = self._dirty, {}
+            else:
+                dirty = self._dirty
+                batch = {topic: dirty[topic] for topic in islice(dirty, max_settle)}
+                for topic in batch:
+                    del dirty[topic]
+            settle = self._settle
             for topic, causes in batch.items():
-                self._settle(topic, causes)
+                settle(topic, causes)
         book = self.broker_events
         owes_brokers = book is not None and book.pending_connections > 0
         if degraded or not (self._debt or owes_brokers):
@@ -269,46 +285,59 @@ class ChangeDetector:
         if self.broker_events is not None:
             self.broker_events.forget(conn)
 
-    def _settle(self, topic: str, causes: set[ChangeCause]) -> None:
-        self.stats.topics_settled += 1
-        fingerprint = self._fingerprint(topic)
-        known = self._known.get(topic)
-        before = known.fingerprint if known is not None else None
-        previous_version = known.version if known is not None else 0
-        if fingerprint == before:
-            if self.broker_events is not None:
-                self.broker_events.settled(topic, previous_version, None, causes)
+    def _settle(self, topic: str, causes: int) -> None:
+        stats = self.stats
+        stats.topics_settled += 1
+        known = self._known.get(topic, 0)
+        existed = known > 0
+        exists = self._exists(topic)
+        previous_version = known if existed else -known
+        book = self.broker_events
+        if not existed and not exists:
+            # Marked, but it neither existed nor exists: nothing a client could see.
+            if book is not None:
+                book.settled(topic, previous_version, None, _causes_of(causes))
             return
         version = previous_version + 1
-        self._known[topic] = _Known(version, fingerprint)
-        self.stats.versions_bumped += 1
-        if self.broker_events is not None:
-            self.broker_events.settled(topic, previous_version, version, causes)
-        existed, exists = before is not None, fingerprint is not None
-        silent = causes <= self._silent
+        self._known[topic] = version if exists else -version
+        stats.versions_bumped += 1
+        if book is not None:
+            book.settled(topic, previous_version, version, _causes_of(causes))
+        silent = causes | self._silent_mask == self._silent_mask
         if silent:
-            self.stats.suppressed_changes += 1
+            stats.suppressed_changes += 1
         else:
-            self._owe(topic, _pending(topic, version, existed, exists))
+            subscribers = self._subs.subscribers(topic)
+            if subscribers:
+                self._owe(topic, subscribers, _pending(topic, version, existed, exists))
         if self.on_event is not None:
-            kind = _pending(topic, version, existed, exists).kind
-            self.on_event(
-                "route_changed",
-                {
-                    "topic": topic,
-                    "version": version,
-                    "kind": kind.name,
-                    "causes": sorted(cause.value for cause in causes),
-                    "notify": not silent,
-                },
-            )
-            if silent:
-                rules = sorted({RULE_OF_CAUSE[cause] for cause in causes})
-                self.on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+            self._report(topic, version, existed, exists, causes, silent)
 
-    def _owe(self, topic: str, change: _Pending) -> None:
+    def _report(
+        self, topic: str, version: int, existed: bool, exists: bool, causes: int, silent: bool
+    ) -> None:
+        on_event = self.on_event
+        assert on_event is not None
+        names = self._cause_names.get(causes)
+        if names is None:
+            names = self._cause_names[causes] = sorted(c.value for c in _causes_of(causes))
+        on_event(
+            "route_changed",
+            {
+                "topic": topic,
+                "version": version,
+                "kind": _pending(topic, version, existed, exists).kind.name,
+                "causes": list(names),
+                "notify": not silent,
+            },
+        )
+        if silent:
+            rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
+            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+
+    def _owe(self, topic: str, subscribers: Iterable[Conn], change: _Pending) -> None:
         """Queue ``change`` for every current subscriber, merging with what each is owed."""
-        for conn in self._subs.subscribers(topic):
+        for conn in subscribers:
             debt = self._debt.get(conn)
             if debt is None:
                 debt = self._debt[conn] = {}

@@ -77,6 +77,12 @@ class RegistryConfig:
     delete_topic_with_broker_registration: bool = False
     """Upstream's ``deleteTopicWithBrokerRegistration``: a master's full register drops topics
     it no longer reports. Off as upstream: 5.x brokers also register single new topics."""
+    register_slice_topics: int = 2_000
+    """A register table larger than this is applied this many topics per reactor turn, so a
+    broker with 100,000 topics never stalls lookups (each topic's route moves in one step)."""
+    register_read_slice_bytes: int = 1 << 19
+    """A register body larger than this is checked and parsed in slices of this many bytes
+    (and ``register_slice_topics`` topic configs) per reactor turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +130,10 @@ class PushConfig:
     max_topics_per_request: int = 10_000
     recovery_notifications_per_second: int = 2_000
     """After degradation ends, at most this many connection notifications go out per second."""
+    settle_slice_topics: int = 5_000
+    """Changed topics a tick settles per reactor turn; more continue in the next turn."""
+    notify_slice_connections: int = 2_000
+    """Notification frames a tick builds and writes per reactor turn; more continue next turn."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
     broker_events: BrokerEventConfig = field(default_factory=BrokerEventConfig)
 
@@ -223,6 +233,8 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
         ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),
         ("registry.max_kv_config_bytes", r.max_kv_config_bytes, 1 * KIB, 2**40),
+        ("registry.register_slice_topics", r.register_slice_topics, 1, 10_000_000),
+        ("registry.register_read_slice_bytes", r.register_read_slice_bytes, 4 * KIB, 2**31 - 1),
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
         ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),
@@ -239,6 +251,8 @@ def _validate(cfg: NamesrvConfig) -> None:
             1,
             100_000_000,
         ),
+        ("push.settle_slice_topics", p.settle_slice_topics, 1, 100_000_000),
+        ("push.notify_slice_connections", p.notify_slice_connections, 1, 100_000_000),
         (
             "push.broker_events.refetch_rate_per_second",
             p.broker_events.refetch_rate_per_second,

@@ -8,9 +8,11 @@ remark, so every refusal tells the peer what was wrong.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,7 +35,7 @@ from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Connection", RemotingCommand], RemotingCommand]
+Handler = Callable[["Connection", RemotingCommand], "RemotingCommand | PendingResponse"]
 
 
 class Connection(Protocol):
@@ -61,6 +63,22 @@ class Services:
     """Paces the refusal log (``seconds()``); None: the monotonic clock."""
 
 
+@dataclass(slots=True)
+class PendingResponse:
+    """A register answered over several reactor turns: the server calls
+    :meth:`RequestProcessor.step` once per turn until it returns the response."""
+
+    steps: Generator[str, None, RemotingCommand]
+    key: tuple[str, str]
+    """(cluster, broker address): registers of one address are applied in arrival order."""
+    started: bool = False
+    last: str = ""
+    """What the last step did: ``"read"`` (a slice of body) or ``"wait"`` (for the registry)."""
+    request: Any = None
+    signer: str | None = None
+    """The ACL access key that signed the register, bound to the broker once it succeeds."""
+
+
 def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
     return request.make_response(ResponseCode.SUCCESS, None, ext, body)
 
@@ -70,6 +88,9 @@ class RequestProcessor:
         self.s = services
         self.handled: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
+        self.register_bodies_read = 0
+        """Register bodies parsed; an identical heartbeat body is not."""
+        self._in_flight: Counter[tuple[str, str]] = Counter()
         self._log = RateLimitedLog(log, services.clock)
         """A peer decides how many requests get refused: its lines are paced per request."""
         c = RequestCode
@@ -110,10 +131,14 @@ class RequestProcessor:
             for code in (c.GET_PUSH_STATUS, c.GET_SUBSCRIPTIONS):
                 self._table[code] = self._operation(services.operations, code)
 
-    def process(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        """The response to send, or None for a oneway request."""
+    def process(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand | PendingResponse | None:
+        """The response to send (now, or once a register's table is applied), or None for a
+        oneway request."""
         handler = self._table.get(request.code)
         name = _code_name(request.code)
+        response: RemotingCommand | PendingResponse
         if handler is None:
             self.refused["unsupported"] += 1
             response = request.make_response(
@@ -127,8 +152,11 @@ class RequestProcessor:
                 if acl is not None:
                     signer = acl.check(request.code, name, request.ext_fields, request.body)
                 response = handler(conn, request)
-                if acl is not None and signer is not None and response.code == ResponseCode.SUCCESS:
-                    acl.accepted(request.code, signer, request.ext_fields)
+                if acl is not None and signer is not None:
+                    if isinstance(response, PendingResponse):
+                        response.signer = signer  # bound once the register succeeds
+                    elif response.code == ResponseCode.SUCCESS:
+                        acl.accepted(request.code, signer, request.ext_fields)
                 self.handled[name] += 1
             except ProtocolError as exc:
                 self.refused[name] += 1
@@ -149,6 +177,9 @@ class RequestProcessor:
                 response = request.make_response(
                     ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
                 )
+        if isinstance(response, PendingResponse):
+            response.request = request
+            return response  # the server steps it even for a oneway request, and drops the answer
         return None if request.is_oneway else response
 
     # -- KV config -------------------------------------------------------------------------
@@ -191,24 +222,131 @@ class RequestProcessor:
 
     # -- brokers -------------------------------------------------------------------------------
 
-    def register_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    def register_broker(
+        self, conn: Connection, req: RemotingCommand
+    ) -> RemotingCommand | PendingResponse:
+        """REGISTER_BROKER. A small body is read and applied now; a large one (past
+        ``registry.register_read_slice_bytes``), a large table, or a register from an address
+        whose earlier register is still in flight, is a :class:`PendingResponse` the server
+        steps once per reactor turn (:meth:`step`)."""
         h = headers.RegisterBrokerRequestHeader.from_wire(req.ext_fields)
         validation.check_address("brokerAddr", h.broker_addr)
         validation.check_address("haServerAddr", h.ha_server_addr, required=False)
-        if h.body_crc32 != 0 and bodies.crc32(req.body) != h.body_crc32:
+        key = (h.cluster_name, h.broker_addr)
+        # A compressed body inflates to about 16 times its size (20-40 for real tables).
+        weight = len(req.body) * (16 if h.compressed else 1)
+        large = weight > self.s.config.registry.register_read_slice_bytes
+        steps = self._register_steps(conn, req, h, large)
+        if large or self._in_flight[key]:
+            self._in_flight[key] += 1
+            return PendingResponse(steps, key)
+        try:
+            next(steps)
+        except StopIteration as done:
+            response: RemotingCommand = done.value
+            return response
+        self._in_flight[key] += 1
+        return PendingResponse(steps, key, started=True)
+
+    def step(self, pending: PendingResponse) -> RemotingCommand | None:
+        """One step of a pending register; its response (an error one for a refused body) once
+        it is done, else None."""
+        try:
+            pending.last = next(pending.steps)
+            pending.started = True
+            return None
+        except StopIteration as done:
+            response: RemotingCommand = done.value
+            acl = self.s.acl
+            if acl is not None and pending.signer is not None and response.code == 0:
+                request = pending.request
+                acl.accepted(request.code, pending.signer, request.ext_fields)
+        except ProtocolError as exc:
+            self.refused["REGISTER_BROKER"] += 1
+            log.info("refused REGISTER_BROKER from %s: %s", pending.key[1], exc.remark)
+            response = pending.request.make_response(exc.code, exc.remark)
+        except Exception as exc:  # a bug must cost one request, not the server
+            self.refused["REGISTER_BROKER"] += 1
+            log.exception("error processing REGISTER_BROKER from %s", pending.key[1])
+            response = pending.request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing REGISTER_BROKER"
+            )
+        self._done(pending)
+        return response
+
+    def _done(self, pending: PendingResponse) -> None:
+        self._in_flight[pending.key] -= 1
+        if self._in_flight[pending.key] <= 0:
+            del self._in_flight[pending.key]
+
+    def _register_steps(
+        self,
+        conn: Connection,
+        req: RemotingCommand,
+        h: headers.RegisterBrokerRequestHeader,
+        large: bool,
+    ) -> Generator[str, None, RemotingCommand]:
+        """Read, check and apply one register; yields ``"read"`` after each slice of reading
+        and ``"wait"`` while its table is applied by the registry's jobs."""
+        registry = self.s.registry
+        body = req.body
+        chunk = self.s.config.registry.register_read_slice_bytes if large else len(body) + 1
+        topics_per_step = registry.slice_topics if large else 1 << 62
+        crc = 0
+        hasher = hashlib.blake2b(digest_size=16)
+        view = memoryview(body)
+        for offset in range(0, len(body), chunk):  # CRC and digest, in C, a slice at a time
+            part = view[offset : offset + chunk]
+            crc = zlib.crc32(part, crc)
+            hasher.update(part)
+            if large:
+                yield "read"
+        if h.body_crc32 != 0 and crc & 0x7FFFFFFF != h.body_crc32:
             raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
-        if req.body:
-            body = bodies.RegisterBrokerBody.from_wire(req.body, h.compressed, req.version)
-            wrapper = body.topic_config_serialize_wrapper
-            topic_configs, data_version = wrapper.topic_config_table, wrapper.data_version
-            filter_servers: list[str] = list(body.filter_server_list)
-            mapping = wrapper.topic_queue_mapping_info_map
+        digest: bytes | None = None
+        topic_configs: dict[str, bodies.TopicQueueSpec] | None
+        if body:
+            digest = (b"c" if h.compressed else b"p") + hasher.digest()
+            if registry.body_unchanged(
+                h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, digest
+            ):
+                # The heartbeat: the very body of this broker's last register, not read again.
+                topic_configs, data_version, filter_servers, mapping = None, DataVersion(), [], {}
+            else:
+                self.register_bodies_read += 1
+                reading = bodies.register_body_steps(
+                    body, h.compressed, req.version, topics_per_step=topics_per_step
+                )
+                while True:
+                    try:
+                        next(reading)
+                    except StopIteration as done:
+                        table: bodies.RegisterTable = done.value
+                        break
+                    yield "read"
+                # Checked whole before anything is applied (names a slice at a time, in C).
+                names = list(table.topic_queues)
+                per_step = topics_per_step if large else len(names) + 1
+                for start in range(0, len(names), per_step):
+                    validation.check_topic_names(names[start : start + per_step])
+                    if large:
+                        yield "read"
+                for name, other in table.renamed.items():
+                    field = f"topicConfigTable[{name[:130]!r}]"
+                    raise validation.RegisterError(
+                        f"{field}.topicName {other[:130]!r} differs from its key"
+                    )
+                validation.check_topic_specs(
+                    table.topic_queues, table.specs, self.s.config.registry.max_queue_nums
+                )
+                topic_configs, data_version = table.topic_queues, table.data_version
+                filter_servers = table.filter_server_list
+                mapping = table.topic_queue_mapping_info_map
         else:
             topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
-        validation.check_topic_configs(topic_configs, self.s.config.registry.max_queue_nums)
         for i, addr in enumerate(filter_servers):
             validation.check_address(f"filterServerList[{i}]", addr)
-        result = self.s.registry.register_broker(
+        result = registry.register_broker(
             cluster_name=h.cluster_name,
             broker_addr=h.broker_addr,
             broker_name=h.broker_name,
@@ -221,12 +359,16 @@ class RequestProcessor:
             enable_acting_master=h.enable_acting_master,
             channel=conn.conn_id,
             topic_queue_mapping_info=mapping,
+            body_digest=digest,
         )
         ext = headers.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
         ).to_wire()
         order_conf = self.s.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        return _ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
+        response = _ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
+        while result.job is not None and not result.job.done:
+            yield "wait"
+        return response
 
     def unregister_broker(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = headers.UnregisterBrokerRequestHeader.from_wire(req.ext_fields)

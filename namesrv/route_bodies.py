@@ -58,9 +58,5 @@ class RouteBodies:
         cache[topic] = encoded
         return encoded
 
-    def fingerprint(self, topic: str) -> bytes | None:
-        """What the change detector compares: the standard body, shared with GET_ROUTEINFO."""
-        return self.body(topic, standard_json=True)
-
     def __len__(self) -> int:
         return sum(len(cache) for cache in self._caches.values())

@@ -4,14 +4,24 @@ Pure logic with an injected clock: no sockets, no timers (the server calls
 :meth:`RouteRegistry.scan_not_active_brokers` on its own schedule). Every mutation reports the
 topics whose assembled route (:meth:`RouteRegistry.get_route`) may have changed to the listener,
 with the cause, right after it happens. That report invalidates cached route bodies and drives
-change detection, so it may over-report (the detector compares bytes) but must never miss a topic.
+change detection: a reported topic gets a new route version without its route being compared, so
+the registry reports exactly the topics whose assembled route changed, never one it left as it was.
+
+Storage is sized for brokers with hundreds of thousands of topics: each broker's table maps
+topic to a :class:`QueueData` shared by every topic with the same queue counts, perm and flag,
+and each topic maps to one interned tuple of the broker names holding it.
+
+A register whose table needs more than ``slice_topics`` topic writes becomes a
+:class:`RegisterJob` applied ``slice_topics`` topics at a time by :meth:`RouteRegistry.run_jobs`
+(the server calls it once per reactor turn), so no register holds the event loop. Every topic
+is written whole: a lookup meanwhile sees each topic's old route or its new one.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from namesrv.broker_events import BrokerEvent, BrokerListener
@@ -23,7 +33,6 @@ from protocol.route_model import (
     ClusterInfo,
     DataVersion,
     QueueData,
-    TopicConfig,
     TopicRouteData,
 )
 
@@ -39,10 +48,98 @@ TOPIC_SYS_FLAG_UNIT_SUB = 0x2
 Listener = Callable[[Iterable[str], ChangeCause], None]
 _AddrKey = tuple[str, str]
 """(cluster name, broker address): upstream's ``BrokerAddrInfo``."""
+_Spec = tuple[int, int, int, int]
+"""(read queues, write queues, perm, topic sys flag): what a topic's queue data is made of."""
+_Holders = tuple[str, ...]
+"""The sorted broker names holding queue data of one topic."""
+
+DEFAULT_SLICE_TOPICS = 2_000
+"""Topic writes per slice of a large register: a few milliseconds of one reactor turn."""
+_MAX_INTERNED = 65_536
+"""Bound of each intern cache (holder tuples, queue data per broker); cleared when passed."""
 
 
 class Clock(Protocol):
     def seconds(self) -> float: ...
+
+
+class QueueSpec(Protocol):
+    """What a register needs of a topic config (``TopicConfig`` and the lean body reader's
+    ``TopicQueueSpec`` both fit)."""
+
+    @property
+    def read_queue_nums(self) -> int: ...
+    @property
+    def write_queue_nums(self) -> int: ...
+    @property
+    def perm(self) -> int: ...
+    @property
+    def topic_sys_flag(self) -> int: ...
+
+
+class RegisterJob:
+    """The topic table of one large register, applied in slices by ``RouteRegistry.run_jobs``.
+
+    ``on_done`` callbacks run once, when the table is applied or the job is superseded (a newer
+    register of the broker) or dropped (the broker left): the register's answer waits for it.
+    """
+
+    __slots__ = (
+        "applied",
+        "broker_name",
+        "cancelled",
+        "data_version",
+        "done",
+        "items",
+        "mapping",
+        "on_done",
+        "read_only",
+        "rewrite_all",
+        "total",
+    )
+
+    def __init__(
+        self,
+        broker_name: str,
+        items: Iterator[tuple[str, QueueSpec]],
+        total: int,
+        *,
+        rewrite_all: bool,
+        read_only: bool,
+        mapping: Mapping[str, Any],
+        data_version: DataVersion,
+    ) -> None:
+        self.broker_name = broker_name
+        self.items = items
+        self.total = total
+        self.applied = 0
+        self.rewrite_all = rewrite_all
+        self.read_only = read_only
+        self.mapping = mapping
+        self.data_version = data_version
+        self.done = False
+        self.cancelled = False
+        self.on_done: list[Callable[[RegisterJob], None]] = []
+
+    def _finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.items = iter(())
+        callbacks, self.on_done = self.on_done, []
+        for callback in callbacks:
+            callback(self)
+
+
+@dataclass(slots=True)
+class RegistryStats:
+    topic_writes: int = 0
+    """Topic entries of register tables visited: what a heartbeat must not grow."""
+    register_fast_paths: int = 0
+    """Registers of masters whose table needed no per-topic work (unchanged data version)."""
+    jobs_started: int = 0
+    job_slices: int = 0
+    jobs_superseded: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +149,9 @@ class RegisterResult:
     ha_server_addr: str | None
     master_addr: str | None
     changed_topics: list[str]
-    """Topics whose route this register may have changed (what the listener was told)."""
+    """Topics whose route this register changed (what the listener was told so far)."""
+    job: RegisterJob | None = None
+    """Set when the topic table is applied in slices: answer once it is done."""
 
 
 @dataclass(slots=True)
@@ -74,6 +173,8 @@ class _Live:
     data_version: DataVersion
     channel: object
     ha_server_addr: str
+    body_digest: bytes | None = None
+    """Digest of the register body this entry came from: an identical body is a heartbeat."""
 
 
 class RouteRegistry:
@@ -97,6 +198,7 @@ class RouteRegistry:
         broker_expiry_ms: int = 120_000,
         listener: Listener | None = None,
         delete_topic_with_broker_registration: bool = False,
+        slice_topics: int = DEFAULT_SLICE_TOPICS,
         broker_listener: BrokerListener | None = None,
     ) -> None:
         self._clock = clock
@@ -105,10 +207,15 @@ class RouteRegistry:
         self._expiry_ms = broker_expiry_ms
         self._listener = listener
         self._delete_with_registration = delete_topic_with_broker_registration
-        self._topic_queues: dict[str, dict[str, QueueData]] = {}
-        """topic → broker name → queue data (upstream's ``topicQueueTable``); never empty maps."""
-        self._topics_of_broker: dict[str, set[str]] = {}
-        """broker name → topics it has queue data in: keeps a broker's changes O(its topics)."""
+        self.slice_topics = max(1, slice_topics)
+        self._tables: dict[str, dict[str, QueueData]] = {}
+        """broker name → topic → queue data (upstream's ``topicQueueTable`` by broker); never
+        empty maps. Equal queue data of one broker is one shared object."""
+        self._holders: dict[str, _Holders] = {}
+        """topic → sorted names of the brokers holding its queues; never empty, interned."""
+        self._holders_with: dict[tuple[_Holders, str], _Holders] = {}
+        self._holders_without: dict[tuple[_Holders, str], _Holders] = {}
+        self._queue_pool: dict[str, dict[_Spec, QueueData]] = {}
         self._brokers: dict[str, _BrokerGroup] = {}
         self._clusters: dict[str, set[str]] = {}
         self._live: dict[_AddrKey, _Live] = {}
@@ -116,6 +223,19 @@ class RouteRegistry:
         self._filters: dict[_AddrKey, list[str]] = {}
         self._mapping: dict[str, dict[str, object]] = {}
         """topic → broker name → TopicQueueMappingInfo (5.x static topics), passed through."""
+        self._jobs: dict[str, RegisterJob] = {}
+        """broker name → its register being applied in slices (at most one per broker)."""
+        self._unsettled: set[str] = set()
+        """Brokers whose last register's table is not fully applied: the next rewrites all."""
+        self._lacking: set[str] = set()
+        """Brokers that lost topics outside a register (DELETE_TOPIC): the next register, even
+        with an unchanged data version, writes back the topics it lists and we lack (as
+        upstream's per-topic check does)."""
+        self._drops: list[tuple[str, Iterator[str], ChangeCause]] = []
+        self._deferred_topics: list[str] = []
+        """Topics of a departure dropped in slices, for its broker event (see _remove_addr)."""
+        """Departed brokers whose (large) tables still list them as holders of topics."""
+        self.stats = RegistryStats()
 
     # -- brokers -------------------------------------------------------------------------------
 
@@ -127,17 +247,31 @@ class RouteRegistry:
         broker_name: str,
         broker_id: int,
         ha_server_addr: str,
-        topic_configs: Mapping[str, TopicConfig],
+        topic_configs: Mapping[str, QueueSpec] | None,
         data_version: DataVersion,
         filter_server_list: list[str],
         heartbeat_timeout_ms: int | None,
         enable_acting_master: bool,
         channel: object,
         topic_queue_mapping_info: Mapping[str, Any],
+        body_digest: bytes | None = None,
     ) -> RegisterResult:
-        """REGISTER_BROKER, as upstream's ``registerBroker``; also the broker's heartbeat."""
+        """REGISTER_BROKER, as upstream's ``registerBroker``; also the broker's heartbeat.
+
+        ``topic_configs`` None says the body is the very one of this address's last register
+        (see :meth:`body_unchanged`): data version, table and filter servers are taken from
+        then, and the table costs no per-topic work. A body with the same data version but
+        other bytes is checked topic by topic for topics we lack, as upstream does.
+        """
         key = (cluster_name, broker_addr)
         previous = self._live.get(key)
+        table_given = topic_configs is not None
+        if topic_configs is None:
+            topic_configs = {}
+            if previous is not None:
+                data_version = previous.data_version
+                filter_server_list = self._filters.get(key, [])
+                body_digest = previous.body_digest
         group = self._brokers.get(broker_name)
         if group is not None and self._stale_claim(group, key, broker_id, data_version):
             return RegisterResult(None, None, [])
@@ -145,7 +279,8 @@ class RouteRegistry:
         touched: set[str] = set()
         if previous is not None and previous.broker_name != broker_name:
             # One address serves one broker name: re-registering under another one moves it.
-            touched |= self._leave_group(previous.broker_name, broker_addr)
+            touched |= self._leave_group(previous.broker_name, broker_addr, ChangeCause.REGISTER)
+            self._deferred_topics = []
         self._clusters.setdefault(cluster_name, set()).add(broker_name)
         if group is None:
             group = self._brokers[broker_name] = _BrokerGroup(cluster_name)
@@ -157,22 +292,50 @@ class RouteRegistry:
         group.addrs[broker_id] = broker_addr
         group.enable_acting_master = enable_acting_master
         if before != (group.addrs, group.enable_acting_master):
-            touched |= self._topics_of_broker.get(broker_name, set())
+            touched.update(self._tables.get(broker_name, ()))
 
+        job: RegisterJob | None = None
         is_master = broker_id == MASTER_ID
         # upstream's prime slave: with acting master on, the lowest id stands in for a master.
         is_prime_slave = enable_acting_master and not is_master and broker_id == min(group.addrs)
         if is_master or is_prime_slave:
-            version_changed = previous is None or previous.data_version != data_version
-            touched |= self._apply_topic_table(
-                broker_name,
-                topic_configs,
-                rewrite_all=first_registration or version_changed,
-                read_only=is_prime_slave,
-                full_table=not topic_queue_mapping_info,
+            if self._delete_with_registration and table_given and not topic_queue_mapping_info:
+                held = self._tables.get(broker_name, {})
+                for name in [t for t in held if t not in topic_configs]:
+                    self._drop_queue_data(name, broker_name)
+                    touched.add(name)
+            rewrite_all = (
+                first_registration
+                or previous is None
+                or previous.data_version != data_version
+                or broker_name in self._unsettled
             )
-            if first_registration or version_changed:
-                touched |= self._write_mapping(broker_name, topic_queue_mapping_info)
+            lacking = broker_name in self._lacking
+            superseded = self._jobs.pop(broker_name, None)
+            if superseded is not None:
+                self.stats.jobs_superseded += 1
+                superseded.cancelled = True
+                superseded._finish()
+            if rewrite_all or lacking or (table_given and topic_configs):
+                job = RegisterJob(
+                    broker_name,
+                    iter(topic_configs.items()),
+                    len(topic_configs),
+                    rewrite_all=rewrite_all,
+                    read_only=is_prime_slave,
+                    mapping=topic_queue_mapping_info if rewrite_all else {},
+                    data_version=data_version,
+                )
+                self._lacking.discard(broker_name)
+                if len(topic_configs) <= self.slice_topics:
+                    touched |= self._apply_slice(job, len(topic_configs) + 1)
+                    job = None
+                else:
+                    self._unsettled.add(broker_name)
+                    self._jobs[broker_name] = job
+                    self.stats.jobs_started += 1
+            else:
+                self.stats.register_fast_paths += 1
 
         self._set_live(
             key,
@@ -187,6 +350,7 @@ class RouteRegistry:
                 data_version=data_version,
                 channel=channel,
                 ha_server_addr=ha_server_addr,
+                body_digest=body_digest,
             ),
         )
         servers = list(filter_server_list)
@@ -204,13 +368,11 @@ class RouteRegistry:
             if master_live is not None:
                 master_addr, ha_addr = master, master_live.ha_server_addr
 
-        cause = (
-            ChangeCause.BROKER_STARTUP
-            if previous is None and len(topic_configs) > 1
-            else ChangeCause.REGISTER
-        )
+        cause = self._register_cause(previous, topic_configs)
         changed = self._report(touched, cause)
         if first_registration and self.broker_listener is not None:
+            # A table applied in slices reports its topics later: they are the event's too.
+            topics = tuple(changed) if job is None else (*changed, *topic_configs)
             self.broker_listener(
                 BrokerEvent(
                     BrokerChangeKind.ARRIVED,
@@ -218,10 +380,16 @@ class RouteRegistry:
                     cluster_name,
                     broker_name,
                     ((broker_id, broker_addr),),
-                    tuple(changed),
+                    topics,
                 )
             )
-        return RegisterResult(ha_addr, master_addr, changed)
+        return RegisterResult(ha_addr, master_addr, changed, job)
+
+    @staticmethod
+    def _register_cause(previous: _Live | None, topic_configs: Mapping[str, Any]) -> ChangeCause:
+        if previous is None and len(topic_configs) > 1:
+            return ChangeCause.BROKER_STARTUP
+        return ChangeCause.REGISTER
 
     def _stale_claim(
         self, group: _BrokerGroup, key: _AddrKey, broker_id: int, data_version: DataVersion
@@ -253,50 +421,159 @@ class RouteRegistry:
             self._remove_addr(key, (), ChangeCause.REGISTER)
         return True
 
-    def _apply_topic_table(
+    def body_unchanged(
         self,
+        cluster_name: str,
+        broker_addr: str,
         broker_name: str,
-        configs: Mapping[str, TopicConfig],
-        *,
-        rewrite_all: bool,
-        read_only: bool,
-        full_table: bool,
-    ) -> set[str]:
-        """Write a master's topic table into queue data; returns the topics it changed.
+        broker_id: int,
+        body_digest: bytes,
+    ) -> bool:
+        """Whether a register body with this digest may skip reading its table: it is the very
+        body this address last registered, that register's table is fully applied, and no
+        topic was deleted under the broker since (DELETE_TOPIC: the table must be read to put
+        it back, as upstream's heartbeat does)."""
+        live = self._live.get((cluster_name, broker_addr))
+        group = self._brokers.get(broker_name)
+        return (
+            live is not None
+            and group is not None
+            and group.addrs.get(broker_id) == broker_addr
+            and live.body_digest == body_digest
+            and live.broker_name == broker_name
+            and broker_name not in self._unsettled
+            and broker_name not in self._lacking
+        )
+
+    # -- applying register tables ----------------------------------------------------------------
+
+    @property
+    def pending_jobs(self) -> int:
+        """Registers whose topic table is still being applied, and departed brokers whose
+        queue data is still being dropped."""
+        return len(self._jobs) + len(self._drops)
+
+    def run_jobs(self, budget: int | None = None) -> bool:
+        """Apply up to ``budget`` (default ``slice_topics``) topics of pending registers, oldest
+        first, and report what changed; returns whether work remains."""
+        left = self.slice_topics if budget is None else budget
+        while self._drops and left > 0:
+            name, topics, cause = self._drops[0]
+            dropped = []
+            for topic in topics:
+                self._forget_holder(topic, name)
+                dropped.append(topic)
+                if len(dropped) >= left:
+                    break
+            else:
+                self._drops.pop(0)
+            left -= max(1, len(dropped))
+            self.stats.job_slices += 1
+            self._report(dropped, cause)
+        while self._jobs and left > 0:
+            name, job = next(iter(self._jobs.items()))
+            before = job.applied
+            touched = self._apply_slice(job, left)
+            left -= max(1, job.applied - before)
+            self.stats.job_slices += 1
+            if job.done:
+                del self._jobs[name]
+            # One report per slice: each topic's route moves from old to new in one step.
+            self._report(touched, ChangeCause.REGISTER)
+        return bool(self._jobs or self._drops)
+
+    def _apply_slice(self, job: RegisterJob, budget: int) -> set[str]:
+        """Write up to ``budget`` topics of ``job``'s table; finishes the job at its end.
 
         As upstream: every topic when the data version moved (or on first registration),
         otherwise only topics lacking this broker's queue data.
         """
+        name = job.broker_name
         touched: set[str] = set()
-        if self._delete_with_registration and full_table:
-            held_before = self._topics_of_broker.get(broker_name, set())
-            for name in [t for t in held_before if t not in configs]:
-                self._drop_queue_data(name, broker_name)
-                touched.add(name)
-        held = self._topics_of_broker.setdefault(broker_name, set())
-        for name, tc in configs.items():
-            if not rewrite_all and name in held:
+        if name not in self._brokers:  # the broker left meanwhile: nothing more to write
+            self._unsettled.discard(name)
+            job._finish()
+            return touched
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = {}
+        pool = self._queue_pool.setdefault(name, {})
+        rewrite_all = job.rewrite_all
+        read_only = job.read_only
+        count = 0
+        for topic, tc in job.items:
+            count += 1
+            if not rewrite_all and topic in table:
+                if count >= budget:
+                    break
                 continue
             perm = tc.perm & ~Perm.WRITE if read_only else tc.perm
-            qd = QueueData(
-                broker_name=broker_name,
-                read_queue_nums=tc.read_queue_nums,
-                write_queue_nums=tc.write_queue_nums,
-                perm=perm,
-                topic_sys_flag=tc.topic_sys_flag,
-            )
-            queues = self._topic_queues.setdefault(name, {})
-            if queues.get(broker_name) != qd:
-                queues[broker_name] = qd
-                held.add(name)
-                touched.add(name)
-        if not held:
-            del self._topics_of_broker[broker_name]
+            spec = (tc.read_queue_nums, tc.write_queue_nums, perm, tc.topic_sys_flag)
+            qd = pool.get(spec)
+            if qd is None:
+                if len(pool) >= _MAX_INTERNED:
+                    pool.clear()
+                qd = pool[spec] = QueueData(name, spec[0], spec[1], spec[2], spec[3])
+            old = table.get(topic)
+            if old is not qd and old != qd:
+                if old is None:
+                    self._add_holder(topic, name)
+                table[topic] = qd
+                touched.add(topic)
+            if count >= budget:
+                break
+        else:
+            job.applied += count
+            self.stats.topic_writes += count
+            if not table:
+                del self._tables[name]
+            if job.mapping:
+                touched |= self._write_mapping(name, job.mapping)
+            self._unsettled.discard(name)
+            job._finish()
+            return touched
+        job.applied += count
+        self.stats.topic_writes += count
         return touched
+
+    def _queue_data(self, broker_name: str, spec: _Spec) -> QueueData:
+        pool = self._queue_pool.setdefault(broker_name, {})
+        qd = pool.get(spec)
+        if qd is None:
+            if len(pool) >= _MAX_INTERNED:
+                pool.clear()
+            qd = pool[spec] = QueueData(broker_name, *spec)
+        return qd
+
+    def _add_holder(self, topic: str, broker_name: str) -> None:
+        holders = self._holders.get(topic, ())
+        cache_key = (holders, broker_name)
+        grown = self._holders_with.get(cache_key)
+        if grown is None:
+            if len(self._holders_with) >= _MAX_INTERNED:
+                self._holders_with.clear()
+            grown = self._holders_with[cache_key] = tuple(sorted({*holders, broker_name}))
+        self._holders[topic] = grown
+
+    def _remove_holder(self, topic: str, broker_name: str) -> None:
+        holders = self._holders.get(topic)
+        if holders is None:
+            return
+        cache_key = (holders, broker_name)
+        shrunk = self._holders_without.get(cache_key)
+        if shrunk is None:
+            if len(self._holders_without) >= _MAX_INTERNED:
+                self._holders_without.clear()
+            shrunk = tuple(n for n in holders if n != broker_name)
+            self._holders_without[cache_key] = shrunk
+        if shrunk:
+            self._holders[topic] = shrunk
+        else:
+            del self._holders[topic]
 
     def _write_mapping(self, broker_name: str, infos: Mapping[str, Any]) -> set[str]:
         touched: set[str] = set()
-        held = self._topics_of_broker.get(broker_name, set())
+        held = self._tables.get(broker_name, {})
         for topic, info in infos.items():
             if topic not in held:  # mapping without queue data would never be cleaned up
                 continue
@@ -366,8 +643,11 @@ class RouteRegistry:
                 ids = tuple((bid, a) for bid, a in sorted(group.addrs.items()) if a == key[1])
                 if ids:
                     left.append((name, group.cluster, ids))
-            touched |= self._leave_group(name, key[1])
+            touched |= self._leave_group(name, key[1], cause)
         changed = self._report(touched, cause)
+        if self._deferred_topics:  # left in slices: reported later, the event's topics now
+            changed = [*changed, *self._deferred_topics]
+            self._deferred_topics = []
         if self.broker_listener is not None:
             for name, cluster, ids in left:
                 self.broker_listener(self._departure(name, cluster, ids, cause, changed))
@@ -396,8 +676,8 @@ class RouteRegistry:
             read_only=read_only,
         )
 
-    def _leave_group(self, broker_name: str, addr: str) -> set[str]:
-        """Remove ``addr`` from a broker group; returns the topics whose route may change."""
+    def _leave_group(self, broker_name: str, addr: str, cause: ChangeCause) -> set[str]:
+        """Remove ``addr`` from a broker group; returns the topics whose route changed."""
         group = self._brokers.get(broker_name)
         if group is None:
             return set()
@@ -406,35 +686,56 @@ class RouteRegistry:
             return set()
         for bid in ids:
             del group.addrs[bid]
-        held = self._topics_of_broker.get(broker_name, set())
+        held = self._tables.get(broker_name, {})
         if group.addrs:
             if group.enable_acting_master and min(group.addrs) != MASTER_ID:
                 self._rewrite_perm(broker_name, lambda p: p & ~Perm.WRITE)  # no master: read-only
             return set(held)
         # The broker name is gone: as upstream, its queue data leaves every topic.
         del self._brokers[broker_name]
+        job = self._jobs.pop(broker_name, None)
+        if job is not None:
+            job.cancelled = True
+            job._finish()
+        self._unsettled.discard(broker_name)
+        self._lacking.discard(broker_name)
         for cluster in [c for c, names in self._clusters.items() if broker_name in names]:
             names = self._clusters[cluster]
             names.discard(broker_name)
             if not names:
                 del self._clusters[cluster]
-        topics = set(held)
-        for topic in topics:
-            self._drop_queue_data(topic, broker_name)
-        return topics
+        self._queue_pool.pop(broker_name, None)
+        table = self._tables.pop(broker_name, {})
+        if len(table) > self.slice_topics:
+            # Dropped in slices by run_jobs: routes stop listing the broker now (it has no
+            # group), and each topic's queue data leaves when its slice is reported.
+            topics = list(table)
+            self._drops.append((broker_name, iter(topics), cause))
+            self._deferred_topics.extend(topics)
+            return set()
+        for topic in table:
+            self._forget_holder(topic, broker_name)
+        return set(table)
+
+    def _forget_holder(self, topic: str, broker_name: str) -> None:
+        """After ``broker_name``'s table left: unlist it from ``topic`` unless it holds the topic
+        again (it re-registered meanwhile), and drop its mapping info."""
+        if topic in self._tables.get(broker_name, ()):
+            return
+        self._remove_holder(topic, broker_name)
+        mapping = self._mapping.get(topic)
+        if mapping is not None:
+            mapping.pop(broker_name, None)
+            if not mapping:
+                del self._mapping[topic]
 
     def _drop_queue_data(self, topic: str, broker_name: str) -> None:
         """Remove one broker's queue data of ``topic``; a topic left with none is deleted."""
-        queues = self._topic_queues.get(topic)
-        if queues is not None:
-            queues.pop(broker_name, None)
-            if not queues:
-                del self._topic_queues[topic]
-        held = self._topics_of_broker.get(broker_name)
-        if held is not None:
-            held.discard(topic)
-            if not held:
-                del self._topics_of_broker[broker_name]
+        table = self._tables.get(broker_name)
+        if table is not None and table.pop(topic, None) is not None:
+            self._remove_holder(topic, broker_name)
+            if not table:
+                del self._tables[broker_name]
         mapping = self._mapping.get(topic)
         if mapping is not None:
             mapping.pop(broker_name, None)
@@ -466,7 +767,7 @@ class RouteRegistry:
         topics: set[str] = set()
         for name, group in self._brokers.items():
             if group.cluster == cluster and addr in group.addrs.values():
-                topics |= self._topics_of_broker.get(name, set())
+                topics.update(self._tables.get(name, ()))
         return topics
 
     # -- routes --------------------------------------------------------------------------------
@@ -477,16 +778,20 @@ class RouteRegistry:
         Queue and broker datas are sorted by broker name so equal tables encode to equal bytes.
         ``order_topic_conf`` is left for ``RouteBodies`` to fill in.
         """
-        queues = self._topic_queues.get(topic)
-        if not queues:
+        names = self._holders.get(topic)
+        if not names:
             return None
-        names = sorted(queues)
         broker_datas = []
+        queue_datas = []
         filters: dict[str, list[str]] = {}
+        tables = self._tables
         for name in names:
             group = self._brokers.get(name)
-            if group is None:
-                continue
+            table = tables.get(name)
+            qd = table.get(topic) if table is not None else None
+            if group is None or qd is None:
+                continue  # a departed broker whose queue data is still being dropped
+            queue_datas.append(qd)
             broker_datas.append(self._broker_data(name, group))
             for addr in group.addrs.values():
                 servers = self._filters.get((group.cluster, addr))
@@ -496,14 +801,14 @@ class RouteRegistry:
             return None
         mapping = self._mapping.get(topic)
         return TopicRouteData(
-            queue_datas=[queues[n] for n in names],
+            queue_datas=queue_datas,
             broker_datas=broker_datas,
             filter_server_table=filters,
             topic_queue_mapping_by_broker=dict(sorted(mapping.items())) if mapping else None,
         )
 
     def route_exists(self, topic: str) -> bool:
-        return topic in self._topic_queues
+        return topic in self._holders
 
     def wipe_write_perm(self, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER: clear the write bit of the broker's queues.
@@ -512,37 +817,44 @@ class RouteRegistry:
         """
         touched = self._rewrite_perm(broker_name, lambda p: p & ~Perm.WRITE)
         self._report(touched, ChangeCause.WIPE_WRITE_PERM)
-        return len(self._topics_of_broker.get(broker_name, ()))
+        return len(self._tables.get(broker_name, ()))
 
     def add_write_perm(self, broker_name: str) -> int:
         """ADD_WRITE_PERM_OF_BROKER: upstream sets the perm to READ|WRITE (dropping other bits)."""
         touched = self._rewrite_perm(broker_name, lambda p: PERM_READ_WRITE)
         self._report(touched, ChangeCause.ADD_WRITE_PERM)
-        return len(self._topics_of_broker.get(broker_name, ()))
+        return len(self._tables.get(broker_name, ()))
 
     def _rewrite_perm(self, broker_name: str, new: Callable[[int], int]) -> set[str]:
         touched: set[str] = set()
-        for topic in self._topics_of_broker.get(broker_name, ()):
-            queues = self._topic_queues[topic]
-            qd = queues[broker_name]
-            perm = int(new(qd.perm))
-            if perm != qd.perm:
-                queues[broker_name] = replace(qd, perm=perm)
+        table = self._tables.get(broker_name)
+        if table is None:
+            return touched
+        rewritten: dict[QueueData, QueueData] = {}  # few distinct queue datas per broker
+        for topic, qd in table.items():
+            out = rewritten.get(qd)
+            if out is None:
+                perm = int(new(qd.perm))
+                spec = (qd.read_queue_nums, qd.write_queue_nums, perm, qd.topic_sys_flag)
+                out = rewritten[qd] = qd if perm == qd.perm else self._queue_data(broker_name, spec)
+            if out is not qd:
+                table[topic] = out
                 touched.add(topic)
         return touched
 
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
         """DELETE_TOPIC_IN_NAMESRV: everywhere, or only its queues on brokers of a cluster."""
-        queues = self._topic_queues.get(topic)
-        if queues is None:
+        holders = self._holders.get(topic)
+        if holders is None:
             return
         if cluster_name:
             in_cluster = self._clusters.get(cluster_name, set())
-            names = [n for n in queues if n in in_cluster]
+            names = [n for n in holders if n in in_cluster]
         else:
-            names = list(queues)
+            names = list(holders)
         for name in names:
             self._drop_queue_data(topic, name)
+            self._lacking.add(name)
         if names:
             self._report((topic,), ChangeCause.DELETE_TOPIC)
 
@@ -552,18 +864,25 @@ class RouteRegistry:
         Queue data naming an unknown broker is skipped and logged (upstream refuses it too).
         """
         touched = False
-        for qd in queue_datas:
-            if qd.broker_name not in self._brokers:
+        for given in queue_datas:
+            name = given.broker_name
+            if name not in self._brokers:
                 log.warning(
                     "REGISTER_TOPIC_IN_NAMESRV for %s names unknown broker %s; skipped",
                     topic,
-                    qd.broker_name,
+                    name,
                 )
                 continue
-            queues = self._topic_queues.setdefault(topic, {})
-            if queues.get(qd.broker_name) != qd:
-                queues[qd.broker_name] = qd
-                self._topics_of_broker.setdefault(qd.broker_name, set()).add(topic)
+            qd = self._queue_data(
+                name,
+                (given.read_queue_nums, given.write_queue_nums, given.perm, given.topic_sys_flag),
+            )
+            table = self._tables.setdefault(name, {})
+            old = table.get(topic)
+            if old != qd:
+                if old is None:
+                    self._add_holder(topic, name)
+                table[topic] = qd
                 touched = True
         if touched:
             self._report((topic,), ChangeCause.REGISTER_TOPIC)
@@ -571,12 +890,12 @@ class RouteRegistry:
     # -- listings ------------------------------------------------------------------------------
 
     def all_topics(self) -> list[str]:
-        return sorted(self._topic_queues)
+        return sorted(self._holders)
 
     def topics_by_cluster(self, cluster: str) -> list[str]:
         out: set[str] = set()
         for name in self._clusters.get(cluster, ()):
-            out |= self._topics_of_broker.get(name, set())
+            out.update(self._tables.get(name, ()))
         return sorted(out)
 
     def system_topics(self) -> list[str]:
@@ -589,8 +908,12 @@ class RouteRegistry:
     def _topics_with_flags(self, want: int, refuse: int = 0) -> list[str]:
         """Topics whose sys flag (of their first queue data, as upstream reads it) matches."""
         out = []
-        for topic, queues in self._topic_queues.items():
-            flag = next(iter(queues.values())).topic_sys_flag
+        tables = self._tables
+        for topic, names in self._holders.items():
+            first = next((t[topic] for n in names if topic in (t := tables.get(n, {}))), None)
+            if first is None:
+                continue
+            flag = first.topic_sys_flag
             if flag & want == want and not flag & refuse:
                 out.append(topic)
         return sorted(out)
@@ -624,7 +947,11 @@ class RouteRegistry:
 
     @property
     def topic_count(self) -> int:
-        return len(self._topic_queues)
+        return len(self._holders)
+
+    def topics_of_broker(self, broker_name: str) -> set[str]:
+        """The topics ``broker_name`` holds queues of (a copy)."""
+        return set(self._tables.get(broker_name, ()))
 
     # -- internals -----------------------------------------------------------------------------
 

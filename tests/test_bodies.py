@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 
@@ -318,6 +319,8 @@ def test_malformed_compressed_register_body_is_a_body_error(data, remark):
     with pytest.raises(BodyError, match=remark) as info:
         bodies.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
     assert info.value.code == ResponseCode.INVALID_PARAMETER
+    with pytest.raises(BodyError, match=remark):  # the name server's lean reader alike
+        bodies.read_register_body(data, True, CURRENT_VERSION)
 
 
 def test_zip_bomb_past_the_inflate_bound_is_refused():
@@ -328,6 +331,8 @@ def test_zip_bomb_past_the_inflate_bound_is_refused():
     assert len(bomb) < 200_000
     with pytest.raises(BodyError, match="inflates past"):
         bodies.RegisterBrokerBody.from_wire(bomb, True, CURRENT_VERSION)
+    with pytest.raises(BodyError, match="inflates past"):
+        bodies.read_register_body(bomb, True, CURRENT_VERSION)
 
 
 @pytest.mark.parametrize(
@@ -345,8 +350,10 @@ def test_zip_bomb_past_the_inflate_bound_is_refused():
     ],
 )
 def test_malformed_plain_register_body_is_a_body_error(body):
-    with pytest.raises(BodyError):
+    with pytest.raises(BodyError) as info:
         bodies.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+    with pytest.raises(BodyError, match=re.escape(info.value.remark)):
+        bodies.read_register_body(body, False, CURRENT_VERSION)
 
 
 # -- data version, cluster info, topic list, KV table, member group -------------------------

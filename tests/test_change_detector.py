@@ -28,15 +28,15 @@ ALL_LOUD = SuppressionConfig(
 
 
 class Routes:
-    """A stand-in route table whose fingerprint counts how often it is asked."""
+    """A stand-in route table that counts how often it is asked whether a topic exists."""
 
     def __init__(self) -> None:
         self.table: dict[str, bytes] = {}
         self.calls = 0
 
-    def fingerprint(self, topic: str) -> bytes | None:
+    def exists(self, topic: str) -> bool:
         self.calls += 1
-        return self.table.get(topic)
+        return topic in self.table
 
 
 class Harness:
@@ -45,7 +45,7 @@ class Harness:
         self.subs = SubscriptionRegistry(per_conn, 10_000_000)
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.detector = ChangeDetector(
-            self.routes.fingerprint,
+            self.routes.exists,
             self.subs,
             suppress or SuppressionConfig(),
             "epoch-1",
@@ -54,6 +54,9 @@ class Harness:
         self.now = 1_000
 
     def set(self, topic: str, route: bytes | None, cause: ChangeCause = LOUD) -> None:
+        """Change the route and mark it, as the registry does: only when it really changed."""
+        if self.routes.table.get(topic) == route:
+            return
         if route is None:
             self.routes.table.pop(topic, None)
         else:
@@ -88,16 +91,41 @@ def test_every_cause_maps_to_a_suppression_rule() -> None:
     assert set(RULE_OF_CAUSE.values()) == rule_names
 
 
-def test_unchanged_fingerprint_bumps_nothing_and_notifies_no_one() -> None:
+def test_an_unmarked_topic_bumps_nothing_and_notifies_no_one() -> None:
     h = Harness()
     h.set("a", b"r1")
     h.subscribe("c1", "a")
     assert h.detector.version("a") == (1, True)
     h.tick()
-    h.detector.mark(["a"], LOUD)
+    h.set("a", b"r1")  # the same route again: the registry reports nothing
     assert h.tick() == []
     assert h.detector.version("a") == (1, True)
     assert h.detector.stats.versions_bumped == 1
+
+
+def test_settling_never_looks_at_the_route_only_at_whether_it_exists() -> None:
+    h = Harness()
+    h.subscribe("c1", "a")
+    h.set("a", b"1")
+    h.set("a", b"2")
+    h.set("a", b"3")
+    assert h.tick()[0].changes == (("a", 1, CREATED),)
+    assert h.routes.calls == 1  # one O(1) existence check for three marks
+
+
+def test_max_settle_spreads_a_large_change_set_over_ticks_in_mark_order() -> None:
+    h = Harness(per_conn=10_000)
+    topics = [f"T{i}" for i in range(10)]
+    h.subscribe("c1", *topics)
+    for topic in topics:
+        h.set(topic, b"1")
+    first = h.tick(max_settle=4)
+    assert [c[0] for c in first[0].changes] == topics[:4]
+    assert h.detector.dirty_count == 6
+    assert [c[0] for c in h.tick(max_settle=4)[0].changes] == topics[4:8]
+    assert [c[0] for c in h.tick(max_settle=4)[0].changes] == topics[8:]
+    assert h.detector.dirty_count == 0
+    assert h.detector.stats.versions_bumped == 10
 
 
 def test_marking_a_topic_that_never_existed_records_nothing() -> None:
@@ -456,11 +484,12 @@ class DetectorMachine(RuleBasedStateMachine):
                 self.owed[(conn, topic)] = version
 
     def _settled(self, topics: list[str]) -> None:
-        """The detector just settled ``topics``: exactly the ones whose route moved fired."""
+        """The detector just settled ``topics`` (all marked): every one that existed before or
+        exists now fired, even one changed back to its settled route (two real changes)."""
         moved = set()
         for topic in topics:
             route = self.h.routes.table.get(topic)
-            if route != self.settled_route.get(topic):
+            if route is not None or self.settled_route.get(topic) is not None:
                 moved.add(topic)
             self.settled_route[topic] = route
             self.marked.pop(topic, None)
@@ -477,9 +506,12 @@ class DetectorMachine(RuleBasedStateMachine):
             self.route_counter += 1
             self.h.set(topic, b"%d" % self.route_counter, cause)
         elif action == "delete":
+            if topic not in self.h.routes.table:
+                return  # nothing to delete: the registry reports nothing
             self.h.set(topic, None, cause)
         else:
-            self.h.detector.mark([topic], cause)
+            self.h.set(topic, self.h.routes.table.get(topic), cause)  # reports nothing
+            return
         self.marked.setdefault(topic, set()).add(cause)
 
     @rule(conn=st.sampled_from(CONNS), topics=st.lists(st.sampled_from(TOPICS), min_size=1))

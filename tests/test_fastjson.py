@@ -165,3 +165,18 @@ def test_loads_reads_back_what_dumps_writes(doc, bare, ascii_only):
 def test_quoted_form_is_standard_json(doc):
     data = fastjson.dumps(doc, unquoted_int_keys=False)
     assert json.loads(data) == _keys_as_strings(doc)
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ["[" * 100, "]" * 100 + "{" * 100, '\\"' + "[" * 100, "\\\\" + "{" * 100, '[\\\\\\"' * 50],
+)
+def test_brackets_inside_strings_do_not_count_towards_the_depth(literal):
+    body = '{"a":"' + literal + '","b":' + "[" * 10 + "1" + "]" * 10 + "}"
+    assert fastjson.loads(body.encode())["a"] == json.loads(body)["a"]
+
+
+def test_depth_past_the_bound_is_found_behind_escaped_quotes():
+    body = '{"a":"\\"' + "}" * 10 + '",' + '"b":' + "[" * 65 + "]" * 65 + "}"
+    with pytest.raises(BodyError, match="nests deeper"):
+        fastjson.loads(body.encode())

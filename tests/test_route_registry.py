@@ -669,7 +669,7 @@ def check_tables_agree(registry: RouteRegistry) -> None:
         ]
         for q in route.queue_datas:
             from_topics.setdefault(q.broker_name, set()).add(topic)
-    index = {n: set(t) for n, t in registry._topics_of_broker.items() if t}
+    index = {n: set(t) for n, t in registry._tables.items() if t}
     assert index == from_topics
     info = registry.cluster_info()
     named = {n for names in info.cluster_addr_table.values() for n in names}

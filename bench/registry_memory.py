@@ -1,0 +1,97 @@
+"""Memory per (topic, broker) entry of a running name server's route tables.
+
+In one process: a ``NameServer`` (no socket, a fake clock driving its slices) is fed
+REGISTER_BROKER requests through its connection handling, as brokers send them (compressed
+bodies, as 5.x brokers do for large tables); the RSS grown after a full garbage collection,
+divided by the (topic, broker) entries held, is the figure. The request bodies are built and
+measured before the baseline RSS is taken, so they do not count.
+
+    python bench/registry_memory.py --topics 100000 --brokers 10
+    python bench/registry_memory.py --topics 1000000 --brokers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import psutil
+from twisted.internet import task
+from twisted.internet.testing import StringTransport
+
+from namesrv.config import from_mapping
+from namesrv.server import NameServer
+from protocol import bodies
+from protocol.codes import RequestCode
+from protocol.frame import RemotingCommand, encode_command
+from protocol.headers import RegisterBrokerRequestHeader
+from protocol.route_model import DataVersion, TopicConfig
+
+
+def register_frame(broker: int, topics: int) -> bytes:
+    configs = {f"topic-{i:07d}": TopicConfig(f"topic-{i:07d}", 8, 8, 6) for i in range(topics)}
+    wrapper = bodies.TopicConfigSerializeWrapper(configs, DataVersion(0, 1, 1))
+    body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
+    header = RegisterBrokerRequestHeader(
+        broker_name=f"broker-{broker}",
+        broker_addr=f"10.0.{broker // 250}.{broker % 250}:10911",
+        cluster_name="DefaultCluster",
+        ha_server_addr=f"10.0.{broker // 250}.{broker % 250}:10912",
+        broker_id=0,
+        heartbeat_timeout_millis=None,
+        compressed=True,
+        body_crc32=bodies.crc32(body),
+    )
+    return encode_command(
+        RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)
+    )
+
+
+def rss() -> int:
+    gc.collect()
+    return psutil.Process().memory_info().rss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=100_000)
+    parser.add_argument("--brokers", type=int, default=10)
+    args = parser.parse_args()
+
+    frames = [register_frame(b, args.topics) for b in range(args.brokers)]
+    clock = task.Clock()
+    config = from_mapping(
+        {
+            "server": {"listen": "127.0.0.1:0", "max_frame_size": 256 << 20},
+            "pressure": {"enabled": False},
+        }
+    )
+    server = NameServer(config, clock=clock, epoch="bench")
+    base = rss()
+    for i, frame in enumerate(frames):
+        transport = StringTransport()
+        from namesrv.server import NamesrvConnection
+
+        conn = NamesrvConnection(server, i + 1)
+        conn.makeConnection(transport)
+        conn.dataReceived(frame)
+        while getattr(server, "pending_registers", 0):
+            clock.advance(0)
+        assert b'"code":0' in transport.value(), transport.value()[:300]
+    server.tick()
+    while server.detector.dirty_count:
+        clock.advance(0)
+    grown = rss() - base
+    entries = args.topics * args.brokers
+    print(
+        f"{args.topics:,} topics x {args.brokers} brokers: {server.registry.topic_count:,} topics "
+        f"held; RSS grew {grown / 2**20:.1f} MiB = {grown / entries:.0f} B per (topic, broker)"
+    )
+
+
+if __name__ == "__main__":
+    main()

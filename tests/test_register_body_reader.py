@@ -1,0 +1,138 @@
+"""The name server's lean register-body reader agrees with the full decoder, in slices too."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import bodies
+from protocol.codes import CURRENT_VERSION, Version
+from protocol.route_model import DataVersion, TopicConfig
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+configs = st.builds(
+    TopicConfig,
+    topic_name=st.just(""),
+    read_queue_nums=st.integers(0, 1024),
+    write_queue_nums=st.integers(0, 1024),
+    perm=st.integers(0, 15),
+    topic_filter_type=st.sampled_from(["SINGLE_TAG", "MULTI_TAG"]),
+    topic_sys_flag=st.integers(0, 3),
+    order=st.booleans(),
+    attributes=st.dictionaries(names, names, max_size=2),
+)
+tables = st.dictionaries(names.filter(lambda n: " " not in n), configs, max_size=30)
+
+
+def expected(body: bodies.RegisterBrokerBody) -> bodies.RegisterTable:
+    wrapper = body.topic_config_serialize_wrapper
+    table = {
+        name: bodies.TopicQueueSpec(
+            tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
+        )
+        for name, tc in wrapper.topic_config_table.items()
+    }
+    return bodies.RegisterTable(
+        table,
+        wrapper.data_version,
+        list(body.filter_server_list),
+        dict(wrapper.topic_queue_mapping_info_map),
+        tuple(dict.fromkeys(table.values())),
+        {n: tc.topic_name for n, tc in wrapper.topic_config_table.items() if tc.topic_name != n},
+    )
+
+
+def with_names(table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
+    return {
+        n: TopicConfig(n, *(getattr(tc, f) for f in TopicConfig.__slots__[1:]))  # type: ignore[arg-type]
+        for n, tc in table.items()
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(table=tables, compressed=st.booleans(), servers=st.lists(names, max_size=2))
+def test_lean_reader_agrees_with_the_full_decoder(table, compressed, servers):
+    wrapper = bodies.TopicConfigSerializeWrapper(with_names(table), DataVersion(1, 2, 3))
+    data = bodies.RegisterBrokerBody(wrapper, servers).to_wire(compressed)
+    full = bodies.RegisterBrokerBody.from_wire(data, compressed, CURRENT_VERSION)
+    assert bodies.read_register_body(data, compressed, CURRENT_VERSION) == expected(full)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_whitespace_unknown_fields_and_quoted_numbers_read_as_the_full_decoder(indent):
+    doc = {
+        "unknown": [1, {"x": None}],
+        "topicConfigSerializeWrapper": {
+            "mappingDataVersion": {"counter": 0},
+            "topicConfigTable": {
+                "A": {"perm": "6", "readQueueNums": 2, "writeQueueNums": 2},
+                "B": {"readQueueNums": None, "topicName": "B", "attributes": {"k": "v"}},
+                "C": {},
+            },
+            "dataVersion": {"counter": 9, "stateVersion": 1, "timestamp": 2},
+        },
+        "filterServerList": ["10.0.0.1:1"],
+    }
+    data = json.dumps(doc, indent=indent).encode()
+    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    assert bodies.read_register_body(data, False, CURRENT_VERSION) == expected(full)
+
+
+def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
+    data = (
+        b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":1},'
+        b'"topicConfigTable":{"T":{"perm":6}},'
+        b'"topicQueueMappingInfoMap":{"T":{"topic":"T","currIdMap":{0:"b"}}}}}'
+    )
+    full = bodies.RegisterBrokerBody.from_wire(data, False, Version.V5_0_0)
+    lean = bodies.read_register_body(data, False, Version.V5_0_0)
+    assert lean == expected(full)
+    assert lean.topic_queue_mapping_info_map["T"]["currIdMap"] == {"0": "b"}
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_steps_yield_between_slices_of_topics(compressed):
+    table = {f"T{i}": TopicConfig(f"T{i}", 4, 4, 6) for i in range(1_000)}
+    wrapper = bodies.TopicConfigSerializeWrapper(table, DataVersion(0, 1, 1))
+    data = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed)
+    steps = bodies.register_body_steps(data, compressed, CURRENT_VERSION, topics_per_step=100)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+            yields += 1
+        except StopIteration as done:
+            result = done.value
+            break
+    assert 5 <= yields <= 20  # a chunk of text per step, about 100 topics each
+    assert len(result.topic_queues) == 1_000
+    assert len({id(spec) for spec in result.topic_queues.values()}) == 1  # one shared spec
+
+
+@pytest.mark.parametrize("per_step", [1, 3, 50])
+def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_right(per_step):
+    evil = '},"x":{'
+    table = {
+        f"T{i}": {
+            "attributes": {"a": evil * (i % 3)},
+            "perm": 6,
+            "readQueueNums": i % 7,
+            "writeQueueNums": 2,
+            "topicName": f"T{i}" + evil * (i % 2),
+        }
+        for i in range(200)
+    }
+    doc = {"topicConfigSerializeWrapper": {"topicConfigTable": table}}
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    steps = bodies.register_body_steps(data, False, CURRENT_VERSION, topics_per_step=per_step)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            lean = done.value
+            break
+    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    assert lean == expected(full)
