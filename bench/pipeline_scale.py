@@ -1,119 +1,224 @@
 """How long the pipeline takes on a journal and telemetry of a given size, in local mode.
 
-Generates a synthetic journal (route changes, their notifications, some suppressed) and the
-telemetry of CLIENTS clients learning each notified change, then times ``pipeline.job.run`` on
-them, twice per size (the first run in a JVM also pays for its warm-up). The baseline in the same
-run is a plain Spark count of the same input lines: the floor any job reading them pays.
+Three figures, each against its target (issue 13) and beside the floor of the same run, a plain
+Spark line count of the same files (what any job reading them pays):
 
-    python bench/pipeline_scale.py --changes 10000 100000 --clients 20
+1. ``--changes`` route changes (90 % notified) with the telemetry of ``--clients`` clients
+   learning every change, on ``local[*]``: target 100,000 changes / 2 M telemetry lines <= 15 s
+   once the JVM is up (the first run in a JVM pays its warm-up and is shown apart);
+2. a journal of ``--events`` records alone (changes, notifications, suppressions,
+   subscriptions, slow-subscriber skips, degradation episodes): target 10 M in <= 120 s;
+3. the first workload on ``local[1]`` and ``local[2]``: target speed-up >= 1.6.
+
+Besides wall time it prints the CPU seconds this process and its JVM used: on a machine shared
+with other work, wall time grows with the load and CPU time much less.
+
+    python bench/pipeline_scale.py --changes 100000 --clients 20 --events 10000000
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import psutil
 
 from pipeline.cli import parser
 from pipeline.job import run
 from pipeline.session import spark_session
 
+T0 = 1_700_000_000_000
+
 
 def generate(root: Path, changes: int, clients: int, rng: random.Random) -> tuple[int, int]:
+    """A journal of ``changes`` route changes and the telemetry of ``clients`` learning each."""
     journal = root / "journal"
     journal.mkdir()
     telemetry = root / "telemetry"
     telemetry.mkdir()
     topics = max(1, changes // 10)
-    versions: dict[str, int] = {}
-    lines = 0
-    fetch_lines = 0
+    versions: dict[int, int] = {}
+    lines = fetch_lines = 0
     handles = [(telemetry / f"client-{c}.jsonl").open("w") for c in range(clients)]
-    with (journal / "journal-1700000000000-000001.jsonl").open("w") as out:
+    with (journal / f"journal-{T0}-000001.jsonl").open("w") as out:
         for i in range(changes):
-            ts = 1_700_000_000_000 + i * 50
-            topic = f"topic-{rng.randrange(topics)}"
-            version = versions.get(topic, 0) + 1
-            versions[topic] = version
+            ts = T0 + i * 50
+            t = rng.randrange(topics)
+            version = versions.get(t, 0) + 1
+            versions[t] = version
             notify = rng.random() > 0.1
-            rec = {
-                "ts_ms": ts,
-                "event": "route_changed",
-                "topic": topic,
-                "version": version,
-                "kind": "CREATED" if version == 1 else "UPDATED",
-                "causes": ["wipe_write_perm"],
-                "notify": notify,
-            }
-            out.write(json.dumps(rec) + "\n")
+            kind = "CREATED" if version == 1 else "UPDATED"
+            mutated = ts - rng.randint(0, 1_000)
+            out.write(
+                f'{{"ts_ms":{ts},"event":"route_changed","topic":"topic-{t}","version":{version},'
+                f'"kind":"{kind}","causes":["wipe_write_perm"],"notify":{str(notify).lower()},'
+                f'"mutated_at_ms":{mutated}}}\n'
+            )
             lines += 1
             if notify:
-                sent = {
-                    "ts_ms": ts,
-                    "event": "notification_sent",
-                    "connections": clients,
-                    "frames": clients,
-                    "topics": 1,
-                    "bytes": 120 * clients,
-                    "topic_list": [topic],
-                }
-                out.write(json.dumps(sent) + "\n")
+                out.write(
+                    f'{{"ts_ms":{ts},"event":"notification_sent","connections":{clients},'
+                    f'"frames":{clients},"topics":1,"bytes":{120 * clients},'
+                    f'"topic_list":["topic-{t}"]}}\n'
+                )
                 lines += 1
+            cause = ("notify" if notify else "poll") if version > 1 else "first"
+            notified = str(ts) if notify and version > 1 else "null"
             for fh in handles:
                 lag = rng.randint(1, 40) if notify else rng.randint(100, 30_000)
-                fetch = {
-                    "topic": topic,
-                    "version": version,
-                    "exists": True,
-                    "cause": ("notify" if notify else "poll") if version > 1 else "first",
-                    "notified_at_ms": ts if notify and version > 1 else None,
-                    "requested_at_ms": ts + lag - 1,
-                    "fetched_at_ms": ts + lag,
-                    "namesrv": "127.0.0.1:9876",
-                }
-                fh.write(json.dumps(fetch) + "\n")
+                fh.write(
+                    f'{{"topic":"topic-{t}","version":{version},"exists":true,"cause":"{cause}",'
+                    f'"notified_at_ms":{notified},"requested_at_ms":{ts + lag - 1},'
+                    f'"fetched_at_ms":{ts + lag},"namesrv":"127.0.0.1:9876"}}\n'
+                )
                 fetch_lines += 1
     for fh in handles:
         fh.close()
     return lines, fetch_lines
 
 
+def generate_journal(root: Path, events: int, rng: random.Random) -> int:
+    """A journal alone with ``events`` records of every kind, in several files."""
+    journal = root / "journal"
+    journal.mkdir()
+    per_file = 2_000_000
+    versions: dict[int, int] = {}
+    written = 0
+    seq = 0
+    while written < events:
+        seq += 1
+        ts = T0 + written * 10
+        with (journal / f"journal-{ts}-{seq:06d}.jsonl").open("w") as out:
+            for _ in range(min(per_file, events - written)):
+                ts = T0 + written * 10
+                roll = rng.random()
+                if roll < 0.4:
+                    t = rng.randrange(100_000)
+                    version = versions.get(t, 0) + 1
+                    versions[t] = version
+                    out.write(
+                        f'{{"ts_ms":{ts},"event":"route_changed","topic":"topic-{t}",'
+                        f'"version":{version},"kind":"UPDATED","causes":["register"],'
+                        f'"notify":true,"mutated_at_ms":{ts - 300}}}\n'
+                    )
+                elif roll < 0.8:
+                    out.write(
+                        f'{{"ts_ms":{ts},"event":"notification_sent","connections":20,'
+                        f'"frames":20,"topics":3,"bytes":{rng.randint(2_000, 9_000)},'
+                        f'"topic_list":["topic-1","topic-2","topic-3"]}}\n'
+                    )
+                elif roll < 0.85:
+                    out.write(
+                        f'{{"ts_ms":{ts},"event":"suppressed","topic":"topic-1","version":1,'
+                        f'"rules":["broker_startup"]}}\n'
+                    )
+                elif roll < 0.95:
+                    out.write(
+                        f'{{"ts_ms":{ts},"event":"subscribe","conn":{rng.randrange(1_000)},'
+                        f'"topics":["topic-1","topic-2"]}}\n'
+                    )
+                elif roll < 0.99999:
+                    out.write(
+                        f'{{"ts_ms":{ts},"event":"slow_subscriber_skipped",'
+                        f'"conn":{rng.randrange(1_000)},"pending_topics":{rng.randint(1, 50)}}}\n'
+                    )
+                else:
+                    out.write(
+                        f'{{"ts_ms":{ts},"event":"degradation","degraded":true,'
+                        f'"cpu_percent":95.0,"memory_percent":40.0,"pending_connections":0}}\n'
+                        f'{{"ts_ms":{ts + 5},"event":"degradation","degraded":false,'
+                        f'"cpu_percent":20.0,"memory_percent":40.0,"pending_connections":30}}\n'
+                    )
+                    written += 1
+                written += 1
+    return written
+
+
+def cpu_seconds() -> float:
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def timed(call: Callable[[], object]) -> tuple[float, float]:
+    cpu, start = cpu_seconds(), time.perf_counter()
+    call()
+    return time.perf_counter() - start, cpu_seconds() - cpu
+
+
+def measure(master: str, inputs: list[str], out: Path, runs: int) -> list[tuple[float, ...]]:
+    """(floor s, job s, job cpu s) per run, in one fresh JVM on ``master``."""
+    spark = spark_session(master)
+    args = parser().parse_args([*inputs, "--out", str(out)])
+    paths = [p for p in inputs if not p.startswith("--")]
+    results = []
+    try:
+        for _ in range(runs):
+            floor, _cpu = timed(lambda: spark.read.text(paths).count())
+            took, cpu = timed(lambda: run(spark, args))
+            results.append((floor, took, cpu))
+    finally:
+        spark.stop()
+    return results
+
+
+def row(master: str, label: str, *figures: float) -> str:
+    if not figures:
+        return (
+            f"{master:>9} {label:>14} {'floor s':>8} {'job s':>7} {'job cpu s':>9} {'job/floor':>9}"
+        )
+    floor, took, cpu = figures
+    return f"{master:>9} {label:>14} {floor:>9.2f} {took:>9.2f} {cpu:>9.1f} {took / floor:>9.1f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--changes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--changes", type=int, default=100_000)
     ap.add_argument("--clients", type=int, default=20)
-    ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--events", type=int, default=10_000_000, help="0 skips the journal alone")
+    ap.add_argument("--no-speedup", action="store_true", help="skip local[1] / local[2]")
     opts = ap.parse_args()
-    spark = spark_session(opts.master)
     rng = random.Random(7)
-    head = ("changes", "journal", "telemetry", "count s", "job s", "ratio")
-    print(" ".join(f"{h:>{w}}" for h, w in zip(head, (9, 9, 10, 8, 7, 6), strict=True)))
-    for changes in opts.changes:
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            lines, fetches = generate(root, changes, opts.clients, rng)
-            args = parser().parse_args(
-                [
-                    "--journal", str(root / "journal"),
-                    "--telemetry", str(root / "telemetry"),
-                    "--out", str(root / "out"),
-                ]
-            )  # fmt: skip
-            for _ in range(2):
-                start = time.perf_counter()
-                spark.read.text([str(root / "journal"), str(root / "telemetry")]).count()
-                floor = time.perf_counter() - start
-                start = time.perf_counter()
-                run(spark, args)
-                took = time.perf_counter() - start
-                print(
-                    f"{changes:>9,} {lines:>9,} {fetches:>10,} {floor:>8.2f} {took:>7.2f} "
-                    f"{took / floor:>6.1f}"
-                )
-    spark.stop()
+    print(f"machine: {psutil.cpu_count()} cores, load average {psutil.getloadavg()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "a").mkdir()
+        lines, fetches = generate(root / "a", opts.changes, opts.clients, rng)
+        inputs = ["--journal", str(root / "a/journal"), "--telemetry", str(root / "a/telemetry")]
+        print(
+            f"\n1. {opts.changes:,} changes: {lines:,} journal lines, {fetches:,} telemetry lines"
+        )
+        print(row("master", "run"))
+        for i, (floor, took, cpu) in enumerate(measure("local[*]", inputs, root / "o", 3)):
+            label = "JVM warm-up" if i == 0 else f"warm {i}"
+            print(row("local[*]", label, floor, took, cpu))
+        if not opts.no_speedup:
+            print("\n3. speed-up on the same input (best of two warm runs)")
+            best = {}
+            for master in ("local[1]", "local[2]"):
+                runs = measure(master, inputs, root / "o", 3)[1:]
+                best[master] = min(took for _, took, _ in runs)
+                print(f"{master:>9} {best[master]:>7.2f} s")
+            print(f"local[2] / local[1] speed-up: {best['local[1]'] / best['local[2]']:.2f}")
+        if opts.events:
+            (root / "b").mkdir()
+            written = generate_journal(root / "b", opts.events, rng)
+            print(f"\n2. a journal alone of {written:,} events")
+            for floor, took, cpu in measure(
+                "local[*]", ["--journal", str(root / "b/journal")], root / "o", 1
+            ):
+                print(row("local[*]", "JVM up", floor, took, cpu))
+    print(f"\nload average at the end {psutil.getloadavg()}")
 
 
 if __name__ == "__main__":

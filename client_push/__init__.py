@@ -4,7 +4,8 @@
 polls as a safety net, expires idle topics and remembers absent ones. The pure modules
 (route cache, negative cache, selector, push tracker, fault table, queue selection) import
 without Twisted; the client and the producer's queue selection with its detector are loaded on
-first use of ``RouteClient``, ``RouteEvent``, ``BrokerEvent`` or ``ProducerRouting``.
+first use of ``RouteClient``, ``RouteEvent``, ``BrokerEvent``, ``ProducerRouting`` or
+``Producer``.
 """
 
 from __future__ import annotations
@@ -21,30 +22,40 @@ from client_push.errors import (
     TopicNotExistError,
 )
 from client_push.fault_table import FaultStrategyConfig, SendOutcome
+from client_push.message import MessageError, SendStatus
+from client_push.producer_config import ProducerConfig
 from client_push.queue_select import NoWritableQueueError
 from client_push.route_cache import CachedRoute, MessageQueue, PublishInfo
 
 if TYPE_CHECKING:
     from client_push.client import BrokerEvent, RouteClient, RouteEvent
     from client_push.producer import ProducerRouting
+    from client_push.sender import BrokerRefusedError, Producer, SendError, SendResult
 
 __all__ = [
     "BrokerEvent",
+    "BrokerRefusedError",
     "CachedRoute",
     "ClientConfig",
     "ClientStoppedError",
     "ConnectionLostError",
     "FaultStrategyConfig",
+    "MessageError",
     "MessageQueue",
     "NameServerError",
     "NoWritableQueueError",
+    "Producer",
+    "ProducerConfig",
     "ProducerRouting",
     "PublishInfo",
     "RequestTimeoutError",
     "RouteClient",
     "RouteClientError",
     "RouteEvent",
+    "SendError",
     "SendOutcome",
+    "SendResult",
+    "SendStatus",
     "TopicNotExistError",
     "parse_namesrv_addrs",
 ]
@@ -59,4 +70,8 @@ def __getattr__(name: str) -> Any:
         from client_push import producer
 
         return producer.ProducerRouting
+    if name in ("Producer", "SendError", "SendResult", "BrokerRefusedError"):
+        from client_push import sender
+
+        return getattr(sender, name)
     raise AttributeError(f"module 'client_push' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""``python -m client_push watch ...``"""
+"""``python -m client_push watch ...`` and ``python -m client_push send ...``"""
 
 import sys
 

@@ -9,6 +9,12 @@ them (RIP "active broker detection"):
 * **reachable**: the broker answers at all. A send that could not reach it clears the flag; only
   the active detector (``broker_probe``) sets it again, when the broker answers a probe.
 
+Beyond upstream, availability also waits for evidence: a send still unanswered at an isolating
+latency isolates its broker at once (``waiting``); an isolated broker that misses a probe stays
+unavailable until one is answered (``probe_failed``); and a broker that went away (GoAway, a
+departure) is available again only after its grace and once heard from (a probe, a send, or a
+route showing it back), when the detector runs.
+
 A broker never reported on is available and reachable. Items exist only for brokers reported
 on, and are dropped when the broker leaves every route the client holds (``retain``), so the
 table is bounded by the brokers of held routes.
@@ -42,6 +48,9 @@ class FaultStrategyConfig:
     """A broker is probed at most once per this interval."""
     detect_timeout_ms: int = 200
     """A probe unanswered this long fails."""
+    departed_avoid_ms: int = 30_000
+    """A broker the name server announced gone is avoided until a route shows it back, at
+    most this long (a route poll's period)."""
 
     def __post_init__(self) -> None:
         levels, isolation = self.latency_levels_ms, self.isolation_ms
@@ -56,8 +65,24 @@ class FaultStrategyConfig:
         for name in ("detect_interval_ms", "detect_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise FaultConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.failure_latency_ms < 0:
-            raise FaultConfigError("failure_latency_ms must not be negative")
+        if self.failure_latency_ms < 0 or self.departed_avoid_ms < 0:
+            raise FaultConfigError("failure_latency_ms and departed_avoid_ms must not be negative")
+
+    @classmethod
+    def preset(cls, name: str, *, detector: bool = True) -> FaultStrategyConfig:
+        """``off``, ``4x`` (upstream 4.x tiers, no detector there) or ``5x`` (5.x tiers)."""
+        if name == "off":
+            return cls(enabled=False, detector_enabled=False)
+        if name == "4x":
+            return cls(detector_enabled=detector)
+        if name == "5x":
+            return cls(
+                latency_levels_ms=(50, 100, 550, 1_800, 3_000, 5_000, 15_000),
+                isolation_ms=(0, 0, 2_000, 5_000, 6_000, 10_000, 30_000),
+                failure_latency_ms=10_000,
+                detector_enabled=detector,
+            )
+        raise FaultConfigError(f"fault strategy must be one of off, 4x, 5x; got {name!r}")
 
     def isolation_for(self, latency_ms: int) -> int:
         """The isolation a send of this latency earns: the level at or below it."""
@@ -84,6 +109,10 @@ class FaultItem:
     reachable: bool = True
     next_probe_ms: int = 0
     going_away_until_ms: int = 0
+    awaiting_contact: bool = False
+    """Went away (GoAway, departure): not available until heard from again."""
+    probe_failing: bool = False
+    """Isolated and missed its last probe: not available until a probe is answered."""
 
 
 @dataclass(slots=True)
@@ -114,10 +143,15 @@ class FaultTable:
         if isolation > 0:
             item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
         item.reachable = outcome is not SendOutcome.UNREACHABLE
+        if not failed and now_ms >= item.going_away_until_ms:
+            item.awaiting_contact = False
+        if not failed and isolation == 0:
+            item.probe_failing = False
 
     def going_away(self, broker_name: str, grace_ms: int, now_ms: int) -> None:
         """The broker announced a graceful shutdown: keep new sends off it for the grace period
-        and until it is heard from again (it restarts, then answers a probe)."""
+        and, with the detector on, until it is heard from again (it restarts, then answers a
+        probe, or a route shows it back): a restarting broker is not tried while it is down."""
         item = self._items.get(broker_name)
         if item is None:
             item = self._items[broker_name] = FaultItem(broker_name)
@@ -126,10 +160,26 @@ class FaultTable:
         item.available_at_ms = max(item.available_at_ms, until)
         item.reachable = False
         item.next_probe_ms = max(item.next_probe_ms, until)
+        item.awaiting_contact = self.config.detector_enabled
+
+    def returned(self, broker_name: str, now_ms: int) -> None:
+        """The broker is back in the route after leaving it: its GoAway or departure no longer
+        holds."""
+        item = self._items.get(broker_name)
+        if item is None:
+            return
+        if item.going_away_until_ms > now_ms:
+            item.available_at_ms = min(item.available_at_ms, now_ms)
+        item.going_away_until_ms = 0
+        item.next_probe_ms = 0
+        item.reachable = True
+        item.awaiting_contact = False
 
     def is_available(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
-        return item is None or now_ms >= item.available_at_ms
+        return item is None or (
+            now_ms >= item.available_at_ms and not item.awaiting_contact and not item.probe_failing
+        )
 
     def is_reachable(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
@@ -151,10 +201,55 @@ class FaultTable:
     def probe_answered(self, broker_name: str, now_ms: int) -> bool:
         """The broker answered a probe; True when that made it reachable again."""
         item = self._items.get(broker_name)
-        if item is None or item.reachable or now_ms < item.going_away_until_ms:
+        if item is None or now_ms < item.going_away_until_ms:
+            return False
+        item.probe_failing = False
+        if item.reachable and not item.awaiting_contact:
             return False
         item.reachable = True
+        item.awaiting_contact = False
         return True
+
+    def probe_failed(self, broker_name: str, now_ms: int) -> bool:
+        """The broker did not answer a probe in time. One isolated for being slow or failing
+        is still so: it stays unavailable until a probe is answered, and its isolation starts
+        again from now (True when this isolated it anew). Without this a broker that stays
+        slow is chosen again each time its isolation ends."""
+        item = self._items.get(broker_name)
+        if item is None or not self.config.enabled or item.available_at_ms == 0:
+            return False
+        if item.awaiting_contact:
+            return False  # went away: held off until it answers, not punished while it restarts
+        latency = item.latency_ms if item.reachable else self.config.failure_latency_ms
+        isolation = self.config.isolation_for(latency)
+        if isolation <= 0:
+            return False
+        item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
+        was_failing, item.probe_failing = item.probe_failing, True
+        return not was_failing
+
+    def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None:
+        """A send to the broker has waited ``latency_ms`` without an answer: it is at least
+        that slow, so isolate it now rather than when the answer (or timeout) comes."""
+        if not self.config.enabled:
+            return
+        isolation = self.config.isolation_for(latency_ms)
+        if isolation <= 0:
+            return
+        item = self._items.get(broker_name)
+        if item is None:
+            item = self._items[broker_name] = FaultItem(broker_name)
+        item.latency_ms = max(item.latency_ms, latency_ms)
+        item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
+
+    def first_isolating_latency(self) -> int | None:
+        """The lowest latency that earns an isolation (None: none does)."""
+        for latency, isolation in zip(
+            self.config.latency_levels_ms, self.config.isolation_ms, strict=True
+        ):
+            if isolation > 0:
+                return latency
+        return None
 
     def is_going_away(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)

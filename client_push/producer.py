@@ -1,8 +1,8 @@
 """Queue selection for a producer: the route client's publish info, the fault strategy, the
-active broker detector and broker GoAway, behind one object.
+active broker detector, broker GoAway and departures, behind one object.
 
-Sending messages is the application's own (this project speaks to name servers); it asks
-``select_queue`` where to send and tells ``report_send`` how it went::
+``client_push.sender.Producer`` uses it for every attempt; an application with its own sending
+can use it alone: ask ``select_queue`` where to send and tell ``report_send`` how it went::
 
     routing = ProducerRouting(client)
     routing.start()
@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import task
 
 from client_push.broker_probe import BrokerProber
-from client_push.client import RouteClient
+from client_push.client import BrokerEvent, RouteClient
 from client_push.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.queue_select import QueueSelector
 from client_push.route_cache import MASTER_ID, MessageQueue
@@ -53,10 +54,16 @@ class ProducerRouting:
         self.prober = BrokerProber(reactor, self._clock, self._broker_addr_going_away)
         self._loop: task.LoopingCall | None = None
         self._addr_names: dict[str, str] = {}
+        self._remove_listener: Callable[[], None] | None = None
+        self._departed: dict[str, bool] = {}
+        """Brokers announced gone -> whether a route without them has been seen since."""
         self.counters: Counter[str] = Counter()
 
     def start(self) -> None:
-        """Start the detector (when enabled); selection works without it."""
+        """Follow the route client's broker events, and start the detector (when enabled);
+        selection works without either."""
+        if self._remove_listener is None:
+            self._remove_listener = self._client.add_broker_listener(self._broker_event)
         if self._loop is not None or not (self.config.enabled and self.config.detector_enabled):
             return
         self._loop = task.LoopingCall(self._detect_round)
@@ -64,6 +71,9 @@ class ProducerRouting:
         self._loop.start(self.config.detect_interval_ms / 1000.0, now=False)
 
     def stop(self) -> None:
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
@@ -76,6 +86,8 @@ class ProducerRouting:
         ``NoWritableQueueError`` when the route has no writable queue.
         """
         info = await self._client.get_publish_info(topic)
+        if self._departed:
+            self._watch_departed(info.message_queues)
         queue = self.selector.select(info, last_broker_name, self._now_ms())
         self.counters["selected"] += 1
         if last_broker_name is not None and queue.broker_name == last_broker_name:
@@ -89,11 +101,60 @@ class ProducerRouting:
         self.counters[f"reported.{outcome.value}"] += 1
         self.table.report(broker_name, latency_ms, outcome, self._now_ms())
 
+    def report_waiting(self, broker_name: str, waited_ms: int) -> None:
+        """A send to ``broker_name`` is still unanswered after ``waited_ms``."""
+        self.counters["reported.waiting"] += 1
+        self.table.waiting(broker_name, waited_ms, self._now_ms())
+
     def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
         """A broker announced a graceful shutdown (to the application's send connection, say):
         new sends avoid it for the grace period and until it answers a probe again."""
         self.counters["brokers_going_away"] += 1
         self.table.going_away(broker_name, grace_ms, self._now_ms())
+
+    def broker_gone(self, broker_name: str) -> None:
+        """The name server announced the broker left (unregistered, expired, its channel
+        closed): new sends avoid it until a route shows it back, at most
+        ``departed_avoid_ms``. The hook for the route client's broker-departure events."""
+        self.counters["brokers_gone"] += 1
+        self.table.going_away(broker_name, self.config.departed_avoid_ms, self._now_ms())
+        self._departed[broker_name] = False
+
+    def _broker_event(self, event: BrokerEvent) -> None:
+        """The name server announced a broker leaving or arriving (route-push broker events).
+
+        A departure of the master (or of the whole broker name) is ``broker_gone``; the route
+        client has already dropped it from held routes. An arrival of a departed broker lets
+        the next route that shows it bring it back."""
+        master_left = any(broker_id == MASTER_ID for broker_id, _addr in event.addrs)
+        if event.kind == "departed" and (event.broker_name_gone or master_left):
+            self.broker_gone(event.broker_name)
+        elif event.kind == "arrived" and event.broker_name in self._departed:
+            self._departed[event.broker_name] = True  # routes were without it until now
+
+    def broker_addr(self, topic: str, broker_name: str) -> str | None:
+        """The master address of ``broker_name`` in the held route of ``topic``."""
+        entry = self._client.cached_route(topic)
+        if entry is None:
+            return None
+        for broker in entry.route.broker_datas:
+            if broker.broker_name == broker_name:
+                return broker.broker_addrs.get(MASTER_ID)
+        return None
+
+    def _watch_departed(self, queues: tuple[MessageQueue, ...]) -> None:
+        present = {q.broker_name for q in queues}
+        now = self._now_ms()
+        for name, seen_absent in list(self._departed.items()):
+            if not self.table.is_going_away(name, now):
+                del self._departed[name]
+            elif name not in present:
+                self._departed[name] = True
+            elif seen_absent:
+                del self._departed[name]
+                self.table.returned(name, now)
+                self.counters["brokers_returned"] += 1
+                log.info("broker %s is back in the route of %s", name, queues[0].topic)
 
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
@@ -103,6 +164,10 @@ class ProducerRouting:
         return out
 
     # -- detector ------------------------------------------------------------------------------
+
+    def held_broker_addrs(self) -> dict[str, tuple[str, str]]:
+        """Broker name -> (master address, one topic it serves), over every held route."""
+        return self._held_brokers()
 
     def _held_brokers(self) -> dict[str, tuple[str, str]]:
         """Broker name -> (master address, one topic it serves), over every held route."""
@@ -140,7 +205,11 @@ class ProducerRouting:
             d.addCallback(self._probed, name)
 
     def _probed(self, ok: bool, name: str) -> None:
-        if ok and self.table.probe_answered(name, self._now_ms()):
+        if not ok:
+            if self.table.probe_failed(name, self._now_ms()):
+                self.counters["isolations_extended_by_probe"] += 1
+            return
+        if self.table.probe_answered(name, self._now_ms()):
             self.counters["brokers_reachable_again"] += 1
             log.info("broker %s answers again; it can be chosen when no broker is available", name)
 

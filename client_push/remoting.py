@@ -55,6 +55,7 @@ class RemotingProtocol(Protocol):
         self.connected = False
         self.lost: defer.Deferred[None] = defer.Deferred()
         """Fires (with None) when the connection closes, for whatever reason."""
+        self._drain_waiters: list[defer.Deferred[None]] = []
         self.counters: Counter[str] = Counter()
 
     @property
@@ -64,6 +65,20 @@ class RemotingProtocol(Protocol):
 
     def connectionMade(self) -> None:
         self.connected = True
+
+    def when_drained(self) -> defer.Deferred[None]:
+        """Fires once no request is pending (at once when none is)."""
+        if not self._pending:
+            return defer.succeed(None)
+        d: defer.Deferred[None] = defer.Deferred()
+        self._drain_waiters.append(d)
+        return d
+
+    def _check_drained(self) -> None:
+        if not self._pending and self._drain_waiters:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for d in waiters:
+                d.callback(None)
 
     def request(self, cmd: RemotingCommand, timeout_ms: int) -> defer.Deferred[RemotingCommand]:
         """Send ``cmd`` (its opaque is assigned here) and fire with the matching response."""
@@ -113,6 +128,7 @@ class RemotingProtocol(Protocol):
                 f"request code {cmd.code} to {self.label} got no response in {timeout_ms} ms"
             )
         )
+        self._check_drained()
 
     def dataReceived(self, data: bytes) -> None:
         try:
@@ -139,6 +155,7 @@ class RemotingProtocol(Protocol):
         if timer.active():
             timer.cancel()
         d.callback(cmd)
+        self._check_drained()
 
     def _request(self, cmd: RemotingCommand) -> None:
         self.counters["requests_received"] += 1
@@ -170,6 +187,7 @@ class RemotingProtocol(Protocol):
             if timer.active():
                 timer.cancel()
             d.errback(ConnectionLostError(f"connection to {self.label} lost: {why}"))
+        self._check_drained()
         if not self.lost.called:
             self.lost.callback(None)
 

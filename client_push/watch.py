@@ -1,4 +1,5 @@
-"""``python -m client_push watch``: print every route state the client learns, as JSON lines.
+"""``python -m client_push watch`` (and the command line's parser; ``send`` lives in
+``send_cli``): print every route state the client learns, as JSON lines.
 
 An operator's window onto push: run it against a name server, change a broker (wipe its write
 perm, delete a topic) and see the change arrive, with the time it was learned.
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
+from client_push import send_cli
 from client_push.client import RouteClient, RouteEvent
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
 from client_push.route_cache import MASTER_ID
@@ -86,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --tls, verify servers against this CA (default: encrypt, do not verify)",
     )
     watch.add_argument("-v", "--verbose", action="store_true", help="log connection events")
+    send_cli.add_parser(commands)
     return parser
 
 
@@ -123,6 +126,8 @@ def run_watch(config: ClientConfig, topics: Sequence[str], out: IO[str], reactor
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "send":
+        return send_cli.main(parser, args, out or sys.stdout)
     config = config_from_args(parser, args)
     topics = [t for t in args.topic if t]
     if not topics:

@@ -131,6 +131,7 @@ class ChangeDetector:
         epoch: str,
         on_event: EventHook | None = None,
         broker_events: BrokerEventBook | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self._exists = route_exists
         self.broker_events = broker_events
@@ -147,6 +148,10 @@ class ChangeDetector:
         )
         self._dirty: dict[str, int] = {}
         """topic → bit mask of the causes marked since it was last settled."""
+        self._clock_ms = clock_ms
+        """When given, a change's journal record says when its first mutation was marked."""
+        self._marked_at: dict[str, int] = {}
+        """Per dirty topic, the clock at its first mark (only with ``clock_ms``)."""
         self._known: dict[str, int] = {}
         """topic → its version, negated while the topic does not exist (deleted)."""
         self._debt: dict[Conn, dict[str, _Pending]] = {}
@@ -187,8 +192,19 @@ class ChangeDetector:
         dirty = self._dirty
         bit = _BIT_OF_CAUSE[cause]
         get = dirty.get
+        if self._clock_ms is None:
+            for topic in topics:
+                dirty[topic] = get(topic, 0) | bit
+            return
+        now = self._clock_ms()
+        marked_at = self._marked_at
         for topic in topics:
-            dirty[topic] = get(topic, 0) | bit
+            earlier = get(topic)
+            if earlier is None:
+                dirty[topic] = bit
+                marked_at[topic] = now
+            else:
+                dirty[topic] = earlier | bit
 
     def version(self, topic: str) -> tuple[int, bool]:
         """(version, exists) of ``topic`` now, settling it first if it was marked.
@@ -199,7 +215,7 @@ class ChangeDetector:
         """
         causes = self._dirty.pop(topic, None)
         if causes is not None:
-            self._settle(topic, causes)
+            self._settle(topic, causes, self._marked_at.pop(topic, None))
         known = self._known.get(topic, 0)
         return abs(known), known > 0
 
@@ -273,17 +289,20 @@ class ChangeDetector:
         limit = len(dirty) if max_settle is None else min(max_settle, len(dirty))
         if out_of_time is None and limit == len(dirty):
             batch, self._dirty = dirty, {}
+            marked_at, self._marked_at = self._marked_at, {}
+            when = marked_at.get
             for topic, causes in batch.items():
-                self._settle(topic, causes)
+                self._settle(topic, causes, when(topic))
             return
         settle = self._settle
+        pop = self._marked_at.pop
         done = 0
         while done < limit:
             batch_items = list(islice(dirty.items(), min(SETTLE_CHECK, limit - done)))
             for topic, _ in batch_items:
                 del dirty[topic]
             for topic, causes in batch_items:
-                settle(topic, causes)
+                settle(topic, causes, pop(topic, None))
             done += len(batch_items)
             if out_of_time is not None and out_of_time():
                 break
@@ -315,7 +334,7 @@ class ChangeDetector:
         if self.broker_events is not None:
             self.broker_events.forget(conn)
 
-    def _settle(self, topic: str, causes: int) -> None:
+    def _settle(self, topic: str, causes: int, marked_at: int | None = None) -> None:
         stats = self.stats
         stats.topics_settled += 1
         known = self._known.get(topic, 0)
@@ -343,10 +362,17 @@ class ChangeDetector:
             if subscribers:
                 self._owe(topic, subscribers, _pending(topic, version, existed, exists))
         if self.on_event is not None and (self.report_routes or silent):
-            self._report(topic, version, existed, exists, causes, silent)
+            self._report(topic, version, existed, exists, causes, silent, marked_at)
 
     def _report(
-        self, topic: str, version: int, existed: bool, exists: bool, causes: int, silent: bool
+        self,
+        topic: str,
+        version: int,
+        existed: bool,
+        exists: bool,
+        causes: int,
+        silent: bool,
+        marked_at: int | None,
     ) -> None:
         on_event = self.on_event
         assert on_event is not None
@@ -354,26 +380,19 @@ class ChangeDetector:
         if names is None:
             names = self._cause_names[causes] = sorted(c.value for c in _causes_of(causes))
         if self.report_routes:
-            self._route_changed(topic, version, existed, exists, names, silent)
-        if silent:
-            rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
-            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
-
-    def _route_changed(
-        self, topic: str, version: int, existed: bool, exists: bool, names: list[str], silent: bool
-    ) -> None:
-        on_event = self.on_event
-        assert on_event is not None
-        on_event(
-            "route_changed",
-            {
+            fields: dict[str, Any] = {
                 "topic": topic,
                 "version": version,
                 "kind": _pending(topic, version, existed, exists).kind.name,
                 "causes": list(names),
                 "notify": not silent,
-            },
-        )
+            }
+            if marked_at is not None:
+                fields["mutated_at_ms"] = marked_at
+            on_event("route_changed", fields)
+        if silent:
+            rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
+            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
 
     def _owe(self, topic: str, subscribers: Iterable[Conn], change: _Pending) -> None:
         """Queue ``change`` for every current subscriber, merging with what each is owed."""

@@ -281,10 +281,13 @@ class NameServer:
         self._peer_log = RateLimitedLog(log, self.clock)
         self._fd_episode_refused = 0
         """Connections the kernel or Twisted refused since file descriptors ran out; 0: none."""
+        self._fd_episode_ends_below = 1
+        """Open connections below which an accepted one ends the episode."""
         self._log_observer = cast(ILogObserver, self._twisted_log_event)
         self.epoch = epoch or secrets.token_hex(8)
         cfg = self.config
         self.journal: EventJournal | NullJournal
+        journaled = bool(cfg.journal.directory)
         if cfg.journal.directory:
             self.journal = EventJournal(
                 cfg.journal.directory,
@@ -326,9 +329,11 @@ class NameServer:
             cfg.push.suppress,
             self.epoch,
             broker_events=self.broker_events,
+            # Per-topic journal records (and the mark times they carry) only with a journal.
+            clock_ms=self._now_ms if journaled else None,
         )
         self.detector.on_event = self._detector_event
-        self.detector.report_routes = not isinstance(self.journal, NullJournal)
+        self.detector.report_routes = journaled
         self.registry.broker_listener = self._broker_event
         self.acl = AccessControl(cfg.acl)
         self.tick_durations = DurationHistogram()
@@ -492,7 +497,7 @@ class NameServer:
 
     def _connection_made(self, conn: NamesrvConnection) -> bool:
         """Admit ``conn`` unless a connection bound is reached (then it is refused, counted)."""
-        if self._fd_episode_refused:
+        if self._fd_episode_refused and len(self.connections) < self._fd_episode_ends_below:
             log.warning(
                 "accepting connections again; %d were refused while file descriptors ran out",
                 self._fd_episode_refused,
@@ -650,6 +655,9 @@ class NameServer:
             return
         self.counters["accept_failures"] += 1
         if self._fd_episode_refused == 0:
+            # The episode ends once a tenth of the connections it started with have gone: an
+            # accept that squeezes through while the limit is still in reach starts no new one.
+            self._fd_episode_ends_below = max(1, len(self.connections) * 9 // 10)
             soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
             log.error(
                 "cannot accept new connections: this process is out of file descriptors "

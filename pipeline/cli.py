@@ -8,10 +8,14 @@ not start (no Java, or the cluster is unreachable).
 from __future__ import annotations
 
 import argparse
+import glob
 import logging
+import os
+import re
 import sys
 
 from namesrv.config import ConfigError, load
+from pipeline.sources import JournalSource
 from pipeline.summary import MatchWindow
 from pipeline.tuning import Targets
 
@@ -78,13 +82,55 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _local(path: str) -> str | None:
+    """The local file-system path of ``path``, or None for another file system (hdfs://...)."""
+    if path.startswith("file:"):
+        return path.removeprefix("file:").removeprefix("//")
+    return None if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) else path
+
+
+def check_paths(args: argparse.Namespace) -> str | None:
+    """What is wrong with the local input and output paths, found before Spark starts (it
+    takes seconds); None when nothing is. Paths on other file systems are checked by the job."""
+    for text in args.journal:
+        directory = _local(JournalSource.parse(text).directory)
+        if directory is None:
+            continue
+        if not os.path.exists(directory):
+            return f"journal directory {directory} does not exist"
+        if not os.path.isdir(directory):
+            return f"journal directory {directory} is not a directory"
+    for text in args.telemetry:
+        path = _local(text)
+        if path is not None and not os.path.exists(path) and not glob.glob(path):
+            return f"telemetry path {path} does not exist"
+    out = _local(args.out)
+    if out is not None:
+        try:
+            os.makedirs(out, exist_ok=True)
+        except OSError as exc:
+            return f"cannot create --out {out}: {exc.strerror or exc}"
+        if not os.access(out, os.W_OK):
+            return f"--out {out} is not writable"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["demo"]:
+        from pipeline.demo.run import main as demo_main
+
+        return demo_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         load(args.config)
     except ConfigError as exc:
         print(f"namesrv-pipeline: {exc}", file=sys.stderr)
+        return 2
+    problem = check_paths(args)
+    if problem is not None:
+        print(f"namesrv-pipeline: {problem}", file=sys.stderr)
         return 2
     try:
         from pipeline.job import InputError, run
@@ -116,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         spark.stop()
-    log.info("report: %s", outputs.report)
+    log.info("report: %s", outputs.html)
+    log.info("report (Markdown): %s", outputs.report)
     log.info("summary: %s", outputs.summary)
     log.info("tuned config: %s", outputs.config)
     log.info("per-change table: %s", outputs.changes)

@@ -17,7 +17,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.summary import InputQuality
+from pipeline.sources import JournalSource
+
+__all__ = ["InputError", "JournalSource", "Parsed", "read_journal", "read_telemetry"]
 
 CORRUPT = "_corrupt_record"
 
@@ -31,6 +33,7 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("cause", T.StringType()),
         T.StructField("causes", T.ArrayType(T.StringType())),
         T.StructField("notify", T.BooleanType()),
+        T.StructField("mutated_at_ms", T.LongType()),
         T.StructField("rules", T.ArrayType(T.StringType())),
         T.StructField("connections", T.LongType()),
         T.StructField("frames", T.LongType()),
@@ -86,22 +89,6 @@ class InputError(Exception):
     """An input path that cannot be read at all (missing, not a journal directory)."""
 
 
-@dataclass(frozen=True, slots=True)
-class JournalSource:
-    """One name server's journal directory; ``namesrv`` (HOST:PORT) ties it to telemetry."""
-
-    directory: str
-    namesrv: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> JournalSource:
-        """``DIR`` or ``HOST:PORT=DIR``."""
-        label, sep, directory = text.partition("=")
-        if sep and label and ":" in label and "/" not in label:
-            return cls(directory, label)
-        return cls(text)
-
-
 def _files(spark: SparkSession, pattern: str) -> list[str]:
     """Files matching ``pattern`` (a glob) on whatever file system its URI names."""
     jvm = spark.sparkContext._jvm
@@ -154,14 +141,35 @@ def _all_present(names: Sequence[str]) -> Column:
     return cond
 
 
-def read_journal(
-    spark: SparkSession, sources: Sequence[JournalSource]
-) -> tuple[DataFrame, InputQuality]:
-    """Every usable journal record, with ``namesrv`` naming its source (null when unnamed).
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """One input as compact columns, every line, with ``status``: ``ok``, ``corrupt``,
+    ``invalid`` or ``unknown`` (an event type this job does not know). The journal's frame is
+    cached here, filled by the first Spark job that reads it; the telemetry's is cached by
+    ``stats.fetch_table`` once tied to the journal, so each is parsed once."""
 
-    ``topics`` comes out typed per event: ``topic_names`` (subscribe, unsubscribe) and
-    ``topic_count`` (notification_sent).
+    frame: DataFrame
+    files: int
+
+    @property
+    def usable(self) -> DataFrame:
+        return self.frame.where(F.col("status") == "ok")
+
+
+def _status(corrupt: Column, known: Column, valid: Column) -> Column:
+    return (
+        F.when(corrupt, "corrupt").when(~known, "unknown").when(~valid, "invalid").otherwise("ok")
+    )
+
+
+def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parsed:
+    """Every journal line, with ``namesrv`` naming its source (null when unnamed).
+
+    ``topics`` comes out typed per event: ``topic_names`` (the size of the list in subscribe,
+    unsubscribe) and ``topic_count`` (notification_sent).
     """
+    if not sources:
+        raise InputError("no journal directory given")
     frames: list[DataFrame] = []
     files = 0
     for source in sources:
@@ -177,49 +185,57 @@ def read_journal(
                 "namesrv", F.lit(source.namesrv).cast(T.StringType())
             )
         )
-    if not frames:
-        raise InputError("no journal directory given")
     raw = frames[0]
     for more in frames[1:]:
         raw = raw.unionByName(more)
+    names = F.from_json(F.col("topics"), T.ArrayType(T.StringType()))
     raw = raw.withColumns(
         {
-            "topic_names": F.when(
-                F.col("event").isin("subscribe", "unsubscribe"),
-                F.from_json(F.col("topics"), T.ArrayType(T.StringType())),
-            ),
+            "topic_names": F.when(F.col("event").isin("subscribe", "unsubscribe"), F.size(names))
+            # size() of a null list is -1: not a list
+            .cast(T.LongType()),
             "topic_count": F.when(
                 F.col("event") == "notification_sent", F.col("topics").cast(T.LongType())
             ),
         }
-    ).cache()
-
-    corrupt = F.col(CORRUPT).isNotNull()
-    known = F.col("event").isin(*REQUIRED)
+    ).withColumn("topic_names", F.when(F.col("topic_names") >= 0, F.col("topic_names")))
     valid = F.lit(False)
     for event, needs in REQUIRED.items():
         valid = valid | ((F.col("event") == event) & _all_present(needs))
-    valid = valid & F.col("ts_ms").isNotNull()
-    row = raw.agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.sum(F.when(corrupt, 1).otherwise(0)).alias("corrupt"),
-        F.sum(F.when(~corrupt & known & ~valid, 1).otherwise(0)).alias("invalid"),
-        F.sum(F.when(~corrupt & ~known, 1).otherwise(0)).alias("unknown"),
-    ).first()
-    assert row is not None
-    quality = InputQuality(
-        files=files,
-        lines=int(row["lines"]),
-        corrupt=int(row["corrupt"] or 0),
-        invalid=int(row["invalid"] or 0),
-        unknown_events=int(row["unknown"] or 0),
+    status = _status(
+        F.col(CORRUPT).isNotNull(),
+        F.col("event").isin(*REQUIRED),
+        valid & F.col("ts_ms").isNotNull(),
     )
-    usable = raw.where(~corrupt & valid).drop(CORRUPT, "topics")
-    return usable, quality
+    frame = raw.select(
+        status.alias("status"),
+        "namesrv",
+        "ts_ms",
+        "event",
+        "topic",
+        "version",
+        "kind",
+        "cause",
+        "causes",
+        "notify",
+        "mutated_at_ms",
+        "rules",
+        "frames",
+        "bytes",
+        "degraded",
+        "cpu_percent",
+        "memory_percent",
+        "pending_connections",
+        "duration_ms",
+        "conn",
+        "pending_topics",
+        "topic_names",
+    ).cache()
+    return Parsed(frame, files)
 
 
-def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> tuple[DataFrame, InputQuality]:
-    """Every usable telemetry record; a path is a file, a directory of files or a glob.
+def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
+    """Every telemetry line; a path is a file, a directory of files or a glob.
 
     ``client`` names the file a record came from: each client writes its own file, so the file
     stands for the client when the job asks when a client first held a version.
@@ -230,23 +246,20 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> tuple[DataFrame
         if not matched and _kind(spark, path) is None:
             raise InputError(f"telemetry path {path} does not exist")
         found.extend(matched)
-    raw = (
-        _read_json(spark, sorted(set(found)), TELEMETRY_SCHEMA)
-        .withColumn("client", F.input_file_name())
-        .cache()
+    files = sorted(set(found))
+    raw = _read_json(spark, files, TELEMETRY_SCHEMA)
+    status = _status(F.col(CORRUPT).isNotNull(), F.lit(True), _all_present(TELEMETRY_REQUIRED))
+    frame = raw.select(
+        status.alias("status"),
+        F.input_file_name().alias("client"),
+        "topic",
+        "version",
+        "exists",
+        "cause",
+        "notified_at_ms",
+        "requested_at_ms",
+        "fetched_at_ms",
+        "namesrv",
     )
-    corrupt = F.col(CORRUPT).isNotNull()
-    valid = _all_present(TELEMETRY_REQUIRED)
-    row = raw.agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.sum(F.when(corrupt, 1).otherwise(0)).alias("corrupt"),
-        F.sum(F.when(~corrupt & ~valid, 1).otherwise(0)).alias("invalid"),
-    ).first()
-    assert row is not None
-    quality = InputQuality(
-        files=len(set(found)),
-        lines=int(row["lines"]),
-        corrupt=int(row["corrupt"] or 0),
-        invalid=int(row["invalid"] or 0),
-    )
-    return raw.where(~corrupt & valid).drop(CORRUPT), quality
+    # Not cached here: the job caches it once tied to the journal (``stats.fetch_table``).
+    return Parsed(frame, len(files))

@@ -12,15 +12,19 @@ from pyspark.sql import SparkSession
 
 from namesrv.config import NamesrvConfig, load
 from pipeline.config_toml import to_toml
+from pipeline.html_report import render_html
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
+from pipeline.plots import plots
+from pipeline.progress import Progress
 from pipeline.report import render
-from pipeline.stats import summarize
-from pipeline.summary import MatchWindow
+from pipeline.stats import STEPS, summarize
+from pipeline.summary import MatchWindow, Summary
 from pipeline.tuning import Recommendation, Targets, recommend, tuned
 
 __all__ = ["InputError", "Outputs", "run"]
 
 REPORT = "report.md"
+REPORT_HTML = "report.html"
 SUMMARY = "summary.json"
 TUNED_CONFIG = "namesrv-tuned.toml"
 CHANGES = "changes"
@@ -29,6 +33,7 @@ CHANGES = "changes"
 @dataclass(frozen=True, slots=True)
 class Outputs:
     report: Path
+    html: Path
     summary: Path
     config: Path
     changes: str
@@ -54,21 +59,26 @@ def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
 def _run(
     spark: SparkSession, args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str
 ) -> Outputs:
-    journal, journal_quality = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
-    telemetry, telemetry_quality = (
-        read_telemetry(spark, args.telemetry) if args.telemetry else (None, None)
-    )
-    summary, changes = summarize(
-        journal,
-        journal_quality,
-        telemetry,
-        telemetry_quality,
-        MatchWindow(args.clock_skew_ms, args.max_lag_ms),
-    )
-    changes.write.mode("overwrite").parquet(tables)
+    journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
+    telemetry = read_telemetry(spark, args.telemetry) if args.telemetry else None
+    with Progress(spark, len(STEPS) + 2) as progress:
+        summary, changes = summarize(
+            journal, telemetry, MatchWindow(args.clock_skew_ms, args.max_lag_ms), progress.step
+        )
+        progress.step("per-change table")
+        changes.write.mode("overwrite").parquet(tables)
+        progress.step("report and plots")
+        return _write(args, current, out, tables, summary)
+
+
+def _write(
+    args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str, summary: Summary
+) -> Outputs:
     recs = recommend(summary, current, Targets(args.target_p99_ms))
-    outputs = Outputs(out / REPORT, out / SUMMARY, out / TUNED_CONFIG, tables)
-    outputs.report.write_text(render(summary, recs), encoding="utf-8")
+    outputs = Outputs(out / REPORT, out / REPORT_HTML, out / SUMMARY, out / TUNED_CONFIG, tables)
+    markdown = render(summary, recs)
+    outputs.report.write_text(markdown, encoding="utf-8")
+    outputs.html.write_text(render_html(summary, plots(summary), markdown), encoding="utf-8")
     outputs.summary.write_text(
         json.dumps(
             {"summary": summary.to_json(), "recommendations": [_rec_json(r) for r in recs]},

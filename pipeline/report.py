@@ -146,28 +146,49 @@ def render(summary: Summary, recommendations: Sequence[Recommendation]) -> str:
         out += [
             *_counts_table("Client fetches by cause", s.fetches_by_cause),
             "",
-            "Delivery is a NOTIFY's emission (name-server clock) to the client holding the new "
-            "route (client clock). Propagation is a change's detection in the journal to each "
-            "client first holding that version, by the cause of the fetch that brought it; the "
-            "change itself happened up to one tick before its detection.",
+            "Propagation is end to end: from the route change (the first registry mutation "
+            "behind it, `mutated_at_ms` in the journal) to each client first holding that "
+            "version, by the cause of the fetch that brought it. It is the sum of *detection* "
+            "(mutation to the tick that detected it) and *delivery after detection* (that tick "
+            "to the client holding the route). Delivery of notified fetches (telemetry alone) "
+            "is a NOTIFY's emission (name-server clock) to the route applied (client clock).",
             "",
             *_dist_table(
                 "ms",
                 [
-                    ("delivery (notified fetches)", s.delivery),
+                    ("propagation end to end, all", s.propagation.get("all", Distribution())),
+                    (
+                        "  of which detection",
+                        s.propagation_detection.get("all", Distribution()),
+                    ),
+                    (
+                        "  of which after detection",
+                        s.propagation_delivery.get("all", Distribution()),
+                    ),
                     *(
                         (f"propagation, {cause}", d)
                         for cause, d in sorted(s.propagation.items())
                         if cause != "all"
                     ),
-                    ("propagation, all", s.propagation.get("all", Distribution())),
                     ("propagation of suppressed changes", s.propagation_quiet),
+                    ("delivery (notified fetches)", s.delivery),
+                    ("detection, every journal change", s.detection),
                 ],
             ),
             "",
             f"{s.learned_changes:,} client-versions tied to a journal change; "
             f"{s.unmatched_fetches:,} not (another name server's journal, a journal gap, or "
             "an upstream name server).",
+            *(
+                [
+                    "",
+                    f"{s.changes_without_mutation_time:,} changes come from a journal without "
+                    "`mutated_at_ms` (an older name server): their propagation starts at "
+                    "detection and misses the tick wait.",
+                ]
+                if s.changes_without_mutation_time
+                else []
+            ),
         ]
     out += [
         "",

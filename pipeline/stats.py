@@ -1,123 +1,489 @@
-"""The Spark side of the job: journal and telemetry DataFrames in, a ``Summary`` and a per-change
+"""The Spark side of the job: parsed journal and telemetry in, a ``Summary`` and a per-change
 table out.
 
-Everything scales with the cluster: aggregations and one join run as Spark stages, and only
-aggregates (and the few degradation records) reach the driver. Percentiles are
-``percentile_approx`` with an accuracy of 10,000, exact below that many values per group.
+Each input is parsed once into a cache: the journal as read (``pipeline.inputs``), the
+telemetry already tied to the journal changes it reflects (``fetch_table``). Every figure then
+comes from three aggregations whose small results are collected, and the per-change table is
+written from the caches:
+
+1. the journal's totals, input quality and degradation transitions (this fills its cache);
+2. the journal's grouped counts: per cause, kind, rule and time bucket, histograms, and the
+   most changed topics and most skipped connections, top-N cut in Spark;
+3. the telemetry's: quality, fetches per cause, histograms of delivery and of propagation per
+   learning cause, and the clients with the largest lag (this fills its cache).
+
+Only aggregates (and the few degradation records) reach the driver; their size does not grow
+with the input. Distributions come from histograms (``summary.Histogram``): exact to the
+millisecond (or frame, or byte) below 2,048, within 0.1 % above; maxima are exact.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from pipeline.inputs import Parsed
 from pipeline.summary import (
-    Distribution,
+    CDF_POINTS,
+    EXACT_BELOW,
+    Histogram,
     InputQuality,
     MatchWindow,
     SlowConnection,
     Summary,
     Transition,
-    distribution,
     pair_episodes,
 )
 
-ACCURACY = 10_000
 SLOWEST_SHOWN = 10
+TOP_SHOWN = 10
+MAX_BUCKETS = 120
+_BUCKET_STEPS_MS = (
+    *(m * s for s in (100, 1_000, 10_000) for m in (1, 2, 5)),
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    900_000,
+    1_800_000,
+    3_600_000,
+    7_200_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+)
+CDF = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS)]
 
 
-def _dist_aggs(value: Column) -> list[Column]:
-    return [
-        F.count(value).alias("count"),
-        F.percentile_approx(value, [0.5, 0.9, 0.99], ACCURACY).alias("pcts"),
-        F.max(value).alias("max"),
-    ]
+def bucket_ms(first_ms: int, last_ms: int) -> int:
+    """The smallest round bucket width that covers ``first..last`` in at most MAX_BUCKETS."""
+    span = max(1, last_ms - first_ms + 1)
+    for step in _BUCKET_STEPS_MS:
+        if span / step <= MAX_BUCKETS:
+            return step
+    day = _BUCKET_STEPS_MS[-1]
+    return -(-span // (MAX_BUCKETS * day)) * day
 
 
-def _dist(df: DataFrame, value: Column) -> Distribution:
-    return distribution(df.agg(*_dist_aggs(value)).first())
+def histogram_bucket(value: Column) -> Column:
+    """The histogram bucket of ``value`` (see ``summary.EXACT_BELOW``), as a long; values are
+    rounded to whole units first."""
+    v = F.round(value).cast(T.LongType())
+    a = F.abs(v)
+    step = F.pow(F.lit(2.0), F.floor(F.log2(a)) - 10)
+    lower = (F.floor(a / step) * step).cast(T.LongType())
+    return F.when(a < EXACT_BELOW, v).otherwise(F.signum(v).cast(T.LongType()) * lower)
 
 
-def _count_tables(tables: dict[str, DataFrame]) -> dict[str, dict[str, int]]:
-    """Several ``key`` columns counted in one job: {table: {key: count}}."""
-    parts = [df.select(F.lit(name).alias("table"), "key") for name, df in tables.items()]
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    out: dict[str, dict[str, int]] = {}
-    for r in union.groupBy("table", "key").count().collect():
-        out.setdefault(r["table"], {})[str(r["key"])] = int(r["count"])
-    return out
+_FACTS = ("fig", "bucket", "k1", "k2", "h", "n", "a", "c", "m")
+
+
+def _struct(
+    fig: str,
+    *,
+    bucket: Column | None = None,
+    k1: Column | None = None,
+    k2: Column | None = None,
+    h: Column | None = None,
+    a: Column | None = None,
+    c: Column | None = None,
+    m: Column | None = None,
+) -> Column:
+    """One fact in the common long shape: keys (time bucket, two names, histogram bucket), a
+    count ``n``, two sums ``a`` and ``c`` and a maximum ``m``."""
+    none = F.lit(None)
+    cols = {
+        "fig": F.lit(fig),
+        "bucket": (bucket if bucket is not None else none).cast(T.LongType()),
+        "k1": (k1 if k1 is not None else none).cast(T.StringType()),
+        "k2": (k2 if k2 is not None else none).cast(T.StringType()),
+        "h": (h if h is not None else none).cast(T.LongType()),
+        "n": F.lit(1).cast(T.LongType()),
+        "a": (a if a is not None else F.lit(0)).cast(T.LongType()),
+        "c": (c if c is not None else F.lit(0)).cast(T.LongType()),
+        "m": (m if m is not None else none).cast(T.DoubleType()),
+    }
+    return F.struct(*(cols[name].alias(name) for name in _FACTS))
+
+
+def _fact(when: Column, fig: str, **values: Column | None) -> Column:
+    """A one-element array holding the fact for rows where ``when`` holds, else empty."""
+    return F.when(when, F.array(_struct(fig, **values))).otherwise(F.array().cast(_FACT_ARRAY))
+
+
+def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Column:
+    """One fact per element of the array column ``items`` (its value as ``k1``)."""
+    at = F.col(bucket) if bucket is not None else None
+    return F.when(
+        when, F.transform(items, lambda item: _struct(fig, k1=item, bucket=at))
+    ).otherwise(F.array().cast(_FACT_ARRAY))
+
+
+_LONG, _TEXT = T.LongType(), T.StringType()
+_FACT_ARRAY = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField(name, kind)
+            for name, kind in zip(
+                _FACTS,
+                (_TEXT, _LONG, _TEXT, _TEXT, _LONG, _LONG, _LONG, _LONG, T.DoubleType()),
+                strict=True,
+            )
+        ]
+    )
+)
+
+
+def _grouped(
+    source: DataFrame, facts: list[Column], top: dict[str, tuple[int, str]]
+) -> list[T.Row]:
+    """Every fact of every row of ``source``, from one scan, in one aggregation; a figure
+    named in ``top`` keeps its ``limit`` groups largest in ``column`` (``n`` or ``m``; then by
+    name), with ``groups`` saying how many there were."""
+    facts_df = source.select(F.explode(F.concat(*facts)).alias("f")).select("f.*")
+    grouped = facts_df.groupBy("fig", "bucket", "k1", "k2", "h").agg(
+        F.sum("n").alias("n"), F.sum("a").alias("a"), F.sum("c").alias("c"), F.max("m").alias("m")
+    )
+    if not top:
+        return grouped.collect()
+    score = F.col("n").cast(T.DoubleType())
+    for fig, (_, column) in top.items():
+        if column != "n":
+            score = F.when(F.col("fig") == fig, F.col(column)).otherwise(score)
+    ranked = Window.partitionBy("fig").orderBy(
+        score.desc_nulls_last(), F.col("k1"), F.col("k2").try_cast(T.LongType()), F.col("k2")
+    )
+    cut = F.lit(False)
+    for fig, (limit, _) in top.items():
+        cut = cut | ((F.col("fig") == fig) & (F.col("rank") > limit))
+    return (
+        grouped.withColumns(
+            {
+                "rank": F.row_number().over(ranked),
+                "groups": F.count(F.lit(1)).over(Window.partitionBy("fig")),
+            }
+        )
+        .where(~cut)
+        .collect()
+    )
+
+
+def _journal_totals(journal: Parsed, s: Summary) -> None:
+    """Job 1: one aggregation over every journal line (it also fills the cache)."""
+    st, ev = F.col("status"), F.col("event")
+    ok = st == "ok"
+
+    def on(event: str) -> Column:
+        return ok & (ev == event)
+
+    changed = on("route_changed")
+    sent = on("notification_sent")
+    row = journal.frame.agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.count(F.when(st == "corrupt", 1)).alias("corrupt"),
+        F.count(F.when(st == "invalid", 1)).alias("invalid"),
+        F.count(F.when(st == "unknown", 1)).alias("unknown"),
+        F.min(F.when(ok, F.col("ts_ms"))).alias("first"),
+        F.max(F.when(ok, F.col("ts_ms"))).alias("last"),
+        F.count(F.when(changed, 1)).alias("changes"),
+        F.count(F.when(changed & F.col("notify"), 1)).alias("notified"),
+        F.count(F.when(changed & F.col("mutated_at_ms").isNull(), 1)).alias("no_mutation"),
+        F.count(F.when(sent, 1)).alias("ticks"),
+        F.sum(F.when(sent, F.col("frames"))).alias("frames"),
+        F.sum(F.when(sent, F.col("bytes"))).alias("bytes"),
+        F.sum(F.when(on("subscribe"), F.col("topic_names"))).alias("sub"),
+        F.sum(F.when(on("unsubscribe"), F.col("topic_names"))).alias("unsub"),
+        F.count(F.when(on("connection_closed"), 1)).alias("closed"),
+        F.count(F.when(on("slow_subscriber_skipped"), 1)).alias("skips"),
+        F.collect_list(
+            F.when(
+                ok & ev.isin("degradation", "backlog_drained"),
+                F.struct(
+                    "namesrv",
+                    "ts_ms",
+                    "event",
+                    "degraded",
+                    "cpu_percent",
+                    "memory_percent",
+                    "pending_connections",
+                    "frames",
+                    "duration_ms",
+                ),
+            )
+        ).alias("transitions"),
+    ).first()
+    assert row is not None
+    s.journal = InputQuality(
+        files=journal.files,
+        lines=int(row["lines"]),
+        corrupt=int(row["corrupt"]),
+        invalid=int(row["invalid"]),
+        unknown_events=int(row["unknown"]),
+    )
+    if row["first"] is not None:
+        s.first_ts_ms, s.last_ts_ms = int(row["first"]), int(row["last"])
+    s.changes, s.notified_changes = int(row["changes"]), int(row["notified"])
+    s.changes_without_mutation_time = int(row["no_mutation"])
+    s.notification_ticks = int(row["ticks"])
+    s.notification_frames = int(row["frames"] or 0)
+    s.notification_bytes = int(row["bytes"] or 0)
+    s.subscribed_topics = int(row["sub"] or 0)
+    s.unsubscribed_topics = int(row["unsub"] or 0)
+    s.connections_closed = int(row["closed"])
+    s.slow_skips = int(row["skips"])
+    s.episodes = pair_episodes(
+        Transition(
+            t["namesrv"],
+            int(t["ts_ms"]),
+            t["event"],
+            t["degraded"],
+            t["cpu_percent"],
+            t["memory_percent"],
+            t["pending_connections"],
+            t["frames"],
+            t["duration_ms"],
+        )
+        for t in row["transitions"]
+    )
+
+
+def _journal_groups(journal: Parsed, s: Summary) -> None:
+    """Job 2: every grouped journal figure in one aggregation."""
+    if s.first_ts_ms is None or s.last_ts_ms is None:
+        return
+    width = bucket_ms(s.first_ts_ms, s.last_ts_ms)
+    s.charts.bucket_ms = width
+    u = journal.usable
+    ev = F.col("event")
+    bucket = (F.floor(F.col("ts_ms") / width) * width).cast(T.LongType())
+    changed = ev == "route_changed"
+    sent = ev == "notification_sent"
+    frames = F.col("frames")
+    per_frame = F.when(frames > 0, F.col("bytes") / frames)
+    detection = F.col("ts_ms") - F.col("mutated_at_ms")
+    rows = _grouped(
+        u.withColumn("time_bucket", bucket),
+        [
+            _each(changed, "causes", "cause", "time_bucket"),
+            _fact(
+                changed,
+                "notify",
+                bucket=F.col("time_bucket"),
+                k1=F.when(F.col("notify"), "notified").otherwise("suppressed"),
+            ),
+            _fact(changed, "kind", k1=F.col("kind")),
+            _fact(changed, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
+            _each(ev == "suppressed", "rules", "rule"),
+            _fact(sent, "tick", bucket=F.col("time_bucket"), a=frames, c=F.col("bytes")),
+            _fact(sent, "frames", h=histogram_bucket(frames), m=frames),
+            _fact(sent & (frames > 0), "frame_bytes", h=histogram_bucket(per_frame), m=per_frame),
+            _fact(
+                changed & F.col("mutated_at_ms").isNotNull(),
+                "detection",
+                h=histogram_bucket(detection),
+                m=detection,
+            ),
+            _fact(ev == "broker_event", "broker", k1=F.concat_ws(" ", "kind", "cause")),
+            _fact(
+                ev == "slow_subscriber_skipped",
+                "slow",
+                k1=F.col("namesrv"),
+                k2=F.col("conn"),
+                m=F.col("pending_topics"),
+            ),
+        ],
+        {"topic": (TOP_SHOWN, "n"), "slow": (SLOWEST_SHOWN, "n")},
+    )
+    hists = {"frames": Histogram(), "frame_bytes": Histogram(), "detection": Histogram()}
+    notify_buckets: dict[int, list[int]] = {}
+    slowest: list[tuple[int, SlowConnection]] = []
+    topics: list[tuple[int, str, int]] = []
+    for r in rows:
+        fig, n = r["fig"], int(r["n"])
+        if fig == "kind":
+            s.changes_by_kind[r["k1"]] = n
+        elif fig == "rule":
+            s.suppressed_by_rule[r["k1"]] = n
+        elif fig == "broker":
+            s.broker_events[r["k1"]] = n
+        elif fig == "cause":
+            s.changes_by_cause[r["k1"]] = s.changes_by_cause.get(r["k1"], 0) + n
+            s.charts.changes_by_cause.append((int(r["bucket"]), r["k1"], n))
+        elif fig == "notify":
+            pair = notify_buckets.setdefault(int(r["bucket"]), [0, 0])
+            pair[0 if r["k1"] == "notified" else 1] += n
+        elif fig == "tick":
+            s.charts.ticks.append((int(r["bucket"]), n, int(r["a"]), int(r["c"])))
+        elif fig in hists:
+            hists[fig].add(float(r["h"]), n, r["m"])
+        elif fig == "topic":
+            topics.append((-n, r["k1"], int(r["a"])))
+        elif fig == "slow":
+            s.slow_connections = int(r["groups"])
+            conn = SlowConnection(r["k1"], int(r["k2"]), n, int(r["m"]))
+            slowest.append((int(r["rank"]), conn))
+    s.frames_per_tick = hists["frames"].distribution()
+    s.frame_bytes = hists["frame_bytes"].distribution()
+    s.detection = hists["detection"].distribution()
+    s.slowest = [c for _, c in sorted(slowest, key=lambda rc: (-rc[1].skips, rc[1].conn))]
+    s.charts.top_topics = [(t, -negn, notified) for negn, t, notified in sorted(topics)]
+    s.charts.changes_by_cause.sort()
+    s.charts.ticks.sort()
+    s.charts.changes_notified = [(b, p[0], p[1]) for b, p in sorted(notify_buckets.items())]
 
 
 def learned_versions(telemetry: DataFrame) -> DataFrame:
-    """The records in which a client learned something: per client (telemetry file) and
-    topic in time order, a record whose version or existence differs from the one before, or
-    an ``epoch`` refetch (a restarted name server numbers versions afresh, so an equal number
-    may be a new route). A topic's first record is where the client started from, not a change
-    reaching it; a refetch returning what the client held (polls, mostly) is no news."""
-    order = Window.partitionBy("client", "topic").orderBy("fetched_at_ms", "requested_at_ms")
+    """Telemetry records with ``news``: per client (telemetry file) and topic in time order,
+    a usable record whose version or existence differs from the one before, or an ``epoch``
+    refetch (a restarted name server numbers versions afresh, so an equal number may be a new
+    route). A topic's first record is where the client started from, not a change reaching it;
+    a refetch returning what the client held (polls, mostly) is no news."""
+    order = Window.partitionBy("client", "topic", "status").orderBy(
+        "fetched_at_ms", "requested_at_ms"
+    )
     prev_version = F.lag("version").over(order)
     prev_exists = F.lag("exists").over(order)
-    news = prev_version.isNotNull() & (
-        (F.col("version") != prev_version)
-        | (F.col("exists") != prev_exists)
-        | (F.col("cause") == "epoch")
-    )
-    return (
-        telemetry.withColumn("news", news)
-        .where(F.col("news"))
-        .select(
-            "client",
-            "namesrv",
-            "topic",
-            "version",
-            F.col("fetched_at_ms").alias("learned_at_ms"),
-            "cause",
+    news = (
+        (F.col("status") == "ok")
+        & prev_version.isNotNull()
+        & (
+            (F.col("version") != prev_version)
+            | (F.col("exists") != prev_exists)
+            | (F.col("cause") == "epoch")
         )
     )
+    return telemetry.withColumn("news", news)
 
 
-def change_propagation(changes: DataFrame, learned: DataFrame, window: MatchWindow) -> DataFrame:
-    """Each learned version tied to the journal change it reflects, with ``lag_ms``."""
-    c = changes.select(
-        F.col("namesrv").alias("c_namesrv"),
-        F.col("topic").alias("c_topic"),
-        F.col("version").alias("c_version"),
-        F.col("ts_ms").alias("changed_at_ms"),
-        "kind",
-        "notify",
+def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -> DataFrame:
+    """Every telemetry line; those with news tied (``matched``) to the journal change they
+    reflect, or not.
+
+    The candidate changes of one (topic, version) travel as one array (versions restart with
+    the name server, and several journals may name the same pair); the latest detected within
+    the window wins. One equi-join, no shuffle after it. ``changed_at_ms`` is the detection
+    (the journal record's time), ``mutated_at_ms`` the first registry mutation behind it (its
+    detection when the journal does not say), ``lag_ms`` end to end.
+    """
+    candidates = changes.groupBy(
+        F.col("topic").alias("c_topic"), F.col("version").alias("c_version")
+    ).agg(
+        F.collect_list(
+            F.struct(
+                F.col("ts_ms").alias("detected"),
+                F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated"),
+                F.col("namesrv").alias("ns"),
+                F.col("notify").alias("notify"),
+            )
+        ).alias("cands")
     )
-    lv = learned.withColumn("learn_id", F.monotonically_increasing_id())
-    cond = (
-        (lv["topic"] == c["c_topic"])
-        & (lv["version"] == c["c_version"])
-        & (c["changed_at_ms"] <= lv["learned_at_ms"] + window.clock_skew_ms)
-        & (c["changed_at_ms"] >= lv["learned_at_ms"] - window.max_lag_ms)
-        & (c["c_namesrv"].isNull() | (c["c_namesrv"] == lv["namesrv"]))
+    learned_at = F.col("fetched_at_ms")
+    fits = F.filter(
+        "cands",
+        lambda c: (
+            (c["detected"] <= learned_at + window.clock_skew_ms)
+            & (c["detected"] >= learned_at - window.max_lag_ms)
+            & (c["ns"].isNull() | (c["ns"] == F.col("namesrv")))
+        ),
     )
-    latest = Window.partitionBy("learn_id").orderBy(F.col("changed_at_ms").desc())
-    return (
-        lv.join(c, cond, "inner")
-        .withColumn("rank", F.row_number().over(latest))
-        .where(F.col("rank") == 1)
-        .select(
-            "client",
-            "namesrv",
-            "topic",
-            "version",
-            "kind",
-            "notify",
-            "changed_at_ms",
-            "learned_at_ms",
-            "cause",
-            (F.col("learned_at_ms") - F.col("changed_at_ms")).alias("lag_ms"),
-        )
+    lv = learned_versions(telemetry)
+    joined = lv.join(
+        candidates,
+        (lv["topic"] == candidates["c_topic"])
+        & (lv["version"] == candidates["c_version"])
+        & lv["news"],
+        "left",
+    )
+    return joined.withColumn("best", F.array_max(fits)).select(
+        "status",
+        "client",
+        "cause",
+        "news",
+        "topic",
+        "version",
+        (F.col("fetched_at_ms") - F.col("notified_at_ms")).alias("delivery_ms"),
+        F.col("fetched_at_ms").alias("learned_at_ms"),
+        F.col("best").isNotNull().alias("matched"),
+        F.col("best.notify").alias("notify"),
+        F.col("best.detected").alias("changed_at_ms"),
+        F.col("best.mutated").alias("mutated_at_ms"),
+        (learned_at - F.col("best.mutated")).alias("lag_ms"),
     )
 
 
-def change_table(changes: DataFrame, propagation: DataFrame | None) -> DataFrame:
-    """One row per journal change: how many clients learned it and how fast."""
+def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> None:
+    """Job 3: every telemetry figure in one aggregation (it also fills the fetch cache)."""
+    ok = F.col("status") == "ok"
+    matched = F.col("matched")
+    lag = F.col("lag_ms")
+    detection = F.col("changed_at_ms") - F.col("mutated_at_ms")
+    after = F.col("learned_at_ms") - F.col("changed_at_ms")
+    delivery = F.col("delivery_ms")
+    by_cause = F.col("cause")
+    rows = _grouped(
+        fetches,
+        [
+            _fact(F.lit(True), "status", k1=F.col("status")),
+            _fact(ok, "cause", k1=by_cause),
+            _fact(ok & delivery.isNotNull(), "delivery", h=histogram_bucket(delivery), m=delivery),
+            _fact(F.col("news"), "learned", k1=by_cause),
+            _fact(matched, "lag", k1=by_cause, h=histogram_bucket(lag), m=lag),
+            _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
+            _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
+            _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
+            _fact(matched, "client", k1=F.col("client"), a=lag, m=lag),
+        ],
+        {"client": (TOP_SHOWN, "m")},
+    )
+    status: dict[str, int] = {}
+    hists: dict[tuple[str, str], Histogram] = {}
+    learned = 0
+    clients: list[tuple[float, str, int, float]] = []
+    for r in rows:
+        fig, n = r["fig"], int(r["n"])
+        if fig == "status":
+            status[r["k1"]] = n
+        elif fig == "cause":
+            s.fetches_by_cause[str(r["k1"])] = n
+        elif fig == "learned":
+            learned += n
+        elif fig == "client":
+            clients.append((-float(r["m"]), r["k1"], n, int(r["a"]) / n))
+        else:
+            for cause in (str(r["k1"]), "all") if fig in ("lag", "detect", "after") else ("",):
+                hists.setdefault((fig, cause), Histogram()).add(float(r["h"]), n, r["m"])
+    s.telemetry = InputQuality(
+        files=telemetry.files,
+        lines=sum(status.values()),
+        corrupt=status.get("corrupt", 0),
+        invalid=status.get("invalid", 0),
+    )
+    empty = Histogram()
+    s.delivery = hists.get(("delivery", ""), empty).distribution()
+    s.propagation_quiet = hists.get(("quiet", ""), empty).distribution()
+    for (fig, cause), hist in sorted(hists.items()):
+        if fig == "lag":
+            s.propagation[cause] = hist.distribution()
+            curve = hist.quantiles(CDF)
+            curve[-1] = float(hist.max) if hist.max is not None else curve[-1]
+            s.charts.propagation_cdf[cause] = curve
+        elif fig == "detect":
+            s.propagation_detection[cause] = hist.distribution()
+        elif fig == "after":
+            s.propagation_delivery[cause] = hist.distribution()
+    s.learned_changes = s.propagation["all"].count if "all" in s.propagation else 0
+    s.unmatched_fetches = learned - s.learned_changes
+    s.charts.top_clients = [
+        (client, n, mean, -neg_max) for neg_max, client, n, mean in sorted(clients)
+    ]
+
+
+def change_table(changes: DataFrame, fetches: DataFrame | None) -> DataFrame:
+    """One row per journal change: how many clients learned it and how fast (after detection)."""
     base = changes.select(
         "namesrv",
         "topic",
@@ -126,8 +492,9 @@ def change_table(changes: DataFrame, propagation: DataFrame | None) -> DataFrame
         "causes",
         "notify",
         F.col("ts_ms").alias("changed_at_ms"),
+        F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated_at_ms"),
     )
-    if propagation is None:
+    if fetches is None:
         return base.withColumns(
             {
                 "clients": F.lit(0).cast("long"),
@@ -135,141 +502,42 @@ def change_table(changes: DataFrame, propagation: DataFrame | None) -> DataFrame
                 "last_learned_ms": F.lit(None).cast("long"),
             }
         )
-    per_change = propagation.groupBy("topic", "version", "changed_at_ms").agg(
-        F.count(F.lit(1)).alias("clients"),
-        F.min("lag_ms").alias("first_learned_ms"),
-        F.max("lag_ms").alias("last_learned_ms"),
+    after = F.col("learned_at_ms") - F.col("changed_at_ms")
+    per_change = (
+        fetches.where(F.col("matched"))
+        .groupBy("topic", "version", "changed_at_ms")
+        .agg(
+            F.count(F.lit(1)).alias("clients"),
+            F.min(after).alias("first_learned_ms"),
+            F.max(after).alias("last_learned_ms"),
+        )
     )
     return base.join(per_change, ["topic", "version", "changed_at_ms"], "left").fillna(
         0, subset=["clients"]
     )
 
 
+STEPS = ("journal: parse and totals", "journal: grouped figures", "telemetry: tie to changes")
+
+
 def summarize(
-    journal: DataFrame,
-    journal_quality: InputQuality,
-    telemetry: DataFrame | None = None,
-    telemetry_quality: InputQuality | None = None,
+    journal: Parsed,
+    telemetry: Parsed | None = None,
     window: MatchWindow | None = None,
+    on_step: Callable[[str], None] = lambda name: None,
 ) -> tuple[Summary, DataFrame]:
-    """The whole analysis: the summary, and the per-change table (lazy, for writing)."""
+    """The whole analysis: the summary, and the per-change table (lazy, for writing).
+    ``on_step`` is told each of ``STEPS`` before it runs."""
     window = window or MatchWindow()
-    s = Summary(journal=journal_quality, telemetry=telemetry_quality)
-    ev = F.col("event")
-
-    changes = journal.where(ev == "route_changed").cache()
-    sent = ev == "notification_sent"
-    frames = F.when(sent, F.col("frames"))
-    frame_bytes = F.when(sent & (F.col("frames") > 0), F.col("bytes") / F.col("frames"))
-    # One pass over the journal for every journal-wide figure.
-    row = journal.agg(
-        F.min("ts_ms").alias("first"),
-        F.max("ts_ms").alias("last"),
-        F.count(F.when(ev == "route_changed", 1)).alias("changes"),
-        F.count(F.when((ev == "route_changed") & F.col("notify"), 1)).alias("notified"),
-        F.count(F.when(sent, 1)).alias("ticks"),
-        F.sum(frames).alias("frames"),
-        F.sum(F.when(sent, F.col("bytes"))).alias("bytes"),
-        F.struct(*_dist_aggs(frames)).alias("frames_dist"),
-        F.struct(*_dist_aggs(frame_bytes)).alias("bytes_dist"),
-        F.sum(F.when(ev == "subscribe", F.size("topic_names"))).alias("sub"),
-        F.sum(F.when(ev == "unsubscribe", F.size("topic_names"))).alias("unsub"),
-        F.count(F.when(ev == "connection_closed", 1)).alias("closed"),
-    ).first()
-    assert row is not None
-    if row["first"] is not None:
-        s.first_ts_ms, s.last_ts_ms = int(row["first"]), int(row["last"])
-    s.changes, s.notified_changes = int(row["changes"]), int(row["notified"])
-    s.notification_ticks = int(row["ticks"])
-    s.notification_frames = int(row["frames"] or 0)
-    s.notification_bytes = int(row["bytes"] or 0)
-    s.frames_per_tick = distribution(row["frames_dist"])
-    s.frame_bytes = distribution(row["bytes_dist"])
-    s.subscribed_topics = int(row["sub"] or 0)
-    s.unsubscribed_topics = int(row["unsub"] or 0)
-    s.connections_closed = int(row["closed"])
-
-    tables = _count_tables(
-        {
-            "kind": changes.select(F.col("kind").alias("key")),
-            "cause": changes.select(F.explode("causes").alias("key")),
-            "rule": journal.where(ev == "suppressed").select(F.explode("rules").alias("key")),
-            "broker": journal.where(ev == "broker_event").select(
-                F.concat_ws(" ", "kind", "cause").alias("key")
-            ),
-        }
-    )
-    s.broker_events = tables.get("broker", {})
-    s.changes_by_kind = tables.get("kind", {})
-    s.changes_by_cause = tables.get("cause", {})
-    s.suppressed_by_rule = tables.get("rule", {})
-
-    per_conn = (
-        journal.where(ev == "slow_subscriber_skipped")
-        .groupBy("namesrv", "conn")
-        .agg(F.count(F.lit(1)).alias("skips"), F.max("pending_topics").alias("pending"))
-        .cache()
-    )
-    slow = per_conn.agg(F.sum("skips").alias("skips"), F.count(F.lit(1)).alias("conns")).first()
-    assert slow is not None
-    s.slow_skips, s.slow_connections = int(slow["skips"] or 0), int(slow["conns"])
-    s.slowest = [
-        SlowConnection(r["namesrv"], int(r["conn"]), int(r["skips"]), int(r["pending"]))
-        for r in per_conn.orderBy(F.col("skips").desc(), "conn").limit(SLOWEST_SHOWN).collect()
-    ]
-    per_conn.unpersist()
-
-    s.episodes = pair_episodes(
-        Transition(
-            r["namesrv"],
-            int(r["ts_ms"]),
-            r["event"],
-            r["degraded"],
-            r["cpu_percent"],
-            r["memory_percent"],
-            r["pending_connections"],
-            r["frames"],
-            r["duration_ms"],
-        )
-        for r in journal.where(ev.isin("degradation", "backlog_drained"))
-        .select(
-            "namesrv",
-            "ts_ms",
-            "event",
-            "degraded",
-            "cpu_percent",
-            "memory_percent",
-            "pending_connections",
-            "frames",
-            "duration_ms",
-        )
-        .collect()
-    )
-
-    propagation: DataFrame | None = None
+    s = Summary(journal=InputQuality(journal.files, 0, 0, 0), telemetry=None)
+    on_step(STEPS[0])
+    _journal_totals(journal, s)
+    on_step(STEPS[1])
+    _journal_groups(journal, s)
+    changes = journal.usable.where(F.col("event") == "route_changed")
+    fetches: DataFrame | None = None
+    on_step(STEPS[2])
     if telemetry is not None:
-        s.fetches_by_cause = _count_tables(
-            {"c": telemetry.select(F.col("cause").alias("key"))}
-        ).get("c", {})
-        s.delivery = _dist(telemetry, F.col("fetched_at_ms") - F.col("notified_at_ms"))
-        learned = learned_versions(telemetry).cache()
-        propagation = change_propagation(changes, learned, window).cache()
-        learned_n = learned.count()
-        lag = F.col("lag_ms")
-        # rollup adds the row of every cause (cause null); the quiet figure rides along.
-        for r in (
-            propagation.rollup("cause")
-            .agg(
-                *_dist_aggs(lag),
-                F.struct(*_dist_aggs(F.when(~F.col("notify"), lag))).alias("quiet"),
-            )
-            .collect()
-        ):
-            if r["cause"] is None:
-                s.propagation["all"] = distribution(r)
-                s.propagation_quiet = distribution(r["quiet"])
-                s.learned_changes = int(r["count"])
-            else:
-                s.propagation[str(r["cause"])] = distribution(r)
-        s.unmatched_fetches = learned_n - s.learned_changes
-    return s, change_table(changes, propagation)
+        fetches = fetch_table(changes, telemetry.frame, window).cache()
+        _telemetry_groups(fetches, telemetry, s)
+    return s, change_table(changes, fetches)

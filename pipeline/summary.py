@@ -5,6 +5,7 @@ Kept free of Spark so the tuning and the report can be tested on hand-made summa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -77,6 +78,9 @@ class Episode:
     drain_frames: int | None = None
     relapsed: bool = False
     """Degraded again before the backlog drained."""
+    recovered_cpu_percent: float | None = None
+    recovered_memory_percent: float | None = None
+    """The readings of the sample that recovered."""
 
     @property
     def degraded_ms(self) -> int | None:
@@ -107,7 +111,11 @@ def pair_episodes(transitions: Iterable[Transition]) -> list[Episode]:
             elif t.event == "degradation" and open_ep is not None:
                 if open_ep.recovered_at_ms is None:
                     open_ep = replace(
-                        open_ep, recovered_at_ms=t.ts_ms, backlog_connections=t.pending_connections
+                        open_ep,
+                        recovered_at_ms=t.ts_ms,
+                        recovered_cpu_percent=t.cpu_percent,
+                        recovered_memory_percent=t.memory_percent,
+                        backlog_connections=t.pending_connections,
                     )
             elif (
                 t.event == "backlog_drained"
@@ -129,6 +137,30 @@ class SlowConnection:
     max_pending_topics: int
 
 
+CDF_POINTS = 101
+"""Quantiles 0, 0.01, ... 1 of each propagation distribution, for the report's plots."""
+
+
+@dataclass(slots=True)
+class Charts:
+    """The small aggregates the report plots: time series in ``bucket_ms`` buckets (at most
+    about ``MAX_BUCKETS``), top-N lists and quantile curves. Bounded whatever the input size."""
+
+    bucket_ms: int = 0
+    changes_by_cause: list[tuple[int, str, int]] = field(default_factory=list)
+    """(bucket start ms, cause, changes): a change with two causes counts under both."""
+    changes_notified: list[tuple[int, int, int]] = field(default_factory=list)
+    """(bucket start ms, notified changes, suppressed changes)."""
+    ticks: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """(bucket start ms, ticks that sent, frames, bytes)."""
+    propagation_cdf: dict[str, list[float]] = field(default_factory=dict)
+    """Per learning cause: end-to-end propagation (ms) at quantiles 0, 0.01, ... 1."""
+    top_topics: list[tuple[str, int, int]] = field(default_factory=list)
+    """(topic, changes, notified changes), most changed first."""
+    top_clients: list[tuple[str, int, float, float]] = field(default_factory=list)
+    """(client, versions learned, p99 ms, max ms), largest end-to-end lag first."""
+
+
 @dataclass(slots=True)
 class Summary:
     journal: InputQuality
@@ -139,6 +171,12 @@ class Summary:
     changes_by_kind: dict[str, int] = field(default_factory=dict)
     changes_by_cause: dict[str, int] = field(default_factory=dict)
     notified_changes: int = 0
+    detection: Distribution = field(default_factory=Distribution)
+    """Per change: its first registry mutation to its detection at a tick (journal records
+    with ``mutated_at_ms``)."""
+    changes_without_mutation_time: int = 0
+    """Changes from a name server that does not journal ``mutated_at_ms``: their propagation
+    starts at detection."""
     suppressed_by_rule: dict[str, int] = field(default_factory=dict)
     broker_events: dict[str, int] = field(default_factory=dict)
     """Journal ``broker_event`` records by "KIND cause" (``DEPARTED unregister``)."""
@@ -159,14 +197,20 @@ class Summary:
     delivery: Distribution = field(default_factory=Distribution)
     """Client telemetry: NOTIFY emitted (server clock) to the route applied (client clock)."""
     propagation: dict[str, Distribution] = field(default_factory=dict)
-    """Journal change detected to each client first holding that version, by the learning
-    fetch's cause; key ``all`` for every cause."""
+    """End to end: the route change (its first registry mutation) to each client first holding
+    that version, by the learning fetch's cause; key ``all`` for every cause."""
+    propagation_detection: dict[str, Distribution] = field(default_factory=dict)
+    """Its first part: mutation to detection at a tick (the wait for the tick)."""
+    propagation_delivery: dict[str, Distribution] = field(default_factory=dict)
+    """Its second part: detection to the client holding the version."""
     propagation_quiet: Distribution = field(default_factory=Distribution)
-    """The same, for changes whose notification was suppressed: how long clients stayed stale."""
+    """End to end, for changes whose notification was suppressed: how long clients stayed
+    stale."""
     learned_changes: int = 0
     unmatched_fetches: int = 0
     """Fetches whose (topic, version) no journal change explains: other name servers,
     journal gaps, or an upstream name server (version 0)."""
+    charts: Charts = field(default_factory=Charts)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -183,3 +227,51 @@ def distribution(row: Any) -> Distribution:
         return Distribution()
     p50, p90, p99 = (float(v) for v in row["pcts"])
     return Distribution(int(row["count"]), p50, p90, p99, float(row["max"]))
+
+
+EXACT_BELOW = 2_048
+"""Histogram buckets are single values below this magnitude; above it, each power of two is
+cut into 1,024 buckets (a relative error under 0.1 %)."""
+
+
+class Histogram:
+    """Counts per bucket (the bucket's value closest to zero), as Spark aggregates them; the
+    driver reads percentiles and quantile curves from it."""
+
+    def __init__(self) -> None:
+        self.counts: dict[float, int] = {}
+        self.max: float | None = None
+
+    def add(self, value: float, count: int, largest: float | None = None) -> None:
+        self.counts[value] = self.counts.get(value, 0) + count
+        if largest is not None and (self.max is None or largest > self.max):
+            self.max = largest
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts.values())
+
+    def quantiles(self, fractions: Iterable[float]) -> list[float]:
+        """The value of rank ``max(1, ceil(q * count))`` for each q (the smallest value with at
+        least that share of the values at or below it)."""
+        order = sorted(self.counts.items())
+        total = self.count
+        out: list[float] = []
+        for q in fractions:
+            rank = max(1, math.ceil(q * total - 1e-9))
+            seen = 0
+            for value, n in order:
+                seen += n
+                if seen >= rank:
+                    # A bucket's value is rounded; never past the exact largest value.
+                    out.append(value if self.max is None else min(value, self.max))
+                    break
+        return out
+
+    def distribution(self) -> Distribution:
+        total = self.count
+        if not total:
+            return Distribution()
+        p50, p90, p99 = self.quantiles((0.5, 0.9, 0.99))
+        top = self.max if self.max is not None else max(self.counts)
+        return Distribution(total, p50, p90, p99, float(top))

@@ -1,57 +1,49 @@
-"""A fake broker on loopback (127.0.0.1, port 0) for the producer's detector tests."""
+"""A fake broker on loopback (127.0.0.1, port 0) for the producer's detector tests: the broker
+stand-in without a name server, answering every request with one fixed code."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from support.broker_standin import BrokerStandIn, _ClientConn
 from twisted.internet import defer, reactor
-from twisted.internet.protocol import Factory, Protocol
 
 from protocol.codes import RequestCode, ResponseCode
-from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.frame import RemotingCommand
 
 
-class FakeBroker(Factory):
+class FakeBroker(BrokerStandIn):
     """Answers probes with ``answer`` (a response code), or stays silent when it is None."""
 
     def __init__(self, answer: int | None = ResponseCode.SUCCESS) -> None:
+        super().__init__("fake", {}, reactor=reactor)
         self.answer = answer
-        self.conns: list[Protocol] = []
-        self.opened = 0
         self.probes: list[RemotingCommand] = []
-        self.port: Any = reactor.listenTCP(0, self, interface="127.0.0.1")  # type: ignore[attr-defined]
-        self.addr = f"127.0.0.1:{self.port.getHost().port}"
+        self.accept()
 
-    def buildProtocol(self, addr: Any) -> Protocol:
-        broker = self
+    @property
+    def conns(self) -> list[_ClientConn]:
+        return list(self._conns)
 
-        class Conn(Protocol):
-            def connectionMade(self) -> None:
-                broker.opened += 1
-                broker.conns.append(self)
-                self.decoder = FrameDecoder(1 << 20)
+    @property
+    def opened(self) -> int:
+        return self.counters["connections_accepted"]
 
-            def connectionLost(self, reason: Any = None) -> None:
-                broker.conns.remove(self)
-
-            def dataReceived(self, data: bytes) -> None:
-                for cmd in self.decoder.feed(data):
-                    broker.probes.append(cmd)
-                    if broker.answer is not None:
-                        resp = cmd.make_response(broker.answer, None)
-                        self.transport.write(encode_command(resp))
-
-        return Conn()
+    def _request(self, conn: _ClientConn, cmd: RemotingCommand) -> None:
+        self.probes.append(cmd)
+        if self.answer is not None:
+            conn.write(cmd.make_response(self.answer, None))
 
     def send_go_away(self, body: bytes) -> None:
-        frame = encode_command(RemotingCommand.request(RequestCode.GO_AWAY, body=body, oneway=True))
+        frame = RemotingCommand.request(RequestCode.GO_AWAY, body=body, oneway=True)
         for conn in self.conns:
-            conn.transport.write(frame)
+            conn.write(frame)
 
     def drop_connections(self) -> None:
-        for conn in list(self.conns):
-            conn.transport.loseConnection()
+        for conn in self.conns:
+            conn.transport.loseConnection()  # type: ignore[union-attr]
 
     def close(self) -> defer.Deferred[Any]:
         self.drop_connections()
-        return defer.maybeDeferred(self.port.stopListening)
+        listening, self._listening = self._listening, None
+        return defer.maybeDeferred(listening.stopListening) if listening else defer.succeed(None)

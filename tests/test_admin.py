@@ -52,6 +52,9 @@ def test_topic_route_json_prints_the_route_and_the_table_names_the_broker(ns):
     assert doc["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.1:10911"}
     assert doc["queueDatas"][0]["writeQueueNums"] == 8
     assert doc["routeVersion"] >= 1
+    after_verb = yield admin(ns.port, "topic-route", "T", "--json")
+    assert after_verb.exit_code == 0, after_verb.output
+    assert json.loads(after_verb.stdout) == doc
     result = yield admin(ns.port, "topic-route", "T")
     assert result.exit_code == 0
     assert "broker-a" in result.stdout and "10.0.0.1:10911" in result.stdout

@@ -601,3 +601,57 @@ DetectorMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_every_unsuppressed_change_is_eventually_notified = DetectorMachine.TestCase
+
+
+def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
+    h = Harness()
+    clock = [5_000]
+    h.detector = ChangeDetector(
+        h.routes.exists,
+        h.subs,
+        SuppressionConfig(),
+        "epoch-1",
+        on_event=lambda name, data: h.events.append((name, data)),
+        clock_ms=lambda: clock[0],
+    )
+    h.set("a", b"1")
+    clock[0] = 5_300
+    h.set("a", b"2")  # a later mutation before the tick: the change began at the first
+    h.set("b", b"1")
+    h.tick()
+    clock[0] = 7_000
+    h.set("a", b"3")
+    assert h.detector.version("a") == (2, True)  # settled by a lookup, not a tick
+    h.set("c", b"1")
+    h.set("c", None)  # back where it was: no change, and its mark is forgotten
+    h.tick()
+    changed = {(d["topic"], d["version"]): d for n, d in h.events if n == "route_changed"}
+    assert {k: d["mutated_at_ms"] for k, d in changed.items()} == {
+        ("a", 1): 5_000,
+        ("b", 1): 5_300,
+        ("a", 2): 7_000,
+    }
+    plain = Harness()
+    plain.set("a", b"1")
+    plain.tick()
+    assert "mutated_at_ms" not in plain.events[0][1]
+
+
+def test_a_capped_settle_keeps_the_mutation_time_of_what_it_leaves_marked() -> None:
+    h = Harness()
+    clock = [1_000]
+    h.detector = ChangeDetector(
+        h.routes.exists,
+        h.subs,
+        SuppressionConfig(),
+        "epoch-1",
+        on_event=lambda name, data: h.events.append((name, data)),
+        clock_ms=lambda: clock[0],
+    )
+    h.set("a", b"1")
+    clock[0] = 1_500
+    h.set("b", b"1")
+    h.tick(max_settle=1)
+    h.tick(max_settle=1)
+    times = [(d["topic"], d["mutated_at_ms"]) for n, d in h.events if n == "route_changed"]
+    assert times == [("a", 1_000), ("b", 1_500)]

@@ -146,3 +146,46 @@ def test_positions_of_topics_no_longer_held_are_forgotten():
     selector.select(info("a"), None, 0)
     selector.forget(set())
     assert selector._index == {}
+
+
+def test_a_broker_isolated_for_slowness_that_misses_its_probe_waits_for_an_answered_one():
+    table = FaultTable(FaultStrategyConfig.preset("5x"))
+    table.report("slow", 800, SendOutcome.OK, now_ms=0)  # 800 ms -> 2 s isolation
+    assert table.probe_failed("slow", 1_500)
+    assert not table.is_available("slow", 60_000)  # however late the next probe comes
+    assert not table.probe_failed("slow", 3_500)  # already waiting for an answer
+    table.probe_answered("slow", 70_000)
+    assert table.is_available("slow", 70_000)
+    table.report("fast", 10, SendOutcome.OK, now_ms=0)
+    assert not table.probe_failed("fast", 100) and table.is_available("fast", 100)
+    assert not table.probe_failed("unknown", 100)
+
+
+def test_a_black_hole_that_answers_again_is_available_within_interval_plus_isolation():
+    cfg = FaultStrategyConfig.preset("5x")
+    table = FaultTable(cfg)
+    table.report("hole", 1_000, SendOutcome.UNREACHABLE, now_ms=0)  # 10 s
+    assert table.probe_failed("hole", 9_000)  # isolated again from 9 s: until 19 s
+    assert not table.is_available("hole", 25_000)
+    table.probe_answered("hole", 11_000)  # it recovered: the next probe (<= 2 s) answers
+    assert not table.is_available("hole", 18_999) and table.is_available("hole", 19_000)
+    assert cfg.detect_interval_ms + cfg.isolation_for(cfg.failure_latency_ms) >= 19_000 - 9_000
+
+
+def test_a_send_still_waiting_isolates_its_broker_before_the_answer():
+    table = FaultTable(FaultStrategyConfig.preset("5x"))
+    assert table.first_isolating_latency() == 550
+    table.waiting("b", 550, now_ms=100)
+    assert not table.is_available("b", 2_099) and table.is_available("b", 2_100)
+    assert table.is_reachable("b", 200)  # waiting says slow, not unreachable
+    off = FaultTable(FaultStrategyConfig.preset("off"))
+    off.waiting("b", 550, now_ms=0)
+    assert len(off) == 0
+
+
+def test_missed_probes_of_a_broker_restarting_after_goaway_do_not_isolate_it():
+    table = FaultTable(FaultStrategyConfig.preset("4x"))
+    table.report("b", 5, SendOutcome.OK, now_ms=0)
+    table.going_away("b", 1_000, now_ms=0)
+    assert not table.probe_failed("b", 2_000)  # down while it restarts
+    assert table.probe_answered("b", 4_000) and table.is_available("b", 4_000)

@@ -57,6 +57,7 @@ def test_a_go_away_never_shortens_an_isolation_already_earned():
     table = FaultTable()
     table.report("a", 1_000, SendOutcome.OK, now_ms=0)  # 60 s
     table.going_away("a", 5_000, now_ms=0)
+    assert table.probe_answered("a", 5_000)  # back after its restart
     assert not table.is_available("a", 59_999) and table.is_available("a", 60_000)
     assert not table.is_going_away("a", 5_000)
 

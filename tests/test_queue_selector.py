@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from client_push.fault_table import FaultTable, SendOutcome
+from client_push.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.queue_select import QueueSelector
 from client_push.route_cache import MessageQueue, PublishInfo
 
@@ -50,16 +50,28 @@ def test_a_retry_goes_to_the_broker_going_away_only_when_nothing_else_exists():
     assert picks(selector, info("a"), 5, now=0) == {"a": 5}  # it still serves in its grace
 
 
-def test_after_the_grace_the_broker_is_available_again_without_a_probe():
+def test_after_the_grace_the_broker_is_used_again_once_it_answers_a_probe():
     table = FaultTable()
     selector = QueueSelector(table, random.Random(8))
     table.going_away("a", GRACE_MS, now_ms=0)
+    assert picks(selector, info("a", "b"), 20, now=GRACE_MS) == {"b": 20}  # maybe still down
+    assert not table.probe_answered("a", GRACE_MS - 1)  # its grace is not over
+    assert table.probe_answered("a", GRACE_MS)
     assert picks(selector, info("a", "b"), 40, now=GRACE_MS) == {"a": 20, "b": 20}
-    assert not table.is_reachable("a", GRACE_MS)  # until the detector hears from it
 
 
-def test_a_go_away_without_grace_leaves_an_available_broker_available():
+def test_without_the_detector_the_broker_is_used_again_after_its_grace():
+    table = FaultTable(FaultStrategyConfig(detector_enabled=False))
+    selector = QueueSelector(table, random.Random(8))
+    table.going_away("a", GRACE_MS, now_ms=0)
+    assert picks(selector, info("a", "b"), 40, now=GRACE_MS) == {"a": 20, "b": 20}
+    assert not table.is_reachable("a", GRACE_MS)
+
+
+def test_a_go_away_without_grace_waits_only_for_the_next_answer():
     table = FaultTable()
     selector = QueueSelector(table, random.Random(9))
-    table.going_away("a", 0, now_ms=100)  # a 1500 answer or a malformed GoAway body
-    assert picks(selector, info("a", "b"), 40, now=100) == {"a": 20, "b": 20}
+    table.going_away("a", 0, now_ms=100)  # a malformed GoAway body
+    assert picks(selector, info("a", "b"), 20, now=100) == {"b": 20}
+    table.report("a", 5, SendOutcome.OK, now_ms=200)  # a send that went there anyway
+    assert picks(selector, info("a", "b"), 40, now=200) == {"a": 20, "b": 20}

@@ -88,6 +88,22 @@ def _decoded(what: str, decode: Callable[[], Any]) -> Any:
         fail(f"cannot decode the {what} the server sent: {exc}", EXIT_REFUSED)
 
 
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_object(Session).as_json = True  # type: ignore[union-attr]
+
+
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    expose_value=False,
+    callback=_set_json,
+    help="Print JSON instead of a table (also accepted before the verb).",
+)
+"""``--json`` after the verb too, as ``topic-route T --json``; the group's option sets the same."""
+
+
 pass_session = click.make_pass_decorator(Session)
 
 
@@ -144,6 +160,7 @@ def main(
 
 @main.command("topic-route")
 @click.argument("topic")
+@json_option
 @pass_session
 def topic_route(s: Session, topic: str) -> None:
     """The route of TOPIC (GET_ROUTEINFO_BY_TOPIC)."""
@@ -156,6 +173,7 @@ def topic_route(s: Session, topic: str) -> None:
 
 
 @main.command("topic-list")
+@json_option
 @pass_session
 def topic_list(s: Session) -> None:
     """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
@@ -165,6 +183,7 @@ def topic_list(s: Session) -> None:
 
 
 @main.command("cluster-list")
+@json_option
 @pass_session
 def cluster_list(s: Session) -> None:
     """Clusters, their brokers and addresses (GET_BROKER_CLUSTER_INFO)."""
@@ -198,6 +217,7 @@ main.command("add-write-perm", help="Give write permission back to BROKER's topi
 @main.command("delete-topic")
 @click.argument("topic")
 @click.option("--cluster", "-c", help="Delete only the queues of this cluster's brokers.")
+@json_option
 @pass_session
 def delete_topic(s: Session, topic: str, cluster: str | None) -> None:
     """Delete TOPIC's route from the name server (DELETE_TOPIC_IN_NAMESRV)."""
@@ -214,6 +234,7 @@ def kv() -> None:
 @kv.command("get")
 @click.argument("namespace")
 @click.argument("key")
+@json_option
 @pass_session
 def kv_get(s: Session, namespace: str, key: str) -> None:
     resp = s.call(RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key})
@@ -225,6 +246,7 @@ def kv_get(s: Session, namespace: str, key: str) -> None:
 @click.argument("namespace")
 @click.argument("key")
 @click.argument("value")
+@json_option
 @pass_session
 def kv_put(s: Session, namespace: str, key: str, value: str) -> None:
     s.call(RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value})
@@ -237,6 +259,7 @@ def kv_put(s: Session, namespace: str, key: str, value: str) -> None:
 @kv.command("delete")
 @click.argument("namespace")
 @click.argument("key")
+@json_option
 @pass_session
 def kv_delete(s: Session, namespace: str, key: str) -> None:
     s.call(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
@@ -247,6 +270,7 @@ def kv_delete(s: Session, namespace: str, key: str) -> None:
 
 @kv.command("list")
 @click.argument("namespace")
+@json_option
 @pass_session
 def kv_list(s: Session, namespace: str) -> None:
     """Every key of NAMESPACE (GET_KVLIST_BY_NAMESPACE)."""
@@ -256,6 +280,7 @@ def kv_list(s: Session, namespace: str) -> None:
 
 
 @main.command("namesrv-config")
+@json_option
 @pass_session
 def namesrv_config(s: Session) -> None:
     """The name server's settings as it reports them (GET_NAMESRV_CONFIG)."""
@@ -266,6 +291,7 @@ def namesrv_config(s: Session) -> None:
 
 
 @main.command("push-status")
+@json_option
 @pass_session
 def push_status(s: Session) -> None:
     """Route-push state: tick, degraded mode, notification debt, counters (extension)."""
@@ -277,6 +303,7 @@ def push_status(s: Session) -> None:
 @main.command("subscriptions")
 @click.option("--topic", "-t", help="Only connections subscribed to this topic.")
 @click.option("--limit", default=1000, show_default=True, help="Connections listed at most.")
+@json_option
 @pass_session
 def subscriptions(s: Session, topic: str | None, limit: int) -> None:
     """Connections subscribed to route changes, most topics first (extension)."""

@@ -1,0 +1,153 @@
+"""Sends against a bad broker mix: no fault strategy, upstream 4.x tiers, 5.x tiers + detector.
+
+A real name server and three broker stand-ins (``tests/support/broker_standin.py``) on loopback,
+in this process: broker-a is a black hole (reads, never answers), broker-b answers after 800 ms,
+broker-c is healthy. For each mode a fresh route client and producer send ``--count`` messages
+with ``--concurrency`` in flight, and the script prints failures, total time, p50/p99 and the
+share of first attempts that went to the bad brokers once the producer had seen them fail
+(a retry after the black hole, an answer from the slow one). The baseline is mode ``off``.
+
+    python bench/fault_send.py [--count 10000] [--concurrency 64] [--modes off,4x,5x]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.broker_standin import BrokerStandIn  # noqa: E402
+from twisted.internet import defer, task  # noqa: E402
+
+from client_push.client import RouteClient  # noqa: E402
+from client_push.config import ClientConfig  # noqa: E402
+from client_push.fault_table import FaultStrategyConfig  # noqa: E402
+from client_push.producer_config import ProducerConfig  # noqa: E402
+from client_push.send_cli import percentile  # noqa: E402
+from client_push.sender import Producer  # noqa: E402
+from namesrv.config import from_mapping  # noqa: E402
+from namesrv.server import NameServer  # noqa: E402
+
+BAD = ("broker-a", "broker-b")
+MODES = {
+    "off": ("no strategy", lambda: FaultStrategyConfig.preset("off")),
+    "4x": ("upstream 4.x tiers", lambda: FaultStrategyConfig.preset("4x", detector=False)),
+    "5x": ("5.x tiers + detector", lambda: FaultStrategyConfig.preset("5x", detector=True)),
+}
+
+
+async def run_mode(reactor: Any, namesrv: str, mode: str, args: argparse.Namespace) -> dict:
+    client = RouteClient(ClientConfig(namesrv_addrs=(namesrv,)), reactor)
+    client.start()
+    producer = Producer(client, "bench", ProducerConfig(fault=MODES[mode][1]()), reactor=reactor)
+    producer.start()
+    body = b"x" * args.size
+    latencies: list[float] = []
+    failed: Counter[str] = Counter()
+    seen = {"hole": False, "slow": False}
+    snapshot: dict[str, Counter[str]] = {}
+    state = {"next": 0}
+
+    async def worker() -> None:
+        while state["next"] < args.count:
+            state["next"] += 1
+            t0 = time.perf_counter()
+            try:
+                result = await producer.send("T", body)
+            except Exception as exc:
+                failed[type(exc).__name__] += 1
+                continue
+            latencies.append((time.perf_counter() - t0) * 1000)
+            seen["hole"] |= result.attempts > 1
+            seen["slow"] |= result.queue.broker_name == "broker-b"
+            if "at" not in snapshot and seen["hole"] and seen["slow"]:
+                snapshot["at"] = Counter(producer.first_attempts_by_broker)
+
+    started = time.perf_counter()
+    await defer.gatherResults(
+        [defer.ensureDeferred(worker()) for _ in range(args.concurrency)], consumeErrors=True
+    )
+    elapsed = time.perf_counter() - started
+    firsts = Counter(producer.first_attempts_by_broker)
+    stats = producer.stats()
+    producer.stop()
+    await client.stop()
+    after = firsts - snapshot.get("at", Counter())
+    after_total = sum(after.values())
+    latencies.sort()
+    return {
+        "mode": mode,
+        "what": MODES[mode][0],
+        "count": args.count,
+        "failed": sum(failed.values()),
+        "errors": dict(failed),
+        "total_s": round(elapsed, 2),
+        "p50_ms": round(percentile(latencies, 0.5), 1),
+        "p99_ms": round(percentile(latencies, 0.99), 1),
+        "retries": stats.get("retries", 0),
+        "first_attempts_by_broker": dict(sorted(firsts.items())),
+        "bad_share_all": round(sum(firsts[b] for b in BAD) / max(1, sum(firsts.values())), 4),
+        "bad_share_after_first_failures": round(
+            sum(after[b] for b in BAD) / max(1, after_total), 4
+        ),
+        "first_attempts_after_first_failures": after_total,
+    }
+
+
+async def main(reactor: Any, args: argparse.Namespace) -> None:
+    server = NameServer(
+        from_mapping(
+            {
+                "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0},
+                "pressure": {"enabled": False},
+            }
+        ),
+        reactor,
+        epoch=secrets.token_hex(4),
+    )
+    namesrv = f"127.0.0.1:{server.listen().getHost().port}"  # type: ignore[attr-defined]
+    brokers = [BrokerStandIn(n, {"T": 4}, [namesrv], reactor=reactor) for n in (*BAD, "broker-c")]
+    for b in brokers:
+        await b.start()
+    brokers[0].black_hole()
+    brokers[1].slow(800)
+    rows = []
+    for mode in args.modes.split(","):
+        row = await run_mode(reactor, namesrv, mode, args)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    for b in brokers:
+        await b.kill()
+    await server.stop(grace_ms=0)
+    base = rows[0]
+    print(
+        f"\n{args.count} sends, {args.concurrency} in flight; baseline: mode {base['mode']}\n"
+        "| mode | failed | total s | p50 ms | p99 ms | retries | bad share (all) "
+        "| bad share after first failures |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(
+            f"| {r['what']} | {r['failed']} "
+            f"| {r['total_s']} ({r['total_s'] / base['total_s']:.2f}x)"
+            f" | {r['p50_ms']} | {r['p99_ms']} | {r['retries']} | {r['bad_share_all']:.2%} "
+            f"| {r['bad_share_after_first_failures']:.2%} |"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--modes", default="off,4x,5x")
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor, parser.parse_args())))

@@ -1,0 +1,476 @@
+"""A broker stand-in for tests and benchmarks: enough of a RocketMQ broker for a producer.
+
+It registers its topics with the name servers on kept connections and re-registers every
+``register_interval_s`` (upstream's 30 s), answers HEART_BEAT, UNREGISTER_CLIENT,
+GET_MAX_OFFSET (the detector's probe) and SEND_MESSAGE_V2 (decoding the message as a consumer
+would, counting it, giving it a queue offset), and can be told to misbehave:
+
+* ``slow(ms)``: every answer waits that long;
+* ``busy(code, remark)``: sends are answered with a busy code (probes still answered);
+* ``black_hole()``: requests are read and never answered;
+* ``refuse()``: the port stops listening and open connections are dropped (``accept()`` undoes);
+* ``shutdown(grace_ms)``: GoAway (7004, oneway) to every client connection, unregister from the
+  name servers, serve on for the grace period, then close; ``kill()`` is the abrupt stop.
+
+As a process (``python -m support.broker_standin`` with ``tests`` on the path) it reads one
+command a line on stdin (``slow 800``, ``busy``, ``black-hole``, ``normal``, ``refuse``,
+``accept``, ``stats``, ``shutdown [GRACE_MS]``, ``kill``), prints JSON answers, and shuts down
+gracefully on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import struct
+import sys
+from collections import Counter, deque
+from collections.abc import Sequence
+from typing import Any
+
+from fake_broker import register_request, topic_configs, unregister_request
+from twisted.internet import defer, task
+from twisted.internet.endpoints import connectProtocol
+from twisted.internet.protocol import Factory, Protocol
+
+from client_push.message import MessageError, ReceivedMessage, decode_send_request
+from client_push.remoting import RemotingProtocol, describe, endpoint_for
+from protocol.codes import RequestCode, ResponseCode
+from protocol.errors import ProtocolError
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.push_codec import encode_go_away
+from protocol.route_model import DataVersion
+
+log = logging.getLogger("broker_standin")
+
+NORMAL, SLOW, BUSY, BLACK_HOLE = "normal", "slow", "busy", "black-hole"
+BUSY_REMARK = "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while"
+
+
+class _ClientConn(Protocol):
+    def __init__(self, broker: BrokerStandIn) -> None:
+        self.broker = broker
+        self.decoder = FrameDecoder(broker.max_frame_size)
+        self.open = False
+
+    def connectionMade(self) -> None:
+        self.open = True
+        self.broker._conns.add(self)
+        self.broker.counters["connections_accepted"] += 1
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.open = False
+        self.broker._conns.discard(self)
+
+    def dataReceived(self, data: bytes) -> None:
+        try:
+            commands = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.broker.counters["frames_refused"] += 1
+            log.warning("dropping a client: %s", exc.remark)
+            self.transport.abortConnection()  # type: ignore[attr-defined]
+            return
+        for cmd in commands:
+            if not cmd.is_response:
+                self.broker._request(self, cmd)
+
+    def write(self, cmd: RemotingCommand) -> None:
+        if self.open:
+            self.transport.write(encode_command(cmd))  # type: ignore[union-attr]
+
+
+class _Factory(Factory):
+    def __init__(self, broker: BrokerStandIn) -> None:
+        self.broker = broker
+
+    def buildProtocol(self, addr: Any) -> _ClientConn:
+        return _ClientConn(self.broker)
+
+
+class BrokerStandIn:
+    def __init__(
+        self,
+        broker_name: str,
+        topics: dict[str, int],
+        namesrv_addrs: Sequence[str] = (),
+        *,
+        reactor: Any = None,
+        clock: Any = None,
+        port: int = 0,
+        cluster: str = "DefaultCluster",
+        register_interval_s: float = 30.0,
+        keep_messages: int = 1_000,
+        max_frame_size: int = 16 * 1024 * 1024,
+    ) -> None:
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+
+            reactor = default_reactor
+        self.broker_name = broker_name
+        self.topics = dict(topics)
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.reactor = reactor
+        self.clock = clock if clock is not None else reactor
+        self.port = port
+        self.cluster = cluster
+        self.register_interval_s = register_interval_s
+        self.max_frame_size = max_frame_size
+        self.mode = NORMAL
+        self.latency_ms = 0
+        self.busy_code = int(ResponseCode.SYSTEM_BUSY)
+        self.busy_remark = BUSY_REMARK
+        self.answer_go_away = False
+        """While shutting down, answer requests with 1500 (upstream's GoAway) instead."""
+        self.messages: deque[ReceivedMessage] = deque(maxlen=keep_messages)
+        self.last_send_fields: dict[str, str] = {}
+        """The header fields of the last SEND_MESSAGE_V2, as they came."""
+        self.counters: Counter[str] = Counter()
+        self.by_topic: Counter[str] = Counter()
+        self._offsets: Counter[tuple[str, int]] = Counter()
+        self._conns: set[_ClientConn] = set()
+        self._listening: Any = None
+        self._namesrv: dict[str, RemotingProtocol] = {}
+        self._register_loop: task.LoopingCall | None = None
+        self._data_version = DataVersion(
+            state_version=0, timestamp=int(self.clock.seconds() * 1000), counter=1
+        )
+        self.stopping = False
+        self.stopped: defer.Deferred[None] = defer.Deferred()
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def received(self) -> int:
+        return self.counters["messages_received"]
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> defer.Deferred[None]:
+        """Listen, then register with every name server; fires once each registration has
+        been answered (or failed: a missing name server is retried every interval)."""
+        self.accept()
+        if not self.namesrv_addrs:
+            return defer.succeed(None)
+        self._register_loop = task.LoopingCall(self._register_all)
+        self._register_loop.clock = self.clock
+        self._register_loop.start(self.register_interval_s, now=False)
+        return self._register_all()
+
+    def accept(self) -> None:
+        if self._listening is None:
+            self._listening = self.reactor.listenTCP(
+                self.port, _Factory(self), interface="127.0.0.1"
+            )
+            self.port = self._listening.getHost().port
+
+    def refuse(self) -> defer.Deferred[None]:
+        """Stop listening and drop every client connection: connects are refused."""
+        self.counters["refuse"] += 1
+        for conn in list(self._conns):
+            conn.transport.abortConnection()  # type: ignore[union-attr]
+        listening, self._listening = self._listening, None
+        if listening is None:
+            return defer.succeed(None)
+        return defer.maybeDeferred(listening.stopListening)
+
+    def shutdown(self, grace_ms: int = 3_000, *, go_away: bool = True) -> defer.Deferred[None]:
+        """Graceful stop: GoAway to clients, unregister, serve the grace period, close."""
+        if self.stopping:
+            return self.stopped
+        self.stopping = True
+        if go_away:
+            frame = RemotingCommand.request(
+                RequestCode.GO_AWAY,
+                body=encode_go_away(grace_ms, [], f"broker {self.broker_name} shutting down"),
+                oneway=True,
+            )
+            for conn in list(self._conns):
+                conn.write(frame)
+                self.counters["go_away_sent"] += 1
+        if self._register_loop is not None and self._register_loop.running:
+            self._register_loop.stop()
+        unregistered = self._unregister_all()
+        listening, self._listening = self._listening, None
+        if listening is not None:
+            listening.stopListening()
+
+        def close(_: Any) -> Any:
+            if grace_ms <= 0:
+                return self._close_all()
+            return task.deferLater(self.clock, grace_ms / 1000.0, self._close_all)
+
+        unregistered.addBoth(close)
+        unregistered.addBoth(lambda _: self.stopped.callback(None))
+        return self.stopped
+
+    def kill(self) -> defer.Deferred[None]:
+        """Abrupt stop: no GoAway, no unregister, connections aborted."""
+        self.stopping = True
+        if self._register_loop is not None and self._register_loop.running:
+            self._register_loop.stop()
+        d = self.refuse()
+        for proto in list(self._namesrv.values()):
+            proto.abort()
+        self._namesrv.clear()
+        if not self.stopped.called:
+            self.stopped.callback(None)
+        return d
+
+    def _close_all(self) -> None:
+        for conn in list(self._conns):
+            conn.transport.loseConnection()  # type: ignore[union-attr]
+        for proto in list(self._namesrv.values()):
+            proto.close()
+        self._namesrv.clear()
+
+    # -- behaviour switches ---------------------------------------------------------------------
+
+    def normal(self) -> None:
+        self.mode, self.latency_ms = NORMAL, 0
+
+    def slow(self, latency_ms: int) -> None:
+        self.mode, self.latency_ms = SLOW, latency_ms
+
+    def busy(self, code: int = ResponseCode.SYSTEM_BUSY, remark: str = BUSY_REMARK) -> None:
+        self.mode, self.busy_code, self.busy_remark = BUSY, int(code), remark
+
+    def black_hole(self) -> None:
+        self.mode = BLACK_HOLE
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "broker": self.broker_name,
+            "addr": self.addr,
+            "mode": self.mode,
+            "connections": len(self._conns),
+            "by_topic": dict(self.by_topic),
+            **dict(self.counters),
+        }
+
+    # -- name servers ---------------------------------------------------------------------------
+
+    def _register_all(self) -> defer.Deferred[None]:
+        ds = [self._register(addr) for addr in self.namesrv_addrs]
+        return defer.DeferredList(ds, consumeErrors=True).addCallback(lambda _: None)
+
+    async def _namesrv_conn(self, addr: str) -> RemotingProtocol:
+        proto = self._namesrv.get(addr)
+        if proto is not None and proto.connected:
+            return proto
+        proto = RemotingProtocol(self.clock, self.max_frame_size, label=addr)
+        await connectProtocol(endpoint_for(self.reactor, addr, 3.0), proto)
+        self._namesrv[addr] = proto
+        return proto
+
+    def _register(self, addr: str) -> defer.Deferred[None]:
+        async def go() -> None:
+            try:
+                proto = await self._namesrv_conn(addr)
+                request = register_request(
+                    topic_configs_for(self.topics),
+                    cluster=self.cluster,
+                    broker_name=self.broker_name,
+                    broker_addr=self.addr,
+                    data_version=self._data_version,
+                )
+                response = await proto.request(request, 3_000)
+            except Exception as exc:
+                self.counters["register_failed"] += 1
+                log.warning("register with %s failed: %s", addr, describe(exc))
+                return
+            if response.code == ResponseCode.SUCCESS:
+                self.counters["registered"] += 1
+            else:
+                self.counters["register_refused"] += 1
+                log.warning("name server %s refused register: %s", addr, response.remark)
+
+        return defer.ensureDeferred(go())
+
+    def _unregister_all(self) -> defer.Deferred[None]:
+        async def one(addr: str) -> None:
+            try:
+                proto = await self._namesrv_conn(addr)
+                request = unregister_request(
+                    cluster=self.cluster, broker_name=self.broker_name, broker_addr=self.addr
+                )
+                await proto.request(request, 3_000)
+                self.counters["unregistered"] += 1
+            except Exception as exc:
+                self.counters["unregister_failed"] += 1
+                log.warning("unregister at %s failed: %s", addr, describe(exc))
+
+        ds = [defer.ensureDeferred(one(addr)) for addr in self.namesrv_addrs]
+        return defer.DeferredList(ds, consumeErrors=True).addCallback(lambda _: None)
+
+    # -- client requests ------------------------------------------------------------------------
+
+    def _request(self, conn: _ClientConn, cmd: RemotingCommand) -> None:
+        self.counters[f"requests.{cmd.code}"] += 1
+        if self.mode == BLACK_HOLE:
+            self.counters["swallowed"] += 1
+            return
+        response = self._answer(cmd)
+        if cmd.is_oneway:
+            return
+        if self.latency_ms > 0 and self.mode == SLOW:
+            self.clock.callLater(self.latency_ms / 1000.0, conn.write, response)
+        else:
+            conn.write(response)
+
+    def _answer(self, cmd: RemotingCommand) -> RemotingCommand:
+        if self.stopping and self.answer_go_away:
+            self.counters["answered_go_away"] += 1
+            return cmd.make_response(ResponseCode.GO_AWAY, "broker is shutting down")
+        code = cmd.code
+        if code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
+            return cmd.make_response(ResponseCode.SUCCESS)
+        if code == RequestCode.GET_MAX_OFFSET:
+            topic = cmd.ext_fields.get("topic", "")
+            queue = _int(cmd.ext_fields.get("queueId"))
+            offset = self._offsets[(topic, queue)]
+            return cmd.make_response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
+        if code == RequestCode.SEND_MESSAGE_V2:
+            return self._send(cmd)
+        return cmd.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} not supported"
+        )
+
+    def _send(self, cmd: RemotingCommand) -> RemotingCommand:
+        if self.mode == BUSY:
+            self.counters["answered_busy"] += 1
+            return cmd.make_response(self.busy_code, self.busy_remark)
+        self.last_send_fields = dict(cmd.ext_fields)
+        try:
+            msg = decode_send_request(cmd.ext_fields, cmd.body)
+        except (ProtocolError, MessageError) as exc:
+            self.counters["messages_refused"] += 1
+            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        if msg.topic not in self.topics:
+            self.counters["messages_refused"] += 1
+            return cmd.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{msg.topic}] not exist on this broker"
+            )
+        if not 0 <= msg.queue_id < self.topics[msg.topic]:
+            self.counters["messages_refused"] += 1
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR, f"queueId[{msg.queue_id}] is illegal"
+            )
+        key = (msg.topic, msg.queue_id)
+        offset = self._offsets[key]
+        self._offsets[key] = offset + 1
+        self.counters["messages_received"] += 1
+        self.by_topic[msg.topic] += 1
+        self.messages.append(msg)
+        return cmd.make_response(
+            ResponseCode.SUCCESS,
+            None,
+            {
+                "msgId": offset_msg_id(self.port, offset),
+                "queueId": str(msg.queue_id),
+                "queueOffset": str(offset),
+            },
+        )
+
+
+def topic_configs_for(topics: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, queues in topics.items():
+        out.update(topic_configs(name, queues=queues))
+    return out
+
+
+def offset_msg_id(port: int, offset: int) -> str:
+    """Upstream's ``MessageDecoder.createMessageId``: store host ip(4) port(4) offset(8)."""
+    return struct.pack(">4sIq", bytes([127, 0, 0, 1]), port, offset).hex().upper()
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or "0")
+    except ValueError:
+        return -1
+
+
+# -- as a process -------------------------------------------------------------------------------
+
+
+def _parse_topics(specs: Sequence[str]) -> dict[str, int]:
+    out = {}
+    for spec in specs:
+        name, _, queues = spec.partition(":")
+        out[name] = int(queues or "4")
+    return out
+
+
+def _command(broker: BrokerStandIn, line: str, reactor: Any) -> None:
+    words = line.split()
+    if not words:
+        return
+    verb, args = words[0], words[1:]
+    if verb == "slow":
+        broker.slow(int(args[0]) if args else 800)
+    elif verb == "busy":
+        broker.busy(int(args[0]) if args else ResponseCode.SYSTEM_BUSY)
+    elif verb == "black-hole":
+        broker.black_hole()
+    elif verb == "normal":
+        broker.normal()
+    elif verb == "refuse":
+        broker.refuse()
+    elif verb == "accept":
+        broker.accept()
+    elif verb == "shutdown":
+        broker.shutdown(int(args[0]) if args else 3_000).addBoth(lambda _: reactor.stop())
+    elif verb == "kill":
+        broker.kill().addBoth(lambda _: reactor.stop())
+    elif verb != "stats":
+        print(json.dumps({"error": f"unknown command {verb!r}"}), flush=True)
+        return
+    print(json.dumps(broker.stats()), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.broker_standin")
+    parser.add_argument("--namesrv", default="", help="HOST:PORT;HOST:PORT")
+    parser.add_argument("--name", required=True, help="broker name")
+    parser.add_argument("--cluster", default="DefaultCluster")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--topic", action="append", default=[], metavar="NAME[:QUEUES]")
+    parser.add_argument("--grace-ms", type=int, default=3_000, help="GoAway grace on SIGTERM")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    from twisted.internet import reactor, stdio
+    from twisted.protocols.basic import LineReceiver
+
+    addrs = [a for a in args.namesrv.split(";") if a]
+    broker = BrokerStandIn(
+        args.name,
+        _parse_topics(args.topic or ["TopicTest"]),
+        addrs,
+        port=args.port,
+        cluster=args.cluster,
+    )
+
+    class Control(LineReceiver):
+        delimiter = b"\n"
+
+        def lineReceived(self, line: bytes) -> None:
+            _command(broker, line.decode(errors="replace"), reactor)
+
+    def started(_: Any) -> None:
+        print(json.dumps({"ready": True, **broker.stats()}), flush=True)
+
+    broker.start().addCallback(started)
+    stdio.StandardIO(Control())
+    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
+        "before", "shutdown", lambda: broker.shutdown(args.grace_ms)
+    )
+    reactor.run()  # type: ignore[attr-defined]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The report's pictures and page, drawn from hand-made summaries (no Spark)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+import matplotlib.image as mpimg
+
+from pipeline.html_report import render_html
+from pipeline.plots import plots
+from pipeline.report import render
+from pipeline.summary import (
+    CDF_POINTS,
+    Charts,
+    Distribution,
+    Episode,
+    Histogram,
+    InputQuality,
+    Summary,
+)
+
+
+def embedded_images(page: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
+
+
+def not_blank(png: bytes) -> bool:
+    pixels = mpimg.imread(io.BytesIO(png), format="png")
+    return float(pixels[..., :3].std()) > 0.02
+
+
+def full_summary() -> Summary:
+    t0 = 1_700_000_000_000
+    d = Distribution(10, 20.0, 30.0, 40.0, 50.0)
+    s = Summary(journal=InputQuality(1, 100, 0, 0), telemetry=InputQuality(2, 50, 0, 0))
+    s.first_ts_ms, s.last_ts_ms = t0, t0 + 60_000
+    s.propagation = {
+        "all": d,
+        "notify": d,
+        "poll": Distribution(3, 900.0, 1_000.0, 1_100.0, 1_200.0),
+    }
+    s.propagation_detection = dict.fromkeys(s.propagation, Distribution(10, 5.0, 8.0, 9.0, 9.0))
+    s.propagation_delivery = dict.fromkeys(s.propagation, d)
+    s.episodes = [
+        Episode(
+            None,
+            t0 + 10_000,
+            97.0,
+            40.0,
+            t0 + 20_000,
+            3,
+            500,
+            3,
+            recovered_cpu_percent=20.0,
+            recovered_memory_percent=41.0,
+        )
+    ]
+    s.charts = Charts(
+        bucket_ms=1_000,
+        changes_by_cause=[(t0 + i * 1_000, "register", i % 3 + 1) for i in range(60)],
+        changes_notified=[(t0 + i * 1_000, i % 3 + 1, i % 2) for i in range(60)],
+        ticks=[(t0 + i * 1_000, 1, 3 + i % 4, 300 + 10 * i) for i in range(60)],
+        propagation_cdf={
+            k: [float(i * (5 if k == "poll" else 1)) for i in range(CDF_POINTS)]
+            for k in s.propagation
+        },
+        top_topics=[(f"topic-{i}", 10 - i, 8 - i) for i in range(8)],
+        top_clients=[(f"/t/client-{i}.jsonl", 5, 10.0 + i, 100.0 - i) for i in range(5)],
+    )
+    return s
+
+
+def test_every_plot_is_embedded_and_shows_something():
+    s = full_summary()
+    page = render_html(s, plots(s), render(s, []))
+    images = embedded_images(page)
+    assert len(images) == 7
+    assert all(not_blank(png) for png in images)
+    # one sentence on how to read each, and no external resources
+    assert page.count("<figcaption>") == 7
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "p50 20 ms" in page  # the end-to-end headline
+
+
+def test_a_summary_without_data_gives_a_page_without_plots():
+    s = Summary(journal=InputQuality(0, 0, 0, 0), telemetry=None)
+    page = render_html(s, plots(s), render(s, []))
+    assert embedded_images(page) == []
+    assert "No client telemetry tied to journal changes" in page
+
+
+def test_histogram_percentiles_are_the_values_of_their_rank():
+    h = Histogram()
+    for value in range(1, 101):
+        h.add(float(value), 1, float(value))
+    d = h.distribution()
+    assert (d.count, d.p50, d.p90, d.p99, d.max) == (100, 50.0, 90.0, 99.0, 100.0)
+    assert h.quantiles([0.0, 0.07, 1.0]) == [1.0, 7.0, 100.0]
