@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.endpoints import connectProtocol
 from twisted.python.failure import Failure
 
+from client_push.broker_probe import GoAwayHandler
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from client_push.remoting import RemotingProtocol, describe, endpoint_for
 from protocol import routepush_pb2 as pb
@@ -26,9 +26,6 @@ from protocol.frame import RemotingCommand
 from protocol.push_codec import parse
 
 log = logging.getLogger(__name__)
-
-GoAwayHandler = Callable[[str, int], None]
-"""Called with the broker address and the grace period it announced (ms)."""
 
 
 class BrokerConnections:
