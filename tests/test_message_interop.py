@@ -17,12 +17,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_twisted
 from support.broker_standin import BrokerStandIn
-from twisted.internet import defer, protocol, reactor
+from support.process_output import Collect
+from twisted.internet import reactor
 
 from client_push.message import (
     MessageIdGenerator,
@@ -83,22 +83,6 @@ public class ReadSend {
     }
 }
 """
-
-
-class Collect(protocol.ProcessProtocol):
-    def __init__(self) -> None:
-        self.out = b""
-        self.err = b""
-        self.ended: defer.Deferred[int] = defer.Deferred()
-
-    def outReceived(self, data: bytes) -> None:
-        self.out += data
-
-    def errReceived(self, data: bytes) -> None:
-        self.err += data
-
-    def processEnded(self, reason: Any) -> None:
-        self.ended.callback(reason.value.exitCode)
 
 
 def classpath() -> str:

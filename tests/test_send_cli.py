@@ -10,35 +10,19 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_twisted
 from server_fixtures import FakeSampler
 from support.broker_standin import BrokerStandIn
-from twisted.internet import defer, protocol, reactor, task
+from support.process_output import Collect
+from twisted.internet import reactor, task
 
 from client_push.send_cli import Progress, percentile, producer_config
 from namesrv.config import from_mapping
 from namesrv.server import NameServer
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class Collect(protocol.ProcessProtocol):
-    def __init__(self) -> None:
-        self.out = b""
-        self.err = b""
-        self.ended: defer.Deferred[int] = defer.Deferred()
-
-    def outReceived(self, data: bytes) -> None:
-        self.out += data
-
-    def errReceived(self, data: bytes) -> None:
-        self.err += data
-
-    def processEnded(self, reason: Any) -> None:
-        self.ended.callback(reason.value.exitCode)
 
 
 @pytest.fixture
