@@ -410,12 +410,14 @@ class NameServer:
             factory = TlsRoutingFactory(
                 factory, options, cfg.server.tls, self.counters, self._size_transport
             )
+        listening: IListeningPort
         if isinstance(self.reactor, PosixReactorBase):
-            listening = _Port(port, factory, 1024, host, self.reactor)
-            listening.startListening()
-            self._port = listening
+            bounded = _Port(port, cast(Any, factory), 1024, host, self.reactor)
+            bounded.startListening()
+            listening = cast(IListeningPort, bounded)
         else:  # a test reactor
-            self._port = self.reactor.listenTCP(port, factory, backlog=1024, interface=host)
+            listening = self.reactor.listenTCP(port, factory, backlog=1024, interface=host)
+        self._port = listening
         if cfg.metrics.listen:
             from namesrv.metrics import listen_metrics
 
@@ -431,7 +433,7 @@ class NameServer:
                 self.config.server.max_connections,
             )
         self._start_timers()
-        bound: Any = self._port.getHost()  # type: ignore[misc]
+        bound: Any = listening.getHost()  # type: ignore[misc]
         log.info(
             "name server listening on %s:%s (epoch %s, push %s, tls %s, acl %s)",
             bound.host,
@@ -441,7 +443,7 @@ class NameServer:
             cfg.server.tls,
             "on" if cfg.acl.enabled else "off",
         )
-        return self._port
+        return listening
 
     def _size_transport(self, transport: Any) -> None:
         """Under TLS the connection writes to the TLS layer; bound the socket's buffer too."""
