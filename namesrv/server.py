@@ -803,6 +803,10 @@ class NameServer:
             self._routes_touched((key,), ChangeCause.ORDER_CONF)
 
     def _detector_event(self, event: str, fields: dict[str, Any]) -> None:
+        if event == "suppressed_counts":  # no journal: counted, not recorded
+            for rule, count in fields["rules"].items():
+                self.counters[f"suppressed.{rule}"] += count
+            return
         if event == "suppressed":
             for rule in fields.get("rules", ()):
                 self.counters[f"suppressed.{rule}"] += 1
