@@ -169,12 +169,14 @@ class BrokerEventBook:
         """Whether a broker event waits for ``topic`` to be settled (:meth:`settled`)."""
         return any(topic in left for _, left in self._waiting)
 
-    def watched_among(self, topics: list[str]) -> set[str]:
-        """Those of ``topics`` a broker event waits on (see :meth:`watches`)."""
-        watched: set[str] = set()
+    def unsubscribed_settled(self, topics: set[str]) -> None:
+        """:meth:`settled` for topics nobody subscribes to, at once: the events waiting on
+        them stop waiting (nothing is owed to anybody for them)."""
+        if not self._waiting or not topics:
+            return
         for _, left in self._waiting:
-            watched |= left.intersection(topics)
-        return watched
+            left.difference_update(topics)
+        self._waiting = [entry for entry in self._waiting if entry[1]]
 
     def settled(
         self, topic: str, before: int, version: int | None, causes: Collection[ChangeCause]

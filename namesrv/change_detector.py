@@ -21,9 +21,11 @@ slow reader lasts.
 
 from __future__ import annotations
 
+import operator
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any, NamedTuple
 
 from namesrv.broker_events import BrokerEventBook
@@ -193,12 +195,6 @@ class ChangeDetector:
         """Record that a mutation for ``cause`` changed these topics' routes."""
         dirty = self._dirty
         bit = _BIT_OF_CAUSE[cause]
-        get = dirty.get
-        if self._clock_ms is None:
-            for topic in topics:
-                dirty[topic] = get(topic, 0) | bit
-            return
-        now = self._clock_ms()
         # In C for the topics not yet marked (a large register marks 100,000 at once); a
         # Python step only for those marked already, whose place in line is kept.
         fresh = dict.fromkeys(topics, bit)
@@ -206,7 +202,8 @@ class ChangeDetector:
             del fresh[topic]
             dirty[topic] |= bit
         dirty.update(fresh)
-        self._marked_at.update(dict.fromkeys(fresh, now))
+        if self._clock_ms is not None and self.report_routes:  # only a journal records it
+            self._marked_at.update(dict.fromkeys(fresh, self._clock_ms()))
 
     def version(self, topic: str) -> tuple[int, bool]:
         """(version, exists) of ``topic`` now, settling it first if it was marked.
@@ -308,14 +305,41 @@ class ChangeDetector:
     def _settle_batch(
         self, batch: list[tuple[str, int]], marked_at: Callable[[str], int | None]
     ) -> None:
-        """:meth:`_settle` for each topic of ``batch``, inlined for the usual topic of a large
-        register: nobody subscribed, no broker event waiting on it, no journal. Those are
-        picked out in C first; with no journal, suppressions are counted per batch."""
+        """:meth:`_settle` for each topic of ``batch``; for the usual topic of a large register
+        (nobody subscribed to it, picked out in C first) without a journal, in C: versions
+        bumped by ``map`` and suppressions counted per batch."""
         topics = [topic for topic, _ in batch]
         special = self._subs.subscribed_among(topics)
         book = self.broker_events
         if book is not None:
-            special |= book.watched_among(topics)
+            # A broker event only waits for the topics nobody subscribes to; nothing is owed.
+            book.unsubscribed_settled(special.symmetric_difference(topics))
+        per_topic = self.on_event is not None and self.report_routes
+        if special or per_topic:
+            self._settle_each(batch, special, marked_at)
+            return
+        known = self._known
+        exists = list(map(self._exists, topics))
+        if not all(exists):  # a topic left: its sign flips, or it is not versioned at all
+            self._settle_each(batch, special, marked_at)
+            return
+        versions = map(abs, map(known.get, topics, repeat(0)))
+        known.update(zip(topics, map(operator.add, versions, repeat(1)), strict=True))
+        counts = Counter(causes for _, causes in batch)
+        silent_mask = self._silent_mask
+        quiet = {c: n for c, n in counts.items() if c | silent_mask == silent_mask}
+        stats = self.stats
+        stats.topics_settled += len(batch)
+        stats.versions_bumped += len(batch)
+        stats.suppressed_changes += sum(quiet.values())
+        self._count_quiet(quiet)
+
+    def _settle_each(
+        self,
+        batch: list[tuple[str, int]],
+        special: set[str],
+        marked_at: Callable[[str], int | None],
+    ) -> None:
         settle = self._settle
         known = self._known
         known_get = known.get
@@ -348,12 +372,17 @@ class ChangeDetector:
         stats.topics_settled += settled
         stats.versions_bumped += bumped
         stats.suppressed_changes += suppressed
-        if quiet and self.on_event is not None:
-            rules: dict[str, int] = {}
-            for causes, count in quiet.items():
-                for rule in {RULE_OF_CAUSE[cause] for cause in _causes_of(causes)}:
-                    rules[rule] = rules.get(rule, 0) + count
-            self.on_event("suppressed_counts", {"rules": rules})
+        self._count_quiet(quiet)
+
+    def _count_quiet(self, quiet: dict[int, int]) -> None:
+        """Tell ``on_event`` the suppressions settled without a per-topic event, by rule."""
+        if not quiet or self.on_event is None:
+            return
+        rules: dict[str, int] = {}
+        for causes, count in quiet.items():
+            for rule in {RULE_OF_CAUSE[cause] for cause in _causes_of(causes)}:
+                rules[rule] = rules.get(rule, 0) + count
+        self.on_event("suppressed_counts", {"rules": rules})
 
     def pending_topics_of(self, conn: Conn) -> int:
         """Topics ``conn`` is owed a notification for."""

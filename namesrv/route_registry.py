@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any, Protocol
 
 from namesrv.broker_events import BrokerEvent, BrokerListener
@@ -554,8 +554,7 @@ class RouteRegistry:
             if changed:
                 arriving = [t for t, _ in changed if t not in table]
                 table.update(changed)
-                for topic in arriving:
-                    self._add_holder(topic, name)
+                self._add_holders(arriving, name)
                 touched.update(t for t, _ in changed)
             job.applied += len(chunk)
             self.stats.topic_writes += len(chunk)
@@ -586,6 +585,24 @@ class RouteRegistry:
                 self._holders_with.clear()
             grown = self._holders_with[cache_key] = tuple(sorted({*holders, broker_name}))
         self._holders[topic] = grown
+
+    def _add_holders(self, topics: list[str], broker_name: str) -> None:
+        """:meth:`_add_holder` for many topics: their holder tuples are interned, so the new
+        tuple is made once per distinct old one and the table is updated in C."""
+        if not topics:
+            return
+        holders = self._holders
+        before = list(map(holders.get, topics, repeat(())))
+        grown: dict[_Holders, _Holders] = {}
+        for old in set(before):
+            cache_key = (old, broker_name)
+            new = self._holders_with.get(cache_key)
+            if new is None:
+                if len(self._holders_with) >= _MAX_INTERNED:
+                    self._holders_with.clear()
+                new = self._holders_with[cache_key] = tuple(sorted({*old, broker_name}))
+            grown[old] = new
+        holders.update(zip(topics, map(grown.__getitem__, before), strict=True))
 
     def _remove_holder(self, topic: str, broker_name: str) -> None:
         holders = self._holders.get(topic)
@@ -841,6 +858,11 @@ class RouteRegistry:
 
     def route_exists(self, topic: str) -> bool:
         return topic in self._holders
+
+    def route_exists_check(self) -> Callable[[str], bool]:
+        """:meth:`route_exists` as the holders table's own membership test: a C callable, for
+        testing many topics with ``map``."""
+        return self._holders.__contains__
 
     def wipe_write_perm(self, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER: clear the write bit of the broker's queues.

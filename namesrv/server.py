@@ -353,7 +353,7 @@ class NameServer:
             on_event=lambda event, fields: self.journal.record(event, **fields),
         )
         self.detector = ChangeDetector(
-            self.registry.route_exists,
+            self.registry.route_exists_check(),
             self.subscriptions,
             cfg.push.suppress,
             self.epoch,

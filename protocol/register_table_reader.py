@@ -19,7 +19,7 @@ import json
 import operator
 import re
 from collections.abc import Generator
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -33,13 +33,15 @@ class NotFast(Exception):
 
 
 class _TopicConfigWire(msgspec.Struct, gc=False):
-    """A topic config as fastjson writes it; every field optional, as upstream decodes it."""
+    """A topic config as fastjson writes it; every field optional, as upstream decodes it. The
+    filter type is one of upstream's two (no string made per topic); another goes with its chunk
+    to the general decoder, which takes any string."""
 
     topicName: str | None = None
     readQueueNums: int = 16
     writeQueueNums: int = 16
     perm: int = 6
-    topicFilterType: str | None = None
+    topicFilterType: Literal["SINGLE_TAG", "MULTI_TAG"] | None = None
     topicSysFlag: int = 0
     order: bool | None = None
     attributes: dict[str, str] | None = None
