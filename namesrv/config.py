@@ -77,7 +77,7 @@ class RegistryConfig:
     delete_topic_with_broker_registration: bool = False
     """Upstream's ``deleteTopicWithBrokerRegistration``: a master's full register drops topics
     it no longer reports. Off as upstream: 5.x brokers also register single new topics."""
-    register_slice_topics: int = 1_000
+    register_slice_topics: int = 5_000
     """A register table larger than this is applied this many topics per reactor turn, so a
     broker with 100,000 topics never stalls lookups (each topic's route moves in one step)."""
     register_read_slice_bytes: int = 1 << 19

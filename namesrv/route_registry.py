@@ -130,6 +130,7 @@ class RegisterJob:
         "items",
         "mapping",
         "on_done",
+        "queue_data",
         "read_only",
         "rewrite_all",
         "total",
@@ -148,6 +149,7 @@ class RegisterJob:
         cause: ChangeCause = ChangeCause.REGISTER,
     ) -> None:
         self.broker_name = broker_name
+        self.queue_data: _QueueDataOf | None = None
         self.cause = cause
         """What the topics its slices change are reported with (a start-up stays silent)."""
         self.items = items
@@ -543,7 +545,10 @@ class RouteRegistry:
         chunk = list(islice(job.items, max(1, budget)))
         if chunk:
             topics, specs = zip(*chunk, strict=True)
-            queue_data = _QueueDataOf(self._queue_pool.setdefault(name, {}), name, job.read_only)
+            queue_data = job.queue_data
+            if queue_data is None:
+                pool = self._queue_pool.setdefault(name, {})
+                queue_data = job.queue_data = _QueueDataOf(pool, name, job.read_only)
             new = list(map(queue_data.__getitem__, specs))
             if job.rewrite_all:
                 old = list(map(table.get, topics))
