@@ -52,6 +52,8 @@ async def shut(cluster: Any) -> None:
 async def test_queues_come_from_the_real_route_and_retries_go_to_the_other_broker(cluster):
     routing, _a, _b = await two_brokers(cluster)
     try:
+        await choose(routing, 1)  # the route is held, both brokers get a first probe
+        await until(lambda: routing.stats().get("probe.probes_answered") == 2)
         spread = await choose(routing, 80)
         assert spread == {"broker-a": 40, "broker-b": 40}  # 4 write queues each, round-robin
         assert await choose(routing, 10, last="broker-a") == {"broker-b": 10}
@@ -63,20 +65,22 @@ async def test_queues_come_from_the_real_route_and_retries_go_to_the_other_broke
 async def test_the_detector_brings_back_the_broker_that_answers_and_not_the_silent_one(cluster):
     routing, a, b = await two_brokers(cluster, silent_b=True)
     try:
-        await choose(routing, 1)  # the route is held now
+        await choose(routing, 1)  # the route is held now; its brokers get a first probe
+        await until(lambda: len(a.probes) == 1 and len(b.probes) == 1)
+        await until(lambda: routing.stats().get("probe.probes_answered") == 1)
         routing.report_send("broker-a", 0, SendOutcome.UNREACHABLE)
         routing.report_send("broker-b", 0, SendOutcome.UNREACHABLE)
         assert set(await choose(routing, 20)) == {"broker-a", "broker-b"}  # nothing better: any
 
-        cluster.clock.advance(INTERVAL_S)  # a round: both probed
-        await until(lambda: len(a.probes) == 1 and len(b.probes) == 1)
-        await until(lambda: routing.stats().get("probe.probes_answered") == 1)
-        cluster.clock.advance(TIMEOUT_S)  # b's probe times out
-        await until(lambda: routing.stats().get("probe.probes_failed") == 1)
+        cluster.clock.advance(INTERVAL_S)  # b's first probe timed out; a round: both probed
+        await until(lambda: len(a.probes) == 2 and len(b.probes) == 2)
+        await until(lambda: routing.stats().get("probe.probes_answered") == 2)
+        cluster.clock.advance(TIMEOUT_S)  # b's probe times out again
+        await until(lambda: routing.stats().get("probe.probes_failed") == 2)
         assert await choose(routing, 20) == {"broker-a": 20}  # reachable beats unreachable
 
         cluster.clock.advance(INTERVAL_S)
-        await until(lambda: len(a.probes) == 2)
+        await until(lambda: len(a.probes) == 3)
         assert a.opened == 1  # the probe connection is kept between rounds
     finally:
         await shut(cluster)
@@ -86,10 +90,11 @@ async def test_the_detector_brings_back_the_broker_that_answers_and_not_the_sile
 async def test_a_broker_going_away_is_avoided_until_its_grace_is_over_and_it_answers(cluster):
     routing, a, _b = await two_brokers(cluster)
     try:
-        await choose(routing, 1)
+        await choose(routing, 1)  # a first probe of each broker
+        await until(lambda: routing.stats().get("probe.probes_answered") == 2)
         routing.report_send("broker-a", 600, SendOutcome.OK)  # 30 s isolation: gets probed
         cluster.clock.advance(INTERVAL_S)
-        await until(lambda: len(a.probes) == 1 and len(a.conns) == 1)
+        await until(lambda: len(a.probes) == 2 and len(a.conns) == 1)
         a.send_go_away(encode_go_away(5_000, [], "restart"))
         await until(lambda: routing.stats().get("brokers_going_away") == 1)
         await until(lambda: not a.conns)  # the client closed that connection
@@ -97,7 +102,7 @@ async def test_a_broker_going_away_is_avoided_until_its_grace_is_over_and_it_ans
         assert await choose(routing, 10, last="broker-b") == {"broker-b": 10}  # a is going away
 
         cluster.clock.advance(30.0)  # past the grace and the isolation; the next round probes
-        await until(lambda: len(a.probes) == 2)
+        await until(lambda: len(a.probes) == 3)
         await until(lambda: routing.stats().get("brokers_reachable_again") == 1)
         assert a.opened == 2  # a fresh connection after GoAway
         assert set(await choose(routing, 20)) == {"broker-a", "broker-b"}
@@ -109,10 +114,11 @@ async def test_a_broker_going_away_is_avoided_until_its_grace_is_over_and_it_ans
 async def test_reports_about_unknown_brokers_and_routes_that_lose_a_broker_stay_bounded(cluster):
     routing, _a, _b = await two_brokers(cluster)
     try:
-        await choose(routing, 1)
+        await choose(routing, 1)  # broker-a and broker-b are tracked for the detector
         routing.report_send("no-such-broker", 20_000, SendOutcome.FAILED)
-        assert routing.stats()["fault_items"] == 1
+        assert routing.stats()["fault_items"] == 3
         cluster.clock.advance(INTERVAL_S)  # the round drops what no held route names
-        await until(lambda: routing.stats()["fault_items"] == 0)
+        await until(lambda: routing.stats()["fault_items"] == 2)
+        assert routing.table.item("no-such-broker") is None
     finally:
         await shut(cluster)

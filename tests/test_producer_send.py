@@ -226,16 +226,27 @@ async def test_a_broker_going_away_gets_no_new_sends_and_finishes_those_in_fligh
     assert {r.queue.broker_name for r in again} == {"broker-a", "broker-b"}
 
 
+@pytest.mark.parametrize("detector", [False, True])
 @pytest_twisted.ensureDeferred
-async def test_a_go_away_answer_retries_elsewhere_and_avoids_the_broker(rig):
+async def test_a_go_away_answer_retries_elsewhere_and_avoids_the_broker(rig, detector):
     await rig.start(("broker-a", "broker-b"))
-    producer = rig.producer(ProducerConfig(go_away_answer_avoid_ms=10_000))
+    producer = rig.producer(
+        ProducerConfig(
+            go_away_answer_avoid_ms=10_000,
+            fault=FaultStrategyConfig(detector_enabled=detector),
+        )
+    )
     a = rig.brokers["broker-a"]
     a.answer_go_away = True
     a.stopping = True
     results = await rig.send_many(producer, 20)
     assert {r.queue.broker_name for r in results} == {"broker-b"}
-    assert producer.counters["answers_go_away"] == 1 and a.received == 0
+    assert a.received == 0 and producer.counters["failed"] == 0
+    if detector:  # its first probe got the 1500 answer, before any send went there
+        assert producer.counters["answers_go_away"] == 0
+        assert producer.routing.stats()["brokers_going_away"] == 1
+    else:
+        assert producer.counters["answers_go_away"] == 1
 
 
 @pytest_twisted.ensureDeferred
