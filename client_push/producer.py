@@ -75,7 +75,8 @@ class ProducerRouting:
         self._tracked: dict[str, PublishInfo] = {}
         """Per topic, the publish info whose brokers were last handed to the detector."""
         self._first_probing: set[str] = set()
-        """Brokers whose first probe is in flight."""
+        """Brokers whose first probe is in flight and that selections may still wait for (not
+        once a wait for them has run out: one bounded wait per new broker, not one per send)."""
         self._waits: list[_FirstProbeWait] = []
         self.counters: Counter[str] = Counter()
 
@@ -269,6 +270,7 @@ class ProducerRouting:
         await done
 
     def _wait_expired(self, wait: _FirstProbeWait) -> None:
+        self._first_probing -= wait.pending
         if wait in self._waits:
             self._waits.remove(wait)
             self.counters["first_probe_waits_expired"] += 1

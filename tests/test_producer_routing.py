@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest_twisted
 from loopback_broker import FakeBroker
-from loopback_wait import until
-from twisted.internet import reactor
+from loopback_wait import settle, until
+from twisted.internet import defer, reactor
 
 from client_push.fault_table import FaultStrategyConfig, SendOutcome
 from client_push.producer import ProducerRouting
@@ -22,17 +22,24 @@ from protocol.push_codec import encode_go_away
 
 INTERVAL_S = FaultStrategyConfig().detect_interval_ms / 1000
 TIMEOUT_S = FaultStrategyConfig().detect_timeout_ms / 1000
+WAIT_S = FaultStrategyConfig().first_probe_wait_ms / 1000
 
 
-async def two_brokers(cluster: Any, silent_b: bool = False) -> tuple[Any, FakeBroker, FakeBroker]:
+async def two_brokers(
+    cluster: Any,
+    silent_b: bool = False,
+    *,
+    silent_a: bool = False,
+    config: FaultStrategyConfig | None = None,
+) -> tuple[Any, FakeBroker, FakeBroker]:
     _server, port = cluster.start_server()
-    a = FakeBroker()
+    a = FakeBroker(None if silent_a else ResponseCode.SUCCESS)
     b = FakeBroker(None if silent_b else ResponseCode.SUCCESS)
     cluster.fakes = [a, b]
     await cluster.broker(port, "T", broker_name="broker-a", broker_addr=a.addr)
     await cluster.broker(port, "T", broker_name="broker-b", broker_addr=b.addr)
     client = cluster.client(port)
-    routing = ProducerRouting(client, reactor=reactor, clock=cluster.clock)
+    routing = ProducerRouting(client, config, reactor=reactor, clock=cluster.clock)
     routing.start()
     cluster.routing = routing
     return routing, a, b
@@ -120,5 +127,72 @@ async def test_reports_about_unknown_brokers_and_routes_that_lose_a_broker_stay_
         cluster.clock.advance(INTERVAL_S)  # the round drops what no held route names
         await until(lambda: routing.stats()["fault_items"] == 2)
         assert routing.table.item("no-such-broker") is None
+    finally:
+        await shut(cluster)
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_first_selections_of_a_route_go_to_the_broker_whose_probe_answered(cluster):
+    routing, a, b = await two_brokers(cluster, silent_b=True)
+    try:
+        wave = [defer.ensureDeferred(routing.select_queue("T")) for _ in range(30)]
+        await until(lambda: all(d.called for d in wave))
+        assert Counter([(await d).broker_name for d in wave]) == {"broker-a": 30}
+        assert len(a.probes) == 1 and len(b.probes) == 1  # probed when the route was first used
+        assert routing.stats()["first_probe_waits"] == 30
+        assert "first_probe_waits_expired" not in routing.stats()
+
+        cluster.clock.advance(TIMEOUT_S)  # b's first probe times out: held off until it answers
+        await until(lambda: routing.stats().get("unheard_brokers_held_off") == 1)
+        assert await choose(routing, 20) == {"broker-a": 20}
+        assert (await choose(routing, 1, last="broker-a")).total() == 1  # never stuck
+
+        b.answer = ResponseCode.SUCCESS
+        cluster.clock.advance(INTERVAL_S)  # the next round probes b, and it answers
+        await until(lambda: routing.stats().get("brokers_reachable_again") == 1)
+        assert await choose(routing, 40) == {"broker-a": 20, "broker-b": 20}
+    finally:
+        await shut(cluster)
+
+
+@pytest_twisted.ensureDeferred
+async def test_when_no_broker_answers_the_first_selection_waits_only_its_bound(cluster):
+    routing, a, b = await two_brokers(cluster, silent_b=True, silent_a=True)
+    try:
+        d = defer.ensureDeferred(routing.select_queue("T"))
+        await until(lambda: len(a.probes) == 1 and len(b.probes) == 1)
+        cluster.clock.advance(WAIT_S - 0.001)
+        await settle()
+        assert not d.called
+        cluster.clock.advance(0.001)
+        assert (await d).broker_name in {"broker-a", "broker-b"}
+        assert routing.stats()["first_probe_waits_expired"] == 1
+        # later selections of the same route do not wait again
+        assert (await choose(routing, 10)).total() == 10
+        assert routing.stats()["first_probe_waits"] == 1
+    finally:
+        await shut(cluster)
+
+
+@pytest_twisted.ensureDeferred
+async def test_stopping_releases_selections_waiting_for_a_first_probe(cluster):
+    routing, _a, _b = await two_brokers(cluster, silent_b=True, silent_a=True)
+    try:
+        d = defer.ensureDeferred(routing.select_queue("T"))
+        await until(lambda: routing.stats().get("first_probe_waits") == 1)
+        routing.stop()
+        assert (await d).broker_name in {"broker-a", "broker-b"}
+    finally:
+        await shut(cluster)
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_the_detector_nothing_is_probed_and_nothing_waits(cluster):
+    config = FaultStrategyConfig(detector_enabled=False)
+    routing, a, b = await two_brokers(cluster, silent_b=True, config=config)
+    try:
+        assert await choose(routing, 40) == {"broker-a": 20, "broker-b": 20}
+        await settle()
+        assert not a.probes and not b.probes and "first_probe_waits" not in routing.stats()
     finally:
         await shut(cluster)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -156,6 +157,29 @@ async def test_black_holed_and_slow_brokers_get_few_first_attempts_with_the_stra
     # round-robin keeps sending two thirds of first attempts to them.
     assert shares["5x"] <= 4
     assert shares["off"] >= 30
+
+
+@pytest.mark.parametrize("detector", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_the_first_wave_of_sends_reaches_the_bad_brokers_only_without_the_detector(
+    rig, detector
+):
+    await rig.start()
+    rig.brokers["broker-a"].black_hole()
+    rig.brokers["broker-b"].slow(800)
+    # the bound on the first probe is not under test here: a generous one, so the fake clock
+    # (driven faster than real time) cannot end the wait before loopback answers
+    fault = FaultStrategyConfig.preset("5x" if detector else "4x", detector=detector)
+    producer = rig.producer(ProducerConfig(fault=replace(fault, first_probe_wait_ms=60_000)))
+    wave = [producer.send("T", b"w%d" % i) for i in range(24)]  # all in flight before any answer
+    results = [await rig.drive(d) for d in wave]
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    firsts = producer.first_attempts_by_broker
+    bad = firsts["broker-a"] + firsts["broker-b"]
+    if detector:  # the route's brokers were probed first; only broker-c answered
+        assert bad == 0 and producer.counters["retries"] == 0
+    else:  # round-robin over brokers nobody has heard from: two thirds to the bad ones
+        assert bad >= 8
 
 
 @pytest_twisted.ensureDeferred
