@@ -7,7 +7,12 @@ with ``--concurrency`` in flight, and the script prints failures, total time, p5
 share of first attempts that went to the bad brokers once the producer had seen them fail
 (a retry after the black hole, an answer from the slow one). The baseline is mode ``off``.
 
-    python bench/fault_send.py [--count 10000] [--concurrency 64] [--modes off,4x,5x]
+The modes run interleaved in ``--rounds`` rounds, the order rotating each round, so a slow
+stretch of a shared machine does not land on one mode only; the script prints each round's p99
+per mode, the medians, and per round the ratio of the last mode's p99 to the one before it
+((c) / (b) with the default modes).
+
+    python bench/fault_send.py [--count 10000] [--concurrency 64] [--modes off,4x,5x] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import statistics
 import sys
 import time
 from collections import Counter
@@ -93,6 +99,7 @@ async def run_mode(reactor: Any, namesrv: str, mode: str, args: argparse.Namespa
         "total_s": round(elapsed, 2),
         "p50_ms": round(percentile(latencies, 0.5), 1),
         "p99_ms": round(percentile(latencies, 0.99), 1),
+        "p999_ms": round(percentile(latencies, 0.999), 1),
         "retries": stats.get("retries", 0),
         "first_attempts_by_broker": dict(sorted(firsts.items())),
         "bad_share_all": round(sum(firsts[b] for b in BAD) / max(1, sum(firsts.values())), 4),
@@ -120,27 +127,64 @@ async def main(reactor: Any, args: argparse.Namespace) -> None:
         await b.start()
     brokers[0].black_hole()
     brokers[1].slow(800)
-    rows = []
-    for mode in args.modes.split(","):
-        row = await run_mode(reactor, namesrv, mode, args)
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+    modes = args.modes.split(",")
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for r in range(args.rounds):
+        order = modes[r % len(modes) :] + modes[: r % len(modes)]
+        for mode in order:
+            row = await run_mode(reactor, namesrv, mode, args)
+            row["round"] = r + 1
+            print(json.dumps(row), flush=True)
+            runs[mode].append(row)
     for b in brokers:
         await b.kill()
     await server.stop(grace_ms=0)
-    base = rows[0]
+    report(runs, modes, args)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def report(runs: dict[str, list[dict]], modes: list[str], args: argparse.Namespace) -> None:
+    base = median([r["total_s"] for r in runs[modes[0]]])
     print(
-        f"\n{args.count} sends, {args.concurrency} in flight; baseline: mode {base['mode']}\n"
-        "| mode | failed | total s | p50 ms | p99 ms | retries | bad share (all) "
-        "| bad share after first failures |"
+        f"\n{args.count} sends, {args.concurrency} in flight, {args.rounds} rounds "
+        f"(order rotating); baseline: mode {modes[0]}\n"
+        "| mode | failed (all rounds) | total s, median (ratio) | p50 ms, median "
+        "| p99 ms per round | p99 ms, median | p99.9 ms, median | retries, median "
+        "| bad share (all), median | bad share after first failures, max |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for mode in modes:
+        rows = runs[mode]
+        total = median([r["total_s"] for r in rows])
+        p99s = " / ".join(f"{r['p99_ms']:.1f}" for r in rows)
         print(
-            f"| {r['what']} | {r['failed']} "
-            f"| {r['total_s']} ({r['total_s'] / base['total_s']:.2f}x)"
-            f" | {r['p50_ms']} | {r['p99_ms']} | {r['retries']} | {r['bad_share_all']:.2%} "
-            f"| {r['bad_share_after_first_failures']:.2%} |"
+            f"| {rows[0]['what']} | {sum(r['failed'] for r in rows)} "
+            f"| {total:.2f} ({total / base:.2f}x) "
+            f"| {median([r['p50_ms'] for r in rows]):.1f} "
+            f"| {p99s} "
+            f"| {median([r['p99_ms'] for r in rows]):.1f} "
+            f"| {median([r['p999_ms'] for r in rows]):.1f} "
+            f"| {median([r['retries'] for r in rows]):.0f} "
+            f"| {median([r['bad_share_all'] for r in rows]):.2%} "
+            f"| {max(r['bad_share_after_first_failures'] for r in rows):.2%} |"
+        )
+    if len(modes) >= 2:
+        last, before = modes[-1], modes[-2]
+        ratios = [
+            c["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("inf")
+            for b, c in zip(runs[before], runs[last], strict=True)
+        ]
+        lowest = sum(
+            all(runs[last][i]["p99_ms"] < runs[m][i]["p99_ms"] for m in modes[:-1])
+            for i in range(args.rounds)
+        )
+        print(
+            f"\np99 {last} / {before} per round: {', '.join(f'{x:.2f}' for x in ratios)}; "
+            f"median {median(ratios):.2f}; {last} has the lowest p99 in {lowest} of "
+            f"{args.rounds} rounds"
         )
 
 
@@ -150,4 +194,5 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--modes", default="off,4x,5x")
+    parser.add_argument("--rounds", type=int, default=3)
     task.react(lambda reactor: defer.ensureDeferred(main(reactor, parser.parse_args())))

@@ -15,6 +15,12 @@ unavailable until one is answered (``probe_failed``); and a broker that went awa
 departure) is available again only after its grace and once heard from (a probe, a send, or a
 route showing it back), when the detector runs.
 
+The detector also probes every broker as soon as a route the producer uses names it
+(``track``), rather than only those a send has already gone wrong on, and the table remembers
+which brokers have ever answered (``is_heard_from``). A broker never heard from that misses
+that first probe is what the RIP calls not reachable: it is neither available nor reachable
+until it answers one. So a black-holed broker is known before the first sends reach it.
+
 A broker never reported on is available and reachable. Items exist only for brokers reported
 on, and are dropped when the broker leaves every route the client holds (``retain``), so the
 table is bounded by the brokers of held routes.
@@ -51,6 +57,10 @@ class FaultStrategyConfig:
     departed_avoid_ms: int = 30_000
     """A broker the name server announced gone is avoided until a route shows it back, at
     most this long (a route poll's period)."""
+    first_probe_wait_ms: int = 50
+    """With the detector on, a send to a route none of whose brokers has answered yet waits
+    for the first probe answer at most this long, then is sent as it would have been; 0: never
+    wait (brokers heard from are still preferred once one answers)."""
 
     def __post_init__(self) -> None:
         levels, isolation = self.latency_levels_ms, self.isolation_ms
@@ -65,8 +75,9 @@ class FaultStrategyConfig:
         for name in ("detect_interval_ms", "detect_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise FaultConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.failure_latency_ms < 0 or self.departed_avoid_ms < 0:
-            raise FaultConfigError("failure_latency_ms and departed_avoid_ms must not be negative")
+        for name in ("failure_latency_ms", "departed_avoid_ms", "first_probe_wait_ms"):
+            if getattr(self, name) < 0:
+                raise FaultConfigError(f"{name} must not be negative, got {getattr(self, name)}")
 
     @classmethod
     def preset(cls, name: str, *, detector: bool = True) -> FaultStrategyConfig:
@@ -112,7 +123,10 @@ class FaultItem:
     awaiting_contact: bool = False
     """Went away (GoAway, departure): not available until heard from again."""
     probe_failing: bool = False
-    """Isolated and missed its last probe: not available until a probe is answered."""
+    """Isolated (or never heard from) and missed its last probe: not available until a probe
+    is answered."""
+    heard_from: bool = False
+    """Has answered a probe or taken a message since the table has known it."""
 
 
 @dataclass(slots=True)
@@ -143,6 +157,8 @@ class FaultTable:
         if isolation > 0:
             item.available_at_ms = max(item.available_at_ms, now_ms + isolation)
         item.reachable = outcome is not SendOutcome.UNREACHABLE
+        if not failed:
+            item.heard_from = True
         if not failed and now_ms >= item.going_away_until_ms:
             item.awaiting_contact = False
         if not failed and isolation == 0:
@@ -187,6 +203,20 @@ class FaultTable:
             return True
         return item.reachable and now_ms >= item.going_away_until_ms
 
+    def is_heard_from(self, broker_name: str) -> bool:
+        item = self._items.get(broker_name)
+        return item is not None and item.heard_from
+
+    def track(self, broker_names: set[str], now_ms: int) -> list[str]:
+        """Brokers of a route about to be used that the table does not know yet: they get an
+        item, their next round's probe is skipped, and the caller probes them now."""
+        new = sorted(name for name in broker_names if name not in self._items)
+        for name in new:
+            self._items[name] = FaultItem(
+                name, next_probe_ms=now_ms + self.config.detect_interval_ms
+            )
+        return new
+
     def due_probes(self, now_ms: int) -> list[str]:
         """Brokers to probe now, each at most once per ``detect_interval_ms``: every broker
         with an item (as upstream's detector), so a reachable flag cleared by a failed send or
@@ -201,7 +231,10 @@ class FaultTable:
     def probe_answered(self, broker_name: str, now_ms: int) -> bool:
         """The broker answered a probe; True when that made it reachable again."""
         item = self._items.get(broker_name)
-        if item is None or now_ms < item.going_away_until_ms:
+        if item is None:
+            return False
+        item.heard_from = True
+        if now_ms < item.going_away_until_ms:
             return False
         item.probe_failing = False
         if item.reachable and not item.awaiting_contact:
@@ -214,12 +247,19 @@ class FaultTable:
         """The broker did not answer a probe in time. One isolated for being slow or failing
         is still so: it stays unavailable until a probe is answered, and its isolation starts
         again from now (True when this isolated it anew). Without this a broker that stays
-        slow is chosen again each time its isolation ends."""
+        slow is chosen again each time its isolation ends. One never heard from is not
+        reachable: held off until a probe is answered (True when this held it off anew)."""
         item = self._items.get(broker_name)
-        if item is None or not self.config.enabled or item.available_at_ms == 0:
+        if item is None or not self.config.enabled:
             return False
         if item.awaiting_contact:
             return False  # went away: held off until it answers, not punished while it restarts
+        if item.available_at_ms == 0:
+            if item.heard_from:
+                return False  # one missed probe does not isolate a broker known to work
+            item.reachable = False
+            was_failing, item.probe_failing = item.probe_failing, True
+            return not was_failing
         latency = item.latency_ms if item.reachable else self.config.failure_latency_ms
         isolation = self.config.isolation_for(latency)
         if isolation <= 0:

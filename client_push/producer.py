@@ -11,6 +11,11 @@ can use it alone: ask ``select_queue`` where to send and tell ``report_send`` ho
     routing.report_send(queue.broker_name, elapsed_ms, SendOutcome.OK)
     # on failure, retry elsewhere:
     queue = await routing.select_queue("TopicTest", last_broker_name=queue.broker_name)
+
+With the detector on, a route's brokers are probed as soon as a selection first uses the route,
+and a selection for a route none of whose brokers has answered yet waits (at most
+``first_probe_wait_ms``) for the first answer, so the first sends go to a broker known to
+answer rather than round-robin onto brokers nobody has heard from.
 """
 
 from __future__ import annotations
@@ -19,17 +24,27 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet import task
+from twisted.internet import defer, task
 
 from client_push.broker_probe import BrokerProber
 from client_push.client import BrokerEvent, RouteClient
 from client_push.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.queue_select import QueueSelector
-from client_push.route_cache import MASTER_ID, MessageQueue
+from client_push.route_cache import MASTER_ID, MessageQueue, PublishInfo
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _FirstProbeWait:
+    """A selection waiting for one of ``pending`` (brokers being probed a first time)."""
+
+    pending: set[str]
+    done: defer.Deferred[None]
+    timer: Any
 
 
 class ProducerRouting:
@@ -57,6 +72,12 @@ class ProducerRouting:
         self._remove_listener: Callable[[], None] | None = None
         self._departed: dict[str, bool] = {}
         """Brokers announced gone -> whether a route without them has been seen since."""
+        self._tracked: dict[str, PublishInfo] = {}
+        """Per topic, the publish info whose brokers were last handed to the detector."""
+        self._first_probing: set[str] = set()
+        """Brokers whose first probe is in flight and that selections may still wait for (not
+        once a wait for them has run out: one bounded wait per new broker, not one per send)."""
+        self._waits: list[_FirstProbeWait] = []
         self.counters: Counter[str] = Counter()
 
     def start(self) -> None:
@@ -69,6 +90,7 @@ class ProducerRouting:
         self._loop = task.LoopingCall(self._detect_round)
         self._loop.clock = self._clock
         self._loop.start(self.config.detect_interval_ms / 1000.0, now=False)
+        self.selector.prefer_heard = True
 
     def stop(self) -> None:
         if self._remove_listener is not None:
@@ -77,7 +99,11 @@ class ProducerRouting:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
+        self.selector.prefer_heard = False
         self.prober.stop()
+        waits, self._waits = self._waits, []
+        for wait in waits:
+            self._end_wait(wait)
 
     async def select_queue(self, topic: str, last_broker_name: str | None = None) -> MessageQueue:
         """A queue to send to; ``last_broker_name``: the broker whose send just failed.
@@ -88,6 +114,11 @@ class ProducerRouting:
         info = await self._client.get_publish_info(topic)
         if self._departed:
             self._watch_departed(info.message_queues)
+        if self._loop is not None:
+            if self._tracked.get(topic) is not info:
+                self._probe_new_brokers(topic, info)
+            if self._first_probing and self.config.first_probe_wait_ms > 0:
+                await self._wait_for_first_answer(info, last_broker_name)
         queue = self.selector.select(info, last_broker_name, self._now_ms())
         self.counters["selected"] += 1
         if last_broker_name is not None and queue.broker_name == last_broker_name:
@@ -190,12 +221,77 @@ class ProducerRouting:
             self.counters["detect_errors"] += 1
             log.exception("broker detection round failed")
 
+    def _probe_new_brokers(self, topic: str, info: PublishInfo) -> None:
+        """Probe the brokers of ``info`` the detector does not know yet, now rather than at the
+        next round: until one answers, nothing says it is not a black hole."""
+        self._tracked[topic] = info
+        names = {q.broker_name for q in info.message_queues}
+        for name in self.table.track(names, self._now_ms()):
+            addr = self.broker_addr(topic, name)
+            if addr is None:
+                continue
+            self._addr_names[addr] = name
+            self._first_probing.add(name)
+            self.counters["first_probes"] += 1
+            d = self.prober.probe(addr, topic, self.config.detect_timeout_ms)
+            d.addCallback(self._first_probed, name)
+
+    def _first_probed(self, ok: bool, name: str) -> None:
+        self._first_probing.discard(name)
+        self._probed(ok, name)
+        ended = []
+        for wait in self._waits:
+            wait.pending.discard(name)
+            if ok or not wait.pending:
+                ended.append(wait)
+        if ended:
+            self._waits = [w for w in self._waits if w not in ended]
+            for wait in ended:
+                self._end_wait(wait)
+
+    async def _wait_for_first_answer(self, info: PublishInfo, last_broker_name: str | None) -> None:
+        """Hold a selection while none of the route's brokers has ever answered and some are
+        being probed a first time (a route just arrived): until one answers, all such probes
+        end, or ``first_probe_wait_ms``; never longer, and never failing the send."""
+        pending = {
+            q.broker_name
+            for q in info.message_queues
+            if q.broker_name in self._first_probing and q.broker_name != last_broker_name
+        }
+        if not pending or self.selector.has_heard_from(info, last_broker_name):
+            return
+        done: defer.Deferred[None] = defer.Deferred()
+        wait = _FirstProbeWait(pending, done, None)
+        wait.timer = self._clock.callLater(
+            self.config.first_probe_wait_ms / 1000.0, self._wait_expired, wait
+        )
+        self._waits.append(wait)
+        self.counters["first_probe_waits"] += 1
+        await done
+
+    def _wait_expired(self, wait: _FirstProbeWait) -> None:
+        self._first_probing -= wait.pending
+        if wait in self._waits:
+            self._waits.remove(wait)
+            self.counters["first_probe_waits_expired"] += 1
+            self._end_wait(wait)
+
+    @staticmethod
+    def _end_wait(wait: _FirstProbeWait) -> None:
+        if wait.timer is not None and wait.timer.active():
+            wait.timer.cancel()
+        if not wait.done.called:
+            wait.done.callback(None)
+
     def _detect(self) -> None:
         now = self._now_ms()
         held = self._held_brokers()
         for name in self.table.retain(set(held)):
             log.info("broker %s left every held route; its fault record is dropped", name)
-        self.selector.forget(set(self._client.held_topics()))
+        held_topics = set(self._client.held_topics())
+        self.selector.forget(held_topics)
+        for topic in [t for t in self._tracked if t not in held_topics]:
+            del self._tracked[topic]
         self._addr_names = {addr: name for name, (addr, _) in held.items()}
         self.prober.retain(set(self._addr_names))
         self.counters["detect_rounds"] += 1
@@ -206,8 +302,16 @@ class ProducerRouting:
 
     def _probed(self, ok: bool, name: str) -> None:
         if not ok:
+            heard = self.table.is_heard_from(name)
             if self.table.probe_failed(name, self._now_ms()):
-                self.counters["isolations_extended_by_probe"] += 1
+                if heard:
+                    self.counters["isolations_extended_by_probe"] += 1
+                else:
+                    self.counters["unheard_brokers_held_off"] += 1
+                    log.info(
+                        "broker %s has not answered the detector yet; not available until it does",
+                        name,
+                    )
             return
         if self.table.probe_answered(name, self._now_ms()):
             self.counters["brokers_reachable_again"] += 1

@@ -1,7 +1,8 @@
 """Producer settings: upstream's defaults where upstream has them, every one checked once.
 
 ``from_mapping`` reads the ``[producer]`` table of a TOML file (keys as the field names, plus
-``strategy`` = off / 4x / 5x and ``detector`` = true / false for the fault strategy).
+``strategy`` = off / 4x / 5x, ``detector`` = true / false and ``first_probe_wait_ms`` for the
+fault strategy).
 """
 
 from __future__ import annotations
@@ -74,8 +75,11 @@ def from_mapping(raw: Mapping[str, Any]) -> ProducerConfig:
     values = dict(raw)
     strategy = values.pop("strategy", "4x")
     detector = values.pop("detector", True)
+    first_probe_wait = values.pop("first_probe_wait_ms", None)
     if not isinstance(strategy, str) or not isinstance(detector, bool):
         raise ProducerConfigError("strategy must be a string and detector true or false")
+    if first_probe_wait is not None and type(first_probe_wait) is not int:
+        raise ProducerConfigError(f"first_probe_wait_ms must be int, got {first_probe_wait!r}")
     known = {f.name: f for f in dataclasses.fields(ProducerConfig) if f.name != "fault"}
     for key, value in values.items():
         spec = known.get(key)
@@ -86,6 +90,8 @@ def from_mapping(raw: Mapping[str, Any]) -> ProducerConfig:
             raise ProducerConfigError(f"{key} must be {wanted.__name__}, got {value!r}")
     try:
         fault = FaultStrategyConfig.preset(strategy, detector=detector)
+        if first_probe_wait is not None:
+            fault = dataclasses.replace(fault, first_probe_wait_ms=first_probe_wait)
     except FaultConfigError as exc:
         raise ProducerConfigError(str(exc)) from None
     return ProducerConfig(fault=fault, **values)

@@ -8,6 +8,13 @@ Pure: callers pass the time. With the strategy on, the first tier that has a que
 3. queues of brokers not going away,
 4. any queue: sending somewhere beats not sending.
 
+While the detector runs (``prefer_heard``), the first tier is split: available brokers that
+have answered (a probe or a send) come before available brokers not heard from yet. The
+detector probes each broker as soon as a route in use names it, so a broker is unheard of only
+until its first probe is answered (a round trip) or missed (then it is not available): sends
+made right after a route arrives go to the brokers known to answer, not a third of them to a
+black hole nobody has tried yet.
+
 The broker of the attempt that just failed (``last_broker_name``) is left out of the first two
 tiers, so a retry goes elsewhere when it can. A broker that announced a graceful shutdown
 (GoAway) is neither available nor reachable until its grace period is over and it has answered
@@ -35,6 +42,9 @@ class NoWritableQueueError(RouteClientError):
 class QueueSelector:
     def __init__(self, table: FaultTable, rng: random.Random | None = None) -> None:
         self.table = table
+        self.prefer_heard = False
+        """Set while the detector runs: without its probes, only brokers already sent to would
+        be heard from, and the others would never get a message."""
         self._rng = rng or random.Random()
         self._index: dict[str, int] = {}
         """Per topic, the next round-robin position; starts at random, as upstream's."""
@@ -57,8 +67,13 @@ class QueueSelector:
         def reachable(q: MessageQueue) -> bool:
             return elsewhere(q) and table.is_reachable(q.broker_name, now_ms)
 
+        def heard(q: MessageQueue) -> bool:
+            return available(q) and table.is_heard_from(q.broker_name)
+
         tiers: tuple[QueueFilter, ...]
-        if table.config.enabled:
+        if table.config.enabled and self.prefer_heard:
+            tiers = (heard, available, reachable, staying)
+        elif table.config.enabled:
             tiers = (available, reachable, staying)
         else:
             tiers = (lambda q: elsewhere(q) and staying(q), staying)
@@ -67,6 +82,14 @@ class QueueSelector:
             if chosen is not None:
                 return chosen
         return queues[self._advance(info.topic, len(queues))]
+
+    def has_heard_from(self, info: PublishInfo, last_broker_name: str | None) -> bool:
+        """Whether a broker of the route (other than the last) has ever answered."""
+        table = self.table
+        return any(
+            q.broker_name != last_broker_name and table.is_heard_from(q.broker_name)
+            for q in info.message_queues
+        )
 
     def forget(self, keep_topics: set[str]) -> None:
         """Drop the positions of topics no longer held."""

@@ -242,6 +242,7 @@ class Producer:
             self._addr_names[addr] = queue.broker_name
             request = self._request(message, queue)
             started = self._now_ms()
+            left = max(1, deadline - started)  # the selection may have waited for a probe
             watchdog = self._watch_attempt(queue.broker_name)
             try:
                 response = await self.connections.request(

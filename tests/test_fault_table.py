@@ -189,3 +189,56 @@ def test_missed_probes_of_a_broker_restarting_after_goaway_do_not_isolate_it():
     table.going_away("b", 1_000, now_ms=0)
     assert not table.probe_failed("b", 2_000)  # down while it restarts
     assert table.probe_answered("b", 4_000) and table.is_available("b", 4_000)
+
+
+def test_brokers_of_a_route_are_tracked_once_and_their_first_probe_replaces_the_round():
+    table = FaultTable()
+    assert table.track({"b", "a"}, now_ms=1_000) == ["a", "b"]
+    assert table.track({"a", "b", "c"}, now_ms=1_500) == ["c"]
+    assert table.due_probes(2_999) == []  # probed when tracked: not again before the interval
+    assert table.due_probes(3_000) == ["a", "b"]
+    assert not table.is_heard_from("a") and table.is_available("a", 1_000)
+
+
+def test_a_broker_never_heard_from_that_misses_its_first_probe_waits_for_an_answer():
+    table = FaultTable()
+    table.track({"a", "b"}, now_ms=0)
+    assert table.probe_failed("a", 200)  # held off anew
+    assert not table.probe_failed("a", 2_200)  # already held off
+    assert not table.is_available("a", 10**9) and not table.is_reachable("a", 10**9)
+    assert table.probe_answered("a", 4_000)  # reachable again
+    assert table.is_available("a", 4_000) and table.is_heard_from("a")
+
+
+def test_one_missed_probe_does_not_hold_off_a_broker_known_to_answer():
+    table = FaultTable()
+    table.track({"a", "b"}, now_ms=0)
+    table.probe_answered("a", 5)
+    table.report("b", 3, OK, now_ms=5)  # a send answered counts as heard from too
+    assert table.is_heard_from("b")
+    for name in ("a", "b"):
+        assert not table.probe_failed(name, 2_200)
+        assert table.is_available(name, 2_200) and table.is_reachable(name, 2_200)
+
+
+def test_with_the_detector_running_brokers_heard_from_come_before_the_unknown():
+    table = FaultTable()
+    selector = QueueSelector(table, random.Random(7))
+    pub = info("a", "b", "c")
+    table.track({"a", "b", "c"}, now_ms=0)
+    assert picks(selector, pub, 30) == {"a": 10, "b": 10, "c": 10}  # no detector: as before
+    selector.prefer_heard = True
+    assert picks(selector, pub, 30) == {"a": 10, "b": 10, "c": 10}  # nobody heard from: any
+    table.probe_answered("c", 2)
+    assert picks(selector, pub, 30) == {"c": 30}
+    assert set(picks(selector, pub, 30, last="c")) == {"a", "b"}  # a retry still goes on
+    table.report("c", 0, UNREACHABLE, now_ms=3)
+    assert set(picks(selector, pub, 30, now=3)) == {"a", "b"}  # unknown beats isolated
+    table.probe_answered("b", 4)
+    assert picks(selector, pub, 30, now=4) == {"b": 30}
+    assert selector.has_heard_from(pub, None) and not selector.has_heard_from(info("a"), None)
+
+
+def test_a_negative_first_probe_wait_is_refused():
+    with pytest.raises(FaultConfigError, match="first_probe_wait_ms"):
+        FaultStrategyConfig(first_probe_wait_ms=-1)

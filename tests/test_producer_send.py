@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -158,6 +159,29 @@ async def test_black_holed_and_slow_brokers_get_few_first_attempts_with_the_stra
     assert shares["off"] >= 30
 
 
+@pytest.mark.parametrize("detector", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_the_first_wave_of_sends_reaches_the_bad_brokers_only_without_the_detector(
+    rig, detector
+):
+    await rig.start()
+    rig.brokers["broker-a"].black_hole()
+    rig.brokers["broker-b"].slow(800)
+    # the bound on the first probe is not under test here: a generous one, so the fake clock
+    # (driven faster than real time) cannot end the wait before loopback answers
+    fault = FaultStrategyConfig.preset("5x" if detector else "4x", detector=detector)
+    producer = rig.producer(ProducerConfig(fault=replace(fault, first_probe_wait_ms=60_000)))
+    wave = [producer.send("T", b"w%d" % i) for i in range(24)]  # all in flight before any answer
+    results = [await rig.drive(d) for d in wave]
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    firsts = producer.first_attempts_by_broker
+    bad = firsts["broker-a"] + firsts["broker-b"]
+    if detector:  # the route's brokers were probed first; only broker-c answered
+        assert bad == 0 and producer.counters["retries"] == 0
+    else:  # round-robin over brokers nobody has heard from: two thirds to the bad ones
+        assert bad >= 8
+
+
 @pytest_twisted.ensureDeferred
 async def test_a_busy_broker_costs_retries_but_every_send_succeeds_on_the_others(rig):
     await rig.start()
@@ -226,16 +250,27 @@ async def test_a_broker_going_away_gets_no_new_sends_and_finishes_those_in_fligh
     assert {r.queue.broker_name for r in again} == {"broker-a", "broker-b"}
 
 
+@pytest.mark.parametrize("detector", [False, True])
 @pytest_twisted.ensureDeferred
-async def test_a_go_away_answer_retries_elsewhere_and_avoids_the_broker(rig):
+async def test_a_go_away_answer_retries_elsewhere_and_avoids_the_broker(rig, detector):
     await rig.start(("broker-a", "broker-b"))
-    producer = rig.producer(ProducerConfig(go_away_answer_avoid_ms=10_000))
+    producer = rig.producer(
+        ProducerConfig(
+            go_away_answer_avoid_ms=10_000,
+            fault=FaultStrategyConfig(detector_enabled=detector),
+        )
+    )
     a = rig.brokers["broker-a"]
     a.answer_go_away = True
     a.stopping = True
     results = await rig.send_many(producer, 20)
     assert {r.queue.broker_name for r in results} == {"broker-b"}
-    assert producer.counters["answers_go_away"] == 1 and a.received == 0
+    assert a.received == 0 and producer.counters["failed"] == 0
+    if detector:  # its first probe got the 1500 answer, before any send went there
+        assert producer.counters["answers_go_away"] == 0
+        assert producer.routing.stats()["brokers_going_away"] == 1
+    else:
+        assert producer.counters["answers_go_away"] == 1
 
 
 @pytest_twisted.ensureDeferred

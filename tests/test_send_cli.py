@@ -145,3 +145,16 @@ def test_the_progress_bar_draws_only_on_a_terminal_and_ends_with_a_newline():
     assert pipe.getvalue() == ""
     assert "\r[###############...............] 5/10 failed 1" in tty.getvalue()
     assert tty.getvalue().endswith("10/10 failed 1\n")
+
+
+def test_the_first_probe_wait_is_a_producer_table_key():
+    from client_push.producer_config import ProducerConfigError
+    from client_push.producer_config import from_mapping as producer_from_mapping
+
+    cfg = producer_from_mapping({"strategy": "5x", "first_probe_wait_ms": 120})
+    assert cfg.fault.first_probe_wait_ms == 120 and cfg.fault.latency_levels_ms[3] == 1_800
+    assert producer_from_mapping({}).fault.first_probe_wait_ms == 50
+    with pytest.raises(ProducerConfigError, match="first_probe_wait_ms"):
+        producer_from_mapping({"first_probe_wait_ms": "soon"})
+    with pytest.raises(ProducerConfigError, match="first_probe_wait_ms"):
+        producer_from_mapping({"first_probe_wait_ms": -1})
