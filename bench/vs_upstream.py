@@ -21,6 +21,11 @@ is shared: run it when it is quiet, or say that it was not.
 
     python bench/vs_upstream.py --rounds 5 --seconds 4
 
+The load generator is this script's own Python selector loop by default (``--loadgen python``),
+which takes about one core of the two; ``--loadgen go`` uses ``bench/loadgen_go`` (built with
+``go build`` into the cache directory on first use), which needs a fraction of that and so
+leaves a multi-threaded server (Java) room on the second core. Say which one a figure came from.
+
 ``--rounds 0`` runs only the big case; ``--baseline-tree DIR`` also runs the name server of
 another checkout (e.g. of main) as ``baseline``, for a same-run before/after.
 """
@@ -199,6 +204,49 @@ def closed_loop(port: int, requests: list[bytes], seconds: float, warmup: float 
     return count / elapsed
 
 
+def go_loadgen(cache: Path) -> Path:
+    """The Go load generator's binary, built into the cache on first use."""
+    binary = cache / "loadgen" / "loadgen"
+    source = HERE / "loadgen_go"
+    newest = max(p.stat().st_mtime for p in source.iterdir())
+    if not binary.exists() or binary.stat().st_mtime < newest:
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=source, check=True)
+    return binary
+
+
+def closed_loop_go(
+    binary: Path, port: int, requests: list[bytes], seconds: float, warmup: float = 0.5
+) -> float:
+    """:func:`closed_loop` by the Go generator: responses/s."""
+    frames = binary.parent / f"frames-{os.getpid()}"
+    frames.write_bytes(b"".join(requests))  # connection i sends request i
+    conns = len(requests)
+    out = subprocess.run(
+        [
+            str(binary),
+            "-addr",
+            f"127.0.0.1:{port}",
+            "-conns",
+            str(conns),
+            "-seconds",
+            str(seconds),
+            "-warmup",
+            str(warmup),
+            "-frames",
+            str(frames),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    frames.unlink(missing_ok=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"loadgen failed: {out.stderr.strip()}")
+    count, elapsed = out.stdout.split()
+    return int(count) / float(elapsed)
+
+
 def roundtrip(sock: socket.socket, frame: bytes) -> bytes:
     sock.sendall(frame)
     buf = b""
@@ -324,7 +372,16 @@ def main() -> None:
     parser.add_argument(
         "--cache", type=Path, default=Path.home() / ".cache" / "rocketmq-bench", help="jar cache"
     )
+    parser.add_argument("--loadgen", choices=("python", "go"), default="python")
     args = parser.parse_args()
+    load = closed_loop
+    if args.loadgen == "go":
+        binary = go_loadgen(args.cache)
+
+        def load(port: int, requests: list[bytes], seconds: float, warmup: float = 0.5) -> float:
+            return closed_loop_go(binary, port, requests, seconds, warmup)
+
+    print(f"load generator: {args.loadgen}", flush=True)
 
     servers: list[Server] = []
     try:
@@ -366,9 +423,9 @@ def main() -> None:
             if server.name.startswith("java"):
                 print(f"warming {server.name} for {args.java_warmup:.0f} s", flush=True)
                 third = args.java_warmup / 3
-                closed_loop(server.port, [lookup] * 100, third)
-                closed_loop(server.port, plain, third)
-                closed_loop(server.port, compressed_for(server), third)
+                load(server.port, [lookup] * 100, third)
+                load(server.port, plain, third)
+                load(server.port, compressed_for(server), third)
 
         results: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers}
 
@@ -380,13 +437,13 @@ def main() -> None:
             for server in order:
                 heartbeat(server)
                 before = server.cpu()
-                rate = closed_loop(server.port, [lookup] * 100, args.seconds)
+                rate = load(server.port, [lookup] * 100, args.seconds)
                 cpu = server.cpu() - before
                 record(server, "lookups/s", rate)
                 record(server, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
                 for label, frames in (("plain", plain), ("compressed", compressed_for(server))):
                     before = server.cpu()
-                    rate = closed_loop(server.port, frames, args.seconds)
+                    rate = load(server.port, frames, args.seconds)
                     cpu = server.cpu() - before
                     record(server, f"registers/s {label}", rate)
                     record(

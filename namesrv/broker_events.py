@@ -169,6 +169,13 @@ class BrokerEventBook:
         """Whether a broker event waits for ``topic`` to be settled (:meth:`settled`)."""
         return any(topic in left for _, left in self._waiting)
 
+    def watched_among(self, topics: list[str]) -> set[str]:
+        """Those of ``topics`` a broker event waits on (see :meth:`watches`)."""
+        watched: set[str] = set()
+        for _, left in self._waiting:
+            watched |= left.intersection(topics)
+        return watched
+
     def settled(
         self, topic: str, before: int, version: int | None, causes: Collection[ChangeCause]
     ) -> None:

@@ -139,7 +139,9 @@ class ChangeDetector:
         self._subs = subscriptions
         self._epoch = epoch
         self.on_event = on_event
-        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later."""
+        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later.
+        Without ``report_routes``, suppressions of topics nobody subscribes to come as one
+        ``suppressed_counts`` event per settle batch (``{"rules": {rule: count}}``)."""
         self.report_routes = True
         """Whether ``on_event`` gets a ``route_changed`` event per settled topic; off when no one
         records them (no journal), which spares a 100,000-topic register 100,000 dicts."""
@@ -197,14 +199,14 @@ class ChangeDetector:
                 dirty[topic] = get(topic, 0) | bit
             return
         now = self._clock_ms()
-        marked_at = self._marked_at
-        for topic in topics:
-            earlier = get(topic)
-            if earlier is None:
-                dirty[topic] = bit
-                marked_at[topic] = now
-            else:
-                dirty[topic] = earlier | bit
+        # In C for the topics not yet marked (a large register marks 100,000 at once); a
+        # Python step only for those marked already, whose place in line is kept.
+        fresh = dict.fromkeys(topics, bit)
+        for topic in dirty.keys() & fresh.keys() if dirty else ():
+            del fresh[topic]
+            dirty[topic] |= bit
+        dirty.update(fresh)
+        self._marked_at.update(dict.fromkeys(fresh, now))
 
     def version(self, topic: str) -> tuple[int, bool]:
         """(version, exists) of ``topic`` now, settling it first if it was marked.
@@ -290,22 +292,68 @@ class ChangeDetector:
         if out_of_time is None and limit == len(dirty):
             batch, self._dirty = dirty, {}
             marked_at, self._marked_at = self._marked_at, {}
-            when = marked_at.get
-            for topic, causes in batch.items():
-                self._settle(topic, causes, when(topic))
+            self._settle_batch(list(batch.items()), marked_at.get)
             return
-        settle = self._settle
         pop = self._marked_at.pop
         done = 0
         while done < limit:
             batch_items = list(islice(dirty.items(), min(SETTLE_CHECK, limit - done)))
             for topic, _ in batch_items:
                 del dirty[topic]
-            for topic, causes in batch_items:
-                settle(topic, causes, pop(topic, None))
+            self._settle_batch(batch_items, lambda topic: pop(topic, None))
             done += len(batch_items)
             if out_of_time is not None and out_of_time():
                 break
+
+    def _settle_batch(
+        self, batch: list[tuple[str, int]], marked_at: Callable[[str], int | None]
+    ) -> None:
+        """:meth:`_settle` for each topic of ``batch``, inlined for the usual topic of a large
+        register: nobody subscribed, no broker event waiting on it, no journal. Those are
+        picked out in C first; with no journal, suppressions are counted per batch."""
+        topics = [topic for topic, _ in batch]
+        special = self._subs.subscribed_among(topics)
+        book = self.broker_events
+        if book is not None:
+            special |= book.watched_among(topics)
+        settle = self._settle
+        known = self._known
+        known_get = known.get
+        exists_now = self._exists
+        silent_mask = self._silent_mask
+        per_topic = self.on_event is not None and self.report_routes
+        quiet: dict[int, int] = {}
+        settled = bumped = suppressed = 0
+        for topic, causes in batch:
+            when = marked_at(topic)
+            if topic in special:
+                settle(topic, causes, when)
+                continue
+            settled += 1
+            previous = known_get(topic, 0)
+            exists = exists_now(topic)
+            if previous <= 0 and not exists:
+                continue  # neither existed nor exists: nothing a client could see
+            version = (previous if previous > 0 else -previous) + 1
+            known[topic] = version if exists else -version
+            bumped += 1
+            silent = causes | silent_mask == silent_mask
+            if silent:
+                suppressed += 1
+            if per_topic:
+                self._report(topic, version, previous > 0, exists, causes, silent, when)
+            elif silent:
+                quiet[causes] = quiet.get(causes, 0) + 1
+        stats = self.stats
+        stats.topics_settled += settled
+        stats.versions_bumped += bumped
+        stats.suppressed_changes += suppressed
+        if quiet and self.on_event is not None:
+            rules: dict[str, int] = {}
+            for causes, count in quiet.items():
+                for rule in {RULE_OF_CAUSE[cause] for cause in _causes_of(causes)}:
+                    rules[rule] = rules.get(rule, 0) + count
+            self.on_event("suppressed_counts", {"rules": rules})
 
     def pending_topics_of(self, conn: Conn) -> int:
         """Topics ``conn`` is owed a notification for."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Protocol
 
 from namesrv.broker_events import BrokerEvent, BrokerListener
@@ -77,6 +78,41 @@ class QueueSpec(Protocol):
     def topic_sys_flag(self) -> int: ...
 
 
+def _spec_items(topic_configs: Mapping[str, QueueSpec]) -> Iterator[tuple[str, Any]]:
+    """(topic, spec tuple) of a register's table; the reader's specs already are tuples."""
+    sample = next(iter(topic_configs.values()), None)
+    if sample is None or isinstance(sample, tuple):
+        return iter(topic_configs.items())
+    return (
+        (t, (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag))
+        for t, tc in topic_configs.items()
+    )
+
+
+class _QueueDataOf(dict[Any, QueueData]):
+    """Spec tuple -> the broker's shared :class:`QueueData` for it (perm masked for a prime
+    slave), made and pooled on first use: a dict so a slice maps its specs in C."""
+
+    def __init__(self, pool: dict[_Spec, QueueData], broker_name: str, read_only: bool) -> None:
+        super().__init__()
+        self._pool = pool
+        self._broker_name = broker_name
+        self._read_only = read_only
+
+    def __missing__(self, spec: Any) -> QueueData:
+        read, write, perm, flag = spec
+        if self._read_only:
+            perm &= ~Perm.WRITE
+        key = (read, write, perm, flag)
+        qd = self._pool.get(key)
+        if qd is None:
+            if len(self._pool) >= _MAX_INTERNED:
+                self._pool.clear()
+            qd = self._pool[key] = QueueData(self._broker_name, read, write, perm, flag)
+        self[spec] = qd
+        return qd
+
+
 class RegisterJob:
     """The topic table of one large register, applied in slices by ``RouteRegistry.run_jobs``.
 
@@ -88,6 +124,7 @@ class RegisterJob:
         "applied",
         "broker_name",
         "cancelled",
+        "cause",
         "data_version",
         "done",
         "items",
@@ -108,8 +145,11 @@ class RegisterJob:
         read_only: bool,
         mapping: Mapping[str, Any],
         data_version: DataVersion,
+        cause: ChangeCause = ChangeCause.REGISTER,
     ) -> None:
         self.broker_name = broker_name
+        self.cause = cause
+        """What the topics its slices change are reported with (a start-up stays silent)."""
         self.items = items
         self.total = total
         self.applied = 0
@@ -319,12 +359,13 @@ class RouteRegistry:
             if rewrite_all or lacking or (table_given and topic_configs):
                 job = RegisterJob(
                     broker_name,
-                    iter(topic_configs.items()),
+                    _spec_items(topic_configs),
                     len(topic_configs),
                     rewrite_all=rewrite_all,
                     read_only=is_prime_slave,
                     mapping=topic_queue_mapping_info if rewrite_all else {},
                     data_version=data_version,
+                    cause=self._register_cause(previous, topic_configs),
                 )
                 self._lacking.discard(broker_name)
                 if len(topic_configs) <= self.slice_topics:
@@ -479,14 +520,16 @@ class RouteRegistry:
             if job.done:
                 del self._jobs[name]
             # One report per slice: each topic's route moves from old to new in one step.
-            self._report(touched, ChangeCause.REGISTER)
+            self._report(touched, job.cause)
         return bool(self._jobs or self._drops)
 
     def _apply_slice(self, job: RegisterJob, budget: int) -> set[str]:
         """Write up to ``budget`` topics of ``job``'s table; finishes the job at its end.
 
         As upstream: every topic when the data version moved (or on first registration),
-        otherwise only topics lacking this broker's queue data.
+        otherwise only topics lacking this broker's queue data. The slice is compared and
+        written with C-level ``map``/``update``; Python runs per topic only for topics whose
+        queue data changed (and, once per broker, for topics new to it).
         """
         name = job.broker_name
         touched: set[str] = set()
@@ -497,43 +540,32 @@ class RouteRegistry:
         table = self._tables.get(name)
         if table is None:
             table = self._tables[name] = {}
-        pool = self._queue_pool.setdefault(name, {})
-        rewrite_all = job.rewrite_all
-        read_only = job.read_only
-        count = 0
-        for topic, tc in job.items:
-            count += 1
-            if not rewrite_all and topic in table:
-                if count >= budget:
-                    break
-                continue
-            perm = tc.perm & ~Perm.WRITE if read_only else tc.perm
-            spec = (tc.read_queue_nums, tc.write_queue_nums, perm, tc.topic_sys_flag)
-            qd = pool.get(spec)
-            if qd is None:
-                if len(pool) >= _MAX_INTERNED:
-                    pool.clear()
-                qd = pool[spec] = QueueData(name, spec[0], spec[1], spec[2], spec[3])
-            old = table.get(topic)
-            if old is not qd and old != qd:
-                if old is None:
+        chunk = list(islice(job.items, max(1, budget)))
+        if chunk:
+            topics, specs = zip(*chunk, strict=True)
+            queue_data = _QueueDataOf(self._queue_pool.setdefault(name, {}), name, job.read_only)
+            new = list(map(queue_data.__getitem__, specs))
+            if job.rewrite_all:
+                old = list(map(table.get, topics))
+                pairs = zip(topics, new, old, strict=True)
+                changed = [(t, q) for t, q, o in pairs if q is not o and q != o]
+            else:
+                changed = [(t, q) for t, q in zip(topics, new, strict=True) if t not in table]
+            if changed:
+                arriving = [t for t, _ in changed if t not in table]
+                table.update(changed)
+                for topic in arriving:
                     self._add_holder(topic, name)
-                table[topic] = qd
-                touched.add(topic)
-            if count >= budget:
-                break
-        else:
-            job.applied += count
-            self.stats.topic_writes += count
+                touched.update(t for t, _ in changed)
+            job.applied += len(chunk)
+            self.stats.topic_writes += len(chunk)
+        if len(chunk) < budget:
             if not table:
                 del self._tables[name]
             if job.mapping:
                 touched |= self._write_mapping(name, job.mapping)
             self._unsettled.discard(name)
             job._finish()
-            return touched
-        job.applied += count
-        self.stats.topic_writes += count
         return touched
 
     def _queue_data(self, broker_name: str, spec: _Spec) -> QueueData:

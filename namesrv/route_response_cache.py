@@ -161,8 +161,9 @@ class RouteResponseCache:
         self._bytes = 0
 
     def invalidate(self, topics: Iterable[str]) -> None:
-        for topic in topics:
-            for shape in self._shapes_of_topic.pop(topic, ()):
+        shapes_of_topic = self._shapes_of_topic
+        for topic in shapes_of_topic.keys() & topics if shapes_of_topic else ():
+            for shape in shapes_of_topic.pop(topic):
                 entry = self._entries.pop(shape, None)
                 if entry is not None:
                     self._bytes -= _cost(shape, entry[0], entry[1], entry[2])

@@ -145,6 +145,10 @@ class SubscriptionRegistry:
         """The connections subscribed to ``topic``: a live view, copy it before mutating."""
         return self._by_topic.get(topic, _EMPTY)
 
+    def subscribed_among(self, topics: Iterable[str]) -> set[str]:
+        """Those of ``topics`` somebody subscribes to (a C-level intersection)."""
+        return self._by_topic.keys() & topics if self._by_topic else set()
+
     def topics_of(self, conn: Conn) -> AbstractSet[str]:
         """The topics ``conn`` is subscribed to: a live view, copy it before mutating."""
         return self._by_connection.get(conn, _EMPTY)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from protocol import fastjson
+from protocol import fastjson, register_table_reader
 from protocol.codes import CURRENT_VERSION, Version
 from protocol.errors import BodyError
 from protocol.route_model import (
@@ -359,19 +359,31 @@ def read_register_body(data: bytes, compressed: bool, broker_version: int) -> Re
 
 
 def register_body_steps(
-    data: bytes, compressed: bool, broker_version: int, *, topics_per_step: int
+    data: bytes,
+    compressed: bool,
+    broker_version: int,
+    *,
+    topics_per_step: int,
+    bytes_per_step: int | None = None,
 ) -> Generator[None, None, RegisterTable]:
-    """Read a register body ``topics_per_step`` topic configs at a time: a generator that
-    yields between steps and returns the :class:`RegisterTable`, or raises :class:`BodyError`.
+    """Read a register body ``topics_per_step`` topic configs (of a plain body: about
+    ``bytes_per_step`` bytes) at a time: a generator that yields between steps and returns the
+    :class:`RegisterTable`, or raises :class:`BodyError`.
 
-    The JSON (or the inflated chunks) is parsed in C, value by value; per topic only type
-    checks run, and equal specs are one shared tuple. Anything unusual (a quoted number, a
-    null, an attribute) takes the full decoder's path, which converts it or refuses it with the
-    same error as before; a body the C parser refuses (fastjson's bare integer keys) is read
-    whole by :func:`fastjson.loads`.
+    A plain body in the usual form is decoded by msgspec into typed structs
+    (:mod:`protocol.register_table_reader`); otherwise the JSON (or the inflated chunks) is
+    parsed in C, value by value, with only type checks per topic. Equal specs are one shared
+    tuple. Anything unusual (a quoted number, a null, an attribute) takes the full decoder's
+    path, which converts it or refuses it with the same error as before; a body the C parser
+    refuses (fastjson's bare integer keys) is read whole by :func:`fastjson.loads`.
     """
     if compressed:
         return (yield from _compressed_steps(data, broker_version, topics_per_step))
+    chunk = bytes_per_step or max(1, topics_per_step) * _CHARS_PER_TOPIC
+    try:
+        return (yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62))))
+    except register_table_reader.NotFast:
+        pass
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -583,6 +595,28 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
     return RegisterTable(
         table,
         data_version_from(_or_empty(wrapper.get("dataVersion"))),
+        servers,
+        mapping,
+        tuple(specs),
+        renamed,
+    )
+
+
+def _fast_plain_steps(data: bytes, chunk_bytes: int) -> Generator[None, None, RegisterTable]:
+    shape = register_table_reader.outline(data)
+    table: dict[str, TopicQueueSpec] = {}
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    renamed: dict[str, str] = {}
+    yield from register_table_reader.table_steps(
+        shape.table, chunk_bytes, table, specs, renamed, _add_specs, TopicQueueSpec
+    )
+    mapping = _or_empty(shape.mapping)
+    if not isinstance(mapping, dict):
+        raise BodyError("topicQueueMappingInfoMap must be a JSON object")
+    servers = [str(s) for s in _list(shape.filter_server_list, "filterServerList")]
+    return RegisterTable(
+        table,
+        data_version_from(_or_empty(shape.data_version)),
         servers,
         mapping,
         tuple(specs),

@@ -372,3 +372,40 @@ async def test_a_write_perm_toggling_client_cannot_flood_the_journal(make_server
     assert ns.server.stats()["journal_suppressed_records"] > 0
     text = "".join(p.read_text() for p in tmp_path.glob("journal-*.jsonl"))
     assert '"event":"journal_suppressed"' in text
+
+
+class _RecvSizes:
+    """A socket stand-in that records what each read asked the kernel for."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self.asked: list[int] = []
+
+    def recv(self, size: int) -> bytes:
+        self.asked.append(size)
+        data: bytes = self._sock.recv(size)
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+@pytest_twisted.ensureDeferred
+async def test_reads_stay_small_when_the_output_bound_is_large(make_server):
+    """The output bound (Twisted's bufferSize) must not become the size of every read: a
+    4 MiB buffer allocated, mapped and unmapped per request cost most of a lookup's CPU."""
+    from namesrv.server import READ_SIZE
+
+    ns = make_server({"server": {"output_buffer_bytes": 8 * 1024 * KIB}})
+    await register(ns, "T")
+    client = await connect(ns.port)
+    assert (await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})).code == 0
+    (conn,) = [c for c in ns.server.connections.values() if c.transport is not None][-1:]
+    transport: Any = conn.transport
+    recorder = _RecvSizes(transport.socket)
+    transport.socket = recorder
+    for _ in range(3):
+        resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+        assert resp.code == ResponseCode.SUCCESS
+    assert recorder.asked and max(recorder.asked) == READ_SIZE < 8 * 1024 * KIB
+    assert transport.bufferSize == 8 * 1024 * KIB  # the output bound itself is unchanged

@@ -136,3 +136,94 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
             break
     full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
     assert lean == expected(full)
+
+
+def _read(data: bytes, **steps: int) -> bodies.RegisterTable:
+    reading = bodies.register_body_steps(data, False, CURRENT_VERSION, **steps)
+    while True:
+        try:
+            next(reading)
+        except StopIteration as done:
+            table: bodies.RegisterTable = done.value
+            return table
+
+
+def _never(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the general reader ran")
+
+
+def _fastjson_body(count: int, unusual: int | None = None) -> bytes:
+    table = {
+        f"T{i}": {
+            "attributes": {},
+            "order": False,
+            "perm": "6" if i == unusual else 6,
+            "readQueueNums": i % 5,
+            "topicFilterType": "SINGLE_TAG",
+            "topicName": f"T{i}",
+            "topicSysFlag": 0,
+            "writeQueueNums": 8,
+        }
+        for i in range(count)
+    }
+    doc = {
+        "filterServerList": [],
+        "topicConfigSerializeWrapper": {
+            "dataVersion": {"counter": 3, "stateVersion": 0, "timestamp": 7},
+            "topicConfigTable": table,
+            "topicQueueMappingInfoMap": {},
+        },
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
+    data = _fastjson_body(2_000)
+    monkeypatch.setattr(bodies, "_plain_steps", _never)
+    monkeypatch.setattr(bodies, "_add_specs", _never)
+    lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
+    monkeypatch.undo()
+    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    assert lean == expected(full)
+    assert len(lean.specs) == 5  # topics share one spec per distinct (queues, perm, flag)
+
+
+def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monkeypatch):
+    data = _fastjson_body(2_000, unusual=1_500)
+    general: list[int] = []
+    add_specs = bodies._add_specs
+
+    def counting(table, specs, renamed, parsed):  # type: ignore[no-untyped-def]
+        general.append(len(parsed))
+        add_specs(table, specs, renamed, parsed)
+
+    monkeypatch.setattr(bodies, "_plain_steps", _never)
+    monkeypatch.setattr(bodies, "_add_specs", counting)
+    lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
+    monkeypatch.undo()
+    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    assert lean == expected(full)
+    assert len(general) == 1 and general[0] < 100  # one chunk of about 4 KiB, not the body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":6}}}} trailing',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":[1]}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":1.5}}}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":6}},'
+        b'"topicQueueMappingInfoMap":[]}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":6}},'
+        b'"dataVersion":{"counter":"x"}}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":6',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"topicName":"\xff"}}}}',
+    ],
+)
+def test_malformed_bodies_are_refused_as_the_full_decoder_refuses_them(body):
+    with pytest.raises(bodies.BodyError) as full:
+        bodies.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+    for per_step in (1, 1 << 20):
+        with pytest.raises(bodies.BodyError) as lean:
+            _read(body, topics_per_step=per_step, bytes_per_step=per_step)
+        assert str(lean.value) == str(full.value)

@@ -547,3 +547,25 @@ def test_broker_events_of_sliced_tables_name_every_topic_they_will_touch():
     assert arrived.kind is BrokerChangeKind.ARRIVED and set(arrived.topics) == set(table)
     assert departed.kind is BrokerChangeKind.DEPARTED and set(departed.topics) == set(table)
     assert departed.name_gone
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_silent_startup_of_5000_topics_counts_each_suppression_without_a_journal(make_server):
+    running = make_server({"push": {"settle_slice_topics": 1_000}})
+    server = running.server
+    names = topic_names(5_000)
+    client = yield connect(running.port)
+    yield client.call(  # one topic has a subscriber: settled the full way, counted the same
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(names[:1], "t")
+    )
+    broker = yield connect(running.port)
+    yield registered(running, broker, register(plain_body(names, 1)))
+    running.clock.advance(TICK)
+    while server.detector.dirty_count:
+        running.clock.advance(0)
+    stats = server.stats()
+    assert stats["suppressed.broker_startup"] == 5_000
+    assert server.detector.stats.suppressed_changes == 5_000
+    assert server.detector.stats.versions_bumped == 5_000
+    assert server.detector.version(names[0]) == (1, True)
+    assert server.detector.version(names[-1]) == (1, True)

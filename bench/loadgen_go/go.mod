@@ -1,0 +1,3 @@
+module rocketmq-bench/loadgen
+
+go 1.21
