@@ -183,7 +183,7 @@ def row(master: str, label: str, *figures: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--changes", type=int, default=100_000)
+    ap.add_argument("--changes", type=int, default=100_000, help="0 skips workloads 1 and 3")
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--events", type=int, default=10_000_000, help="0 skips the journal alone")
     ap.add_argument("--no-speedup", action="store_true", help="skip local[1] / local[2]")
@@ -192,24 +192,8 @@ def main() -> None:
     print(f"machine: {psutil.cpu_count()} cores, load average {psutil.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        (root / "a").mkdir()
-        lines, fetches = generate(root / "a", opts.changes, opts.clients, rng)
-        inputs = ["--journal", str(root / "a/journal"), "--telemetry", str(root / "a/telemetry")]
-        print(
-            f"\n1. {opts.changes:,} changes: {lines:,} journal lines, {fetches:,} telemetry lines"
-        )
-        print(row("master", "run"))
-        for i, (floor, took, cpu) in enumerate(measure("local[*]", inputs, root / "o", 3)):
-            label = "JVM warm-up" if i == 0 else f"warm {i}"
-            print(row("local[*]", label, floor, took, cpu))
-        if not opts.no_speedup:
-            print("\n3. speed-up on the same input (best of two warm runs)")
-            best = {}
-            for master in ("local[1]", "local[2]"):
-                runs = measure(master, inputs, root / "o", 3)[1:]
-                best[master] = min(took for _, took, _ in runs)
-                print(f"{master:>9} {best[master]:>7.2f} s")
-            print(f"local[2] / local[1] speed-up: {best['local[1]'] / best['local[2]']:.2f}")
+        if opts.changes:
+            changes_workload(root, opts)
         if opts.events:
             (root / "b").mkdir()
             written = generate_journal(root / "b", opts.events, rng)
@@ -219,6 +203,27 @@ def main() -> None:
             ):
                 print(row("local[*]", "JVM up", floor, took, cpu))
     print(f"\nload average at the end {psutil.getloadavg()}")
+
+
+def changes_workload(root: Path, opts: argparse.Namespace) -> None:
+    """Workloads 1 and 3."""
+    rng = random.Random(7)
+    (root / "a").mkdir()
+    lines, fetches = generate(root / "a", opts.changes, opts.clients, rng)
+    inputs = ["--journal", str(root / "a/journal"), "--telemetry", str(root / "a/telemetry")]
+    print(f"\n1. {opts.changes:,} changes: {lines:,} journal lines, {fetches:,} telemetry lines")
+    print(row("master", "run"))
+    for i, (floor, took, cpu) in enumerate(measure("local[*]", inputs, root / "o", 3)):
+        label = "JVM warm-up" if i == 0 else f"warm {i}"
+        print(row("local[*]", label, floor, took, cpu))
+    if not opts.no_speedup:
+        print("\n3. speed-up on the same input (best of two warm runs)")
+        best = {}
+        for master in ("local[1]", "local[2]"):
+            runs = measure(master, inputs, root / "o", 3)[1:]
+            best[master] = min(took for _, took, _ in runs)
+            print(f"{master:>9} {best[master]:>7.2f} s")
+        print(f"local[2] / local[1] speed-up: {best['local[1]'] / best['local[2]']:.2f}")
 
 
 if __name__ == "__main__":

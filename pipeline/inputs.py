@@ -145,11 +145,13 @@ def _all_present(names: Sequence[str]) -> Column:
 class Parsed:
     """One input as compact columns, every line, with ``status``: ``ok``, ``corrupt``,
     ``invalid`` or ``unknown`` (an event type this job does not know). The journal's frame is
-    cached here, filled by the first Spark job that reads it; the telemetry's is cached by
-    ``stats.fetch_table`` once tied to the journal, so each is parsed once."""
+    cached here, filled by the first Spark job that reads it; the telemetry is read once, by
+    the aggregation that ties it to the journal (``stats.summarize``), and not cached."""
 
     frame: DataFrame
     files: int
+    named: bool = False
+    """Some journal source names its name server (``HOST:PORT=DIR``)."""
 
     @property
     def usable(self) -> DataFrame:
@@ -231,7 +233,7 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
         "pending_topics",
         "topic_names",
     ).cache()
-    return Parsed(frame, files)
+    return Parsed(frame, files, any(source.namesrv is not None for source in sources))
 
 
 def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
@@ -261,5 +263,5 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
         "fetched_at_ms",
         "namesrv",
     )
-    # Not cached here: the job caches it once tied to the journal (``stats.fetch_table``).
+    # Not cached: one aggregation reads it (``stats.summarize``).
     return Parsed(frame, len(files))

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark import InheritableThread
 from pyspark.sql import SparkSession
 
 from namesrv.config import NamesrvConfig, load
@@ -61,14 +62,30 @@ def _run(
 ) -> Outputs:
     journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
     telemetry = read_telemetry(spark, args.telemetry) if args.telemetry else None
-    with Progress(spark, len(STEPS) + 2) as progress:
+    with Progress(spark, len(STEPS) + 1) as progress:
         summary, changes = summarize(
             journal, telemetry, MatchWindow(args.clock_skew_ms, args.max_lag_ms), progress.step
         )
-        progress.step("per-change table")
-        changes.write.mode("overwrite").parquet(tables)
-        progress.step("report and plots")
-        return _write(args, current, out, tables, summary)
+        progress.step("per-change table, report and plots")
+        # Spark writes the table while this thread draws the plots: the two share no data and
+        # the plots need no Spark, so neither waits for the other.
+        failed: list[BaseException] = []
+
+        def write_table() -> None:
+            try:
+                changes.write.mode("overwrite").parquet(tables)
+            except BaseException as exc:  # re-raised in the caller's thread below
+                failed.append(exc)
+
+        writer = InheritableThread(target=write_table, name="change-table")
+        writer.start()
+        try:
+            outputs = _write(args, current, out, tables, summary)
+        finally:
+            writer.join()
+        if failed:
+            raise failed[0]
+        return outputs
 
 
 def _write(

@@ -10,6 +10,15 @@ from pyspark.sql import SparkSession
 APP_NAME = "routepush-pipeline"
 
 
+def local_heap_mib() -> int:
+    """The embedded JVM's heap: a quarter of the machine's memory, between 1 and 8 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system that says
+        return 1024
+    return max(1024, min(8192, total // 4 // 2**20))
+
+
 def spark_session(master: str | None = None, shuffle_partitions: int | None = None) -> SparkSession:
     """A session for the job.
 
@@ -29,6 +38,9 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.set("spark.ui.enabled", "false")
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or 4))
+        # The one JVM is driver and executors: Spark's 1 GiB default leaves a few hundred MiB
+        # for the journal's cache, and a journal of millions of events then goes to disk.
+        conf.setIfMissing("spark.driver.memory", f"{local_heap_mib()}m")
     elif shuffle_partitions is not None:
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     builder = SparkSession.builder.appName(APP_NAME).config(conf=conf)

@@ -1,26 +1,29 @@
 """The Spark side of the job: parsed journal and telemetry in, a ``Summary`` and a per-change
 table out.
 
-Each input is parsed once into a cache: the journal as read (``pipeline.inputs``), the
-telemetry already tied to the journal changes it reflects (``fetch_table``). Every figure then
-comes from three aggregations whose small results are collected, and the per-change table is
-written from the caches:
+The journal is parsed once into a cache (``pipeline.inputs``); the telemetry is parsed once,
+tied to the journal changes it reflects and aggregated in the same pass. Every figure comes
+from three aggregations whose small results are collected:
 
 1. the journal's totals, input quality and degradation transitions (this fills its cache);
 2. the journal's grouped counts: per cause, kind, rule and time bucket, histograms, and the
    most changed topics and most skipped connections, top-N cut in Spark;
 3. the telemetry's: quality, fetches per cause, histograms of delivery and of propagation per
-   learning cause, and the clients with the largest lag (this fills its cache).
+   learning cause, the clients with the largest lag, and per journal change how many clients
+   learned it and how fast. Those per-change groups stay in Spark (cached with the others) and
+   make the per-change table with the journal's changes.
 
-Only aggregates (and the few degradation records) reach the driver; their size does not grow
-with the input. Distributions come from histograms (``summary.Histogram``): exact to the
-millisecond (or frame, or byte) below 2,048, within 0.1 % above; maxima are exact.
+2 and 3 run concurrently. Only aggregates (and the few degradation records) reach the driver;
+their size does not grow with the input. Distributions come from histograms
+(``summary.Histogram``): exact to the millisecond (or frame, or byte) below 2,048, within
+0.1 % above; maxima are exact.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from pyspark import InheritableThread
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -79,7 +82,7 @@ def histogram_bucket(value: Column) -> Column:
     return F.when(a < EXACT_BELOW, v).otherwise(F.signum(v).cast(T.LongType()) * lower)
 
 
-_FACTS = ("fig", "bucket", "k1", "k2", "h", "n", "a", "c", "m")
+_FACTS = ("fig", "bucket", "k1", "k2", "h", "n", "a", "c", "m", "lo")
 
 
 def _struct(
@@ -92,9 +95,10 @@ def _struct(
     a: Column | None = None,
     c: Column | None = None,
     m: Column | None = None,
+    lo: Column | None = None,
 ) -> Column:
     """One fact in the common long shape: keys (time bucket, two names, histogram bucket), a
-    count ``n``, two sums ``a`` and ``c`` and a maximum ``m``."""
+    count ``n``, two sums ``a`` and ``c``, a maximum ``m`` and a minimum ``lo``."""
     none = F.lit(None)
     cols = {
         "fig": F.lit(fig),
@@ -106,6 +110,7 @@ def _struct(
         "a": (a if a is not None else F.lit(0)).cast(T.LongType()),
         "c": (c if c is not None else F.lit(0)).cast(T.LongType()),
         "m": (m if m is not None else none).cast(T.DoubleType()),
+        "lo": (lo if lo is not None else none).cast(T.DoubleType()),
     }
     return F.struct(*(cols[name].alias(name) for name in _FACTS))
 
@@ -123,14 +128,14 @@ def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Colu
     ).otherwise(F.array().cast(_FACT_ARRAY))
 
 
-_LONG, _TEXT = T.LongType(), T.StringType()
+_LONG, _TEXT, _REAL = T.LongType(), T.StringType(), T.DoubleType()
 _FACT_ARRAY = T.ArrayType(
     T.StructType(
         [
             T.StructField(name, kind)
             for name, kind in zip(
                 _FACTS,
-                (_TEXT, _LONG, _TEXT, _TEXT, _LONG, _LONG, _LONG, _LONG, T.DoubleType()),
+                (_TEXT, _LONG, _TEXT, _TEXT, _LONG, _LONG, _LONG, _LONG, _REAL, _REAL),
                 strict=True,
             )
         ]
@@ -139,17 +144,32 @@ _FACT_ARRAY = T.ArrayType(
 
 
 def _grouped(
-    source: DataFrame, facts: list[Column], top: dict[str, tuple[int, str]]
-) -> list[T.Row]:
+    source: DataFrame,
+    facts: list[Column],
+    top: dict[str, tuple[int, str]],
+    kept: tuple[str, ...] = (),
+) -> tuple[list[T.Row], DataFrame | None]:
     """Every fact of every row of ``source``, from one scan, in one aggregation; a figure
     named in ``top`` keeps its ``limit`` groups largest in ``column`` (``n`` or ``m``; then by
-    name), with ``groups`` saying how many there were."""
+    name), with ``groups`` saying how many there were. The groups of the figures named in
+    ``kept`` (per-change figures: as many as the journal has changes) stay in Spark: they come
+    back as a DataFrame, cached with the rest so the aggregation runs once, and the others are
+    collected."""
     facts_df = source.select(F.explode(F.concat(*facts)).alias("f")).select("f.*")
     grouped = facts_df.groupBy("fig", "bucket", "k1", "k2", "h").agg(
-        F.sum("n").alias("n"), F.sum("a").alias("a"), F.sum("c").alias("c"), F.max("m").alias("m")
+        F.sum("n").alias("n"),
+        F.sum("a").alias("a"),
+        F.sum("c").alias("c"),
+        F.max("m").alias("m"),
+        F.min("lo").alias("lo"),
     )
+    rest: DataFrame | None = None
+    if kept:
+        grouped = grouped.cache()
+        rest = grouped.where(F.col("fig").isin(*kept))
+        grouped = grouped.where(~F.col("fig").isin(*kept))
     if not top:
-        return grouped.collect()
+        return grouped.collect(), rest
     score = F.col("n").cast(T.DoubleType())
     for fig, (_, column) in top.items():
         if column != "n":
@@ -160,7 +180,7 @@ def _grouped(
     cut = F.lit(False)
     for fig, (limit, _) in top.items():
         cut = cut | ((F.col("fig") == fig) & (F.col("rank") > limit))
-    return (
+    rows = (
         grouped.withColumns(
             {
                 "rank": F.row_number().over(ranked),
@@ -170,6 +190,7 @@ def _grouped(
         .where(~cut)
         .collect()
     )
+    return rows, rest
 
 
 def _journal_totals(journal: Parsed, s: Summary) -> None:
@@ -265,7 +286,7 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     frames = F.col("frames")
     per_frame = F.when(frames > 0, F.col("bytes") / frames)
     detection = F.col("ts_ms") - F.col("mutated_at_ms")
-    rows = _grouped(
+    rows, _ = _grouped(
         u.withColumn("time_bucket", bucket),
         [
             _each(changed, "causes", "cause", "time_bucket"),
@@ -342,7 +363,11 @@ def learned_versions(telemetry: DataFrame) -> DataFrame:
     refetch (a restarted name server numbers versions afresh, so an equal number may be a new
     route). A topic's first record is where the client started from, not a change reaching it;
     a refetch returning what the client held (polls, mostly) is no news."""
-    order = Window.partitionBy("client", "topic", "status").orderBy(
+    # A hash of client and topic leads the sort: sorting starts from a fixed-size prefix of
+    # the first key, and file names share a long one, so sorting by the names alone compares
+    # whole strings row against row. The names follow the hash, so two clients or topics are
+    # never taken for one.
+    order = Window.partitionBy(F.xxhash64("client", "topic"), "client", "topic", "status").orderBy(
         "fetched_at_ms", "requested_at_ms"
     )
     prev_version = F.lag("version").over(order)
@@ -359,7 +384,9 @@ def learned_versions(telemetry: DataFrame) -> DataFrame:
     return telemetry.withColumn("news", news)
 
 
-def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -> DataFrame:
+def fetch_table(
+    changes: DataFrame, telemetry: DataFrame, window: MatchWindow, named: bool = True
+) -> DataFrame:
     """Every telemetry line; those with news tied (``matched``) to the journal change they
     reflect, or not.
 
@@ -367,8 +394,13 @@ def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -
     the name server, and several journals may name the same pair); the latest detected within
     the window wins. One equi-join, no shuffle after it. ``changed_at_ms`` is the detection
     (the journal record's time), ``mutated_at_ms`` the first registry mutation behind it (its
-    detection when the journal does not say), ``lag_ms`` end to end.
+    detection when the journal does not say), ``lag_ms`` end to end. Unless some journal is
+    ``named`` for a name server, the telemetry's ``namesrv`` is not even parsed.
     """
+    if not named:
+        telemetry = telemetry.drop("namesrv").withColumn(
+            "namesrv", F.lit(None).cast(T.StringType())
+        )
     candidates = changes.groupBy(
         F.col("topic").alias("c_topic"), F.col("version").alias("c_version")
     ).agg(
@@ -382,13 +414,19 @@ def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -
         ).alias("cands")
     )
     learned_at = F.col("fetched_at_ms")
-    fits = F.filter(
-        "cands",
-        lambda c: (
+
+    def fits(c: Column) -> Column:
+        return (
             (c["detected"] <= learned_at + window.clock_skew_ms)
             & (c["detected"] >= learned_at - window.max_lag_ms)
             & (c["ns"].isNull() | (c["ns"] == F.col("namesrv")))
-        ),
+        )
+
+    # Nearly always one candidate: tested as plain columns; the array functions (evaluated
+    # row by row, outside Spark's generated code) only where a pair names several changes.
+    only = F.col("cands")[0]
+    best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(
+        F.array_max(F.filter("cands", fits))
     )
     lv = learned_versions(telemetry)
     joined = lv.join(
@@ -398,7 +436,7 @@ def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -
         & lv["news"],
         "left",
     )
-    return joined.withColumn("best", F.array_max(fits)).select(
+    return joined.withColumn("best", best).select(
         "status",
         "client",
         "cause",
@@ -415,42 +453,62 @@ def fetch_table(changes: DataFrame, telemetry: DataFrame, window: MatchWindow) -
     )
 
 
-def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> None:
-    """Job 3: every telemetry figure in one aggregation (it also fills the fetch cache)."""
-    ok = F.col("status") == "ok"
+CHANGE_FACT = "change"
+
+
+def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> DataFrame:
+    """Job 3: every telemetry figure in one aggregation, with the per-change figures the
+    change table needs (returned, cached: not collected)."""
     matched = F.col("matched")
     lag = F.col("lag_ms")
     detection = F.col("changed_at_ms") - F.col("mutated_at_ms")
     after = F.col("learned_at_ms") - F.col("changed_at_ms")
     delivery = F.col("delivery_ms")
     by_cause = F.col("cause")
-    rows = _grouped(
+    ok = F.col("status") == "ok"
+    rows, per_change = _grouped(
         fetches,
         [
-            _fact(F.lit(True), "status", k1=F.col("status")),
-            _fact(ok, "cause", k1=by_cause),
+            _fact(
+                F.lit(True),
+                "fetch",
+                k1=F.col("status"),
+                k2=by_cause,
+                h=F.col("news").cast(T.LongType()),
+            ),
             _fact(ok & delivery.isNotNull(), "delivery", h=histogram_bucket(delivery), m=delivery),
-            _fact(F.col("news"), "learned", k1=by_cause),
             _fact(matched, "lag", k1=by_cause, h=histogram_bucket(lag), m=lag),
             _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
             _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
             _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
             _fact(matched, "client", k1=F.col("client"), a=lag, m=lag),
+            _fact(
+                matched,
+                CHANGE_FACT,
+                k1=F.col("topic"),
+                h=F.col("version"),
+                bucket=F.col("changed_at_ms"),
+                m=after,
+                lo=after,
+            ),
         ],
         {"client": (TOP_SHOWN, "m")},
+        kept=(CHANGE_FACT,),
     )
+    assert per_change is not None
     status: dict[str, int] = {}
     hists: dict[tuple[str, str], Histogram] = {}
     learned = 0
     clients: list[tuple[float, str, int, float]] = []
     for r in rows:
         fig, n = r["fig"], int(r["n"])
-        if fig == "status":
-            status[r["k1"]] = n
-        elif fig == "cause":
-            s.fetches_by_cause[str(r["k1"])] = n
-        elif fig == "learned":
-            learned += n
+        if fig == "fetch":
+            status[r["k1"]] = status.get(r["k1"], 0) + n
+            if r["k1"] == "ok":
+                cause = str(r["k2"])
+                s.fetches_by_cause[cause] = s.fetches_by_cause.get(cause, 0) + n
+            if r["h"] == 1:
+                learned += n
         elif fig == "client":
             clients.append((-float(r["m"]), r["k1"], n, int(r["a"]) / n))
         else:
@@ -480,10 +538,12 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> None
     s.charts.top_clients = [
         (client, n, mean, -neg_max) for neg_max, client, n, mean in sorted(clients)
     ]
+    return per_change
 
 
-def change_table(changes: DataFrame, fetches: DataFrame | None) -> DataFrame:
-    """One row per journal change: how many clients learned it and how fast (after detection)."""
+def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
+    """One row per journal change: how many clients learned it and how fast (after
+    detection), from the ``change`` groups of the telemetry's aggregation."""
     base = changes.select(
         "namesrv",
         "topic",
@@ -494,7 +554,7 @@ def change_table(changes: DataFrame, fetches: DataFrame | None) -> DataFrame:
         F.col("ts_ms").alias("changed_at_ms"),
         F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated_at_ms"),
     )
-    if fetches is None:
+    if per_change is None:
         return base.withColumns(
             {
                 "clients": F.lit(0).cast("long"),
@@ -502,22 +562,20 @@ def change_table(changes: DataFrame, fetches: DataFrame | None) -> DataFrame:
                 "last_learned_ms": F.lit(None).cast("long"),
             }
         )
-    after = F.col("learned_at_ms") - F.col("changed_at_ms")
-    per_change = (
-        fetches.where(F.col("matched"))
-        .groupBy("topic", "version", "changed_at_ms")
-        .agg(
-            F.count(F.lit(1)).alias("clients"),
-            F.min(after).alias("first_learned_ms"),
-            F.max(after).alias("last_learned_ms"),
-        )
+    learned = per_change.select(
+        F.col("k1").alias("topic"),
+        F.col("h").alias("version"),
+        F.col("bucket").alias("changed_at_ms"),
+        F.col("n").alias("clients"),
+        F.col("lo").cast(T.LongType()).alias("first_learned_ms"),
+        F.col("m").cast(T.LongType()).alias("last_learned_ms"),
     )
-    return base.join(per_change, ["topic", "version", "changed_at_ms"], "left").fillna(
+    return base.join(learned, ["topic", "version", "changed_at_ms"], "left").fillna(
         0, subset=["clients"]
     )
 
 
-STEPS = ("journal: parse and totals", "journal: grouped figures", "telemetry: tie to changes")
+STEPS = ("journal: parse and totals", "journal figures, telemetry tied to changes")
 
 
 def summarize(
@@ -527,17 +585,39 @@ def summarize(
     on_step: Callable[[str], None] = lambda name: None,
 ) -> tuple[Summary, DataFrame]:
     """The whole analysis: the summary, and the per-change table (lazy, for writing).
-    ``on_step`` is told each of ``STEPS`` before it runs."""
+    ``on_step`` is told each of ``STEPS`` before it runs.
+
+    Once the journal's totals are in (the time buckets need its first and last record), its
+    grouped figures and the telemetry's run as two concurrent Spark jobs: each leaves the
+    cores idle at times (planning on the driver, a stage's last tasks), which the other fills.
+    They fill different fields of the summary.
+    """
     window = window or MatchWindow()
     s = Summary(journal=InputQuality(journal.files, 0, 0, 0), telemetry=None)
     on_step(STEPS[0])
     _journal_totals(journal, s)
     on_step(STEPS[1])
-    _journal_groups(journal, s)
     changes = journal.usable.where(F.col("event") == "route_changed")
-    fetches: DataFrame | None = None
-    on_step(STEPS[2])
-    if telemetry is not None:
-        fetches = fetch_table(changes, telemetry.frame, window).cache()
-        _telemetry_groups(fetches, telemetry, s)
-    return s, change_table(changes, fetches)
+    if telemetry is None:
+        _journal_groups(journal, s)
+        return s, change_table(changes, None)
+    found: list[DataFrame] = []
+    failed: list[BaseException] = []
+
+    def tie() -> None:
+        try:
+            fetches = fetch_table(changes, telemetry.frame, window, journal.named)
+            found.append(_telemetry_groups(fetches, telemetry, s))
+        except BaseException as exc:  # re-raised in the caller's thread below
+            failed.append(exc)
+
+    # Inheritable: its Spark jobs carry this thread's job group (the progress display's step).
+    worker = InheritableThread(target=tie, name="telemetry")
+    worker.start()
+    try:
+        _journal_groups(journal, s)
+    finally:
+        worker.join()
+    if failed:
+        raise failed[0]
+    return s, change_table(changes, found[0])

@@ -413,3 +413,11 @@ def test_end_to_end_propagation_runs_from_the_mutation_and_splits_into_its_parts
     )
     page = outputs.html.read_text()
     assert "p50 50 ms</b>p99 99 ms" in page
+
+
+def test_a_local_session_sizes_its_heap_from_the_machine(spark):
+    from pipeline.session import local_heap_mib
+
+    # the 1 GiB default left a 10 M-event journal's cache on disk
+    assert 1024 <= local_heap_mib() <= 8192
+    assert spark.sparkContext.getConf().get("spark.driver.memory") == f"{local_heap_mib()}m"
