@@ -20,6 +20,7 @@ is written whole: a lookup meanwhile sees each topic's old route or its new one.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice, repeat
@@ -56,6 +57,7 @@ _Holders = tuple[str, ...]
 
 DEFAULT_SLICE_TOPICS = 2_000
 """Topic writes per slice of a large register: a few milliseconds of one reactor turn."""
+_FIRST = operator.itemgetter(0)
 _MAX_INTERNED = 65_536
 """Bound of each intern cache (holder tuples, queue data per broker); cleared when passed."""
 
@@ -553,14 +555,16 @@ class RouteRegistry:
             if job.rewrite_all:
                 old = list(map(table.get, topics))
                 pairs = zip(topics, new, old, strict=True)
-                changed = [(t, q) for t, q, o in pairs if q is not o and q != o]
+                # ``o is None`` first: comparing a QueueData with None runs Python code.
+                changed = [(t, q) for t, q, o in pairs if q is not o and (o is None or q != o)]
+                arriving = [t for t, o in zip(topics, old, strict=True) if o is None]
             else:
                 changed = [(t, q) for t, q in zip(topics, new, strict=True) if t not in table]
+                arriving = list(map(_FIRST, changed))
             if changed:
-                arriving = [t for t, _ in changed if t not in table]
                 table.update(changed)
                 self._add_holders(arriving, name)
-                touched.update(t for t, _ in changed)
+                touched.update(map(_FIRST, changed))
             job.applied += len(chunk)
             self.stats.topic_writes += len(chunk)
         if len(chunk) < budget:
