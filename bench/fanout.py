@@ -151,7 +151,10 @@ def expect(proc: subprocess.Popen, word: str) -> str:
 def run_namesrv(conns: int, tick_ms: int, rounds: int, workdir: str) -> dict:
     port = free_port()
     config = Path(workdir) / f"fanout-{tick_ms}.toml"
-    config.write_text(f"[push]\ntick_interval_ms = {tick_ms}\n[pressure]\nenabled = false\n")
+    config.write_text(
+        "[server]\nmax_connections = 20000\nmax_connections_per_host = 20000\n"
+        f"[push]\ntick_interval_ms = {tick_ms}\n[pressure]\nenabled = false\n"
+    )
     server = start_namesrv(port, config)
     frame, ack = Path(workdir) / "notify.bin", Path(workdir) / "ack.bin"
     try:

@@ -50,7 +50,7 @@ def build(args: argparse.Namespace) -> tuple[NameServer, task.Clock, list[str], 
     clock = task.Clock()
     clock.advance(1_700_000_000)
     server = NameServer(
-        from_mapping({"registry": {"broker_expiry_ms": 10**12}}),
+        from_mapping({"registry": {"broker_expiry_ms": 2**31 - 1}}),
         reactor=clock,
         clock=clock,
         sampler=lambda: Sample(cpu_percent=1.0, memory_percent=1.0),

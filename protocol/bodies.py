@@ -607,9 +607,8 @@ def _fast_plain_steps(data: bytes, chunk_bytes: int) -> Generator[None, None, Re
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    yield from register_table_reader.table_steps(
-        shape.table, chunk_bytes, table, specs, renamed, _add_specs, TopicQueueSpec
-    )
+    sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec)
+    yield from register_table_reader.table_steps(shape.table, chunk_bytes, sink)
     mapping = _or_empty(shape.mapping)
     if not isinstance(mapping, dict):
         raise BodyError("topicQueueMappingInfoMap must be a JSON object")

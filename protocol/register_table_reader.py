@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, Literal
 
 import msgspec
@@ -103,23 +103,71 @@ def outline(data: bytes) -> Outline:
     )
 
 
+class TableSink:
+    """Where the chunks of a topic table go: ``out`` (topic -> shared spec), the distinct
+    ``specs``, ``renamed`` keys, and the general per-topic reader for unusual chunks."""
+
+    __slots__ = ("add_general", "make_spec", "out", "renamed", "specs")
+
+    def __init__(
+        self,
+        out: dict[str, Any],
+        specs: dict[Any, Any],
+        renamed: dict[str, str],
+        add_general: Callable[[dict[str, Any], dict[Any, Any], dict[str, str], Any], None],
+        make_spec: Callable[..., Any],
+    ) -> None:
+        self.out = out
+        self.specs = specs
+        self.renamed = renamed
+        self.add_general = add_general
+        self.make_spec = make_spec
+
+    def add_chunk(self, chunk: bytes, *, guess: bool = False) -> bool:
+        """Add one chunk of members; False when a guessed cut was wrong (nothing added)."""
+        try:
+            part = _TABLE.decode(chunk)
+        except msgspec.ValidationError:
+            try:
+                general = json.loads(chunk, parse_constant=fastjson.refuse_constant)
+            except (ValueError, RecursionError):
+                if guess:
+                    return False
+                raise NotFast from None
+            self.add_general(self.out, self.specs, self.renamed, general)
+            return True
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            if guess:
+                return False
+            raise NotFast from None
+        keys = list(part)
+        values = list(part.values())
+        names = list(map(_NAME_OF, values))
+        if names != keys:
+            for key, name in zip(keys, names, strict=True):
+                if name and name != key:
+                    self.renamed[key] = name
+        numbers = list(map(_SPEC_OF, values))
+        specs = self.specs
+        for distinct in dict.fromkeys(numbers):  # in order of first use, as the general reader
+            if distinct not in specs:
+                spec = self.make_spec(*distinct)
+                specs[spec] = spec
+        self.out.update(zip(keys, map(specs.__getitem__, numbers), strict=True))
+        return True
+
+
 def table_steps(
-    table: memoryview,
-    chunk_bytes: int,
-    out: dict[str, Any],
-    specs: dict[Any, Any],
-    renamed: dict[str, str],
-    add_general: Any,
-    make_spec: Any,
+    table: memoryview, chunk_bytes: int, sink: TableSink
 ) -> Generator[None, None, None]:
-    """Read the raw topic table into ``out`` (topic -> shared spec), ``chunk_bytes`` at a time,
-    yielding between chunks.
+    """Read the raw topic table into ``sink``, ``chunk_bytes`` at a time, yielding between
+    chunks.
 
     A chunk ends where :data:`_ENTRY_CUT` guesses a member ends and is decoded whole as
     ``{chunk}``. The guess needs no trust: a chunk that decodes as an object is a prefix of the
     members ending outside any string at depth zero, so the comma after it separates members.
     A chunk whose values are unusual (a quoted number, a null, a non-string attribute) is handed
-    to ``add_general`` (the general per-topic decoder) as parsed by the standard library.
+    to the sink's general per-topic decoder as parsed by the standard library.
     """
     if bytes(table[:1]) == b"n":
         return
@@ -131,7 +179,7 @@ def table_steps(
         return
     while True:
         if size - start <= 2 * chunk_bytes:  # the last chunk: up to the table's own end
-            _add_chunk(b"{" + table[start:], out, specs, renamed, add_general, make_spec)
+            sink.add_chunk(b"{" + table[start:])
             return
         search_from = start + chunk_bytes
         for _ in range(_GUESSES):
@@ -139,53 +187,10 @@ def table_steps(
             if found is None:
                 raise NotFast
             cut = found.start() + 1  # the comma between two members, if the guess is right
-            chunk = b"".join((b"{", table[start:cut], b"}"))
-            if _add_chunk(chunk, out, specs, renamed, add_general, make_spec, guess=True):
+            if sink.add_chunk(b"".join((b"{", table[start:cut], b"}")), guess=True):
                 start = cut + 1
                 break
             search_from = found.start() + 1
         else:
             raise NotFast
         yield
-
-
-def _add_chunk(
-    chunk: bytes,
-    out: dict[str, Any],
-    specs: dict[Any, Any],
-    renamed: dict[str, str],
-    add_general: Any,
-    make_spec: Any,
-    *,
-    guess: bool = False,
-) -> bool:
-    """Add one chunk of members; False when a guessed cut was wrong (nothing added)."""
-    try:
-        part = _TABLE.decode(chunk)
-    except msgspec.ValidationError:
-        try:
-            general = json.loads(chunk, parse_constant=fastjson.refuse_constant)
-        except (ValueError, RecursionError):
-            if guess:
-                return False
-            raise NotFast from None
-        add_general(out, specs, renamed, general)
-        return True
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        if guess:
-            return False
-        raise NotFast from None
-    keys = list(part)
-    values = list(part.values())
-    names = list(map(_NAME_OF, values))
-    if names != keys:
-        for key, name in zip(keys, names, strict=True):
-            if name and name != key:
-                renamed[key] = name
-    numbers = list(map(_SPEC_OF, values))
-    for distinct in dict.fromkeys(numbers):  # in order of first use, as the general reader
-        if distinct not in specs:
-            spec = make_spec(*distinct)
-            specs[spec] = spec
-    out.update(zip(keys, map(specs.__getitem__, numbers), strict=True))
-    return True
