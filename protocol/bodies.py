@@ -588,17 +588,13 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
         )
     if "topicConfigTable" in wrapper:
         _obj(_or_empty(wrapper["topicConfigTable"]), "topicConfigTable")
-    mapping = _or_empty(wrapper.get("topicQueueMappingInfoMap"))
-    if not isinstance(mapping, dict):
-        raise BodyError("topicQueueMappingInfoMap must be a JSON object")
-    servers = [str(s) for s in _list(top.get("filterServerList"), "filterServerList")]
-    return RegisterTable(
+    return _register_table(
         table,
-        data_version_from(_or_empty(wrapper.get("dataVersion"))),
-        servers,
-        mapping,
-        tuple(specs),
+        specs,
         renamed,
+        wrapper.get("dataVersion"),
+        wrapper.get("topicQueueMappingInfoMap"),
+        top.get("filterServerList"),
     )
 
 
@@ -609,14 +605,27 @@ def _fast_plain_steps(data: bytes, chunk_bytes: int) -> Generator[None, None, Re
     renamed: dict[str, str] = {}
     sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec)
     yield from register_table_reader.table_steps(shape.table, chunk_bytes, sink)
-    mapping = _or_empty(shape.mapping)
+    return _register_table(
+        table, specs, renamed, shape.data_version, shape.mapping, shape.filter_server_list
+    )
+
+
+def _register_table(
+    table: dict[str, TopicQueueSpec],
+    specs: dict[TopicQueueSpec, TopicQueueSpec],
+    renamed: dict[str, str],
+    data_version: Any,
+    mapping: Any,
+    servers: Any,
+) -> RegisterTable:
+    """The table read, with the body's small parts checked as the full decoder checks them."""
+    mapping = _or_empty(mapping)
     if not isinstance(mapping, dict):
         raise BodyError("topicQueueMappingInfoMap must be a JSON object")
-    servers = [str(s) for s in _list(shape.filter_server_list, "filterServerList")]
     return RegisterTable(
         table,
-        data_version_from(_or_empty(shape.data_version)),
-        servers,
+        data_version_from(_or_empty(data_version)),
+        [str(s) for s in _list(servers, "filterServerList")],
         mapping,
         tuple(specs),
         renamed,
@@ -634,14 +643,13 @@ def _table_from_doc(doc: dict[str, Any]) -> RegisterTable:
     table: dict[str, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
     _add_specs(table, specs, renamed, {str(name): tc for name, tc in table_doc.items()})
-    servers = [str(s) for s in _list(doc.get("filterServerList"), "filterServerList")]
-    return RegisterTable(
+    return _register_table(
         table,
-        data_version_from(_or_empty(wrapper_doc.get("dataVersion"))),
-        servers,
-        mapping,
-        tuple(specs),
+        specs,
         renamed,
+        wrapper_doc.get("dataVersion"),
+        mapping,
+        doc.get("filterServerList"),
     )
 
 
