@@ -586,14 +586,7 @@ class RouteRegistry:
         return qd
 
     def _add_holder(self, topic: str, broker_name: str) -> None:
-        holders = self._holders.get(topic, ())
-        cache_key = (holders, broker_name)
-        grown = self._holders_with.get(cache_key)
-        if grown is None:
-            if len(self._holders_with) >= _MAX_INTERNED:
-                self._holders_with.clear()
-            grown = self._holders_with[cache_key] = tuple(sorted({*holders, broker_name}))
-        self._holders[topic] = grown
+        self._holders[topic] = self._with_holder(self._holders.get(topic, ()), broker_name)
 
     def _add_holders(self, topics: list[str], broker_name: str) -> None:
         """:meth:`_add_holder` for many topics: their holder tuples are interned, so the new
@@ -602,16 +595,18 @@ class RouteRegistry:
             return
         holders = self._holders
         before = list(map(holders.get, topics, repeat(())))
-        grown: dict[_Holders, _Holders] = {}
-        for old in set(before):
-            cache_key = (old, broker_name)
-            new = self._holders_with.get(cache_key)
-            if new is None:
-                if len(self._holders_with) >= _MAX_INTERNED:
-                    self._holders_with.clear()
-                new = self._holders_with[cache_key] = tuple(sorted({*old, broker_name}))
-            grown[old] = new
+        grown = {old: self._with_holder(old, broker_name) for old in set(before)}
         holders.update(zip(topics, map(grown.__getitem__, before), strict=True))
+
+    def _with_holder(self, holders: _Holders, broker_name: str) -> _Holders:
+        """The interned holder tuple ``holders`` plus ``broker_name``."""
+        cache_key = (holders, broker_name)
+        grown = self._holders_with.get(cache_key)
+        if grown is None:
+            if len(self._holders_with) >= _MAX_INTERNED:
+                self._holders_with.clear()
+            grown = self._holders_with[cache_key] = tuple(sorted({*holders, broker_name}))
+        return grown
 
     def _remove_holder(self, topic: str, broker_name: str) -> None:
         holders = self._holders.get(topic)
