@@ -25,7 +25,7 @@ import operator
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import filterfalse, islice, repeat
 from typing import Any, NamedTuple
 
 from namesrv.broker_events import BrokerEventBook
@@ -199,12 +199,16 @@ class ChangeDetector:
         """Record that a mutation for ``cause`` changed these topics' routes."""
         dirty = self._dirty
         bit = _BIT_OF_CAUSE[cause]
-        # In C for the topics not yet marked (a large register marks 100,000 at once); a
-        # Python step only for those marked already, whose place in line is kept.
-        fresh = dict.fromkeys(topics, bit)
-        for topic in dirty.keys() & fresh.keys() if dirty else ():
-            del fresh[topic]
-            dirty[topic] |= bit
+        # All in C (a large register marks 100,000 at once, often while the last register's
+        # topics are still marked): those marked already gain the bit and keep their place in
+        # line (a dict update leaves a key where it is); the others join at the end.
+        again = list(filter(dirty.__contains__, topics)) if dirty else []
+        if again:
+            masks = list(map(operator.or_, map(dirty.__getitem__, again), repeat(bit)))
+            dirty.update(zip(again, masks, strict=True))
+            fresh = dict.fromkeys(filterfalse(dirty.__contains__, topics), bit)
+        else:
+            fresh = dict.fromkeys(topics, bit)
         dirty.update(fresh)
         if self._clock_ms is not None and self.report_routes:  # only a journal records it
             self._marked_at.update(dict.fromkeys(fresh, self._clock_ms()))

@@ -339,8 +339,13 @@ class RequestProcessor:
                         table: bodies.RegisterTable = done.value
                         break
                     yield "read"
-                # Checked whole before anything is applied (names a slice at a time, in C).
-                names = list(table.topic_queues)
+                # Checked whole before anything is applied (names a slice at a time, in C); the
+                # names of chunks that passed before are not checked again.
+                cache = self.chunk_cache
+                if table.parts is not None and cache is not None:
+                    names = cache.unchecked_names(table.parts)
+                else:
+                    names = list(table.topic_queues)
                 per_step = topics_per_step if large else len(names) + 1
                 for start in range(0, len(names), per_step):
                     validation.check_topic_names(names[start : start + per_step])
@@ -354,6 +359,8 @@ class RequestProcessor:
                 validation.check_topic_specs(
                     table.topic_queues, table.specs, self.s.config.registry.max_queue_nums
                 )
+                if table.parts is not None and cache is not None:
+                    cache.checked(table.parts)
                 topic_configs, data_version = table.topic_queues, table.data_version
                 parts = table.parts
                 filter_servers = table.filter_server_list

@@ -20,7 +20,8 @@ import operator
 import re
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
+from itertools import chain
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -128,6 +129,8 @@ class ChunkCache:
         self.hits = 0
         self.misses = 0
         self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
+        self._checked: set[tuple[int, int]] = set()
+        """Cached chunks whose topic names passed the register's checks."""
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -150,6 +153,16 @@ class ChunkCache:
         while self.bytes > self.max_bytes:
             _, old = self._parts.popitem(last=False)
             self.bytes -= old.key[0]
+            self._checked.discard(old.key)
+
+    def unchecked_names(self, parts: Iterable[TablePart]) -> list[str]:
+        """The topic names of ``parts`` not known to pass the checks, in order."""
+        checked = self._checked
+        return list(chain.from_iterable(p.names for p in parts if p.key not in checked))
+
+    def checked(self, parts: Iterable[TablePart]) -> None:
+        """``parts`` passed the checks of a register; those cached need not be checked again."""
+        self._checked.update(p.key for p in parts if p.key in self._parts)
 
 
 class TableSink:
