@@ -237,8 +237,13 @@ class ChangeDetector:
         max_notifications: int | None = None,
         max_settle: int | None = None,
         out_of_time: Callable[[], bool] | None = None,
+        subscribed_only: bool = False,
     ) -> list[Notification]:
         """Settle marked topics, then build at most one notification per owed connection.
+
+        ``subscribed_only`` settles just the marked topics somebody subscribes to; the others
+        stay marked, so while brokers keep registering the same topics a topic nobody watches
+        is settled once for the lot (a lookup settles its topic when it asks).
 
         While ``degraded`` nothing is built and every debt is kept. A connection for which
         ``can_send`` is False keeps its debt and place in line. ``max_notifications`` caps the
@@ -249,7 +254,9 @@ class ChangeDetector:
         the walk over owed connections and must not change subscriptions or debt.
         """
         self.stats.ticks += 1
-        if self._dirty:
+        if self._dirty and subscribed_only:
+            self._settle_subscribed()
+        elif self._dirty:
             self._settle_some(max_settle, out_of_time)
         book = self.broker_events
         owes_brokers = book is not None and book.pending_connections > 0
@@ -289,6 +296,17 @@ class ChangeDetector:
                 book.served(conn)
         self.stats.notifications_built += len(built)
         return built
+
+    def _settle_subscribed(self) -> None:
+        """Settle the marked topics somebody subscribes to (a C-level intersection of the two
+        key sets, walking the smaller), in name order."""
+        dirty = self._dirty
+        watched = sorted(self._subs.subscribed_among(dirty.keys()))
+        if not watched:
+            return
+        batch = list(zip(watched, map(dirty.pop, watched), strict=True))
+        pop = self._marked_at.pop
+        self._settle_batch(batch, lambda topic: pop(topic, None))
 
     def _settle_some(self, max_settle: int | None, out_of_time: Callable[[], bool] | None) -> None:
         """Settle marked topics, oldest marks first, up to ``max_settle`` or the time budget.

@@ -19,7 +19,7 @@ from wire_client import WireClient, connect
 
 from namesrv.change_detector import SETTLE_CHECK
 from namesrv.config import from_mapping
-from namesrv.server import NameServer
+from namesrv.server import QUIET_SETTLE_DEFERRALS, NameServer
 from protocol import bodies
 from protocol import routepush_pb2 as pb
 from protocol.codes import RequestCode, ResponseCode
@@ -573,3 +573,51 @@ def test_a_silent_startup_of_5000_topics_counts_each_suppression_without_a_journ
     assert server.detector.stats.versions_bumped == 5_000
     assert server.detector.version(names[0]) == (1, True)
     assert server.detector.version(names[-1]) == (1, True)
+
+
+@pytest_twisted.inlineCallbacks
+def test_ticks_while_registers_are_pending_settle_subscribed_topics_and_defer_the_rest(
+    make_server,
+):
+    running = make_server({"registry": {"register_slice_topics": 1_000}})
+    server, clock = running.server, running.clock
+    names = topic_names(20_000)
+    broker = yield connect(running.port)
+    yield registered(running, broker, register(plain_body(names, 1)))
+    clock.advance(TICK)
+    while server.detector.dirty_count:
+        clock.advance(0)
+    watcher = yield connect(running.port)
+    yield watcher.call(
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(names[:1], "t")
+    )
+    # Every topic changes; the register is applied a slice (1,000 topics) per reactor turn.
+    slices = server.registry.stats.job_slices
+    answer = broker.request(register(plain_body(names, 2, perms=dict.fromkeys(names, 4))))
+    yield wait_until(lambda: server.pending_registers)
+    while server.registry.stats.job_slices < slices + 2:  # names[0]'s slice is applied
+        clock.advance(0)
+        yield task.deferLater(reactor, 0, lambda: None)
+    assert server.pending_registers
+    marked = server.detector.dirty_count
+    clock.advance(TICK)  # a tick with the register still pending
+    assert server.counters["settle_deferrals"] == 1
+    assert server.detector.dirty_count >= marked - 1  # only the subscribed topic settled
+    yield watcher.wait_pushed(1)
+    note = parse(pb.TopicRouteChanged, watcher.pushed[0].body)
+    assert [c.topic for c in note.changes] == [names[0]]
+    # A lookup settles its own topic on demand, whatever the tick deferred.
+    asker = yield connect(running.port)
+    resp = yield asker.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": names[1]})
+    assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["routeVersion"] == "2"
+    # Deferral is bounded: after QUIET_SETTLE_DEFERRALS ticks in a row, one settles it all.
+    for _ in range(QUIET_SETTLE_DEFERRALS):
+        clock.advance(TICK)
+    assert server.counters["settle_deferrals"] == QUIET_SETTLE_DEFERRALS
+    while not answer.called:
+        clock.advance(0)
+        yield task.deferLater(reactor, 0, lambda: None)
+    clock.advance(TICK)
+    while server.detector.dirty_count:
+        clock.advance(0)
+    assert server.detector.stats.versions_bumped == 40_000
