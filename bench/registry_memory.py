@@ -69,7 +69,11 @@ def main() -> None:
     clock = task.Clock()
     config = from_mapping(
         {
-            "server": {"listen": "127.0.0.1:0", "max_frame_size": 256 << 20},
+            "server": {
+                "listen": "127.0.0.1:0",
+                "max_frame_size": 256 << 20,
+                "max_buffered_input_bytes": 512 << 20,
+            },
             "pressure": {"enabled": False},
         }
     )
