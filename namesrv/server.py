@@ -1013,4 +1013,10 @@ class NameServer:
         out["log_lines_suppressed"] = self._peer_log.dropped
         out["pressure_sample_errors"] = self.pressure.sample_errors
         out["journal_suppressed_records"] = getattr(self.journal, "suppressed_records", 0)
+        chunks = self.processor.chunk_cache
+        if chunks is not None:
+            out["register_chunk_cache_bytes"] = chunks.bytes
+            out["register_chunk_cache_hits"] = chunks.hits
+            out["register_chunk_cache_misses"] = chunks.misses
+        out["register_topics_skipped"] = self.registry.stats.topics_skipped
         return out
