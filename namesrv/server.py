@@ -590,6 +590,8 @@ class NameServer:
     def _input_held(self, conn: NamesrvConnection) -> None:
         """Account ``conn``'s partly received frame; past the global bound, shed the biggest."""
         held = conn.decoder.allocated
+        if not held and not conn.held_input:  # the usual read: whole frames, nothing held
+            return
         delta = held - conn.held_input
         conn.held_input = held
         self.buffered_input += delta
