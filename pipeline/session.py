@@ -28,6 +28,10 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     """
     conf = SparkConf()
     conf.setIfMissing("spark.ui.showConsoleProgress", "false")
+    # A run generates about 90 classes; the default cache (100 entries, split into four LRU
+    # segments of 25) evicts some within one run, so every run in a long-lived session
+    # compiled a score of them again and the JVM's JIT compilers recompiled their code.
+    conf.setIfMissing("spark.sql.codegen.cache.maxEntries", "1000")
     # Under spark-submit the JVM is already up (it started this process and said where to
     # reach it) and holds the master it was given.
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:

@@ -120,14 +120,6 @@ def _fact(when: Column, fig: str, **values: Column | None) -> Column:
     return F.when(when, F.array(_struct(fig, **values))).otherwise(F.array().cast(_FACT_ARRAY))
 
 
-def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Column:
-    """One fact per element of the array column ``items`` (its value as ``k1``)."""
-    at = F.col(bucket) if bucket is not None else None
-    return F.when(
-        when, F.transform(items, lambda item: _struct(fig, k1=item, bucket=at))
-    ).otherwise(F.array().cast(_FACT_ARRAY))
-
-
 _LONG, _TEXT, _REAL = T.LongType(), T.StringType(), T.DoubleType()
 _FACT_ARRAY = T.ArrayType(
     T.StructType(
@@ -281,15 +273,30 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     u = journal.usable
     ev = F.col("event")
     bucket = (F.floor(F.col("ts_ms") / width) * width).cast(T.LongType())
-    changed = ev == "route_changed"
+    # A change's causes and a suppression's rules, one row per element (a record without any
+    # keeps one row, its position null); the change's other facts come from its first row.
+    # Exploded here, not mapped with an array function: a lambda written in Python gets a
+    # fresh variable name in every query, so Spark would generate and compile new code (and
+    # the JVM compile it again) on every run.
+    items = F.when(ev == "route_changed", F.col("causes")).when(ev == "suppressed", F.col("rules"))
+    source = u.select(
+        "*", bucket.alias("time_bucket"), F.posexplode_outer(items).alias("item_at", "item")
+    )
+    item = F.col("item_at").isNotNull()
+    changed = (ev == "route_changed") & (F.col("item_at").isNull() | (F.col("item_at") == 0))
     sent = ev == "notification_sent"
     frames = F.col("frames")
     per_frame = F.when(frames > 0, F.col("bytes") / frames)
     detection = F.col("ts_ms") - F.col("mutated_at_ms")
     rows, _ = _grouped(
-        u.withColumn("time_bucket", bucket),
+        source,
         [
-            _each(changed, "causes", "cause", "time_bucket"),
+            _fact(
+                (ev == "route_changed") & item,
+                "cause",
+                bucket=F.col("time_bucket"),
+                k1=F.col("item"),
+            ),
             _fact(
                 changed,
                 "notify",
@@ -298,7 +305,7 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
             ),
             _fact(changed, "kind", k1=F.col("kind")),
             _fact(changed, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
-            _each(ev == "suppressed", "rules", "rule"),
+            _fact((ev == "suppressed") & item, "rule", k1=F.col("item")),
             _fact(sent, "tick", bucket=F.col("time_bucket"), a=frames, c=F.col("bytes")),
             _fact(sent, "frames", h=histogram_bucket(frames), m=frames),
             _fact(sent & (frames > 0), "frame_bytes", h=histogram_bucket(per_frame), m=per_frame),
@@ -425,9 +432,14 @@ def fetch_table(
     # Nearly always one candidate: tested as plain columns; the array functions (evaluated
     # row by row, outside Spark's generated code) only where a pair names several changes.
     only = F.col("cands")[0]
-    best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(
-        F.array_max(F.filter("cands", fits))
+    # The lambda in SQL, with a name of its own: one built in Python gets a fresh name per
+    # query, and Spark would then generate and compile new code on every run.
+    latest_fitting = F.expr(
+        "array_max(filter(cands, c -> c.detected <= fetched_at_ms + "
+        f"{int(window.clock_skew_ms)} AND c.detected >= fetched_at_ms - {int(window.max_lag_ms)}"
+        " AND (c.ns IS NULL OR c.ns = namesrv)))"
     )
+    best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(latest_fitting)
     lv = learned_versions(telemetry)
     joined = lv.join(
         candidates,
