@@ -370,10 +370,10 @@ def learned_versions(telemetry: DataFrame) -> DataFrame:
     refetch (a restarted name server numbers versions afresh, so an equal number may be a new
     route). A topic's first record is where the client started from, not a change reaching it;
     a refetch returning what the client held (polls, mostly) is no news."""
-    # A hash of client and topic leads the sort: sorting starts from a fixed-size prefix of
-    # the first key, and file names share a long one, so sorting by the names alone compares
-    # whole strings row against row. The names follow the hash, so two clients or topics are
-    # never taken for one.
+    # A hash of client (an id, ``inputs.read_telemetry``) and topic leads the sort: sorting
+    # starts from a fixed-size prefix of the first key, and one client's rows share their id,
+    # so sorting by it would compare topic names row against row. The id and name follow the
+    # hash, so two clients or topics are never taken for one.
     order = Window.partitionBy(F.xxhash64("client", "topic"), "client", "topic", "status").orderBy(
         "fetched_at_ms", "requested_at_ms"
     )
@@ -493,7 +493,7 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
             _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
             _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
             _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
-            _fact(matched, "client", k1=F.col("client"), a=lag, m=lag),
+            _fact(matched, "client", h=F.col("client"), a=lag, m=lag),
             _fact(
                 matched,
                 CHANGE_FACT,
@@ -504,7 +504,8 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
                 lo=after,
             ),
         ],
-        {"client": (TOP_SHOWN, "m")},
+        # One group per telemetry file (the driver lists them anyway): ranked here, by name.
+        {},
         kept=(CHANGE_FACT,),
     )
     assert per_change is not None
@@ -522,7 +523,7 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
             if r["h"] == 1:
                 learned += n
         elif fig == "client":
-            clients.append((-float(r["m"]), r["k1"], n, int(r["a"]) / n))
+            clients.append((-float(r["m"]), telemetry.clients[int(r["h"])], n, int(r["a"]) / n))
         else:
             for cause in (str(r["k1"]), "all") if fig in ("lag", "detect", "after") else ("",):
                 hists.setdefault((fig, cause), Histogram()).add(float(r["h"]), n, r["m"])
@@ -548,7 +549,7 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
     s.learned_changes = s.propagation["all"].count if "all" in s.propagation else 0
     s.unmatched_fetches = learned - s.learned_changes
     s.charts.top_clients = [
-        (client, n, mean, -neg_max) for neg_max, client, n, mean in sorted(clients)
+        (client, n, mean, -neg_max) for neg_max, client, n, mean in sorted(clients)[:TOP_SHOWN]
     ]
     return per_change
 
@@ -587,7 +588,7 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
     )
 
 
-STEPS = ("journal: parse and totals", "journal figures, telemetry tied to changes")
+STEPS = ("journal and telemetry: parsed, tied and aggregated",)
 
 
 def summarize(
@@ -599,18 +600,18 @@ def summarize(
     """The whole analysis: the summary, and the per-change table (lazy, for writing).
     ``on_step`` is told each of ``STEPS`` before it runs.
 
-    Once the journal's totals are in (the time buckets need its first and last record), its
-    grouped figures and the telemetry's run as two concurrent Spark jobs: each leaves the
-    cores idle at times (planning on the driver, a stage's last tasks), which the other fills.
-    They fill different fields of the summary.
+    The telemetry's pass runs in its own thread from the start, beside the journal's two
+    (the totals, then the grouped figures, whose time buckets need the first and last
+    record): each leaves the cores idle at times (planning on the driver, a stage's last
+    tasks), which the other fills. The journal's cache is filled by whichever job reads it
+    first; the other waits for it. They fill different fields of the summary.
     """
     window = window or MatchWindow()
     s = Summary(journal=InputQuality(journal.files, 0, 0, 0), telemetry=None)
     on_step(STEPS[0])
-    _journal_totals(journal, s)
-    on_step(STEPS[1])
     changes = journal.usable.where(F.col("event") == "route_changed")
     if telemetry is None:
+        _journal_totals(journal, s)
         _journal_groups(journal, s)
         return s, change_table(changes, None)
     found: list[DataFrame] = []
@@ -627,6 +628,7 @@ def summarize(
     worker = InheritableThread(target=tie, name="telemetry")
     worker.start()
     try:
+        _journal_totals(journal, s)
         _journal_groups(journal, s)
     finally:
         worker.join()
