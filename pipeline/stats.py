@@ -120,6 +120,24 @@ def _fact(when: Column, fig: str, **values: Column | None) -> Column:
     return F.when(when, F.array(_struct(fig, **values))).otherwise(F.array().cast(_FACT_ARRAY))
 
 
+def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Column:
+    """One fact per element of the array column ``items`` (its value as ``k1``).
+
+    The lambda is SQL, its variable named: one written in Python gets a fresh variable name
+    in every query, so Spark would generate and compile new code (and the JVM compile that
+    again) on every run."""
+    at = f"CAST({bucket} AS BIGINT)" if bucket is not None else "CAST(NULL AS BIGINT)"
+    fact = (
+        f"named_struct('fig', '{fig}', 'bucket', {at}, 'k1', CAST(item AS STRING),"
+        " 'k2', CAST(NULL AS STRING), 'h', CAST(NULL AS BIGINT), 'n', CAST(1 AS BIGINT),"
+        " 'a', CAST(0 AS BIGINT), 'c', CAST(0 AS BIGINT), 'm', CAST(NULL AS DOUBLE),"
+        " 'lo', CAST(NULL AS DOUBLE))"
+    )
+    return F.when(when, F.expr(f"transform({items}, item -> {fact})")).otherwise(
+        F.array().cast(_FACT_ARRAY)
+    )
+
+
 _LONG, _TEXT, _REAL = T.LongType(), T.StringType(), T.DoubleType()
 _FACT_ARRAY = T.ArrayType(
     T.StructType(
@@ -273,30 +291,15 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     u = journal.usable
     ev = F.col("event")
     bucket = (F.floor(F.col("ts_ms") / width) * width).cast(T.LongType())
-    # A change's causes and a suppression's rules, one row per element (a record without any
-    # keeps one row, its position null); the change's other facts come from its first row.
-    # Exploded here, not mapped with an array function: a lambda written in Python gets a
-    # fresh variable name in every query, so Spark would generate and compile new code (and
-    # the JVM compile it again) on every run.
-    items = F.when(ev == "route_changed", F.col("causes")).when(ev == "suppressed", F.col("rules"))
-    source = u.select(
-        "*", bucket.alias("time_bucket"), F.posexplode_outer(items).alias("item_at", "item")
-    )
-    item = F.col("item_at").isNotNull()
-    changed = (ev == "route_changed") & (F.col("item_at").isNull() | (F.col("item_at") == 0))
+    changed = ev == "route_changed"
     sent = ev == "notification_sent"
     frames = F.col("frames")
     per_frame = F.when(frames > 0, F.col("bytes") / frames)
     detection = F.col("ts_ms") - F.col("mutated_at_ms")
     rows, _ = _grouped(
-        source,
+        u.withColumn("time_bucket", bucket),
         [
-            _fact(
-                (ev == "route_changed") & item,
-                "cause",
-                bucket=F.col("time_bucket"),
-                k1=F.col("item"),
-            ),
+            _each(changed, "causes", "cause", "time_bucket"),
             _fact(
                 changed,
                 "notify",
@@ -305,7 +308,7 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
             ),
             _fact(changed, "kind", k1=F.col("kind")),
             _fact(changed, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
-            _fact((ev == "suppressed") & item, "rule", k1=F.col("item")),
+            _each(ev == "suppressed", "rules", "rule"),
             _fact(sent, "tick", bucket=F.col("time_bucket"), a=frames, c=F.col("bytes")),
             _fact(sent, "frames", h=histogram_bucket(frames), m=frames),
             _fact(sent & (frames > 0), "frame_bytes", h=histogram_bucket(per_frame), m=per_frame),
@@ -596,9 +599,12 @@ def summarize(
     telemetry: Parsed | None = None,
     window: MatchWindow | None = None,
     on_step: Callable[[str], None] = lambda name: None,
+    on_journal: Callable[[Summary], None] = lambda s: None,
 ) -> tuple[Summary, DataFrame]:
     """The whole analysis: the summary, and the per-change table (lazy, for writing).
-    ``on_step`` is told each of ``STEPS`` before it runs.
+    ``on_step`` is told each of ``STEPS`` before it runs; ``on_journal`` gets the summary once
+    its journal figures are in, while the telemetry's may still be computed (it must not read
+    those).
 
     The telemetry's pass runs in its own thread from the start, beside the journal's two
     (the totals, then the grouped figures, whose time buckets need the first and last
@@ -613,6 +619,7 @@ def summarize(
     if telemetry is None:
         _journal_totals(journal, s)
         _journal_groups(journal, s)
+        on_journal(s)
         return s, change_table(changes, None)
     found: list[DataFrame] = []
     failed: list[BaseException] = []
@@ -630,6 +637,7 @@ def summarize(
     try:
         _journal_totals(journal, s)
         _journal_groups(journal, s)
+        on_journal(s)
     finally:
         worker.join()
     if failed:
