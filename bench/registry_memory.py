@@ -2,12 +2,14 @@
 
 In one process: a ``NameServer`` (no socket, a fake clock driving its slices) is fed
 REGISTER_BROKER requests through its connection handling, as brokers send them (compressed
-bodies, as 5.x brokers do for large tables); the RSS grown after a full garbage collection,
+bodies, as 5.x brokers do for large tables, or with ``--plain`` JSON bodies, which also fill
+the register chunk cache); the RSS grown after a full garbage collection,
 divided by the (topic, broker) entries held, is the figure. The request bodies are built and
 measured before the baseline RSS is taken, so they do not count.
 
     python bench/registry_memory.py --topics 100000 --brokers 10
     python bench/registry_memory.py --topics 1000000 --brokers 1
+    python bench/registry_memory.py --topics 1000000 --brokers 1 --plain
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from protocol.headers import RegisterBrokerRequestHeader
 from protocol.route_model import DataVersion, TopicConfig
 
 
-def register_frame(broker: int, topics: int) -> bytes:
+def register_frame(broker: int, topics: int, plain: bool = False) -> bytes:
     configs = {f"topic-{i:07d}": TopicConfig(f"topic-{i:07d}", 8, 8, 6) for i in range(topics)}
     wrapper = bodies.TopicConfigSerializeWrapper(configs, DataVersion(0, 1, 1))
-    body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
+    body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed=not plain)
     header = RegisterBrokerRequestHeader(
         broker_name=f"broker-{broker}",
         broker_addr=f"10.0.{broker // 250}.{broker % 250}:10911",
@@ -43,7 +45,7 @@ def register_frame(broker: int, topics: int) -> bytes:
         ha_server_addr=f"10.0.{broker // 250}.{broker % 250}:10912",
         broker_id=0,
         heartbeat_timeout_millis=None,
-        compressed=True,
+        compressed=not plain,
         body_crc32=bodies.crc32(body),
     )
     return encode_command(
@@ -60,13 +62,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=100_000)
     parser.add_argument("--brokers", type=int, default=10)
+    parser.add_argument("--plain", action="store_true", help="plain JSON bodies")
     args = parser.parse_args()
 
-    frames = [register_frame(b, args.topics) for b in range(args.brokers)]
+    frames = [register_frame(b, args.topics, args.plain) for b in range(args.brokers)]
     clock = task.Clock()
     config = from_mapping(
         {
-            "server": {"listen": "127.0.0.1:0", "max_frame_size": 256 << 20},
+            "server": {
+                "listen": "127.0.0.1:0",
+                "max_frame_size": 256 << 20,
+                "max_buffered_input_bytes": 512 << 20,
+            },
             "pressure": {"enabled": False},
         }
     )
@@ -87,8 +94,10 @@ def main() -> None:
         clock.advance(0)
     grown = rss() - base
     entries = args.topics * args.brokers
+    form = "plain" if args.plain else "compressed"
     print(
-        f"{args.topics:,} topics x {args.brokers} brokers: {server.registry.topic_count:,} topics "
+        f"{args.topics:,} topics x {args.brokers} brokers ({form} bodies): "
+        f"{server.registry.topic_count:,} topics "
         f"held; RSS grew {grown / 2**20:.1f} MiB = {grown / entries:.0f} B per (topic, broker)"
     )
 

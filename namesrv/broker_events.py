@@ -165,6 +165,11 @@ class BrokerEventBook:
                 },
             )
 
+    @property
+    def waiting(self) -> bool:
+        """Whether some broker event waits for its topics to settle."""
+        return bool(self._waiting)
+
     def watches(self, topic: str) -> bool:
         """Whether a broker event waits for ``topic`` to be settled (:meth:`settled`)."""
         return any(topic in left for _, left in self._waiting)

@@ -83,6 +83,10 @@ class RegistryConfig:
     register_read_slice_bytes: int = 1 << 19
     """A register body larger than this is checked and parsed in slices of this many bytes
     (and ``register_slice_topics`` topic configs) per reactor turn."""
+    register_chunk_cache_bytes: int = 64 * MIB
+    """Topic-table chunks read lately, charged at their JSON size: a chunk seen again (the
+    next register of the same broker, or a broker with the same topics) is not decoded again,
+    and one the broker's table already holds is not applied again. 0 turns it off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +242,7 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("registry.max_kv_config_bytes", r.max_kv_config_bytes, 1 * KIB, 2**40),
         ("registry.register_slice_topics", r.register_slice_topics, 1, 10_000_000),
         ("registry.register_read_slice_bytes", r.register_read_slice_bytes, 4 * KIB, 2**31 - 1),
+        ("registry.register_chunk_cache_bytes", r.register_chunk_cache_bytes, 0, 2**40),
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
         ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),

@@ -42,6 +42,7 @@ _GAUGES = {
     "buffered_input_bytes": "Bytes of partial requests held across all connections.",
     "route_cache_bytes": "Bytes held by the route response cache.",
     "kv_config_bytes": "Bytes of KV config held.",
+    "register_chunk_cache_bytes": "Register-table chunks cached, charged at their JSON size.",
 }
 _COUNTERS = {
     "connections_opened": "Connections accepted.",
@@ -63,6 +64,10 @@ _COUNTERS = {
     "route_cache_hits": "Route lookups answered from the response cache.",
     "ticks": "Change-detection ticks run.",
     "suppressed_changes": "Route changes whose every cause is suppressed by config.",
+    "register_chunk_cache_hits": "Register-table chunks found read already (not decoded again).",
+    "register_chunk_cache_misses": "Register-table chunks decoded.",
+    "register_topics_skipped": "Topics of registers skipped: the broker's table held their chunk.",
+    "settle_deferrals": "Ticks that settled only subscribed topics while registers were pending.",
 }
 _LABELLED_COUNTERS = {
     # stats prefix: (family, label, help)

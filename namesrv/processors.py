@@ -31,6 +31,7 @@ from protocol.codes import RequestCode, ResponseCode, Version
 from protocol.errors import BodyError, ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.push_codec import encode_subscribe_ack, parse
+from protocol.register_table_reader import ChunkCache
 from protocol.route_model import DataVersion
 
 _HASH_SLICE_BYTES = 4 << 20
@@ -95,6 +96,9 @@ class RequestProcessor:
         self.refused: Counter[str] = Counter()
         self.register_bodies_read = 0
         """Register bodies parsed; an identical heartbeat body is not."""
+        cache_bytes = services.config.registry.register_chunk_cache_bytes
+        self.chunk_cache = ChunkCache(cache_bytes) if cache_bytes > 0 else None
+        """Register-table chunks read lately (see ``registry.register_chunk_cache_bytes``)."""
         self._in_flight: Counter[tuple[str, str]] = Counter()
         self._log = RateLimitedLog(log, services.clock)
         """A peer decides how many requests get refused: its lines are paced per request."""
@@ -312,6 +316,9 @@ class RequestProcessor:
             # and the interpreter's keyed SipHash of the bytes (in C, cached on the object),
             # which a broker cannot steer into a collision without the process's secret key.
             digest = _DIGEST.pack(b"c" if h.compressed else b"p", len(body), crc, hash(body))
+            parts = None
+            if large:
+                yield "read"  # hashing 16 MB is a few milliseconds of its own
             if registry.body_unchanged(
                 h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, digest
             ):
@@ -325,6 +332,7 @@ class RequestProcessor:
                     req.version,
                     topics_per_step=topics_per_step,
                     bytes_per_step=chunk if large else None,
+                    chunk_cache=self.chunk_cache,
                 )
                 while True:
                     try:
@@ -333,8 +341,13 @@ class RequestProcessor:
                         table: bodies.RegisterTable = done.value
                         break
                     yield "read"
-                # Checked whole before anything is applied (names a slice at a time, in C).
-                names = list(table.topic_queues)
+                # Checked whole before anything is applied (names a slice at a time, in C); the
+                # names of chunks that passed before are not checked again.
+                cache = self.chunk_cache
+                if table.parts is not None and cache is not None:
+                    names = cache.unchecked_names(table.parts)
+                else:
+                    names = list(table.topic_queues)
                 per_step = topics_per_step if large else len(names) + 1
                 for start in range(0, len(names), per_step):
                     validation.check_topic_names(names[start : start + per_step])
@@ -348,11 +361,15 @@ class RequestProcessor:
                 validation.check_topic_specs(
                     table.topic_queues, table.specs, self.s.config.registry.max_queue_nums
                 )
+                if table.parts is not None and cache is not None:
+                    cache.checked(table.parts)
                 topic_configs, data_version = table.topic_queues, table.data_version
+                parts = table.parts
                 filter_servers = table.filter_server_list
                 mapping = table.topic_queue_mapping_info_map
         else:
             topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
+            parts = None
         for i, addr in enumerate(filter_servers):
             validation.check_address(f"filterServerList[{i}]", addr)
         result = registry.register_broker(
@@ -369,6 +386,7 @@ class RequestProcessor:
             channel=conn.conn_id,
             topic_queue_mapping_info=mapping,
             body_digest=digest,
+            table_parts=parts,
         )
         ext = headers.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr

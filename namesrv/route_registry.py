@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice, repeat
+from itertools import chain, repeat
 from typing import Any, Protocol
 
 from namesrv.broker_events import BrokerEvent, BrokerListener
 from namesrv.change_cause import ChangeCause
 from protocol.codes import PERM_READ_WRITE, Perm
 from protocol.push_codec import BrokerChangeKind
+from protocol.register_table_reader import TablePart
 from protocol.route_model import (
     BrokerData,
     ClusterInfo,
@@ -54,6 +55,9 @@ _Spec = tuple[int, int, int, int]
 """(read queues, write queues, perm, topic sys flag): what a topic's queue data is made of."""
 _Holders = tuple[str, ...]
 """The sorted broker names holding queue data of one topic."""
+_PartsMemo = tuple[frozenset[tuple[int, int]], bool]
+"""The identities of the table chunks a broker's queue data is exactly the result of, and
+whether they were applied read-only (a prime slave)."""
 
 DEFAULT_SLICE_TOPICS = 2_000
 """Topic writes per slice of a large register: a few milliseconds of one reactor turn."""
@@ -80,15 +84,16 @@ class QueueSpec(Protocol):
     def topic_sys_flag(self) -> int: ...
 
 
-def _spec_items(topic_configs: Mapping[str, QueueSpec]) -> Iterator[tuple[str, Any]]:
-    """(topic, spec tuple) of a register's table; the reader's specs already are tuples."""
-    sample = next(iter(topic_configs.values()), None)
-    if sample is None or isinstance(sample, tuple):
-        return iter(topic_configs.items())
-    return (
-        (t, (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag))
-        for t, tc in topic_configs.items()
-    )
+def _spec_columns(topic_configs: Mapping[str, QueueSpec]) -> tuple[list[str], list[Any]]:
+    """A register's table as two columns, topics and spec tuples, sliced by a job in C (the
+    reader's specs already are tuples)."""
+    names = list(topic_configs)
+    values = list(topic_configs.values())
+    if not values or isinstance(values[0], tuple):
+        return names, values
+    return names, [
+        (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag) for tc in values
+    ]
 
 
 class _QueueDataOf(dict[Any, QueueData]):
@@ -129,20 +134,22 @@ class RegisterJob:
         "cause",
         "data_version",
         "done",
-        "items",
         "mapping",
+        "memo",
+        "names",
         "on_done",
         "queue_data",
         "read_only",
         "rewrite_all",
+        "specs",
         "total",
     )
 
     def __init__(
         self,
         broker_name: str,
-        items: Iterator[tuple[str, QueueSpec]],
-        total: int,
+        names: list[str],
+        specs: list[Any],
         *,
         rewrite_all: bool,
         read_only: bool,
@@ -154,8 +161,10 @@ class RegisterJob:
         self.queue_data: _QueueDataOf | None = None
         self.cause = cause
         """What the topics its slices change are reported with (a start-up stays silent)."""
-        self.items = items
-        self.total = total
+        self.names = names
+        self.specs = specs
+        """The table's topics and their spec tuples, in its order; ``applied`` of them are."""
+        self.total = len(names)
         self.applied = 0
         self.rewrite_all = rewrite_all
         self.read_only = read_only
@@ -163,13 +172,16 @@ class RegisterJob:
         self.data_version = data_version
         self.done = False
         self.cancelled = False
+        self.memo: _PartsMemo | None = None
+        """What the broker's table holds once this job is done: its chunks, see
+        ``RouteRegistry._applied_parts``."""
         self.on_done: list[Callable[[RegisterJob], None]] = []
 
     def _finish(self) -> None:
         if self.done:
             return
         self.done = True
-        self.items = iter(())
+        self.names, self.specs = [], []
         callbacks, self.on_done = self.on_done, []
         for callback in callbacks:
             callback(self)
@@ -184,6 +196,8 @@ class RegistryStats:
     jobs_started: int = 0
     job_slices: int = 0
     jobs_superseded: int = 0
+    topics_skipped: int = 0
+    """Topics of register tables not visited: their chunk was applied already, unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +285,10 @@ class RouteRegistry:
         """broker name → its register being applied in slices (at most one per broker)."""
         self._unsettled: set[str] = set()
         """Brokers whose last register's table is not fully applied: the next rewrites all."""
+        self._applied_parts: dict[str, _PartsMemo] = {}
+        """broker name → the chunks its table holds exactly (as read by
+        :mod:`protocol.register_table_reader`): a register listing one of them again skips it.
+        Forgotten as soon as anything else writes the table."""
         self._lacking: set[str] = set()
         """Brokers that lost topics outside a register (DELETE_TOPIC): the next register, even
         with an unchanged data version, writes back the topics it lists and we lack (as
@@ -299,6 +317,7 @@ class RouteRegistry:
         channel: object,
         topic_queue_mapping_info: Mapping[str, Any],
         body_digest: bytes | None = None,
+        table_parts: Sequence[TablePart] | None = None,
     ) -> RegisterResult:
         """REGISTER_BROKER, as upstream's ``registerBroker``; also the broker's heartbeat.
 
@@ -306,6 +325,9 @@ class RouteRegistry:
         (see :meth:`body_unchanged`): data version, table and filter servers are taken from
         then, and the table costs no per-topic work. A body with the same data version but
         other bytes is checked topic by topic for topics we lack, as upstream does.
+
+        ``table_parts``, the table's chunks as read, lets a master's register skip the chunks
+        its table already holds as they are (the usual re-register after one topic changed).
         """
         key = (cluster_name, broker_addr)
         previous = self._live.get(key)
@@ -343,6 +365,7 @@ class RouteRegistry:
         # upstream's prime slave: with acting master on, the lowest id stands in for a master.
         is_prime_slave = enable_acting_master and not is_master and broker_id == min(group.addrs)
         if is_master or is_prime_slave:
+            memo = self._applied_parts.pop(broker_name, None)
             if self._delete_with_registration and table_given and not topic_queue_mapping_info:
                 held = self._tables.get(broker_name, {})
                 for name in [t for t in held if t not in topic_configs]:
@@ -361,19 +384,24 @@ class RouteRegistry:
                 superseded.cancelled = True
                 superseded._finish()
             if rewrite_all or lacking or (table_given and topic_configs):
+                names, specs = self._unapplied_columns(
+                    topic_configs, table_parts, memo, is_prime_slave, lacking
+                )
                 job = RegisterJob(
                     broker_name,
-                    _spec_items(topic_configs),
-                    len(topic_configs),
+                    names,
+                    specs,
                     rewrite_all=rewrite_all,
                     read_only=is_prime_slave,
                     mapping=topic_queue_mapping_info if rewrite_all else {},
                     data_version=data_version,
                     cause=self._register_cause(previous, topic_configs),
                 )
+                if table_parts is not None:
+                    job.memo = (frozenset(part.key for part in table_parts), is_prime_slave)
                 self._lacking.discard(broker_name)
-                if len(topic_configs) <= self.slice_topics:
-                    touched |= self._apply_slice(job, len(topic_configs) + 1)
+                if len(names) <= self.slice_topics:
+                    touched.update(self._apply_slice(job, len(names) + 1))
                     job = None
                 else:
                     self._unsettled.add(broker_name)
@@ -429,6 +457,26 @@ class RouteRegistry:
                 )
             )
         return RegisterResult(ha_addr, master_addr, changed, job)
+
+    def _unapplied_columns(
+        self,
+        topic_configs: Mapping[str, QueueSpec],
+        parts: Sequence[TablePart] | None,
+        memo: _PartsMemo | None,
+        read_only: bool,
+        lacking: bool,
+    ) -> tuple[list[str], list[Any]]:
+        """The topics and specs a register must write: all of its table, less the chunks the
+        broker's table holds exactly as they are (``memo``, from its last register)."""
+        if parts is None or memo is None or lacking or memo[1] != read_only:
+            return _spec_columns(topic_configs)
+        held = memo[0]
+        fresh = [part for part in parts if part.key not in held]
+        if len(fresh) == len(parts):
+            return _spec_columns(topic_configs)
+        names = list(chain.from_iterable(part.names for part in fresh))
+        self.stats.topics_skipped += len(topic_configs) - len(names)
+        return names, list(chain.from_iterable(part.specs for part in fresh))
 
     @staticmethod
     def _register_cause(previous: _Live | None, topic_configs: Mapping[str, Any]) -> ChangeCause:
@@ -524,19 +572,20 @@ class RouteRegistry:
             if job.done:
                 del self._jobs[name]
             # One report per slice: each topic's route moves from old to new in one step.
-            self._report(touched, job.cause)
+            self._report(touched, job.cause, in_order=True)
         return bool(self._jobs or self._drops)
 
-    def _apply_slice(self, job: RegisterJob, budget: int) -> set[str]:
+    def _apply_slice(self, job: RegisterJob, budget: int) -> list[str]:
         """Write up to ``budget`` topics of ``job``'s table; finishes the job at its end.
+        Returns the topics whose queue data changed, in the table's order.
 
         As upstream: every topic when the data version moved (or on first registration),
         otherwise only topics lacking this broker's queue data. The slice is compared and
         written with C-level ``map``/``update``; Python runs per topic only for topics whose
-        queue data changed (and, once per broker, for topics new to it).
+        queue data changed to another value.
         """
         name = job.broker_name
-        touched: set[str] = set()
+        touched: list[str] = []
         if name not in self._brokers:  # the broker left meanwhile: nothing more to write
             self._unsettled.discard(name)
             job._finish()
@@ -544,35 +593,47 @@ class RouteRegistry:
         table = self._tables.get(name)
         if table is None:
             table = self._tables[name] = {}
-        chunk = list(islice(job.items, max(1, budget)))
-        if chunk:
-            topics, specs = zip(*chunk, strict=True)
+        begin = job.applied
+        end = begin + max(1, budget)
+        topics = job.names[begin:end]
+        if topics:
             queue_data = job.queue_data
             if queue_data is None:
                 pool = self._queue_pool.setdefault(name, {})
                 queue_data = job.queue_data = _QueueDataOf(pool, name, job.read_only)
-            new = list(map(queue_data.__getitem__, specs))
-            if job.rewrite_all:
-                old = list(map(table.get, topics))
-                pairs = zip(topics, new, old, strict=True)
-                # ``o is None`` first: comparing a QueueData with None runs Python code.
-                changed = [(t, q) for t, q, o in pairs if q is not o and (o is None or q != o)]
-                arriving = [t for t, o in zip(topics, old, strict=True) if o is None]
+            new = list(map(queue_data.__getitem__, job.specs[begin:end]))
+            old = list(map(table.get, topics))
+            if old.count(None) == len(old):  # all new to this broker (its first register)
+                table.update(zip(topics, new, strict=True))
+                self._add_holders(topics, name)
+                touched = topics
+            elif job.rewrite_all:
+                if old != new:  # list equality: identical queue data compares in C
+                    pairs = zip(topics, new, old, strict=True)
+                    # ``o is None`` first: comparing a QueueData with None runs Python code.
+                    changed = [(t, q) for t, q, o in pairs if q is not o and (o is None or q != o)]
+                    table.update(changed)
+                    arriving = [t for t, o in zip(topics, old, strict=True) if o is None]
+                    self._add_holders(arriving, name)
+                    touched = list(map(_FIRST, changed))
             else:
-                changed = [(t, q) for t, q in zip(topics, new, strict=True) if t not in table]
-                arriving = list(map(_FIRST, changed))
-            if changed:
-                table.update(changed)
-                self._add_holders(arriving, name)
-                touched.update(map(_FIRST, changed))
-            job.applied += len(chunk)
-            self.stats.topic_writes += len(chunk)
-        if len(chunk) < budget:
+                changed = [(t, q) for t, q, o in zip(topics, new, old, strict=True) if o is None]
+                if changed:
+                    table.update(changed)
+                    touched = list(map(_FIRST, changed))
+                    self._add_holders(touched, name)
+            job.applied += len(topics)
+            self.stats.topic_writes += len(topics)
+        if end > len(job.names):
             if not table:
                 del self._tables[name]
             if job.mapping:
-                touched |= self._write_mapping(name, job.mapping)
+                mapped = self._write_mapping(name, job.mapping)
+                mapped.difference_update(touched)
+                touched = [*touched, *sorted(mapped)]
             self._unsettled.discard(name)
+            if job.memo is not None:
+                self._applied_parts[name] = job.memo
             job._finish()
         return touched
 
@@ -595,8 +656,11 @@ class RouteRegistry:
             return
         holders = self._holders
         before = list(map(holders.get, topics, repeat(())))
-        grown = {old: self._with_holder(old, broker_name) for old in set(before)}
-        holders.update(zip(topics, map(grown.__getitem__, before), strict=True))
+        # Keyed by identity: hashing a holder tuple hashes every name in it.
+        ids = list(map(id, before))
+        distinct = dict(zip(ids, before, strict=True))
+        grown = {i: self._with_holder(old, broker_name) for i, old in distinct.items()}
+        holders.update(zip(topics, map(grown.__getitem__, ids), strict=True))
 
     def _with_holder(self, holders: _Holders, broker_name: str) -> _Holders:
         """The interned holder tuple ``holders`` plus ``broker_name``."""
@@ -758,6 +822,7 @@ class RouteRegistry:
             if not names:
                 del self._clusters[cluster]
         self._queue_pool.pop(broker_name, None)
+        self._applied_parts.pop(broker_name, None)
         table = self._tables.pop(broker_name, {})
         if len(table) > self.slice_topics:
             # Dropped in slices by run_jobs: routes stop listing the broker now (it has no
@@ -786,6 +851,7 @@ class RouteRegistry:
         """Remove one broker's queue data of ``topic``; a topic left with none is deleted."""
         table = self._tables.get(broker_name)
         if table is not None and table.pop(topic, None) is not None:
+            self._applied_parts.pop(broker_name, None)
             self._remove_holder(topic, broker_name)
             if not table:
                 del self._tables[broker_name]
@@ -888,6 +954,7 @@ class RouteRegistry:
         table = self._tables.get(broker_name)
         if table is None:
             return touched
+        self._applied_parts.pop(broker_name, None)
         rewritten: dict[QueueData, QueueData] = {}  # few distinct queue datas per broker
         for topic, qd in table.items():
             out = rewritten.get(qd)
@@ -941,6 +1008,7 @@ class RouteRegistry:
                 if old is None:
                     self._add_holder(topic, name)
                 table[topic] = qd
+                self._applied_parts.pop(name, None)
                 touched = True
         if touched:
             self._report((topic,), ChangeCause.REGISTER_TOPIC)
@@ -1022,8 +1090,12 @@ class RouteRegistry:
             enable_acting_master=group.enable_acting_master,
         )
 
-    def _report(self, topics: Collection[str], cause: ChangeCause) -> list[str]:
-        ordered = sorted(topics)
+    def _report(
+        self, topics: Collection[str], cause: ChangeCause, *, in_order: bool = False
+    ) -> list[str]:
+        """Tell the listener; ``topics`` sorted first unless ``in_order`` (a job slice's list
+        in its table's order, deterministic already)."""
+        ordered = list(topics) if in_order else sorted(topics)
         if ordered and self._listener is not None:
             self._listener(ordered, cause)
         return ordered

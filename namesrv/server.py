@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 1_000
 """How often overdue frames and idle connections are looked for: the timeouts' resolution."""
+QUIET_SETTLE_DEFERRALS = 4
+"""Ticks in a row that, while registers are being read or applied, settle only subscribed
+topics: brokers of one cluster re-registering the same topics mark each once per burst, not
+once per broker. Then one tick settles everything, and the count starts again."""
 
 
 @implementer(IPushProducer)
@@ -396,6 +400,9 @@ class NameServer:
         self._works: list[tuple[NamesrvConnection, PendingResponse]] = []
         self._works_scheduled = False
         self._tick_continuation: Any = None
+        self._quiet_deferrals = 0
+        """Ticks in a row that left topics nobody subscribes to marked (registers pending)."""
+        self._tick_defers = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -854,6 +861,11 @@ class NameServer:
             detector.stats.ticks += 1  # idle: nothing marked, nobody owed (what tick() finds)
             self.journal.flush()
             return
+        if continuation is None:  # a scheduled tick decides for its continuations too
+            defer = bool(self.pending_registers) and self._quiet_deferrals < QUIET_SETTLE_DEFERRALS
+            self._quiet_deferrals = self._quiet_deferrals + 1 if defer else 0
+            self._tick_defers = defer
+        defer = self._tick_defers
         push = self.config.push
         budget = push.notify_slice_connections
         rate_limited = False
@@ -872,8 +884,11 @@ class NameServer:
             max_notifications=budget,
             max_settle=push.settle_slice_topics,
             out_of_time=lambda: timer() >= settle_until,
+            subscribed_only=defer,
         )
-        more = self.detector.dirty_count > 0 or (
+        if defer:
+            self.counters["settle_deferrals"] += 1
+        more = (self.detector.dirty_count > 0 and not defer) or (
             len(notes) >= budget and not rate_limited and self.detector.pending_connections > 0
         )
         if more:
@@ -998,4 +1013,10 @@ class NameServer:
         out["log_lines_suppressed"] = self._peer_log.dropped
         out["pressure_sample_errors"] = self.pressure.sample_errors
         out["journal_suppressed_records"] = getattr(self.journal, "suppressed_records", 0)
+        chunks = self.processor.chunk_cache
+        if chunks is not None:
+            out["register_chunk_cache_bytes"] = chunks.bytes
+            out["register_chunk_cache_hits"] = chunks.hits
+            out["register_chunk_cache_misses"] = chunks.misses
+        out["register_topics_skipped"] = self.registry.stats.topics_skipped
         return out

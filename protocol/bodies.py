@@ -12,7 +12,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from protocol import fastjson, register_table_reader
@@ -344,6 +344,9 @@ class RegisterTable:
     """The distinct specs of ``topic_queues`` (what a range check needs to look at)."""
     renamed: dict[str, str] = field(default_factory=dict)
     """Table keys whose topic config names another topic (key -> its ``topicName``)."""
+    parts: tuple[register_table_reader.TablePart, ...] | None = field(default=None, compare=False)
+    """The table's chunks as read, in order, when every chunk was read the usual way and no
+    topic is listed twice: what lets the registry skip chunks it applied already."""
 
 
 def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
@@ -365,6 +368,7 @@ def register_body_steps(
     *,
     topics_per_step: int,
     bytes_per_step: int | None = None,
+    chunk_cache: register_table_reader.ChunkCache | None = None,
 ) -> Generator[None, None, RegisterTable]:
     """Read a register body ``topics_per_step`` topic configs (of a plain body: about
     ``bytes_per_step`` bytes) at a time: a generator that yields between steps and returns the
@@ -381,7 +385,7 @@ def register_body_steps(
         return (yield from _compressed_steps(data, broker_version, topics_per_step))
     chunk = bytes_per_step or max(1, topics_per_step) * _CHARS_PER_TOPIC
     try:
-        return (yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62))))
+        return (yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62)), chunk_cache))
     except register_table_reader.NotFast:
         pass
     try:
@@ -598,16 +602,22 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
     )
 
 
-def _fast_plain_steps(data: bytes, chunk_bytes: int) -> Generator[None, None, RegisterTable]:
+def _fast_plain_steps(
+    data: bytes, chunk_bytes: int, cache: register_table_reader.ChunkCache | None
+) -> Generator[None, None, RegisterTable]:
     shape = register_table_reader.outline(data)
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec)
+    sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec, cache)
     yield from register_table_reader.table_steps(shape.table, chunk_bytes, sink)
-    return _register_table(
+    read = _register_table(
         table, specs, renamed, shape.data_version, shape.mapping, shape.filter_server_list
     )
+    parts = sink.parts
+    if parts is None or sum(len(part.names) for part in parts) != len(table):
+        return read  # a chunk read the general way, or a topic listed twice
+    return replace(read, parts=tuple(parts))
 
 
 def _register_table(

@@ -18,8 +18,11 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Callable, Generator
-from typing import Any, Literal
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Generator, Iterable
+from itertools import chain
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -54,20 +57,24 @@ class _WrapperWire(msgspec.Struct):
 
 
 class _BodyWire(msgspec.Struct):
-    topicConfigSerializeWrapper: msgspec.Raw = msgspec.Raw(b"null")
+    topicConfigSerializeWrapper: _WrapperWire | None = None
     filterServerList: Any = None
 
 
 _BODY = msgspec.json.Decoder(_BodyWire)
-_WRAPPER = msgspec.json.Decoder(_WrapperWire)
 _TABLE = msgspec.json.Decoder(dict[str, _TopicConfigWire])
 _NAME_OF = operator.attrgetter("topicName")
 _SPEC_OF = operator.attrgetter("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
-_ENTRY_CUT = re.compile(rb'\},"[^"\\]*":\{')
+_ENTRY_CUT = re.compile(rb'\},"([^"\\]*)":\{')
 """Where one topic config likely ends and the next begins (fastjson writes ``attributes``
 first, so a nested object never precedes a key whose value is an object)."""
 _GUESSES = 4
 """Cut guesses tried per chunk before the body is left to the general reader."""
+_CUT_KEY_MASK = 15
+_CUT_LOOKAHEAD = 64
+"""A chunk ends before a member whose key's CRC-32 has its low four bits clear, among the next
+64 members past the chunk size (else at the first): cuts depend on the content, so a topic added
+to or removed from a table changes only the chunk holding it, not every later one."""
 
 
 class Outline:
@@ -85,16 +92,10 @@ class Outline:
 def outline(data: bytes) -> Outline:
     """Decode all but the topic table (which msgspec only skips over, checking its syntax)."""
     try:
-        body = _BODY.decode(data)
-        wrapper_raw = memoryview(body.topicConfigSerializeWrapper)
-        if bytes(wrapper_raw[:1]) == b"n":  # null
-            wrapper = _WrapperWire()
-        elif bytes(wrapper_raw[:1]) == b"{":
-            wrapper = _WRAPPER.decode(wrapper_raw)
-        else:
-            raise NotFast
+        body = _BODY.decode(data)  # one pass: the wrapper is a struct, its table left raw
     except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included
         raise NotFast from None
+    wrapper = body.topicConfigSerializeWrapper or _WrapperWire()
     table = memoryview(wrapper.topicConfigTable)
     if bytes(table[:1]) not in (b"{", b"n"):
         raise NotFast
@@ -103,11 +104,76 @@ def outline(data: bytes) -> Outline:
     )
 
 
+class TablePart(NamedTuple):
+    """One chunk of a topic table as read: its identity (length and the process's keyed hash
+    of its bytes), its topics and their shared specs in order, and keys renamed in it."""
+
+    key: tuple[int, int]
+    names: list[str]
+    specs: list[Any]
+    renamed: dict[str, str]
+    distinct: tuple[Any, ...]
+
+
+class ChunkCache:
+    """Topic-table chunks read lately, by identity, so a chunk seen before (in this broker's
+    last register, or another broker's with the same topics) is not decoded again.
+
+    Bounded by ``max_bytes``, each chunk charged at its JSON size (more than its decoded
+    lists hold), least recently used first out.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
+        self._checked: set[tuple[int, int]] = set()
+        """Cached chunks whose topic names passed the register's checks."""
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def get(self, key: tuple[int, int]) -> TablePart | None:
+        part = self._parts.get(key)
+        if part is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._parts.move_to_end(key)
+        return part
+
+    def put(self, part: TablePart) -> None:
+        size = part.key[0]
+        if size > self.max_bytes or part.key in self._parts:
+            return
+        self._parts[part.key] = part
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, old = self._parts.popitem(last=False)
+            self.bytes -= old.key[0]
+            self._checked.discard(old.key)
+
+    def unchecked_names(self, parts: Iterable[TablePart]) -> list[str]:
+        """The topic names of ``parts`` not known to pass the checks, in order."""
+        checked = self._checked
+        return list(chain.from_iterable(p.names for p in parts if p.key not in checked))
+
+    def checked(self, parts: Iterable[TablePart]) -> None:
+        """``parts`` passed the checks of a register; those cached need not be checked again."""
+        self._checked.update(p.key for p in parts if p.key in self._parts)
+
+
 class TableSink:
     """Where the chunks of a topic table go: ``out`` (topic -> shared spec), the distinct
-    ``specs``, ``renamed`` keys, and the general per-topic reader for unusual chunks."""
+    ``specs``, ``renamed`` keys, and the general per-topic reader for unusual chunks.
 
-    __slots__ = ("add_general", "make_spec", "out", "renamed", "specs")
+    ``parts`` lists the chunks read, in order, while every chunk was read the usual way (None
+    once one was not); ``cache``, when given, supplies chunks read before and keeps new ones.
+    """
+
+    __slots__ = ("add_general", "cache", "make_spec", "out", "parts", "renamed", "specs")
 
     def __init__(
         self,
@@ -116,45 +182,68 @@ class TableSink:
         renamed: dict[str, str],
         add_general: Callable[[dict[str, Any], dict[Any, Any], dict[str, str], Any], None],
         make_spec: Callable[..., Any],
+        cache: ChunkCache | None = None,
     ) -> None:
         self.out = out
         self.specs = specs
         self.renamed = renamed
         self.add_general = add_general
         self.make_spec = make_spec
+        self.cache = cache
+        self.parts: list[TablePart] | None = []
 
     def add_chunk(self, chunk: bytes, *, guess: bool = False) -> bool:
         """Add one chunk of members; False when a guessed cut was wrong (nothing added)."""
-        try:
-            part = _TABLE.decode(chunk)
-        except msgspec.ValidationError:
+        key = (len(chunk), hash(chunk))
+        cache = self.cache
+        part = cache.get(key) if cache is not None else None
+        if part is None:
             try:
-                general = json.loads(chunk, parse_constant=fastjson.refuse_constant)
-            except (ValueError, RecursionError):
+                decoded = _TABLE.decode(chunk)
+            except msgspec.ValidationError:
+                try:
+                    general = json.loads(chunk, parse_constant=fastjson.refuse_constant)
+                except (ValueError, RecursionError):
+                    if guess:
+                        return False
+                    raise NotFast from None
+                self.add_general(self.out, self.specs, self.renamed, general)
+                self.parts = None
+                return True
+            except (msgspec.DecodeError, UnicodeDecodeError):
                 if guess:
                     return False
                 raise NotFast from None
-            self.add_general(self.out, self.specs, self.renamed, general)
-            return True
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            if guess:
-                return False
-            raise NotFast from None
-        keys = list(part)
-        values = list(part.values())
-        names = list(map(_NAME_OF, values))
-        if names != keys:
-            for key, name in zip(keys, names, strict=True):
-                if name and name != key:
-                    self.renamed[key] = name
-        numbers = list(map(_SPEC_OF, values))
+            part = self._part(key, decoded)
+            if cache is not None:
+                cache.put(part)
         specs = self.specs
-        for distinct in dict.fromkeys(numbers):  # in order of first use, as the general reader
-            if distinct not in specs:
-                spec = self.make_spec(*distinct)
-                specs[spec] = spec
-        self.out.update(zip(keys, map(specs.__getitem__, numbers), strict=True))
+        for distinct in part.distinct:  # in order of first use, as the general reader
+            specs.setdefault(distinct, distinct)
+        self.renamed.update(part.renamed)
+        self.out.update(zip(part.names, part.specs, strict=True))
+        if self.parts is not None:
+            self.parts.append(part)
         return True
+
+    def _part(self, key: tuple[int, int], decoded: dict[str, _TopicConfigWire]) -> TablePart:
+        keys = list(decoded)
+        values = list(decoded.values())
+        names = list(map(_NAME_OF, values))
+        renamed: dict[str, str] = {}
+        if names != keys:
+            for name_key, name in zip(keys, names, strict=True):
+                if name and name != name_key:
+                    renamed[name_key] = name
+        specs = self.specs
+        numbers = list(map(_SPEC_OF, values))
+        shared: dict[Any, Any] = {}
+        for distinct in dict.fromkeys(numbers):
+            spec = specs.get(distinct)
+            shared[distinct] = spec if spec is not None else self.make_spec(*distinct)
+        return TablePart(
+            key, keys, list(map(shared.__getitem__, numbers)), renamed, tuple(shared.values())
+        )
 
 
 def table_steps(
@@ -183,14 +272,28 @@ def table_steps(
             return
         search_from = start + chunk_bytes
         for _ in range(_GUESSES):
-            found = _ENTRY_CUT.search(table, search_from)
+            found = _content_cut(table, search_from)
             if found is None:
                 raise NotFast
-            cut = found.start() + 1  # the comma between two members, if the guess is right
+            cut = found + 1  # the comma between two members, if the guess is right
             if sink.add_chunk(b"".join((b"{", table[start:cut], b"}")), guess=True):
                 start = cut + 1
                 break
-            search_from = found.start() + 1
+            search_from = found + 1
         else:
             raise NotFast
         yield
+
+
+def _content_cut(table: memoryview, search_from: int) -> int | None:
+    """Where a likely member boundary at or after ``search_from`` starts (see
+    :data:`_CUT_LOOKAHEAD`), or None when there is none."""
+    first = None
+    for count, found in enumerate(_ENTRY_CUT.finditer(table, search_from)):
+        if first is None:
+            first = found.start()
+        if zlib.crc32(found.group(1)) & _CUT_KEY_MASK == 0:
+            return found.start()
+        if count >= _CUT_LOOKAHEAD:
+            break
+    return first
