@@ -9,12 +9,13 @@ from three aggregations whose small results are collected:
 2. the journal's grouped counts: per cause, kind, rule and time bucket, histograms, and the
    most changed topics and most skipped connections, top-N cut in Spark;
 3. the telemetry's: quality, fetches per cause, histograms of delivery and of propagation per
-   learning cause, the clients with the largest lag, and per journal change how many clients
-   learned it and how fast. Those per-change groups stay in Spark (cached with the others) and
-   make the per-change table with the journal's changes.
+   learning cause, lag per client (one group per telemetry file, ranked on the driver), and
+   per journal change how many clients learned it and how fast. Those per-change groups stay
+   in Spark (cached with the others) and make the per-change table with the journal's changes.
 
-2 and 3 run concurrently. Only aggregates (and the few degradation records) reach the driver;
-their size does not grow with the input. Distributions come from histograms
+3 runs beside 1 and 2. Only aggregates (and the few degradation records) reach the driver;
+their size does not grow with the input (the per-client groups with the number of files,
+which the driver lists anyway). Distributions come from histograms
 (``summary.Histogram``): exact to the millisecond (or frame, or byte) below 2,048, within
 0.1 % above; maxima are exact.
 """
