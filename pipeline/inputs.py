@@ -10,8 +10,8 @@ counted as invalid and left out; an event type this job does not know is counted
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -152,6 +152,8 @@ class Parsed:
     files: int
     named: bool = False
     """Some journal source names its name server (``HOST:PORT=DIR``)."""
+    clients: Mapping[int, str] = field(default_factory=dict)
+    """The telemetry's ``client`` ids and the files they stand for."""
 
     @property
     def usable(self) -> DataFrame:
@@ -250,10 +252,11 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
         found.extend(matched)
     files = sorted(set(found))
     raw = _read_json(spark, files, TELEMETRY_SCHEMA)
+    client, clients = _client_ids(spark, raw.inputFiles() if files else [])
     status = _status(F.col(CORRUPT).isNotNull(), F.lit(True), _all_present(TELEMETRY_REQUIRED))
     frame = raw.select(
         status.alias("status"),
-        F.input_file_name().alias("client"),
+        client.alias("client"),
         "topic",
         "version",
         "exists",
@@ -264,4 +267,27 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
         "namesrv",
     )
     # Not cached: one aggregation reads it (``stats.summarize``).
-    return Parsed(frame, len(files))
+    return Parsed(frame, len(files), clients=clients)
+
+
+def _client_ids(spark: SparkSession, names: Sequence[str]) -> tuple[Column, dict[int, str]]:
+    """The ``client`` column, a 64-bit hash of the file's name, and each id's file.
+
+    Every line carries it through the per-client sort and the aggregation: a long costs far
+    less there than the file's name (a long URI). ``names`` are the files as Spark names them
+    (``DataFrame.inputFiles``, the same text as ``input_file_name``); should two of them hash
+    alike, the hash is salted until none do, so two clients are never taken for one.
+    """
+    salt = 0
+    while True:
+        salted = [F.lit(salt), F.col("name")] if salt else [F.col("name")]
+        rows = (
+            spark.createDataFrame([(n,) for n in names], "name string")
+            .select(F.xxhash64(*salted).alias("id"), "name")
+            .collect()
+        )
+        ids = {int(r["id"]): str(r["name"]) for r in rows}
+        if len(ids) == len(set(names)):
+            file = [F.lit(salt), F.input_file_name()] if salt else [F.input_file_name()]
+            return F.xxhash64(*file), ids
+        salt += 1

@@ -15,7 +15,7 @@ from namesrv.config import NamesrvConfig, load
 from pipeline.config_toml import to_toml
 from pipeline.html_report import render_html
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
-from pipeline.plots import plots
+from pipeline.plots import Plot, Plotter, journal_plots, plots
 from pipeline.progress import Progress
 from pipeline.report import render
 from pipeline.stats import STEPS, summarize
@@ -62,9 +62,15 @@ def _run(
 ) -> Outputs:
     journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
     telemetry = read_telemetry(spark, args.telemetry) if args.telemetry else None
+    drawn: dict[Plotter, Plot | None] = {}
     with Progress(spark, len(STEPS) + 1) as progress:
         summary, changes = summarize(
-            journal, telemetry, MatchWindow(args.clock_skew_ms, args.max_lag_ms), progress.step
+            journal,
+            telemetry,
+            MatchWindow(args.clock_skew_ms, args.max_lag_ms),
+            progress.step,
+            # The journal's plots are drawn while Spark computes the telemetry's figures.
+            lambda s: drawn.update(journal_plots(s)),
         )
         progress.step("per-change table, report and plots")
         # Spark writes the table while this thread draws the plots: the two share no data and
@@ -80,7 +86,7 @@ def _run(
         writer = InheritableThread(target=write_table, name="change-table")
         writer.start()
         try:
-            outputs = _write(args, current, out, tables, summary)
+            outputs = _write(args, current, out, tables, summary, drawn)
         finally:
             writer.join()
         if failed:
@@ -89,13 +95,18 @@ def _run(
 
 
 def _write(
-    args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str, summary: Summary
+    args: argparse.Namespace,
+    current: NamesrvConfig,
+    out: Path,
+    tables: str,
+    summary: Summary,
+    drawn: dict[Plotter, Plot | None],
 ) -> Outputs:
     recs = recommend(summary, current, Targets(args.target_p99_ms))
     outputs = Outputs(out / REPORT, out / REPORT_HTML, out / SUMMARY, out / TUNED_CONFIG, tables)
     markdown = render(summary, recs)
     outputs.report.write_text(markdown, encoding="utf-8")
-    outputs.html.write_text(render_html(summary, plots(summary), markdown), encoding="utf-8")
+    outputs.html.write_text(render_html(summary, plots(summary, drawn), markdown), encoding="utf-8")
     outputs.summary.write_text(
         json.dumps(
             {"summary": summary.to_json(), "recommendations": [_rec_json(r) for r in recs]},

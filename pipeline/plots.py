@@ -7,7 +7,7 @@ Plain values in, bytes out: no Spark here, so the plots can be drawn from a hand
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import matplotlib
@@ -297,6 +297,21 @@ PLOTTERS: tuple[Callable[[Summary], Plot | None], ...] = (
 )
 
 
-def plots(s: Summary) -> list[Plot]:
-    """Every plot the summary has data for."""
-    return [p for p in (plot(s) for plot in PLOTTERS) if p is not None]
+Plotter = Callable[[Summary], Plot | None]
+
+JOURNAL_PLOTTERS: frozenset[Plotter] = frozenset(
+    {changes_over_time, notifications_per_tick, degradation_timeline, top_topics}
+)
+"""The plots drawn from the journal's figures alone."""
+
+
+def journal_plots(s: Summary) -> dict[Plotter, Plot | None]:
+    """The plots of ``JOURNAL_PLOTTERS``: the job draws them while Spark still computes the
+    telemetry's figures, so fewer are left for the end of the run."""
+    return {plot: plot(s) for plot in PLOTTERS if plot in JOURNAL_PLOTTERS}
+
+
+def plots(s: Summary, drawn: Mapping[Plotter, Plot | None] | None = None) -> list[Plot]:
+    """Every plot the summary has data for; those in ``drawn`` are taken from it."""
+    done = drawn or {}
+    return [p for p in (done[f] if f in done else f(s) for f in PLOTTERS) if p is not None]

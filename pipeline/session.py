@@ -19,6 +19,23 @@ def local_heap_mib() -> int:
     return max(1024, min(8192, total // 4 // 2**20))
 
 
+def local_cores(master: str) -> int:
+    """The task threads of a ``local`` master: ``local[N]``, ``local[*]`` (every core this
+    process may run on, as the JVM counts them), ``local``, ``local-cluster[N,CORES,MiB]``."""
+    args = master.partition("[")[2].partition("]")[0].split(",")
+    if master.startswith("local-cluster") and len(args) == 3:
+        return max(1, int(args[0]) * int(args[1])) if args[0].isdigit() and args[1].isdigit() else 1
+    inside = args[0]
+    if inside.isdigit():
+        return max(1, int(inside))
+    if inside == "*":
+        try:
+            return len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            return os.cpu_count() or 1
+    return 1
+
+
 def spark_session(master: str | None = None, shuffle_partitions: int | None = None) -> SparkSession:
     """A session for the job.
 
@@ -28,6 +45,10 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     """
     conf = SparkConf()
     conf.setIfMissing("spark.ui.showConsoleProgress", "false")
+    # A run generates about 90 classes; the default cache (100 entries, split into four LRU
+    # segments of 25) evicts some within one run, so every run in a long-lived session
+    # compiled a score of them again and the JVM's JIT compilers recompiled their code.
+    conf.setIfMissing("spark.sql.codegen.cache.maxEntries", "1000")
     # Under spark-submit the JVM is already up (it started this process and said where to
     # reach it) and holds the master it was given.
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -37,7 +58,14 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
         # interfaces and without its web UI.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.set("spark.ui.enabled", "false")
-        conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or 4))
+        # Four tasks per core, of even size, in every stage that reads the files or a shuffle:
+        # a stage of three tasks on two cores runs its last task alone, and more, smaller
+        # tasks keep every core busy to a stage's end. (Adaptive execution would merge the
+        # shuffle's partitions back to as few as the data's size needs.)
+        tasks = 4 * local_cores(master)
+        conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or tasks))
+        conf.setIfMissing("spark.sql.adaptive.coalescePartitions.enabled", "false")
+        conf.setIfMissing("spark.sql.files.minPartitionNum", str(tasks))
         # The one JVM is driver and executors: Spark's 1 GiB default leaves a few hundred MiB
         # for the journal's cache, and a journal of millions of events then goes to disk.
         conf.setIfMissing("spark.driver.memory", f"{local_heap_mib()}m")

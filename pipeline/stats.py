@@ -9,12 +9,13 @@ from three aggregations whose small results are collected:
 2. the journal's grouped counts: per cause, kind, rule and time bucket, histograms, and the
    most changed topics and most skipped connections, top-N cut in Spark;
 3. the telemetry's: quality, fetches per cause, histograms of delivery and of propagation per
-   learning cause, the clients with the largest lag, and per journal change how many clients
-   learned it and how fast. Those per-change groups stay in Spark (cached with the others) and
-   make the per-change table with the journal's changes.
+   learning cause, lag per client (one group per telemetry file, ranked on the driver), and
+   per journal change how many clients learned it and how fast. Those per-change groups stay
+   in Spark (cached with the others) and make the per-change table with the journal's changes.
 
-2 and 3 run concurrently. Only aggregates (and the few degradation records) reach the driver;
-their size does not grow with the input. Distributions come from histograms
+3 runs beside 1 and 2. Only aggregates (and the few degradation records) reach the driver;
+their size does not grow with the input (the per-client groups with the number of files,
+which the driver lists anyway). Distributions come from histograms
 (``summary.Histogram``): exact to the millisecond (or frame, or byte) below 2,048, within
 0.1 % above; maxima are exact.
 """
@@ -121,11 +122,21 @@ def _fact(when: Column, fig: str, **values: Column | None) -> Column:
 
 
 def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Column:
-    """One fact per element of the array column ``items`` (its value as ``k1``)."""
-    at = F.col(bucket) if bucket is not None else None
-    return F.when(
-        when, F.transform(items, lambda item: _struct(fig, k1=item, bucket=at))
-    ).otherwise(F.array().cast(_FACT_ARRAY))
+    """One fact per element of the array column ``items`` (its value as ``k1``).
+
+    The lambda is SQL, its variable named: one written in Python gets a fresh variable name
+    in every query, so Spark would generate and compile new code (and the JVM compile that
+    again) on every run."""
+    at = f"CAST({bucket} AS BIGINT)" if bucket is not None else "CAST(NULL AS BIGINT)"
+    fact = (
+        f"named_struct('fig', '{fig}', 'bucket', {at}, 'k1', CAST(item AS STRING),"
+        " 'k2', CAST(NULL AS STRING), 'h', CAST(NULL AS BIGINT), 'n', CAST(1 AS BIGINT),"
+        " 'a', CAST(0 AS BIGINT), 'c', CAST(0 AS BIGINT), 'm', CAST(NULL AS DOUBLE),"
+        " 'lo', CAST(NULL AS DOUBLE))"
+    )
+    return F.when(when, F.expr(f"transform({items}, item -> {fact})")).otherwise(
+        F.array().cast(_FACT_ARRAY)
+    )
 
 
 _LONG, _TEXT, _REAL = T.LongType(), T.StringType(), T.DoubleType()
@@ -363,10 +374,10 @@ def learned_versions(telemetry: DataFrame) -> DataFrame:
     refetch (a restarted name server numbers versions afresh, so an equal number may be a new
     route). A topic's first record is where the client started from, not a change reaching it;
     a refetch returning what the client held (polls, mostly) is no news."""
-    # A hash of client and topic leads the sort: sorting starts from a fixed-size prefix of
-    # the first key, and file names share a long one, so sorting by the names alone compares
-    # whole strings row against row. The names follow the hash, so two clients or topics are
-    # never taken for one.
+    # A hash of client (an id, ``inputs.read_telemetry``) and topic leads the sort: sorting
+    # starts from a fixed-size prefix of the first key, and one client's rows share their id,
+    # so sorting by it would compare topic names row against row. The id and name follow the
+    # hash, so two clients or topics are never taken for one.
     order = Window.partitionBy(F.xxhash64("client", "topic"), "client", "topic", "status").orderBy(
         "fetched_at_ms", "requested_at_ms"
     )
@@ -425,9 +436,14 @@ def fetch_table(
     # Nearly always one candidate: tested as plain columns; the array functions (evaluated
     # row by row, outside Spark's generated code) only where a pair names several changes.
     only = F.col("cands")[0]
-    best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(
-        F.array_max(F.filter("cands", fits))
+    # The lambda in SQL, with a name of its own: one built in Python gets a fresh name per
+    # query, and Spark would then generate and compile new code on every run.
+    latest_fitting = F.expr(
+        "array_max(filter(cands, c -> c.detected <= fetched_at_ms + "
+        f"{int(window.clock_skew_ms)} AND c.detected >= fetched_at_ms - {int(window.max_lag_ms)}"
+        " AND (c.ns IS NULL OR c.ns = namesrv)))"
     )
+    best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(latest_fitting)
     lv = learned_versions(telemetry)
     joined = lv.join(
         candidates,
@@ -481,7 +497,7 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
             _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
             _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
             _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
-            _fact(matched, "client", k1=F.col("client"), a=lag, m=lag),
+            _fact(matched, "client", h=F.col("client"), a=lag, m=lag),
             _fact(
                 matched,
                 CHANGE_FACT,
@@ -492,7 +508,8 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
                 lo=after,
             ),
         ],
-        {"client": (TOP_SHOWN, "m")},
+        # One group per telemetry file (the driver lists them anyway): ranked here, by name.
+        {},
         kept=(CHANGE_FACT,),
     )
     assert per_change is not None
@@ -510,7 +527,7 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
             if r["h"] == 1:
                 learned += n
         elif fig == "client":
-            clients.append((-float(r["m"]), r["k1"], n, int(r["a"]) / n))
+            clients.append((-float(r["m"]), telemetry.clients[int(r["h"])], n, int(r["a"]) / n))
         else:
             for cause in (str(r["k1"]), "all") if fig in ("lag", "detect", "after") else ("",):
                 hists.setdefault((fig, cause), Histogram()).add(float(r["h"]), n, r["m"])
@@ -536,7 +553,7 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
     s.learned_changes = s.propagation["all"].count if "all" in s.propagation else 0
     s.unmatched_fetches = learned - s.learned_changes
     s.charts.top_clients = [
-        (client, n, mean, -neg_max) for neg_max, client, n, mean in sorted(clients)
+        (client, n, mean, -neg_max) for neg_max, client, n, mean in sorted(clients)[:TOP_SHOWN]
     ]
     return per_change
 
@@ -575,7 +592,7 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
     )
 
 
-STEPS = ("journal: parse and totals", "journal figures, telemetry tied to changes")
+STEPS = ("journal and telemetry: parsed, tied and aggregated",)
 
 
 def summarize(
@@ -583,23 +600,27 @@ def summarize(
     telemetry: Parsed | None = None,
     window: MatchWindow | None = None,
     on_step: Callable[[str], None] = lambda name: None,
+    on_journal: Callable[[Summary], None] = lambda s: None,
 ) -> tuple[Summary, DataFrame]:
     """The whole analysis: the summary, and the per-change table (lazy, for writing).
-    ``on_step`` is told each of ``STEPS`` before it runs.
+    ``on_step`` is told each of ``STEPS`` before it runs; ``on_journal`` gets the summary once
+    its journal figures are in, while the telemetry's may still be computed (it must not read
+    those).
 
-    Once the journal's totals are in (the time buckets need its first and last record), its
-    grouped figures and the telemetry's run as two concurrent Spark jobs: each leaves the
-    cores idle at times (planning on the driver, a stage's last tasks), which the other fills.
-    They fill different fields of the summary.
+    The telemetry's pass runs in its own thread from the start, beside the journal's two
+    (the totals, then the grouped figures, whose time buckets need the first and last
+    record): each leaves the cores idle at times (planning on the driver, a stage's last
+    tasks), which the other fills. The journal's cache is filled by whichever job reads it
+    first; the other waits for it. They fill different fields of the summary.
     """
     window = window or MatchWindow()
     s = Summary(journal=InputQuality(journal.files, 0, 0, 0), telemetry=None)
     on_step(STEPS[0])
-    _journal_totals(journal, s)
-    on_step(STEPS[1])
     changes = journal.usable.where(F.col("event") == "route_changed")
     if telemetry is None:
+        _journal_totals(journal, s)
         _journal_groups(journal, s)
+        on_journal(s)
         return s, change_table(changes, None)
     found: list[DataFrame] = []
     failed: list[BaseException] = []
@@ -615,7 +636,9 @@ def summarize(
     worker = InheritableThread(target=tie, name="telemetry")
     worker.start()
     try:
+        _journal_totals(journal, s)
         _journal_groups(journal, s)
+        on_journal(s)
     finally:
         worker.join()
     if failed:

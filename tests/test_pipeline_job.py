@@ -421,3 +421,39 @@ def test_a_local_session_sizes_its_heap_from_the_machine(spark):
     # the 1 GiB default left a 10 M-event journal's cache on disk
     assert 1024 <= local_heap_mib() <= 8192
     assert spark.sparkContext.getConf().get("spark.driver.memory") == f"{local_heap_mib()}m"
+
+
+def test_a_second_run_in_one_session_generates_no_new_code(spark, tmp_path):
+    """Spark compiles the code it generates once per distinct source; a lambda written in
+    Python (a fresh variable name per query) or a cache too small for one run made every run
+    compile again, and the JVM JIT-compile it again."""
+    suppressed = {"ts_ms": 2_500, "event": "suppressed", "topic": "Q", "version": 1, "rules": ["r"]}
+    journal_file(
+        tmp_path / "j",
+        [dict(changed(1_000, "T", 1), causes=["a", "b"]), changed(2_000, "T", 2), suppressed],
+    )
+    write_lines(
+        tmp_path / "t" / "c.jsonl",
+        [fetch("T", 1, "first", 1_100), fetch("T", 2, "notify", 2_050, notified=2_000)],
+    )
+    paths = ["--journal", str(tmp_path / "j"), "--telemetry", str(tmp_path / "t")]
+    args = parser().parse_args([*paths, "--out", str(tmp_path / "o")])
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    run(spark, args)
+    before = compiled.METRIC_COMPILATION_TIME().getCount()
+    run(spark, args)
+    assert compiled.METRIC_COMPILATION_TIME().getCount() == before
+
+
+def test_a_local_session_runs_four_even_tasks_per_core(spark):
+    import os
+
+    from pipeline.session import local_cores
+
+    masters = ("local", "local[1]", "local[3]", "local[3,2]", "local-cluster[2,2,1024]")
+    assert [local_cores(m) for m in masters] == [1, 1, 3, 3, 4]
+    assert local_cores("local[*]") == len(os.sched_getaffinity(0))
+    conf = spark.sparkContext.getConf()
+    # the test session is local[2]
+    assert conf.get("spark.sql.files.minPartitionNum") == "8"
+    assert conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
