@@ -365,7 +365,7 @@ class RouteRegistry:
         # upstream's prime slave: with acting master on, the lowest id stands in for a master.
         is_prime_slave = enable_acting_master and not is_master and broker_id == min(group.addrs)
         if is_master or is_prime_slave:
-            memo = self._applied_parts.pop(broker_name, None)
+            memo = self._applied_parts.get(broker_name)
             if self._delete_with_registration and table_given and not topic_queue_mapping_info:
                 held = self._tables.get(broker_name, {})
                 for name in [t for t in held if t not in topic_configs]:
@@ -387,6 +387,7 @@ class RouteRegistry:
                 names, specs = self._unapplied_columns(
                     topic_configs, table_parts, memo, is_prime_slave, lacking
                 )
+                self._applied_parts.pop(broker_name, None)  # until this table is applied
                 job = RegisterJob(
                     broker_name,
                     names,

@@ -254,3 +254,29 @@ def test_parts_applied_read_only_are_not_skipped_for_a_master():
 def test_parts_are_typed_for_the_registry():
     table = read(plain_body(topic_names(100), 1))
     assert table.parts is not None and isinstance(table.parts[0], TablePart)
+
+
+def test_a_heartbeat_between_two_registers_keeps_the_memo():
+    reg, heard = registry()
+    names = topic_names(5_000)
+    register(reg, read(plain_body(names, 1)), 1)
+    # The heartbeat: the very body of the last register, handed over as no table at all.
+    result = reg.register_broker(
+        cluster_name="C1",
+        broker_addr="10.0.0.1:10911",
+        broker_name="broker-a",
+        broker_id=0,
+        ha_server_addr="10.0.0.1:10912",
+        topic_configs=None,
+        data_version=DataVersion(0, 1, 1),
+        filter_server_list=[],
+        heartbeat_timeout_ms=None,
+        enable_acting_master=False,
+        channel="10.0.0.1:10911",
+        topic_queue_mapping_info={},
+    )
+    assert result.job is None
+    heard.topics = []
+    register(reg, read(plain_body(names, 2, perms={"T000042": 4})), 2)
+    assert heard.topics == ["T000042"]
+    assert reg.stats.topics_skipped > 4_000
