@@ -49,31 +49,37 @@ def registry(slice_topics: int = 1_000) -> tuple[RouteRegistry, Heard]:
     return RouteRegistry(Clock(), listener=heard, slice_topics=slice_topics), heard
 
 
-def register(
+def submit(
     reg: RouteRegistry,
-    table: bodies.RegisterTable,
+    table: bodies.RegisterTable | None,
     version: int,
     *,
     name: str = "broker-a",
     broker_id: int = 0,
     addr: str = "10.0.0.1:10911",
     acting: bool = False,
-) -> None:
-    result = reg.register_broker(
+) -> Any:
+    """REGISTER_BROKER of ``table`` (None: the heartbeat, the very body of the last one)."""
+    return reg.register_broker(
         cluster_name="C1",
         broker_addr=addr,
         broker_name=name,
         broker_id=broker_id,
         ha_server_addr="10.0.0.1:10912",
-        topic_configs=table.topic_queues,
+        topic_configs=None if table is None else table.topic_queues,
         data_version=DataVersion(0, version, version),
         filter_server_list=[],
         heartbeat_timeout_ms=None,
         enable_acting_master=acting,
         channel=addr,
         topic_queue_mapping_info={},
-        table_parts=table.parts,
+        table_parts=None if table is None else table.parts,
     )
+
+
+def register(reg: RouteRegistry, table: bodies.RegisterTable, version: int, **kw: Any) -> None:
+    """:func:`submit`, with its table applied to the end."""
+    result = submit(reg, table, version, **kw)
     while result.job is not None and not result.job.done:
         reg.run_jobs()
 
@@ -218,22 +224,7 @@ def test_a_broker_that_left_and_returns_applies_its_whole_table():
 def test_a_superseded_register_leaves_no_memo_behind():
     reg, _ = registry(slice_topics=500)
     names = topic_names(5_000)
-    first = read(plain_body(names, 1))
-    reg.register_broker(
-        cluster_name="C1",
-        broker_addr="10.0.0.1:10911",
-        broker_name="broker-a",
-        broker_id=0,
-        ha_server_addr="",
-        topic_configs=first.topic_queues,
-        data_version=DataVersion(0, 1, 1),
-        filter_server_list=[],
-        heartbeat_timeout_ms=None,
-        enable_acting_master=False,
-        channel=1,
-        topic_queue_mapping_info={},
-        table_parts=first.parts,
-    )
+    submit(reg, read(plain_body(names, 1)), 1)
     reg.run_jobs()  # one slice of ten, then a newer register of the same table arrives
     register(reg, read(plain_body(names, 2)), 2)
     assert reg.stats.topics_skipped == 0
@@ -261,20 +252,7 @@ def test_a_heartbeat_between_two_registers_keeps_the_memo():
     names = topic_names(5_000)
     register(reg, read(plain_body(names, 1)), 1)
     # The heartbeat: the very body of the last register, handed over as no table at all.
-    result = reg.register_broker(
-        cluster_name="C1",
-        broker_addr="10.0.0.1:10911",
-        broker_name="broker-a",
-        broker_id=0,
-        ha_server_addr="10.0.0.1:10912",
-        topic_configs=None,
-        data_version=DataVersion(0, 1, 1),
-        filter_server_list=[],
-        heartbeat_timeout_ms=None,
-        enable_acting_master=False,
-        channel="10.0.0.1:10911",
-        topic_queue_mapping_info={},
-    )
+    result = submit(reg, None, 1)
     assert result.job is None
     heard.topics = []
     register(reg, read(plain_body(names, 2, perms={"T000042": 4})), 2)
