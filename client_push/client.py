@@ -184,7 +184,9 @@ class RouteClient(LinkListener):
         self._negative = NegativeCache(config.negative_ttl_ms)
         self._tracker = PushTracker()
         self._telemetry = (
-            telemetry if telemetry is not None else open_telemetry(config.telemetry_path)
+            telemetry
+            if telemetry is not None
+            else open_telemetry(config.telemetry_path, config.telemetry_memory_bytes)
         )
         self._inflight: dict[str, _Fetch] = {}
         self._fetch_seq = itertools.count(1)

@@ -70,6 +70,9 @@ class ClientConfig:
     """Topics per SUBSCRIBE/UNSUBSCRIBE request; the server bounds topics per request."""
     telemetry_path: str = ""
     """JSON-lines file of route refetches (docs/telemetry.md); empty turns telemetry off."""
+    telemetry_memory_bytes: int = 16 * MIB
+    """Telemetry remembers each topic's last record to mark the records that are news; past
+    this many bytes (a topic costs its name plus about 128) it leaves the field out."""
     client_id: str = ""
     """Sent in SUBSCRIBE for the server's logs; empty picks host@pid."""
     tls: bool = False
@@ -102,6 +105,7 @@ class ClientConfig:
             "version_check_interval_ms",
             "departure_confirm_window_ms",
             "arrival_refetch_window_ms",
+            "telemetry_memory_bytes",
         )
         for name in positive:
             value = getattr(self, name)

@@ -657,6 +657,7 @@ async def test_telemetry_writes_one_json_line_per_refetch_with_its_cause(tmp_pat
         "requested_at_ms",
         "fetched_at_ms",
         "namesrv",
+        "news",
     }
 
 
