@@ -5,7 +5,9 @@ Spark line count of the same files (what any job reading them pays):
 
 1. ``--changes`` route changes (90 % notified) with the telemetry of ``--clients`` clients
    learning every change, on ``local[*]``: target 100,000 changes / 2 M telemetry lines <= 15 s
-   once the JVM is up (the first run in a JVM pays its warm-up and is shown apart);
+   once the JVM is up (the first run in a JVM pays its warm-up and is shown apart). The
+   telemetry is what the current client writes, each record marked ``news``; with
+   ``--old-telemetry``, what older clients wrote, without it (the job then works it out);
 2. a journal of ``--events`` records alone (changes, notifications, suppressions,
    subscriptions, slow-subscriber skips, degradation episodes): target 10 M in <= 120 s;
 3. the first workload on ``local[1]`` and ``local[2]``: target speed-up >= 1.6. Each master
@@ -31,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,25 +46,49 @@ from pipeline.session import spark_session
 T0 = 1_700_000_000_000
 
 
-def generate(root: Path, changes: int, clients: int, rng: random.Random) -> tuple[int, int]:
-    """A journal of ``changes`` route changes and the telemetry of ``clients`` learning each."""
+def generate(
+    root: Path, changes: int, clients: int, rng: random.Random, news: bool = True
+) -> tuple[int, int]:
+    """A journal of ``changes`` route changes and the telemetry of ``clients`` learning each.
+
+    The telemetry is what the client writes, each record marked ``news`` (docs/telemetry.md),
+    or without the field as older clients wrote it (``news=False``). A file is written change
+    by change, not in its records' time order (a poll's fetch may come after the notified
+    fetch of the topic's next version), so ``news`` is worked out in time order, as the
+    client, which writes each record when it applies it, would have marked it.
+    """
     journal = root / "journal"
     journal.mkdir()
     telemetry = root / "telemetry"
     telemetry.mkdir()
     topics = max(1, changes // 10)
     versions: dict[int, int] = {}
+    planned: list[tuple[int, int, int, bool, int]] = []
+    lags = array("q")
+    for i in range(changes):
+        ts = T0 + i * 50
+        t = rng.randrange(topics)
+        version = versions.get(t, 0) + 1
+        versions[t] = version
+        notify = rng.random() > 0.1
+        mutated = ts - rng.randint(0, 1_000)
+        planned.append((ts, t, version, notify, mutated))
+        for _ in range(clients):
+            lags.append(rng.randint(1, 40) if notify else rng.randint(100, 30_000))
+    # Every version of a topic differs, so a record is news unless it is the first the client
+    # fetched of its topic (the earliest written first on a tie).
+    first: dict[tuple[int, int], tuple[int, int]] = {}
+    for i, (ts, t, _, _, _) in enumerate(planned):
+        for c in range(clients):
+            fetched = ts + lags[i * clients + c]
+            held = first.get((c, t))
+            if held is None or fetched < held[0]:
+                first[(c, t)] = (fetched, i)
     lines = fetch_lines = 0
     handles = [(telemetry / f"client-{c}.jsonl").open("w") for c in range(clients)]
     with (journal / f"journal-{T0}-000001.jsonl").open("w") as out:
-        for i in range(changes):
-            ts = T0 + i * 50
-            t = rng.randrange(topics)
-            version = versions.get(t, 0) + 1
-            versions[t] = version
-            notify = rng.random() > 0.1
+        for i, (ts, t, version, notify, mutated) in enumerate(planned):
             kind = "CREATED" if version == 1 else "UPDATED"
-            mutated = ts - rng.randint(0, 1_000)
             out.write(
                 f'{{"ts_ms":{ts},"event":"route_changed","topic":"topic-{t}","version":{version},'
                 f'"kind":"{kind}","causes":["wipe_write_perm"],"notify":{str(notify).lower()},'
@@ -77,12 +104,13 @@ def generate(root: Path, changes: int, clients: int, rng: random.Random) -> tupl
                 lines += 1
             cause = ("notify" if notify else "poll") if version > 1 else "first"
             notified = str(ts) if notify and version > 1 else "null"
-            for fh in handles:
-                lag = rng.randint(1, 40) if notify else rng.randint(100, 30_000)
+            for c, fh in enumerate(handles):
+                lag = lags[i * clients + c]
+                mark = f',"news":{str(first[(c, t)][1] != i).lower()}' if news else ""
                 fh.write(
                     f'{{"topic":"topic-{t}","version":{version},"exists":true,"cause":"{cause}",'
                     f'"notified_at_ms":{notified},"requested_at_ms":{ts + lag - 1},'
-                    f'"fetched_at_ms":{ts + lag},"namesrv":"127.0.0.1:9876"}}\n'
+                    f'"fetched_at_ms":{ts + lag},"namesrv":"127.0.0.1:9876"{mark}}}\n'
                 )
                 fetch_lines += 1
     for fh in handles:
@@ -197,6 +225,9 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10_000_000, help="0 skips the journal alone")
     ap.add_argument("--no-speedup", action="store_true", help="skip local[1] / local[2]")
     ap.add_argument("--speedup-only", action="store_true", help="skip local[*] in workload 1")
+    ap.add_argument(
+        "--old-telemetry", action="store_true", help="telemetry without news, as older clients"
+    )
     ap.add_argument("--one", metavar="MASTER", help=argparse.SUPPRESS)
     ap.add_argument("--inputs", default="[]", help=argparse.SUPPRESS)
     opts = ap.parse_args()
@@ -225,9 +256,13 @@ def changes_workload(root: Path, opts: argparse.Namespace) -> None:
     """Workloads 1 and 3."""
     rng = random.Random(7)
     (root / "a").mkdir()
-    lines, fetches = generate(root / "a", opts.changes, opts.clients, rng)
+    lines, fetches = generate(root / "a", opts.changes, opts.clients, rng, not opts.old_telemetry)
     inputs = ["--journal", str(root / "a/journal"), "--telemetry", str(root / "a/telemetry")]
-    print(f"\n1. {opts.changes:,} changes: {lines:,} journal lines, {fetches:,} telemetry lines")
+    form = "without news (older clients)" if opts.old_telemetry else "with news"
+    print(
+        f"\n1. {opts.changes:,} changes: {lines:,} journal lines,"
+        f" {fetches:,} telemetry lines {form}"
+    )
     if not opts.speedup_only:
         print(row("master", "run"))
         for i, (floor, took, cpu) in enumerate(measure("local[*]", inputs, root / "o", 3)):

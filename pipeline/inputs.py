@@ -10,10 +10,13 @@ counted as invalid and left out; an event type this job does not know is counted
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -82,6 +85,22 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "broker_event": ("kind", "cause", "notify"),
 }
 
+TELEMETRY_SCHEMA_NEWS = T.StructType(
+    [*TELEMETRY_SCHEMA.fields[:-1], T.StructField("news", T.BooleanType()), TELEMETRY_SCHEMA[-1]]
+)
+"""Files whose client marks each record's ``news`` (docs/telemetry.md)."""
+
+_TELEMETRY_COLUMNS = (
+    "topic",
+    "version",
+    "exists",
+    "cause",
+    "notified_at_ms",
+    "requested_at_ms",
+    "fetched_at_ms",
+    "namesrv",
+)
+
 TELEMETRY_REQUIRED = ("topic", "version", "exists", "cause", "requested_at_ms", "fetched_at_ms")
 
 
@@ -145,8 +164,9 @@ def _all_present(names: Sequence[str]) -> Column:
 class Parsed:
     """One input as compact columns, every line, with ``status``: ``ok``, ``corrupt``,
     ``invalid`` or ``unknown`` (an event type this job does not know). The journal's frame is
-    cached here, filled by the first Spark job that reads it; the telemetry is read once, by
-    the aggregation that ties it to the journal (``stats.summarize``), and not cached."""
+    cached here, filled by the first Spark job that reads it; the telemetry (with ``news``) is
+    read once, by the aggregation that ties it to the journal (``stats.summarize``), and not
+    cached."""
 
     frame: DataFrame
     files: int
@@ -239,10 +259,15 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
 
 
 def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
-    """Every telemetry line; a path is a file, a directory of files or a glob.
+    """Every telemetry line, with ``news`` (docs/telemetry.md); a path is a file, a directory
+    of files or a glob.
 
     ``client`` names the file a record came from: each client writes its own file, so the file
-    stands for the client when the job asks when a client first held a version.
+    stands for the client when the job asks when a client first held a version. A file whose
+    client wrote ``news`` (its first and last lines carry it) is read with it, in one pass; in
+    such a file a record without it is invalid. The others (older clients) are read apart and
+    ``news`` worked out by ``learned_versions``: a shuffle and sort of their lines, which the
+    field spares. Each file is read once either way.
     """
     found: list[str] = []
     for path in paths:
@@ -251,23 +276,126 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
             raise InputError(f"telemetry path {path} does not exist")
         found.extend(matched)
     files = sorted(set(found))
-    raw = _read_json(spark, files, TELEMETRY_SCHEMA)
-    client, clients = _client_ids(spark, raw.inputFiles() if files else [])
-    status = _status(F.col(CORRUPT).isNotNull(), F.lit(True), _all_present(TELEMETRY_REQUIRED))
-    frame = raw.select(
-        status.alias("status"),
-        client.alias("client"),
-        "topic",
-        "version",
-        "exists",
-        "cause",
-        "notified_at_ms",
-        "requested_at_ms",
-        "fetched_at_ms",
-        "namesrv",
-    )
+    marked = [f for f in files if _carries_news(spark, f)]
+    unmarked = sorted(set(files) - set(marked))
+    with_field = _read_json(spark, marked, TELEMETRY_SCHEMA_NEWS) if marked else None
+    without = _read_json(spark, unmarked, TELEMETRY_SCHEMA) if unmarked or not marked else None
+    names = [
+        *(with_field.inputFiles() if with_field is not None else []),
+        *(without.inputFiles() if without is not None and unmarked else []),
+    ]
+    client, clients = _client_ids(spark, names)
+
+    def parsed(raw: DataFrame, required: Sequence[str], *more: str) -> DataFrame:
+        status = _status(F.col(CORRUPT).isNotNull(), F.lit(True), _all_present(required))
+        return raw.select(
+            status.alias("status"), client.alias("client"), *_TELEMETRY_COLUMNS, *more
+        )
+
+    frames: list[DataFrame] = []
+    if with_field is not None:
+        # As the client wrote it; a record that is not usable is no news.
+        frame = parsed(with_field, (*TELEMETRY_REQUIRED, "news"), "news")
+        frames.append(frame.withColumn("news", (F.col("status") == "ok") & F.col("news")))
+    if without is not None:
+        frames.append(learned_versions(parsed(without, TELEMETRY_REQUIRED)))
+    frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     # Not cached: one aggregation reads it (``stats.summarize``).
     return Parsed(frame, len(files), clients=clients)
+
+
+def learned_versions(telemetry: DataFrame) -> DataFrame:
+    """Telemetry records with ``news`` worked out from the records (files written without the
+    field): per client (telemetry file) and topic in time order, a usable record whose version
+    or existence differs from the one before, or an ``epoch`` refetch (a restarted name server
+    numbers versions afresh, so an equal number may be a new route). A topic's first record is
+    where the client started from, not a change reaching it; a refetch returning what the
+    client held (polls, mostly) is no news."""
+    # A hash of client (an id, ``_client_ids``) and topic leads the sort: sorting starts from
+    # a fixed-size prefix of the first key, and one client's rows share their id, so sorting by
+    # it would compare topic names row against row. The id and name follow the hash, so two
+    # clients or topics are never taken for one.
+    order = Window.partitionBy(F.xxhash64("client", "topic"), "client", "topic", "status").orderBy(
+        "fetched_at_ms", "requested_at_ms"
+    )
+    prev_version = F.lag("version").over(order)
+    prev_exists = F.lag("exists").over(order)
+    news = (
+        (F.col("status") == "ok")
+        & prev_version.isNotNull()
+        & (
+            (F.col("version") != prev_version)
+            | (F.col("exists") != prev_exists)
+            | (F.col("cause") == "epoch")
+        )
+    )
+    return telemetry.withColumn("news", news)
+
+
+HEAD_BYTES = 64 * 1024
+"""How much of a telemetry file's start and end is read to find its first and last line."""
+
+
+def _carries_news(spark: SparkSession, name: str) -> bool:
+    """Whether the file's first and last lines both carry a boolean ``news``: a client that
+    writes the field writes it on every line of the file or on none from some line on
+    (docs/telemetry.md), so the two ends tell. An empty file has no records to work out."""
+    local = _local_path(name)
+    if local is not None:
+        with open(local, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(min(size, HEAD_BYTES))
+            f.seek(max(0, size - HEAD_BYTES))
+            tail = f.read()
+    else:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        path = jvm.org.apache.hadoop.fs.Path(name)
+        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        size = int(fs.getFileStatus(path).getLen())
+        stream = fs.open(path)
+        try:
+            head = _read_at(stream, 0, min(size, HEAD_BYTES))
+            tail = _read_at(stream, max(0, size - HEAD_BYTES), min(size, HEAD_BYTES))
+        finally:
+            stream.close()
+    if size == 0:
+        return True
+    first, sep, _ = head.partition(b"\n")
+    if not sep and size > len(head):
+        return False  # a first line longer than the head: no record of ours
+    body = tail.rstrip(b"\r\n")
+    _, sep, last = body.rpartition(b"\n")
+    if not sep and size > len(tail):
+        return False
+    return _marked(first) and _marked(last)
+
+
+def _marked(line: bytes) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and isinstance(record.get("news"), bool)
+
+
+def _local_path(name: str) -> str | None:
+    """The local path of a ``file:`` URI as Hadoop names it (``file:/a/b``), else None."""
+    if not name.startswith("file:"):
+        return None
+    rest = name[len("file:") :]
+    if rest.startswith("//"):
+        host, _, rest = rest[2:].partition("/")
+        if host not in ("", "localhost"):
+            return None
+        rest = "/" + rest
+    return rest if os.path.isfile(rest) else None
+
+
+def _read_at(stream: Any, position: int, length: int) -> bytes:
+    stream.seek(position)
+    # byte[] returned from the JVM arrives whole (a Java array filled in place would not).
+    return bytes(stream.readNBytes(length))
 
 
 def _client_ids(spark: SparkSession, names: Sequence[str]) -> tuple[Column, dict[int, str]]:

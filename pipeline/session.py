@@ -68,7 +68,13 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
         conf.setIfMissing("spark.sql.files.minPartitionNum", str(tasks))
         # The one JVM is driver and executors: Spark's 1 GiB default leaves a few hundred MiB
         # for the journal's cache, and a journal of millions of events then goes to disk.
-        conf.setIfMissing("spark.driver.memory", f"{local_heap_mib()}m")
+        heap = local_heap_mib()
+        conf.setIfMissing("spark.driver.memory", f"{heap}m")
+        # A broadcast costs no network here, only heap: the journal's changes (one row per
+        # change, the telemetry's join partner) are broadcast up to 1/32 of it, so the
+        # telemetry's lines are never shuffled to meet them (Spark's 10 MiB default holds
+        # about 100,000 changes, depending on their topics' names).
+        conf.setIfMissing("spark.sql.autoBroadcastJoinThreshold", f"{max(10, heap // 32)}m")
     elif shuffle_partitions is not None:
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     builder = SparkSession.builder.appName(APP_NAME).config(conf=conf)

@@ -117,8 +117,8 @@ def _struct(
 
 
 def _fact(when: Column, fig: str, **values: Column | None) -> Column:
-    """A one-element array holding the fact for rows where ``when`` holds, else empty."""
-    return F.when(when, F.array(_struct(fig, **values))).otherwise(F.array().cast(_FACT_ARRAY))
+    """The fact for rows where ``when`` holds, else null."""
+    return F.when(when, _struct(fig, **values))
 
 
 def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Column:
@@ -159,14 +159,22 @@ def _grouped(
     facts: list[Column],
     top: dict[str, tuple[int, str]],
     kept: tuple[str, ...] = (),
+    each: list[Column] | None = None,
 ) -> tuple[list[T.Row], DataFrame | None]:
-    """Every fact of every row of ``source``, from one scan, in one aggregation; a figure
+    """Every fact of every row of ``source`` (``facts``: one per row, from ``_fact``; ``each``:
+    arrays of them, from ``_each``), from one scan, in one aggregation; a figure
     named in ``top`` keeps its ``limit`` groups largest in ``column`` (``n`` or ``m``; then by
     name), with ``groups`` saying how many there were. The groups of the figures named in
     ``kept`` (per-change figures: as many as the journal has changes) stay in Spark: they come
     back as a DataFrame, cached with the rest so the aggregation runs once, and the others are
     collected."""
-    facts_df = source.select(F.explode(F.concat(*facts)).alias("f")).select("f.*")
+    # The single facts of a row go into one array, nulls where their condition fails, dropped
+    # after the explode: one array per row, not one per fact joined into a new one.
+    every = F.array(*facts)
+    if each:
+        every = F.concat(every, *each)
+    facts_df = source.select(F.explode(every).alias("f")).where(F.col("f").isNotNull())
+    facts_df = facts_df.select("f.*")
     grouped = facts_df.groupBy("fig", "bucket", "k1", "k2", "h").agg(
         F.sum("n").alias("n"),
         F.sum("a").alias("a"),
@@ -300,7 +308,6 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     rows, _ = _grouped(
         u.withColumn("time_bucket", bucket),
         [
-            _each(changed, "causes", "cause", "time_bucket"),
             _fact(
                 changed,
                 "notify",
@@ -309,7 +316,6 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
             ),
             _fact(changed, "kind", k1=F.col("kind")),
             _fact(changed, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
-            _each(ev == "suppressed", "rules", "rule"),
             _fact(sent, "tick", bucket=F.col("time_bucket"), a=frames, c=F.col("bytes")),
             _fact(sent, "frames", h=histogram_bucket(frames), m=frames),
             _fact(sent & (frames > 0), "frame_bytes", h=histogram_bucket(per_frame), m=per_frame),
@@ -329,6 +335,10 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
             ),
         ],
         {"topic": (TOP_SHOWN, "n"), "slow": (SLOWEST_SHOWN, "n")},
+        each=[
+            _each(changed, "causes", "cause", "time_bucket"),
+            _each(ev == "suppressed", "rules", "rule"),
+        ],
     )
     hists = {"frames": Histogram(), "frame_bytes": Histogram(), "detection": Histogram()}
     notify_buckets: dict[int, list[int]] = {}
@@ -368,38 +378,11 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     s.charts.changes_notified = [(b, p[0], p[1]) for b, p in sorted(notify_buckets.items())]
 
 
-def learned_versions(telemetry: DataFrame) -> DataFrame:
-    """Telemetry records with ``news``: per client (telemetry file) and topic in time order,
-    a usable record whose version or existence differs from the one before, or an ``epoch``
-    refetch (a restarted name server numbers versions afresh, so an equal number may be a new
-    route). A topic's first record is where the client started from, not a change reaching it;
-    a refetch returning what the client held (polls, mostly) is no news."""
-    # A hash of client (an id, ``inputs.read_telemetry``) and topic leads the sort: sorting
-    # starts from a fixed-size prefix of the first key, and one client's rows share their id,
-    # so sorting by it would compare topic names row against row. The id and name follow the
-    # hash, so two clients or topics are never taken for one.
-    order = Window.partitionBy(F.xxhash64("client", "topic"), "client", "topic", "status").orderBy(
-        "fetched_at_ms", "requested_at_ms"
-    )
-    prev_version = F.lag("version").over(order)
-    prev_exists = F.lag("exists").over(order)
-    news = (
-        (F.col("status") == "ok")
-        & prev_version.isNotNull()
-        & (
-            (F.col("version") != prev_version)
-            | (F.col("exists") != prev_exists)
-            | (F.col("cause") == "epoch")
-        )
-    )
-    return telemetry.withColumn("news", news)
-
-
 def fetch_table(
     changes: DataFrame, telemetry: DataFrame, window: MatchWindow, named: bool = True
 ) -> DataFrame:
-    """Every telemetry line; those with news tied (``matched``) to the journal change they
-    reflect, or not.
+    """Every telemetry line; those with news (``inputs.read_telemetry``) tied (``matched``)
+    to the journal change they reflect, or not.
 
     The candidate changes of one (topic, version) travel as one array (versions restart with
     the name server, and several journals may name the same pair); the latest detected within
@@ -444,12 +427,11 @@ def fetch_table(
         " AND (c.ns IS NULL OR c.ns = namesrv)))"
     )
     best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(latest_fitting)
-    lv = learned_versions(telemetry)
-    joined = lv.join(
+    joined = telemetry.join(
         candidates,
-        (lv["topic"] == candidates["c_topic"])
-        & (lv["version"] == candidates["c_version"])
-        & lv["news"],
+        (telemetry["topic"] == candidates["c_topic"])
+        & (telemetry["version"] == candidates["c_version"])
+        & telemetry["news"],
         "left",
     )
     return joined.withColumn("best", best).select(
