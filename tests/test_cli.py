@@ -197,3 +197,57 @@ def test_running_out_of_file_descriptors_is_logged_once_per_episode(tmp_path):
     assert err.count("out of file descriptors") == 1, err
     assert "accepting connections again" in err
     assert "Traceback" not in err
+
+
+ALLOCATOR_PROBE = """
+import ctypes, sys
+from namesrv.cli import tune_allocator
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+try:
+    libc.mallinfo2.restype = Info
+except AttributeError:
+    sys.exit(3)  # glibc < 2.33
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "tuned":
+    assert tune_allocator()
+else:  # the mmap threshold alone, as before: the control that shows what the probe tells apart
+    assert libc.mallopt(-3, 128 << 10)
+# A frame-sized buffer: mapped on its own, and unmapped when freed.
+big = libc.malloc(8 << 20)
+mapped = libc.mallinfo2().hblkhd
+libc.free(big)
+unmapped = libc.mallinfo2().hblkhd
+# 8 MiB of small blocks, freed: does the heap keep its free top for the next request?
+blocks = [libc.malloc(64 << 10) for _ in range(128)]
+for block in reversed(blocks):
+    libc.free(block)
+print(mapped - unmapped, libc.mallinfo2().arena)
+"""
+
+
+@pytest.mark.parametrize("mode", ["mmap_only", "tuned"])
+def test_the_allocator_unmaps_large_buffers_and_keeps_a_bounded_free_heap(mode):
+    run = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR_PROBE, mode],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+    )
+    if run.returncode == 3 or (run.returncode != 0 and "tune_allocator" in run.stderr):
+        pytest.skip("not glibc >= 2.33")
+    assert run.returncode == 0, run.stderr
+    released, heap = map(int, run.stdout.split())
+    if mode == "tuned":
+        assert released >= 8 << 20  # the large buffer left the process
+        assert heap >= 8 << 20  # the freed small blocks stayed for reuse, below 16 MiB
+    else:
+        assert released >= 8 << 20
+        assert heap < 8 << 20  # a fixed mmap threshold alone trims the free top at once
