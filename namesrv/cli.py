@@ -11,7 +11,7 @@ import sys
 from importlib import resources
 from typing import Any
 
-from namesrv.config import KIB, MIB, ConfigError, NamesrvConfig, check_paths, load, parse_listen
+from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, load, parse_listen
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,18 +68,20 @@ M_MMAP_THRESHOLD = -3
 """glibc's ``mallopt`` parameter numbers."""
 
 
-def tune_allocator(mmap_threshold: int = 128 * KIB, trim_threshold: int = 16 * MIB) -> bool:
-    """Fix glibc's mmap and trim thresholds.
+def tune_allocator(mmap_threshold: int = 32 * MIB, trim_threshold: int = 32 * MIB) -> bool:
+    """Fix glibc's mmap and trim thresholds, so large buffers come from memory the process
+    keeps.
 
-    The mmap threshold: glibc raises it each time a large block is freed, after which
-    multi-megabyte frame buffers come from the heap and stay in the process when dropped: the
-    RSS a hostile client drove up would not come back down, and would exceed the configured
-    byte bounds. Fixing it also fixes the trim threshold, at 128 KiB unless set: the heap then
-    gives its free top back to the kernel after nearly every request, and a large register
-    faults the same pages in again (three times as many page faults per 100,000-topic register,
-    each of which may wait for reclaim on a machine short of memory). Keeping up to
-    ``trim_threshold`` of free heap costs that much RSS at most. Returns False where this is
-    not glibc.
+    A register of 100,000 topics is a 15 MiB frame, and its body is a buffer of that size.
+    Mapped fresh for each register and unmapped after, every page of it faults again: about
+    3,900 faults, and 60-110 ms in one turn on a virtual machine whose host takes freed memory
+    back (balloon free-page reporting) and must fault it in again. Up to ``mmap_threshold``
+    (32 MiB, glibc's most) buffers come from the heap instead, and up to ``trim_threshold``
+    of free heap top is kept: the next register reuses the same pages without a fault. What
+    the process keeps is what it used at most at once, which the byte bounds of the config
+    (``server.max_buffered_input_bytes`` and the caches) bound. glibc would otherwise raise
+    its thresholds on its own as large blocks are freed, to no fixed bound. Returns False
+    where this is not glibc.
     """
     try:
         libc = ctypes.CDLL(None)
