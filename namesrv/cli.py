@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
 
+    from namesrv import lean_reactor
+
+    lean_reactor.install()
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
