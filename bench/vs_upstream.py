@@ -286,6 +286,27 @@ class Prober(threading.Thread):
         return self.waits
 
 
+def machine_stalls() -> tuple[float, int]:
+    """Microseconds some task of the machine stalled on memory (PSI, Linux >= 4.20) and pages
+    the kernel scanned in direct reclaim: a round during which either grew ran on a machine
+    short of free memory, where every fresh page an allocation touches may wait for reclaim."""
+    stalled = 0.0
+    try:
+        for line in Path("/proc/pressure/memory").read_text().splitlines():
+            if line.startswith("some"):
+                stalled = float(line.rpartition("total=")[2])
+    except OSError:
+        pass
+    scanned = 0
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("pgscan_direct "):
+                scanned = int(line.split()[1])
+    except OSError:
+        pass
+    return stalled, scanned
+
+
 # -- servers ---------------------------------------------------------------------------------------
 
 
@@ -305,6 +326,16 @@ class Server:
 
     def rss(self) -> int:
         return int(self.ps.memory_info().rss)
+
+    def faults_and_preemptions(self) -> tuple[int, int]:
+        """Page faults (minor + major) and involuntary context switches so far."""
+        faults = 0
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+            faults = int(fields[7]) + int(fields[9])  # minflt, majflt
+        except OSError:
+            pass
+        return faults, int(self.ps.num_ctx_switches().involuntary)
 
 
 def start_java(version: str, cache: Path, port: int) -> subprocess.Popen[bytes]:
@@ -476,6 +507,8 @@ def main() -> None:
                 prober = Prober(server.port, "BenchTopic0000")
                 others = [s for s in servers if s is not server]
                 others_cpu = sum(s.cpu() for s in others)
+                stalls_before = machine_stalls()
+                faults_before, preempted_before = server.faults_and_preemptions()
                 prober.start()
                 times = []
                 for broker, frame in enumerate(frames):
@@ -487,6 +520,17 @@ def main() -> None:
                 time.sleep(0.2)
                 waits = prober.stop()
                 others_cpu = sum(s.cpu() for s in others) - others_cpu
+                stalled_us, scanned = (
+                    a - b for a, b in zip(machine_stalls(), stalls_before, strict=True)
+                )
+                faults, preempted = (
+                    a - b
+                    for a, b in zip(
+                        server.faults_and_preemptions(),
+                        (faults_before, preempted_before),
+                        strict=True,
+                    )
+                )
                 for t in times:
                     record(server, "big register ms", t * 1e3)
                 record(server, "big register median ms", statistics.median(times) * 1e3)
@@ -502,7 +546,10 @@ def main() -> None:
                     f"big round {rnd + 1} {server.name}: register median "
                     f"{statistics.median(times) * 1e3:,.0f} ms (max {max(times) * 1e3:,.0f}), "
                     f"worst lookup wait {max(waits) * 1e3:,.1f} ms over {len(waits)} lookups; "
-                    f"the other servers used {others_cpu:.2f} CPU s meanwhile",
+                    f"the other servers used {others_cpu:.2f} CPU s meanwhile; "
+                    f"{faults:,} page faults, {preempted:,} preemptions of the server; "
+                    f"machine: {stalled_us / 1e3:,.1f} ms memory stall, "
+                    f"{scanned:,} pages scanned in direct reclaim",
                     flush=True,
                 )
 

@@ -43,7 +43,7 @@ from namesrv.route_response_cache import RouteResponseCache
 from namesrv.subscriptions import SubscriptionRegistry
 from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, SerializeType
 from protocol.errors import FrameError
-from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
+from protocol.frame import FrameDecoder, RemotingCommand, SplitFrame, decode_frame, encode_command
 from protocol.push_codec import encode_go_away
 
 log = logging.getLogger(__name__)
@@ -151,10 +151,11 @@ class NamesrvConnection(Protocol):
             for frame in frames:
                 if self.closing or self.closed:
                     return
-                answer = answer_from_cache(frame)
-                if answer is not None:
-                    out.append(answer)
-                    continue
+                if type(frame) is bytes:  # not a large frame's SplitFrame
+                    answer = answer_from_cache(frame)
+                    if answer is not None:
+                        out.append(answer)
+                        continue
                 try:
                     command = decode_frame(frame, max_header)
                 except FrameError as exc:
@@ -396,9 +397,9 @@ class NameServer:
         self.metrics_port: IListeningPort | None = None
         self._loops: list[task.LoopingCall] = []
         self._stopping: defer.Deferred[None] | None = None
-        self._jobs_scheduled = False
         self._works: list[tuple[NamesrvConnection, PendingResponse]] = []
-        self._works_scheduled = False
+        self._registers_scheduled = False
+        self._apply_next = False
         self._tick_continuation: Any = None
         self._quiet_deferrals = 0
         """Ticks in a row that left topics nobody subscribes to marked (registers pending)."""
@@ -579,7 +580,7 @@ class NameServer:
         released = self.subscriptions.drop_connection(conn)
         self.detector.forget_connection(conn)
         self.registry.on_channel_close(conn.conn_id)
-        self._schedule_jobs()  # a large departed broker's queue data leaves in slices
+        self._schedule_registers()  # a large departed broker's queue data leaves in slices
         if released:
             self.journal.record(
                 "connection_closed", conn=conn.conn_id, released_topics=len(released)
@@ -642,20 +643,23 @@ class NameServer:
         self._release_input(conn)
         conn.close(abort=True)
 
-    def _header_refused(self, conn: NamesrvConnection, exc: FrameError, frame: bytes) -> None:
+    def _header_refused(
+        self, conn: NamesrvConnection, exc: FrameError, frame: bytes | SplitFrame
+    ) -> None:
         """A header that failed to decode in a sound frame: answer the error, keep serving."""
         self.counters["headers_refused"] += 1
         self.counters[f"decode_failures.{exc.kind}"] += 1
         self._peer_log.warning(exc.kind, "refused a request from %s: %s", conn.peer, exc.remark)
         if exc.flag & (FLAG_RESPONSE | FLAG_ONEWAY) or exc.opaque is None:
             return
+        head = frame.head if isinstance(frame, SplitFrame) else frame
         response = RemotingCommand(
             code=exc.code,
             opaque=exc.opaque,
             flag=FLAG_RESPONSE,
             language=LanguageCode.JAVA,
             remark=exc.remark,
-            serialize_type=SerializeType.ROCKETMQ if frame[0] == 1 else SerializeType.JSON,
+            serialize_type=SerializeType.ROCKETMQ if head[0] == 1 else SerializeType.JSON,
         )
         conn.send(encode_command(response))
 
@@ -713,7 +717,9 @@ class NameServer:
             )
         self._fd_episode_refused += 1
 
-    def _handle(self, conn: NamesrvConnection, command: RemotingCommand, frame: bytes) -> None:
+    def _handle(
+        self, conn: NamesrvConnection, command: RemotingCommand, frame: bytes | SplitFrame
+    ) -> None:
         if command.is_response:
             self.counters["responses_ignored"] += 1
             return
@@ -729,10 +735,10 @@ class NameServer:
             self._answer_when_applied(conn, response)
             return
         if self.registry.pending_jobs:  # e.g. an unregister of a large broker
-            self._schedule_jobs()
+            self._schedule_registers()
         encoded = encode_command(response)
         conn.send(encoded)
-        if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+        if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC and isinstance(frame, bytes):
             topic = command.ext_fields.get("topic", "")
             self.route_responses.store(frame, command, response, topic, encoded)
 
@@ -745,20 +751,42 @@ class NameServer:
 
     def _answer_when_applied(self, conn: NamesrvConnection, pending: PendingResponse) -> None:
         self._works.append((conn, pending))
-        self._schedule_works()
-        self._schedule_jobs()
+        self._schedule_registers()
 
-    def _schedule_works(self) -> None:
-        if not self._works_scheduled and self._works:
-            self._works_scheduled = True
-            self.clock.callLater(0, self._run_works)
+    def _schedule_registers(self) -> None:
+        if not self._registers_scheduled and (self._works or self.registry.pending_jobs):
+            self._registers_scheduled = True
+            self.clock.callLater(0, self._run_register_turn)
 
-    def _run_works(self) -> None:
-        """One turn of the pending registers: at most one slice of body reading, in arrival
+    def _run_register_turn(self) -> None:
+        """One slice of register work per reactor turn: a slice of reading a body, or of
+        applying a table, by turns when both wait. Each is a slice's time; both in one turn
+        would double how long a request that arrives meanwhile waits."""
+        self._registers_scheduled = False
+        if self.registry.pending_jobs and (self._apply_next or not self._reads_pending()):
+            self._run_job_slice()
+            self._run_works(read_budget=0)  # answers the registers whose table is now applied
+            self._apply_next = False
+        else:
+            self._run_works(read_budget=1)
+            self._apply_next = True
+        self._schedule_registers()
+
+    def _reads_pending(self) -> bool:
+        """Whether some register may read a slice now (see ``_run_works``)."""
+        seen: set[tuple[str, str]] = set()
+        for _conn, pending in self._works:
+            if pending.key in seen:
+                continue
+            seen.add(pending.key)
+            if pending.last != "wait":
+                return True
+        return False
+
+    def _run_works(self, read_budget: int) -> None:
+        """The pending registers: at most ``read_budget`` slices of body reading, in arrival
         order, each address's registers one after the other; those waiting for their table to
         be applied just look whether it is."""
-        self._works_scheduled = False
-        read_budget = 1
         seen: set[tuple[str, str]] = set()
         for entry in list(self._works):
             conn, pending = entry
@@ -775,25 +803,16 @@ class NameServer:
             self._works.remove(entry)
             if not pending.request.is_oneway:
                 conn.send(encode_command(response))
-        self._schedule_jobs()
-        self._schedule_works()
-
-    def _schedule_jobs(self) -> None:
-        if not self._jobs_scheduled and self.registry.pending_jobs:
-            self._jobs_scheduled = True
-            self.clock.callLater(0, self._run_job_slice)
 
     def _run_job_slice(self) -> None:
-        """One slice of the pending register tables per reactor turn: other requests are read
-        and answered between slices."""
-        self._jobs_scheduled = False
+        """One slice of the pending register tables: other requests are read and answered
+        between slices."""
         try:
             self.registry.run_jobs()
         except Exception:  # a failing slice must not stop the others for good
             self.counters["timer_errors"] += 1
             log.exception("error applying a register slice")
         self.counters["register_slices"] += 1
-        self._schedule_jobs()
 
     # -- route changes -----------------------------------------------------------------------
 
@@ -979,7 +998,7 @@ class NameServer:
 
     def _scan(self) -> None:
         expired = self.registry.scan_not_active_brokers()
-        self._schedule_jobs()
+        self._schedule_registers()
         if expired:
             self.counters["brokers_expired"] += len(expired)
             log.warning("brokers expired after missing heartbeats: %s", ", ".join(expired))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from protocol import header_codec
 from protocol.codes import (
@@ -117,8 +118,17 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     return b"".join((prefix, encoded, cmd.body))
 
 
+class SplitFrame(NamedTuple):
+    """A large frame as :class:`FrameDecoder` hands it over: the header-length word with the
+    header, and the body, each joined from the reads on its own. Cutting the body out of the
+    whole frame would copy its megabytes a second time, in the turn that received them."""
+
+    head: bytes
+    body: bytes
+
+
 def decode_frame(
-    frame: bytes | memoryview, max_header_size: int = DEFAULT_MAX_HEADER_SIZE
+    frame: bytes | memoryview | SplitFrame, max_header_size: int = DEFAULT_MAX_HEADER_SIZE
 ) -> RemotingCommand:
     """Decode one frame without its 4-byte length prefix (header-length word onwards).
 
@@ -126,6 +136,9 @@ def decode_frame(
     nested JSON header raises ``RecursionError`` in ``json``), so a caller has one thing to
     catch; its ``kind`` says what went wrong and ``answerable`` whether the stream goes on.
     """
+    body: bytes | None = None
+    if type(frame) is SplitFrame:
+        frame, body = frame
     if len(frame) < 4:
         raise FrameError(
             f"frame of {len(frame)} bytes is shorter than its header-length word",
@@ -165,7 +178,7 @@ def decode_frame(
         version=h.version,
         remark=h.remark,
         ext_fields=h.ext_fields,
-        body=bytes(frame[4 + header_length :]),
+        body=bytes(frame[4 + header_length :]) if body is None else body,
         serialize_type=serialize_type,
     )
 
@@ -221,8 +234,20 @@ class FrameDecoder:
         self._parts = []
         self._parts_bytes = 0
 
-    def feed_raw(self, data: bytes) -> list[bytes]:
-        """Whole frames without their length prefix, undecoded (see :func:`decode_frame`)."""
+    @staticmethod
+    def _joined(parts: list[bytes]) -> bytes | SplitFrame:
+        """A large frame's reads as one frame: header and body apart, unless the header
+        reaches past the first read (then whole)."""
+        first = parts[0]
+        head_end = 4 + (_LENGTH.unpack_from(first, 0)[0] & _HEADER_LENGTH_MASK)
+        if head_end > len(first):
+            return b"".join(parts)
+        parts[0] = first[head_end:]
+        return SplitFrame(first[:head_end], b"".join(parts))
+
+    def feed_raw(self, data: bytes) -> list[bytes | SplitFrame]:
+        """Whole frames without their length prefix, undecoded (see :func:`decode_frame`); a
+        large one may come as a :class:`SplitFrame`."""
         if self._broken:
             raise FrameError("the stream already failed to decode", kind="stream_failed")
         if self._parts:
@@ -232,7 +257,7 @@ class FrameDecoder:
                 self._parts_bytes += len(data)
                 return []
             self._parts.append(data[:need] if len(data) > need else data)
-            frame = b"".join(self._parts)
+            frame = self._joined(self._parts)
             self._parts = []
             self._parts_bytes = 0
             rest = self.feed_raw(data[need:]) if len(data) > need else []
@@ -244,7 +269,7 @@ class FrameDecoder:
             if 4 <= length <= self.max_frame_size and len(data) == 4 + length:
                 return [data[4:]]
         buf += data
-        out: list[bytes] = []
+        out: list[bytes | SplitFrame] = []
         pos = 0
         try:
             while len(buf) - pos >= 4:

@@ -197,3 +197,57 @@ def test_running_out_of_file_descriptors_is_logged_once_per_episode(tmp_path):
     assert err.count("out of file descriptors") == 1, err
     assert "accepting connections again" in err
     assert "Traceback" not in err
+
+
+ALLOCATOR_PROBE = """
+import ctypes, sys
+from namesrv.cli import tune_allocator
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+try:
+    libc.mallinfo2.restype = Info
+except AttributeError:
+    sys.exit(3)  # glibc < 2.33
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "tuned":
+    assert tune_allocator()
+else:  # a low fixed mmap threshold, as before: the control that shows what the probe tells apart
+    assert libc.mallopt(-3, 128 << 10)
+info = libc.mallinfo2
+libc.free(libc.malloc(15 << 20))  # one register's body, dropped
+heap = info().arena
+again = libc.malloc(15 << 20)  # the next register's
+fresh = info().hblkhd + info().arena - heap  # bytes newly mapped for it
+libc.free(again)
+huge = libc.malloc(40 << 20)  # above any threshold: mapped, and unmapped when freed
+held = info().hblkhd
+libc.free(huge)
+print(fresh, held - info().hblkhd)
+"""
+
+
+@pytest.mark.parametrize("mode", ["low_mmap_threshold", "tuned"])
+def test_the_allocator_reuses_frame_sized_buffers_and_unmaps_larger_ones(mode):
+    run = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR_PROBE, mode],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+    )
+    if run.returncode == 3 or (run.returncode != 0 and "tune_allocator" in run.stderr):
+        pytest.skip("not glibc >= 2.33")
+    assert run.returncode == 0, run.stderr
+    fresh, released = map(int, run.stdout.split())
+    assert released >= 40 << 20
+    if mode == "tuned":
+        assert fresh < 1 << 20  # the second body reused the first one's pages
+    else:
+        assert fresh >= 15 << 20  # mapped (and faulted) anew for every body

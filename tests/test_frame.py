@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from protocol.errors import FrameError
-from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
+from protocol.frame import FrameDecoder, RemotingCommand, SplitFrame, decode_frame, encode_command
 
 
 def test_json_frame_golden_bytes():
@@ -193,3 +193,18 @@ def test_large_frames_split_anyhow_come_out_whole_and_in_order():
         assert max(held) < len(stream)  # what is held is counted while it is partial
         if cut == 65_536:
             assert held[1] == 2 * cut - 4  # a large frame's reads held (its length read out)
+
+
+def test_a_large_frame_comes_as_header_and_body_joined_apart_unless_its_header_is_split():
+    big = RemotingCommand.request(RequestCode.REGISTER_BROKER, {"k": "v"}, b"\x07" * 2_000_000)
+    wire = encode_command(big)
+    for cut, split in ((65_536, True), (9, False)):  # 9: the header reaches past the first read
+        decoder = FrameDecoder()
+        frames = []
+        for start in range(0, len(wire), cut):
+            frames += decoder.feed_raw(wire[start : start + cut])
+        (frame,) = frames
+        assert isinstance(frame, SplitFrame) is split
+        assert (frame.head + frame.body if split else frame) == wire[4:]
+        command = decode_frame(frame)
+        assert (command.code, command.ext_fields, command.body) == (big.code, {"k": "v"}, big.body)

@@ -272,6 +272,45 @@ def test_a_100000_topic_register_is_applied_over_turns_and_a_lookup_meanwhile_is
 
 
 @pytest_twisted.inlineCallbacks
+def test_a_turn_reads_or_applies_one_slice_never_both_while_two_brokers_register(ns):
+    """Reading one broker's body and applying another's table share the turns: each turn runs
+    one slice, so a request arriving meanwhile waits for one slice, not for one of each."""
+    server = ns.server
+    steps = []
+    step = server.processor.step
+
+    def counted_step(pending: Any) -> Any:
+        steps.append(pending.last)
+        return step(pending)
+
+    server.processor.step = counted_step  # type: ignore[method-assign]
+    first = yield connect(ns.port)
+    second = yield connect(ns.port)
+    a = first.request(register(plain_body(topic_names(30_000), 1)))
+    yield wait_until(lambda: server.pending_registers)
+    while not server.registry.pending_jobs:  # a's body read; its table waits to be applied
+        ns.clock.advance(0)
+        yield task.deferLater(reactor, 0, lambda: None)
+    b = second.request(register(plain_body(topic_names(30_000), 1), name="broker-b"))
+    # a waiting for its table, that table, and b received whole
+    yield wait_until(lambda: server.pending_registers == 3)
+    kinds = []
+    while not (a.called and b.called):
+        if server.pending_registers:
+            slices, reads = server.counters["register_slices"], len(steps)
+            ns.clock.advance(0)
+            applied = server.counters["register_slices"] - slices
+            read = sum(1 for last in steps[reads:] if last != "wait")
+            assert applied + read <= 1, (applied, read)
+            kinds.append("apply" if applied else "read" if read else "")
+        yield task.deferLater(reactor, 0, lambda: None)
+    assert (yield a).code == (yield b).code == ResponseCode.SUCCESS
+    # Both went on side by side: b was read between slices of a's table.
+    first_read = kinds.index("read")
+    assert "apply" in kinds[:first_read] and "apply" in kinds[first_read:]
+
+
+@pytest_twisted.inlineCallbacks
 def test_a_register_changing_one_topic_of_10000_notifies_exactly_that_topic(ns):
     names = topic_names(10_000)
     broker = yield connect(ns.port)
