@@ -104,14 +104,20 @@ def test_past_its_memory_bound_the_writer_leaves_the_field_out(tmp_path):
 # -- the route client writing it ------------------------------------------------------------------
 
 
-@pytest_twisted.ensureDeferred
-async def test_the_client_marks_the_fetches_that_taught_it_something(tmp_path):
+def started_client(tmp_path: Path) -> tuple[FakeNamesrv, task.Clock, Path, Any]:
+    """A fake name server, and a route client on a fake clock writing telemetry to a file."""
     ns = FakeNamesrv()
     ns.listen()
     clock = task.Clock()
     path = tmp_path / "telemetry.jsonl"
     client = make_client([ns.addr], clock, telemetry_path=str(path))
     client.start()
+    return ns, clock, path, client
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_client_marks_the_fetches_that_taught_it_something(tmp_path):
+    ns, clock, path, client = started_client(tmp_path)
     try:
         ns.set_route("T", make_route())
         await get(client, "T")
@@ -142,12 +148,7 @@ async def test_a_departure_applied_locally_leaves_no_record_so_its_confirmation_
 ):
     # The client held the departed route before the confirming fetch, but the file's previous
     # record of the topic is the route before the departure: news, as the pipeline counts it.
-    ns = FakeNamesrv()
-    ns.listen()
-    clock = task.Clock()
-    path = tmp_path / "telemetry.jsonl"
-    client = make_client([ns.addr], clock, telemetry_path=str(path))
-    client.start()
+    ns, clock, path, client = started_client(tmp_path)
     try:
         ns.set_route("T", TWO)
         await get(client, "T")
@@ -169,12 +170,7 @@ async def test_a_departure_applied_locally_leaves_no_record_so_its_confirmation_
 
 @pytest_twisted.ensureDeferred
 async def test_a_topic_held_again_after_expiry_compares_with_its_record_from_before(tmp_path):
-    ns = FakeNamesrv()
-    ns.listen()
-    clock = task.Clock()
-    path = tmp_path / "telemetry.jsonl"
-    client = make_client([ns.addr], clock, telemetry_path=str(path))
-    client.start()
+    ns, clock, path, client = started_client(tmp_path)
     try:
         ns.set_route("T", make_route())
         ns.set_route("U", make_route())
