@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -622,14 +623,20 @@ async def test_a_changed_address_list_unsubscribes_at_the_old_server_and_subscri
 # -- telemetry ------------------------------------------------------------------------------------
 
 
-@pytest_twisted.ensureDeferred
-async def test_telemetry_writes_one_json_line_per_refetch_with_its_cause(tmp_path):
+def started_client(tmp_path: Path) -> tuple[FakeNamesrv, task.Clock, Path, RouteClient]:
+    """A fake name server, and a route client on a fake clock writing telemetry to a file."""
     ns = FakeNamesrv()
     ns.listen()
     clock = task.Clock()
     path = tmp_path / "telemetry.jsonl"
     client = make_client([ns.addr], clock, telemetry_path=str(path))
     client.start()
+    return ns, clock, path, client
+
+
+@pytest_twisted.ensureDeferred
+async def test_telemetry_writes_one_json_line_per_refetch_with_its_cause(tmp_path):
+    ns, clock, path, client = started_client(tmp_path)
     try:
         ns.set_route("T", make_route())
         await get(client, "T")

@@ -10,8 +10,7 @@ from typing import Any
 import pytest_twisted
 from loopback_wait import settle, until
 from test_client_broker_events_loopback import ONLY_B, TWO, departure
-from test_client_route_client import FakeNamesrv, get, make_client, make_route
-from twisted.internet import task
+from test_client_route_client import get, make_route, started_client
 
 from client_push.telemetry import ENTRY_OVERHEAD_BYTES, JsonLinesTelemetry, RefetchRecord
 from protocol.codes import RequestCode
@@ -102,17 +101,6 @@ def test_past_its_memory_bound_the_writer_leaves_the_field_out(tmp_path):
 
 
 # -- the route client writing it ------------------------------------------------------------------
-
-
-def started_client(tmp_path: Path) -> tuple[FakeNamesrv, task.Clock, Path, Any]:
-    """A fake name server, and a route client on a fake clock writing telemetry to a file."""
-    ns = FakeNamesrv()
-    ns.listen()
-    clock = task.Clock()
-    path = tmp_path / "telemetry.jsonl"
-    client = make_client([ns.addr], clock, telemetry_path=str(path))
-    client.start()
-    return ns, clock, path, client
 
 
 @pytest_twisted.ensureDeferred
