@@ -67,3 +67,47 @@ def test_ready_sockets_reach_their_handlers_and_one_failing_whole_spares_the_oth
             ours.close()
             theirs.close()
         reactor._poller.close()
+
+
+def test_after_dispatch_hooks_run_once_every_ready_socket_of_the_poll_is_handled(caplog):
+    reactor = LeanEPollReactor()
+    pairs = [socket.socketpair() for _ in range(2)]
+    seen: list[tuple[str, object]] = []
+
+    class Noting(Reader):
+        def doRead(self) -> None:
+            super().doRead()
+            seen.append(("read", reactor.dispatching))
+
+    readers = [Noting(ours, fail=False) for ours, _ in pairs]
+
+    def hook() -> None:
+        seen.append(("hook", reactor.dispatching))
+
+    def broken_hook() -> None:
+        raise RuntimeError("hook failed")
+
+    try:
+        for reader in readers:
+            reactor.addReader(reader)
+        reactor.after_dispatch(broken_hook)
+        reactor.after_dispatch(hook)
+        for _, theirs in pairs:
+            theirs.send(b"ping")
+        with caplog.at_level(logging.ERROR, logger="namesrv.lean_reactor"):
+            reactor.doPoll(0)
+        # Both reads first, with the reactor saying it dispatches; then the hooks, once, and
+        # a failing hook keeps neither the next hook nor the loop from running.
+        assert seen == [("read", True), ("read", True), ("hook", False)]
+        assert "after-dispatch hook" in caplog.text
+        reactor.remove_after_dispatch(hook)
+        reactor.remove_after_dispatch(hook)  # removing twice is harmless
+        reactor.doPoll(0)  # nothing ready: no reads, and the removed hook does not run
+        assert seen == [("read", True), ("read", True), ("hook", False)]
+    finally:
+        for reader in readers:
+            reactor.removeReader(reader)
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
+        reactor._poller.close()
