@@ -5,7 +5,8 @@ Spark line count of the same files (what any job reading them pays):
 
 1. ``--changes`` route changes (90 % notified) with the telemetry of ``--clients`` clients
    learning every change, on ``local[*]``: target 100,000 changes / 2 M telemetry lines <= 15 s
-   once the JVM is up (the first run in a JVM pays its warm-up and is shown apart). The
+   once the JVM is up (the first run in a JVM pays its warm-up and is shown apart, and its JIT
+   compilers go on warming for a few runs more: ``--warm-runs`` says how many follow). The
    telemetry is what the current client writes, each record marked ``news``; with
    ``--old-telemetry``, what older clients wrote, without it (the job then works it out);
 2. a journal of ``--events`` records alone (changes, notifications, suppressions,
@@ -228,12 +229,19 @@ def main() -> None:
     ap.add_argument(
         "--old-telemetry", action="store_true", help="telemetry without news, as older clients"
     )
+    ap.add_argument(
+        "--warm-runs",
+        type=int,
+        default=2,
+        help="runs after the first in each JVM (its JIT compilers keep warming up for several)",
+    )
     ap.add_argument("--one", metavar="MASTER", help=argparse.SUPPRESS)
     ap.add_argument("--inputs", default="[]", help=argparse.SUPPRESS)
     opts = ap.parse_args()
     if opts.one:  # one master's runs, in a process pinned by the parent
         with tempfile.TemporaryDirectory() as out:
-            print(json.dumps(measure(opts.one, json.loads(opts.inputs), Path(out), 3)))
+            runs = 1 + opts.warm_runs
+            print(json.dumps(measure(opts.one, json.loads(opts.inputs), Path(out), runs)))
         return
     rng = random.Random(7)
     print(f"machine: {psutil.cpu_count()} cores, load average {psutil.getloadavg()}")
@@ -265,14 +273,15 @@ def changes_workload(root: Path, opts: argparse.Namespace) -> None:
     )
     if not opts.speedup_only:
         print(row("master", "run"))
-        for i, (floor, took, cpu) in enumerate(measure("local[*]", inputs, root / "o", 3)):
+        runs = measure("local[*]", inputs, root / "o", 1 + opts.warm_runs)
+        for i, (floor, took, cpu) in enumerate(runs):
             label = "JVM warm-up" if i == 0 else f"warm {i}"
             print(row("local[*]", label, floor, took, cpu))
     if not opts.no_speedup:
-        speedup(inputs)
+        speedup(inputs, opts.warm_runs)
 
 
-def speedup(inputs: list[str]) -> None:
+def speedup(inputs: list[str], warm_runs: int) -> None:
     """Workload 3: each master in its own process, pinned to as many cores as it has threads."""
     taskset = shutil.which("taskset")
     cores = len(os.sched_getaffinity(0))
@@ -281,7 +290,8 @@ def speedup(inputs: list[str]) -> None:
         return
     first, second = sorted(os.sched_getaffinity(0))[:2]
     print(
-        "\n3. speed-up on the same input, best of two warm runs; each master in its own process"
+        f"\n3. speed-up on the same input, best of {warm_runs} warm runs; each master in its own"
+        " process"
         f" pinned with taskset: local[1] to core {first}, local[2] to cores {first},{second}"
         " (JVM, JIT, GC, driver and plots included)"
     )
@@ -289,6 +299,7 @@ def speedup(inputs: list[str]) -> None:
     best = {}
     for master, cpus in (("local[1]", f"{first}"), ("local[2]", f"{first},{second}")):
         command = [taskset, "-c", cpus, sys.executable, __file__, "--one", master]
+        command += ["--warm-runs", str(warm_runs)]
         done = subprocess.run(
             [*command, "--inputs", json.dumps(inputs)], capture_output=True, text=True
         )
