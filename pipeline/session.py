@@ -49,6 +49,10 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     # segments of 25) evicts some within one run, so every run in a long-lived session
     # compiled a score of them again and the JVM's JIT compilers recompiled their code.
     conf.setIfMissing("spark.sql.codegen.cache.maxEntries", "1000")
+    # PySpark records the Python call site of every column function for error messages: five
+    # round trips to the JVM and a walk of the Python stack per call, about 2 s of each run's
+    # driver time spent building the job's expressions.
+    conf.setIfMissing("spark.python.sql.dataFrameDebugging.enabled", "false")
     # Under spark-submit the JVM is already up (it started this process and said where to
     # reach it) and holds the master it was given.
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
