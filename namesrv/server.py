@@ -81,7 +81,7 @@ class NamesrvConnection(Protocol):
         self._held: list[bytes] | None = None
         """Output held until the reactor has handled every ready socket of its poll."""
         self._socket_transport: Any = None
-        """The plain TCP transport, when that is ours: see :meth:`_write`."""
+        """The plain TCP transport, when that is ours: see :meth:`_write_now`."""
         self.closing = False
         """Set when the server decided to close it: nothing more is read or answered."""
         self.speaks_extension = False
@@ -207,7 +207,7 @@ class NamesrvConnection(Protocol):
         woke its reader's process or thread on the other core, and on a virtual machine that
         wake-up cost the sender as much as the rest of the lookup; in a burst most readers are
         still awake from the first answers. Under the Go load generator of
-        ``bench/vs_upstream.py`` that was 1.6 times the lookups at 0.7 of the CPU each.
+        ``bench/vs_upstream.py`` that was 1.3-1.6 times the lookups at 0.7-0.8 of the CPU each.
         """
         reactor = self.server._dispatching_reactor
         if reactor is not None and reactor.dispatching:
