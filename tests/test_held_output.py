@@ -1,20 +1,26 @@
 """Answers held while the reactor hands out a poll's ready sockets, written in one burst after.
 
-The connection runs on an in-memory transport; a stand-in for the reactor says whether it is
-dispatching, so each test decides where a poll's handling ends (``_write_held``).
+Most tests run a connection on an in-memory transport with a stand-in for the reactor that
+says whether it is dispatching, so each test decides where a poll's handling ends
+(``_write_held``); the last floods a real server on loopback (the suite runs on the lean
+reactor, see conftest.py).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 
 import pytest
-from twisted.internet import task
+import pytest_twisted
+from fake_broker import register_request, topic_configs
+from twisted.internet import defer, reactor, task
 from twisted.internet.testing import StringTransport
+from wire_client import WireClient, connect
 
 from namesrv.config import from_mapping
-from namesrv.server import NameServer, NamesrvConnection
-from protocol.codes import RequestCode
+from namesrv.server import READ_SIZE, NameServer, NamesrvConnection
+from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
 
 
@@ -40,14 +46,7 @@ def connection(server: NameServer, conn_id: int) -> tuple[NamesrvConnection, Str
 
 
 def lookups(*topics: str, first_opaque: int = 1) -> bytes:
-    return b"".join(
-        encode_command(
-            RemotingCommand.request(
-                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": t}, opaque=first_opaque + i
-            )
-        )
-        for i, t in enumerate(topics)
-    )
+    return b"".join(encode_command(lookup(t, first_opaque + i)) for i, t in enumerate(topics))
 
 
 def opaques(written: bytes) -> list[int]:
@@ -111,3 +110,72 @@ def test_one_connection_failing_to_write_keeps_nobody_elses_output(server, caplo
         server._write_held()
     assert opaques(fine_out.value()) == [2]
     assert "held output of connection 1" in caplog.text
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_client_flooding_lookups_without_reading_is_bounded_and_loses_no_answer(make_server):
+    """An attacker's pipeline: thousands of lookups written, nothing read. Its answers (held
+    per poll, then queued) stop the server reading it at the output bound; everyone else is
+    served meanwhile; once it reads, every answer arrives, in order."""
+    bound = 64 * 1024
+    ns = make_server({"server": {"output_buffer_bytes": bound}})
+    topic = "Flooded"
+    for i in range(16):  # large answers: the flood outgrows every buffer quickly
+        broker = yield connect(ns.port)
+        resp = yield broker.request(
+            register_request(
+                topic_configs(topic), broker_name=f"broker-{i:02d}", broker_addr=f"10.0.0.{i}:1"
+            )
+        )
+        assert resp.code == ResponseCode.SUCCESS
+    flooder = yield connect(ns.port)
+    other = yield connect(ns.port)
+    answer = yield other.request(lookup(topic))
+    answer_bytes = len(encode_command(answer)) + 64
+    flood_conn = sorted(ns.server.connections.values(), key=lambda c: c.conn_id)[-2]
+    # A small kernel send buffer on the server's side, so what the client does not read piles
+    # up in ours. (Not a small receive window on the client's: reopening one from zero waits
+    # for the kernel's backed-off window probes.)
+    flood_conn.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    flooder.transport.pauseProducing()
+    count = 3000
+    request = encode_command(lookup(topic))
+    flooder.transport.write(b"".join(encode_command(lookup(topic, i)) for i in range(1, count + 1)))
+
+    peak = 0
+    blocked_at = None
+    for turn in range(5000):
+        yield round_trip(other)  # everyone else is answered throughout
+        peak = max(peak, flood_conn.unsent_bytes)
+        if flood_conn.output_blocked and blocked_at is None:
+            blocked_at = turn
+        if blocked_at is not None and turn >= blocked_at + 20:
+            break
+    assert blocked_at is not None, "the server never stopped reading the flood"
+    # At most the bound plus the answers of the one read that crossed it.
+    assert peak <= bound + (READ_SIZE // len(request) + 1) * answer_bytes
+
+    answers = []
+    done: defer.Deferred[None] = defer.Deferred()
+
+    def collect(data: bytes) -> None:
+        for cmd in flooder.decoder.feed(data):
+            answers.append(cmd.opaque)
+        if len(answers) == count and not done.called:
+            done.callback(None)
+
+    flooder.dataReceived = collect  # type: ignore[method-assign]
+    flood_conn.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    flooder.transport.resumeProducing()
+    yield done.addTimeout(30, reactor)
+    assert answers == list(range(1, count + 1))
+
+
+def lookup(topic: str, opaque: int = 0) -> RemotingCommand:
+    return RemotingCommand.request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, opaque=opaque
+    )
+
+
+def round_trip(client: WireClient) -> defer.Deferred[RemotingCommand]:
+    return client.request(lookup("Flooded"))
