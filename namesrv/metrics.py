@@ -50,6 +50,8 @@ _COUNTERS = {
     "notifications_sent": "Route-change notification frames sent.",
     "notification_bytes": "Bytes of notification frames sent.",
     "slow_subscriber_skips": "Ticks that skipped a connection owed frames: its output was full.",
+    "kept_requests_dropped": "Requests left unanswered by a connection closed while its "
+    "output was full.",
     "frames_refused": "Connections closed for an undecodable or oversize frame.",
     "degradation_transitions": "Entries into and exits from degraded mode.",
     "brokers_expired": "Broker addresses removed after missing heartbeats.",

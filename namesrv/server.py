@@ -64,6 +64,12 @@ class NamesrvConnection(Protocol):
     ``server.output_buffer_bytes`` the transport pauses it, and the connection stops reading
     requests and is skipped by notification ticks until the output drains. That is what
     keeps memory bounded against a peer that writes but never reads.
+
+    A read holds up to :data:`READ_SIZE` bytes of requests, and small requests can have large
+    answers (a route lookup of a topic on many brokers): answering all of them would accept
+    a whole read's answers past the bound. So the answers stop at the one that crosses it; the
+    read's remaining frames are kept (:attr:`_kept`), reading stops, and once the output has
+    drained they are answered first, in order, before anything new is read.
     """
 
     def __init__(self, server: NameServer, conn_id: int) -> None:
@@ -80,6 +86,15 @@ class NamesrvConnection(Protocol):
         """While a read is being answered: its responses, written at once when it is done."""
         self._held: list[bytes] | None = None
         """Output held until the reactor has handled every ready socket of its poll."""
+        self._output_bound = server.config.server.output_buffer_bytes
+        self._out_bytes = 0
+        """Bytes of the answers in :attr:`_out` sent by request handlers (not from the cache)."""
+        self._kept: list[bytes | SplitFrame] | None = None
+        """Frames of a read not answered yet: its answers had reached the output bound."""
+        self._kept_call: Any = None
+        """The pending call that answers :attr:`_kept` (the output did not need to drain)."""
+        self._paused_by_transport = False
+        """The transport paused this producer: it calls :meth:`resumeProducing` when drained."""
         self._socket_transport: Any = None
         """The plain TCP transport, when that is ours: see :meth:`_write_now`."""
         self.closing = False
@@ -145,35 +160,116 @@ class NamesrvConnection(Protocol):
             return
         if self.closing:
             return
+        if self._kept is not None:  # a wrapper (TLS) handing on more of a read after the stop
+            self._kept.extend(frames)
+            return
         self.last_request_ms = server._now_ms()
+        self._answer(frames)
+
+    def _answer(self, frames: list[bytes | SplitFrame]) -> None:
+        """Answer ``frames`` in order until the output reaches the bound; keep the rest."""
+        server = self.server
         answer_from_cache = server.route_responses.answer
         max_header = self.max_header_size
         out = self._out = []
+        self._out_bytes = 0
+        room = self._output_bound - self.unsent_bytes
+        frame_iter = iter(frames)
         try:
-            for frame in frames:
+            for frame in frame_iter:
                 if self.closing or self.closed:
                     return
                 if type(frame) is bytes:  # not a large frame's SplitFrame
                     answer = answer_from_cache(frame)
                     if answer is not None:
                         out.append(answer)
-                        continue
+                        room -= len(answer)
+                        if room > 0:
+                            continue
+                        self._keep(frame_iter)
+                        return
                 try:
                     command = decode_frame(frame, max_header)
                 except FrameError as exc:
                     if exc.answerable:
                         server._header_refused(self, exc, frame)
-                        continue
-                    self.decoder.fail()
-                    server._stream_refused(self, exc)
-                    return
-                server._handle(self, command, frame)
+                    else:
+                        self.decoder.fail()
+                        server._stream_refused(self, exc)
+                        return
+                else:
+                    server._handle(self, command, frame)
+                if self._out_bytes:
+                    room -= self._out_bytes
+                    self._out_bytes = 0
+                    if room <= 0:
+                        self._keep(frame_iter)
+                        return
         finally:
             # One write per read, however many frames it held: one syscall, and the reactor
             # adds and drops write interest once (usually not at all: see _write).
             self._out = None
             if out and not self.closed:
                 self._write(out[0] if len(out) == 1 else b"".join(out))
+            if self._kept is not None:
+                self._answer_kept_later()
+
+    def _keep(self, rest: Any) -> None:
+        """The answers reached the output bound: keep the frames after, stop reading."""
+        kept = list(rest)
+        if not kept or self.closing or self.closed:
+            return  # nothing left of this read: the transport's own pause bounds what follows
+        self._kept = kept
+        self.output_blocked = True
+        self._transport.pauseProducing()
+
+    def _answer_kept_later(self) -> None:
+        """Answer the kept frames once the output allows: now (on the next turn), or when the
+        held output is written (:meth:`_flush_held`), or when the transport resumes us."""
+        if self._kept_call is not None or self._paused_by_transport or self._held:
+            return
+        if self.closing or self.closed:
+            self._drop_kept()
+            return
+        self._kept_call = self.server.reactor.callLater(0, self._answer_kept)
+
+    def _answer_kept(self) -> None:
+        self._kept_call = None
+        kept = self._kept
+        if kept is None or self._paused_by_transport or self._held:
+            return  # answered later: resumeProducing or _flush_held comes back here
+        if self.closing or self.closed:
+            self._drop_kept()
+            return
+        self._kept = None
+        self.output_blocked = False
+        self.last_request_ms = self.server._now_ms()
+        try:
+            self._answer(kept)
+        except Exception as exc:  # as in dataReceived: a bug costs this connection only
+            self.server._stream_refused(
+                self, FrameError(f"{type(exc).__name__} while reading: {exc}", kind="internal")
+            )
+            return
+        done = self._kept is None and not (self.closing or self.closed)
+        if done and not self._paused_by_transport:  # else the transport resumes us when drained
+            self._transport.resumeProducing()
+
+    def _drop_kept(self) -> None:
+        """A closing connection's kept requests go unanswered: counted, never silently."""
+        kept, self._kept = self._kept, None
+        if self._kept_call is not None:
+            if self._kept_call.active():
+                self._kept_call.cancel()
+            self._kept_call = None
+        if kept:
+            self.server.counters["kept_requests_dropped"] += len(kept)
+            log.debug(
+                "connection %s from %s closed with %d requests unanswered (output was full)",
+                self.conn_id,
+                self.peer,
+                len(kept),
+            )
 
     def close(self, *, abort: bool) -> None:
         """Close on the server's decision; ``abort`` drops unsent output (a misbehaving peer)."""
@@ -187,6 +283,7 @@ class NamesrvConnection(Protocol):
             self._held = None
             if self._out:
                 self._out.clear()
+            self._drop_kept()
             if unsent:  # held output and the answers of this read so far go out first
                 self._write_now(b"".join(unsent))
             self._transport.loseConnection()
@@ -196,6 +293,7 @@ class NamesrvConnection(Protocol):
             return
         if self._out is not None:
             self._out.append(data)
+            self._out_bytes += len(data)
         else:
             self._write(data)
 
@@ -224,6 +322,8 @@ class NamesrvConnection(Protocol):
         held, self._held = self._held, None
         if held and not self.closed and not self.closing:
             self._write_now(held[0] if len(held) == 1 else b"".join(held))
+        if self._kept is not None:
+            self._answer_kept_later()
 
     def _write_now(self, data: bytes) -> None:
         """Hand ``data`` to the kernel now when nothing is queued before it.
@@ -265,14 +365,20 @@ class NamesrvConnection(Protocol):
 
     def connectionLost(self, reason: Failure | None = None) -> None:
         self.closed = True
+        self._drop_kept()
         self.server._connection_lost(self)
 
     # IPushProducer, driven by our own transport's write buffer.
     def pauseProducing(self) -> None:
+        self._paused_by_transport = True
         self.output_blocked = True
         self._transport.pauseProducing()
 
     def resumeProducing(self) -> None:
+        self._paused_by_transport = False
+        if self._kept is not None:  # they come first; reading resumes once they are answered
+            self._answer_kept_later()
+            return
         self.output_blocked = False
         self._transport.resumeProducing()
 
