@@ -14,7 +14,9 @@ import socket
 import pytest
 import pytest_twisted
 from fake_broker import register_request, topic_configs
-from twisted.internet import defer, reactor, task
+from tls_certs import self_signed
+from twisted.internet import defer, reactor, ssl, task
+from twisted.internet.endpoints import SSL4ClientEndpoint, connectProtocol
 from twisted.internet.testing import StringTransport
 from wire_client import WireClient, connect
 
@@ -112,13 +114,21 @@ def test_one_connection_failing_to_write_keeps_nobody_elses_output(server, caplo
     assert "held output of connection 1" in caplog.text
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
 @pytest_twisted.inlineCallbacks
-def test_a_client_flooding_lookups_without_reading_is_bounded_and_loses_no_answer(make_server):
+def test_a_client_flooding_lookups_without_reading_is_bounded_and_loses_no_answer(
+    make_server, tmp_path, tls
+):
     """An attacker's pipeline: thousands of lookups written, nothing read. Its answers (held
-    per poll, then queued) stop the server reading it at the output bound; everyone else is
-    served meanwhile; once it reads, every answer arrives, in order."""
+    per poll, then queued) stop the server reading it at the output bound, past it by one
+    answer at most; everyone else is served meanwhile; once it reads, every answer arrives,
+    in order. Over TLS too (a permissive port: the brokers and the other client are plain)."""
     bound = 64 * 1024
-    ns = make_server({"server": {"output_buffer_bytes": bound}})
+    server_cfg: dict[str, object] = {"output_buffer_bytes": bound}
+    if tls:
+        cert, key = self_signed(tmp_path)
+        server_cfg.update(tls="permissive", tls_cert_file=cert, tls_key_file=key)
+    ns = make_server({"server": server_cfg})
     topic = "Flooded"
     for i in range(16):  # large answers: the flood outgrows every buffer quickly
         broker = yield connect(ns.port)
@@ -128,11 +138,14 @@ def test_a_client_flooding_lookups_without_reading_is_bounded_and_loses_no_answe
             )
         )
         assert resp.code == ResponseCode.SUCCESS
-    flooder = yield connect(ns.port)
+    flooder = yield (connect_tls(ns.port) if tls else connect(ns.port))
+    yield flooder.request(lookup(topic))  # connected (and, over TLS, the handshake done)
     other = yield connect(ns.port)
     answer = yield other.request(lookup(topic))
-    answer_bytes = len(encode_command(answer)) + 64
-    flood_conn = sorted(ns.server.connections.values(), key=lambda c: c.conn_id)[-2]
+    # One answer, and over TLS the records' overhead on a read's worth of answers.
+    answer_bytes = len(encode_command(answer)) + (512 if tls else 64)
+    flood_port = flooder.transport.getHost().port
+    (flood_conn,) = [c for c in ns.server.connections.values() if c.peer.endswith(f":{flood_port}")]
     # A small kernel send buffer on the server's side, so what the client does not read piles
     # up in ours. (Not a small receive window on the client's: reopening one from zero waits
     # for the kernel's backed-off window probes.)
@@ -170,6 +183,11 @@ def test_a_client_flooding_lookups_without_reading_is_bounded_and_loses_no_answe
     flooder.transport.resumeProducing()
     yield done.addTimeout(30, reactor)
     assert answers == list(range(1, count + 1))
+
+
+def connect_tls(port: int) -> defer.Deferred[WireClient]:
+    endpoint = SSL4ClientEndpoint(reactor, "127.0.0.1", port, ssl.CertificateOptions())
+    return connectProtocol(endpoint, WireClient())
 
 
 def lookup(topic: str, opaque: int = 0) -> RemotingCommand:
