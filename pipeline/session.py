@@ -53,6 +53,10 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     # round trips to the JVM and a walk of the Python stack per call, about 2 s of each run's
     # driver time spent building the job's expressions.
     conf.setIfMissing("spark.python.sql.dataFrameDebugging.enabled", "false")
+    # The job runs its journal and telemetry passes side by side, each in a pool of its own
+    # (``pipeline.stats.summarize``): fair pools let the short stages of one pass run between
+    # the tasks of the other's long stage.
+    conf.setIfMissing("spark.scheduler.mode", "FAIR")
     # Under spark-submit the JVM is already up (it started this process and said where to
     # reach it) and holds the master it was given.
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
