@@ -510,25 +510,21 @@ def _telemetry_groups(
     hists: dict[tuple[str, str], Histogram] = {}
     learned = 0
     lags: dict[int, tuple[int, int, float]] = {}  # client: matched lines, lag sum, maximum
-    for r in rows:
-        fig, n = r["fig"], int(r["n"])
+    # Unpacked by position: a Row looks a name up in its field list on every access, and
+    # this loop reads every histogram bucket (tens of thousands) after Spark is done.
+    for fig, bucket, k1, k2, h, n, a, c, m, _ in rows:
         if fig == "fetch":
-            status[r["k1"]] = status.get(r["k1"], 0) + n
-            if r["k1"] == "ok":
-                cause = str(r["k2"])
-                s.fetches_by_cause[cause] = s.fetches_by_cause.get(cause, 0) + n
-            if r["h"] == 1:
+            status[k1] = status.get(k1, 0) + n
+            if k1 == "ok":
+                s.fetches_by_cause[str(k2)] = s.fetches_by_cause.get(str(k2), 0) + n
+            if h == 1:
                 learned += n
-            if r["c"]:
-                seen, total, worst = lags.get(int(r["bucket"]), (0, 0, float("-inf")))
-                lags[int(r["bucket"])] = (
-                    seen + int(r["c"]),
-                    total + int(r["a"]),
-                    max(worst, float(r["m"])),
-                )
+            if c:
+                seen, total, worst = lags.get(bucket, (0, 0, float("-inf")))
+                lags[bucket] = (seen + c, total + a, max(worst, m))
         else:
-            for cause in (str(r["k1"]), "all") if fig in ("lag", "detect", "after") else ("",):
-                hists.setdefault((fig, cause), Histogram()).add(float(r["h"]), n, r["m"])
+            for cause in (str(k1), "all") if fig in ("lag", "detect", "after") else ("",):
+                hists.setdefault((fig, cause), Histogram()).add(float(h), n, m)
     s.telemetry = InputQuality(
         files=telemetry.files,
         lines=sum(status.values()),
