@@ -233,6 +233,9 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
     )
     frame = raw.select(
         status.alias("status"),
+        # Names the line (so a change) uniquely within the run: the telemetry's figures per
+        # change are grouped by it. Fixed once cached; recomputed alike (partition, position).
+        F.monotonically_increasing_id().alias("line"),
         "namesrv",
         "ts_ms",
         "event",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import InheritableThread
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from namesrv.config import NamesrvConfig, load
 from pipeline.config_toml import to_toml
@@ -63,35 +63,43 @@ def _run(
     journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
     telemetry = read_telemetry(spark, args.telemetry) if args.telemetry else None
     drawn: dict[Plotter, Plot | None] = {}
-    with Progress(spark, len(STEPS) + 1) as progress:
-        summary, changes = summarize(
-            journal,
-            telemetry,
-            MatchWindow(args.clock_skew_ms, args.max_lag_ms),
-            progress.step,
-            # The journal's plots are drawn while Spark computes the telemetry's figures.
-            lambda s: drawn.update(journal_plots(s)),
-        )
-        progress.step("per-change table, report and plots")
-        # Spark writes the table while this thread draws the plots: the two share no data and
-        # the plots need no Spark, so neither waits for the other.
-        failed: list[BaseException] = []
+    failed: list[BaseException] = []
+    writers: list[InheritableThread] = []
 
-        def write_table() -> None:
+    def write_table(table: DataFrame) -> None:
+        """Spark writes the per-change table as soon as its figures exist, while the rest of
+        the job goes on: the plots need no Spark, so neither waits for the other."""
+
+        def write() -> None:
             try:
-                changes.write.mode("overwrite").parquet(tables)
-            except BaseException as exc:  # re-raised in the caller's thread below
+                table.write.mode("overwrite").parquet(tables)
+            except BaseException as exc:  # re-raised in the job's thread below
                 failed.append(exc)
 
-        writer = InheritableThread(target=write_table, name="change-table")
+        # Inheritable: its Spark jobs count under the step that started it.
+        writer = InheritableThread(target=write, name="change-table")
         writer.start()
-        try:
+        writers.append(writer)
+
+    try:
+        with Progress(spark, len(STEPS) + 1) as progress:
+            summary, _ = summarize(
+                journal,
+                telemetry,
+                MatchWindow(args.clock_skew_ms, args.max_lag_ms),
+                progress.step,
+                # The journal's plots are drawn while Spark computes the telemetry's figures.
+                lambda s: drawn.update(journal_plots(s)),
+                write_table,
+            )
+            progress.step("per-change table, report and plots")
             outputs = _write(args, current, out, tables, summary, drawn)
-        finally:
+    finally:
+        for writer in writers:
             writer.join()
-        if failed:
-            raise failed[0]
-        return outputs
+    if failed:
+        raise failed[0]
+    return outputs
 
 
 def _write(

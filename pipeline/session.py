@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 APP_NAME = "routepush-pipeline"
+POOLS = Path(__file__).with_name("scheduler_pools.xml")
+"""The scheduler pools of ``pipeline.stats.summarize``."""
 
 
 def local_heap_mib() -> int:
@@ -53,6 +56,11 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     # round trips to the JVM and a walk of the Python stack per call, about 2 s of each run's
     # driver time spent building the job's expressions.
     conf.setIfMissing("spark.python.sql.dataFrameDebugging.enabled", "false")
+    # The job runs its journal and telemetry passes side by side, each in a pool of its own
+    # (``pipeline.stats.summarize``): fair pools let the short stages of one pass run between
+    # the tasks of the other's long stage.
+    conf.setIfMissing("spark.scheduler.mode", "FAIR")
+    conf.setIfMissing("spark.scheduler.allocation.file", str(POOLS))
     # Under spark-submit the JVM is already up (it started this process and said where to
     # reach it) and holds the master it was given.
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:

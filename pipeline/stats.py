@@ -23,6 +23,7 @@ which the driver lists anyway). Distributions come from histograms
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from pyspark import InheritableThread
 from pyspark.sql import Column, DataFrame, Window
@@ -386,24 +387,29 @@ def fetch_table(
 
     The candidate changes of one (topic, version) travel as one array (versions restart with
     the name server, and several journals may name the same pair); the latest detected within
-    the window wins. One equi-join, no shuffle after it. ``changed_at_ms`` is the detection
-    (the journal record's time), ``mutated_at_ms`` the first registry mutation behind it (its
-    detection when the journal does not say), ``lag_ms`` end to end. Unless some journal is
-    ``named`` for a name server, the telemetry's ``namesrv`` is not even parsed.
+    the window wins. One equi-join on a 64-bit hash of the pair, no shuffle after it: a long
+    key is looked up in a plain array-backed map where a (name, number) key took a generic
+    hash map and a byte-wise compare per line. Pairs whose hashes collide share an array, and
+    a candidate counts only for its own pair. ``change`` names the journal line of the change
+    (``inputs.read_journal``), ``changed_at_ms`` its detection (the record's time),
+    ``mutated_at_ms`` the first registry mutation behind it (its detection when the journal
+    does not say), ``lag_ms`` end to end. Unless some journal is ``named`` for a name server,
+    the telemetry's ``namesrv`` is not even parsed.
     """
     if not named:
         telemetry = telemetry.drop("namesrv").withColumn(
             "namesrv", F.lit(None).cast(T.StringType())
         )
-    candidates = changes.groupBy(
-        F.col("topic").alias("c_topic"), F.col("version").alias("c_version")
-    ).agg(
+    candidates = changes.groupBy(F.xxhash64("topic", "version").alias("pair")).agg(
         F.collect_list(
             F.struct(
+                F.col("topic").alias("topic"),
+                F.col("version").alias("version"),
                 F.col("ts_ms").alias("detected"),
                 F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated"),
                 F.col("namesrv").alias("ns"),
                 F.col("notify").alias("notify"),
+                F.col("line").alias("line"),
             )
         ).alias("cands")
     )
@@ -411,7 +417,9 @@ def fetch_table(
 
     def fits(c: Column) -> Column:
         return (
-            (c["detected"] <= learned_at + window.clock_skew_ms)
+            (c["topic"] == F.col("topic"))
+            & (c["version"] == F.col("version"))
+            & (c["detected"] <= learned_at + window.clock_skew_ms)
             & (c["detected"] >= learned_at - window.max_lag_ms)
             & (c["ns"].isNull() | (c["ns"] == F.col("namesrv")))
         )
@@ -422,18 +430,15 @@ def fetch_table(
     # The lambda in SQL, with a name of its own: one built in Python gets a fresh name per
     # query, and Spark would then generate and compile new code on every run.
     latest_fitting = F.expr(
-        "array_max(filter(cands, c -> c.detected <= fetched_at_ms + "
-        f"{int(window.clock_skew_ms)} AND c.detected >= fetched_at_ms - {int(window.max_lag_ms)}"
+        "array_max(filter(cands, c -> c.topic = topic AND c.version = version"
+        f" AND c.detected <= fetched_at_ms + {int(window.clock_skew_ms)}"
+        f" AND c.detected >= fetched_at_ms - {int(window.max_lag_ms)}"
         " AND (c.ns IS NULL OR c.ns = namesrv)))"
     )
     best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(latest_fitting)
-    joined = telemetry.join(
-        candidates,
-        (telemetry["topic"] == candidates["c_topic"])
-        & (telemetry["version"] == candidates["c_version"])
-        & telemetry["news"],
-        "left",
-    )
+    # Only lines with news look for their change: null keys are never looked up.
+    pair = F.when(F.col("news"), F.xxhash64("topic", "version"))
+    joined = telemetry.withColumn("pair", pair).join(candidates, "pair", "left")
     return joined.withColumn("best", best).select(
         "status",
         "client",
@@ -444,6 +449,7 @@ def fetch_table(
         (F.col("fetched_at_ms") - F.col("notified_at_ms")).alias("delivery_ms"),
         F.col("fetched_at_ms").alias("learned_at_ms"),
         F.col("best").isNotNull().alias("matched"),
+        F.col("best.line").alias("change"),
         F.col("best.notify").alias("notify"),
         F.col("best.detected").alias("changed_at_ms"),
         F.col("best.mutated").alias("mutated_at_ms"),
@@ -454,9 +460,15 @@ def fetch_table(
 CHANGE_FACT = "change"
 
 
-def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> DataFrame:
+def _telemetry_groups(
+    fetches: DataFrame,
+    telemetry: Parsed,
+    s: Summary,
+    on_groups: Callable[[DataFrame], None] = lambda per_change: None,
+) -> DataFrame:
     """Job 3: every telemetry figure in one aggregation, with the per-change figures the
-    change table needs (returned, cached: not collected)."""
+    change table needs (returned, cached: not collected). ``on_groups`` gets those as soon as
+    the aggregation is done, before the collected figures are worked through here."""
     matched = F.col("matched")
     lag = F.col("lag_ms")
     detection = F.col("changed_at_ms") - F.col("mutated_at_ms")
@@ -467,52 +479,52 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
     rows, per_change = _grouped(
         fetches,
         [
+            # Every line, and the lag of its client's matched ones: one group per (client,
+            # status, cause, news), few, where a fact per figure was two per line.
             _fact(
                 F.lit(True),
                 "fetch",
+                bucket=F.col("client"),
                 k1=F.col("status"),
                 k2=by_cause,
                 h=F.col("news").cast(T.LongType()),
+                a=F.when(matched, lag),
+                c=matched.cast(T.LongType()),
+                m=F.when(matched, lag),
             ),
             _fact(ok & delivery.isNotNull(), "delivery", h=histogram_bucket(delivery), m=delivery),
             _fact(matched, "lag", k1=by_cause, h=histogram_bucket(lag), m=lag),
             _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
             _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
             _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
-            _fact(matched, "client", h=F.col("client"), a=lag, m=lag),
-            _fact(
-                matched,
-                CHANGE_FACT,
-                k1=F.col("topic"),
-                h=F.col("version"),
-                bucket=F.col("changed_at_ms"),
-                m=after,
-                lo=after,
-            ),
+            # Keyed by the change's journal line alone: a long, where topic, version and
+            # time made a longer key to hash and compare for every line.
+            _fact(matched, CHANGE_FACT, h=F.col("change"), m=after, lo=after),
         ],
-        # One group per telemetry file (the driver lists them anyway): ranked here, by name.
         {},
         kept=(CHANGE_FACT,),
     )
     assert per_change is not None
+    on_groups(per_change)
     status: dict[str, int] = {}
     hists: dict[tuple[str, str], Histogram] = {}
     learned = 0
-    clients: list[tuple[float, str, int, float]] = []
-    for r in rows:
-        fig, n = r["fig"], int(r["n"])
+    lags: dict[int, tuple[int, int, float]] = {}  # client: matched lines, lag sum, maximum
+    # Unpacked by position: a Row looks a name up in its field list on every access, and
+    # this loop reads every histogram bucket (tens of thousands) after Spark is done.
+    for fig, bucket, k1, k2, h, n, a, c, m, _ in rows:
         if fig == "fetch":
-            status[r["k1"]] = status.get(r["k1"], 0) + n
-            if r["k1"] == "ok":
-                cause = str(r["k2"])
-                s.fetches_by_cause[cause] = s.fetches_by_cause.get(cause, 0) + n
-            if r["h"] == 1:
+            status[k1] = status.get(k1, 0) + n
+            if k1 == "ok":
+                s.fetches_by_cause[str(k2)] = s.fetches_by_cause.get(str(k2), 0) + n
+            if h == 1:
                 learned += n
-        elif fig == "client":
-            clients.append((-float(r["m"]), telemetry.clients[int(r["h"])], n, int(r["a"]) / n))
+            if c:
+                seen, total, worst = lags.get(bucket, (0, 0, float("-inf")))
+                lags[bucket] = (seen + c, total + a, max(worst, m))
         else:
-            for cause in (str(r["k1"]), "all") if fig in ("lag", "detect", "after") else ("",):
-                hists.setdefault((fig, cause), Histogram()).add(float(r["h"]), n, r["m"])
+            for cause in (str(k1), "all") if fig in ("lag", "detect", "after") else ("",):
+                hists.setdefault((fig, cause), Histogram()).add(float(h), n, m)
     s.telemetry = InputQuality(
         files=telemetry.files,
         lines=sum(status.values()),
@@ -534,8 +546,12 @@ def _telemetry_groups(fetches: DataFrame, telemetry: Parsed, s: Summary) -> Data
             s.propagation_delivery[cause] = hist.distribution()
     s.learned_changes = s.propagation["all"].count if "all" in s.propagation else 0
     s.unmatched_fetches = learned - s.learned_changes
+    clients = sorted(
+        (-worst, telemetry.clients[client], n, total / n)
+        for client, (n, total, worst) in lags.items()
+    )
     s.charts.top_clients = [
-        (client, n, mean, -neg_max) for neg_max, client, n, mean in sorted(clients)[:TOP_SHOWN]
+        (client, n, mean, -neg_max) for neg_max, client, n, mean in clients[:TOP_SHOWN]
     ]
     return per_change
 
@@ -544,6 +560,7 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
     """One row per journal change: how many clients learned it and how fast (after
     detection), from the ``change`` groups of the telemetry's aggregation."""
     base = changes.select(
+        "line",
         "namesrv",
         "topic",
         "version",
@@ -554,7 +571,7 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
         F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated_at_ms"),
     )
     if per_change is None:
-        return base.withColumns(
+        return base.drop("line").withColumns(
             {
                 "clients": F.lit(0).cast("long"),
                 "first_learned_ms": F.lit(None).cast("long"),
@@ -562,19 +579,20 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
             }
         )
     learned = per_change.select(
-        F.col("k1").alias("topic"),
-        F.col("h").alias("version"),
-        F.col("bucket").alias("changed_at_ms"),
+        F.col("h").alias("line"),
         F.col("n").alias("clients"),
         F.col("lo").cast(T.LongType()).alias("first_learned_ms"),
         F.col("m").cast(T.LongType()).alias("last_learned_ms"),
     )
-    return base.join(learned, ["topic", "version", "changed_at_ms"], "left").fillna(
-        0, subset=["clients"]
-    )
+    return base.join(learned, "line", "left").drop("line").fillna(0, subset=["clients"])
 
 
 STEPS = ("journal and telemetry: parsed, tied and aggregated",)
+
+
+JOURNAL_POOL = "journal"
+TELEMETRY_POOL = "telemetry"
+"""Scheduler pools of the two passes (``spark.scheduler.mode=FAIR``, ``pipeline.session``)."""
 
 
 def summarize(
@@ -583,46 +601,65 @@ def summarize(
     window: MatchWindow | None = None,
     on_step: Callable[[str], None] = lambda name: None,
     on_journal: Callable[[Summary], None] = lambda s: None,
+    on_table: Callable[[DataFrame], None] = lambda table: None,
 ) -> tuple[Summary, DataFrame]:
     """The whole analysis: the summary, and the per-change table (lazy, for writing).
     ``on_step`` is told each of ``STEPS`` before it runs; ``on_journal`` gets the summary once
     its journal figures are in, while the telemetry's may still be computed (it must not read
-    those).
+    those); ``on_table`` gets the per-change table as soon as it can be computed, from the
+    thread that computed it, while the rest may still run.
 
     The telemetry's pass runs in its own thread from the start, beside the journal's two
     (the totals, then the grouped figures, whose time buckets need the first and last
     record): each leaves the cores idle at times (planning on the driver, a stage's last
     tasks), which the other fills. The journal's cache is filled by whichever job reads it
     first; the other waits for it. They fill different fields of the summary.
+
+    Each pass has a scheduler pool of its own: under Spark's FIFO order the journal's short
+    grouped-figure stage waited behind every task of the telemetry's long one, so the
+    journal's figures (and the plots drawn from them) came only after it, when one core was
+    idle; with fair pools that stage takes the first free task slot.
     """
     window = window or MatchWindow()
     s = Summary(journal=InputQuality(journal.files, 0, 0, 0), telemetry=None)
     on_step(STEPS[0])
     changes = journal.usable.where(F.col("event") == "route_changed")
+    sc = journal.frame.sparkSession.sparkContext
     if telemetry is None:
+        table = change_table(changes, None)
+        on_table(table)
         _journal_totals(journal, s)
         _journal_groups(journal, s)
         on_journal(s)
-        return s, change_table(changes, None)
+        return s, table
     found: list[DataFrame] = []
     failed: list[BaseException] = []
 
     def tie() -> None:
         try:
+            sc.setLocalProperty("spark.scheduler.pool", TELEMETRY_POOL)
             fetches = fetch_table(changes, telemetry.frame, window, journal.named)
-            found.append(_telemetry_groups(fetches, telemetry, s))
+
+            def groups(per_change: DataFrame) -> None:
+                found.append(change_table(changes, per_change))
+                on_table(found[0])
+
+            _telemetry_groups(fetches, telemetry, s, groups)
         except BaseException as exc:  # re-raised in the caller's thread below
             failed.append(exc)
 
     # Inheritable: its Spark jobs carry this thread's job group (the progress display's step).
     worker = InheritableThread(target=tie, name="telemetry")
     worker.start()
+    pool = sc.getLocalProperty("spark.scheduler.pool")
+    sc.setLocalProperty("spark.scheduler.pool", JOURNAL_POOL)
     try:
         _journal_totals(journal, s)
         _journal_groups(journal, s)
         on_journal(s)
     finally:
+        sc.setLocalProperty("spark.scheduler.pool", cast(str, pool))  # None: the default
         worker.join()
     if failed:
         raise failed[0]
-    return s, change_table(changes, found[0])
+    return s, found[0]

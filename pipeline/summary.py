@@ -5,6 +5,8 @@ Kept free of Spark so the tuning and the report can be tested on hand-made summa
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -255,17 +257,15 @@ class Histogram:
         """The value of rank ``max(1, ceil(q * count))`` for each q (the smallest value with at
         least that share of the values at or below it)."""
         order = sorted(self.counts.items())
-        total = self.count
+        if not order:
+            return []
+        seen = list(itertools.accumulate(n for _, n in order))
         out: list[float] = []
         for q in fractions:
-            rank = max(1, math.ceil(q * total - 1e-9))
-            seen = 0
-            for value, n in order:
-                seen += n
-                if seen >= rank:
-                    # A bucket's value is rounded; never past the exact largest value.
-                    out.append(value if self.max is None else min(value, self.max))
-                    break
+            rank = min(seen[-1], max(1, math.ceil(q * seen[-1] - 1e-9)))
+            value = order[bisect.bisect_left(seen, rank)][0]
+            # A bucket's value is rounded; never past the exact largest value.
+            out.append(value if self.max is None else min(value, self.max))
         return out
 
     def distribution(self) -> Distribution:

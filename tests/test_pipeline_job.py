@@ -249,6 +249,54 @@ def test_each_client_is_tied_to_the_change_it_learned(spark, tmp_path):
     assert narrow.learned_changes == 2 and narrow.unmatched_fetches == 3
 
 
+class _Colliding:
+    """``pyspark.sql.functions`` whose 64-bit hash gives every input the same value."""
+
+    def __getattr__(self, name: str) -> Any:
+        from pyspark.sql import functions
+
+        return getattr(functions, name)
+
+    def xxhash64(self, *cols: Any) -> Any:
+        from pyspark.sql import functions
+
+        return functions.lit(7).cast("long")
+
+
+def test_pairs_whose_hashes_collide_are_tied_only_to_their_own_change(spark, tmp_path, monkeypatch):
+    """The telemetry meets the journal's changes on a hash of (topic, version); with every
+    pair hashing alike, each fetch must still find its own change, and only it."""
+    from pipeline import stats
+
+    journal_file(
+        tmp_path / "j",
+        [changed(10_000, "T", 1), changed(20_000, "T", 2), changed(30_000, "Q", 1)],
+    )
+    write_lines(
+        tmp_path / "t" / "client-a.jsonl",
+        [
+            fetch("T", 0, "first", 5_000),  # where the client started from: no news
+            fetch("Q", 0, "first", 5_000),
+            fetch("T", 1, "notify", 10_010, notified=10_000),
+            fetch("T", 2, "notify", 20_020, notified=20_000),
+            fetch("Q", 1, "notify", 30_030, notified=30_000),
+            fetch("Q", 2, "notify", 30_040, notified=30_000),  # no such change
+        ],
+    )
+
+    def figures() -> tuple[Any, ...]:
+        s, table = analyse(spark, [JournalSource(str(tmp_path / "j"))], [str(tmp_path / "t")])
+        rows = sorted(
+            (r["topic"], r["version"], r["clients"], r["first_learned_ms"]) for r in table.collect()
+        )
+        return s.learned_changes, s.unmatched_fetches, s.propagation["all"].max, rows
+
+    expected = (3, 1, 30.0, [("Q", 1, 1, 30), ("T", 1, 1, 10), ("T", 2, 1, 20)])
+    assert figures() == expected
+    monkeypatch.setattr(stats, "F", _Colliding())
+    assert figures() == expected
+
+
 def test_named_journals_are_tied_only_to_their_own_clients(spark, tmp_path):
     journal_file(tmp_path / "a", [changed(1_000, "T", 5)])
     journal_file(tmp_path / "b", [changed(5_000, "T", 5)])
