@@ -138,42 +138,46 @@ class NamesrvConnection(Protocol):
                 self, FrameError(f"{type(exc).__name__} while reading: {exc}", kind="internal")
             )
 
-    def _received(self, data: bytes) -> None:
+    def _received(self, data: bytes, kept: list[bytes | SplitFrame] | None = None) -> None:
+        """Answer the frames of ``data`` in order until the output reaches the bound, keeping
+        the rest; or, given ``kept``, answer those (``data`` is then empty)."""
         server = self.server
-        try:
-            frames = self.decoder.feed_raw(data)
-        except FrameError as exc:
+        if kept is None:
+            try:
+                frames = self.decoder.feed_raw(data)
+            except FrameError as exc:
+                server._input_held(self)
+                server._stream_refused(self, exc)
+                return
             server._input_held(self)
-            server._stream_refused(self, exc)
-            return
-        server._input_held(self)
-        if not frames:
-            announced = self.decoder.pending_header_length
-            if announced is not None and announced > self.max_header_size and not self.closing:
-                server._stream_refused(
-                    self,
-                    FrameError(
-                        f"header of {announced} bytes exceeds the limit of {self.max_header_size}",
-                        kind="header_too_large",
-                    ),
-                )
-            return
-        if self.closing:
-            return
-        if self._kept is not None:  # a wrapper (TLS) handing on more of a read after the stop
-            self._kept.extend(frames)
-            return
+            if not frames:
+                announced = self.decoder.pending_header_length
+                if announced is not None and announced > self.max_header_size and not self.closing:
+                    server._stream_refused(
+                        self,
+                        FrameError(
+                            f"header of {announced} bytes exceeds the limit of "
+                            f"{self.max_header_size}",
+                            kind="header_too_large",
+                        ),
+                    )
+                return
+            if self.closing:
+                return
+            if self._kept is not None:  # a wrapper (TLS) handing on more of a read after a stop
+                self._kept.extend(frames)
+                return
+        else:
+            frames = kept
         self.last_request_ms = server._now_ms()
-        self._answer(frames)
-
-    def _answer(self, frames: list[bytes | SplitFrame]) -> None:
-        """Answer ``frames`` in order until the output reaches the bound; keep the rest."""
-        server = self.server
         answer_from_cache = server.route_responses.answer
         max_header = self.max_header_size
         out = self._out = []
-        self._out_bytes = 0
-        room = self._output_bound - self.unsent_bytes
+        t = self._socket_transport
+        if t is not None and not self._held:  # the usual case, without the property's detour
+            room = self._output_bound - (len(t.dataBuffer) - t.offset + t._tempDataLen)
+        else:
+            room = self._output_bound - self.unsent_bytes
         frame_iter = iter(frames)
         try:
             for frame in frame_iter:
@@ -199,7 +203,7 @@ class NamesrvConnection(Protocol):
                         return
                 else:
                     server._handle(self, command, frame)
-                if self._out_bytes:
+                if self._out_bytes:  # what the handler sent (send() counts it)
                     room -= self._out_bytes
                     self._out_bytes = 0
                     if room <= 0:
@@ -243,9 +247,8 @@ class NamesrvConnection(Protocol):
             return
         self._kept = None
         self.output_blocked = False
-        self.last_request_ms = self.server._now_ms()
         try:
-            self._answer(kept)
+            self._received(b"", kept)
         except Exception as exc:  # as in dataReceived: a bug costs this connection only
             self.server._stream_refused(
                 self, FrameError(f"{type(exc).__name__} while reading: {exc}", kind="internal")
