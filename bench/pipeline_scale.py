@@ -18,8 +18,9 @@ Spark line count of the same files (what any job reading them pays):
    driver's planning and the plots still take the second core, so it is not one core.
 
 Every measurement runs in a fresh process of its own (generating the input leaves a large
-Python heap behind in this one). Besides wall time it prints the CPU seconds this process and its JVM used: on a machine shared
-with other work, wall time grows with the load and CPU time much less.
+Python heap behind in this one). Besides wall time it prints the CPU seconds this process and
+its JVM used: on a machine shared with other work, wall time grows with the load and CPU time
+much less.
 
     python bench/pipeline_scale.py --changes 100000 --clients 20 --events 10000000
 """

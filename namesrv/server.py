@@ -105,6 +105,9 @@ class NamesrvConnection(Protocol):
         self.partial_since_ms: int | None = None
         """When the frame now partly received began to arrive."""
         self.held_input = 0
+        self.kept_input = 0
+        """Bytes of :attr:`_kept`: counted with the partial frame in the buffered-input bound,
+        for a kept frame may be a whole large one (up to ``server.max_frame_size``)."""
         """Memory of that partial frame (allocated, not just received), as counted in the
         server's buffered-input total."""
 
@@ -166,6 +169,7 @@ class NamesrvConnection(Protocol):
                 return
             if self._kept is not None:  # a wrapper (TLS) handing on more of a read after a stop
                 self._kept.extend(frames)
+                self._count_kept()
                 return
         else:
             frames = kept
@@ -226,6 +230,14 @@ class NamesrvConnection(Protocol):
         self._kept = kept
         self.output_blocked = True
         self._transport.pauseProducing()
+        self._count_kept()
+
+    def _count_kept(self) -> None:
+        """Charge the kept frames to the buffered-input bound (which may shed this one)."""
+        self.kept_input = sum(
+            len(f) if isinstance(f, bytes) else len(f.head) + len(f.body) for f in self._kept or ()
+        )
+        self.server._input_held(self)
 
     def _answer_kept_later(self) -> None:
         """Answer the kept frames once the output allows: now (on the next turn), or when the
@@ -246,6 +258,7 @@ class NamesrvConnection(Protocol):
             self._drop_kept()
             return
         self._kept = None
+        self._count_kept()
         self.output_blocked = False
         try:
             self._received(b"", kept)
@@ -261,6 +274,8 @@ class NamesrvConnection(Protocol):
     def _drop_kept(self) -> None:
         """A closing connection's kept requests go unanswered: counted, never silently."""
         kept, self._kept = self._kept, None
+        if self.kept_input:
+            self._count_kept()
         if self._kept_call is not None:
             if self._kept_call.active():
                 self._kept_call.cancel()
@@ -279,14 +294,16 @@ class NamesrvConnection(Protocol):
         if self.closing or self.closed:
             return
         self.closing = True
+        self._drop_kept()
         if abort:
+            if self._out:
+                self._out.clear()
             self._transport.abortConnection()
         else:
             unsent = (self._held or []) + (self._out or [])
             self._held = None
             if self._out:
                 self._out.clear()
-            self._drop_kept()
             if unsent:  # held output and the answers of this read so far go out first
                 self._write_now(b"".join(unsent))
             self._transport.loseConnection()
@@ -754,13 +771,14 @@ class NameServer:
 
     def _input_held(self, conn: NamesrvConnection) -> None:
         """Account ``conn``'s partly received frame; past the global bound, shed the biggest."""
-        held = conn.decoder.allocated
+        partial = conn.decoder.allocated
+        held = partial + conn.kept_input
         if not held and not conn.held_input:  # the usual read: whole frames, nothing held
             return
         delta = held - conn.held_input
         conn.held_input = held
         self.buffered_input += delta
-        if held == 0:
+        if partial == 0:  # kept whole frames are not overdue: the peer is not reading
             conn.partial_since_ms = None
         elif conn.partial_since_ms is None:
             conn.partial_since_ms = self._now_ms()
@@ -779,9 +797,9 @@ class NameServer:
             self.counters["input_bound_closes"] += 1
             self._peer_log.warning(
                 "input_bound",
-                "closing connection %s from %s: partly received frames hold %d bytes over all "
-                "connections, past server.max_buffered_input_bytes=%d less one read; it held "
-                "the most (%d)",
+                "closing connection %s from %s: partly received frames and requests waiting "
+                "for their output to drain hold %d bytes over all connections, past "
+                "server.max_buffered_input_bytes=%d less one read; it held the most (%d)",
                 biggest.conn_id,
                 biggest.peer,
                 self.buffered_input,

@@ -218,3 +218,46 @@ def test_others_are_answered_while_a_connection_waits_with_kept_requests(server,
     assert got[1].code == ResponseCode.TOPIC_NOT_EXIST
     assert len(answers(flood_out.value())) == crossing  # it waits for its peer to read
     assert flooder.output_blocked and flood_out.producerState == "paused"
+
+
+def test_kept_requests_count_in_the_buffered_input_bound_until_answered(server, clock):
+    conn, out = connection(server, 1)
+    conn.dataReceived(b"".join(lookup(i) for i in range(1, 201)))
+    assert conn._kept
+    kept = sum(len(f) for f in conn._kept)
+    assert conn.kept_input == kept and server.buffered_input == kept
+    while conn._kept is not None or out.value():
+        out.take()
+        clock.advance(0)
+    assert conn.kept_input == 0 and server.buffered_input == 0
+
+
+def test_a_connection_whose_kept_requests_pass_the_input_bound_is_shed(clock):
+    """Kept frames are input the server holds: a peer that sends far more than it reads
+    cannot park them outside ``server.max_buffered_input_bytes``."""
+    config = from_mapping(
+        {
+            "pressure": {"enabled": False},
+            "server": {
+                "output_buffer_bytes": BOUND,
+                "max_frame_size": 65536,
+                "max_buffered_input_bytes": 2 * 65536,  # less one read: 64 KiB held at most
+            },
+        }
+    )
+    ns = NameServer(config, clock, clock=clock, epoch="e1")
+    registrar, _ = connection(ns, 99)
+    for i in range(16):
+        request = register_request(
+            topic_configs(TOPIC), broker_name=f"broker-{i:02d}", broker_addr=f"10.0.0.{i}:1"
+        )
+        registrar.dataReceived(encode_command(request))
+        clock.advance(0)
+    polite, polite_out = connection(ns, 2)
+    flooder, _ = connection(ns, 1)
+    flooder.dataReceived(b"".join(lookup(i) for i in range(1, 3001)))  # ~300 KB of requests
+    assert ns.counters["input_bound_closes"] == 1 and flooder.closing
+    assert ns.counters["kept_requests_dropped"] > 0
+    assert ns.buffered_input == 0 and flooder.kept_input == 0
+    polite.dataReceived(lookup(7))
+    assert [c.opaque for c in answers(polite_out.value())] == [7]
