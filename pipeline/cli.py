@@ -117,6 +117,9 @@ def check_paths(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # py4j logs each gateway connection it opens and closes at INFO: noise between the job's
+    # own lines; its warnings and errors still show.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["demo"]:
         from pipeline.demo.run import main as demo_main
