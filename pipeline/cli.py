@@ -15,6 +15,7 @@ import re
 import sys
 
 from namesrv.config import ConfigError, load
+from pipeline.long_lines import DEFAULT_MAX_LINE_BYTES, MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
 from pipeline.sources import JournalSource
 from pipeline.summary import MatchWindow
 from pipeline.tuning import Targets
@@ -79,7 +80,23 @@ def parser() -> argparse.ArgumentParser:
         default=MatchWindow().max_lag_ms,
         help="a fetch is tied only to a change detected at most this long before it",
     )
+    p.add_argument(
+        "--max-line-bytes",
+        type=_max_line_bytes,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help="a line this long or longer is no record: it is counted and left out unread, "
+        "and never held in memory whole (default 64 MiB)",
+    )
     return p
+
+
+def _max_line_bytes(text: str) -> int:
+    value = _non_negative(text)
+    if not MIN_MAX_LINE_BYTES <= value <= MAX_MAX_LINE_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"must be between {MIN_MAX_LINE_BYTES} and {MAX_MAX_LINE_BYTES}: {value}"
+        )
+    return value
 
 
 def _local(path: str) -> str | None:

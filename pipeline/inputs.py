@@ -11,8 +11,9 @@ counted as invalid and left out; an event type this job does not know is counted
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,9 +21,18 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipeline.long_lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    HADOOP_MAX_LINE,
+    Reader,
+    local_reader,
+    oversized_lines,
+)
 from pipeline.sources import JournalSource
 
 __all__ = ["InputError", "JournalSource", "Parsed", "read_journal", "read_telemetry"]
+
+log = logging.getLogger(__name__)
 
 CORRUPT = "_corrupt_record"
 
@@ -142,15 +152,59 @@ def _kind(spark: SparkSession, path: str) -> str | None:
     return "dir" if fs.getFileStatus(p).isDirectory() else "file"
 
 
-def _read_json(spark: SparkSession, files: Sequence[str], schema: T.StructType) -> DataFrame:
+def _read_json(
+    spark: SparkSession, files: Sequence[str], schema: T.StructType, max_line_bytes: int
+) -> DataFrame:
+    """The files' lines parsed; a line of ``max_line_bytes`` or more is not held in memory
+    whole (``pipeline.long_lines``)."""
     if not files:
         return spark.createDataFrame([], schema)
     return (
         spark.read.schema(schema)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
+        .option(HADOOP_MAX_LINE, str(max_line_bytes))
         .json(list(files))
     )
+
+
+def _reader(spark: SparkSession, name: str) -> tuple[Reader, int, Callable[[], None]]:
+    """Reads at offsets of a file Spark names (``file:`` directly, else through Hadoop), its
+    size, and how to close it."""
+    local = _local_path(name)
+    if local is not None:
+        return local_reader(local)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(name)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    size = int(fs.getFileStatus(path).getLen())
+    stream = fs.open(path)
+    return (lambda offset, length: _read_at(stream, offset, length)), size, stream.close
+
+
+def _oversized(spark: SparkSession, files: Sequence[str], limit: int, what: str) -> int:
+    """How many lines of ``files`` are ``limit`` bytes or longer: Spark leaves them out
+    unread, so they are counted here, and each file that has some is named in the log."""
+    total = 0
+    for name in files:
+        read, size, close = _reader(spark, name)
+        try:
+            found = oversized_lines(read, size, limit)
+        finally:
+            close()
+        if found:
+            log.warning(
+                "%s file %s: %d line(s) of %d bytes or more left out (the first at byte %d); "
+                "--max-line-bytes sets the bound",
+                what,
+                name,
+                len(found),
+                limit,
+                found[0],
+            )
+            total += len(found)
+    return total
 
 
 def _all_present(names: Sequence[str]) -> Column:
@@ -174,6 +228,8 @@ class Parsed:
     """Some journal source names its name server (``HOST:PORT=DIR``)."""
     clients: Mapping[int, str] = field(default_factory=dict)
     """The telemetry's ``client`` ids and the files they stand for."""
+    oversized: int = 0
+    """Lines too long to be records (``pipeline.long_lines``), left out unread."""
 
     @property
     def usable(self) -> DataFrame:
@@ -186,7 +242,11 @@ def _status(corrupt: Column, known: Column, valid: Column) -> Column:
     )
 
 
-def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parsed:
+def read_journal(
+    spark: SparkSession,
+    sources: Sequence[JournalSource],
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Parsed:
     """Every journal line, with ``namesrv`` naming its source (null when unnamed).
 
     ``topics`` comes out typed per event: ``topic_names`` (the size of the list in subscribe,
@@ -195,7 +255,7 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
     if not sources:
         raise InputError("no journal directory given")
     frames: list[DataFrame] = []
-    files = 0
+    files = oversized = 0
     for source in sources:
         kind = _kind(spark, source.directory)
         if kind is None:
@@ -204,8 +264,9 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
             raise InputError(f"journal directory {source.directory} is not a directory")
         found = _files(spark, source.directory.rstrip("/") + "/journal-*.jsonl")
         files += len(found)
+        oversized += _oversized(spark, found, max_line_bytes, "journal")
         frames.append(
-            _read_json(spark, found, JOURNAL_SCHEMA).withColumn(
+            _read_json(spark, found, JOURNAL_SCHEMA, max_line_bytes).withColumn(
                 "namesrv", F.lit(source.namesrv).cast(T.StringType())
             )
         )
@@ -258,10 +319,13 @@ def read_journal(spark: SparkSession, sources: Sequence[JournalSource]) -> Parse
         "pending_topics",
         "topic_names",
     ).cache()
-    return Parsed(frame, files, any(source.namesrv is not None for source in sources))
+    named = any(source.namesrv is not None for source in sources)
+    return Parsed(frame, files, named, oversized=oversized)
 
 
-def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
+def read_telemetry(
+    spark: SparkSession, paths: Sequence[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Parsed:
     """Every telemetry line, with ``news`` (docs/telemetry.md); a path is a file, a directory
     of files or a glob.
 
@@ -279,10 +343,17 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
             raise InputError(f"telemetry path {path} does not exist")
         found.extend(matched)
     files = sorted(set(found))
+    oversized = _oversized(spark, files, max_line_bytes, "telemetry")
     marked = [f for f in files if _carries_news(spark, f)]
     unmarked = sorted(set(files) - set(marked))
-    with_field = _read_json(spark, marked, TELEMETRY_SCHEMA_NEWS) if marked else None
-    without = _read_json(spark, unmarked, TELEMETRY_SCHEMA) if unmarked or not marked else None
+    with_field = (
+        _read_json(spark, marked, TELEMETRY_SCHEMA_NEWS, max_line_bytes) if marked else None
+    )
+    without = (
+        _read_json(spark, unmarked, TELEMETRY_SCHEMA, max_line_bytes)
+        if unmarked or not marked
+        else None
+    )
     names = [
         *(with_field.inputFiles() if with_field is not None else []),
         *(without.inputFiles() if without is not None and unmarked else []),
@@ -304,7 +375,7 @@ def read_telemetry(spark: SparkSession, paths: Sequence[str]) -> Parsed:
         frames.append(learned_versions(parsed(without, TELEMETRY_REQUIRED)))
     frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     # Not cached: one aggregation reads it (``stats.summarize``).
-    return Parsed(frame, len(files), clients=clients)
+    return Parsed(frame, len(files), clients=clients, oversized=oversized)
 
 
 def learned_versions(telemetry: DataFrame) -> DataFrame:
@@ -343,25 +414,12 @@ def _carries_news(spark: SparkSession, name: str) -> bool:
     """Whether the file's first and last lines both carry a boolean ``news``: a client that
     writes the field writes it on every line of the file or on none from some line on
     (docs/telemetry.md), so the two ends tell. An empty file has no records to work out."""
-    local = _local_path(name)
-    if local is not None:
-        with open(local, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(min(size, HEAD_BYTES))
-            f.seek(max(0, size - HEAD_BYTES))
-            tail = f.read()
-    else:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        path = jvm.org.apache.hadoop.fs.Path(name)
-        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-        size = int(fs.getFileStatus(path).getLen())
-        stream = fs.open(path)
-        try:
-            head = _read_at(stream, 0, min(size, HEAD_BYTES))
-            tail = _read_at(stream, max(0, size - HEAD_BYTES), min(size, HEAD_BYTES))
-        finally:
-            stream.close()
+    read, size, close = _reader(spark, name)
+    try:
+        head = read(0, min(size, HEAD_BYTES))
+        tail = read(max(0, size - HEAD_BYTES), min(size, HEAD_BYTES))
+    finally:
+        close()
     if size == 0:
         return True
     first, sep, _ = head.partition(b"\n")

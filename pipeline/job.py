@@ -60,8 +60,9 @@ def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
 def _run(
     spark: SparkSession, args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str
 ) -> Outputs:
-    journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal])
-    telemetry = read_telemetry(spark, args.telemetry) if args.telemetry else None
+    limit = args.max_line_bytes
+    journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal], limit)
+    telemetry = read_telemetry(spark, args.telemetry, limit) if args.telemetry else None
     drawn: dict[Plotter, Plot | None] = {}
     failed: list[BaseException] = []
     writers: list[InheritableThread] = []

@@ -52,7 +52,7 @@ def _counts_table(title: str, counts: Mapping[str, int]) -> list[str]:
 def _quality(name: str, q: InputQuality) -> str:
     return (
         f"| {name} | {q.files:,} | {q.lines:,} | {q.used:,} | {q.corrupt:,} | {q.invalid:,} "
-        f"| {q.unknown_events:,} |"
+        f"| {q.unknown_events:,} | {q.oversized:,} |"
     )
 
 
@@ -68,8 +68,8 @@ def render(summary: Summary, recommendations: Sequence[Recommendation]) -> str:
         "",
         "## Inputs",
         "",
-        "| input | files | lines | used | corrupt | invalid | unknown events |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| input | files | lines | used | corrupt | invalid | unknown events | too long |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         _quality("journal", s.journal),
     ]
     if s.telemetry is not None:
@@ -77,7 +77,10 @@ def render(summary: Summary, recommendations: Sequence[Recommendation]) -> str:
     out += [
         "",
         "Corrupt lines are not JSON or have fields of the wrong type; invalid records lack a "
-        "field their event needs. Both are left out of every figure below.",
+        "field their event needs. Both are left out of every figure below. Lines of "
+        "`--max-line-bytes` or more (too long) are not records: they are left out unread and "
+        "not among the lines (where Spark splits a file inside one, the part after the split "
+        "is read as a line of its own and counted as corrupt).",
         "",
         "## Route changes",
         "",

@@ -264,6 +264,7 @@ def _journal_totals(journal: Parsed, s: Summary) -> None:
         corrupt=int(row["corrupt"]),
         invalid=int(row["invalid"]),
         unknown_events=int(row["unknown"]),
+        oversized=journal.oversized,
     )
     if row["first"] is not None:
         s.first_ts_ms, s.last_ts_ms = int(row["first"]), int(row["last"])
@@ -530,6 +531,7 @@ def _telemetry_groups(
         lines=sum(status.values()),
         corrupt=status.get("corrupt", 0),
         invalid=status.get("invalid", 0),
+        oversized=telemetry.oversized,
     )
     empty = Histogram()
     s.delivery = hists.get(("delivery", ""), empty).distribution()
@@ -621,7 +623,9 @@ def summarize(
     idle; with fair pools that stage takes the first free task slot.
     """
     window = window or MatchWindow()
-    s = Summary(journal=InputQuality(journal.files, 0, 0, 0), telemetry=None)
+    s = Summary(
+        journal=InputQuality(journal.files, 0, 0, 0, oversized=journal.oversized), telemetry=None
+    )
     on_step(STEPS[0])
     changes = journal.usable.where(F.col("event") == "route_changed")
     sc = journal.frame.sparkSession.sparkContext

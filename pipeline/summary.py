@@ -20,6 +20,8 @@ class InputQuality:
     corrupt: int
     invalid: int
     unknown_events: int = 0
+    oversized: int = 0
+    """Lines of ``--max-line-bytes`` or more: left out unread, not among ``lines``."""
 
     @property
     def used(self) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
+import pytest
+
 from pipeline.cli import check_paths, main, parser
 from pipeline.progress import Progress
 
@@ -46,6 +48,11 @@ def test_local_paths_are_checked_before_spark_starts(tmp_path, capsys):
         ["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "file" / "out")]
     )
     assert "cannot create --out" in (check_paths(blocked) or "")
+    for bad in ("12", "-1", str(2**31), "lots"):
+        with pytest.raises(SystemExit):
+            args(tmp_path, "--journal", "j", "--max-line-bytes", bad)
+    assert "between 1024 and" in capsys.readouterr().err
+    assert args(tmp_path, "--journal", "j", "--max-line-bytes", "1024").max_line_bytes == 1024
     # main answers at once, without starting Spark
     assert main(["--journal", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
     assert "nowhere does not exist" in capsys.readouterr().err

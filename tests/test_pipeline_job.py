@@ -94,6 +94,39 @@ def test_unusable_lines_are_counted_and_left_out(spark, tmp_path):
     assert t is not None and (t.lines, t.corrupt, t.invalid, t.used) == (3, 1, 1, 1)
 
 
+def test_lines_too_long_for_a_record_are_counted_and_never_held_whole(spark, tmp_path):
+    """A journal a crash left padded with zero bytes, and a client's file with a huge line in
+    it: their records still count, each long line is counted once as too long, and no row
+    Spark makes of them holds more than the bound."""
+    limit = 4096
+    path = journal_file(tmp_path / "j", [changed(1_000, "A", 1, kind="CREATED")])
+    with path.open("ab") as fh:
+        fh.write(b"\0" * (300 * limit))  # no newline: the rest of a preallocated file
+    telemetry = write_lines(
+        tmp_path / "t.jsonl",
+        [
+            {**fetch("A", 1, "notify", 1_100, 1_000), "news": True},
+            "[" * (200 * limit),
+            {**fetch("A", 1, "poll", 1_200), "news": False},
+        ],
+    )
+    journal = read_journal(spark, [JournalSource(str(tmp_path / "j"))], limit)
+    t = read_telemetry(spark, [str(telemetry)], limit)
+    s, _ = summarize(journal, t)
+    assert (s.journal.oversized, s.journal.used, s.changes) == (1, 1, 1)
+    assert s.telemetry is not None
+    assert (s.telemetry.oversized, s.telemetry.used) == (1, 2)
+    assert s.learned_changes == 1
+
+    from pyspark.sql import functions as F
+
+    from pipeline.inputs import CORRUPT, JOURNAL_SCHEMA, _read_json
+
+    raw = _read_json(spark, [str(path)], JOURNAL_SCHEMA, limit)
+    longest = raw.select(F.max(F.length(CORRUPT)), F.count("ts_ms")).first()[0]
+    assert longest is None or longest <= limit + 3
+
+
 def test_journal_figures(spark, tmp_path):
     records = [
         changed(1_000, "A", 1, kind="CREATED"),
