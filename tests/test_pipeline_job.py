@@ -538,3 +538,14 @@ def test_a_local_session_runs_four_even_tasks_per_core(spark):
     # the test session is local[2]
     assert conf.get("spark.sql.files.minPartitionNum") == "8"
     assert conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
+
+
+def test_a_local_session_on_two_cores_collects_its_garbage_for_throughput(spark):
+    from pipeline.session import usable_cpus
+
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    collectors = [b.getName() for b in beans.getGarbageCollectorMXBeans()]
+    if usable_cpus() >= 2:
+        assert sorted(collectors) == ["PS MarkSweep", "PS Scavenge"]
+    else:  # the JVM's own choice on one core
+        assert "PS Scavenge" not in collectors
