@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark import SparkConf
@@ -42,6 +44,30 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+_JVM_OPTION_VARIABLES = (
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "SPARK_SUBMIT_OPTS",
+    "PYSPARK_SUBMIT_ARGS",
+)
+_COLLECTOR = re.compile(r"-XX:\+Use\w+GC\b")
+
+
+def throughput_collector(env: Mapping[str, str], cpus: int) -> str | None:
+    """The JVM option of the parallel collector, or None to leave the JVM's choice.
+
+    A batch job wants throughput, not short pauses: on two cores the parallel collector
+    (cheaper write barriers, no concurrent threads) ran the job's warm runs 5-19 % faster than
+    G1, the JVM's own choice there (docs/benchmarks.md). On one core the JVM picks the serial
+    collector, which is kept. A collector named in the environment is kept too: the JVM
+    refuses to start with two.
+    """
+    if cpus < 2 or any(_COLLECTOR.search(env.get(name, "")) for name in _JVM_OPTION_VARIABLES):
+        return None
+    return "-XX:+UseParallelGC"
 
 
 def spark_session(master: str | None = None, shuffle_partitions: int | None = None) -> SparkSession:
@@ -92,12 +118,9 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
         # telemetry's lines are never shuffled to meet them (Spark's 10 MiB default holds
         # about 100,000 changes, depending on their topics' names).
         conf.setIfMissing("spark.sql.autoBroadcastJoinThreshold", f"{max(10, heap // 32)}m")
-        # A batch job wants throughput, not short pauses: on two cores the parallel collector
-        # (cheaper write barriers, no concurrent threads) ran the job's warm runs 5-20 % faster
-        # than G1, the JVM's own choice there (docs/benchmarks.md). On one core the JVM picks
-        # the serial collector, which is kept.
-        if usable_cpus() >= 2:
-            conf.setIfMissing("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
+        collector = throughput_collector(os.environ, usable_cpus())
+        if collector is not None:
+            conf.setIfMissing("spark.driver.extraJavaOptions", collector)
     elif shuffle_partitions is not None:
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     builder = SparkSession.builder.appName(APP_NAME).config(conf=conf)

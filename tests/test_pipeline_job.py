@@ -549,3 +549,16 @@ def test_a_local_session_on_two_cores_collects_its_garbage_for_throughput(spark)
         assert sorted(collectors) == ["PS MarkSweep", "PS Scavenge"]
     else:  # the JVM's own choice on one core
         assert "PS Scavenge" not in collectors
+
+
+def test_a_collector_named_in_the_environment_is_left_alone():
+    from pipeline.session import throughput_collector
+
+    assert throughput_collector({}, 2) == "-XX:+UseParallelGC"
+    assert throughput_collector({"JAVA_TOOL_OPTIONS": "-Xss2m"}, 4) == "-XX:+UseParallelGC"
+    assert throughput_collector({}, 1) is None  # the JVM's serial collector on one core
+    # the JVM refuses to start with two collectors
+    for name in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS"):
+        assert throughput_collector({name: "-Xmx2g -XX:+UseG1GC"}, 2) is None
+    args = "--driver-java-options -XX:+UseZGC pyspark-shell"
+    assert throughput_collector({"PYSPARK_SUBMIT_ARGS": args}, 2) is None
