@@ -34,6 +34,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -316,12 +317,6 @@ def settled(runs: list[tuple[float, ...]]) -> list[float]:
     return warm[len(warm) // 2 :]
 
 
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def speedup(inputs: list[str], warm_runs: int, rounds: int) -> None:
     """Workload 3: each master in its own process, pinned to as many cores as it has threads;
     ``rounds`` times, alternating, so a change in the machine's speed during the measurement
@@ -349,7 +344,7 @@ def speedup(inputs: list[str], warm_runs: int, rounds: int) -> None:
                 print(row(master, f"{label} r{round_}" if rounds > 1 else label, floor, took, cpu))
             later[master] += settled(runs)
             best[master] = min(best.get(master, float("inf")), *(r[1] for r in runs[1:]))
-    one, two = median(later["local[1]"]), median(later["local[2]"])
+    one, two = statistics.median(later["local[1]"]), statistics.median(later["local[2]"])
     print(
         f"local[2] / local[1] speed-up: {one / two:.2f} (medians of the later half of the warm"
         f" runs: {one:.2f} / {two:.2f} s); best against best:"
