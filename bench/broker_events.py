@@ -41,12 +41,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fake_broker import register_request, topic_configs, unregister_request  # noqa: E402
+from support.fake_broker import register_request, topic_configs, unregister_request  # noqa: E402
 from twisted.internet import defer, reactor, task  # noqa: E402
 
-from client_push import remoting  # noqa: E402
-from client_push.client import RouteClient, RouteEvent  # noqa: E402
 from client_push.config import ClientConfig  # noqa: E402
+from client_push.routes.client import RouteClient, RouteEvent  # noqa: E402
+from client_push.wire import remoting  # noqa: E402
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
 from protocol.route_model import DataVersion  # noqa: E402
@@ -228,7 +228,7 @@ class Fleet:
 
 
 async def connect(port: int) -> Any:
-    from wire_client import connect as wire_connect
+    from support.wire_client import connect as wire_connect
 
     return await wire_connect(port)
 

@@ -36,13 +36,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
 
-from fake_broker import register_request, topic_configs  # noqa: E402
 from local_processes import free_port, percentile, roundtrip, start_namesrv, wait_port  # noqa: E402
+from support.fake_broker import register_request, topic_configs  # noqa: E402
 
-from protocol import routepush_pb2 as pb  # noqa: E402
 from protocol.codes import RequestCode  # noqa: E402
 from protocol.frame import RemotingCommand, decode_frame, encode_command  # noqa: E402
-from protocol.push_codec import encode_subscribe  # noqa: E402
+from protocol.push_codec import decode_notification, encode_subscribe  # noqa: E402
 
 TOPIC = "T"
 
@@ -110,7 +109,7 @@ def receiver(port: int, conns: int, rounds: int, frame_out: str, ack_out: str) -
                         Path(frame_out).write_bytes(raw)
                     try:
                         cmd = decode_frame(raw[4:])
-                        emitted[r] = pb.TopicRouteChanged.FromString(cmd.body).emitted_at_ms / 1e3
+                        emitted[r] = decode_notification(cmd.body).emitted_at_ms / 1e3
                     except Exception:
                         emitted[r] = 0.0
                 done_rounds[r] += 1

@@ -34,12 +34,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.broker_standin import BrokerStandIn  # noqa: E402
 from twisted.internet import defer, task  # noqa: E402
 
-from client_push.client import RouteClient  # noqa: E402
+from client_push.cli.send import percentile  # noqa: E402
 from client_push.config import ClientConfig  # noqa: E402
-from client_push.fault_table import FaultStrategyConfig  # noqa: E402
-from client_push.producer_config import ProducerConfig  # noqa: E402
-from client_push.send_cli import percentile  # noqa: E402
-from client_push.sender import Producer  # noqa: E402
+from client_push.producer.config import ProducerConfig  # noqa: E402
+from client_push.producer.fault_table import FaultStrategyConfig  # noqa: E402
+from client_push.producer.producer import Producer  # noqa: E402
+from client_push.routes.client import RouteClient  # noqa: E402
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
 

@@ -38,8 +38,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
 
-from fake_broker import register_request, topic_configs  # noqa: E402
 from local_processes import free_port, percentile, roundtrip, start_namesrv  # noqa: E402
+from support.fake_broker import register_request, topic_configs  # noqa: E402
 
 from protocol.codes import RequestCode  # noqa: E402
 from protocol.frame import RemotingCommand  # noqa: E402
@@ -57,9 +57,9 @@ def worker(port: int, clients: int, push: bool, stagger_s: float) -> None:
     from twisted.internet import defer, reactor, stdio, task
     from twisted.protocols.basic import LineReceiver
 
-    from client_push.client import RouteClient
     from client_push.config import ClientConfig
-    from client_push.telemetry import RefetchRecord
+    from client_push.routes.client import RouteClient
+    from client_push.routes.telemetry import RefetchRecord
 
     logging.basicConfig(level=logging.ERROR)
 

@@ -39,11 +39,11 @@ from support.broker_standin import BrokerStandIn  # noqa: E402
 from twisted.internet import defer, task  # noqa: E402
 from twisted.internet.endpoints import connectProtocol  # noqa: E402
 
-from client_push.client import RouteClient  # noqa: E402
 from client_push.config import ClientConfig  # noqa: E402
-from client_push.producer_config import ProducerConfig  # noqa: E402
-from client_push.remoting import RemotingProtocol, endpoint_for  # noqa: E402
-from client_push.sender import Producer  # noqa: E402
+from client_push.producer.config import ProducerConfig  # noqa: E402
+from client_push.producer.producer import Producer  # noqa: E402
+from client_push.routes.client import RouteClient  # noqa: E402
+from client_push.wire.remoting import RemotingProtocol, endpoint_for  # noqa: E402
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
 from protocol.codes import RequestCode, ResponseCode  # noqa: E402

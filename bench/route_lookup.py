@@ -24,9 +24,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
 
-from fake_broker import register_request, topic_configs  # noqa: E402
 from loadgen import run  # noqa: E402
 from local_processes import free_port, roundtrip, start_namesrv, wait_port  # noqa: E402
+from support.fake_broker import register_request, topic_configs  # noqa: E402
 
 from protocol.codes import RequestCode  # noqa: E402
 from protocol.frame import RemotingCommand, encode_command  # noqa: E402

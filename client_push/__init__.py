@@ -21,16 +21,16 @@ from client_push.errors import (
     RouteClientError,
     TopicNotExistError,
 )
-from client_push.fault_table import FaultStrategyConfig, SendOutcome
-from client_push.message import MessageError, SendStatus
-from client_push.producer_config import ProducerConfig
-from client_push.queue_select import NoWritableQueueError
-from client_push.route_cache import CachedRoute, MessageQueue, PublishInfo
+from client_push.producer.config import ProducerConfig
+from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
+from client_push.producer.message import MessageError, SendStatus
+from client_push.producer.queue_select import NoWritableQueueError
+from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo
 
 if TYPE_CHECKING:
-    from client_push.client import BrokerEvent, RouteClient, RouteEvent
-    from client_push.producer import ProducerRouting
-    from client_push.sender import BrokerRefusedError, Producer, SendError, SendResult
+    from client_push.producer.producer import BrokerRefusedError, Producer, SendError, SendResult
+    from client_push.producer.routing import ProducerRouting
+    from client_push.routes.client import BrokerEvent, RouteClient, RouteEvent
 
 __all__ = [
     "BrokerEvent",
@@ -63,15 +63,15 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("RouteClient", "RouteEvent", "BrokerEvent"):
-        from client_push import client
+        from client_push.routes import client
 
         return getattr(client, name)
     if name == "ProducerRouting":
-        from client_push import producer
+        from client_push.producer import routing as producer
 
         return producer.ProducerRouting
     if name in ("Producer", "SendError", "SendResult", "BrokerRefusedError"):
-        from client_push import sender
+        from client_push.producer import producer as sender
 
         return getattr(sender, name)
     raise AttributeError(f"module 'client_push' has no attribute {name!r}")

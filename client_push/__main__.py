@@ -2,6 +2,6 @@
 
 import sys
 
-from client_push.watch import main
+from client_push.cli.watch import main
 
 sys.exit(main())

@@ -109,15 +109,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
 
-    from namesrv import lean_reactor
+    from namesrv.net import lean_reactor
 
     lean_reactor.install()
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
-    from namesrv.kv_config import KVConfigError
+    from namesrv.net.tls import TlsConfigError
+    from namesrv.routes.kv_config import KVConfigError
     from namesrv.server import NameServer
-    from namesrv.tls import TlsConfigError
 
     try:
         server = NameServer(config, reactor)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from namesrv.acl import AclConfig
+from namesrv.requests.acl import AclConfig
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -24,26 +24,26 @@ from twisted.logger import ILogObserver, globalLogPublisher
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from namesrv import operations
-from namesrv.acl import AccessControl
-from namesrv.broker_events import BrokerEvent, BrokerEventBook
-from namesrv.change_cause import ChangeCause
-from namesrv.change_detector import ChangeDetector, Notification
 from namesrv.config import NamesrvConfig, parse_listen
-from namesrv.durations import DurationHistogram
-from namesrv.journal import EventJournal, NullJournal
-from namesrv.kv_config import KVConfig
-from namesrv.log_limit import RateLimitedLog
-from namesrv.notification_frames import NotificationFrames
-from namesrv.pressure import PressureMonitor, PsutilSampler, Sample
-from namesrv.processors import PendingResponse, RequestProcessor, Services
-from namesrv.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
-from namesrv.route_registry import RouteRegistry
-from namesrv.route_response_cache import RouteResponseCache
-from namesrv.subscriptions import SubscriptionRegistry
+from namesrv.ops.durations import DurationHistogram
+from namesrv.ops.journal import EventJournal, NullJournal
+from namesrv.ops.log_limit import RateLimitedLog
+from namesrv.push.broker_events import BrokerEvent, BrokerEventBook
+from namesrv.push.change_detector import ChangeDetector, Notification
+from namesrv.push.pressure import PressureMonitor, PsutilSampler, Sample
+from namesrv.push.subscriptions import SubscriptionRegistry
+from namesrv.requests import operations
+from namesrv.requests.acl import AccessControl
+from namesrv.requests.processors import PendingResponse, RequestProcessor, Services
+from namesrv.requests.route_response_cache import RouteResponseCache
+from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.kv_config import KVConfig
+from namesrv.routes.registry import RouteRegistry
+from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
 from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, SplitFrame, decode_frame, encode_command
+from protocol.notify_frames import NotifyFrames
 from protocol.push_codec import encode_go_away
 
 log = logging.getLogger(__name__)
@@ -469,7 +469,7 @@ class NameServer:
         self.connections: dict[int, NamesrvConnection] = {}
         self._dispatching_reactor: Any = None
         """The reactor, once listening on one that says when it dispatches ready sockets
-        (``namesrv.lean_reactor``): output is then held until each poll is handled."""
+        (``namesrv.net.lean_reactor``): output is then held until each poll is handled."""
         self._held_output: list[NamesrvConnection] = []
         """Connections holding output until the reactor's current poll is handled."""
         self._connections_of_host: dict[str, int] = {}
@@ -552,7 +552,7 @@ class NameServer:
                 clock=self.clock,
             )
         )
-        self.frames = NotificationFrames(self.epoch)
+        self.frames = NotifyFrames(self.epoch)
         self._recovering = False
         self._recovery_started_ms = 0
         self._recovery_frames = 0
@@ -575,7 +575,7 @@ class NameServer:
         host, port = parse_listen(cfg.server.listen)
         factory: Factory = _Factory(self)
         if cfg.server.tls != "disabled":
-            from namesrv.tls import TlsRoutingFactory, server_options
+            from namesrv.net.tls import TlsRoutingFactory, server_options
 
             options = server_options(cfg.server.tls_cert_file, cfg.server.tls_key_file)
             factory = TlsRoutingFactory(
@@ -593,7 +593,7 @@ class NameServer:
             self._dispatching_reactor = self.reactor
             self.reactor.after_dispatch(self._write_held)
         if cfg.metrics.listen:
-            from namesrv.metrics import listen_metrics
+            from namesrv.ops.metrics import listen_metrics
 
             self.metrics_port = listen_metrics(self.reactor, cfg.metrics.listen, self)
         globalLogPublisher.addObserver(self._log_observer)
@@ -1134,7 +1134,7 @@ class NameServer:
         broker_entries = 0
         for note in notes:
             conn: Any = note.conn
-            data = frame(note, conn.serialize_type)
+            data = frame(note.changes, note.brokers, note.sequence, conn.serialize_type)
             conn.send(data)
             total_bytes += len(data)
             broker_entries += len(note.brokers)

@@ -1,54 +1,150 @@
-"""Protobuf bodies of the route-push commands (route-push-contract.md), as plain Python values.
+"""Bytes of the route-push commands (route-push-contract.md) to and from typed values.
 
-Callers never handle protobuf exceptions: every decode failure becomes a ``BodyError`` that a
-processor answers with INVALID_PARAMETER, so a malformed body never tears a connection down.
+The one place the extension's protobuf messages are built and read: code above ``protocol/``
+hands in and gets back the values of ``protocol.push_events``. Every decode failure becomes a
+``BodyError``, which a processor answers with INVALID_PARAMETER, so a malformed body never
+tears a connection down.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import IntEnum
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from protocol import routepush_pb2 as pb
 from protocol.errors import BodyError
+from protocol.push_events import (
+    BrokerAddress,
+    BrokerChange,
+    BrokerChangeKind,
+    ChangeKind,
+    GoAway,
+    RouteChanged,
+    Subscribe,
+    SubscribeAck,
+    TopicChange,
+    TopicStep,
+    TopicVersion,
+    Unsubscribe,
+)
 
-
-class ChangeKind(IntEnum):
-    """``routepush.v1.ChangeKind``, numbered as on the wire."""
-
-    UPDATED = pb.UPDATED
-    CREATED = pb.CREATED
-    DELETED = pb.DELETED
-
-
-class BrokerChangeKind(IntEnum):
-    """``routepush.v1.BrokerChangeKind``, numbered as on the wire."""
-
-    DEPARTED = pb.BROKER_DEPARTED
-    ARRIVED = pb.BROKER_ARRIVED
-
-
-BrokerChangeTuple = tuple[
-    int,
-    str,
-    str,
-    tuple[tuple[int, str], ...],
-    str,
-    bool,
-    bool,
-    tuple[tuple[str, int, int], ...],
-    int,
+__all__ = [
+    "BrokerChangeKind",
+    "ChangeKind",
+    "decode_go_away",
+    "decode_notification",
+    "decode_subscribe",
+    "decode_subscribe_ack",
+    "decode_unsubscribe",
+    "encode_go_away",
+    "encode_notification",
+    "encode_subscribe",
+    "encode_subscribe_ack",
+    "encode_unsubscribe",
+    "notification_prefix",
+    "sequence_suffix",
 ]
-"""(kind, broker_name, cluster, ((broker_id, addr), ...), cause, broker_name_gone, read_only,
-((topic, version, from_version), ...), refetch_window_ms): one ``BrokerChange`` as plain,
-hashable values."""
+
+M = TypeVar("M", bound=Message)
 
 
-def add_broker_change(message: pb.TopicRouteChanged, change: BrokerChangeTuple) -> None:
-    """Append ``change`` to a NOTIFY body's ``brokers``."""
+def _parse(message_cls: type[M], body: bytes) -> M:
+    """Decode ``body`` as ``message_cls``; an empty body is the message with every field unset."""
+    try:
+        return message_cls.FromString(body)
+    except Exception as exc:  # DecodeError, bad UTF-8, a non-bytes body: all the peer's fault
+        name = message_cls.DESCRIPTOR.full_name
+        raise BodyError(f"malformed {name} body: {exc}") from exc
+
+
+# -- SUBSCRIBE / UNSUBSCRIBE -----------------------------------------------------------------
+
+
+def encode_subscribe(topics: Iterable[str], client_id: str) -> bytes:
+    return pb.SubscribeTopicRoute(topics=topics, client_id=client_id).SerializeToString()
+
+
+def decode_subscribe(body: bytes) -> Subscribe:
+    msg = _parse(pb.SubscribeTopicRoute, body)
+    return Subscribe(tuple(msg.topics), msg.client_id)
+
+
+def encode_unsubscribe(topics: Iterable[str]) -> bytes:
+    return pb.UnsubscribeTopicRoute(topics=topics).SerializeToString()
+
+
+def decode_unsubscribe(body: bytes) -> Unsubscribe:
+    return Unsubscribe(tuple(_parse(pb.UnsubscribeTopicRoute, body).topics))
+
+
+def encode_subscribe_ack(versions: Iterable[tuple[str, int, bool]], epoch: str) -> bytes:
+    """``versions`` holds (topic, version, exists) for every topic of the request."""
+    entries = [
+        pb.TopicVersion(topic=topic, version=version, exists=exists)
+        for topic, version, exists in versions
+    ]
+    return pb.SubscribeAck(topics=entries, epoch=epoch).SerializeToString()
+
+
+def decode_subscribe_ack(body: bytes) -> SubscribeAck:
+    msg = _parse(pb.SubscribeAck, body)
+    return SubscribeAck(
+        tuple(TopicVersion(t.topic, t.version, t.exists) for t in msg.topics), msg.epoch
+    )
+
+
+# -- NOTIFY ----------------------------------------------------------------------------------
+
+_SEQUENCE_TAG = b"\x10"
+"""``TopicRouteChanged.sequence``: field 2, varint."""
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+_SMALL_SUFFIXES = [_SEQUENCE_TAG + _varint(i) for i in range(1 << 14)]
+"""Sequences below 16384 (two varint bytes) are looked up, not encoded."""
+
+
+def notification_prefix(
+    changes: Iterable[tuple[str, int, int]],
+    emitted_at_ms: int,
+    epoch: str,
+    brokers: Iterable[BrokerChange] = (),
+) -> bytes:
+    """A NOTIFY body without its sequence: the part every receiver of one change set shares.
+
+    Protobuf parsers merge concatenated encodings of a message, so ``prefix + sequence_suffix(n)``
+    is the whole body for the connection at sequence ``n``.
+    """
+    message = pb.TopicRouteChanged(emitted_at_ms=emitted_at_ms, epoch=epoch)
+    add_change = message.changes.add
+    for topic, version, kind in changes:
+        add_change(topic=topic, version=version, kind=kind)
+    for change in brokers:
+        _add_broker_change(message, change)
+    return message.SerializeToString()
+
+
+def sequence_suffix(sequence: int) -> bytes:
+    """The ``sequence`` field that completes a :func:`notification_prefix`."""
+    if sequence < 16384:
+        return _SMALL_SUFFIXES[sequence]
+    return _SEQUENCE_TAG + _varint(sequence)
+
+
+def _add_broker_change(message: pb.TopicRouteChanged, change: BrokerChange) -> None:
     kind, name, cluster, addrs, cause, gone, read_only, topics, window_ms = change
     entry = message.brokers.add(
         kind=kind,
@@ -65,53 +161,44 @@ def add_broker_change(message: pb.TopicRouteChanged, change: BrokerChangeTuple) 
         entry.topics.add(topic=topic, version=version, from_version=from_version)
 
 
-M = TypeVar("M", bound=Message)
-
-
-def parse(message_cls: type[M], body: bytes) -> M:
-    """Decode ``body`` as ``message_cls``; an empty body is the message with every field unset."""
-    try:
-        return message_cls.FromString(body)
-    except Exception as exc:  # DecodeError, bad UTF-8, a non-bytes body: all the peer's fault
-        name = message_cls.DESCRIPTOR.full_name
-        raise BodyError(f"malformed {name} body: {exc}") from exc
-
-
-def encode_subscribe(topics: Iterable[str], client_id: str) -> bytes:
-    return pb.SubscribeTopicRoute(topics=topics, client_id=client_id).SerializeToString()
-
-
-def encode_unsubscribe(topics: Iterable[str]) -> bytes:
-    return pb.UnsubscribeTopicRoute(topics=topics).SerializeToString()
-
-
-def encode_subscribe_ack(versions: Iterable[tuple[str, int, bool]], epoch: str) -> bytes:
-    """``versions`` holds (topic, version, exists) for every topic of the request."""
-    entries = [
-        pb.TopicVersion(topic=topic, version=version, exists=exists)
-        for topic, version, exists in versions
-    ]
-    return pb.SubscribeAck(topics=entries, epoch=epoch).SerializeToString()
-
-
 def encode_notification(
     changes: Sequence[tuple[str, int, int]],
     sequence: int,
     emitted_at_ms: int,
     epoch: str,
-    brokers: Sequence[BrokerChangeTuple] = (),
+    brokers: Sequence[BrokerChange] = (),
 ) -> bytes:
     """A NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED body; ``changes`` holds (topic, version, kind)."""
-    entries = [
-        pb.TopicChange(topic=topic, version=version, kind=ChangeKind(kind).value)
-        for topic, version, kind in changes
-    ]
-    message = pb.TopicRouteChanged(
-        changes=entries, sequence=sequence, emitted_at_ms=emitted_at_ms, epoch=epoch
+    for _topic, _version, kind in changes:
+        ChangeKind(kind)  # refuse a kind the contract does not define
+    return notification_prefix(changes, emitted_at_ms, epoch, brokers) + sequence_suffix(sequence)
+
+
+def decode_notification(body: bytes) -> RouteChanged:
+    msg = _parse(pb.TopicRouteChanged, body)
+    return RouteChanged(
+        changes=tuple(TopicChange(c.topic, c.version, c.kind) for c in msg.changes),
+        sequence=msg.sequence,
+        emitted_at_ms=msg.emitted_at_ms,
+        epoch=msg.epoch,
+        brokers=tuple(
+            BrokerChange(
+                kind=b.kind,
+                broker_name=b.broker_name,
+                cluster=b.cluster,
+                addrs=tuple(BrokerAddress(a.broker_id, a.addr) for a in b.addrs),
+                cause=b.cause,
+                broker_name_gone=b.broker_name_gone,
+                read_only=b.read_only,
+                topics=tuple(TopicStep(s.topic, s.version, s.from_version) for s in b.topics),
+                refetch_window_ms=b.refetch_window_ms,
+            )
+            for b in msg.brokers
+        ),
     )
-    for change in brokers:
-        add_broker_change(message, change)
-    return message.SerializeToString()
+
+
+# -- GO_AWAY ---------------------------------------------------------------------------------
 
 
 def encode_go_away(grace_period_ms: int, alternative_addrs: Iterable[str], reason: str) -> bytes:
@@ -119,3 +206,8 @@ def encode_go_away(grace_period_ms: int, alternative_addrs: Iterable[str], reaso
         grace_period_ms=grace_period_ms, alternative_addrs=alternative_addrs, reason=reason
     )
     return message.SerializeToString()
+
+
+def decode_go_away(body: bytes) -> GoAway:
+    msg = _parse(pb.GoAway, body)
+    return GoAway(msg.grace_period_ms, tuple(msg.alternative_addrs), msg.reason)

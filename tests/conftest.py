@@ -4,8 +4,8 @@ The tests run on the reactor ``namesrv`` runs on in production (installed here, 
 pytest-twisted installs its default one, which accepts it as the epoll reactor it is).
 """
 
-from namesrv import lean_reactor
+from namesrv.net import lean_reactor
 
 lean_reactor.install()
 
-pytest_plugins = ["server_fixtures", "route_cluster", "spark_fixtures"]
+pytest_plugins = ["support.server_fixtures", "support.route_cluster", "support.spark_fixtures"]

@@ -11,7 +11,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 
-from namesrv.acl import sign_ext_fields
+from namesrv.requests.acl import sign_ext_fields
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 

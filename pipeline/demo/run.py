@@ -22,8 +22,8 @@ from typing import Any
 
 from twisted.internet import defer, task
 
-from client_push.client import RouteClient
 from client_push.config import ClientConfig
+from client_push.routes.client import RouteClient
 from namesrv.config import NamesrvConfig, from_mapping, load
 from namesrv.server import NameServer
 from pipeline.config_toml import to_toml

@@ -29,18 +29,18 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
 
-from fake_broker import register_request, topic_configs, unregister_request
 from twisted.internet import defer, task
 from twisted.internet.endpoints import connectProtocol
 from twisted.internet.protocol import Factory, Protocol
 
-from client_push.message import MessageError, ReceivedMessage, decode_send_request
-from client_push.remoting import RemotingProtocol, describe, endpoint_for
+from client_push.producer.message import MessageError, ReceivedMessage, decode_send_request
+from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from protocol.push_codec import encode_go_away
 from protocol.route_model import DataVersion
+from support.fake_broker import register_request, topic_configs, unregister_request
 
 log = logging.getLogger("broker_standin")
 

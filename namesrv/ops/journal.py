@@ -1,0 +1,324 @@
+"""An append-only JSON-lines journal of route-push events, for offline analysis.
+
+Journaling is a side channel: it must never fail the name server. A write error (disk full,
+directory gone) is logged, counted and the records of that write dropped; the file is cut back
+to its last complete line, so every file stays valid JSON lines and later records are tried
+again. The format is documented in ``docs/journal.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+from namesrv.push.change_detector import Notification
+
+log = logging.getLogger(__name__)
+
+WRITE_BUFFER_BYTES = 64 * 1024
+"""Records are written in batches of about this size, or at ``flush()``."""
+
+FILE_PREFIX = "journal-"
+FILE_SUFFIX = ".jsonl"
+_FILE_NAME = re.compile(rf"{FILE_PREFIX}(\d+)-(\d+){re.escape(FILE_SUFFIX)}")
+_SEQ_DIGITS = 6
+_RESERVED_FIELDS = frozenset({"ts_ms", "event"})
+
+TOPIC_LIST_LIMIT = 100
+"""``notification_sent`` names at most this many topics; the counts cover all of them."""
+
+
+class Journal(Protocol):
+    write_errors: int
+    dropped_records: int
+
+    def record(self, event: str, **fields: Any) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullJournal:
+    """The journal when none is configured: accepts everything, writes nothing."""
+
+    write_errors = 0
+    dropped_records = 0
+
+    def record(self, event: str, **fields: Any) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def notification_sent_fields(notes: Sequence[Notification], frame_bytes: int) -> dict[str, Any]:
+    """The fields of one tick's ``notification_sent`` record (docs/journal.md)."""
+    topics = sorted({topic for note in notes for topic, _, _ in note.changes})
+    return {
+        "connections": len({note.conn for note in notes}),
+        "frames": len(notes),
+        "topics": len(topics),
+        "bytes": frame_bytes,
+        "topic_list": topics[:TOPIC_LIST_LIMIT],
+        "broker_entries": sum(len(note.brokers) for note in notes),
+    }
+
+
+def file_name(start_ms: int, seq: int) -> str:
+    """``journal-<first record's ts_ms>-<seq within the process>.jsonl``; sorts by age."""
+    return f"{FILE_PREFIX}{start_ms}-{seq:0{_SEQ_DIGITS}d}{FILE_SUFFIX}"
+
+
+def _write_all(handle: BinaryIO, data: bytes) -> None:
+    """Unbuffered writes may be short (a filling disk); the next attempt then raises."""
+    view = memoryview(data)
+    while view:
+        view = view[handle.write(view) :]
+
+
+SUPPRESSED_EVENT = "journal_suppressed"
+
+
+class EventJournal:
+    """Rotating JSON-lines files in one directory, bounded in count and total bytes.
+
+    ``max_files`` and ``max_total_bytes`` (0: that bound off) decide which old files are
+    deleted. ``max_records_per_second`` (0: off) caps a flood: records past it in one second
+    are dropped and summarized by one ``journal_suppressed`` record when the second is over.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        max_file_bytes: int,
+        max_files: int,
+        clock_ms: Callable[[], int],
+        buffer_bytes: int = WRITE_BUFFER_BYTES,
+        max_total_bytes: int = 0,
+        max_records_per_second: int = 0,
+    ) -> None:
+        self._dir = Path(directory)
+        self._max_file_bytes = max_file_bytes
+        self._max_files = max_files
+        self._max_total_bytes = max_total_bytes
+        self._max_per_second = max_records_per_second
+        self._second = -1
+        self._second_records = 0
+        self._suppressed: dict[str, int] = {}
+        self._suppressed_since_ms = 0
+        self.suppressed_records = 0
+        """Records dropped by ``max_records_per_second`` (each summarized in the journal)."""
+        self._clock_ms = clock_ms
+        self._buffer_bytes = buffer_bytes
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+        self._file: BinaryIO | None = None
+        self._path: Path | None = None
+        self._size = 0
+        self._seq = 0
+        self._next_start_ms = 0
+        """The first record's time, which names the file it opens."""
+        self._closed = False
+        self._failing = False
+        self.write_errors = 0
+        """Failed attempts to open, write or prune files."""
+        self.dropped_records = 0
+        self.files_opened = 0
+        self.files_deleted = 0
+
+    @property
+    def current_path(self) -> Path | None:
+        return self._path
+
+    def record(self, event: str, **fields: Any) -> None:
+        """Append ``{"ts_ms": now, "event": event, **fields}`` as one compact JSON line."""
+        if self._closed:
+            self.dropped_records += 1
+            return
+        reserved = _RESERVED_FIELDS.intersection(fields)
+        if reserved:
+            raise ValueError(f"journal fields {sorted(reserved)} are reserved")
+        ts_ms = self._clock_ms()
+        if self._max_per_second:
+            second = ts_ms // 1000
+            if second != self._second:
+                self._summarize_suppressed(ts_ms)
+                self._second, self._second_records = second, 0
+            if self._second_records >= self._max_per_second:
+                if not self._suppressed:
+                    self._suppressed_since_ms = ts_ms
+                self._suppressed[event] = self._suppressed.get(event, 0) + 1
+                self.suppressed_records += 1
+                return
+            self._second_records += 1
+        self._append(ts_ms, event, fields)
+
+    def _summarize_suppressed(self, ts_ms: int) -> None:
+        if not self._suppressed:
+            return
+        events, self._suppressed = self._suppressed, {}
+        log.warning(
+            "journal: %d records over journal.max_records_per_second=%d dropped (%s)",
+            sum(events.values()),
+            self._max_per_second,
+            ", ".join(f"{k}: {v}" for k, v in sorted(events.items())),
+        )
+        self._append(
+            ts_ms,
+            SUPPRESSED_EVENT,
+            {
+                "dropped": sum(events.values()),
+                "events": dict(sorted(events.items())),
+                "since_ms": self._suppressed_since_ms,
+            },
+        )
+
+    def _append(self, ts_ms: int, event: str, fields: dict[str, Any]) -> None:
+        entry = {"ts_ms": ts_ms, "event": event, **fields}
+        line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)
+        data = (line + "\n").encode("utf-8")
+        pending = self._size + self._buffered
+        if pending and pending + len(data) > self._max_file_bytes:
+            self._write_buffer()
+            self._close_file()
+        if self._file is None and not self._buffer:
+            self._next_start_ms = ts_ms
+        self._buffer.append(data)
+        self._buffered += len(data)
+        if self._buffered >= self._buffer_bytes:
+            self._write_buffer()
+
+    def flush(self) -> None:
+        """Hand buffered records to the OS (no fsync); a second over summarizes its drops."""
+        if self._closed:
+            return
+        if self._suppressed:
+            now = self._clock_ms()
+            if now // 1000 != self._second:
+                self._summarize_suppressed(now)
+                self._second, self._second_records = now // 1000, 0
+        self._write_buffer()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._summarize_suppressed(self._clock_ms())
+        self._write_buffer()
+        self._close_file()
+        self._closed = True
+
+    def _write_buffer(self) -> None:
+        if not self._buffer:
+            return
+        data = b"".join(self._buffer)
+        records = len(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        try:
+            handle = self._file if self._file is not None else self._open()
+            _write_all(handle, data)
+        except OSError as exc:
+            self._on_error(f"writing {records} records", exc)
+            self.dropped_records += records
+            self._cut_back()
+            return
+        self._size += len(data)
+        if self._failing:
+            self._failing = False
+            log.warning("journal writable again (%d write errors so far)", self.write_errors)
+
+    def _open(self) -> BinaryIO:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._seq += 1
+        path = self._dir / file_name(self._next_start_ms, self._seq)
+        handle = open(path, "ab", buffering=0)  # noqa: SIM115 - stays open across records
+        self._file, self._path = handle, path
+        self._size = handle.seek(0, 2)
+        self.files_opened += 1
+        self._prune()
+        return handle
+
+    def _cut_back(self) -> None:
+        """Drop a partly written batch so the file ends on a complete line."""
+        if self._file is None:
+            return
+        try:
+            self._file.truncate(self._size)
+        except OSError as exc:
+            self._on_error("truncating after a failed write", exc)
+            self._close_file()
+
+    def _close_file(self) -> None:
+        handle, self._file, self._path, self._size = self._file, None, None, 0
+        if handle is None:
+            return
+        try:
+            handle.close()
+        except OSError as exc:
+            self._on_error("closing", exc)
+
+    def _prune(self) -> None:
+        """Delete the oldest journal files beyond ``max_files`` or ``max_total_bytes``, never the
+        open one; the open file is counted at its full size, so the total stays under the bound
+        until the next rotation."""
+        if self._max_files <= 0 and self._max_total_bytes <= 0:
+            return
+        aged: list[tuple[int, int, Path]] = []
+        try:
+            names = list(self._dir.iterdir())
+        except OSError as exc:
+            self._on_error("listing files for retention", exc)
+            return
+        for path in names:
+            match = _FILE_NAME.fullmatch(path.name)
+            if match is not None and path != self._path:
+                aged.append((int(match.group(1)), int(match.group(2)), path))
+        aged.sort()
+        excess = len(aged) + 1 - self._max_files if self._max_files > 0 else 0
+        doomed = aged[: max(excess, 0)]
+        if self._max_total_bytes > 0:
+            kept = aged[len(doomed) :]
+            sizes = []
+            for _, _, path in kept:
+                try:
+                    sizes.append(path.stat().st_size)
+                except OSError:
+                    sizes.append(0)
+            total = sum(sizes) + self._max_file_bytes
+            for entry, size in zip(kept, sizes, strict=True):
+                if total <= self._max_total_bytes:
+                    break
+                doomed.append(entry)
+                total -= size
+        for _, _, path in doomed:
+            try:
+                path.unlink()
+            except OSError as exc:
+                self._on_error(f"deleting {path.name}", exc)
+                continue
+            self.files_deleted += 1
+            log.info(
+                "journal retention (max_files=%d, max_total_bytes=%d): deleted %s",
+                self._max_files,
+                self._max_total_bytes,
+                path,
+            )
+
+    def _on_error(self, what: str, exc: OSError) -> None:
+        self.write_errors += 1
+        if self._failing:
+            log.debug("journal %s in %s failed again: %s", what, self._dir, exc)
+            return
+        self._failing = True
+        log.error(
+            "journal %s in %s failed; dropping records until it works: %s", what, self._dir, exc
+        )

@@ -1,0 +1,520 @@
+"""Turns route-registry mutations into per-topic versions and per-connection notifications.
+
+The registry marks exactly the topics whose assembled route a mutation changed (it compares
+queue data and broker groups where it writes them, see ``RouteRegistry``); the KV store marks a
+topic whose order conf moved. The detector trusts the mark: settling a topic is O(1), a version
+bump without looking at the route, done when asked for its version or at the next tick, so a
+burst of mutations to one topic costs one bump and at most one notification per subscriber. Work
+is proportional to what changed: idle topics and idle subscribers are never visited. A tick
+settles at most ``max_settle`` topics, so a register that changed 100,000 topics is settled over
+several slices (the server runs them in successive reactor turns).
+
+Versions start at 0 for a topic never seen and grow by one per real change of its route,
+including creation and deletion; the record of a deleted topic is kept so a recreated topic
+continues above its old versions. A change whose every cause is suppressed by config still bumps
+the version (a client learns it by poll or GET_ROUTEINFO) but notifies no one.
+
+Each connection owes at most one entry per subscribed topic (a later change overwrites an
+earlier one), so notification debt is bounded by subscriptions however long degradation or a
+slow reader lasts.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter, deque
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from itertools import filterfalse, islice, repeat
+from typing import Any, NamedTuple
+
+from namesrv.config import SuppressionConfig
+from namesrv.push.broker_events import BrokerEventBook
+from namesrv.push.subscriptions import Conn, SubscriptionRegistry
+from namesrv.routes.change_cause import ChangeCause
+from protocol.push_events import BrokerChange, ChangeKind, TopicChange
+
+RULE_OF_CAUSE: dict[ChangeCause, str] = {
+    ChangeCause.BROKER_STARTUP: "broker_startup",
+    ChangeCause.UNREGISTER: "unregister",
+    ChangeCause.CHANNEL_CLOSE: "channel_close",
+    ChangeCause.EXPIRY: "expiry",
+    ChangeCause.DELETE_TOPIC: "delete_topic",
+    ChangeCause.REGISTER: "register",
+    ChangeCause.REGISTER_TOPIC: "register",
+    ChangeCause.ORDER_CONF: "register",
+    ChangeCause.WIPE_WRITE_PERM: "write_perm",
+    ChangeCause.ADD_WRITE_PERM: "write_perm",
+}
+"""The ``SuppressionConfig`` field (True = stay silent) that governs each cause."""
+
+EventHook = Callable[[str, dict[str, Any]], None]
+
+
+class Notification(NamedTuple):
+    """One NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED frame to build for one connection."""
+
+    conn: Conn
+    changes: tuple[TopicChange, ...]
+    """The change of every topic every topic the connection is owed."""
+    sequence: int
+    emitted_at_ms: int
+    epoch: str
+    brokers: tuple[BrokerChange, ...] = ()
+    """Broker arrivals and departures owed (``namesrv.push.broker_events``), one per broker."""
+
+
+_BIT_OF_CAUSE: dict[ChangeCause, int] = {cause: 1 << i for i, cause in enumerate(ChangeCause)}
+
+
+def _causes_of(mask: int) -> frozenset[ChangeCause]:
+    causes = _CAUSES_OF_MASK.get(mask)
+    if causes is None:
+        causes = _CAUSES_OF_MASK[mask] = frozenset(
+            cause for cause, bit in _BIT_OF_CAUSE.items() if mask & bit
+        )
+    return causes
+
+
+_CAUSES_OF_MASK: dict[int, frozenset[ChangeCause]] = {}
+"""At most 2 ** len(ChangeCause) masks: a settled topic's causes without building a set."""
+
+
+@dataclass(slots=True)
+class DetectorStats:
+    topics_settled: int = 0
+    """Marked topics settled (each O(1))."""
+    versions_bumped: int = 0
+    notifications_built: int = 0
+    topics_notified: int = 0
+    """Sum over built notifications of the topics each carries."""
+    suppressed_changes: int = 0
+    broker_entries_notified: int = 0
+    """Sum over built notifications of the broker entries each carries."""
+    slow_skips: int = 0
+    """Connections with debt passed over because they could not take a frame, per tick."""
+    ticks: int = 0
+
+
+SETTLE_CHECK = 256
+"""Topics settled between two looks at a tick's time budget."""
+SETTLE_BATCH_MAX = 4_096
+"""The largest batch settled in C between two looks at the budget (well under a millisecond)."""
+_TOPIC_OF = operator.itemgetter(0)
+_CAUSES_OF_ENTRY = operator.itemgetter(1)
+
+
+class _Pending(NamedTuple):
+    version: int
+    existed: bool
+    """Whether the topic existed before the first change this entry covers."""
+    exists: bool
+    """Whether it exists after the latest one."""
+    change: TopicChange
+    """The change as a notification carries it; one object for all owed."""
+
+    @property
+    def kind(self) -> ChangeKind:
+        return ChangeKind(self.change[2])
+
+
+def _pending(topic: str, version: int, existed: bool, exists: bool) -> _Pending:
+    if not exists:
+        kind = ChangeKind.DELETED
+    else:
+        kind = ChangeKind.UPDATED if existed else ChangeKind.CREATED
+    return _Pending(version, existed, exists, TopicChange(topic, version, int(kind)))
+
+
+class ChangeDetector:
+    """Versions topics and schedules notifications; pure, driven by ``mark`` and ``tick``."""
+
+    def __init__(
+        self,
+        route_exists: Callable[[str], bool],
+        subscriptions: SubscriptionRegistry,
+        suppress: SuppressionConfig,
+        epoch: str,
+        on_event: EventHook | None = None,
+        broker_events: BrokerEventBook | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self._exists = route_exists
+        self.broker_events = broker_events
+        """Announces broker arrivals and departures; None keeps them silent."""
+        self._subs = subscriptions
+        self._epoch = epoch
+        self.on_event = on_event
+        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later.
+        Without ``report_routes``, suppressions of topics nobody subscribes to come as one
+        ``suppressed_counts`` event per settle batch (``{"rules": {rule: count}}``)."""
+        self.report_routes = True
+        """Whether ``on_event`` gets a ``route_changed`` event per settled topic; off when no one
+        records them (no journal), which spares a 100,000-topic register 100,000 dicts."""
+        self._silent_mask = sum(
+            _BIT_OF_CAUSE[cause] for cause, rule in RULE_OF_CAUSE.items() if getattr(suppress, rule)
+        )
+        self._dirty: dict[str, int] = {}
+        """topic → bit mask of the causes marked since it was last settled."""
+        self._clock_ms = clock_ms
+        """When given, a change's journal record says when its first mutation was marked."""
+        self._marked_at: dict[str, int] = {}
+        """Per dirty topic, the clock at its first mark (only with ``clock_ms``)."""
+        self._known: dict[str, int] = {}
+        """topic → its version, negated while the topic does not exist (deleted)."""
+        self._debt: dict[Conn, dict[str, _Pending]] = {}
+        """Insertion order is the order connections got debt: served first-come."""
+        self._pending_pairs = 0
+        self._sequence: dict[Conn, int] = {}
+        self._cause_names: dict[int, list[str]] = {}
+        self.stats = DetectorStats()
+
+    @property
+    def epoch(self) -> str:
+        return self._epoch
+
+    @property
+    def pending_connections(self) -> int:
+        """Connections owed a notification."""
+        if self.broker_events is None or not self.broker_events.pending_connections:
+            return len(self._debt)
+        return len(self._debt.keys() | self.broker_events.debtors())
+
+    @property
+    def pending_topic_count(self) -> int:
+        """(connection, topic) entries owed, summed over connections."""
+        return self._pending_pairs
+
+    @property
+    def dirty_count(self) -> int:
+        """Topics marked since they were last settled."""
+        return len(self._dirty)
+
+    @property
+    def tracked_topics(self) -> int:
+        """Topics with a version record, deleted ones included."""
+        return len(self._known)
+
+    def mark(self, topics: Collection[str], cause: ChangeCause) -> None:
+        """Record that a mutation for ``cause`` changed these topics' routes."""
+        dirty = self._dirty
+        bit = _BIT_OF_CAUSE[cause]
+        # All in C (a large register marks 100,000 at once, often while the last register's
+        # topics are still marked): those marked already gain the bit and keep their place in
+        # line (a dict update leaves a key where it is); the others join at the end.
+        again = list(filter(dirty.__contains__, topics)) if dirty else []
+        if again:
+            masks = list(map(operator.or_, map(dirty.__getitem__, again), repeat(bit)))
+            dirty.update(zip(again, masks, strict=True))
+            fresh = dict.fromkeys(filterfalse(dirty.__contains__, topics), bit)
+        else:
+            fresh = dict.fromkeys(topics, bit)
+        dirty.update(fresh)
+        if self._clock_ms is not None and self.report_routes:  # only a journal records it
+            self._marked_at.update(dict.fromkeys(fresh, self._clock_ms()))
+
+    def version(self, topic: str) -> tuple[int, bool]:
+        """(version, exists) of ``topic`` now, settling it first if it was marked.
+
+        GET_ROUTEINFO and SUBSCRIBE ask here, so the version a client is told is never older
+        than the route it is given. Call it before subscribing a connection so the change it
+        settles is not also owed to that connection. Topics never seen are (0, False).
+        """
+        causes = self._dirty.pop(topic, None)
+        if causes is not None:
+            self._settle(topic, causes, self._marked_at.pop(topic, None))
+        known = self._known.get(topic, 0)
+        return abs(known), known > 0
+
+    settle = version
+
+    def tick(
+        self,
+        now_ms: int,
+        *,
+        can_send: Callable[[Conn], bool],
+        degraded: bool,
+        max_notifications: int | None = None,
+        max_settle: int | None = None,
+        out_of_time: Callable[[], bool] | None = None,
+        subscribed_only: bool = False,
+    ) -> list[Notification]:
+        """Settle marked topics, then build at most one notification per owed connection.
+
+        ``subscribed_only`` settles just the marked topics somebody subscribes to; the others
+        stay marked, so while brokers keep registering the same topics a topic nobody watches
+        is settled once for the lot (a lookup settles its topic when it asks).
+
+        While ``degraded`` nothing is built and every debt is kept. A connection for which
+        ``can_send`` is False keeps its debt and place in line. ``max_notifications`` caps the
+        frames built now; connections left over are first in line next tick. ``max_settle``
+        caps the topics settled now, oldest marks first; the rest stay marked (``dirty_count``)
+        for the next call; so do those left when ``out_of_time`` (asked after every
+        ``SETTLE_CHECK`` topics) says the turn's time is spent. ``can_send`` is called during
+        the walk over owed connections and must not change subscriptions or debt.
+        """
+        self.stats.ticks += 1
+        if self._dirty and subscribed_only:
+            self._settle_subscribed()
+        elif self._dirty:
+            self._settle_some(max_settle, out_of_time)
+        book = self.broker_events
+        owes_brokers = book is not None and book.pending_connections > 0
+        if degraded or not (self._debt or owes_brokers):
+            return []
+        built: list[Notification] = []
+        served: list[Conn] = []
+        owed: Iterable[Conn] = self._debt
+        window_ms = 0
+        if owes_brokers:
+            assert book is not None
+            owed = list(self._debt) + [c for c in book.debtors() if c not in self._debt]
+            window_ms = book.refetch_window_ms()
+        no_debt: dict[str, _Pending] = {}
+        for conn in owed:
+            if max_notifications is not None and len(built) >= max_notifications:
+                break
+            debt = self._debt.get(conn, no_debt)
+            held = self._subs.topics_of(conn)
+            changes = tuple([entry.change for topic, entry in debt.items() if topic in held])
+            brokers = book.owed(conn, held, window_ms) if owes_brokers and book is not None else ()
+            if not changes and not brokers:
+                served.append(conn)
+                continue
+            if not can_send(conn):
+                self.stats.slow_skips += 1
+                continue
+            sequence = self._sequence.get(conn, 0) + 1
+            self._sequence[conn] = sequence
+            built.append(Notification(conn, changes, sequence, now_ms, self._epoch, brokers))
+            self.stats.topics_notified += len(changes)
+            self.stats.broker_entries_notified += len(brokers)
+            served.append(conn)
+        for conn in served:
+            self._pending_pairs -= len(self._debt.pop(conn, no_debt))
+            if owes_brokers and book is not None:
+                book.served(conn)
+        self.stats.notifications_built += len(built)
+        return built
+
+    def _settle_subscribed(self) -> None:
+        """Settle the marked topics somebody subscribes to (a C-level intersection of the two
+        key sets, walking the smaller), in name order."""
+        dirty = self._dirty
+        watched = sorted(self._subs.subscribed_among(dirty.keys()))
+        if not watched:
+            return
+        batch = list(zip(watched, map(dirty.pop, watched), strict=True))
+        pop = self._marked_at.pop
+        self._settle_batch(batch, lambda topic: pop(topic, None))
+
+    def _settle_some(self, max_settle: int | None, out_of_time: Callable[[], bool] | None) -> None:
+        """Settle marked topics, oldest marks first, up to ``max_settle`` or the time budget.
+
+        The budget is asked after ``SETTLE_CHECK`` topics; while batches take the C-level path
+        (nobody subscribed, no journal) they grow to ``SETTLE_BATCH_MAX``, whose cost is still
+        a fraction of a millisecond.
+        """
+        dirty = self._dirty
+        limit = len(dirty) if max_settle is None else min(max_settle, len(dirty))
+        if out_of_time is None and limit == len(dirty):
+            batch, self._dirty = dirty, {}
+            marked_at, self._marked_at = self._marked_at, {}
+            self._settle_batch(list(batch.items()), marked_at.get)
+            return
+        pop = self._marked_at.pop
+        done = 0
+        size = SETTLE_CHECK
+        while done < limit:
+            batch_items = list(islice(dirty.items(), min(size, limit - done)))
+            deque(map(dirty.__delitem__, map(_TOPIC_OF, batch_items)), 0)
+            fast = self._settle_batch(batch_items, lambda topic: pop(topic, None))
+            done += len(batch_items)
+            if out_of_time is not None and out_of_time():
+                break
+            size = min(size * 4, SETTLE_BATCH_MAX) if fast else SETTLE_CHECK
+
+    def _settle_batch(
+        self, batch: list[tuple[str, int]], marked_at: Callable[[str], int | None]
+    ) -> bool:
+        """:meth:`_settle` for each topic of ``batch``; for the usual topic of a large register
+        (nobody subscribed to it, picked out in C first) without a journal, in C: versions
+        bumped by ``map`` and suppressions counted per batch. Returns whether it went that
+        way."""
+        topics = list(map(_TOPIC_OF, batch))
+        special = self._subs.subscribed_among(topics)
+        book = self.broker_events
+        if book is not None and book.waiting:
+            # A broker event only waits for the topics nobody subscribes to; nothing is owed.
+            book.unsubscribed_settled(special.symmetric_difference(topics))
+        per_topic = self.on_event is not None and self.report_routes
+        if special or per_topic:
+            self._settle_each(batch, special, marked_at)
+            return False
+        known = self._known
+        if not all(map(self._exists, topics)):
+            # A topic left: its sign flips, or it is not versioned at all.
+            self._settle_each(batch, special, marked_at)
+            return False
+        versions = map(abs, map(known.get, topics, repeat(0)))
+        known.update(zip(topics, map(operator.add, versions, repeat(1)), strict=True))
+        counts = Counter(map(_CAUSES_OF_ENTRY, batch))
+        silent_mask = self._silent_mask
+        quiet = {c: n for c, n in counts.items() if c | silent_mask == silent_mask}
+        stats = self.stats
+        stats.topics_settled += len(batch)
+        stats.versions_bumped += len(batch)
+        stats.suppressed_changes += sum(quiet.values())
+        self._count_quiet(quiet)
+        return True
+
+    def _settle_each(
+        self,
+        batch: list[tuple[str, int]],
+        special: set[str],
+        marked_at: Callable[[str], int | None],
+    ) -> None:
+        settle = self._settle
+        known = self._known
+        known_get = known.get
+        exists_now = self._exists
+        silent_mask = self._silent_mask
+        per_topic = self.on_event is not None and self.report_routes
+        quiet: dict[int, int] = {}
+        settled = bumped = suppressed = 0
+        for topic, causes in batch:
+            when = marked_at(topic)
+            if topic in special:
+                settle(topic, causes, when)
+                continue
+            settled += 1
+            previous = known_get(topic, 0)
+            exists = exists_now(topic)
+            if previous <= 0 and not exists:
+                continue  # neither existed nor exists: nothing a client could see
+            version = (previous if previous > 0 else -previous) + 1
+            known[topic] = version if exists else -version
+            bumped += 1
+            silent = causes | silent_mask == silent_mask
+            if silent:
+                suppressed += 1
+            if per_topic:
+                self._report(topic, version, previous > 0, exists, causes, silent, when)
+            elif silent:
+                quiet[causes] = quiet.get(causes, 0) + 1
+        stats = self.stats
+        stats.topics_settled += settled
+        stats.versions_bumped += bumped
+        stats.suppressed_changes += suppressed
+        self._count_quiet(quiet)
+
+    def _count_quiet(self, quiet: dict[int, int]) -> None:
+        """Tell ``on_event`` the suppressions settled without a per-topic event, by rule."""
+        if not quiet or self.on_event is None:
+            return
+        rules: dict[str, int] = {}
+        for causes, count in quiet.items():
+            for rule in {RULE_OF_CAUSE[cause] for cause in _causes_of(causes)}:
+                rules[rule] = rules.get(rule, 0) + count
+        self.on_event("suppressed_counts", {"rules": rules})
+
+    def pending_topics_of(self, conn: Conn) -> int:
+        """Topics ``conn`` is owed a notification for."""
+        return len(self._debt.get(conn, ()))
+
+    def discard_debt(self, conn: Conn, topics: Iterable[str]) -> None:
+        """Forget what ``conn`` is owed for ``topics`` (it unsubscribed them)."""
+        if self.broker_events is not None:
+            topics = list(topics)
+            self.broker_events.discard_topics(conn, topics)
+        debt = self._debt.get(conn)
+        if debt is None:
+            return
+        for topic in topics:
+            if debt.pop(topic, None) is not None:
+                self._pending_pairs -= 1
+        if not debt:
+            del self._debt[conn]
+
+    def forget_connection(self, conn: Conn) -> None:
+        """Drop everything kept for a closed connection: its debt and its sequence."""
+        debt = self._debt.pop(conn, None)
+        if debt is not None:
+            self._pending_pairs -= len(debt)
+        self._sequence.pop(conn, None)
+        if self.broker_events is not None:
+            self.broker_events.forget(conn)
+
+    def _settle(self, topic: str, causes: int, marked_at: int | None = None) -> None:
+        stats = self.stats
+        stats.topics_settled += 1
+        known = self._known.get(topic, 0)
+        existed = known > 0
+        exists = self._exists(topic)
+        previous_version = known if existed else -known
+        book = self.broker_events
+        if book is not None and not book.watches(topic):
+            book = None  # no broker event waits on this topic: nothing to tell the book
+        if not existed and not exists:
+            # Marked, but it neither existed nor exists: nothing a client could see.
+            if book is not None:
+                book.settled(topic, previous_version, None, _causes_of(causes))
+            return
+        version = previous_version + 1
+        self._known[topic] = version if exists else -version
+        stats.versions_bumped += 1
+        if book is not None:
+            book.settled(topic, previous_version, version, _causes_of(causes))
+        silent = causes | self._silent_mask == self._silent_mask
+        if silent:
+            stats.suppressed_changes += 1
+        else:
+            subscribers = self._subs.subscribers(topic)
+            if subscribers:
+                self._owe(topic, subscribers, _pending(topic, version, existed, exists))
+        if self.on_event is not None and (self.report_routes or silent):
+            self._report(topic, version, existed, exists, causes, silent, marked_at)
+
+    def _report(
+        self,
+        topic: str,
+        version: int,
+        existed: bool,
+        exists: bool,
+        causes: int,
+        silent: bool,
+        marked_at: int | None,
+    ) -> None:
+        on_event = self.on_event
+        assert on_event is not None
+        names = self._cause_names.get(causes)
+        if names is None:
+            names = self._cause_names[causes] = sorted(c.value for c in _causes_of(causes))
+        if self.report_routes:
+            fields: dict[str, Any] = {
+                "topic": topic,
+                "version": version,
+                "kind": _pending(topic, version, existed, exists).kind.name,
+                "causes": list(names),
+                "notify": not silent,
+            }
+            if marked_at is not None:
+                fields["mutated_at_ms"] = marked_at
+            on_event("route_changed", fields)
+        if silent:
+            rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
+            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+
+    def _owe(self, topic: str, subscribers: Iterable[Conn], change: _Pending) -> None:
+        """Queue ``change`` for every current subscriber, merging with what each is owed."""
+        for conn in subscribers:
+            debt = self._debt.get(conn)
+            if debt is None:
+                debt = self._debt[conn] = {}
+            earlier = debt.get(topic)
+            if earlier is None:
+                debt[topic] = change
+                self._pending_pairs += 1
+            else:
+                # The client last knew the state before the earliest unsent change.
+                debt[topic] = _pending(topic, change.version, earlier.existed, change.exists)

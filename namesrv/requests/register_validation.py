@@ -1,0 +1,110 @@
+"""What a broker may register: topic names, queue counts, perms and addresses, checked up front.
+
+As upstream's ``TopicValidator`` for names; queue counts are bounded by config because every
+client builds one queue object per queue it is told about. A register that fails any check is
+refused whole with INVALID_PARAMETER and a remark naming the field, and nothing of it is applied.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from namesrv.push.subscriptions import TOPIC_NAME_MAX_LENGTH, SubscriptionError, validate_topic_name
+from protocol.codes import Perm, ResponseCode
+from protocol.errors import ProtocolError
+from protocol.route_model import QueueData, TopicConfig
+
+ALL_PERM_BITS = Perm.INHERIT | Perm.WRITE | Perm.READ | Perm.PRIORITY
+ADDRESS_MAX_LENGTH = 255
+
+
+class RegisterError(ProtocolError):
+    """A register (broker or topic) that cannot be applied; nothing of it was."""
+
+    def __init__(self, remark: str) -> None:
+        super().__init__(remark, ResponseCode.INVALID_PARAMETER)
+
+
+def check_address(field: str, addr: str, *, required: bool = True) -> None:
+    """``HOST:PORT`` with a port in 1..65535, as a broker advertises its addresses."""
+    if not addr and not required:
+        return
+    host, sep, port = addr.rpartition(":")
+    ok = (
+        sep
+        and host
+        and len(addr) <= ADDRESS_MAX_LENGTH
+        and port.isdigit()
+        and 0 < int(port) < 65536
+        and not any(ch.isspace() for ch in addr)
+    )
+    if not ok:
+        raise RegisterError(f"{field} must be HOST:PORT, got {addr[:ADDRESS_MAX_LENGTH]!r}")
+
+
+def check_topic(field: str, topic: str) -> None:
+    try:
+        validate_topic_name(topic)
+    except SubscriptionError as exc:
+        raise RegisterError(f"{field}: {exc.remark}") from None
+
+
+def check_queues(field: str, read: int, write: int, perm: int, max_queue_nums: int) -> None:
+    for name, value in (("readQueueNums", read), ("writeQueueNums", write)):
+        if not 0 <= value <= max_queue_nums:
+            raise RegisterError(
+                f"{field}.{name} is {value}, outside 0..{max_queue_nums} (registry.max_queue_nums)"
+            )
+    if perm & ~ALL_PERM_BITS or perm < 0:
+        raise RegisterError(f"{field}.perm is {perm}, not a combination of the bits 1, 2, 4, 8")
+
+
+def check_topic_configs(topic_configs: Mapping[str, TopicConfig], max_queue_nums: int) -> None:
+    for name, tc in topic_configs.items():
+        field = f"topicConfigTable[{name[:130]!r}]"
+        check_topic(field, name)
+        if tc.topic_name and tc.topic_name != name:
+            raise RegisterError(f"{field}.topicName {tc.topic_name[:130]!r} differs from its key")
+        check_queues(field, tc.read_queue_nums, tc.write_queue_nums, tc.perm, max_queue_nums)
+
+
+_NAME = rf"[A-Za-z0-9_%|-]{{1,{TOPIC_NAME_MAX_LENGTH}}}"
+_NAMES = re.compile(rf"(?:{_NAME}\n)*{_NAME}")
+
+
+def check_topic_names(names: list[str]) -> None:
+    """:func:`check_topic` for a slice of a register's table keys, in one C regex match; the
+    first bad name is then found and named as :func:`check_topic_configs` would."""
+    if not names:
+        return
+    joined = "\n".join(names)
+    if joined.count("\n") == len(names) - 1 and _NAMES.fullmatch(joined) is not None:
+        return
+    for name in names:
+        check_topic(f"topicConfigTable[{name[:130]!r}]", name)
+
+
+def check_topic_specs(
+    topic_queues: Mapping[str, Any], specs: Iterable[Any], max_queue_nums: int
+) -> None:
+    """:func:`check_queues` once per distinct (queues, perm) of a register's table; a bad one
+    is reported with the first topic that has it."""
+    for spec in specs:
+        try:
+            check_queues("", spec.read_queue_nums, spec.write_queue_nums, spec.perm, max_queue_nums)
+        except RegisterError:
+            name = next(n for n, s in topic_queues.items() if s == spec)
+            field = f"topicConfigTable[{name[:130]!r}]"
+            check_queues(
+                field, spec.read_queue_nums, spec.write_queue_nums, spec.perm, max_queue_nums
+            )
+            raise
+
+
+def check_queue_datas(topic: str, queue_datas: Iterable[QueueData], max_queue_nums: int) -> None:
+    check_topic("topic", topic)
+    for qd in queue_datas:
+        field = f"queueDatas[{qd.broker_name[:130]!r}]"
+        check_queues(field, qd.read_queue_nums, qd.write_queue_nums, qd.perm, max_queue_nums)

@@ -1,0 +1,85 @@
+"""NOTIFY frames for a fan-out, built once per distinct change set rather than per connection.
+
+Within one tick every connection notified of the same changes gets the same body but for its
+own ``sequence``: a frame is the shared :func:`~protocol.push_codec.notification_prefix`
+followed by the connection's :func:`~protocol.push_codec.sequence_suffix`, one small varint
+per connection instead of a full serialisation.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Hashable, Sequence
+
+from protocol.codes import RequestCode, SerializeType
+from protocol.frame import RemotingCommand, encode_command
+from protocol.push_codec import notification_prefix, sequence_suffix
+from protocol.push_events import BrokerChange, TopicChange
+
+_PREFIX = struct.Struct(">II")
+
+Changes = Sequence[TopicChange]
+Brokers = Sequence[BrokerChange]
+
+
+class NotifyFrames:
+    """Builds NOTIFY frames one tick at a time: call :meth:`start_tick`, then :meth:`frame`.
+
+    ``changes`` and ``brokers`` are used as cache keys, so callers pass tuples (the same tuple
+    for every connection owed the same change set, ideally).
+    """
+
+    def __init__(self, epoch: str) -> None:
+        self._epoch = epoch
+        self._headers = {
+            int(st): encode_command(
+                RemotingCommand.request(
+                    RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED, oneway=True, serialize_type=st
+                )
+            )[8:]
+            for st in SerializeType
+        }
+        self._emitted_at = 0
+        self._parts: dict[int, dict[Hashable, tuple[bytes, int, int]]] = {
+            int(st): {} for st in SerializeType
+        }
+        self._bodies: dict[Hashable, bytes] = {}
+        self.topics: set[str] = set()
+        """Every topic in a frame built since :meth:`start_tick`."""
+
+    def start_tick(self, emitted_at_ms: int) -> None:
+        self._emitted_at = emitted_at_ms
+        self._bodies.clear()
+        for parts in self._parts.values():
+            parts.clear()
+        self.topics = set()
+
+    def body_prefix(self, changes: Changes, brokers: Brokers = ()) -> bytes:
+        """The body without its sequence, shared by every receiver of this change set."""
+        key = (changes, brokers)
+        shared = self._bodies.get(key)
+        if shared is None:
+            shared = notification_prefix(changes, self._emitted_at, self._epoch, brokers)
+            self.topics.update(change[0] for change in changes)
+            self._bodies[key] = shared
+        return shared
+
+    def frame(
+        self,
+        changes: Changes,
+        brokers: Brokers,
+        sequence: int,
+        serialize_type: int = SerializeType.JSON,
+    ) -> bytes:
+        """The whole frame (length prefix, header, body) for one connection."""
+        parts_of = self._parts[serialize_type]
+        key = (changes, brokers)
+        parts = parts_of.get(key)
+        if parts is None:
+            header = self._headers[serialize_type]
+            head = header + self.body_prefix(changes, brokers)
+            parts = (head, (int(serialize_type) << 24) | len(header), 4 + len(head))
+            parts_of[key] = parts
+        head, word, length_before_tail = parts
+        tail = sequence_suffix(sequence)
+        return _PREFIX.pack(length_before_tail + len(tail), word) + head + tail

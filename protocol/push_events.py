@@ -1,0 +1,119 @@
+"""The route-push extension's messages as typed values (route-push-contract.md).
+
+Code above ``protocol/`` sees these, never protobuf messages: ``push_codec`` turns bytes into
+them and back. The records a server hashes per connection and tick (a change, a broker entry
+and their parts) are named tuples, hashed in C; whole messages are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import NamedTuple
+
+from protocol import routepush_pb2 as pb
+
+
+class ChangeKind(IntEnum):
+    """``routepush.v1.ChangeKind``, numbered as on the wire."""
+
+    UPDATED = pb.UPDATED
+    CREATED = pb.CREATED
+    DELETED = pb.DELETED
+
+
+class BrokerChangeKind(IntEnum):
+    """``routepush.v1.BrokerChangeKind``, numbered as on the wire."""
+
+    DEPARTED = pb.BROKER_DEPARTED
+    ARRIVED = pb.BROKER_ARRIVED
+
+
+class TopicChange(NamedTuple):
+    """A topic whose route is now at ``version``."""
+
+    topic: str
+    version: int
+    kind: int
+    """A :class:`ChangeKind` value (a peer may send one this side does not know)."""
+
+
+class BrokerAddress(NamedTuple):
+    broker_id: int
+    addr: str
+
+
+class TopicStep(NamedTuple):
+    """A topic a broker change moved to ``version``; when ``from_version`` is not 0, the route
+    at ``version`` is exactly the route at ``from_version`` with the change applied."""
+
+    topic: str
+    version: int
+    from_version: int
+
+
+class BrokerChange(NamedTuple):
+    """A broker address that left (or joined) a broker name, for one receiving connection."""
+
+    kind: int
+    """A :class:`BrokerChangeKind` value."""
+    broker_name: str
+    cluster: str
+    addrs: tuple[BrokerAddress, ...]
+    cause: str
+    broker_name_gone: bool
+    """Departures: no address of the broker name is left, so its queue data left every topic."""
+    read_only: bool
+    """Departures: the remaining addresses have no master under acting master: read-only."""
+    topics: tuple[TopicStep, ...]
+    refetch_window_ms: int
+    """Spread the refetches this entry causes over at least this long."""
+
+
+class TopicVersion(NamedTuple):
+    topic: str
+    version: int
+    exists: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RouteChanged:
+    """NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED (7003): every change of one tick for one connection."""
+
+    changes: tuple[TopicChange, ...]
+    sequence: int
+    emitted_at_ms: int
+    epoch: str
+    brokers: tuple[BrokerChange, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """SUBSCRIBE_TOPIC_ROUTE_CHANGED (7001) request."""
+
+    topics: tuple[str, ...]
+    client_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeAck:
+    """SUBSCRIBE_TOPIC_ROUTE_CHANGED (7001) answer: the version each topic has now."""
+
+    topics: tuple[TopicVersion, ...]
+    epoch: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    """UNSUBSCRIBE_TOPIC_ROUTE_CHANGED (7002) request."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GoAway:
+    """GO_AWAY (7004): the sender is stopping; move to another connection."""
+
+    grace_period_ms: int
+    alternative_addrs: tuple[str, ...]
+    reason: str

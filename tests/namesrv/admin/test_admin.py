@@ -1,0 +1,169 @@
+"""``namesrv-admin`` against a name server on loopback (the command runs in a thread: it blocks)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import pytest_twisted
+from click.testing import CliRunner, Result
+from support.fake_broker import register_request, topic_configs
+from support.server_fixtures import running_server
+from support.wire_client import connect
+from twisted.internet import defer, threads
+
+from namesrv.admin.cli import main
+from protocol.codes import RequestCode, ResponseCode
+from protocol.push_codec import encode_subscribe
+
+TICK = 1.0
+
+
+@defer.inlineCallbacks
+def admin(port: int, *args: str) -> Any:
+    runner = CliRunner()
+    result: Result = yield threads.deferToThread(
+        runner.invoke, main, ["--namesrv", f"127.0.0.1:{port}", *args], prog_name="namesrv-admin"
+    )
+    return result
+
+
+@defer.inlineCallbacks
+def with_broker(port: int) -> Any:
+    broker = yield connect(port)
+    resp = yield broker.request(register_request(topic_configs("T", "U", queues=8)))
+    assert resp.code == ResponseCode.SUCCESS
+    return broker
+
+
+@pytest.fixture
+def ns():
+    yield from running_server()
+
+
+@pytest_twisted.inlineCallbacks
+def test_topic_route_json_prints_the_route_and_the_table_names_the_broker(ns):
+    yield with_broker(ns.port)
+    result = yield admin(ns.port, "--json", "topic-route", "T")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["topic"] == "T"
+    assert doc["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.1:10911"}
+    assert doc["queueDatas"][0]["writeQueueNums"] == 8
+    assert doc["routeVersion"] >= 1
+    after_verb = yield admin(ns.port, "topic-route", "T", "--json")
+    assert after_verb.exit_code == 0, after_verb.output
+    assert json.loads(after_verb.stdout) == doc
+    result = yield admin(ns.port, "topic-route", "T")
+    assert result.exit_code == 0
+    assert "broker-a" in result.stdout and "10.0.0.1:10911" in result.stdout
+    assert "RW-" in result.stdout
+
+
+@pytest_twisted.inlineCallbacks
+def test_push_status_shows_counters_moving_when_a_change_is_notified(ns):
+    yield with_broker(ns.port)
+    client = yield connect(ns.port)
+    resp = yield client.call(
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["T"], "watcher")
+    )
+    assert resp.code == ResponseCode.SUCCESS
+    ns.clock.advance(TICK)
+    result = yield admin(ns.port, "--json", "push-status")
+    assert result.exit_code == 0, result.output
+    before = json.loads(result.stdout)
+    assert before["epoch"] == "e1" and before["degraded"] is False
+    assert before["subscriptions"] == 1
+    result = yield admin(ns.port, "wipe-write-perm", "broker-a")
+    assert result.exit_code == 0, result.output
+    assert "wiped write perm of broker broker-a: 2 topics" in result.stdout
+    result = yield admin(ns.port, "--json", "push-status")
+    pending = json.loads(result.stdout)
+    assert pending["debt"]["dirtyTopics"] == 2
+    ns.clock.advance(TICK)
+    yield client.wait_pushed(1)
+    result = yield admin(ns.port, "--json", "push-status")
+    after = json.loads(result.stdout)
+    assert after["ticks"] == before["ticks"] + 1
+    sent = after["counters"]["notifications_sent"]
+    assert sent == before["counters"].get("notifications_sent", 0) + 1
+    assert after["debt"] == {"connections": 0, "topics": 0, "dirtyTopics": 0}
+    result = yield admin(ns.port, "push-status")
+    assert "notifications_sent" in result.stdout
+    result = yield admin(ns.port, "--json", "subscriptions", "--topic", "T")
+    subs = json.loads(result.stdout)
+    assert subs["total"] == 1 and subs["connections"][0]["topics"] == ["T"]
+    result = yield admin(ns.port, "subscriptions", "--topic", "nobody-has-this")
+    assert result.exit_code == 0 and "PEER" in result.stdout
+
+
+@pytest_twisted.inlineCallbacks
+def test_standard_verbs_work_and_extension_verbs_exit_2_against_a_server_without_it(make_server):
+    upstream_like = make_server({"push": {"enabled": False}})
+    port = upstream_like.port
+    yield with_broker(port)
+    result = yield admin(port, "--json", "topic-route", "U")
+    assert result.exit_code == 0, result.output
+    result = yield admin(port, "--json", "topic-list")
+    assert set(json.loads(result.stdout)) >= {"T", "U"}
+    result = yield admin(port, "--json", "cluster-list")
+    assert json.loads(result.stdout)["clusterAddrTable"] == {"DefaultCluster": ["broker-a"]}
+    result = yield admin(port, "cluster-list")
+    assert "DefaultCluster" in result.stdout
+    for args in (
+        ("kv", "put", "ns1", "k", "v 1"),
+        ("wipe-write-perm", "broker-a"),
+        ("add-write-perm", "broker-a"),
+        ("delete-topic", "U"),
+    ):
+        result = yield admin(port, *args)
+        assert result.exit_code == 0, (args, result.output)
+    result = yield admin(port, "kv", "get", "ns1", "k")
+    assert result.stdout.strip() == "v 1"
+    result = yield admin(port, "--json", "kv", "list", "ns1")
+    assert json.loads(result.stdout) == {"k": "v 1"}
+    result = yield admin(port, "--json", "namesrv-config")
+    assert json.loads(result.stdout)["push.enabled"] == "False"
+    result = yield admin(port, "kv", "delete", "ns1", "k")
+    assert result.exit_code == 0
+    result = yield admin(port, "kv", "get", "ns1", "k")
+    assert result.exit_code == 1
+    assert "QUERY_NOT_FOUND (22)" in result.stderr
+    for verb in ("push-status", "subscriptions"):
+        result = yield admin(port, verb)
+        assert result.exit_code == 2, result.output
+        assert "does not support" in result.stderr
+
+
+@pytest_twisted.inlineCallbacks
+def test_errors_name_the_response_code_and_remark_and_exit_non_zero(ns):
+    result = yield admin(ns.port, "topic-route", "NoSuchTopic")
+    assert result.exit_code == 1
+    assert "TOPIC_NOT_EXIST (17)" in result.stderr and "NoSuchTopic" in result.stderr
+    result = yield admin(1, "topic-list")
+    assert result.exit_code == 1 and "cannot connect" in result.stderr
+    result = yield admin(ns.port, "--access-key", "a", "topic-list")
+    assert result.exit_code == 2  # usage error: the secret is missing
+
+
+@pytest_twisted.inlineCallbacks
+def test_signed_admin_requests_pass_access_control(make_server):
+    acl = {
+        "enabled": True,
+        "accounts": [
+            {"access_key": "brk", "secret_key": "brk-secret", "brokers": ["*"]},
+            {"access_key": "ops", "secret_key": "ops-secret", "admin": True},
+        ],
+    }
+    running = make_server({"acl": acl})
+    result = yield admin(running.port, "wipe-write-perm", "broker-a")
+    assert result.exit_code == 1
+    assert "NO_PERMISSION (16)" in result.stderr
+    signed = ("--access-key", "ops", "--secret-key", "ops-secret")
+    result = yield admin(running.port, *signed, "wipe-write-perm", "broker-a")
+    assert result.exit_code == 0, result.output
+    result = yield admin(running.port, *signed, "--json", "push-status")
+    assert json.loads(result.stdout)["counters"]["rejected.acl_unsigned"] == 1
+    result = yield admin(running.port, "topic-list")
+    assert result.exit_code == 0

@@ -1,0 +1,265 @@
+from __future__ import annotations
+
+import errno
+import json
+import logging
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from namesrv.ops import journal as journal_mod
+from namesrv.ops.journal import EventJournal, NullJournal, file_name
+
+
+class Clock:
+    def __init__(self, start: int = 1_700_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make(directory: Path, clock: Clock | None = None, **kwargs: int) -> EventJournal:
+    kwargs.setdefault("max_file_bytes", 1 << 20)
+    kwargs.setdefault("max_files", 0)
+    return EventJournal(directory, clock_ms=clock or Clock(), **kwargs)
+
+
+def files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("journal-*.jsonl"))
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_records_are_compact_json_lines_with_timestamp_and_event(tmp_path: Path) -> None:
+    clock = Clock()
+    j = make(tmp_path, clock)
+    j.record(
+        "route_changed", topic="a", version=3, kind="UPDATED", causes=["register"], notify=True
+    )
+    clock.now += 5
+    j.record("degradation", degraded=True, cpu_percent=97.5, memory_percent=40.0)
+    j.close()
+    (path,) = files(tmp_path)
+    assert path.name == file_name(1_700_000_000_000, 1) == "journal-1700000000000-000001.jsonl"
+    raw = path.read_text(encoding="utf-8").splitlines()
+    assert raw[0] == (
+        '{"ts_ms":1700000000000,"event":"route_changed","topic":"a","version":3,'
+        '"kind":"UPDATED","causes":["register"],"notify":true}'
+    )
+    assert lines(path)[1] == {
+        "ts_ms": 1_700_000_000_005,
+        "event": "degradation",
+        "degraded": True,
+        "cpu_percent": 97.5,
+        "memory_percent": 40.0,
+    }
+
+
+def test_nothing_is_created_until_something_is_written(tmp_path: Path) -> None:
+    target = tmp_path / "journal"
+    j = make(target)
+    j.flush()
+    j.close()
+    assert not target.exists()
+
+
+def test_values_json_cannot_encode_are_written_as_text(tmp_path: Path) -> None:
+    j = make(tmp_path)
+    j.record("subscribe", conn=("10.0.0.1", 5000), topics={"a"}, path=tmp_path)
+    j.close()
+    (entry,) = lines(files(tmp_path)[0])
+    assert entry["conn"] == ["10.0.0.1", 5000]
+    assert entry["topics"] == "{'a'}"
+    assert entry["path"] == str(tmp_path)
+
+
+def test_reserved_field_names_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="reserved"):
+        make(tmp_path).record("x", ts_ms=1)
+
+
+def test_records_are_buffered_until_flush(tmp_path: Path) -> None:
+    j = make(tmp_path)
+    j.record("a")
+    assert files(tmp_path) == []
+    j.flush()
+    assert len(lines(files(tmp_path)[0])) == 1
+
+
+def test_rotation_keeps_every_file_under_the_limit_and_never_splits_a_line(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    j = make(tmp_path, clock, max_file_bytes=300, buffer_bytes=0)
+    for i in range(40):
+        clock.now += 1
+        j.record("subscribe", conn=f"c{i}", topics=[f"T{i}"])
+    j.close()
+    written = files(tmp_path)
+    assert len(written) > 3
+    seen = []
+    for path in written:
+        assert path.stat().st_size <= 300
+        seen.extend(entry["conn"] for entry in lines(path))
+    assert seen == [f"c{i}" for i in range(40)]
+    assert j.files_opened == len(written)
+
+
+def test_a_record_larger_than_the_limit_gets_a_file_of_its_own(tmp_path: Path) -> None:
+    j = make(tmp_path, max_file_bytes=100)
+    j.record("small")
+    j.record("big", topic_list=["x" * 50] * 4)
+    j.record("small")
+    j.close()
+    assert [len(lines(path)) for path in files(tmp_path)] == [1, 1, 1]
+
+
+def test_retention_keeps_the_newest_files_and_logs_deletions(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / file_name(1_600_000_000_000, 7)).write_text("{}\n")  # an earlier run's file
+    (tmp_path / "unrelated.txt").write_text("keep me")
+    clock = Clock()
+    j = make(tmp_path, clock, max_file_bytes=60, max_files=2, buffer_bytes=0)
+    caplog.set_level(logging.INFO, logger="namesrv.ops.journal")
+    for i in range(6):
+        clock.now += 1
+        j.record("tick", n=i)
+    j.close()
+    kept = files(tmp_path)
+    assert len(kept) == 2
+    assert [entry["n"] for path in kept for entry in lines(path)] == [4, 5]
+    assert (tmp_path / "unrelated.txt").exists()
+    assert j.files_deleted == 5
+    deleted = [r for r in caplog.records if "deleted" in r.getMessage()]
+    assert len(deleted) == 5
+    assert any("1600000000000" in r.getMessage() for r in deleted)
+
+
+def test_max_files_zero_keeps_every_file(tmp_path: Path) -> None:
+    j = make(tmp_path, max_file_bytes=40, max_files=0, buffer_bytes=0)
+    for i in range(10):
+        j.record("tick", n=i)
+    j.close()
+    assert len(files(tmp_path)) == 10
+    assert j.files_deleted == 0
+
+
+def test_unwritable_directory_is_counted_not_raised_and_retried_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the directory should be")
+    j = make(blocker / "journal", buffer_bytes=0)
+    with caplog.at_level(logging.ERROR, logger="namesrv.ops.journal"):
+        j.record("a")
+        j.record("b")
+    assert (j.write_errors, j.dropped_records) == (2, 2)
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1, "once per streak"
+    blocker.unlink()
+    j.record("c")
+    j.close()
+    (path,) = files(blocker / "journal")
+    assert [entry["event"] for entry in lines(path)] == ["c"]
+    assert j.write_errors == 2
+
+
+def test_a_failed_write_is_cut_back_so_the_file_stays_valid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    j = make(tmp_path)
+    j.record("ok", n=1)
+    j.flush()
+    real_write_all = journal_mod._write_all
+
+    def disk_full(handle: BinaryIO, data: bytes) -> None:
+        handle.write(data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal_mod, "_write_all", disk_full)
+    j.record("lost", n=2)
+    j.record("lost", n=3)
+    j.flush()
+    assert (j.write_errors, j.dropped_records) == (1, 2)
+    monkeypatch.setattr(journal_mod, "_write_all", real_write_all)
+    j.record("ok", n=4)
+    j.close()
+    (path,) = files(tmp_path)
+    assert [entry["n"] for entry in lines(path)] == [1, 4]
+
+
+def test_records_after_close_are_dropped_and_counted(tmp_path: Path) -> None:
+    j = make(tmp_path)
+    j.close()
+    j.record("late")
+    j.close()
+    assert j.dropped_records == 1
+    assert files(tmp_path) == []
+
+
+def test_null_journal_accepts_everything() -> None:
+    j = NullJournal()
+    j.record("anything", x=1)
+    j.flush()
+    j.close()
+    assert (j.write_errors, j.dropped_records) == (0, 0)
+
+
+def test_notification_sent_fields_summarise_a_tick() -> None:
+    from namesrv.push.change_detector import Notification
+
+    many = tuple((f"T{i:03d}", 1, 0) for i in range(150))
+    notes = [
+        Notification("c1", (("b", 2, 0), ("a", 1, 1)), 4, 0, "e"),
+        Notification("c2", (("a", 1, 1),), 1, 0, "e"),
+        Notification("c3", many, 9, 0, "e"),
+        Notification(
+            "c4", (), 2, 0, "e", ((1, "b", "c", ((0, "a:1"),), "expiry", True, False, (), 0),)
+        ),
+    ]
+    fields = journal_mod.notification_sent_fields(notes, frame_bytes=1234)
+    assert fields["connections"] == fields["frames"] == 4
+    assert fields["broker_entries"] == 1
+    assert fields["topics"] == 152
+    assert fields["bytes"] == 1234
+    assert fields["topic_list"][:3] == ["T000", "T001", "T002"]
+    assert len(fields["topic_list"]) == journal_mod.TOPIC_LIST_LIMIT
+
+
+def test_retention_by_total_bytes_keeps_the_directory_under_the_bound(tmp_path: Path) -> None:
+    clock = Clock()
+    j = make(tmp_path, clock, max_file_bytes=1_000, max_total_bytes=3_000, buffer_bytes=0)
+    for i in range(500):  # about 30 kB of records: ten times the bound
+        clock.now += 1
+        j.record("route_changed", topic=f"t{i}", version=i)
+        on_disk = sum(p.stat().st_size for p in files(tmp_path))
+        assert on_disk <= 3_000
+    j.close()
+    assert j.files_deleted > 0
+    kept = files(tmp_path)
+    assert lines(kept[-1])[-1]["topic"] == "t499"  # the newest records are the ones kept
+
+
+def test_a_flood_is_cut_at_the_rate_and_summarized(tmp_path: Path) -> None:
+    clock = Clock(start=1_700_000_000_000)
+    j = make(tmp_path, clock, max_records_per_second=10, buffer_bytes=0)
+    for i in range(1_000):  # a thousand write-perm toggles in one second
+        j.record("route_changed", topic=f"t{i}", version=i)
+    for _ in range(5):
+        j.record("notification_sent", connections=1)
+    clock.now += 1_000
+    j.flush()
+    j.record("degradation", degraded=True)
+    j.close()
+    records = lines(files(tmp_path)[0])
+    assert [r["event"] for r in records].count("route_changed") == 10
+    summary = next(r for r in records if r["event"] == "journal_suppressed")
+    assert summary["dropped"] == 995
+    assert summary["events"] == {"notification_sent": 5, "route_changed": 990}
+    assert summary["since_ms"] == 1_700_000_000_000
+    assert records[-1]["event"] == "degradation"
+    assert j.suppressed_records == 995

@@ -1,0 +1,226 @@
+"""Issue #10's must-show behaviours: broker departures and arrivals reach RouteClients.
+
+Server and clients share one ``task.Clock`` (``route_cluster``); sockets are real loopback. Time
+is the fake clock's: "within a tick + 100 ms" means the clock moved by at most that while the
+clients learned it, and request counts are read from the server's counters and the clients'.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import pytest_twisted
+from support.fake_broker import unregister_request
+from support.loopback_wait import settle, until
+
+from client_push.routes.client import BrokerEvent, RouteClient, RouteEvent
+from namesrv.server import NameServer
+
+TOPICS = [f"T{i}" for i in range(10)]
+A_ADDR = "10.0.0.1:10911"
+B_ADDR = "10.0.0.2:10911"
+
+
+def gets(server: NameServer) -> int:
+    return server.stats().get("handled.GET_ROUTEINFO_BY_TOPIC", 0)
+
+
+def client_fetches(clients: list[RouteClient]) -> int:
+    return sum(v for c in clients for k, v in c.counters.items() if k.startswith("fetch."))
+
+
+def holds(client: RouteClient, broker: str, topics: list[str] = TOPICS) -> bool:
+    """Whether every topic's held route lists ``broker`` (with queues and an address)."""
+    for topic in topics:
+        entry = client.cached_route(topic)
+        if entry is None:
+            return False
+        names = {q.broker_name for q in entry.route.queue_datas}
+        addrs = {b.broker_name for b in entry.route.broker_datas if b.broker_addrs}
+        if broker not in names or broker not in addrs:
+            return False
+    return True
+
+
+def holds_without(client: RouteClient, broker: str, topics: list[str] = TOPICS) -> bool:
+    for topic in topics:
+        entry = client.cached_route(topic)
+        if entry is None:
+            return False
+        if any(q.broker_name == broker for q in entry.route.queue_datas):
+            return False
+        if any(b.broker_name == broker for b in entry.route.broker_datas):
+            return False
+    return True
+
+
+async def two_brokers_and_clients(cluster: Any, clients: int, **server: Any) -> Any:
+    ns, port = cluster.start_server(**server)
+    a = await cluster.broker(port, *TOPICS, broker_name="broker-a", broker_addr=A_ADDR)
+    b = await cluster.broker(port, *TOPICS, broker_name="broker-b", broker_addr=B_ADDR)
+    cluster.tick()
+    pool = []
+    for _ in range(clients):
+        client = cluster.client(port)
+        for topic in TOPICS:
+            client.add_listener(topic, lambda e: None)
+        pool.append(client)
+    await until(lambda: all(c.push_active for c in pool), timeout=20)
+    await until(lambda: ns.subscriptions.total == clients * len(TOPICS), timeout=20)
+    await until(lambda: all(holds(c, "broker-a") and holds(c, "broker-b") for c in pool), 20)
+    return ns, port, a, b, pool
+
+
+async def step_and_count(cluster: Any, ns: NameServer, clients: list[RouteClient], seconds: float):
+    """Advance the clock by 0.1 s steps; the GETs the server handled after each step.
+
+    Clients count a fetch when they send it, the server when it handles it: after each step the
+    test waits until both moved by the same amount, so every request sent was counted.
+    """
+    sent_base, handled_base = client_fetches(clients), gets(ns)
+    per_step = []
+    for _ in range(round(seconds * 10)):
+        before = gets(ns)
+        cluster.clock.advance(0.1)
+        await until(
+            lambda: client_fetches(clients) - sent_base == gets(ns) - handled_base, timeout=20
+        )
+        per_step.append(gets(ns) - before)
+    return per_step
+
+
+def max_per_second(per_step: list[int]) -> int:
+    """The most requests in any 10 consecutive 0.1 s steps (a sliding second)."""
+    return max(sum(per_step[i : i + 10]) for i in range(max(1, len(per_step) - 9)))
+
+
+@pytest_twisted.ensureDeferred
+async def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_refetch_it_spread(
+    cluster,
+):
+    clients = 100
+    ns, _port, a, _b, pool = await two_brokers_and_clients(cluster, clients)
+    gone: list[BrokerEvent] = []
+    pool[0].add_broker_listener(gone.append)
+    events: list[RouteEvent] = []
+    pool[0].add_listener("T0", events.append)
+    requests_before, fetches_before = gets(ns), client_fetches(pool)
+
+    await a.request(unregister_request(broker_addr=A_ADDR))
+    cluster.tick()
+    await until(lambda: all(holds_without(c, "broker-a") for c in pool), timeout=20)
+    cluster.clock.advance(0.1)  # tick + 100 ms: still no request
+    await settle()
+    assert all(holds_without(c, "broker-a") and holds(c, "broker-b") for c in pool)
+    assert gets(ns) == requests_before and client_fetches(pool) == fetches_before
+    assert events[-1].cause == "broker_gone" and events[-1].exists
+    [event] = gone
+    assert (event.kind, event.broker_name, event.cause) == ("departed", "broker-a", "unregister")
+    assert event.addrs == ((0, A_ADDR),) and sorted(event.topics) == TOPICS
+    # The adopted versions are the server's: the confirming refetches change nothing.
+    adopted = {t: pool[0].cached_route(t).version for t in TOPICS}  # type: ignore[union-attr]
+    window = pool[0].config.departure_confirm_window_ms / 1000
+    delay = pool[0].config.departure_confirm_delay_ms / 1000
+    confirms = await step_and_count(cluster, ns, pool, delay + window)
+    assert sum(confirms) == clients * len(TOPICS)
+    print("confirm refetches per sliding second, max:", max_per_second(confirms))
+    assert max_per_second(confirms) <= clients * len(TOPICS) / window
+    assert {t: pool[0].cached_route(t).version for t in TOPICS} == adopted  # type: ignore[union-attr]
+    assert all(c.counters["departure_exact"] == len(TOPICS) for c in pool)
+
+    # The broker comes back: every client holds it again within the window, spread.
+    await cluster.register(a, *TOPICS, broker_name="broker-a", broker_addr=A_ADDR)
+    cluster.tick()
+    await until(lambda: all(c.counters["broker_arrivals"] == 1 for c in pool))
+    arrival_window = pool[0].config.arrival_refetch_window_ms / 1000
+    refetches = await step_and_count(cluster, ns, pool, arrival_window)
+    # The clock stays inside the window while the last answers are delivered.
+    await until(lambda: all(holds(c, "broker-a") and holds(c, "broker-b") for c in pool))
+    assert sum(refetches) == clients * len(TOPICS)
+    print("arrival refetches per sliding second, max:", max_per_second(refetches))
+    assert max_per_second(refetches) <= clients * len(TOPICS) / arrival_window
+    assert [e.kind for e in gone] == ["departed", "arrived"]
+
+
+@pytest.mark.parametrize("how", ["channel_close", "expiry"])
+@pytest_twisted.ensureDeferred
+async def test_channel_close_and_expiry_are_dropped_like_an_unregister(cluster, how):
+    ns, _port, a, _b, pool = await two_brokers_and_clients(
+        cluster, 5, registry={"broker_expiry_ms": 20_000, "scan_interval_ms": 1_000}
+    )
+    requests_before = gets(ns)
+    causes: list[str] = []
+    pool[0].add_broker_listener(lambda e: causes.append(e.cause))
+    if how == "channel_close":
+        a.transport.loseConnection()
+        await until(lambda: ns.registry.broker_count == 1)
+        cluster.tick()
+    else:
+        b_conn = cluster.brokers[1]
+        for _ in range(25):  # broker-b heartbeats, broker-a stays silent
+            cluster.clock.advance(1.0)
+            await cluster.register(b_conn, *TOPICS, broker_name="broker-b", broker_addr=B_ADDR)
+            if ns.registry.broker_count == 1:
+                break
+        assert ns.registry.broker_count == 1
+        cluster.tick()
+    await until(lambda: all(holds_without(c, "broker-a") for c in pool))
+    assert causes == [how]
+    if how == "channel_close":
+        assert gets(ns) == requests_before
+
+
+@pytest_twisted.ensureDeferred
+async def test_with_the_rule_off_the_departure_is_silent_and_learned_by_the_version_check(
+    cluster,
+):
+    _ns, _port, a, _b, pool = await two_brokers_and_clients(
+        cluster, 3, push={"broker_events": {"unregister": False}}
+    )
+    await a.request(unregister_request(broker_addr=A_ADDR))
+    cluster.tick()
+    await settle()
+    assert all(holds(c, "broker-a") for c in pool)  # the seed's silent behaviour
+    for _ in range(29):
+        cluster.clock.advance(1.0)
+        await settle()
+    await until(lambda: all(holds_without(c, "broker-a") for c in pool))
+    assert all(c.counters["fetch.version_check"] == len(TOPICS) for c in pool)
+
+
+@pytest_twisted.ensureDeferred
+async def test_with_push_degraded_during_a_departure_clients_learn_it_within_30_s(cluster):
+    ns, _port, a, _b, pool = await two_brokers_and_clients(
+        cluster, 5, pressure={"enabled": True, "sample_interval_ms": 1_000}
+    )
+    ns.pressure._sampler.cpu = 99.0  # type: ignore[attr-defined]
+    cluster.clock.advance(1.0)
+    assert ns.pressure.degraded
+    await a.request(unregister_request(broker_addr=A_ADDR))
+    for _ in range(30):
+        cluster.clock.advance(1.0)
+        await settle()
+        if all(holds_without(c, "broker-a") for c in pool):
+            break
+    await until(lambda: all(holds_without(c, "broker-a") for c in pool))
+    assert ns.pressure.degraded and ns.stats().get("notifications_sent", 0) == 0
+    assert all(c.counters["fetch.version_check"] >= 1 for c in pool)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_departure_emptying_a_topic_makes_it_absent_without_a_request(cluster):
+    ns, port = cluster.start_server()
+    a = await cluster.broker(port, "ONLY_A", "T0", broker_name="broker-a", broker_addr=A_ADDR)
+    cluster.tick()
+    client = cluster.client(port)
+    events: list[RouteEvent] = []
+    client.add_listener("ONLY_A", events.append)
+    await until(lambda: len(events) == 1 and client.push_active)
+    await until(lambda: ns.subscriptions.total == 1)
+    before = gets(ns)
+    await a.request(unregister_request(broker_addr=A_ADDR))
+    cluster.tick()
+    await until(lambda: len(events) == 2)
+    assert not events[1].exists and events[1].cause == "broker_gone"
+    assert gets(ns) == before

@@ -1,0 +1,253 @@
+"""The ``namesrv`` process: flags or TOML config, refusal of bad config, clean stop on signals."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from support.paths import REPO_ROOT
+
+from protocol.codes import RequestCode, ResponseCode
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.push_codec import decode_go_away, encode_subscribe
+
+ROOT = REPO_ROOT
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "namesrv", *args],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def bound_port(proc: subprocess.Popen[str]) -> int:
+    for line in proc.stderr:  # type: ignore[union-attr]
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if match:
+            return int(match.group(1))
+    raise AssertionError(f"the name server never said where it listens (exit {proc.wait()})")
+
+
+def read_frames(sock: socket.socket, count: int) -> list[RemotingCommand]:
+    decoder = FrameDecoder()
+    out: list[RemotingCommand] = []
+    while len(out) < count:
+        data = sock.recv(65536)
+        if not data:
+            break
+        out += decoder.feed(data)
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_sends_go_away_to_subscribers_only_then_the_process_exits_cleanly(tmp_path, sig):
+    config = tmp_path / "namesrv.toml"
+    config.write_text(
+        '[server]\nshutdown_grace_ms = 300\ngo_away_alternatives = ["10.0.0.9:9876"]\n'
+    )
+    proc = spawn("--listen", "127.0.0.1:0", "--config", str(config))
+    try:
+        port = bound_port(proc)
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=20) as sock,
+            socket.create_connection(("127.0.0.1", port), timeout=20) as upstream,
+        ):
+            subscribe = RemotingCommand.request(
+                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
+                body=encode_subscribe(["T"], "c"),
+            )
+            sock.sendall(encode_command(subscribe))
+            assert read_frames(sock, 1)[0].code == ResponseCode.SUCCESS
+            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+            upstream.sendall(encode_command(request))
+            [answer] = read_frames(upstream, 1)
+            assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+            proc.send_signal(sig)
+            [go_away] = read_frames(sock, 1)
+            assert go_away.code == RequestCode.GO_AWAY and go_away.is_oneway
+            body = decode_go_away(go_away.body)
+            assert body.grace_period_ms == 300
+            assert list(body.alternative_addrs) == ["10.0.0.9:9876"]
+            # Both still served during the grace period; the upstream-style client never sees
+            # 7004 (an Apache client logs an error for a request code it does not know).
+            for peer in (sock, upstream):
+                peer.sendall(encode_command(request))
+                [again] = read_frames(peer, 1)
+                assert again.code == ResponseCode.TOPIC_NOT_EXIST
+            assert read_frames(sock, 1) == []  # then closed
+            assert read_frames(upstream, 1) == []
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+
+
+def test_bad_config_is_refused_with_the_key_named(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("[push]\ntick_interval_ms = 5\n")
+    proc = spawn("--config", str(config))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "push.tick_interval_ms" in err
+
+
+def test_unknown_listen_address_is_refused():
+    proc = spawn("--listen", "nowhere")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "nowhere" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("[server]\nmax_frame_size = 3\n", "server.max_frame_size"),
+        ("[server]\nmax_header_size = 100\n", "server.max_header_size"),
+        ("[server]\nmax_buffered_input_bytes = 1024\n", "server.max_buffered_input_bytes"),
+        ("[server]\nmax_connections_per_host = 0\n", "server.max_connections_per_host"),
+        ("[server]\nidle_timeout_ms = 5\n", "server.idle_timeout_ms"),
+        ('[server]\ngo_away_alternatives = ["nowhere"]\n', "go_away_alternatives"),
+        ("[pressure]\nmemory_high_percent = 150.0\n", "pressure.memory_high_percent"),
+        ("[pressure]\nsample_interval_ms = 1\n", "pressure.sample_interval_ms"),
+        ("[registry]\nmax_queue_nums = 0\n", "registry.max_queue_nums"),
+        ("[push]\nmax_subscriptions_per_host = 2000000\n", "push.max_subscriptions_per_host"),
+        ("[journal]\nmax_total_bytes = 10\n", "journal.max_total_bytes"),
+    ],
+)
+def test_out_of_range_values_exit_2_naming_the_key(tmp_path, capsys, toml, named):
+    from namesrv.cli import main
+
+    config = tmp_path / "bad.toml"
+    config.write_text(toml)
+    assert main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("namesrv: ") and named in err
+
+
+def test_unusable_paths_and_a_corrupt_kv_file_exit_2_before_serving(tmp_path, capsys):
+    from namesrv.cli import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    kv = tmp_path / "kvConfig.json"
+    kv.write_text('{"configTable": {"ns": ')
+    cases = [
+        (f'[journal]\ndirectory = "{blocker}/journal"\n', "journal.directory"),
+        (f'[registry]\nkv_config_path = "{tmp_path}"\n', "is a directory"),
+        (f'[registry]\nkv_config_path = "{kv}"\n', "is corrupt"),
+    ]
+    for toml, named in cases:
+        config = tmp_path / "bad.toml"
+        config.write_text(toml)
+        assert main(["--config", str(config)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("namesrv: ") and named in err
+        assert "Traceback" not in err
+
+
+def test_running_out_of_file_descriptors_is_logged_once_per_episode(tmp_path):
+    import resource
+
+    def low_fd_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    config = tmp_path / "namesrv.toml"
+    config.write_text("[pressure]\nsample_interval_ms = 100\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv", "--listen", "127.0.0.1:0", "--config", str(config)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=low_fd_limit,
+    )
+    try:
+        port = bound_port(proc)
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(100)]
+        seen = []
+        for line in proc.stderr:  # type: ignore[union-attr]
+            seen.append(line)
+            if "out of file descriptors" in line:
+                break
+        for sock in socks:
+            sock.close()
+        request = encode_command(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        answers: list[RemotingCommand] = []
+        while not answers:  # served again once the descriptors are back
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                try:
+                    sock.sendall(request)
+                    answers = read_frames(sock, 1)
+                except ConnectionError:
+                    continue
+        assert answers[0].code == ResponseCode.SUCCESS
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=20)[1]
+        err = "".join(seen) + rest
+    finally:
+        proc.kill()
+    assert err.count("out of file descriptors") == 1, err
+    assert "accepting connections again" in err
+    assert "Traceback" not in err
+
+
+ALLOCATOR_PROBE = """
+import ctypes, sys
+from namesrv.cli import tune_allocator
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+try:
+    libc.mallinfo2.restype = Info
+except AttributeError:
+    sys.exit(3)  # glibc < 2.33
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "tuned":
+    assert tune_allocator()
+else:  # a low fixed mmap threshold, as before: the control that shows what the probe tells apart
+    assert libc.mallopt(-3, 128 << 10)
+info = libc.mallinfo2
+libc.free(libc.malloc(15 << 20))  # one register's body, dropped
+heap = info().arena
+again = libc.malloc(15 << 20)  # the next register's
+fresh = info().hblkhd + info().arena - heap  # bytes newly mapped for it
+libc.free(again)
+huge = libc.malloc(40 << 20)  # above any threshold: mapped, and unmapped when freed
+held = info().hblkhd
+libc.free(huge)
+print(fresh, held - info().hblkhd)
+"""
+
+
+@pytest.mark.parametrize("mode", ["low_mmap_threshold", "tuned"])
+def test_the_allocator_reuses_frame_sized_buffers_and_unmaps_larger_ones(mode):
+    run = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR_PROBE, mode],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+    )
+    if run.returncode == 3 or (run.returncode != 0 and "tune_allocator" in run.stderr):
+        pytest.skip("not glibc >= 2.33")
+    assert run.returncode == 0, run.stderr
+    fresh, released = map(int, run.stdout.split())
+    assert released >= 40 << 20
+    if mode == "tuned":
+        assert fresh < 1 << 20  # the second body reused the first one's pages
+    else:
+        assert fresh >= 15 << 20  # mapped (and faulted) anew for every body

@@ -1,0 +1,137 @@
+"""Config files: the printed default TOML, and upstream's namesrv.properties."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import socket
+import subprocess
+import sys
+import tomllib
+
+import pytest
+from support.paths import REPO_ROOT
+
+from namesrv.cli import default_config_text, main
+from namesrv.config import ConfigError, NamesrvConfig, from_mapping, load
+from namesrv.properties import parse_properties
+from protocol.codes import RequestCode, ResponseCode
+from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+
+ROOT = REPO_ROOT
+
+
+def all_keys(obj: object, prefix: str = "") -> list[str]:
+    out = []
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out += all_keys(value, f"{prefix}{f.name}.")
+        else:
+            out.append(f"{prefix}{f.name}")
+    return out
+
+
+def test_print_config_is_the_full_default_toml_with_comments(capsys):
+    assert main(["--print-config"]) == 0
+    text = capsys.readouterr().out
+    assert text == default_config_text()
+    assert from_mapping(tomllib.loads(text)) == NamesrvConfig()
+    for key in all_keys(NamesrvConfig()):
+        section, _, name = key.rpartition(".")
+        if key == "acl.accounts":
+            assert "[[acl.accounts]]" in text
+            continue
+        header = "[" + section + "]"
+        assert header in text, key
+        assert re.search(rf"^{name} = ", text.split(header, 1)[1], re.M), key
+    assert text.count("#") > 40
+
+
+def test_properties_parser_follows_java_properties_syntax():
+    text = (
+        "# comment\n! also\nlistenPort = 9877\nkvConfigPath:/x\n"
+        "a.b long \\\n   line\nu=caf\\u00e9\n"
+    )
+    assert parse_properties(text) == {
+        "listenPort": "9877",
+        "kvConfigPath": "/x",
+        "a.b": "long line",
+        "u": "café",
+    }
+
+
+def test_upstream_properties_keys_are_honoured_and_unknown_ones_warned_once(tmp_path, caplog):
+    path = tmp_path / "namesrv.properties"
+    path.write_text(
+        "listenPort=19876\n"
+        "bindAddress=127.0.0.1\n"
+        "scanNotActiveBrokerInterval=2000\n"
+        "orderMessageEnable=true\n"
+        "kvConfigPath=${user.home}/namesrv/kvConfig.json\n"
+        "deleteTopicWithBrokerRegistration=true\n"
+        "tls.server.mode=disabled\n"
+        "serverWorkerThreads=8\n"
+        "clientRequestThreadPoolNums=4\n"
+    )
+    with caplog.at_level("WARNING"):
+        cfg = load(path)
+    assert cfg.server.listen == "127.0.0.1:19876"
+    assert cfg.registry.scan_interval_ms == 2000
+    assert cfg.registry.order_message_enable
+    assert cfg.registry.delete_topic_with_broker_registration
+    assert cfg.registry.kv_config_path == os.path.expanduser("~/namesrv/kvConfig.json")
+    warnings = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+    assert warnings == [
+        "namesrv.properties keys with no meaning for this name server, ignored: "
+        "clientRequestThreadPoolNums, serverWorkerThreads"
+    ]
+    # Without the extension the content decides: no TOML table header means properties.
+    other = tmp_path / "ns.conf"
+    other.write_text("listenPort=19877\n")
+    assert load(other).server.listen == "0.0.0.0:19877"
+    bad = tmp_path / "bad.properties"
+    bad.write_text("orderMessageEnable=yes\n")
+    with pytest.raises(ConfigError, match="orderMessageEnable must be true or false"):
+        load(bad)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_name_server_started_with_namesrv_properties_listens_on_its_listen_port(tmp_path):
+    port = free_port()
+    path = tmp_path / "namesrv.properties"
+    path.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\nrocketmqHome=/opt/rocketmq\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv", "--config", str(path)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen = []
+        for line in proc.stderr:  # type: ignore[union-attr]
+            seen.append(line)
+            if "listening on" in line:
+                break
+        assert f"listening on 127.0.0.1:{port}" in seen[-1], seen
+        assert any("ignored: rocketmqHome" in line for line in seen)
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            request = RemotingCommand.request(
+                RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, opaque=5
+            )
+            sock.sendall(encode_command(request))
+            decoder = FrameDecoder()
+            frames: list[RemotingCommand] = []
+            while not frames:
+                frames = decoder.feed(sock.recv(65536))
+            assert frames[0].code == ResponseCode.SUCCESS and frames[0].opaque == 5
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -1,0 +1,156 @@
+"""Fuzzing the decoders a peer can reach: whatever the bytes, the only exception is ours.
+
+A decoder that lets ``RecursionError``, ``KeyError`` or ``zlib.error`` escape turns one bad
+frame into an unhandled error in the server's read path; each property here feeds generated
+input and allows nothing but a result or the protocol's own error family.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+import zlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocol import bodies, header_codec
+from protocol.codes import SerializeType
+from protocol.errors import FrameError, ProtocolError
+from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
+from protocol.push_codec import decode_subscribe, decode_unsubscribe
+
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+header_keys = st.sampled_from(
+    [
+        "code",
+        "opaque",
+        "flag",
+        "version",
+        "language",
+        "remark",
+        "extFields",
+        "serializeTypeCurrentRPC",
+    ]
+)
+json_headers = st.dictionaries(header_keys | st.text(max_size=8), json_values, max_size=8)
+
+
+def frame_of(header: bytes, body: bytes = b"", kind: int = 0) -> bytes:
+    return struct.pack(">I", (kind << 24) | len(header)) + header + body
+
+
+@FUZZ
+@given(st.binary(max_size=512))
+def test_decode_frame_raises_only_frame_error_on_any_bytes(data):
+    with contextlib.suppress(FrameError):
+        decode_frame(data)
+
+
+@FUZZ
+@given(json_headers, st.binary(max_size=32))
+def test_json_headers_of_any_shape_decode_or_raise_frame_error(doc, body):
+    header = json.dumps(doc).encode()
+    try:
+        cmd = decode_frame(frame_of(header, body))
+    except FrameError as exc:
+        assert exc.kind
+        if exc.answerable:
+            assert isinstance(exc.opaque, int)
+    else:
+        assert isinstance(cmd.code, int) and all(
+            isinstance(v, str) for v in cmd.ext_fields.values()
+        )
+
+
+@FUZZ
+@given(st.integers(min_value=1, max_value=20_000), st.sampled_from([b"[", b"{", b'{"a":']))
+def test_deep_nesting_is_refused_whatever_its_depth(depth, opener):
+    try:
+        decode_frame(frame_of(opener * depth))
+    except FrameError as exc:
+        assert exc.kind in {"header_json", "header_depth", "header_too_large"}
+    else:
+        raise AssertionError("a nested header decoded")
+
+
+@FUZZ
+@given(st.binary(max_size=256))
+def test_binary_headers_raise_only_frame_error(data):
+    with contextlib.suppress(FrameError):
+        header_codec.decode_binary(data)
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=64), max_size=20))
+def test_the_incremental_decoder_raises_only_frame_error_however_bytes_are_split(chunks):
+    decoder = FrameDecoder(max_frame_size=4096)
+    good = encode_command(RemotingCommand.request(105, {"topic": "T"}))
+    try:
+        for chunk in [good, *chunks, good]:
+            for raw in decoder.feed_raw(chunk):
+                with contextlib.suppress(FrameError):
+                    decode_frame(raw)
+    except FrameError:
+        assert decoder.buffered == 0
+
+
+body_decoders = [
+    bodies.decode_route,
+    bodies.decode_cluster_info,
+    bodies.decode_topic_list,
+    bodies.decode_kv_table,
+    bodies.decode_data_version,
+    lambda b: bodies.RegisterBrokerBody.from_wire(b, False, 479),
+    lambda b: bodies.RegisterBrokerBody.from_wire(b, True, 479),
+    lambda b: bodies.RegisterBrokerBody.from_wire(zlib.compress(b), True, 479),
+    lambda b: decode_subscribe(b),
+    lambda b: decode_unsubscribe(b),
+]
+
+
+@FUZZ
+@given(st.sampled_from(range(len(body_decoders))), st.binary(max_size=512))
+def test_body_decoders_raise_only_protocol_errors_on_any_bytes(which, data):
+    with contextlib.suppress(ProtocolError):
+        body_decoders[which](data)
+
+
+@FUZZ
+@given(st.sampled_from(range(len(body_decoders) - 2)), json_values)
+def test_body_decoders_raise_only_protocol_errors_on_any_json(which, doc):
+    data = json.dumps(doc).encode()
+    with contextlib.suppress(ProtocolError):
+        body_decoders[which](data)
+
+
+def test_serialize_types_are_the_two_upstream_ones():
+    assert {t.value for t in SerializeType} == {0, 1}
+
+
+@FUZZ
+@given(
+    st.sampled_from(range(len(body_decoders) - 2)),
+    st.integers(min_value=60, max_value=50_000),
+    st.sampled_from([b"[", b'{"a":']),
+)
+def test_deeply_nested_bodies_are_refused_as_body_errors(which, depth, opener):
+    try:
+        body_decoders[which](opener * depth)
+    except ProtocolError as exc:
+        assert exc.remark
+    else:
+        raise AssertionError("a nested body decoded")

@@ -1,0 +1,43 @@
+"""Subscribing over the wire and reading the notifications a wire client received."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer
+
+from protocol.codes import RequestCode, ResponseCode
+from protocol.push_codec import decode_notification, decode_subscribe_ack, encode_subscribe
+from protocol.push_events import RouteChanged
+from support.wire_client import WireClient
+
+TICK = 1.0
+
+
+def notifications(client: WireClient) -> list[RouteChanged]:
+    return [
+        decode_notification(cmd.body)
+        for cmd in client.pushed
+        if cmd.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED
+    ]
+
+
+def changes(client: WireClient) -> list[tuple[str, int]]:
+    return [(c.topic, c.kind) for n in notifications(client) for c in n.changes]
+
+
+@defer.inlineCallbacks
+def subscribe(client: WireClient, *topics: str) -> Any:
+    resp = yield client.call(
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(topics, "test")
+    )
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return decode_subscribe_ack(resp.body)
+
+
+@defer.inlineCallbacks
+def round_trip(*clients: WireClient) -> Any:
+    """A request/response on each client: everything sent to it before is now received."""
+    for client in clients:
+        resp = yield client.call(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"})
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND

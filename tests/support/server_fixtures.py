@@ -1,0 +1,66 @@
+"""A name server on loopback whose timers run on a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor, task
+
+from namesrv.config import from_mapping
+from namesrv.push.pressure import Sample
+from namesrv.server import NameServer
+
+
+@dataclass
+class FakeSampler:
+    cpu: float = 1.0
+    memory: float = 1.0
+
+    def __call__(self) -> Sample:
+        return Sample(cpu_percent=self.cpu, memory_percent=self.memory)
+
+
+@dataclass
+class Running:
+    server: NameServer
+    port: int
+    clock: task.Clock
+    sampler: FakeSampler
+
+
+def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]:
+    raw: dict[str, Any] = {"server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0}}
+    for section, values in (overrides or {}).items():
+        raw.setdefault(section, {}).update(values)
+    clock = task.Clock()
+    sampler = FakeSampler()
+    # The timer stands still: per-turn time budgets never run out, so slices are decided by
+    # counts alone and what a tick sends does not depend on how loaded the machine is.
+    server = NameServer(
+        from_mapping(raw), reactor, clock=clock, sampler=sampler, epoch="e1", timer=lambda: 0.0
+    )
+    port = server.listen().getHost().port  # type: ignore[attr-defined]
+    try:
+        yield Running(server, port, clock, sampler)
+    finally:
+        pytest_twisted.blockon(server.stop(grace_ms=0))
+
+
+@pytest.fixture
+def make_server() -> Iterator[Callable[..., Running]]:
+    """Start servers with config overrides from inside a test; all are stopped afterwards."""
+    started: list[Iterator[Running]] = []
+
+    def make(overrides: dict[str, Any] | None = None) -> Running:
+        servers = running_server(overrides)
+        running = next(servers)
+        started.append(servers)
+        return running
+
+    yield make
+    for servers in started:
+        next(servers, None)
