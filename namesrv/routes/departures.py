@@ -124,8 +124,9 @@ class Departures:
             topics = list(table)
             self._jobs.drop_later(broker_name, topics, cause)
             return Leaving(set(), topics)
+        forget_holder = t.forget_holder
         for topic in table:
-            t.forget_holder(topic, broker_name)
+            forget_holder(topic, broker_name)
         return Leaving(set(table), [])
 
     def _departure(

@@ -119,15 +119,6 @@ class RouteQueries:
         group = self._t.brokers.get(broker_name)
         return dict(sorted(group.addrs.items())) if group is not None else {}
 
-    @property
-    def broker_count(self) -> int:
-        """Live broker addresses."""
-        return len(self._t.live)
-
-    @property
-    def topic_count(self) -> int:
-        return len(self._t.holders)
-
     def topics_of_broker(self, broker_name: str) -> set[str]:
         """The topics ``broker_name`` holds queues of (a copy)."""
         return set(self._t.tables.get(broker_name, ()))

@@ -161,12 +161,13 @@ class RegisterJobs:
         """broker name → its register being applied in slices."""
         self._drops: list[tuple[str, Iterator[str], ChangeCause]] = []
         """Departed brokers whose (large) tables still list them as holders of topics."""
-
-    @property
-    def pending(self) -> int:
+        self.pending = 0
         """Registers whose topic table is still being applied, and departed brokers whose
-        queue data is still being dropped."""
-        return len(self._jobs) + len(self._drops)
+        queue data is still being dropped: a plain attribute, since the server asks after
+        every request; recounted by :meth:`_recount` right after each change of either."""
+
+    def _recount(self) -> None:
+        self.pending = len(self._jobs) + len(self._drops)
 
     def unapplied_columns(
         self,
@@ -195,6 +196,7 @@ class RegisterJobs:
             return self._apply_slice(job, job.total + 1)
         self._t.unsettled.add(job.broker_name)
         self._jobs[job.broker_name] = job
+        self._recount()
         self._stats.jobs_started += 1
         return []
 
@@ -202,6 +204,7 @@ class RegisterJobs:
         """A newer register of the broker replaces the one still being applied."""
         job = self._jobs.pop(broker_name, None)
         if job is not None:
+            self._recount()
             self._stats.jobs_superseded += 1
             job.cancelled = True
             job._finish()
@@ -210,12 +213,14 @@ class RegisterJobs:
         """The broker name left: its register still being applied is dropped."""
         job = self._jobs.pop(broker_name, None)
         if job is not None:
+            self._recount()
             job.cancelled = True
             job._finish()
 
     def drop_later(self, broker_name: str, topics: list[str], cause: ChangeCause) -> None:
         """Unlist a departed broker from ``topics`` in slices, reporting each with ``cause``."""
         self._drops.append((broker_name, iter(topics), cause))
+        self._recount()
 
     def run(self, budget: int | None = None) -> bool:
         """Apply up to ``budget`` (default ``slice_topics``) topics of pending work, departures
@@ -226,13 +231,15 @@ class RegisterJobs:
         while self._drops and left > 0:
             name, topics, cause = self._drops[0]
             dropped = []
+            forget_holder = self._t.forget_holder
             for topic in topics:
-                self._t.forget_holder(topic, name)
+                forget_holder(topic, name)
                 dropped.append(topic)
                 if len(dropped) >= left:
                     break
             else:
                 self._drops.pop(0)
+                self._recount()
             left -= max(1, len(dropped))
             stats.job_slices += 1
             self._announce.topics(dropped, cause)
@@ -244,6 +251,7 @@ class RegisterJobs:
             stats.job_slices += 1
             if job.done:
                 del self._jobs[name]
+                self._recount()
             # One report per slice: each topic's route moves from old to new in one step.
             self._announce.topics(touched, job.cause, in_order=True)
         return bool(self._jobs or self._drops)

@@ -35,6 +35,9 @@ from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)
 
+_NO_SERVERS: list[str] = []
+"""The filter servers of an address that has none (never mutated)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RegisterResult:
@@ -122,7 +125,9 @@ class Registration:
         if group is not None and self._stale_claim(group, key, broker_id, data_version):
             return RegisterResult(None, None, [])
 
-        touched = self._leave_other_name(previous, broker_name, broker_addr)
+        touched: set[str] = set()
+        if previous is not None and previous.broker_name != broker_name:
+            touched = self._leave_other_name(previous.broker_name, broker_addr)
         group, first_registration, group_changed = self._join_group(
             cluster_name, broker_name, broker_id, broker_addr, enable_acting_master
         )
@@ -156,14 +161,19 @@ class Registration:
             LiveBroker(
                 broker_name=broker_name,
                 last_update_ms=now_ms(self._clock),
-                timeout_ms=self._timeout_ms(heartbeat_timeout_ms),
+                timeout_ms=(
+                    heartbeat_timeout_ms  # the broker's own, when it gives one
+                    if heartbeat_timeout_ms is not None and heartbeat_timeout_ms > 0
+                    else self._expiry_ms
+                ),
                 data_version=data_version,
                 channel=channel,
                 ha_server_addr=ha_server_addr,
                 body_digest=body_digest,
             ),
         )
-        touched |= self._set_filters(key, filter_server_list)
+        if t.filters.get(key, _NO_SERVERS) != filter_server_list:
+            touched |= self._set_filters(key, filter_server_list)
         master_addr, ha_addr = (None, None) if is_master else self._master_of(group, cluster_name)
 
         changed = self._announce.topics(touched, cause)
@@ -178,18 +188,11 @@ class Registration:
             )
         return RegisterResult(ha_addr, master_addr, changed, job)
 
-    def _leave_other_name(
-        self, previous: LiveBroker | None, broker_name: str, broker_addr: str
-    ) -> set[str]:
-        """One address serves one broker name: registering under another one moves it. Returns
-        the topics whose route its leaving changed now (a large table's topics are reported by
-        the slices that unlist it)."""
-        if previous is None or previous.broker_name == broker_name:
-            return set()
-        leaving = self._departures.leave_group(
-            previous.broker_name, broker_addr, ChangeCause.REGISTER
-        )
-        return leaving.touched
+    def _leave_other_name(self, old_name: str, broker_addr: str) -> set[str]:
+        """One address serves one broker name: registering under another one moves it out of
+        ``old_name``. Returns the topics whose route its leaving changed now (a large table's
+        topics are reported by the slices that unlist it)."""
+        return self._departures.leave_group(old_name, broker_addr, ChangeCause.REGISTER).touched
 
     def _join_group(
         self, cluster: str, broker_name: str, broker_id: int, addr: str, acting_master: bool
@@ -265,12 +268,6 @@ class Registration:
         for name in dropped:
             t.drop_queue_data(name, broker_name)
         return set(dropped)
-
-    def _timeout_ms(self, heartbeat_timeout_ms: int | None) -> int:
-        """The broker's own heartbeat timeout when it gives one, else the configured expiry."""
-        if heartbeat_timeout_ms is not None and heartbeat_timeout_ms > 0:
-            return heartbeat_timeout_ms
-        return self._expiry_ms
 
     def _set_filters(self, key: AddrKey, filter_server_list: list[str]) -> set[str]:
         """Store the address's filter servers; returns the topics whose route lists them when

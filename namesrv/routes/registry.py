@@ -76,7 +76,7 @@ class RouteRegistry:
             delete_topic_with_broker_registration=delete_topic_with_broker_registration,
         )
         admin = TopicAdmin(self.tables, self._announce)
-        queries = self._queries = RouteQueries(self.tables)
+        queries = RouteQueries(self.tables)
 
         self.register_broker = registration.register_broker
         self.body_unchanged = registration.body_unchanged
@@ -130,8 +130,8 @@ class RouteRegistry:
     @property
     def broker_count(self) -> int:
         """Live broker addresses."""
-        return self._queries.broker_count
+        return len(self.tables.live)
 
     @property
     def topic_count(self) -> int:
-        return self._queries.topic_count
+        return len(self.tables.holders)

@@ -192,7 +192,8 @@ class RouteTables:
         if topic in self.tables.get(broker_name, ()):
             return
         self.remove_holder(topic, broker_name)
-        self._drop_mapping(topic, broker_name)
+        if topic in self.mapping:
+            self._drop_mapping(topic, broker_name)
 
     def drop_queue_data(self, topic: str, broker_name: str) -> None:
         """Remove one broker's queue data of ``topic``; a topic left with none is deleted."""
@@ -202,14 +203,14 @@ class RouteTables:
             self.remove_holder(topic, broker_name)
             if not table:
                 del self.tables[broker_name]
-        self._drop_mapping(topic, broker_name)
+        if topic in self.mapping:
+            self._drop_mapping(topic, broker_name)
 
     def _drop_mapping(self, topic: str, broker_name: str) -> None:
-        mapping = self.mapping.get(topic)
-        if mapping is not None:
-            mapping.pop(broker_name, None)
-            if not mapping:
-                del self.mapping[topic]
+        mapping = self.mapping[topic]
+        mapping.pop(broker_name, None)
+        if not mapping:
+            del self.mapping[topic]
 
     def rewrite_perm(self, broker_name: str, new: Callable[[int], int]) -> set[str]:
         """Set the perm of every queue data of the broker to ``new(perm)``; returns the topics
