@@ -28,7 +28,7 @@ from namesrv.config import NamesrvConfig, parse_listen
 from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.journal import EventJournal, NullJournal
 from namesrv.ops.log_limit import RateLimitedLog
-from namesrv.push.broker_events import BrokerEvent, BrokerEventBook
+from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector, Notification
 from namesrv.push.pressure import PressureMonitor, PsutilSampler, Sample
 from namesrv.push.subscriptions import SubscriptionRegistry
@@ -37,6 +37,7 @@ from namesrv.requests.acl import AccessControl
 from namesrv.requests.processors import PendingResponse, RequestProcessor, Services
 from namesrv.requests.route_response_cache import RouteResponseCache
 from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.events import BrokerEvent
 from namesrv.routes.kv_config import KVConfig
 from namesrv.routes.registry import RouteRegistry
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies

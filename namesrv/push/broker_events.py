@@ -27,6 +27,7 @@ from typing import Any
 from namesrv.config import BrokerEventConfig
 from namesrv.push.subscriptions import Conn, SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.events import BrokerEvent
 from protocol.push_events import BrokerAddress, BrokerChange, BrokerChangeKind, TopicStep
 
 DEPARTURE_RULE_OF_CAUSE: dict[ChangeCause, str] = {
@@ -41,27 +42,6 @@ ARRIVAL_RULE = "arrival"
 register's cause (``broker_startup`` or ``register``)."""
 
 EventHook = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerEvent:
-    """What the registry reports when a broker address leaves or joins a broker name."""
-
-    kind: BrokerChangeKind
-    cause: ChangeCause
-    cluster: str
-    broker_name: str
-    addrs: tuple[tuple[int, str], ...]
-    """(broker id, address) of every address that left or arrived."""
-    topics: tuple[str, ...]
-    """Topics whose route the event may have changed (what the registry reported)."""
-    name_gone: bool = False
-    """Departures: the broker name has no address left; its queue data left every topic."""
-    read_only: bool = False
-    """Departures: the remaining group has no master under acting master: queues read-only."""
-
-
-BrokerListener = Callable[[BrokerEvent], None]
 
 
 @dataclass(slots=True)
@@ -289,7 +269,7 @@ class BrokerEventBook:
         if not debt:
             return ()
         entries = [owed.as_change(held, window_ms) for _, owed in sorted(debt.items())]
-        return tuple(entry for entry in entries if entry[7])
+        return tuple(entry for entry in entries if entry.topics)
 
     def served(self, conn: Conn) -> None:
         self._debt.pop(conn, None)

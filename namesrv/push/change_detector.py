@@ -56,7 +56,7 @@ class Notification(NamedTuple):
 
     conn: Conn
     changes: tuple[TopicChange, ...]
-    """The change of every topic every topic the connection is owed."""
+    """The change of every topic the connection is owed."""
     sequence: int
     emitted_at_ms: int
     epoch: str
@@ -115,7 +115,7 @@ class _Pending(NamedTuple):
 
     @property
     def kind(self) -> ChangeKind:
-        return ChangeKind(self.change[2])
+        return ChangeKind(self.change.kind)
 
 
 def _pending(topic: str, version: int, existed: bool, exists: bool) -> _Pending:

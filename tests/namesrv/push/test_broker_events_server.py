@@ -19,10 +19,11 @@ from support.wire_client import connect
 from twisted.internet import defer
 
 from namesrv.config import BrokerEventConfig, SuppressionConfig
-from namesrv.push.broker_events import BrokerEvent, BrokerEventBook
+from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.events import BrokerEvent
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import BrokerChangeKind, ChangeKind
 

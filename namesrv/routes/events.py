@@ -1,0 +1,63 @@
+"""What the registry tells its owner after each mutation: the topics whose route it touched,
+with their :class:`~namesrv.routes.change_cause.ChangeCause`, and broker arrivals and departures.
+
+The push code (``namesrv.push``) consumes these; the registry declares them here so that routes
+import nothing from push.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from namesrv.routes.change_cause import ChangeCause
+from protocol.push_events import BrokerChangeKind
+
+Listener = Callable[[Iterable[str], ChangeCause], None]
+"""Told the topics whose assembled route a mutation may have changed, and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEvent:
+    """What the registry reports when a broker address leaves or joins a broker name."""
+
+    kind: BrokerChangeKind
+    cause: ChangeCause
+    cluster: str
+    broker_name: str
+    addrs: tuple[tuple[int, str], ...]
+    """(broker id, address) of every address that left or arrived."""
+    topics: tuple[str, ...]
+    """Topics whose route the event may have changed (what the registry reported)."""
+    name_gone: bool = False
+    """Departures: the broker name has no address left; its queue data left every topic."""
+    read_only: bool = False
+    """Departures: the remaining group has no master under acting master: queues read-only."""
+
+
+BrokerListener = Callable[[BrokerEvent], None]
+
+
+class Announcer:
+    """The registry's two outlets, shared by its parts: ``listener`` hears touched topics,
+    ``broker_listener`` (told after it) hears broker events; either may be None."""
+
+    __slots__ = ("broker_listener", "listener")
+
+    def __init__(self, listener: Listener | None, broker_listener: BrokerListener | None) -> None:
+        self.listener = listener
+        self.broker_listener = broker_listener
+
+    def topics(
+        self, topics: Collection[str], cause: ChangeCause, *, in_order: bool = False
+    ) -> list[str]:
+        """Tell the listener; ``topics`` sorted first unless ``in_order`` (a job slice's list
+        in its table's order, deterministic already). Returns the list told."""
+        ordered = list(topics) if in_order else sorted(topics)
+        if ordered and self.listener is not None:
+            self.listener(ordered, cause)
+        return ordered
+
+    def broker(self, event: BrokerEvent) -> None:
+        if self.broker_listener is not None:
+            self.broker_listener(event)

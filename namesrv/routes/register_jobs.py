@@ -1,0 +1,318 @@
+"""Register tables applied in slices, and departed brokers' tables dropped in slices.
+
+A register whose table needs more than ``slice_topics`` topic writes becomes a
+:class:`RegisterJob` applied ``slice_topics`` topics at a time by :meth:`RegisterJobs.run` (the
+server calls it once per reactor turn), so no register holds the event loop. Every topic is
+written whole: a lookup meanwhile sees each topic's old route or its new one.
+
+A slice is compared and written with C-level ``map``/``zip``/``dict.update``: Python runs per
+topic only for topics whose queue data changed to another value, which is what keeps a
+100,000-topic register within a few reactor turns.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.events import Announcer
+from namesrv.routes.tables import MAX_INTERNED, PartsMemo, QueueSpec, RouteTables, Spec
+from protocol.codes import Perm
+from protocol.register_table_reader import TablePart
+from protocol.route_model import DataVersion, QueueData
+
+DEFAULT_SLICE_TOPICS = 2_000
+"""Topic writes per slice of a large register: a few milliseconds of one reactor turn."""
+_FIRST = operator.itemgetter(0)
+
+
+@dataclass(slots=True)
+class RegistryStats:
+    topic_writes: int = 0
+    """Topic entries of register tables visited: what a heartbeat must not grow."""
+    register_fast_paths: int = 0
+    """Registers of masters whose table needed no per-topic work (unchanged data version)."""
+    jobs_started: int = 0
+    job_slices: int = 0
+    jobs_superseded: int = 0
+    topics_skipped: int = 0
+    """Topics of register tables not visited: their chunk was applied already, unchanged."""
+
+
+def spec_columns(topic_configs: Mapping[str, QueueSpec]) -> tuple[list[str], list[Any]]:
+    """A register's table as two columns, topics and spec tuples, sliced by a job in C (the
+    reader's specs already are tuples)."""
+    names = list(topic_configs)
+    values = list(topic_configs.values())
+    if not values or isinstance(values[0], tuple):
+        return names, values
+    return names, [
+        (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag) for tc in values
+    ]
+
+
+class _QueueDataOf(dict[Any, QueueData]):
+    """Spec tuple -> the broker's shared :class:`QueueData` for it (perm masked for a prime
+    slave), made and pooled on first use: a dict so a slice maps its specs in C."""
+
+    def __init__(self, pool: dict[Spec, QueueData], broker_name: str, read_only: bool) -> None:
+        super().__init__()
+        self._pool = pool
+        self._broker_name = broker_name
+        self._read_only = read_only
+
+    def __missing__(self, spec: Any) -> QueueData:
+        read, write, perm, flag = spec
+        if self._read_only:
+            perm &= ~Perm.WRITE
+        key = (read, write, perm, flag)
+        qd = self._pool.get(key)
+        if qd is None:
+            if len(self._pool) >= MAX_INTERNED:
+                self._pool.clear()
+            qd = self._pool[key] = QueueData(self._broker_name, read, write, perm, flag)
+        self[spec] = qd
+        return qd
+
+
+class RegisterJob:
+    """The topic table of one large register, applied in slices by :meth:`RegisterJobs.run`.
+
+    ``on_done`` callbacks run once, when the table is applied or the job is superseded (a newer
+    register of the broker) or dropped (the broker left): the register's answer waits for it.
+    """
+
+    __slots__ = (
+        "applied",
+        "broker_name",
+        "cancelled",
+        "cause",
+        "data_version",
+        "done",
+        "mapping",
+        "memo",
+        "names",
+        "on_done",
+        "queue_data",
+        "read_only",
+        "rewrite_all",
+        "specs",
+        "total",
+    )
+
+    def __init__(
+        self,
+        broker_name: str,
+        names: list[str],
+        specs: list[Any],
+        *,
+        rewrite_all: bool,
+        read_only: bool,
+        mapping: Mapping[str, Any],
+        data_version: DataVersion,
+        cause: ChangeCause = ChangeCause.REGISTER,
+    ) -> None:
+        self.broker_name = broker_name
+        self.queue_data: _QueueDataOf | None = None
+        self.cause = cause
+        """What the topics its slices change are reported with (a start-up stays silent)."""
+        self.names = names
+        self.specs = specs
+        """The table's topics and their spec tuples, in its order; ``applied`` of them are."""
+        self.total = len(names)
+        self.applied = 0
+        self.rewrite_all = rewrite_all
+        self.read_only = read_only
+        self.mapping = mapping
+        self.data_version = data_version
+        self.done = False
+        self.cancelled = False
+        self.memo: PartsMemo | None = None
+        """What the broker's table holds once this job is done: its chunks, see
+        ``RouteTables.applied_parts``."""
+        self.on_done: list[Callable[[RegisterJob], None]] = []
+
+    def _finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.names, self.specs = [], []
+        callbacks, self.on_done = self.on_done, []
+        for callback in callbacks:
+            callback(self)
+
+
+class RegisterJobs:
+    """Pending register tables (at most one per broker name) and departed brokers' tables,
+    worked off oldest first within a topic budget per call."""
+
+    def __init__(
+        self, tables: RouteTables, announce: Announcer, stats: RegistryStats, slice_topics: int
+    ) -> None:
+        self._t = tables
+        self._announce = announce
+        self._stats = stats
+        self.slice_topics = max(1, slice_topics)
+        self._jobs: dict[str, RegisterJob] = {}
+        """broker name → its register being applied in slices."""
+        self._drops: list[tuple[str, Iterator[str], ChangeCause]] = []
+        """Departed brokers whose (large) tables still list them as holders of topics."""
+        self.pending = 0
+        """Registers whose topic table is still being applied, and departed brokers whose
+        queue data is still being dropped: a plain attribute, since the server asks after
+        every request; recounted by :meth:`_recount` right after each change of either."""
+
+    def _recount(self) -> None:
+        self.pending = len(self._jobs) + len(self._drops)
+
+    def unapplied_columns(
+        self,
+        topic_configs: Mapping[str, QueueSpec],
+        parts: Sequence[TablePart] | None,
+        memo: PartsMemo | None,
+        read_only: bool,
+        lacking: bool,
+    ) -> tuple[list[str], list[Any]]:
+        """The topics and specs a register must write: all of its table, less the chunks the
+        broker's table holds exactly as they are (``memo``, from its last register)."""
+        if parts is None or memo is None or lacking or memo[1] != read_only:
+            return spec_columns(topic_configs)
+        held = memo[0]
+        fresh = [part for part in parts if part.key not in held]
+        if len(fresh) == len(parts):
+            return spec_columns(topic_configs)
+        names = list(chain.from_iterable(part.names for part in fresh))
+        self._stats.topics_skipped += len(topic_configs) - len(names)
+        return names, list(chain.from_iterable(part.specs for part in fresh))
+
+    def submit(self, job: RegisterJob) -> list[str]:
+        """Apply a small table now and return the topics it changed (the job is then done);
+        queue a large one for :meth:`run` (returns nothing yet)."""
+        if job.total <= self.slice_topics:
+            return self._apply_slice(job, job.total + 1)
+        self._t.unsettled.add(job.broker_name)
+        self._jobs[job.broker_name] = job
+        self._recount()
+        self._stats.jobs_started += 1
+        return []
+
+    def supersede(self, broker_name: str) -> None:
+        """A newer register of the broker replaces the one still being applied."""
+        job = self._jobs.pop(broker_name, None)
+        if job is not None:
+            self._recount()
+            self._stats.jobs_superseded += 1
+            job.cancelled = True
+            job._finish()
+
+    def cancel(self, broker_name: str) -> None:
+        """The broker name left: its register still being applied is dropped."""
+        job = self._jobs.pop(broker_name, None)
+        if job is not None:
+            self._recount()
+            job.cancelled = True
+            job._finish()
+
+    def drop_later(self, broker_name: str, topics: list[str], cause: ChangeCause) -> None:
+        """Unlist a departed broker from ``topics`` in slices, reporting each with ``cause``."""
+        self._drops.append((broker_name, iter(topics), cause))
+        self._recount()
+
+    def run(self, budget: int | None = None) -> bool:
+        """Apply up to ``budget`` (default ``slice_topics``) topics of pending work, departures
+        first, then registers oldest first, and report what changed; returns whether work
+        remains."""
+        left = self.slice_topics if budget is None else budget
+        stats = self._stats
+        while self._drops and left > 0:
+            name, topics, cause = self._drops[0]
+            dropped = []
+            forget_holder = self._t.forget_holder
+            for topic in topics:
+                forget_holder(topic, name)
+                dropped.append(topic)
+                if len(dropped) >= left:
+                    break
+            else:
+                self._drops.pop(0)
+                self._recount()
+            left -= max(1, len(dropped))
+            stats.job_slices += 1
+            self._announce.topics(dropped, cause)
+        while self._jobs and left > 0:
+            name, job = next(iter(self._jobs.items()))
+            before = job.applied
+            touched = self._apply_slice(job, left)
+            left -= max(1, job.applied - before)
+            stats.job_slices += 1
+            if job.done:
+                del self._jobs[name]
+                self._recount()
+            # One report per slice: each topic's route moves from old to new in one step.
+            self._announce.topics(touched, job.cause, in_order=True)
+        return bool(self._jobs or self._drops)
+
+    def _apply_slice(self, job: RegisterJob, budget: int) -> list[str]:
+        """Write up to ``budget`` topics of ``job``'s table; finishes the job at its end.
+        Returns the topics whose queue data changed, in the table's order.
+
+        As upstream: every topic when the data version moved (or on first registration),
+        otherwise only topics lacking this broker's queue data.
+        """
+        name = job.broker_name
+        rt = self._t
+        touched: list[str] = []
+        if name not in rt.brokers:  # the broker left meanwhile: nothing more to write
+            rt.unsettled.discard(name)
+            job._finish()
+            return touched
+        table = rt.tables.get(name)
+        if table is None:
+            table = rt.tables[name] = {}
+        begin = job.applied
+        end = begin + max(1, budget)
+        topics = job.names[begin:end]
+        if topics:
+            queue_data = job.queue_data
+            if queue_data is None:
+                pool = rt.queue_pool.setdefault(name, {})
+                queue_data = job.queue_data = _QueueDataOf(pool, name, job.read_only)
+            new = list(map(queue_data.__getitem__, job.specs[begin:end]))
+            old = list(map(table.get, topics))
+            if old.count(None) == len(old):  # all new to this broker (its first register)
+                table.update(zip(topics, new, strict=True))
+                rt.add_holders(topics, name)
+                touched = topics
+            elif job.rewrite_all:
+                if old != new:  # list equality: identical queue data compares in C
+                    pairs = zip(topics, new, old, strict=True)
+                    # ``o is None`` first: comparing a QueueData with None runs Python code.
+                    changed = [(t, q) for t, q, o in pairs if q is not o and (o is None or q != o)]
+                    table.update(changed)
+                    arriving = [t for t, o in zip(topics, old, strict=True) if o is None]
+                    rt.add_holders(arriving, name)
+                    touched = list(map(_FIRST, changed))
+            else:
+                changed = [(t, q) for t, q, o in zip(topics, new, old, strict=True) if o is None]
+                if changed:
+                    table.update(changed)
+                    touched = list(map(_FIRST, changed))
+                    rt.add_holders(touched, name)
+            job.applied += len(topics)
+            self._stats.topic_writes += len(topics)
+        if end > len(job.names):
+            if not table:
+                del rt.tables[name]
+            if job.mapping:
+                mapped = rt.write_mapping(name, job.mapping)
+                mapped.difference_update(touched)
+                touched = [*touched, *sorted(mapped)]
+            rt.unsettled.discard(name)
+            if job.memo is not None:
+                rt.applied_parts[name] = job.memo
+            job._finish()
+        return touched
