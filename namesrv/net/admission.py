@@ -3,9 +3,9 @@ file descriptors.
 
 The bounds are checked when a connection is made; a refused one is counted and logged
 (paced) and closes itself. The kernel refuses connections on its own once the process has
-no file descriptors left, and Twisted reports that only to its own log: :meth:`Admission.
-twisted_log_event` watches that log, so an operator sees one error per episode, and one line
-when connections are accepted again.
+no file descriptors left, and Twisted reports that only to its own log: an observer of that
+log (:meth:`Admission.twisted_log_event`) gives the operator one error per episode, and one
+line when connections are accepted again.
 """
 
 from __future__ import annotations
