@@ -81,9 +81,9 @@ def main() -> None:
     base = rss()
     for i, frame in enumerate(frames):
         transport = StringTransport()
-        from namesrv.server import NamesrvConnection
+        from namesrv.net.connection import NamesrvConnection
 
-        conn = NamesrvConnection(server, i + 1)
+        conn = NamesrvConnection(server.hub, i + 1, server.config.server)
         conn.makeConnection(transport)
         conn.dataReceived(frame)
         while getattr(server, "pending_registers", 0):

@@ -2,15 +2,15 @@
 
 Twisted's epoll reactor hands every ready socket to its handler through ``log.callWithLogger``,
 which asks the socket for its log prefix and pushes a context dict for Twisted's legacy
-logging. This server logs through the standard library, so that context is never read; at
-tens of thousands of lookups a second it was about a fifth of the server's CPU (a profile
-under the Go load generator of ``bench/vs_upstream.py``). Here each ready socket goes straight
-to the reactor's own read/write handler, which already turns a failing read or write into a
-closed connection; anything that still escapes it is logged and the loop goes on, as before.
+logging. This server logs through the standard library, so that context is never read, yet
+it costs a large share of the CPU per event at high request rates. Here each ready socket goes
+straight to the reactor's own read/write handler, which already turns a failing read or write
+into a closed connection; anything that still escapes it is logged and the loop goes on.
 
 It also tells its users when it is handing out ready sockets (``dispatching``) and runs their
-``after_dispatch`` hooks once all of a poll's ready sockets are handled: the server holds the
-answers of a poll's reads until then and writes them in one burst (see ``NameServer``).
+``after_dispatch`` hooks once all of a poll's ready sockets are handled: the connections hold
+the answers of a poll's reads until then and write them in one burst (see
+``namesrv.net.hub.ConnectionHub``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 One custom collector turns the server's existing counters into metric families at scrape time,
 so nothing on the request path is instrumented twice. Counters the collector does not know by
-name (added by later work) still appear, as ``rocketmq_namesrv_events_total{event=...}``.
+name still appear, as ``rocketmq_namesrv_events_total{event=...}``, so a new counter is never
+lost to the scrape.
 The page is rendered on the reactor thread: the counters are never read mid-update.
 """
 

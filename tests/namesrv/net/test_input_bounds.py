@@ -394,7 +394,7 @@ class _RecvSizes:
 async def test_reads_stay_small_when_the_output_bound_is_large(make_server):
     """The output bound (Twisted's bufferSize) must not become the size of every read: a
     4 MiB buffer allocated, mapped and unmapped per request cost most of a lookup's CPU."""
-    from namesrv.server import READ_SIZE
+    from namesrv.net.transport import READ_SIZE
 
     ns = make_server({"server": {"output_buffer_bytes": 8 * 1024 * KIB}})
     await register(ns, "T")

@@ -13,7 +13,8 @@ from twisted.internet import task
 from twisted.internet.testing import StringTransport
 
 from namesrv.config import from_mapping
-from namesrv.server import NameServer, NamesrvConnection
+from namesrv.net.connection import NamesrvConnection
+from namesrv.server import NameServer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
 
@@ -82,7 +83,7 @@ def server(clock: task.Clock) -> NameServer:
 
 def connection(server: NameServer, conn_id: int) -> tuple[NamesrvConnection, SendBuffer]:
     transport = SendBuffer()
-    conn = NamesrvConnection(server, conn_id)
+    conn = NamesrvConnection(server.hub, conn_id, server.config.server)
     conn.makeConnection(transport)
     return conn, transport
 
@@ -101,7 +102,7 @@ def answer_size(server: NameServer) -> int:
     probe, out = connection(server, 98)
     probe.dataReceived(lookup(1))
     size = len(out.take())
-    server._connection_lost(probe)
+    server.hub.connection_lost(probe)
     return size
 
 
@@ -151,7 +152,7 @@ def test_a_read_stops_answering_at_the_bound_and_answers_the_rest_in_order_once_
     assert [a.opaque for a in got] == [*range(1, n + 1), n + 2, n + 4]
     assert [a.ext_fields.get("value") for a in got[-2:]] == ["v1", "v2"]
     assert puts == [("n", "k", "v1"), ("n", "k", "v2")]  # each oneway handled once, in order
-    assert not conn.output_blocked and conn._kept is None
+    assert not conn.output_blocked and conn.kept_requests == 0
     assert out.peak <= BOUND + size
 
 
@@ -160,13 +161,14 @@ def test_held_output_crossing_the_bound_goes_on_after_the_poll_is_written(server
     may take them all. Writing the poll's output must lead on to the kept requests."""
     size = answer_size(server)
     crossing = BOUND // size + 1
-    server._dispatching_reactor = DispatchingReactor()
+    poll = DispatchingReactor()
+    server.hub.hold_output_while_dispatching(poll)
     conn, out = connection(server, 1)
-    server._dispatching_reactor.dispatching = True
+    poll.dispatching = True
     conn.dataReceived(b"".join(lookup(i) for i in range(1, crossing + 6)))
     assert out.value() == b"" and conn.unsent_bytes <= BOUND + size
-    server._dispatching_reactor.dispatching = False
-    server._write_held()
+    poll.dispatching = False
+    server.hub.write_held()
     got = answers(out.take())  # the peer takes everything: the transport never resumes us
     assert [a.opaque for a in got] == list(range(1, crossing + 1))
     clock.advance(0)
@@ -180,13 +182,13 @@ def test_a_connection_closed_with_kept_requests_leaves_them_unanswered(server, c
     crossing = BOUND // size + 1
     conn, out = connection(server, 1)
     conn.dataReceived(b"".join(lookup(i) for i in range(1, crossing + 11)) + lookup(0)[:7])
-    assert conn._kept is not None and server.buffered_input > 0  # a partial frame too
+    assert conn.kept_requests == 10 and server.buffered_input > 0  # a partial frame too
     conn.close(abort=False)
     conn.connectionLost(None)
     clock.advance(0)
     assert [a.opaque for a in answers(out.value())] == list(range(1, crossing + 1))
     assert server.counters["kept_requests_dropped"] == 10
-    assert conn._kept is None and conn._kept_call is None
+    assert conn.kept_requests == 0 and conn.kept_input == 0
     assert server.buffered_input == 0 and conn.conn_id not in server.connections
     assert not clock.getDelayedCalls()
 
@@ -223,10 +225,11 @@ def test_others_are_answered_while_a_connection_waits_with_kept_requests(server,
 def test_kept_requests_count_in_the_buffered_input_bound_until_answered(server, clock):
     conn, out = connection(server, 1)
     conn.dataReceived(b"".join(lookup(i) for i in range(1, 201)))
-    assert conn._kept
-    kept = sum(len(f) for f in conn._kept)
+    answered = len(answers(out.value()))
+    assert conn.kept_requests == 200 - answered > 0
+    kept = sum(len(lookup(i)) - 4 for i in range(answered + 1, 201))  # without length prefix
     assert conn.kept_input == kept and server.buffered_input == kept
-    while conn._kept is not None or out.value():
+    while conn.kept_requests or out.value():
         out.take()
         clock.advance(0)
     assert conn.kept_input == 0 and server.buffered_input == 0

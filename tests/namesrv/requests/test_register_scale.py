@@ -20,7 +20,8 @@ from twisted.internet import defer, reactor, task
 
 from namesrv.config import from_mapping
 from namesrv.push.change_detector import SETTLE_CHECK
-from namesrv.server import QUIET_SETTLE_DEFERRALS, NameServer
+from namesrv.push.tick import QUIET_SETTLE_DEFERRALS
+from namesrv.server import NameServer
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand

@@ -1,0 +1,173 @@
+"""The owner of the connections: the :class:`~namesrv.net.connection.ConnectionOwner` they
+talk to.
+
+It admits them (:mod:`namesrv.net.admission`), bounds their input and their idle time
+(:mod:`namesrv.net.input_bounds`), answers or refuses what cannot be read, holds their output
+while the reactor hands out a poll's ready sockets and writes it in one burst after, and hands
+every frame the route cache cannot answer up to ``frame_received``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.interfaces import IDelayedCall
+
+from namesrv.config import ServerConfig
+from namesrv.net.admission import Admission
+from namesrv.net.connection import CachedAnswers, NamesrvConnection, PollState
+from namesrv.net.input_bounds import InputBounds
+from namesrv.ops.log_limit import RateLimitedLog
+from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
+from protocol.errors import FrameError
+from protocol.frame import RemotingCommand, SplitFrame, encode_command
+
+log = logging.getLogger(__name__)
+
+FrameHandler = Callable[[NamesrvConnection, RemotingCommand, "bytes | SplitFrame"], None]
+
+
+class ConnectionHub:
+    """Implements :class:`~namesrv.net.connection.ConnectionOwner` for every connection of
+    the server; ``departed`` hears of each admitted connection once it is gone."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        reactor: Any,
+        clock: Any,
+        counters: Counter[str],
+        route_cache: CachedAnswers,
+        frame_received: FrameHandler,
+        departed: Callable[[NamesrvConnection], None],
+        keeps_idle: Callable[[NamesrvConnection], object],
+    ) -> None:
+        """``reactor`` runs the calls of the next turn; ``clock`` tells the time; a connection
+        for which ``keeps_idle`` is true is never closed for being idle."""
+        self.config = config
+        self._reactor = reactor
+        self._clock = clock
+        self._counters = counters
+        self.route_cache = route_cache
+        self.frame_received = frame_received
+        """The frames' way up: called as is, one call per frame."""
+        self._departed = departed
+        self._keeps_idle = keeps_idle
+        self.peer_log = RateLimitedLog(log, clock)
+        """Lines a peer can provoke, paced per kind."""
+        self.admission = Admission(config, counters, self.peer_log)
+        self.connections = self.admission.connections
+        self.input = InputBounds(config, counters, self.peer_log)
+        self.dispatching_reactor: PollState | None = None
+        self._held_output: list[NamesrvConnection] = []
+        """Connections holding output until the reactor's current poll is handled."""
+
+    def now_ms(self) -> int:
+        return int(self._clock.seconds() * 1000)
+
+    def call_soon(self, call: Callable[[], object]) -> IDelayedCall:
+        delayed: IDelayedCall = self._reactor.callLater(0, call)
+        return delayed
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def connection_made(self, conn: NamesrvConnection) -> bool:
+        return self.admission.admit(conn)
+
+    def connection_lost(self, conn: NamesrvConnection) -> None:
+        self.input.release(conn)
+        if self.admission.release(conn):
+            self._departed(conn)
+
+    def close_all(self) -> None:
+        """Close every connection now, releasing each at once (its loss is reported later)."""
+        for conn in list(self.connections.values()):
+            self.connection_lost(conn)
+            transport: Any = conn.transport
+            transport.loseConnection()
+
+    # -- input -------------------------------------------------------------------------------
+
+    def input_changed(self, conn: NamesrvConnection, partial: int, kept: int) -> None:
+        for shed in self.input.held(conn, partial, kept, self.now_ms()):
+            shed.close(abort=True)
+
+    def stream_refused(self, conn: NamesrvConnection, error: FrameError) -> None:
+        """The stream cannot be read on: count by kind, log (rate-limited), close."""
+        self._counters["frames_refused"] += 1
+        self._counters[f"decode_failures.{error.kind}"] += 1
+        self.peer_log.warning(
+            error.kind, "closing connection %s from %s: %s", conn.conn_id, conn.peer, error.remark
+        )
+        self.input.release(conn)
+        conn.close(abort=True)
+
+    def header_refused(
+        self, conn: NamesrvConnection, error: FrameError, frame: bytes | SplitFrame
+    ) -> None:
+        """A header that failed to decode in a sound frame: answer the error, keep serving."""
+        self._counters["headers_refused"] += 1
+        self._counters[f"decode_failures.{error.kind}"] += 1
+        self.peer_log.warning(error.kind, "refused a request from %s: %s", conn.peer, error.remark)
+        if error.flag & (FLAG_RESPONSE | FLAG_ONEWAY) or error.opaque is None:
+            return
+        head = frame.head if isinstance(frame, SplitFrame) else frame
+        response = RemotingCommand(
+            code=error.code,
+            opaque=error.opaque,
+            flag=FLAG_RESPONSE,
+            language=LanguageCode.JAVA,
+            remark=error.remark,
+            serialize_type=SerializeType.ROCKETMQ if head[0] == 1 else SerializeType.JSON,
+        )
+        conn.send(encode_command(response))
+
+    def housekeep(self) -> None:
+        """Close connections whose frame is overdue, and idle ones that hold no subscription."""
+        for conn in self.input.overdue(self.connections.values(), self.now_ms(), self._keeps_idle):
+            # Aborted: output still unsent after the idle period is never going to be read.
+            conn.close(abort=True)
+
+    # -- output ------------------------------------------------------------------------------
+
+    def requests_dropped(self, conn: NamesrvConnection, count: int) -> None:
+        self._counters["kept_requests_dropped"] += count
+
+    def hold_output_while_dispatching(self, reactor: PollState) -> None:
+        """Hold output while ``reactor`` is dispatching a poll; with ``after_dispatch`` (the
+        lean reactor) it is written after each poll, else the caller calls :meth:`write_held`."""
+        self.dispatching_reactor = reactor
+        after_dispatch = getattr(reactor, "after_dispatch", None)
+        if after_dispatch is not None:
+            after_dispatch(self.write_held)
+
+    def stop_holding_output(self) -> None:
+        """Write what is held, and hold nothing more."""
+        self.write_held()
+        reactor, self.dispatching_reactor = self.dispatching_reactor, None
+        remove = getattr(reactor, "remove_after_dispatch", None)
+        if remove is not None:
+            remove(self.write_held)
+
+    def output_held(self, conn: NamesrvConnection) -> None:
+        self._held_output.append(conn)
+
+    @property
+    def holding(self) -> int:
+        """Connections holding output for the end of the reactor's poll."""
+        return len(self._held_output)
+
+    def write_held(self) -> None:
+        """Write what connections held while the reactor handled its poll's ready sockets."""
+        if not self._held_output:
+            return
+        conns, self._held_output = self._held_output, []
+        for conn in conns:
+            try:
+                conn.write_held()
+            except Exception:  # one connection's failure must not keep the others' output
+                log.exception("writing the held output of connection %d", conn.conn_id)

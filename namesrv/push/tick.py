@@ -1,0 +1,215 @@
+"""The push tick: settle changed routes, build and send at most one frame per connection.
+
+A tick works in slices of a reactor turn each and continues in the next turn when more is
+left, so a large change set never holds the event loop. While CPU or memory pressure holds
+push back (``push.pressure``) the change detector keeps every debt; once it ends the backlog
+goes out paced at ``push.recovery_notifications_per_second``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from namesrv.config import PushConfig
+from namesrv.ops.durations import DurationHistogram
+from namesrv.ops.journal import Journal
+from namesrv.push.change_detector import ChangeDetector, Notification
+from namesrv.push.pressure import Sample
+from protocol.notify_frames import NotifyFrames
+
+log = logging.getLogger(__name__)
+
+QUIET_SETTLE_DEFERRALS = 4
+"""Ticks in a row that, while registers are being read or applied, settle only subscribed
+topics: brokers of one cluster re-registering the same topics mark each once per burst, not
+once per broker. Then one tick settles everything, and the count starts again."""
+
+
+class Ticker:
+    """Runs the ticks of one server; :meth:`pressure_changed` hears the pressure monitor."""
+
+    def __init__(
+        self,
+        config: PushConfig,
+        *,
+        detector: ChangeDetector,
+        frames: NotifyFrames,
+        journal: Journal,
+        counters: Counter[str],
+        clock: Any,
+        timer: Callable[[], float],
+        durations: DurationHistogram,
+        registers_pending: Callable[[], int],
+    ) -> None:
+        """``clock`` schedules continuations and stamps frames; ``timer`` (seconds, monotonic)
+        measures the turn's settling time and the tick durations kept in ``durations``;
+        ``registers_pending`` says how many registers are being read or applied."""
+        self._config = config
+        self._detector = detector
+        self._frames = frames
+        self._journal = journal
+        self._counters = counters
+        self._clock = clock
+        self._timer = timer
+        self._durations = durations
+        self._registers_pending = registers_pending
+        self._degraded = False
+        """As the pressure monitor last said (:meth:`pressure_changed`)."""
+        self.recovering = False
+        """Degradation ended and connections still owe what they missed meanwhile."""
+        self._recovery_started_ms = 0
+        self._recovery_frames = 0
+        self._continuation: Any = None
+        self._quiet_deferrals = 0
+        """Ticks in a row that left topics nobody subscribes to marked (registers pending)."""
+        self._defers = False
+
+    def _now_ms(self) -> int:
+        return int(self._clock.seconds() * 1000)
+
+    def tick(self) -> None:
+        """One detection tick: settle changed routes and send at most one frame per connection.
+
+        A tick does at most a slice of work (``push.settle_slice_topics`` topics settled, or
+        ``push.settle_slice_ms`` of settling; ``push.notify_slice_connections`` frames built)
+        per reactor turn; what is left is continued in the next turn, so a large change set
+        never holds the event loop.
+        """
+        started = self._timer()
+        try:
+            self._tick()
+        finally:
+            self._durations.observe(max(0.0, self._timer() - started))
+
+    def _tick(self) -> None:
+        detector = self._detector
+        continuation = self._continuation
+        if continuation is not None:
+            if continuation.active():
+                continuation.cancel()
+            self._continuation = None
+        elif not (detector.dirty_count or detector.pending_connections or self.recovering):
+            detector.stats.ticks += 1  # idle: nothing marked, nobody owed (what tick() finds)
+            self._journal.flush()
+            return
+        if continuation is None:  # a scheduled tick decides for its continuations too
+            defer = bool(self._registers_pending()) and (
+                self._quiet_deferrals < QUIET_SETTLE_DEFERRALS
+            )
+            self._quiet_deferrals = self._quiet_deferrals + 1 if defer else 0
+            self._defers = defer
+        defer = self._defers
+        push = self._config
+        budget = push.notify_slice_connections
+        rate_limited = False
+        if self.recovering:
+            per_tick = push.recovery_notifications_per_second
+            recovery = max(1, per_tick * push.tick_interval_ms // 1000)
+            rate_limited = recovery <= budget
+            budget = min(budget, recovery)
+        now_ms = self._now_ms()
+        timer = self._timer
+        settle_until = timer() + push.settle_slice_ms / 1000.0
+        notes = detector.tick(
+            now_ms,
+            can_send=self._can_send,
+            degraded=self._degraded,
+            max_notifications=budget,
+            max_settle=push.settle_slice_topics,
+            out_of_time=lambda: timer() >= settle_until,
+            subscribed_only=defer,
+        )
+        if defer:
+            self._counters["settle_deferrals"] += 1
+        more = (detector.dirty_count > 0 and not defer) or (
+            len(notes) >= budget and not rate_limited and detector.pending_connections > 0
+        )
+        if more:
+            self._counters["tick_continuations"] += 1
+            self._continuation = self._clock.callLater(0, self.tick)
+        if notes:
+            self._send_notifications(notes, now_ms)
+            if self.recovering:
+                self._recovery_frames += len(notes)
+        if self.recovering and detector.pending_connections == 0:
+            self.recovering = False
+            duration_ms = now_ms - self._recovery_started_ms
+            log.info(
+                "route push recovered: the backlog of missed changes is delivered "
+                "(%d frames in %d ms)",
+                self._recovery_frames,
+                duration_ms,
+            )
+            self._journal.record(
+                "backlog_drained", frames=self._recovery_frames, duration_ms=duration_ms
+            )
+        self._journal.flush()
+
+    def _can_send(self, conn: Any) -> bool:
+        if conn.output_blocked or conn.closed:
+            self._counters["slow_subscriber_skips"] += 1
+            self._journal.record(
+                "slow_subscriber_skipped",
+                conn=conn.conn_id,
+                pending_topics=self._detector.pending_topics_of(conn),
+            )
+            return False
+        return True
+
+    def _send_notifications(self, notes: list[Notification], now_ms: int) -> None:
+        frames = self._frames
+        frames.start_tick(now_ms)
+        frame = frames.frame
+        total_bytes = 0
+        broker_entries = 0
+        for note in notes:
+            conn: Any = note.conn
+            data = frame(note.changes, note.brokers, note.sequence, conn.serialize_type)
+            conn.send(data)
+            total_bytes += len(data)
+            broker_entries += len(note.brokers)
+        counters = self._counters
+        counters["notifications_sent"] += len(notes)
+        counters["notification_bytes"] += total_bytes
+        counters["broker_entries_sent"] += broker_entries
+        topic_list = sorted(frames.topics)
+        self._journal.record(
+            "notification_sent",
+            connections=len(notes),
+            topics=len(topic_list),
+            frames=len(notes),
+            bytes=total_bytes,
+            topic_list=topic_list[:100],
+            broker_entries=broker_entries,
+        )
+
+    def pressure_changed(self, degraded: bool, sample: Sample) -> None:
+        """The pressure monitor's transition: hold push back, or start the paced recovery."""
+        self._degraded = degraded
+        if degraded:
+            log.warning(
+                "route push degraded: cpu %.1f%%, memory %.1f%%; changes are held",
+                sample.cpu_percent,
+                sample.memory_percent,
+            )
+        else:
+            self.recovering = True
+            self._recovery_started_ms = self._now_ms()
+            self._recovery_frames = 0
+            log.warning(
+                "route push resumed: cpu %.1f%%, memory %.1f%%; %d connections have missed changes",
+                sample.cpu_percent,
+                sample.memory_percent,
+                self._detector.pending_connections,
+            )
+        self._counters["degradation_transitions"] += 1
+        self._journal.record(
+            "degradation",
+            degraded=degraded,
+            cpu_percent=sample.cpu_percent,
+            memory_percent=sample.memory_percent,
+            pending_connections=self._detector.pending_connections,
+        )
