@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
-
-from namesrv.push.change_detector import Notification
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +57,19 @@ class NullJournal:
         pass
 
 
-def notification_sent_fields(notes: Sequence[Notification], frame_bytes: int) -> dict[str, Any]:
-    """The fields of one tick's ``notification_sent`` record (docs/journal.md)."""
-    topics = sorted({topic for note in notes for topic, _, _ in note.changes})
+def notification_sent_fields(
+    frames: int, topics: Iterable[str], frame_bytes: int, broker_entries: int
+) -> dict[str, Any]:
+    """The fields of one tick's ``notification_sent`` record (docs/journal.md): ``frames``
+    frames, one per connection, naming ``topics`` and ``broker_entries`` broker changes."""
+    names = sorted(set(topics))
     return {
-        "connections": len({note.conn for note in notes}),
-        "frames": len(notes),
-        "topics": len(topics),
+        "connections": frames,
+        "frames": frames,
+        "topics": len(names),
         "bytes": frame_bytes,
-        "topic_list": topics[:TOPIC_LIST_LIMIT],
-        "broker_entries": sum(len(note.brokers) for note in notes),
+        "topic_list": names[:TOPIC_LIST_LIMIT],
+        "broker_entries": broker_entries,
     }
 
 

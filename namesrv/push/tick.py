@@ -15,7 +15,7 @@ from typing import Any
 
 from namesrv.config import PushConfig
 from namesrv.ops.durations import DurationHistogram
-from namesrv.ops.journal import Journal
+from namesrv.ops.journal import Journal, notification_sent_fields
 from namesrv.push.change_detector import ChangeDetector, Notification
 from namesrv.push.pressure import Sample
 from protocol.notify_frames import NotifyFrames
@@ -175,15 +175,9 @@ class Ticker:
         counters["notifications_sent"] += len(notes)
         counters["notification_bytes"] += total_bytes
         counters["broker_entries_sent"] += broker_entries
-        topic_list = sorted(frames.topics)
         self._journal.record(
             "notification_sent",
-            connections=len(notes),
-            topics=len(topic_list),
-            frames=len(notes),
-            bytes=total_bytes,
-            topic_list=topic_list[:100],
-            broker_entries=broker_entries,
+            **notification_sent_fields(len(notes), frames.topics, total_bytes, broker_entries),
         )
 
     def pressure_changed(self, degraded: bool, sample: Sample) -> None:
