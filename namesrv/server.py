@@ -383,6 +383,13 @@ class NamesrvConnection(Protocol):
         except AttributeError:  # a transport that does not buffer (tests' string transports)
             return held
 
+    def note_extension(self, serialize_type: SerializeType | None) -> None:
+        """It sent a push-extension request; a SUBSCRIBE's serialize type encodes its
+        notifications from now on (None: the encoding stays)."""
+        self.speaks_extension = True
+        if serialize_type is not None:
+            self.serialize_type = serialize_type
+
     def connectionLost(self, reason: Failure | None = None) -> None:
         self.closed = True
         self._drop_kept()
@@ -550,7 +557,9 @@ class NameServer:
                 acl=self.acl,
                 operations=self._operations_answer,
                 clock=self.clock,
-            )
+            ),
+            route_responses=self.route_responses,
+            counters=self.counters,
         )
         self.frames = NotifyFrames(self.epoch)
         self._recovering = False
@@ -902,27 +911,15 @@ class NameServer:
     def _handle(
         self, conn: NamesrvConnection, command: RemotingCommand, frame: bytes | SplitFrame
     ) -> None:
-        if command.is_response:
-            self.counters["responses_ignored"] += 1
+        answer = self.processor.handle(conn, command, frame)
+        if answer is None:
             return
-        if command.code == RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED:
-            conn.serialize_type = SerializeType(command.serialize_type)
-            conn.speaks_extension = True
-        elif command.code == RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED:
-            conn.speaks_extension = True
-        response = self.processor.process(conn, command)
-        if response is None:
-            return
-        if isinstance(response, PendingResponse):
-            self._answer_when_applied(conn, response)
+        if isinstance(answer, PendingResponse):
+            self._answer_when_applied(conn, answer)
             return
         if self.registry.pending_jobs:  # e.g. an unregister of a large broker
             self._schedule_registers()
-        encoded = encode_command(response)
-        conn.send(encoded)
-        if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC and isinstance(frame, bytes):
-            topic = command.ext_fields.get("topic", "")
-            self.route_responses.store(frame, command, response, topic, encoded)
+        conn.send(answer)
 
     # -- large registers, read and applied in slices ---------------------------------------------
 
