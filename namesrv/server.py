@@ -42,7 +42,7 @@ from namesrv.routes.events import BrokerEvent
 from namesrv.routes.kv_config import KVConfig
 from namesrv.routes.registry import RouteRegistry
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
-from protocol.codes import RequestCode, SerializeType
+from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand, SplitFrame, encode_command
 from protocol.notify_frames import NotifyFrames
 from protocol.push_codec import encode_go_away
@@ -140,7 +140,9 @@ class NameServer:
                 acl=self.acl,
                 operations=self._operations_answer,
                 clock=self.clock,
-            )
+            ),
+            route_responses=self.route_responses,
+            counters=self.counters,
         )
         self.register_turns = RegisterTurns(
             self.processor, self.registry, self.clock, self.counters
@@ -303,27 +305,15 @@ class NameServer:
     def _handle(
         self, conn: NamesrvConnection, command: RemotingCommand, frame: bytes | SplitFrame
     ) -> None:
-        if command.is_response:
-            self.counters["responses_ignored"] += 1
+        answer = self.processor.handle(conn, command, frame)
+        if answer is None:
             return
-        if command.code == RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED:
-            conn.serialize_type = SerializeType(command.serialize_type)
-            conn.speaks_extension = True
-        elif command.code == RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED:
-            conn.speaks_extension = True
-        response = self.processor.process(conn, command)
-        if response is None:
-            return
-        if isinstance(response, PendingResponse):
-            self._answer_when_applied(conn, response)
+        if isinstance(answer, PendingResponse):
+            self._answer_when_applied(conn, answer)
             return
         if self.registry.pending_jobs:  # e.g. an unregister of a large broker
             self._schedule_registers()
-        encoded = encode_command(response)
-        conn.send(encoded)
-        if command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC and isinstance(frame, bytes):
-            topic = command.ext_fields.get("topic", "")
-            self.route_responses.store(frame, command, response, topic, encoded)
+        conn.send(answer)
 
     def _answer_when_applied(self, conn: NamesrvConnection, pending: PendingResponse) -> None:
         """A register answered over several reactor turns (``_handle`` hands it here)."""

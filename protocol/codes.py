@@ -6,6 +6,10 @@ from enum import IntEnum
 
 
 class RequestCode(IntEnum):
+    """Request codes. The name server serves those declared in ``namesrv/requests/commands.py``
+    (one declaration each) and answers any other REQUEST_CODE_NOT_SUPPORTED; the broker codes
+    here (messages, offsets, client heartbeats) are sent to brokers, never to it."""
+
     SEND_MESSAGE = 10
     GET_MAX_OFFSET = 30
     HEART_BEAT = 34
@@ -35,7 +39,8 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_BROKER_MEMBER_GROUP = 901
     BROKER_HEARTBEAT = 904
-    # Route-push extension (route-push-contract.md); unused upstream.
+    # Route-push extension (route-push-contract.md); unused upstream. 7001/7002 are served by
+    # the name server; 7003/7004 are sent by it to clients, which serve them.
     SUBSCRIBE_TOPIC_ROUTE_CHANGED = 7001
     UNSUBSCRIBE_TOPIC_ROUTE_CHANGED = 7002
     NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 7003

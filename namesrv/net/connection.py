@@ -142,11 +142,12 @@ class NamesrvConnection(TwistedProtocol):
     def _transport(self) -> Any:
         return self.transport
 
-    def note_extension(self, serialize_type: int) -> None:
-        """The peer spoke the push extension: it may be sent GoAway, and its notifications
-        are encoded as ``serialize_type``."""
+    def note_extension(self, serialize_type: int | None) -> None:
+        """The peer spoke the push extension: it may be sent GoAway; given a
+        ``serialize_type`` (a SUBSCRIBE's), its notifications are encoded in it."""
         self.speaks_extension = True
-        self.serialize_type = SerializeType(serialize_type)
+        if serialize_type is not None:
+            self.serialize_type = SerializeType(serialize_type)
 
     def connectionMade(self) -> None:
         peer = self._transport.getPeer()

@@ -6,11 +6,14 @@ UTF-8 values of every extField other than ``Signature``, in key order, followed 
 bytes, as upstream's ``AclUtils.combineRequestContent``. The header's own fields (code, version,
 opaque, remark) are not covered, as upstream.
 
-Requests fall in three classes: broker requests (register, unregister, heartbeat, data-version
-query), admin writes (perm, topics, KV, config) and reads (everything else). With ACL on, broker
-and admin requests need a signature from an account allowed to make them; reads are open unless
-``acl.authenticate_reads``. A broker name registered under one access key stays bound to it for
-the life of the process: another key cannot register, unregister or heartbeat it.
+Requests fall in three classes, each request's declared with its command
+(``namesrv.requests.commands``): broker requests (register, unregister, heartbeat, data-version
+query), admin requests (perm, topics, KV writes, config, push status) and reads (lookups, lists,
+KV reads, subscriptions). With ACL on, broker and admin requests need a signature from an
+account allowed to make them; reads are open unless ``acl.authenticate_reads``; a request with
+no access class is refused, whatever its signature, for an undeclared class must never pass for
+a read. A broker name registered under one access key stays bound to it for the life of the
+process: another key cannot register, unregister or heartbeat it.
 
 Pure: no I/O; the processor calls :meth:`AccessControl.check` before a handler and
 :meth:`AccessControl.accepted` after it succeeded.
@@ -61,40 +64,11 @@ class AclConfig:
 
 
 class AccessClass(StrEnum):
+    """What a request's signature must allow; every served command declares its class."""
+
     BROKER = "broker"
     ADMIN = "admin"
     READ = "read"
-
-
-BROKER_CODES = frozenset(
-    {
-        RequestCode.REGISTER_BROKER,
-        RequestCode.UNREGISTER_BROKER,
-        RequestCode.BROKER_HEARTBEAT,
-        RequestCode.QUERY_DATA_VERSION,
-    }
-)
-ADMIN_CODES = frozenset(
-    {
-        RequestCode.PUT_KV_CONFIG,
-        RequestCode.DELETE_KV_CONFIG,
-        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-        RequestCode.ADD_WRITE_PERM_OF_BROKER,
-        RequestCode.DELETE_TOPIC_IN_NAMESRV,
-        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
-        RequestCode.UPDATE_NAMESRV_CONFIG,
-        RequestCode.GET_PUSH_STATUS,
-        RequestCode.GET_SUBSCRIPTIONS,
-    }
-)
-
-
-def access_class(code: int) -> AccessClass:
-    if code in BROKER_CODES:
-        return AccessClass.BROKER
-    if code in ADMIN_CODES:
-        return AccessClass.ADMIN
-    return AccessClass.READ
 
 
 def signature_content(ext_fields: Mapping[str, str], body: bytes) -> bytes:
@@ -148,14 +122,27 @@ class AccessControl:
     def enabled(self) -> bool:
         return self.config.enabled
 
-    def check(self, code: int, code_name: str, ext: Mapping[str, str], body: bytes) -> str | None:
+    def check(
+        self,
+        klass: AccessClass | None,
+        code: int,
+        code_name: str,
+        ext: Mapping[str, str],
+        body: bytes,
+    ) -> str | None:
         """The access key the request is signed with (None when unsigned and open).
 
-        Raises :class:`AclDenied` when the request may not proceed.
+        ``klass`` is the access class the request's command declares. Raises
+        :class:`AclDenied` when the request may not proceed.
         """
         if not self.config.enabled:
             return None
-        klass = access_class(code)
+        if not isinstance(klass, AccessClass):
+            self._deny(
+                "unclassified",
+                f"{code_name} has no access class on this name server: refused while access "
+                "control is on",
+            )
         access_key = ext.get(ACCESS_KEY)
         signature = ext.get(SIGNATURE)
         if access_key is None and signature is None:

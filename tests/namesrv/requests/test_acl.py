@@ -14,6 +14,7 @@ from support.wire_client import connect
 
 from namesrv.config import ConfigError, from_mapping
 from namesrv.requests.acl import (
+    AccessClass,
     AccessControl,
     AclAccount,
     AclConfig,
@@ -210,7 +211,10 @@ def test_server_signer_matches_the_independent_one_with_token_and_body():
 
 def test_acl_off_lets_everything_through_and_config_is_checked():
     control = AccessControl(AclConfig())
-    assert control.check(RequestCode.WIPE_WRITE_PERM_OF_BROKER, "WIPE", {}, b"") is None
+    assert (
+        control.check(AccessClass.ADMIN, RequestCode.WIPE_WRITE_PERM_OF_BROKER, "WIPE", {}, b"")
+        is None
+    )
     with pytest.raises(ConfigError, match="at least one"):
         from_mapping({"acl": {"enabled": True}})
     with pytest.raises(ConfigError, match="appears twice"):
@@ -245,13 +249,13 @@ def test_bound_on_remembered_broker_names_refuses_new_names_only():
         ext = {"brokerName": name, "brokerAddr": f"{name}:10911", "clusterName": "C"}
         return sign_ext_fields(ext, b"", "k", "s")
 
-    code = RequestCode.REGISTER_BROKER
+    code, broker = RequestCode.REGISTER_BROKER, AccessClass.BROKER
     first = register("b1")
-    assert control.check(code, "REGISTER_BROKER", first, b"") == "k"
+    assert control.check(broker, code, "REGISTER_BROKER", first, b"") == "k"
     control.accepted(code, "k", first)
     assert control.owner_of("b1") == "k"
     again = register("b1")
-    assert control.check(code, "REGISTER_BROKER", again, b"") == "k"
+    assert control.check(broker, code, "REGISTER_BROKER", again, b"") == "k"
     with pytest.raises(AclDenied, match=r"max_bound_brokers=1"):
-        control.check(code, "REGISTER_BROKER", register("b2"), b"")
+        control.check(broker, code, "REGISTER_BROKER", register("b2"), b"")
     assert control.rejections == {"bound": 1}

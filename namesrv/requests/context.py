@@ -1,0 +1,89 @@
+"""What a request handler is given and what it may hand back.
+
+A handler sees the peer only through :class:`Connection` and the server's pure cores only
+through :class:`Services`; it answers with a response command, or with a
+:class:`PendingResponse` for work the server spreads over several reactor turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from namesrv.config import NamesrvConfig
+from namesrv.push.change_detector import ChangeDetector
+from namesrv.push.subscriptions import SubscriptionRegistry
+from namesrv.requests.acl import AccessControl
+from namesrv.routes.kv_config import KVConfig
+from namesrv.routes.registry import RouteRegistry
+from namesrv.routes.route_bodies import RouteBodies
+from protocol.codes import ResponseCode, SerializeType
+from protocol.errors import ProtocolError
+from protocol.frame import RemotingCommand
+
+
+class Connection(Protocol):
+    """What the requests layer may know of a peer and tell it.
+
+    ``conn_id`` names it to the registries, ``peer`` to the log. The layer never writes a
+    connection's fields: it tells the connection what a request showed about it.
+    """
+
+    conn_id: int
+    peer: str
+
+    def note_extension(self, serialize_type: SerializeType | None) -> None:
+        """The peer sent a push-extension request: it may be sent GoAway. A serialize type
+        (given by a SUBSCRIBE) is also the one its notifications are encoded in from now on;
+        None leaves that as it was."""
+
+
+@dataclass(slots=True)
+class Services:
+    """The pure cores the handlers call, built and owned by the server."""
+
+    config: NamesrvConfig
+    registry: RouteRegistry
+    kv: KVConfig
+    routes: RouteBodies
+    subscriptions: SubscriptionRegistry
+    detector: ChangeDetector
+    on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
+    acl: AccessControl | None = None
+    operations: Callable[[int, RemotingCommand], RemotingCommand] | None = None
+    """Answers the operations extension (push status, subscriptions); None: unsupported."""
+    clock: Any = None
+    """Paces the refusal log (``seconds()``); None: the monotonic clock."""
+
+
+@dataclass(slots=True)
+class PendingResponse:
+    """A register answered over several reactor turns: the server calls
+    :meth:`RequestProcessor.step` once per turn until it returns the response."""
+
+    steps: Generator[str, None, RemotingCommand]
+    key: tuple[str, str]
+    """(cluster, broker address): registers of one address are applied in arrival order."""
+    started: bool = False
+    last: str = ""
+    """What the last step did: ``"read"`` (a slice of body) or ``"wait"`` (for the registry)."""
+    request: Any = None
+    signer: str | None = None
+    """The ACL access key that signed the register, bound to the broker once it succeeds."""
+
+
+def ok(
+    request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes = b""
+) -> RemotingCommand:
+    return request.make_response(ResponseCode.SUCCESS, None, ext, body)
+
+
+def require_push(config: NamesrvConfig) -> None:
+    """With push off this server is, to a client, an upstream one: the extension's codes are
+    unsupported."""
+    if not config.push.enabled:
+        raise ProtocolError(
+            "route push is disabled on this name server",
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+        )

@@ -1,0 +1,70 @@
+"""Admin writes: a broker's write permission, and topics registered or deleted by hand."""
+
+from __future__ import annotations
+
+import logging
+
+from namesrv.ops.log_limit import RateLimitedLog
+from namesrv.requests import register_validation as validation
+from namesrv.requests.context import Connection, Services, ok
+from protocol import bodies, headers
+from protocol.errors import BodyError
+from protocol.frame import RemotingCommand
+
+
+class AdminHandlers:
+    def __init__(self, services: Services, log: RateLimitedLog) -> None:
+        """``log`` is the requests layer's: an operator's write is logged, paced per kind."""
+        self.s = services
+        self._log = log
+
+    def wipe_write_perm_of_broker(
+        self, conn: Connection, req: RemotingCommand, h: headers.WipeWritePermOfBrokerRequestHeader
+    ) -> RemotingCommand:
+        count = self.s.registry.wipe_write_perm(h.broker_name)
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "wiped write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
+        )
+        return ok(
+            req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire()
+        )
+
+    def add_write_perm_of_broker(
+        self, conn: Connection, req: RemotingCommand, h: headers.AddWritePermOfBrokerRequestHeader
+    ) -> RemotingCommand:
+        count = self.s.registry.add_write_perm(h.broker_name)
+        self._log.log(
+            logging.INFO,
+            "write_perm",
+            "added write perm of broker %s from %s: %d topics",
+            h.broker_name,
+            conn.peer,
+            count,
+        )
+        return ok(req, headers.AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_wire())
+
+    def delete_topic_in_namesrv(
+        self,
+        conn: Connection,
+        req: RemotingCommand,
+        h: headers.DeleteTopicFromNamesrvRequestHeader,
+    ) -> RemotingCommand:
+        self.s.registry.delete_topic(h.topic, h.cluster_name)
+        return ok(req)
+
+    def register_topic_in_namesrv(
+        self, conn: Connection, req: RemotingCommand, h: headers.RegisterTopicRequestHeader
+    ) -> RemotingCommand:
+        route = bodies.decode_route(req.body)
+        if not route.queue_datas:
+            raise BodyError(f"REGISTER_TOPIC_IN_NAMESRV for {h.topic} carries no queueDatas")
+        validation.check_queue_datas(
+            h.topic, route.queue_datas, self.s.config.registry.max_queue_nums
+        )
+        self.s.registry.register_topic(h.topic, route.queue_datas)
+        return ok(req)

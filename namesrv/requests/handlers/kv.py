@@ -1,0 +1,57 @@
+"""KV config: put, get, delete and list a namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from namesrv.requests.context import Connection, Services, ok
+from protocol import bodies, headers
+from protocol.codes import ResponseCode
+from protocol.errors import ProtocolError
+from protocol.frame import RemotingCommand
+
+
+class KvHandlers:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    def put_kv_config(
+        self, conn: Connection, req: RemotingCommand, h: headers.PutKVConfigRequestHeader
+    ) -> RemotingCommand:
+        _kv_call(lambda: self.s.kv.put(h.namespace, h.key, h.value))
+        return ok(req)
+
+    def get_kv_config(
+        self, conn: Connection, req: RemotingCommand, h: headers.GetKVConfigRequestHeader
+    ) -> RemotingCommand:
+        value = self.s.kv.get(h.namespace, h.key)
+        if value is None:
+            return req.make_response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {h.namespace} Key: {h.key}",
+            )
+        return ok(req, headers.GetKVConfigResponseHeader(value=value).to_wire())
+
+    def delete_kv_config(
+        self, conn: Connection, req: RemotingCommand, h: headers.DeleteKVConfigRequestHeader
+    ) -> RemotingCommand:
+        _kv_call(lambda: self.s.kv.delete(h.namespace, h.key))
+        return ok(req)
+
+    def get_kv_list_by_namespace(
+        self, conn: Connection, req: RemotingCommand, h: headers.GetKVListByNamespaceRequestHeader
+    ) -> RemotingCommand:
+        table = self.s.kv.list_namespace(h.namespace)
+        if table is None:
+            return req.make_response(
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}"
+            )
+        return ok(req, body=bodies.encode_kv_table(table))
+
+
+def _kv_call(call: Callable[[], object]) -> None:
+    """What the KV config refuses (ValueError) is the peer's error: INVALID_PARAMETER."""
+    try:
+        call()
+    except ValueError as exc:
+        raise ProtocolError(str(exc), ResponseCode.INVALID_PARAMETER) from exc

@@ -1,0 +1,61 @@
+"""The push extension's requests: subscribe and unsubscribe (7001/7002), and the operations
+codes that report on push (7005/7006). With push off, all four are unsupported."""
+
+from __future__ import annotations
+
+from namesrv.requests.context import Connection, Services, ok, require_push
+from protocol.codes import RequestCode, ResponseCode
+from protocol.errors import BodyError, ProtocolError
+from protocol.frame import RemotingCommand
+from protocol.push_codec import decode_subscribe, decode_unsubscribe, encode_subscribe_ack
+
+
+class PushHandlers:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    def subscribe(self, conn: Connection, req: RemotingCommand, h: None) -> RemotingCommand:
+        require_push(self.s.config)
+        msg = decode_subscribe(req.body)
+        topics = list(dict.fromkeys(msg.topics))
+        if not topics:
+            raise BodyError("SubscribeTopicRoute names no topic")
+        if len(topics) > self.s.config.push.max_topics_per_request:
+            raise BodyError(
+                f"SubscribeTopicRoute names {len(topics)} topics, over the per-request bound "
+                f"push.max_topics_per_request={self.s.config.push.max_topics_per_request}"
+            )
+        # Settle first: a change pending now is then covered by the ack's version, not re-sent.
+        acks = [(topic, *self.s.detector.version(topic)) for topic in topics]
+        added = self.s.subscriptions.subscribe(conn, topics, getattr(conn, "host", None))
+        if added and self.s.on_subscription_change is not None:
+            self.s.on_subscription_change("subscribe", conn, added)
+        return ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))
+
+    def unsubscribe(self, conn: Connection, req: RemotingCommand, h: None) -> RemotingCommand:
+        require_push(self.s.config)
+        msg = decode_unsubscribe(req.body)
+        topics = list(dict.fromkeys(msg.topics))
+        if not topics:
+            raise BodyError("UnsubscribeTopicRoute names no topic")
+        removed = self.s.subscriptions.unsubscribe(conn, topics)
+        self.s.detector.discard_debt(conn, removed)
+        if removed and self.s.on_subscription_change is not None:
+            self.s.on_subscription_change("unsubscribe", conn, removed)
+        return ok(req)
+
+    def get_push_status(self, conn: Connection, req: RemotingCommand, h: None) -> RemotingCommand:
+        return self._operation(RequestCode.GET_PUSH_STATUS, req)
+
+    def get_subscriptions(self, conn: Connection, req: RemotingCommand, h: None) -> RemotingCommand:
+        return self._operation(RequestCode.GET_SUBSCRIPTIONS, req)
+
+    def _operation(self, code: int, req: RemotingCommand) -> RemotingCommand:
+        require_push(self.s.config)  # push off: the server looks upstream, extension included
+        answer = self.s.operations
+        if answer is None:  # not served then (``needs_operations``); refused all the same
+            raise ProtocolError(
+                f"request code {code} is not supported by this name server",
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            )
+        return answer(code, req)
