@@ -13,8 +13,6 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from namesrv.requests.acl import AclConfig
-
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
@@ -167,6 +165,30 @@ class JournalConfig:
     max_records_per_second: int = 1_000
     """Records beyond this in one second are dropped and summarized in one
     ``journal_suppressed`` record; 0 turns the limit off."""
+
+
+@dataclass(frozen=True, slots=True)
+class AclAccount:
+    """One access key and what it may do."""
+
+    access_key: str = ""
+    secret_key: str = ""
+    brokers: list[str] = field(default_factory=list)
+    """Broker names this key may register, unregister and heartbeat; ``"*"`` allows any."""
+    admin: bool = False
+    """Admin writes: wipe/add write perm, delete/register topic, KV put/delete, push status."""
+    read: bool = True
+    """Lookups and subscriptions, when ``acl.authenticate_reads`` makes them need a signature."""
+
+
+@dataclass(frozen=True, slots=True)
+class AclConfig:
+    enabled: bool = False
+    authenticate_reads: bool = False
+    """Off: lookups, lists and subscriptions need no signature (a bad one is still refused)."""
+    max_bound_brokers: int = 100_000
+    """Broker names (and their addresses) remembered with the key that registered them."""
+    accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,9 +26,9 @@ import hashlib
 import hmac
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 
+from namesrv.config import AclAccount, AclConfig
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 
@@ -37,30 +37,6 @@ SECRET_KEY = "SecretKey"
 SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 ANY_BROKER = "*"
-
-
-@dataclass(frozen=True, slots=True)
-class AclAccount:
-    """One access key and what it may do."""
-
-    access_key: str = ""
-    secret_key: str = ""
-    brokers: list[str] = field(default_factory=list)
-    """Broker names this key may register, unregister and heartbeat; ``"*"`` allows any."""
-    admin: bool = False
-    """Admin writes: wipe/add write perm, delete/register topic, KV put/delete, push status."""
-    read: bool = True
-    """Lookups and subscriptions, when ``acl.authenticate_reads`` makes them need a signature."""
-
-
-@dataclass(frozen=True, slots=True)
-class AclConfig:
-    enabled: bool = False
-    authenticate_reads: bool = False
-    """Off: lookups, lists and subscriptions need no signature (a bad one is still refused)."""
-    max_bound_brokers: int = 100_000
-    """Broker names (and their addresses) remembered with the key that registered them."""
-    accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
 
 
 class AccessClass(StrEnum):

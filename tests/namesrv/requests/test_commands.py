@@ -14,9 +14,9 @@ from support.paths import REPO_ROOT
 from support.server_fixtures import FakeSampler
 from twisted.internet import task
 
-from namesrv.config import from_mapping
+from namesrv.config import AclAccount, AclConfig, from_mapping
 from namesrv.requests import commands
-from namesrv.requests.acl import AccessClass, AccessControl, AclAccount, AclConfig, AclDenied
+from namesrv.requests.acl import AccessClass, AccessControl, AclDenied
 from namesrv.requests.acl import sign_ext_fields as sign
 from namesrv.requests.commands import BY_CODE, COMMANDS, Command, access_class
 from namesrv.requests.processors import RequestProcessor, Services
