@@ -35,7 +35,7 @@ import psutil
 from local_processes import free_port, roundtrip, wait_port
 
 from namesrv.config import NamesrvConfig
-from protocol import bodies
+from protocol import register_body
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
@@ -49,12 +49,12 @@ TOPICS = [f"FuzzTopic{i}" for i in range(20)]
 def register_command(
     topics: list[str], compressed: bool = False, name: str = "fuzz-broker", addr: str = "127.0.0.1"
 ) -> RemotingCommand:
-    wrapper = bodies.TopicConfigSerializeWrapper(
+    wrapper = register_body.TopicConfigSerializeWrapper(
         topic_config_table={t: TopicConfig(t, 4, 4, 6) for t in topics},
         data_version=DataVersion(state_version=0, timestamp=1, counter=1),
         topic_queue_mapping_info_map={},
     )
-    body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed)
+    body = register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed)
     header = RegisterBrokerRequestHeader(
         broker_name=name,
         broker_addr=f"{addr}:10911",
@@ -63,7 +63,7 @@ def register_command(
         broker_id=0,
         heartbeat_timeout_millis=10**9,
         compressed=compressed,
-        body_crc32=bodies.crc32(body),
+        body_crc32=register_body.crc32(body),
     )
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)
 
@@ -82,7 +82,7 @@ def corpus() -> list[bytes]:
         RemotingCommand.request(
             RequestCode.QUERY_DATA_VERSION,
             {"brokerName": "b", "brokerAddr": "1.1.1.1:1", "clusterName": "c", "brokerId": "0"},
-            json.dumps(bodies.data_version_doc(DataVersion(1, 2, 3))).encode(),
+            json.dumps(register_body.data_version_doc(DataVersion(1, 2, 3))).encode(),
         ),
         RemotingCommand.request(
             RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(TOPICS[:3], "fuzz")
@@ -197,7 +197,7 @@ class Generator:
             body = body[: self.rng.randrange(len(body) + 1)]
         cmd.body = bytes(body)
         if "bodyCrc32" in cmd.ext_fields and self.rng.random() < 0.7:
-            cmd.ext_fields["bodyCrc32"] = str(bodies.crc32(cmd.body))
+            cmd.ext_fields["bodyCrc32"] = str(register_body.crc32(cmd.body))
         return encode_command(cmd)
 
     def bad_length(self) -> bytes:

@@ -30,7 +30,7 @@ import psutil
 from local_processes import free_port, roundtrip, start_namesrv
 
 from namesrv.config import MIB, NamesrvConfig
-from protocol import bodies
+from protocol import register_body
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand, encode_command
 from protocol.headers import RegisterBrokerRequestHeader
@@ -42,10 +42,10 @@ ROUTE = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "C
 
 
 def register(sock: socket.socket) -> None:
-    wrapper = bodies.TopicConfigSerializeWrapper(
+    wrapper = register_body.TopicConfigSerializeWrapper(
         {"Checked": TopicConfig("Checked", 4, 4, 6)}, DataVersion(0, 1, 1), {}
     )
-    body = bodies.RegisterBrokerBody(wrapper, []).to_wire()
+    body = register_body.RegisterBrokerBody(wrapper, []).to_wire()
     header = RegisterBrokerRequestHeader(
         broker_name="b",
         broker_addr="127.0.0.1:10911",
@@ -54,7 +54,7 @@ def register(sock: socket.socket) -> None:
         broker_id=0,
         heartbeat_timeout_millis=10**9,
         compressed=False,
-        body_crc32=bodies.crc32(body),
+        body_crc32=register_body.crc32(body),
     )
     cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)
     assert roundtrip(sock, cmd)[0].code == ResponseCode.SUCCESS

@@ -27,7 +27,7 @@ from twisted.internet.testing import StringTransport
 
 from namesrv.config import from_mapping
 from namesrv.server import NameServer
-from protocol import bodies
+from protocol import register_body
 from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand, encode_command
 from protocol.headers import RegisterBrokerRequestHeader
@@ -36,8 +36,8 @@ from protocol.route_model import DataVersion, TopicConfig
 
 def register_frame(broker: int, topics: int, plain: bool = False) -> bytes:
     configs = {f"topic-{i:07d}": TopicConfig(f"topic-{i:07d}", 8, 8, 6) for i in range(topics)}
-    wrapper = bodies.TopicConfigSerializeWrapper(configs, DataVersion(0, 1, 1))
-    body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed=not plain)
+    wrapper = register_body.TopicConfigSerializeWrapper(configs, DataVersion(0, 1, 1))
+    body = register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed=not plain)
     header = RegisterBrokerRequestHeader(
         broker_name=f"broker-{broker}",
         broker_addr=f"10.0.{broker // 250}.{broker % 250}:10911",
@@ -46,7 +46,7 @@ def register_frame(broker: int, topics: int, plain: bool = False) -> bytes:
         broker_id=0,
         heartbeat_timeout_millis=None,
         compressed=not plain,
-        body_crc32=bodies.crc32(body),
+        body_crc32=register_body.crc32(body),
     )
     return encode_command(
         RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)

@@ -55,7 +55,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 import psutil  # noqa: E402
 from local_processes import free_port, start_namesrv, wait_port  # noqa: E402
 
-from protocol import bodies  # noqa: E402
+from protocol import register_body  # noqa: E402
 from protocol.codes import RequestCode  # noqa: E402
 from protocol.frame import RemotingCommand, encode_command  # noqa: E402
 from protocol.headers import RegisterBrokerRequestHeader  # noqa: E402
@@ -89,8 +89,8 @@ def register_frame(
         body = zlib.compress(bytes(out), 9)
     elif compressed:
         table = {n: TopicConfig(n, 8, 8, 6) for n in names}
-        wrapper = bodies.TopicConfigSerializeWrapper(table, DataVersion(0, version, version))
-        body = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
+        wrapper = register_body.TopicConfigSerializeWrapper(table, DataVersion(0, version, version))
+        body = register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
     else:  # as fastjson writes it; built with the C encoder so big bodies are quick to make
         doc = {
             "filterServerList": [],
@@ -122,7 +122,7 @@ def register_frame(
         broker_id=0,
         heartbeat_timeout_millis=None,
         compressed=compressed,
-        body_crc32=bodies.crc32(body),
+        body_crc32=register_body.crc32(body),
     )
     request = RemotingCommand.request(
         RequestCode.REGISTER_BROKER, header.to_wire(), body, opaque=opaque

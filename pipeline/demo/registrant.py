@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.demo.wire import Peer, connect
-from protocol import bodies
+from protocol import register_body
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
@@ -45,14 +45,14 @@ class Broker:
     async def register(self) -> None:
         """REGISTER_BROKER with every topic; a new data version so the registry takes it."""
         self._counter += 1
-        wrapper = bodies.TopicConfigSerializeWrapper(
+        wrapper = register_body.TopicConfigSerializeWrapper(
             topic_config_table=self._configs(),
             data_version=DataVersion(
                 state_version=0, timestamp=self._counter, counter=self._counter
             ),
             topic_queue_mapping_info_map={},
         )
-        body = bodies.RegisterBrokerBody(
+        body = register_body.RegisterBrokerBody(
             topic_config_serialize_wrapper=wrapper, filter_server_list=[]
         ).to_wire(False)
         header = RegisterBrokerRequestHeader(
@@ -63,7 +63,7 @@ class Broker:
             broker_id=0,
             heartbeat_timeout_millis=None,
             compressed=False,
-            body_crc32=bodies.crc32(body),
+            body_crc32=register_body.crc32(body),
         )
         await self._send(
             RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)

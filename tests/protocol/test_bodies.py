@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from protocol import bodies
+from protocol import bodies, register_body, register_table
 from protocol.codes import CURRENT_VERSION, ResponseCode, Version
 from protocol.errors import BodyError
 from protocol.route_model import (
@@ -47,16 +47,16 @@ def _chunk(data: bytes) -> bytes:
 
 
 def test_crc32_is_upstreams_masked_crc():
-    assert bodies.crc32(b"123456789") == 0xCBF43926 & 0x7FFFFFFF == 1274296614
-    assert bodies.crc32(b"abc") == 891568578  # top bit already clear: unchanged
-    assert bodies.crc32(b"") == 0
+    assert register_body.crc32(b"123456789") == 0xCBF43926 & 0x7FFFFFFF == 1274296614
+    assert register_body.crc32(b"abc") == 891568578  # top bit already clear: unchanged
+    assert register_body.crc32(b"") == 0
 
 
 def test_crc32_of_a_register_body_matches_zlib_masked():
-    body = bodies.RegisterBrokerBody(
-        bodies.TopicConfigSerializeWrapper({}, DataVersion(0, 1, 1)), []
+    body = register_body.RegisterBrokerBody(
+        register_body.TopicConfigSerializeWrapper({}, DataVersion(0, 1, 1)), []
     ).to_wire()
-    assert bodies.crc32(body) == zlib.crc32(body) & 0x7FFFFFFF
+    assert register_body.crc32(body) == zlib.crc32(body) & 0x7FFFFFFF
 
 
 # -- routes --------------------------------------------------------------------------------------
@@ -163,12 +163,12 @@ TOPICS = {
     "T1": TopicConfig("T1", 8, 8, 6),
     "T2": TopicConfig("T2", 4, 2, 4, "MULTI_TAG", attributes={"+message.type": "FIFO"}),
 }
-WRAPPER = bodies.TopicConfigSerializeWrapper(TOPICS, DataVersion(0, 1700000000000, 3))
+WRAPPER = register_body.TopicConfigSerializeWrapper(TOPICS, DataVersion(0, 1700000000000, 3))
 MAPPING = {"T1": {"bname": "broker-a", "epoch": 1, "topic": "T1", "totalQueues": 8}}
 
 
 def test_plain_register_body_is_upstreams_json_shape():
-    body = bodies.RegisterBrokerBody(WRAPPER, ["10.0.0.5:9999"]).to_wire()
+    body = register_body.RegisterBrokerBody(WRAPPER, ["10.0.0.5:9999"]).to_wire()
     doc = json.loads(body)
     assert doc["filterServerList"] == ["10.0.0.5:9999"]
     wrapper = doc["topicConfigSerializeWrapper"]
@@ -186,13 +186,15 @@ def test_plain_register_body_is_upstreams_json_shape():
 
 
 def test_plain_register_body_round_trips():
-    wrapper = bodies.TopicConfigSerializeWrapper(
+    wrapper = register_body.TopicConfigSerializeWrapper(
         {"T": TopicConfig("T", 2, 2, 6, topic_sys_flag=1, order=True)},
         DataVersion(1, 2, 3),
         MAPPING,
     )
-    body = bodies.RegisterBrokerBody(wrapper, ["f:1"])
-    assert bodies.RegisterBrokerBody.from_wire(body.to_wire(), False, CURRENT_VERSION) == body
+    body = register_body.RegisterBrokerBody(wrapper, ["f:1"])
+    assert (
+        register_body.RegisterBrokerBody.from_wire(body.to_wire(), False, CURRENT_VERSION) == body
+    )
 
 
 def test_plain_register_body_from_an_upstream_broker_decodes():
@@ -203,7 +205,7 @@ def test_plain_register_body_from_an_upstream_broker_decodes():
         b'"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"T1","topicSysFlag":0,'
         b'"writeQueueNums":4}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}}}'
     )
-    decoded = bodies.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+    decoded = register_body.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
     assert decoded.topic_config_serialize_wrapper.topic_config_table == {
         "T1": TopicConfig("T1", 4, 4, 6)
     }
@@ -225,8 +227,8 @@ def _reference_layout(*, with_mapping: bool) -> bytes:
 
 
 def test_compressed_register_body_inflates_to_the_reference_layout():
-    wrapper = bodies.TopicConfigSerializeWrapper(TOPICS, WRAPPER.data_version, MAPPING)
-    body = bodies.RegisterBrokerBody(wrapper, ["10.0.0.5:9999"])
+    wrapper = register_body.TopicConfigSerializeWrapper(TOPICS, WRAPPER.data_version, MAPPING)
+    body = register_body.RegisterBrokerBody(wrapper, ["10.0.0.5:9999"])
     assert zlib.decompress(body.to_wire(True)) == _reference_layout(with_mapping=True)
     old = body.to_wire(True, Version.V4_9_4)
     assert zlib.decompress(old) == _reference_layout(with_mapping=False)
@@ -238,7 +240,7 @@ def test_compressed_register_body_inflates_to_the_reference_layout():
 )
 def test_hand_built_compressed_body_decodes(version, with_mapping):
     data = zlib.compress(_reference_layout(with_mapping=with_mapping), 9)
-    body = bodies.RegisterBrokerBody.from_wire(data, True, version)
+    body = register_body.RegisterBrokerBody.from_wire(data, True, version)
     wrapper = body.topic_config_serialize_wrapper
     assert wrapper.topic_config_table == TOPICS
     assert wrapper.data_version == DataVersion(0, 1700000000000, 3)
@@ -247,11 +249,11 @@ def test_hand_built_compressed_body_decodes(version, with_mapping):
 
 
 def test_compressed_form_drops_sys_flag_and_order_as_upstream_does():
-    wrapper = bodies.TopicConfigSerializeWrapper(
+    wrapper = register_body.TopicConfigSerializeWrapper(
         {"T": TopicConfig("T", 2, 2, 6, topic_sys_flag=1, order=True)}, DataVersion()
     )
-    data = bodies.RegisterBrokerBody(wrapper, []).to_wire(True)
-    decoded = bodies.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
+    data = register_body.RegisterBrokerBody(wrapper, []).to_wire(True)
+    decoded = register_body.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
     assert decoded.topic_config_serialize_wrapper.topic_config_table == {
         "T": TopicConfig("T", 2, 2, 6)
     }
@@ -260,16 +262,19 @@ def test_compressed_form_drops_sys_flag_and_order_as_upstream_does():
 @pytest.mark.parametrize("version", [Version.V4_9_4, CURRENT_VERSION])
 def test_compressed_register_body_round_trips(version):
     mapping = MAPPING if version >= Version.V5_0_0 else {}
-    body = bodies.RegisterBrokerBody(
-        bodies.TopicConfigSerializeWrapper(TOPICS, DataVersion(2, 3, 4), mapping), ["f:1"]
+    body = register_body.RegisterBrokerBody(
+        register_body.TopicConfigSerializeWrapper(TOPICS, DataVersion(2, 3, 4), mapping), ["f:1"]
     )
-    assert bodies.RegisterBrokerBody.from_wire(body.to_wire(True, version), True, version) == body
+    assert (
+        register_body.RegisterBrokerBody.from_wire(body.to_wire(True, version), True, version)
+        == body
+    )
 
 
 def test_compressed_topic_config_attributes_may_contain_spaces():
     layout = _chunk(b"{}") + struct.pack(">i", 1) + _chunk(b'T 1 1 6 SINGLE_TAG {"k":"a b"}')
     layout += _chunk(b"[]") + struct.pack(">i", 0)
-    body = bodies.RegisterBrokerBody.from_wire(zlib.compress(layout), True, CURRENT_VERSION)
+    body = register_body.RegisterBrokerBody.from_wire(zlib.compress(layout), True, CURRENT_VERSION)
     assert body.topic_config_serialize_wrapper.topic_config_table["T"].attributes == {"k": "a b"}
 
 
@@ -317,22 +322,24 @@ FULL = _reference_layout(with_mapping=True)
 )
 def test_malformed_compressed_register_body_is_a_body_error(data, remark):
     with pytest.raises(BodyError, match=remark) as info:
-        bodies.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
+        register_body.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
     assert info.value.code == ResponseCode.INVALID_PARAMETER
     with pytest.raises(BodyError, match=remark):  # the name server's lean reader alike
-        bodies.read_register_body(data, True, CURRENT_VERSION)
+        register_table.read_register_body(data, True, CURRENT_VERSION)
 
 
 def test_zip_bomb_past_the_inflate_bound_is_refused():
     packer = zlib.compressobj(9)
     zeros = bytes(1 << 20)
-    parts = [packer.compress(zeros) for _ in range(bodies.MAX_INFLATED_BYTES // len(zeros) + 1)]
+    parts = [
+        packer.compress(zeros) for _ in range(register_body.MAX_INFLATED_BYTES // len(zeros) + 1)
+    ]
     bomb = b"".join(parts) + packer.flush()
     assert len(bomb) < 200_000
     with pytest.raises(BodyError, match="inflates past"):
-        bodies.RegisterBrokerBody.from_wire(bomb, True, CURRENT_VERSION)
+        register_body.RegisterBrokerBody.from_wire(bomb, True, CURRENT_VERSION)
     with pytest.raises(BodyError, match="inflates past"):
-        bodies.read_register_body(bomb, True, CURRENT_VERSION)
+        register_table.read_register_body(bomb, True, CURRENT_VERSION)
 
 
 @pytest.mark.parametrize(
@@ -351,22 +358,22 @@ def test_zip_bomb_past_the_inflate_bound_is_refused():
 )
 def test_malformed_plain_register_body_is_a_body_error(body):
     with pytest.raises(BodyError) as info:
-        bodies.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+        register_body.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
     with pytest.raises(BodyError, match=re.escape(info.value.remark)):
-        bodies.read_register_body(body, False, CURRENT_VERSION)
+        register_table.read_register_body(body, False, CURRENT_VERSION)
 
 
 # -- data version, cluster info, topic list, KV table, member group -------------------------
 
 
 def test_decode_data_version():
-    assert bodies.decode_data_version(b"") == DataVersion()
+    assert register_body.decode_data_version(b"") == DataVersion()
     body = b'{"counter":5,"stateVersion":2,"timestamp":1700000000000,"other":1}'
-    assert bodies.decode_data_version(body) == DataVersion(2, 1700000000000, 5)
+    assert register_body.decode_data_version(body) == DataVersion(2, 1700000000000, 5)
     with pytest.raises(BodyError):
-        bodies.decode_data_version(b'"x"')
+        register_body.decode_data_version(b'"x"')
     with pytest.raises(BodyError):
-        bodies.decode_data_version(b'{"counter":true}')
+        register_body.decode_data_version(b'{"counter":true}')
 
 
 def test_cluster_info_is_written_in_fastjson_form_and_reads_back():

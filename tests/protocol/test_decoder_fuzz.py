@@ -15,7 +15,7 @@ import zlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import bodies, header_codec
+from protocol import bodies, header_codec, register_body
 from protocol.codes import SerializeType
 from protocol.errors import FrameError, ProtocolError
 from protocol.frame import FrameDecoder, RemotingCommand, decode_frame, encode_command
@@ -113,10 +113,10 @@ body_decoders = [
     bodies.decode_cluster_info,
     bodies.decode_topic_list,
     bodies.decode_kv_table,
-    bodies.decode_data_version,
-    lambda b: bodies.RegisterBrokerBody.from_wire(b, False, 479),
-    lambda b: bodies.RegisterBrokerBody.from_wire(b, True, 479),
-    lambda b: bodies.RegisterBrokerBody.from_wire(zlib.compress(b), True, 479),
+    register_body.decode_data_version,
+    lambda b: register_body.RegisterBrokerBody.from_wire(b, False, 479),
+    lambda b: register_body.RegisterBrokerBody.from_wire(b, True, 479),
+    lambda b: register_body.RegisterBrokerBody.from_wire(zlib.compress(b), True, 479),
     lambda b: decode_subscribe(b),
     lambda b: decode_unsubscribe(b),
 ]

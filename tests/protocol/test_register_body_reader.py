@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import bodies
+from protocol import bodies, register_body, register_table
 from protocol.codes import CURRENT_VERSION, Version
 from protocol.route_model import DataVersion, TopicConfig
 
@@ -27,15 +27,15 @@ configs = st.builds(
 tables = st.dictionaries(names.filter(lambda n: " " not in n), configs, max_size=30)
 
 
-def expected(body: bodies.RegisterBrokerBody) -> bodies.RegisterTable:
+def expected(body: register_body.RegisterBrokerBody) -> register_table.RegisterTable:
     wrapper = body.topic_config_serialize_wrapper
     table = {
-        name: bodies.TopicQueueSpec(
+        name: register_table.TopicQueueSpec(
             tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
         )
         for name, tc in wrapper.topic_config_table.items()
     }
-    return bodies.RegisterTable(
+    return register_table.RegisterTable(
         table,
         wrapper.data_version,
         list(body.filter_server_list),
@@ -55,10 +55,10 @@ def with_names(table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
 @settings(max_examples=150, deadline=None)
 @given(table=tables, compressed=st.booleans(), servers=st.lists(names, max_size=2))
 def test_lean_reader_agrees_with_the_full_decoder(table, compressed, servers):
-    wrapper = bodies.TopicConfigSerializeWrapper(with_names(table), DataVersion(1, 2, 3))
-    data = bodies.RegisterBrokerBody(wrapper, servers).to_wire(compressed)
-    full = bodies.RegisterBrokerBody.from_wire(data, compressed, CURRENT_VERSION)
-    assert bodies.read_register_body(data, compressed, CURRENT_VERSION) == expected(full)
+    wrapper = register_body.TopicConfigSerializeWrapper(with_names(table), DataVersion(1, 2, 3))
+    data = register_body.RegisterBrokerBody(wrapper, servers).to_wire(compressed)
+    full = register_body.RegisterBrokerBody.from_wire(data, compressed, CURRENT_VERSION)
+    assert register_table.read_register_body(data, compressed, CURRENT_VERSION) == expected(full)
 
 
 @pytest.mark.parametrize("indent", [None, 2])
@@ -77,8 +77,8 @@ def test_whitespace_unknown_fields_and_quoted_numbers_read_as_the_full_decoder(i
         "filterServerList": ["10.0.0.1:1"],
     }
     data = json.dumps(doc, indent=indent).encode()
-    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
-    assert bodies.read_register_body(data, False, CURRENT_VERSION) == expected(full)
+    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    assert register_table.read_register_body(data, False, CURRENT_VERSION) == expected(full)
 
 
 def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
@@ -87,8 +87,8 @@ def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
         b'"topicConfigTable":{"T":{"perm":6}},'
         b'"topicQueueMappingInfoMap":{"T":{"topic":"T","currIdMap":{0:"b"}}}}}'
     )
-    full = bodies.RegisterBrokerBody.from_wire(data, False, Version.V5_0_0)
-    lean = bodies.read_register_body(data, False, Version.V5_0_0)
+    full = register_body.RegisterBrokerBody.from_wire(data, False, Version.V5_0_0)
+    lean = register_table.read_register_body(data, False, Version.V5_0_0)
     assert lean == expected(full)
     assert lean.topic_queue_mapping_info_map["T"]["currIdMap"] == {"0": "b"}
 
@@ -96,9 +96,11 @@ def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
 @pytest.mark.parametrize("compressed", [False, True])
 def test_steps_yield_between_slices_of_topics(compressed):
     table = {f"T{i}": TopicConfig(f"T{i}", 4, 4, 6) for i in range(1_000)}
-    wrapper = bodies.TopicConfigSerializeWrapper(table, DataVersion(0, 1, 1))
-    data = bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed)
-    steps = bodies.register_body_steps(data, compressed, CURRENT_VERSION, topics_per_step=100)
+    wrapper = register_body.TopicConfigSerializeWrapper(table, DataVersion(0, 1, 1))
+    data = register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed)
+    steps = register_table.register_body_steps(
+        data, compressed, CURRENT_VERSION, topics_per_step=100
+    )
     yields = 0
     while True:
         try:
@@ -127,24 +129,26 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
     }
     doc = {"topicConfigSerializeWrapper": {"topicConfigTable": table}}
     data = json.dumps(doc, separators=(",", ":")).encode()
-    steps = bodies.register_body_steps(data, False, CURRENT_VERSION, topics_per_step=per_step)
+    steps = register_table.register_body_steps(
+        data, False, CURRENT_VERSION, topics_per_step=per_step
+    )
     while True:
         try:
             next(steps)
         except StopIteration as done:
             lean = done.value
             break
-    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
     assert lean == expected(full)
 
 
-def _read(data: bytes, **steps: int) -> bodies.RegisterTable:
-    reading = bodies.register_body_steps(data, False, CURRENT_VERSION, **steps)
+def _read(data: bytes, **steps: int) -> register_table.RegisterTable:
+    reading = register_table.register_body_steps(data, False, CURRENT_VERSION, **steps)
     while True:
         try:
             next(reading)
         except StopIteration as done:
-            table: bodies.RegisterTable = done.value
+            table: register_table.RegisterTable = done.value
             return table
 
 
@@ -179,11 +183,11 @@ def _fastjson_body(count: int, unusual: int | None = None) -> bytes:
 
 def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
     data = _fastjson_body(2_000)
-    monkeypatch.setattr(bodies, "_plain_steps", _never)
-    monkeypatch.setattr(bodies, "_add_specs", _never)
+    monkeypatch.setattr(register_table, "_plain_steps", _never)
+    monkeypatch.setattr(register_table, "_add_specs", _never)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
-    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
     assert lean == expected(full)
     assert len(lean.specs) == 5  # topics share one spec per distinct (queues, perm, flag)
 
@@ -191,17 +195,17 @@ def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
 def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monkeypatch):
     data = _fastjson_body(2_000, unusual=1_500)
     general: list[int] = []
-    add_specs = bodies._add_specs
+    add_specs = register_table._add_specs
 
     def counting(table, specs, renamed, parsed):  # type: ignore[no-untyped-def]
         general.append(len(parsed))
         add_specs(table, specs, renamed, parsed)
 
-    monkeypatch.setattr(bodies, "_plain_steps", _never)
-    monkeypatch.setattr(bodies, "_add_specs", counting)
+    monkeypatch.setattr(register_table, "_plain_steps", _never)
+    monkeypatch.setattr(register_table, "_add_specs", counting)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
-    full = bodies.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
     assert lean == expected(full)
     assert len(general) == 1 and general[0] < 100  # one chunk of about 4 KiB, not the body
 
@@ -222,7 +226,7 @@ def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monke
 )
 def test_malformed_bodies_are_refused_as_the_full_decoder_refuses_them(body):
     with pytest.raises(bodies.BodyError) as full:
-        bodies.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+        register_body.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
     for per_step in (1, 1 << 20):
         with pytest.raises(bodies.BodyError) as lean:
             _read(body, topics_per_step=per_step, bytes_per_step=per_step)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol import bodies
+from protocol import register_body
 from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand
 from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
@@ -27,12 +27,12 @@ def register_request(
     compressed: bool = False,
     crc: int | None = None,
 ) -> RemotingCommand:
-    wrapper = bodies.TopicConfigSerializeWrapper(
+    wrapper = register_body.TopicConfigSerializeWrapper(
         topic_config_table=topics,
         data_version=data_version or DataVersion(state_version=0, timestamp=1, counter=1),
         topic_queue_mapping_info_map={},
     )
-    body = bodies.RegisterBrokerBody(
+    body = register_body.RegisterBrokerBody(
         topic_config_serialize_wrapper=wrapper, filter_server_list=[]
     ).to_wire(compressed)
     header = RegisterBrokerRequestHeader(
@@ -43,7 +43,7 @@ def register_request(
         broker_id=broker_id,
         heartbeat_timeout_millis=None,
         compressed=compressed,
-        body_crc32=bodies.crc32(body) if crc is None else crc,
+        body_crc32=register_body.crc32(body) if crc is None else crc,
     )
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)
 

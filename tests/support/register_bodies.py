@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from protocol import bodies
+from protocol import register_body
 from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand
 from protocol.headers import RegisterBrokerRequestHeader
@@ -43,10 +43,10 @@ def plain_body(names: list[str], version: int, perms: dict[str, int] | None = No
 
 
 def compressed_body(names: list[str], version: int) -> bytes:
-    wrapper = bodies.TopicConfigSerializeWrapper(
+    wrapper = register_body.TopicConfigSerializeWrapper(
         {n: TopicConfig(n, 8, 8, 6) for n in names}, DataVersion(0, version, version)
     )
-    return bodies.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
+    return register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
 
 
 def register(body: bytes, *, compressed: bool = False, name: str = "broker-a") -> RemotingCommand:
@@ -58,6 +58,6 @@ def register(body: bytes, *, compressed: bool = False, name: str = "broker-a") -
         broker_id=0,
         heartbeat_timeout_millis=None,
         compressed=compressed,
-        body_crc32=bodies.crc32(body),
+        body_crc32=register_body.crc32(body),
     )
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)

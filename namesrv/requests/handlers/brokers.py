@@ -12,7 +12,7 @@ from collections.abc import Generator
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Connection, PendingResponse, Services, ok
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
-from protocol import bodies, headers
+from protocol import bodies, headers, register_body, register_table
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
@@ -117,7 +117,7 @@ class BrokerHandlers:
         if h.body_crc32 != 0 and crc & 0x7FFFFFFF != h.body_crc32:
             raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
         digest: bytes | None = None
-        topic_configs: dict[str, bodies.TopicQueueSpec] | None
+        topic_configs: dict[str, register_table.TopicQueueSpec] | None
         if body:
             # Tells the heartbeat (the very body of the last register) apart: length, CRC-32
             # and the interpreter's keyed SipHash of the bytes (in C, cached on the object),
@@ -133,7 +133,7 @@ class BrokerHandlers:
                 topic_configs, data_version, filter_servers, mapping = None, DataVersion(), [], {}
             else:
                 self.register_bodies_read += 1
-                reading = bodies.register_body_steps(
+                reading = register_table.register_body_steps(
                     body,
                     h.compressed,
                     req.version,
@@ -145,7 +145,7 @@ class BrokerHandlers:
                     try:
                         next(reading)
                     except StopIteration as done:
-                        table: bodies.RegisterTable = done.value
+                        table: register_table.RegisterTable = done.value
                         break
                     yield "read"
                 # Checked whole before anything is applied (names a slice at a time, in C); the
@@ -224,7 +224,7 @@ class BrokerHandlers:
     def query_data_version(
         self, conn: Connection, req: RemotingCommand, h: headers.QueryDataVersionRequestHeader
     ) -> RemotingCommand:
-        version = bodies.decode_data_version(req.body)
+        version = register_body.decode_data_version(req.body)
         changed = self.s.registry.query_data_version_changed(
             cluster_name=h.cluster_name, broker_addr=h.broker_addr, data_version=version
         )

@@ -15,7 +15,7 @@ from twisted.internet.task import Clock
 
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.registry import RouteRegistry
-from protocol import bodies
+from protocol import register_table
 from protocol.codes import Perm
 from protocol.register_table_reader import ChunkCache, TablePart
 from protocol.route_model import DataVersion
@@ -24,15 +24,15 @@ CHUNK = 16 * 1024
 """Bytes per chunk in these tests: a 10,000-topic table is about a hundred chunks."""
 
 
-def read(body: bytes, cache: ChunkCache | None = None) -> bodies.RegisterTable:
-    steps = bodies.register_body_steps(
+def read(body: bytes, cache: ChunkCache | None = None) -> register_table.RegisterTable:
+    steps = register_table.register_body_steps(
         body, False, 500, topics_per_step=1_000, bytes_per_step=CHUNK, chunk_cache=cache
     )
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            table: bodies.RegisterTable = done.value
+            table: register_table.RegisterTable = done.value
             return table
 
 
@@ -51,7 +51,7 @@ def registry(slice_topics: int = 1_000) -> tuple[RouteRegistry, Heard]:
 
 def submit(
     reg: RouteRegistry,
-    table: bodies.RegisterTable | None,
+    table: register_table.RegisterTable | None,
     version: int,
     *,
     name: str = "broker-a",
@@ -77,7 +77,9 @@ def submit(
     )
 
 
-def register(reg: RouteRegistry, table: bodies.RegisterTable, version: int, **kw: Any) -> None:
+def register(
+    reg: RouteRegistry, table: register_table.RegisterTable, version: int, **kw: Any
+) -> None:
     """:func:`submit`, with its table applied to the end."""
     result = submit(reg, table, version, **kw)
     while result.job is not None and not result.job.done:
@@ -98,7 +100,7 @@ def test_a_table_is_read_in_parts_that_list_every_topic_once_in_order():
     table = read(plain_body(names, 1))
     assert table.parts is not None and len(table.parts) > 20
     assert [n for part in table.parts for n in part.names] == names
-    assert table == bodies.read_register_body(plain_body(names, 1), False, 500)
+    assert table == register_table.read_register_body(plain_body(names, 1), False, 500)
 
 
 def test_adding_one_topic_changes_only_the_chunks_near_it():
@@ -118,7 +120,9 @@ def test_a_cached_read_equals_a_fresh_one_and_decodes_nothing_again():
     assert first.parts is not None
     misses = cache.misses
     again = read(plain_body(topic_names(10_000), 7), cache)  # another version, same table
-    assert again == bodies.read_register_body(plain_body(topic_names(10_000), 7), False, 500)
+    assert again == register_table.read_register_body(
+        plain_body(topic_names(10_000), 7), False, 500
+    )
     assert cache.misses == misses and cache.hits == len(first.parts)
 
 

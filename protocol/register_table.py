@@ -1,0 +1,466 @@
+"""The name server's lean read of a REGISTER_BROKER body: only queue counts, perm and sys flag
+per topic, in steps a reactor turn long, validated as the full decode validates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+from protocol import fastjson, register_table_reader
+from protocol.codes import Version
+from protocol.errors import BodyError
+from protocol.json_fields import as_list, as_object, load_object, or_empty
+from protocol.register_body import (
+    INT32,
+    TOPIC_FILTER_TYPES,
+    Inflated,
+    data_version_from,
+    inflate,
+    topic_config_from,
+    topic_config_from_text,
+)
+from protocol.route_model import (
+    DataVersion,
+)
+
+
+class TopicQueueSpec(NamedTuple):
+    """The part of a topic config the name server keeps: what its queue data is made of."""
+
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterTable:
+    """What the name server reads of a REGISTER_BROKER body (see :func:`read_register_body`)."""
+
+    topic_queues: dict[str, TopicQueueSpec]
+    data_version: DataVersion
+    filter_server_list: list[str]
+    topic_queue_mapping_info_map: dict[str, Any]
+    specs: tuple[TopicQueueSpec, ...] = ()
+    """The distinct specs of ``topic_queues`` (what a range check needs to look at)."""
+    renamed: dict[str, str] = field(default_factory=dict)
+    """Table keys whose topic config names another topic (key -> its ``topicName``)."""
+    parts: tuple[register_table_reader.TablePart, ...] | None = field(default=None, compare=False)
+    """The table's chunks as read, in order, when every chunk was read the usual way and no
+    topic is listed twice: what lets the registry skip chunks it applied already."""
+
+
+def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
+    """A register body, validated as :meth:`RegisterBrokerBody.from_wire` validates it, but
+    keeping only queue counts, perm and sys flag per topic (see :func:`register_body_steps`)."""
+    steps = register_body_steps(data, compressed, broker_version, topics_per_step=1 << 62)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            table: RegisterTable = done.value
+            return table
+
+
+def register_body_steps(
+    data: bytes,
+    compressed: bool,
+    broker_version: int,
+    *,
+    topics_per_step: int,
+    bytes_per_step: int | None = None,
+    chunk_cache: register_table_reader.ChunkCache | None = None,
+) -> Generator[None, None, RegisterTable]:
+    """Read a register body ``topics_per_step`` topic configs (of a plain body: about
+    ``bytes_per_step`` bytes) at a time: a generator that yields between steps and returns the
+    :class:`RegisterTable`, or raises :class:`BodyError`.
+
+    A plain body in the usual form is decoded by msgspec into typed structs
+    (:mod:`protocol.register_table_reader`); otherwise the JSON (or the inflated chunks) is
+    parsed in C, value by value, with only type checks per topic. Equal specs are one shared
+    tuple. Anything unusual (a quoted number, a null, an attribute) takes the full decoder's
+    path, which converts it or refuses it with the same error as before; a body the C parser
+    refuses (fastjson's bare integer keys) is read whole by :func:`fastjson.loads`.
+    """
+    if compressed:
+        return (yield from _compressed_steps(data, broker_version, topics_per_step))
+    chunk = bytes_per_step or max(1, topics_per_step) * _CHARS_PER_TOPIC
+    try:
+        return (yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62)), chunk_cache))
+    except register_table_reader.NotFast:
+        pass
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BodyError(f"JSON body is not valid UTF-8 (byte {exc.start})") from exc
+    if not text.strip():
+        raise BodyError("RegisterBrokerBody body is empty")
+    try:
+        return (yield from _plain_steps(text, topics_per_step))
+    except _NotPlain:
+        pass
+    doc = load_object(data, "RegisterBrokerBody")  # fastjson's form, or the precise error
+    return _table_from_doc(doc)
+
+
+class _NotPlain(Exception):
+    """The body is not standard JSON of the expected shape: read it the general way."""
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+_SCANNER: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(
+    parse_constant=fastjson.refuse_constant
+).scan_once  # type: ignore[attr-defined]
+
+
+"""The C scanner's entry point: one JSON value at a position, to the position after it."""
+
+
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def _value(text: str, pos: int) -> tuple[Any, int]:
+    try:
+        return _SCANNER(text, pos)
+    except (ValueError, StopIteration, RecursionError):
+        raise _NotPlain from None
+
+
+def _members(
+    text: str, pos: int, *, at_member: bool = False
+) -> Generator[tuple[str, int], int, int]:
+    """The keys of the JSON object at ``pos`` (or, ``at_member``, of the object whose next
+    member starts at ``pos``), each with the position of its value. The consumer reads the
+    value and sends back (``.send``) the position after it; returns the position after the
+    object."""
+    if not at_member:
+        if pos >= len(text) or text[pos] != "{":
+            raise _NotPlain
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+        if text.startswith("}", pos):
+            return pos + 1
+    while True:
+        if not text.startswith('"', pos):
+            raise _NotPlain
+        try:
+            key, pos = scanstring(text, pos + 1)
+        except ValueError:
+            raise _NotPlain from None
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if not text.startswith(":", pos):
+            raise _NotPlain
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+        pos = yield key, pos
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if text.startswith("}", pos):
+            return pos + 1
+        if not text.startswith(",", pos):
+            raise _NotPlain
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+
+
+_ENTRY_CUT = re.compile(r'\},"[^"\\]*":\{')
+
+
+"""Where one topic config likely ends and the next begins (fastjson writes ``attributes``
+first, so a nested object never precedes a key whose value is an object)."""
+
+
+_CHARS_PER_TOPIC = 128
+
+
+"""A topic config's usual size in the plain body: turns ``topics_per_step`` into text."""
+
+
+def _table_steps(
+    text: str,
+    pos: int,
+    table: dict[str, TopicQueueSpec],
+    specs: dict[TopicQueueSpec, TopicQueueSpec],
+    renamed: dict[str, str],
+    topics_per_step: int,
+) -> Generator[None, None, int]:
+    """Read the topicConfigTable object at ``pos`` into ``table``, a chunk of members at a
+    time; returns the position after it.
+
+    A chunk ends where :data:`_ENTRY_CUT` guesses a member ends, and is parsed whole by the
+    C parser as ``{chunk}``. The guess needs no trust: a chunk that parses as an object is a
+    prefix of the members ending outside any string at depth zero, so the comma after it
+    separates members of the table. A guess that does not parse is retried further on; after
+    a few, the rest is read member by member.
+    """
+    chunk_chars = max(1, topics_per_step) * _CHARS_PER_TOPIC
+    start = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text.startswith("}", start):
+        return start + 1
+    size = len(text)
+    while True:
+        if size - start <= 2 * chunk_chars:  # the last chunk: up to the table's own end
+            try:
+                parsed, end = _SCANNER("{" + text[start:], 0)
+            except (ValueError, StopIteration, RecursionError):
+                break
+            _add_specs(table, specs, renamed, parsed)
+            return start - 1 + end
+        cut = -1
+        search_from = start + chunk_chars
+        for _ in range(4):
+            found = _ENTRY_CUT.search(text, search_from)
+            if found is None:
+                break
+            try:
+                parsed = json.loads(
+                    "{" + text[start : found.start() + 1] + "}",
+                    parse_constant=fastjson.refuse_constant,
+                )
+            except (ValueError, RecursionError):
+                search_from = found.start() + 1
+                continue
+            cut = found.start() + 1  # the comma between two members
+            break
+        if cut < 0:
+            break
+        _add_specs(table, specs, renamed, parsed)
+        start = cut + 1
+        yield
+    # Unusual text: the rest member by member (a failure there reads the body the slow way).
+    entries = _members(text, start, at_member=True)
+    count = 0
+    try:
+        name, vat = next(entries)
+        while True:
+            tc, vend = _value(text, vat)
+            _add_specs(table, specs, renamed, {name: tc})
+            count += 1
+            if count % topics_per_step == 0:
+                yield
+            name, vat = entries.send(vend)
+    except StopIteration as stop:
+        end_pos: int = stop.value
+    return end_pos
+
+
+def _add_specs(
+    table: dict[str, TopicQueueSpec],
+    specs: dict[TopicQueueSpec, TopicQueueSpec],
+    renamed: dict[str, str],
+    parsed: dict[str, Any],
+) -> None:
+    for name, tc in parsed.items():
+        spec = _quick_spec(tc, name)
+        if spec is None:
+            full = topic_config_from(tc, name)
+            spec = TopicQueueSpec(
+                full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
+            )
+            if full.topic_name != name:
+                renamed[name] = full.topic_name
+        table[name] = specs.setdefault(spec, spec)
+
+
+def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, RegisterTable]:
+    pos = _WS.match(text).end()  # type: ignore[union-attr]
+    top: dict[str, Any] = {}
+    wrapper: dict[str, Any] = {}
+    table: dict[str, TopicQueueSpec] = {}
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    renamed: dict[str, str] = {}
+    members = _members(text, pos)
+    end = -1
+    try:
+        key, at = next(members)
+        while True:
+            if key == "topicConfigSerializeWrapper" and text.startswith("{", at):
+                inner = _members(text, at)
+                try:
+                    wkey, wat = next(inner)
+                    while True:
+                        if wkey == "topicConfigTable" and text.startswith("{", wat):
+                            table.clear()
+                            renamed.clear()
+                            wend = yield from _table_steps(
+                                text, wat, table, specs, renamed, topics_per_step
+                            )
+                            wrapper.pop("topicConfigTable", None)
+                        else:
+                            value, wend = _value(text, wat)
+                            wrapper[wkey] = value
+                        wkey, wat = inner.send(wend)
+                except StopIteration as stop:
+                    vend = stop.value
+                top.pop("topicConfigSerializeWrapper", None)
+            else:
+                value, vend = _value(text, at)
+                top[key] = value
+            key, at = members.send(vend)
+    except StopIteration as stop:
+        end = stop.value
+    if end < 0 or _WS.match(text, end).end() != len(text):  # type: ignore[union-attr]
+        raise _NotPlain
+    if "topicConfigSerializeWrapper" in top:  # present but not an object: the precise error
+        top["topicConfigSerializeWrapper"] = as_object(
+            or_empty(top["topicConfigSerializeWrapper"]), "topicConfigSerializeWrapper"
+        )
+    if "topicConfigTable" in wrapper:
+        as_object(or_empty(wrapper["topicConfigTable"]), "topicConfigTable")
+    return _register_table(
+        table,
+        specs,
+        renamed,
+        wrapper.get("dataVersion"),
+        wrapper.get("topicQueueMappingInfoMap"),
+        top.get("filterServerList"),
+    )
+
+
+def _fast_plain_steps(
+    data: bytes, chunk_bytes: int, cache: register_table_reader.ChunkCache | None
+) -> Generator[None, None, RegisterTable]:
+    shape = register_table_reader.outline(data)
+    table: dict[str, TopicQueueSpec] = {}
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    renamed: dict[str, str] = {}
+    sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec, cache)
+    yield from register_table_reader.table_steps(shape.table, chunk_bytes, sink)
+    read = _register_table(
+        table, specs, renamed, shape.data_version, shape.mapping, shape.filter_server_list
+    )
+    parts = sink.parts
+    if parts is None or sum(len(part.names) for part in parts) != len(table):
+        return read  # a chunk read the general way, or a topic listed twice
+    return replace(read, parts=tuple(parts))
+
+
+def _register_table(
+    table: dict[str, TopicQueueSpec],
+    specs: dict[TopicQueueSpec, TopicQueueSpec],
+    renamed: dict[str, str],
+    data_version: Any,
+    mapping: Any,
+    servers: Any,
+) -> RegisterTable:
+    """The table read, with the body's small parts checked as the full decoder checks them."""
+    mapping = or_empty(mapping)
+    if not isinstance(mapping, dict):
+        raise BodyError("topicQueueMappingInfoMap must be a JSON object")
+    return RegisterTable(
+        table,
+        data_version_from(or_empty(data_version)),
+        [str(s) for s in as_list(servers, "filterServerList")],
+        mapping,
+        tuple(specs),
+        renamed,
+    )
+
+
+def _table_from_doc(doc: dict[str, Any]) -> RegisterTable:
+    what = "topicConfigSerializeWrapper"
+    wrapper_doc = as_object(or_empty(doc.get(what)), what)
+    table_doc = as_object(or_empty(wrapper_doc.get("topicConfigTable")), "topicConfigTable")
+    mapping = or_empty(wrapper_doc.get("topicQueueMappingInfoMap"))
+    if not isinstance(mapping, dict):
+        raise BodyError("topicQueueMappingInfoMap must be a JSON object")
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    table: dict[str, TopicQueueSpec] = {}
+    renamed: dict[str, str] = {}
+    _add_specs(table, specs, renamed, {str(name): tc for name, tc in table_doc.items()})
+    return _register_table(
+        table,
+        specs,
+        renamed,
+        wrapper_doc.get("dataVersion"),
+        mapping,
+        doc.get("filterServerList"),
+    )
+
+
+def _quick_spec(tc: Any, key: str) -> TopicQueueSpec | None:
+    """The spec of a plainly written topic config; None sends it down the full decoder."""
+    if type(tc) is not dict:
+        return None
+    get = tc.get
+    read, write, perm, flag = (
+        get("readQueueNums", 16),
+        get("writeQueueNums", 16),
+        get("perm", 6),
+        get("topicSysFlag", 0),
+    )
+    if not (type(read) is int and type(write) is int and type(perm) is int and type(flag) is int):
+        return None
+    name, filter_type, order, attributes = (
+        get("topicName"),
+        get("topicFilterType"),
+        get("order", False),
+        get("attributes"),
+    )
+    if (
+        (name is not None and name != key)
+        or (filter_type is not None and type(filter_type) is not str)
+        or (order is not None and type(order) is not bool)
+        or (attributes is not None and (type(attributes) is not dict or attributes))
+    ):
+        return None
+    return TopicQueueSpec(read, write, perm, flag)
+
+
+def _compressed_steps(
+    data: bytes, broker_version: int, topics_per_step: int
+) -> Generator[None, None, RegisterTable]:
+    inflated = inflate(data)
+    reader = Inflated(inflated)
+    data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
+    count = reader.int32("topic count")
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    table: dict[str, TopicQueueSpec] = {}
+    unpack = INT32.unpack_from
+    size = len(inflated)
+    pos = reader.pos
+    for _ in range(count):
+        if pos + 4 > size:
+            raise BodyError("compressed register body truncated in topic config length")
+        (length,) = unpack(inflated, pos)
+        end = pos + 4 + length
+        if length < 0 or end > size:
+            raise BodyError("compressed register body truncated in topic config")
+        try:
+            text = inflated[pos + 4 : end].decode()
+        except UnicodeDecodeError:
+            raise BodyError("compressed topic config is not UTF-8") from None
+        pos = end
+        parts = text.split(" ", 5)
+        if (
+            (len(parts) == 5 or (len(parts) == 6 and parts[5] == "{}"))  # 4.x has no attributes
+            and parts[4] in TOPIC_FILTER_TYPES
+            and parts[1].isascii()
+            and parts[1].isdigit()
+            and parts[2].isascii()
+            and parts[2].isdigit()
+            and parts[3].isascii()
+            and parts[3].isdigit()
+            and len(parts[1]) < 20
+            and len(parts[2]) < 20
+            and len(parts[3]) < 20
+        ):
+            name = parts[0]
+            spec = TopicQueueSpec(int(parts[1]), int(parts[2]), int(parts[3]), 0)
+        else:
+            tc = topic_config_from_text(text)
+            name = tc.topic_name
+            spec = TopicQueueSpec(tc.read_queue_nums, tc.write_queue_nums, tc.perm, 0)
+        table[name] = specs.setdefault(spec, spec)
+        if len(table) % topics_per_step == 0:
+            yield
+    reader.pos = pos
+    servers = as_list(fastjson.loads(reader.chunk("filterServerList")), "filterServerList")
+    mapping: dict[str, Any] = {}
+    if broker_version >= Version.V5_0_0 and reader.pos < len(reader.data):
+        for _ in range(reader.int32("mapping count")):
+            info = as_object(fastjson.loads(reader.chunk("mapping info")), "TopicQueueMappingInfo")
+            mapping[str(info.get("topic", ""))] = info
+    return RegisterTable(table, data_version, [str(s) for s in servers], mapping, tuple(specs), {})
