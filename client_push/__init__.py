@@ -2,10 +2,9 @@
 
 ``RouteClient`` holds topic routes, refetches them when the name server notifies a change,
 polls as a safety net, expires idle topics and remembers absent ones. The pure modules
-(route cache, negative cache, selector, push tracker, fault table, queue selection) import
-without Twisted; the client and the producer's queue selection with its detector are loaded on
-first use of ``RouteClient``, ``RouteEvent``, ``BrokerEvent``, ``ProducerRouting`` or
-``Producer``.
+(route cache, negative cache, events, push session, selector, fault table, queue selection)
+import without Twisted; the Twisted parts are loaded on first use of ``RouteClient``,
+``ProducerRouting``, ``Producer`` or the producer's errors and results.
 """
 
 from __future__ import annotations
@@ -25,12 +24,13 @@ from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
 from client_push.producer.message import MessageError, SendStatus
 from client_push.producer.queue_select import NoWritableQueueError
+from client_push.routes.events import BrokerEvent, RouteEvent
 from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo
 
 if TYPE_CHECKING:
     from client_push.producer.producer import BrokerRefusedError, Producer, SendError, SendResult
     from client_push.producer.routing import ProducerRouting
-    from client_push.routes.client import BrokerEvent, RouteClient, RouteEvent
+    from client_push.routes.client import RouteClient
 
 __all__ = [
     "BrokerEvent",
@@ -62,10 +62,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("RouteClient", "RouteEvent", "BrokerEvent"):
-        from client_push.routes import client
+    if name == "RouteClient":
+        from client_push.routes.client import RouteClient
 
-        return getattr(client, name)
+        return RouteClient
     if name == "ProducerRouting":
         from client_push.producer import routing as producer
 

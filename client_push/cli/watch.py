@@ -16,7 +16,8 @@ from typing import IO, Any
 
 from client_push.cli import send as send_cli
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
-from client_push.routes.client import RouteClient, RouteEvent
+from client_push.routes.client import RouteClient
+from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import MASTER_ID
 
 EXIT_USAGE = 2

@@ -33,7 +33,8 @@ from twisted.internet import defer, task
 from client_push.producer.broker_probe import BrokerProber
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.producer.queue_select import QueueSelector
-from client_push.routes.client import BrokerEvent, RouteClient
+from client_push.routes.client import RouteClient
+from client_push.routes.events import BrokerEvent
 from client_push.routes.route_cache import MASTER_ID, MessageQueue, PublishInfo
 
 log = logging.getLogger(__name__)

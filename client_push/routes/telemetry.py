@@ -55,7 +55,7 @@ class JsonLinesTelemetry:
     ``memory_bytes``; a file it appends to is read once first, so the records it already holds
     count as previous ones. The field is written only while it can be exact for every line of
     the file: not into a file holding records without it (an older client's), nor after the
-    memory bound is reached. A reader then works ``news`` out itself, as before the field.
+    memory bound is reached. Without it a reader works ``news`` out itself.
     """
 
     def __init__(self, path: str, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:

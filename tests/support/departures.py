@@ -1,12 +1,21 @@
-"""Routes held by a client and the broker-departure notifications that change them."""
+"""Routes held by a client and the broker-departure notifications that change them.
+
+Imports no Twisted, so the sans-I/O push-session tests share these routes.
+"""
 
 from __future__ import annotations
 
-from protocol.codes import RequestCode
+from typing import TYPE_CHECKING
+
+from protocol.codes import Perm, RequestCode
 from protocol.frame import RemotingCommand
 from protocol.push_codec import BrokerChangeKind, encode_notification
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
-from support.fake_namesrv import RW, FakeNamesrv
+
+if TYPE_CHECKING:
+    from support.fake_namesrv import FakeNamesrv
+
+RW = int(Perm.READ | Perm.WRITE)
 
 TWO = TopicRouteData(
     queue_datas=[QueueData("broker-a", 4, 4, RW), QueueData("broker-b", 4, 4, RW)],

@@ -11,7 +11,8 @@ from typing import Any
 from twisted.internet import defer, protocol, reactor, task
 
 from client_push.config import ClientConfig
-from client_push.routes.client import RouteClient, RouteEvent
+from client_push.routes.client import RouteClient
+from client_push.routes.events import RouteEvent
 from protocol import bodies
 from protocol.codes import Perm, RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command

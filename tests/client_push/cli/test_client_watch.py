@@ -20,7 +20,7 @@ from support.wire_client import connect
 from twisted.internet import defer, protocol, reactor, task
 
 from client_push.cli.watch import event_line
-from client_push.routes.client import RouteEvent
+from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import CachedRoute, publish_info, read_queues
 from namesrv.config import from_mapping
 from namesrv.server import NameServer

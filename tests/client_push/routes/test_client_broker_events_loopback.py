@@ -1,6 +1,5 @@
-"""RouteClient receiving broker entries from a fake name server (the one of
-``test_client_route_client``): departures applied locally, confirmations, the stale-answer guard,
-the version check."""
+"""RouteClient receiving broker entries from a fake name server (``support.fake_namesrv``):
+departures applied locally, confirmations, the stale-answer guard, the version check."""
 
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ from support.loopback_wait import settle, until
 from twisted.internet import defer
 
 from client_push.errors import TopicNotExistError
-from client_push.routes.client import RouteClient, RouteEvent
+from client_push.routes.client import RouteClient
+from client_push.routes.events import RouteEvent
 from namesrv.server import NameServer
 from protocol.codes import Perm, RequestCode, ResponseCode
 

@@ -31,7 +31,8 @@ from client_push.errors import (
     RouteClientError,
     TopicNotExistError,
 )
-from client_push.routes.client import RouteClient, RouteEvent
+from client_push.routes.client import RouteClient
+from client_push.routes.events import RouteEvent
 from protocol.codes import Perm, RequestCode
 from protocol.frame import RemotingCommand
 from protocol.push_codec import (
@@ -483,7 +484,7 @@ def test_telemetry_is_off_by_default():
 
 @pytest_twisted.ensureDeferred
 async def test_a_route_with_an_absurd_queue_count_fails_the_call_at_once(harness):
-    # The shape that made the client build 100,000,000 queue objects and never answer.
+    # Queue counts are untrusted: a route claiming 100,000,000 queues fails, never allocates.
     harness.ns.set_route("T", make_route(queues=100_000_000))
     lookup = defer.ensureDeferred(harness.client.get_publish_info("T"))
     with pytest.raises(RouteClientError, match="QueueNums=100000000"):

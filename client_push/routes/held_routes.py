@@ -1,0 +1,126 @@
+"""The routes a client holds and the absences it knows, with the rules for learning either.
+
+Pure: callers pass the time. A route answer, a DELETED notification and a departure that
+empties a route all end here, so a topic's state, its telemetry record and the event its
+listeners get are decided in one place, whichever way the news came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from client_push.routes.events import BROKER_GONE, RouteEvent
+from client_push.routes.negative_cache import NegativeCache
+from client_push.routes.route_cache import CachedRoute, RouteCache
+from client_push.routes.telemetry import RefetchRecord, TelemetrySink
+from protocol.route_model import TopicRouteData
+
+
+class HeldRoutes:
+    """The route cache, the negative cache and the held topics known absent, kept in step."""
+
+    def __init__(
+        self,
+        cache: RouteCache,
+        negative: NegativeCache,
+        telemetry: TelemetrySink,
+        namesrv: Callable[[], str],
+    ) -> None:
+        self.cache = cache
+        self.negative = negative
+        self.absent: set[str] = set()
+        """Held topics whose last known state is "does not exist"."""
+        self._telemetry = telemetry
+        self._namesrv = namesrv
+
+    @property
+    def namesrv(self) -> str:
+        """The name server the held state comes from (events and records name it)."""
+        return self._namesrv()
+
+    def event(
+        self,
+        topic: str,
+        exists: bool,
+        version: int,
+        route: CachedRoute | None,
+        cause: str,
+        now: int,
+    ) -> RouteEvent:
+        return RouteEvent(topic, exists, version, route, cause, now, self._namesrv())
+
+    def learn_route(
+        self,
+        topic: str,
+        route: TopicRouteData,
+        version: int,
+        cause: str,
+        notified_at_ms: int | None,
+        requested_at_ms: int,
+        now: int,
+    ) -> tuple[CachedRoute, RouteEvent | None]:
+        """A route the name server answered: hold it, record it; the event when it changed.
+
+        ``RouteTooLargeError`` (nothing changed) when its queue counts are over the bounds.
+        """
+        update = self.cache.put(topic, route, version, now)
+        self.negative.clear(topic)
+        self.absent.discard(topic)
+        self._telemetry.record(
+            RefetchRecord(
+                topic, version, True, cause, notified_at_ms, requested_at_ms, now, self._namesrv()
+            )
+        )
+        if not update.changed:
+            return update.entry, None
+        return update.entry, self.event(topic, True, version, update.entry, cause, now)
+
+    def learn_absent(
+        self,
+        topic: str,
+        version: int,
+        cause: str,
+        notified_at_ms: int | None,
+        requested_at_ms: int,
+        now: int,
+    ) -> RouteEvent | None:
+        """The topic does not exist (TOPIC_NOT_EXIST or DELETED): remember it, record it.
+
+        The event when the topic is held and was not known absent already.
+        """
+        if not self.cache.is_held(topic):
+            return None
+        self.negative.put(topic, now)
+        self.cache.drop(topic)
+        newly_absent = topic not in self.absent
+        self.absent.add(topic)
+        self._telemetry.record(
+            RefetchRecord(
+                topic, version, False, cause, notified_at_ms, requested_at_ms, now, self._namesrv()
+            )
+        )
+        if not newly_absent:
+            return None
+        return self.event(topic, False, version, None, cause, now)
+
+    def adopt(self, topic: str, route: TopicRouteData, version: int, now: int) -> RouteEvent | None:
+        """A route changed here by a departure, without a request; the event when it changed.
+
+        Nothing is recorded (no answer arrived) and the fetch time stays that of the last
+        answer, so the confirming refetch is what telemetry sees.
+        """
+        previous = self.cache.peek(topic)
+        update = self.cache.put(topic, route, version, now)
+        if previous is not None:
+            update.entry.fetched_at_ms = previous.fetched_at_ms
+        if not update.changed:
+            return None
+        return self.event(topic, True, version, update.entry, BROKER_GONE, now)
+
+    def expire(self, now: int, keep: set[str]) -> list[str]:
+        """Stop holding topics idle past the expiry (``keep`` never expires); the gone ones."""
+        gone = self.cache.expire(now, keep=keep)
+        for topic in gone:
+            self.negative.clear(topic)
+            self.absent.discard(topic)
+        return gone
