@@ -73,9 +73,9 @@ def tune_allocator(mmap_threshold: int = 32 * MIB, trim_threshold: int = 32 * MI
     keeps.
 
     A register of 100,000 topics is a 15 MiB frame, and its body is a buffer of that size.
-    Mapped fresh for each register and unmapped after, every page of it faults again: about
-    3,900 faults, and 60-110 ms in one turn on a virtual machine whose host takes freed memory
-    back (balloon free-page reporting) and must fault it in again. Up to ``mmap_threshold``
+    Mapped fresh for each register and unmapped after, every page of it faults again, all in
+    one reactor turn, and on a virtual machine whose host takes freed memory back (balloon
+    free-page reporting) each fault is slow. Up to ``mmap_threshold``
     (32 MiB, glibc's most) buffers come from the heap instead, and up to ``trim_threshold``
     of free heap top is kept: the next register reuses the same pages without a fault. What
     the process keeps is what it used at most at once, which the byte bounds of the config
