@@ -8,17 +8,20 @@ per connection instead of a full serialisation.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Hashable, Sequence
 
 from protocol.codes import RequestCode, SerializeType
 from protocol.frame import RemotingCommand, encode_command
-from protocol.push_codec import notification_prefix, sequence_suffix
+from protocol.push_codec import SMALL_SEQUENCE_SUFFIXES, notification_prefix, sequence_suffix
 from protocol.push_events import BrokerChange, TopicChange
 
 _PREFIX = struct.Struct(">II")
+_TOPIC = operator.itemgetter(0)
+_SMALL = len(SMALL_SEQUENCE_SUFFIXES)
 
-Changes = Sequence[TopicChange]
+Changes = Sequence[TopicChange] | Sequence[tuple[str, int, int]]
 Brokers = Sequence[BrokerChange]
 
 
@@ -60,7 +63,7 @@ class NotifyFrames:
         shared = self._bodies.get(key)
         if shared is None:
             shared = notification_prefix(changes, self._emitted_at, self._epoch, brokers)
-            self.topics.update(change[0] for change in changes)
+            self.topics.update(map(_TOPIC, changes))
             self._bodies[key] = shared
         return shared
 
@@ -81,5 +84,5 @@ class NotifyFrames:
             parts = (head, (int(serialize_type) << 24) | len(header), 4 + len(head))
             parts_of[key] = parts
         head, word, length_before_tail = parts
-        tail = sequence_suffix(sequence)
+        tail = SMALL_SEQUENCE_SUFFIXES[sequence] if sequence < _SMALL else sequence_suffix(sequence)
         return _PREFIX.pack(length_before_tail + len(tail), word) + head + tail

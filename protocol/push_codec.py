@@ -113,8 +113,8 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-_SMALL_SUFFIXES = [_SEQUENCE_TAG + _varint(i) for i in range(1 << 14)]
-"""Sequences below 16384 (two varint bytes) are looked up, not encoded."""
+SMALL_SEQUENCE_SUFFIXES = tuple(_SEQUENCE_TAG + _varint(i) for i in range(1 << 14))
+"""``sequence_suffix(n)`` for every n below 16384 (two varint bytes): looked up, not encoded."""
 
 
 def notification_prefix(
@@ -140,7 +140,7 @@ def notification_prefix(
 def sequence_suffix(sequence: int) -> bytes:
     """The ``sequence`` field that completes a :func:`notification_prefix`."""
     if sequence < 16384:
-        return _SMALL_SUFFIXES[sequence]
+        return SMALL_SEQUENCE_SUFFIXES[sequence]
     return _SEQUENCE_TAG + _varint(sequence)
 
 

@@ -32,7 +32,7 @@ from namesrv.config import SuppressionConfig
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.subscriptions import Conn, SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
-from protocol.push_events import BrokerChange, ChangeKind, TopicChange
+from protocol.push_events import BrokerChange, ChangeKind
 
 RULE_OF_CAUSE: dict[ChangeCause, str] = {
     ChangeCause.BROKER_STARTUP: "broker_startup",
@@ -51,11 +51,16 @@ RULE_OF_CAUSE: dict[ChangeCause, str] = {
 EventHook = Callable[[str, dict[str, Any]], None]
 
 
+ChangeTuple = tuple[str, int, int]
+"""(topic, version, kind): a ``protocol.push_events.TopicChange``'s fields, as a plain tuple
+(see :func:`_pending`)."""
+
+
 class Notification(NamedTuple):
     """One NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED frame to build for one connection."""
 
     conn: Conn
-    changes: tuple[TopicChange, ...]
+    changes: tuple[ChangeTuple, ...]
     """The change of every topic the connection is owed."""
     sequence: int
     emitted_at_ms: int
@@ -110,12 +115,12 @@ class _Pending(NamedTuple):
     """Whether the topic existed before the first change this entry covers."""
     exists: bool
     """Whether it exists after the latest one."""
-    change: TopicChange
+    change: ChangeTuple
     """The change as a notification carries it; one object for all owed."""
 
     @property
     def kind(self) -> ChangeKind:
-        return ChangeKind(self.change.kind)
+        return ChangeKind(self.change[2])
 
 
 def _pending(topic: str, version: int, existed: bool, exists: bool) -> _Pending:
@@ -123,7 +128,9 @@ def _pending(topic: str, version: int, existed: bool, exists: bool) -> _Pending:
         kind = ChangeKind.DELETED
     else:
         kind = ChangeKind.UPDATED if existed else ChangeKind.CREATED
-    return _Pending(version, existed, exists, TopicChange(topic, version, int(kind)))
+    # A plain tuple, not a TopicChange: an exact tuple of atomic values is untracked by the
+    # cycle collector, a named tuple stays tracked, and one is held per owed topic.
+    return _Pending(version, existed, exists, (topic, version, int(kind)))
 
 
 class ChangeDetector:
