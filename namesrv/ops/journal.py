@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
@@ -58,11 +58,12 @@ class NullJournal:
 
 
 def notification_sent_fields(
-    frames: int, topics: Iterable[str], frame_bytes: int, broker_entries: int
+    frames: int, topics: Collection[str], frame_bytes: int, broker_entries: int
 ) -> dict[str, Any]:
     """The fields of one tick's ``notification_sent`` record (docs/journal.md): ``frames``
-    frames, one per connection, naming ``topics`` and ``broker_entries`` broker changes."""
-    names = sorted(set(topics))
+    frames, one per connection, naming the distinct ``topics`` and ``broker_entries`` broker
+    changes."""
+    names = sorted(topics)
     return {
         "connections": frames,
         "frames": frames,

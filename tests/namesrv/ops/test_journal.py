@@ -210,7 +210,7 @@ def test_null_journal_accepts_everything() -> None:
 
 
 def test_notification_sent_fields_summarise_a_tick() -> None:
-    topics = ["b", "a", "a", *(f"T{i:03d}" for i in range(150))]
+    topics = {"b", "a", *(f"T{i:03d}" for i in range(150))}
     fields = journal_mod.notification_sent_fields(4, topics, frame_bytes=1234, broker_entries=1)
     assert fields["connections"] == fields["frames"] == 4
     assert fields["broker_entries"] == 1
