@@ -392,7 +392,7 @@ def test_a_large_body_with_a_wrong_crc_is_refused_after_its_slices_and_changes_n
 
 @pytest_twisted.inlineCallbacks
 def test_a_signed_large_register_binds_its_acl_key_once_it_is_applied(make_server):
-    from test_acl import ACL, independent_sign
+    from support.acl_signing import ACL, independent_sign
 
     running = make_server({"acl": ACL})
     broker = yield connect(running.port)
