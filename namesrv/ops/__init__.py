@@ -1,0 +1,1 @@
+"""Operations: the event journal, Prometheus metrics, paced logging and duration histograms."""
