@@ -10,20 +10,41 @@ class RouteClientError(Exception):
 
 
 class TopicNotExistError(RouteClientError):
-    """The name server has no route for the topic (TOPIC_NOT_EXIST), possibly remembered."""
+    """The name server has no route for the topic (TOPIC_NOT_EXIST), possibly remembered.
 
-    def __init__(self, topic: str, retry_at_ms: int | None = None, *, cached: bool = False) -> None:
+    ``retry_at_ms`` is the moment on the client's (injected) clock from which the name server
+    is asked again; given ``now_ms``, the moment of the error on that clock, ``retry_in_ms`` is
+    how long until then, and the message says that duration rather than the moment.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        retry_at_ms: int | None = None,
+        *,
+        now_ms: int | None = None,
+        cached: bool = False,
+    ) -> None:
         self.topic = topic
         self.retry_at_ms = retry_at_ms
-        self.cached = cached
-        when = (
-            f"; the name server is asked again after {retry_at_ms} ms (clock time) unless "
-            "a CREATED notification arrives first"
-            if retry_at_ms is not None
-            else ""
+        self.retry_in_ms = (
+            None if retry_at_ms is None or now_ms is None else max(0, retry_at_ms - now_ms)
         )
+        self.cached = cached
+        if retry_at_ms is None:
+            retry = ""
+        else:
+            when = (
+                f"in {self.retry_in_ms} ms"
+                if self.retry_in_ms is not None
+                else f"from {retry_at_ms} ms on the client's clock"
+            )
+            retry = (
+                f"; the name server is asked again {when} "
+                "unless a CREATED notification arrives first"
+            )
         source = "remembered absence" if cached else "name server answered TOPIC_NOT_EXIST"
-        super().__init__(f"topic {topic!r} does not exist ({source}){when}")
+        super().__init__(f"topic {topic!r} does not exist ({source}){retry}")
 
 
 class NameServerError(RouteClientError):

@@ -23,9 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--listen", metavar="HOST:PORT", help="address to listen on (default 0.0.0.0:9876)"
     )
     parser.add_argument(
+        "-c",
         "--config",
         metavar="FILE",
-        help="TOML config file (see docs/config.md), or an upstream namesrv.properties",
+        help="TOML config file (see docs/config.md), or an upstream namesrv.properties "
+        "(-c as upstream's mqnamesrv spells it)",
     )
     parser.add_argument(
         "--metrics",

@@ -264,7 +264,7 @@ class NameServer:
         for conn in told:
             conn.send(frame)
         log.info(
-            "GoAway sent to %d of %d connections; closing in %d ms",
+            "GoAway sent to the connections that use route push: %d of %d; closing in %d ms",
             len(told),
             len(self.connections),
             grace,

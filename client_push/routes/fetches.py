@@ -194,7 +194,7 @@ class RouteFetches:
             if event is not None:
                 self._listeners.tell(event)
             retry_at = self._routes.negative.retry_at(topic)
-            self._finish(fetch, TopicNotExistError(topic, retry_at))
+            self._finish(fetch, TopicNotExistError(topic, retry_at, now_ms=now))
             return
         if response.code != ResponseCode.SUCCESS:
             what = f"GET_ROUTEINFO_BY_TOPIC {topic}"

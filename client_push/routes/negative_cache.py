@@ -26,7 +26,7 @@ class NegativeCache:
             return
         if now_ms < until:
             self.hits += 1
-            raise TopicNotExistError(topic, until, cached=True)
+            raise TopicNotExistError(topic, until, now_ms=now_ms, cached=True)
         del self._until[topic]
 
     def is_absent(self, topic: str, now_ms: int) -> bool:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
+from support.namesrv_process import spawn_namesrv
 from support.paths import REPO_ROOT
 
 from protocol.codes import RequestCode, ResponseCode
@@ -17,16 +20,6 @@ from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from protocol.push_codec import decode_go_away, encode_subscribe
 
 ROOT = REPO_ROOT
-
-
-def spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "namesrv", *args],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def bound_port(proc: subprocess.Popen[str]) -> int:
@@ -48,13 +41,33 @@ def read_frames(sock: socket.socket, count: int) -> list[RemotingCommand]:
     return out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_sends_go_away_to_subscribers_only_then_the_process_exits_cleanly(tmp_path, sig):
+@contextlib.contextmanager
+def sigint_ignored_here() -> Iterator[None]:
+    """SIGINT ignored in this process meanwhile, as under ``nohup`` or ``trap '' INT``."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.parametrize(
+    ("sig", "runner_ignores_sigint"),
+    [
+        (signal.SIGTERM, False),
+        (signal.SIGINT, False),
+        pytest.param(signal.SIGINT, True, id="SIGINT-from-a-runner-that-ignores-it"),
+    ],
+)
+def test_signal_sends_go_away_to_subscribers_only_then_the_process_exits_cleanly(
+    tmp_path, sig, runner_ignores_sigint
+):
     config = tmp_path / "namesrv.toml"
     config.write_text(
         '[server]\nshutdown_grace_ms = 300\ngo_away_alternatives = ["10.0.0.9:9876"]\n'
     )
-    proc = spawn("--listen", "127.0.0.1:0", "--config", str(config))
+    with sigint_ignored_here() if runner_ignores_sigint else contextlib.nullcontext():
+        proc = spawn_namesrv("--listen", "127.0.0.1:0", "--config", str(config))
     try:
         port = bound_port(proc)
         with (
@@ -86,21 +99,34 @@ def test_signal_sends_go_away_to_subscribers_only_then_the_process_exits_cleanly
             assert read_frames(sock, 1) == []  # then closed
             assert read_frames(upstream, 1) == []
         assert proc.wait(timeout=20) == 0
+        log = proc.stderr.read()  # type: ignore[union-attr]
+        assert (
+            "GoAway sent to the connections that use route push: 1 of 2; closing in 300 ms" in log
+        )
     finally:
         proc.kill()
+
+
+def test_help_shows_upstreams_dash_c_beside_config(capsys):
+    from namesrv.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    assert "-c FILE, --config FILE" in capsys.readouterr().out
 
 
 def test_bad_config_is_refused_with_the_key_named(tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text("[push]\ntick_interval_ms = 5\n")
-    proc = spawn("--config", str(config))
+    proc = spawn_namesrv("--config", str(config))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "push.tick_interval_ms" in err
 
 
 def test_unknown_listen_address_is_refused():
-    proc = spawn("--listen", "nowhere")
+    proc = spawn_namesrv("--listen", "nowhere")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "nowhere" in err
@@ -161,13 +187,8 @@ def test_running_out_of_file_descriptors_is_logged_once_per_episode(tmp_path):
 
     config = tmp_path / "namesrv.toml"
     config.write_text("[pressure]\nsample_interval_ms = 100\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--listen", "127.0.0.1:0", "--config", str(config)],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=low_fd_limit,
+    proc = spawn_namesrv(
+        "--listen", "127.0.0.1:0", "--config", str(config), preexec_fn=low_fd_limit
     )
     try:
         port = bound_port(proc)

@@ -7,19 +7,16 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import tomllib
 
 import pytest
-from support.paths import REPO_ROOT
+from support.namesrv_process import spawn_namesrv
 
 from namesrv.cli import default_config_text, main
 from namesrv.config import ConfigError, NamesrvConfig, from_mapping, load
 from namesrv.properties import parse_properties
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
-
-ROOT = REPO_ROOT
 
 
 def all_keys(obj: object, prefix: str = "") -> list[str]:
@@ -103,17 +100,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_name_server_started_with_namesrv_properties_listens_on_its_listen_port(tmp_path):
+@pytest.mark.parametrize("flag", ["--config", "-c"])
+def test_a_name_server_started_with_namesrv_properties_listens_on_its_listen_port(tmp_path, flag):
     port = free_port()
     path = tmp_path / "namesrv.properties"
     path.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\nrocketmqHome=/opt/rocketmq\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--config", str(path)],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    seen = serve_one_request(spawn_namesrv(flag, str(path)), port)
+    assert any("ignored: rocketmqHome" in line for line in seen)
+
+
+def test_dash_c_is_upstreams_spelling_of_config_for_a_toml_file_too(tmp_path):
+    port = free_port()
+    path = tmp_path / "namesrv.toml"
+    path.write_text(f'[server]\nlisten = "127.0.0.1:{port}"\n')
+    serve_one_request(spawn_namesrv("-c", str(path)), port)
+
+
+def serve_one_request(proc: subprocess.Popen[str], port: int) -> list[str]:
+    """Wait until the name server listens on ``port``, check it answers a request there, stop
+    it; the log lines up to "listening on" are returned."""
     try:
         seen = []
         for line in proc.stderr:  # type: ignore[union-attr]
@@ -121,7 +126,6 @@ def test_a_name_server_started_with_namesrv_properties_listens_on_its_listen_por
             if "listening on" in line:
                 break
         assert f"listening on 127.0.0.1:{port}" in seen[-1], seen
-        assert any("ignored: rocketmqHome" in line for line in seen)
         with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
             request = RemotingCommand.request(
                 RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, opaque=5
@@ -135,3 +139,4 @@ def test_a_name_server_started_with_namesrv_properties_listens_on_its_listen_por
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    return seen

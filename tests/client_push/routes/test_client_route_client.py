@@ -147,6 +147,22 @@ async def test_thousand_lookups_of_an_absent_topic_within_ttl_send_one_request(h
 
 
 @pytest_twisted.ensureDeferred
+async def test_absence_errors_say_how_long_until_the_name_server_is_asked_again(harness):
+    await harness.connected()
+    harness.clock.advance(12.0)
+    with pytest.raises(TopicNotExistError) as answered:
+        await get(harness.client, "missing")
+    assert answered.value.retry_at_ms == 42_000 and not answered.value.cached
+    assert "asked again in 30000 ms" in str(answered.value)
+    harness.clock.advance(12.0)
+    with pytest.raises(TopicNotExistError) as remembered:
+        await get(harness.client, "missing")
+    assert remembered.value.retry_at_ms == 42_000 and remembered.value.cached
+    assert "asked again in 18000 ms" in str(remembered.value)
+    assert "42000" not in str(remembered.value)
+
+
+@pytest_twisted.ensureDeferred
 async def test_absent_topic_is_subscribed_so_created_clears_it_before_the_ttl(harness):
     with pytest.raises(TopicNotExistError):
         await get(harness.client, "later")
