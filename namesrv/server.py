@@ -241,7 +241,8 @@ class NameServer:
         self._loops.append(loop)
 
     def stop(self, grace_ms: int | None = None) -> defer.Deferred[None]:
-        """Send GoAway to everyone, stop accepting, serve on for the grace period, then close."""
+        """Send GoAway to the connections that use route push, stop accepting, serve everyone
+        on for the grace period, then close."""
         if self._stopping is not None:
             return self._stopping
         grace = self.config.server.shutdown_grace_ms if grace_ms is None else grace_ms
