@@ -57,6 +57,10 @@ class ServerConfig:
     """PEM certificate (chain) the server presents; required unless TLS is disabled."""
     tls_key_file: str = ""
     """PEM private key of that certificate (may be the same file)."""
+    tls_handshake_timeout_ms: int = 10_000
+    """A TLS connection whose handshake has not finished within this long is closed, as
+    upstream's name server does after 10 s (from accept when ``tls`` is enforcing, from the
+    first handshake byte when permissive)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +262,7 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("server.route_cache_bytes", s.route_cache_bytes, 0, 2**62),
         ("server.output_buffer_bytes", s.output_buffer_bytes, 64 * KIB, 2**62),
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
+        ("server.tls_handshake_timeout_ms", s.tls_handshake_timeout_ms, 10, 3_600_000),
         ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
         ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
         ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),

@@ -196,7 +196,14 @@ class NameServer:
 
     def listen(self) -> IListeningPort:
         cfg = self.config
-        listening = transport.listen(self.reactor, cfg.server, self.hub, self.counters)
+        listening = transport.listen(
+            self.reactor,
+            cfg.server,
+            self.hub,
+            self.counters,
+            clock=self.clock,
+            peer_log=self.hub.peer_log,
+        )
         self._port = listening
         if hasattr(self.reactor, "after_dispatch"):  # the lean reactor: answers go in bursts
             self.hub.hold_output_while_dispatching(self.reactor)

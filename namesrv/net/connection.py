@@ -165,6 +165,16 @@ class NamesrvConnection(TwistedProtocol):
         if isinstance(transport, tcp.Connection) and hasattr(transport, "socket"):
             self._socket_transport = transport
 
+    def start_tls(self, tls: Any) -> None:
+        """The peer opened a TLS handshake before sending anything else: from now on this
+        connection reads and writes through ``tls``, a layer the port put over its socket
+        (the port routes the socket's bytes to it). Admission, the idle and frame timeouts
+        and the output bound carry on as they were."""
+        self._transport.unregisterProducer()
+        self._socket_transport = None
+        self.transport = tls
+        tls.registerProducer(self, True)
+
     def dataReceived(self, data: bytes) -> None:
         if self.closing:
             return

@@ -5,12 +5,14 @@ told apart by the first byte a client sends (0x16 opens a TLS handshake record; 
 frame starts with its length, whose first byte is 0 for any frame under 16 MiB), as upstream's
 permissive mode does. ``enforcing`` refuses a connection whose first byte is not a handshake.
 No client certificate is asked for, as upstream's default (``tls.server.need.client.auth``).
+
+A TLS connection is under every bound a plaintext one is, from the moment TCP accepts it: the
+connection bounds, the idle and frame timeouts; and its handshake must finish within
+``server.tls_handshake_timeout_ms`` (``tls_handshake_timeouts`` counts those that did not).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import ssl
@@ -18,7 +20,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 
-log = logging.getLogger(__name__)
+from namesrv.ops.log_limit import RateLimitedLog
 
 TLS_HANDSHAKE_RECORD = 0x16
 
@@ -60,10 +62,16 @@ def _pem_blocks(pem: bytes) -> list[bytes]:
 
 
 class _FirstByteRouter(Protocol):
-    """Waits for the first byte, then runs the connection as TLS or plaintext.
+    """Admits the connection when TCP accepts it, then runs it as TLS or plaintext by its
+    first byte.
 
-    The name-server protocol is built when the connection is accepted, as without TLS, so a
-    factory that refuses connections (returns None) refuses them here too.
+    The name-server connection is made on the socket at accept, as without TLS, so the
+    connection bounds refuse it there, and the idle and frame timeouts hold it from then on;
+    a handshake byte puts a TLS layer between the socket and it
+    (:meth:`~namesrv.net.connection.NamesrvConnection.start_tls`). The handshake must then
+    finish within ``server.tls_handshake_timeout_ms``: counted from accept when enforcing (the
+    connection can be nothing else), from its first byte when permissive (a silent connection
+    may yet be plaintext, and is under the idle timeout like any other).
     """
 
     def __init__(self, factory: TlsRoutingFactory, addr: Any) -> None:
@@ -71,51 +79,114 @@ class _FirstByteRouter(Protocol):
         self._addr = addr
         self._conn: Any = None
         self._inner: Any = None
+        """What the socket's bytes go to once the first has come: the TLS layer, or the
+        connection itself."""
+        self._deadline: Any = None
+        """The pending handshake timeout, while a handshake is awaited or under way."""
 
     def connectionMade(self) -> None:
         routing = self._routing
-        if routing.on_transport is not None:
-            routing.on_transport(self.transport)
-        self._conn = routing.plain_factory.buildProtocol(self._addr)
-        if self._conn is None:
-            self._any_transport.loseConnection()
+        conn: Any = routing.plain_factory.buildProtocol(self._addr)
+        self._conn = conn
+        if conn is None:
+            self._any_transport.abortConnection()
+            return
+        conn.makeConnection(self._any_transport)
+        if routing.mode == "enforcing" and not conn.closing:
+            self._await_handshake()
 
     def dataReceived(self, data: bytes) -> None:
         inner = self._inner
         if inner is None:
-            if not data or self._conn is None:
+            conn = self._conn
+            if not data or conn is None or conn.closing:
                 return
-            routing = self._routing
-            if data[0] == TLS_HANDSHAKE_RECORD:
-                inner = TLSMemoryBIOProtocol(routing.tls_factory, self._conn)
-                routing.counters["tls.handshake"] += 1
-            elif routing.mode == "enforcing":
-                routing.counters["rejected.tls_plaintext"] += 1
-                log.warning(
-                    "closing plaintext connection from %s: server.tls is enforcing", self._addr
-                )
-                self._conn = None
-                self._any_transport.abortConnection()
+            inner = self._route(data[0])
+            if inner is None:
                 return
-            else:
-                inner = self._conn
-                routing.counters["tls.plaintext"] += 1
-            self._inner = inner
-            inner.makeConnection(self.transport)
         inner.dataReceived(data)
+        if self._deadline is not None:
+            self._check_handshake()
+
+    def _route(self, first: int) -> Any:
+        """Where this connection's bytes go, by its first; None: refused (enforcing)."""
+        routing = self._routing
+        conn = self._conn
+        if first == TLS_HANDSHAKE_RECORD:
+            tls = TLSMemoryBIOProtocol(routing.tls_factory, conn, _connectWrapped=False)
+            tls.makeConnection(self.transport)
+            conn.start_tls(tls)
+            routing.counters["tls.handshake"] += 1
+            if self._deadline is None:
+                self._await_handshake()
+            self._inner = tls
+            return tls
+        self._stop_deadline()
+        if routing.mode == "enforcing":
+            routing.counters["rejected.tls_plaintext"] += 1
+            routing.peer_log.warning(
+                "tls_plaintext",
+                "closing plaintext connection %s from %s: server.tls is enforcing",
+                conn.conn_id,
+                conn.peer,
+            )
+            conn.close(abort=True)
+            return None
+        routing.counters["tls.plaintext"] += 1
+        self._inner = conn
+        return conn
+
+    def _await_handshake(self) -> None:
+        routing = self._routing
+        self._deadline = routing.clock.callLater(
+            routing.handshake_timeout_ms / 1000.0, self._handshake_timed_out
+        )
+
+    def _check_handshake(self) -> None:
+        """Stop the handshake timeout once the handshake is done: the client's Finished, the
+        last handshake message a server receives in every TLS version, has been read."""
+        handle = self._inner.getHandle()
+        if handle is not None and handle.get_peer_finished() is not None:
+            self._stop_deadline()
+
+    def _stop_deadline(self) -> None:
+        deadline, self._deadline = self._deadline, None
+        if deadline is not None and deadline.active():
+            deadline.cancel()
+
+    def _handshake_timed_out(self) -> None:
+        self._deadline = None
+        conn = self._conn
+        if conn.closing or conn.closed:
+            return
+        routing = self._routing
+        routing.counters["tls_handshake_timeouts"] += 1
+        routing.peer_log.warning(
+            "tls_handshake_timeout",
+            "closing connection %s from %s: its TLS handshake did not finish within "
+            "server.tls_handshake_timeout_ms=%d",
+            conn.conn_id,
+            conn.peer,
+            routing.handshake_timeout_ms,
+        )
+        conn.close(abort=True)
 
     @property
     def _any_transport(self) -> Any:
         return self.transport
 
     def connectionLost(self, reason: Failure | None = None) -> None:
-        if self._inner is not None:
-            inner: Any = self._inner
-            inner.connectionLost(reason)
+        self._stop_deadline()
+        receiver: Any = self._inner if self._inner is not None else self._conn
+        if receiver is not None:
+            receiver.connectionLost(reason)
 
 
 class TlsRoutingFactory(Factory):
-    """Wraps the name-server factory for ``permissive`` or ``enforcing`` mode."""
+    """Wraps the name-server factory for ``permissive`` or ``enforcing`` mode.
+
+    ``clock`` runs the handshake timeouts; ``peer_log`` paces the lines a peer can provoke.
+    """
 
     def __init__(
         self,
@@ -123,14 +194,19 @@ class TlsRoutingFactory(Factory):
         options: Any,
         mode: str,
         counters: Any,
-        on_transport: Callable[[Any], None] | None = None,
+        *,
+        clock: Any,
+        handshake_timeout_ms: int,
+        peer_log: RateLimitedLog,
     ) -> None:
         self.plain_factory = plain_factory
         wrapped: Any = plain_factory
         self.tls_factory = TLSMemoryBIOFactory(options, False, wrapped)
         self.mode = mode
         self.counters = counters
-        self.on_transport = on_transport
+        self.clock = clock
+        self.handshake_timeout_ms = handshake_timeout_ms
+        self.peer_log = peer_log
 
     def buildProtocol(self, addr: Any) -> _FirstByteRouter:
         return _FirstByteRouter(self, addr)

@@ -18,6 +18,7 @@ from twisted.internet.protocol import Factory
 
 from namesrv.config import ServerConfig, parse_listen
 from namesrv.net.connection import ConnectionOwner, NamesrvConnection
+from namesrv.ops.log_limit import RateLimitedLog
 
 READ_SIZE = 64 * 1024
 """Bytes asked of the kernel per read: Twisted's default, whatever the output bound is."""
@@ -57,16 +58,18 @@ class ConnectionFactory(Factory):
     def buildProtocol(self, addr: Any) -> NamesrvConnection:
         return NamesrvConnection(self.owner, next(self._ids), self.config)
 
-    def size_transport(self, transport: Any) -> None:
-        """Under TLS the connection writes to the TLS layer; bound the socket's buffer too."""
-        if hasattr(transport, "bufferSize"):
-            transport.bufferSize = self.config.output_buffer_bytes
-
 
 def listen(
-    reactor: Any, config: ServerConfig, owner: ConnectionOwner, counters: Counter[str]
+    reactor: Any,
+    config: ServerConfig,
+    owner: ConnectionOwner,
+    counters: Counter[str],
+    *,
+    clock: Any,
+    peer_log: RateLimitedLog,
 ) -> IListeningPort:
-    """Listen on ``server.listen`` (with ``server.tls``); TLS outcomes count in ``counters``."""
+    """Listen on ``server.listen`` (with ``server.tls``); TLS outcomes count in ``counters``,
+    handshake timeouts run on ``clock`` and are logged through ``peer_log``."""
     host, port = parse_listen(config.listen)
     plain = ConnectionFactory(owner, config)
     factory: Factory = plain
@@ -74,7 +77,15 @@ def listen(
         from namesrv.net.tls import TlsRoutingFactory, server_options
 
         options = server_options(config.tls_cert_file, config.tls_key_file)
-        factory = TlsRoutingFactory(plain, options, config.tls, counters, plain.size_transport)
+        factory = TlsRoutingFactory(
+            plain,
+            options,
+            config.tls,
+            counters,
+            clock=clock,
+            handshake_timeout_ms=config.tls_handshake_timeout_ms,
+            peer_log=peer_log,
+        )
     if isinstance(reactor, PosixReactorBase):
         bounded = _Port(port, cast(Any, factory), 1024, host, reactor)
         bounded.startListening()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 from pathlib import Path
@@ -45,3 +46,15 @@ def self_signed(directory: Path, name: str = "localhost") -> tuple[str, str]:
         )
     )
     return str(cert_file), str(key_file)
+
+
+def client_hello() -> bytes:
+    """The first flight of a TLS client: the records of a whole ClientHello, as a client that
+    went on to stall would have sent them."""
+    from OpenSSL import SSL
+
+    client = SSL.Connection(SSL.Context(SSL.TLS_CLIENT_METHOD), None)
+    client.set_connect_state()
+    with contextlib.suppress(SSL.WantReadError):  # it waits for the server's answer
+        client.do_handshake()
+    return client.bio_read(65536)
