@@ -199,6 +199,17 @@ class AclConfig:
 class MetricsConfig:
     listen: str = ""
     """HOST:PORT of the Prometheus endpoint (``/metrics``); empty turns it off."""
+    max_connections: int = 64
+    """Connections open to the endpoint at once; a new one past it closes the connection
+    served longest ago, so held-open connections cannot lock the scraper out."""
+    idle_timeout_ms: int = 30_000
+    """A connection that completes no request for this long is closed."""
+    bearer_token: str = field(default="", metadata={"secret": True})
+    """Non-empty: ``/metrics`` needs ``Authorization: Bearer <token>`` (or the basic
+    credentials below, when set)."""
+    basic_auth_user: str = ""
+    basic_auth_password: str = field(default="", metadata={"secret": True})
+    """Both set: ``/metrics`` needs HTTP basic auth with them (or the bearer token, when set)."""
 
 
 TLS_MODES = ("disabled", "permissive", "enforcing")
@@ -306,6 +317,8 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("journal.max_files", j.max_files, 0, 1_000_000),
         ("journal.max_total_bytes", j.max_total_bytes, 0, 2**62),
         ("journal.max_records_per_second", j.max_records_per_second, 0, 100_000_000),
+        ("metrics.max_connections", cfg.metrics.max_connections, 1, 100_000),
+        ("metrics.idle_timeout_ms", cfg.metrics.idle_timeout_ms, 10, 3_600_000),
     ]
     if s.idle_timeout_ms != 0:
         ranges.append(("server.idle_timeout_ms", s.idle_timeout_ms, 10, 2**31 - 1))
@@ -332,8 +345,7 @@ def _validate(cfg: NamesrvConfig) -> None:
     parse_listen(s.listen)
     for addr in s.go_away_alternatives:
         _check_addr("server.go_away_alternatives", addr)
-    if cfg.metrics.listen:
-        parse_listen(cfg.metrics.listen)
+    _validate_metrics(cfg.metrics)
     _validate_tls(s)
     _validate_acl(cfg.acl)
 
@@ -377,6 +389,18 @@ def check_paths(cfg: NamesrvConfig) -> None:
         ):
             if not os.path.isfile(path) or not os.access(path, os.R_OK):
                 raise ConfigError(f"{name} {path} is not a readable file")
+
+
+def _validate_metrics(metrics: MetricsConfig) -> None:
+    if metrics.listen:
+        parse_listen(metrics.listen)
+    if bool(metrics.basic_auth_user) != bool(metrics.basic_auth_password):
+        raise ConfigError("metrics.basic_auth_user and metrics.basic_auth_password go together")
+    if ":" in metrics.basic_auth_user:
+        raise ConfigError("config key metrics.basic_auth_user must not contain ':'")
+    token = metrics.bearer_token
+    if token and (not token.isascii() or not token.isprintable() or " " in token):
+        raise ConfigError("config key metrics.bearer_token must be printable ASCII without spaces")
 
 
 def _validate_tls(server: ServerConfig) -> None:

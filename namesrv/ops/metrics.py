@@ -5,12 +5,19 @@ so nothing on the request path is instrumented twice. Counters the collector doe
 name still appear, as ``rocketmq_namesrv_events_total{event=...}``, so a new counter is never
 lost to the scrape.
 The page is rendered on the reactor thread: the counters are never read mid-update.
+
+The listener is bounded: at most ``metrics.max_connections`` are open at once (a new one past
+it closes the connection served longest ago), and a connection that completes no request within
+``metrics.idle_timeout_ms`` is cut, so idle or trickling peers cannot hold it. ``/metrics`` can
+ask for a bearer token or basic-auth credentials; a request without them is answered 401.
 """
 
 from __future__ import annotations
 
+import base64
+import hmac
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -22,10 +29,13 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from twisted.internet.protocol import connectionDone
+from twisted.protocols.policies import ProtocolWrapper, TimeoutMixin, WrappingFactory
+from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
-from namesrv.config import SuppressionConfig, parse_listen
+from namesrv.config import MetricsConfig, SuppressionConfig, parse_listen
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +81,11 @@ _COUNTERS = {
     "register_chunk_cache_misses": "Register-table chunks decoded.",
     "register_topics_skipped": "Topics of registers skipped: the broker's table held their chunk.",
     "settle_deferrals": "Ticks that settled only subscribed topics while registers were pending.",
+    "metrics_connections_evicted": "Metrics connections closed to admit a new one: "
+    "metrics.max_connections were open (the one served longest ago goes).",
+    "metrics_idle_closes": "Metrics connections closed: no request completed in "
+    "metrics.idle_timeout_ms.",
+    "metrics_auth_failures": "Scrapes answered 401: missing or wrong credentials.",
 }
 _LABELLED_COUNTERS = {
     # stats prefix: (family, label, help)
@@ -118,6 +133,8 @@ _BOUNDS = {
     "route_cache_resets": "server.route_cache_bytes",
     "journal_suppressed_records": "journal.max_records_per_second",
     "rejected.acl_bound": "acl.max_bound_brokers",
+    "metrics_connections_evicted": "metrics.max_connections",
+    "metrics_idle_closes": "metrics.idle_timeout_ms",
 }
 """Read before the other families take their keys, so a count shows under both names."""
 
@@ -200,32 +217,146 @@ def _requests(stats: Mapping[str, int]) -> Iterator[Metric]:
 
 
 class MetricsResource(Resource):
-    """``/metrics`` rendered synchronously: the collector reads the server's own objects."""
+    """``/metrics`` rendered synchronously: the collector reads the server's own objects.
+
+    With credentials configured, a request must carry one of them (the bearer token or the basic
+    user and password); each is compared in constant time, so the answer's timing does not tell
+    how much of a guess was right.
+    """
 
     isLeaf = True
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, config: MetricsConfig, counters: Any) -> None:
         super().__init__()
         self._registry = registry
+        self._counters = counters
+        accepted: list[bytes] = []
+        challenges: list[bytes] = []
+        if config.bearer_token:
+            accepted.append(b"Bearer " + config.bearer_token.encode())
+            challenges.append(b'Bearer realm="metrics"')
+        if config.basic_auth_user:
+            pair = f"{config.basic_auth_user}:{config.basic_auth_password}".encode()
+            accepted.append(b"Basic " + base64.b64encode(pair))
+            challenges.append(b'Basic realm="metrics"')
+        self._accepted = accepted
+        self._challenges = challenges
+
+    def _authorized(self, request: Any) -> bool:
+        given = request.getHeader(b"Authorization") or b""
+        # Every configured credential is compared, matched or not: no early exit to time.
+        matched = False
+        for expected in self._accepted:
+            matched |= hmac.compare_digest(given, expected)
+        return matched
 
     def render_GET(self, request: Any) -> bytes:
+        if self._accepted and not self._authorized(request):
+            self._counters["metrics_auth_failures"] += 1
+            request.setResponseCode(401)
+            for challenge in self._challenges:
+                request.responseHeaders.addRawHeader(b"WWW-Authenticate", challenge)
+            request.setHeader(b"Content-Type", b"text/plain; charset=utf-8")
+            return b"credentials required\n"
         request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode("ascii"))
         return generate_latest(self._registry)
+
+
+class _BoundedConnection(ProtocolWrapper, TimeoutMixin):
+    """One metrics connection, cut when it completes no request within the idle timeout.
+
+    The HTTP channel writes only to answer a whole request (a 100-continue too comes only
+    after a whole header), so a write restarts the timer and bytes received never do: a peer
+    trickling a header or a body forever is cut as one that sends nothing.
+    """
+
+    factory: BoundedMetricsFactory
+
+    def callLater(self, period: float, func: Callable[[], object]) -> Any:
+        return self.factory.clock.callLater(period, func)
+
+    def makeConnection(self, transport: Any) -> None:
+        self.setTimeout(self.factory.idle_timeout)
+        super().makeConnection(transport)
+
+    def write(self, data: bytes) -> None:
+        self._served()
+        super().write(data)
+
+    def writeSequence(self, data: Any) -> None:
+        self._served()
+        super().writeSequence(data)
+
+    def _served(self) -> None:
+        self.resetTimeout()
+        protocols = self.factory.protocols
+        if protocols.pop(self, None) is not None:  # last in order: the latest served
+            protocols[self] = 1
+
+    def timeoutConnection(self) -> None:
+        self.factory.counters["metrics_idle_closes"] += 1
+        self.factory.drop(self)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self.setTimeout(None)
+        super().connectionLost(reason)
+
+
+class BoundedMetricsFactory(WrappingFactory):
+    """The metrics site under a connection cap and an idle timeout on the server's clock.
+
+    ``protocols`` (insertion-ordered) is kept in the order connections were last served.
+    """
+
+    protocol = _BoundedConnection
+
+    def __init__(self, site: Site, config: MetricsConfig, clock: Any, counters: Any) -> None:
+        super().__init__(site)
+        self.max_connections = config.max_connections
+        self.idle_timeout = config.idle_timeout_ms / 1000.0
+        self.clock = clock
+        self.counters = counters
+
+    def buildProtocol(self, addr: Any) -> Any:
+        if len(self.protocols) >= self.max_connections:
+            # The connection served longest ago (first in order) makes room, so connections
+            # held open by a peer cannot lock the scraper out; the count never passes the cap.
+            self.counters["metrics_connections_evicted"] += 1
+            self.drop(next(iter(self.protocols)))
+        return super().buildProtocol(addr)
+
+    def drop(self, conn: _BoundedConnection) -> None:
+        """Close ``conn`` now; it stops counting against the cap at once, not when its loss
+        is reported (a turn later). An unread answer must not hold it open: aborted, not
+        closed."""
+        del self.protocols[conn]
+        conn.setTimeout(None)
+        transport: Any = conn.transport
+        transport.abortConnection()
+
+    def unregisterProtocol(self, p: Any) -> None:
+        self.protocols.pop(p, None)  # a dropped connection has left already
 
 
 def metrics_site(server: Any) -> Site:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NamesrvCollector(server))
     root = Resource()
-    page: Any = MetricsResource(registry)
+    page: Any = MetricsResource(registry, server.config.metrics, server.counters)
     root.putChild(b"metrics", page)
-    return Site(root)
+    # The channel's own timer would run on the global reactor; the bounded factory's idle
+    # timeout (on the server's clock) replaces it.
+    return Site(root, timeout=None)
 
 
 def listen_metrics(reactor: Any, listen: str, server: Any) -> Any:
-    """Start serving ``/metrics`` on ``HOST:PORT``; returns the listening port."""
+    """Start serving ``/metrics`` on ``HOST:PORT`` under the ``[metrics]`` bounds; returns the
+    listening port."""
     host, port = parse_listen(listen)
-    listening = reactor.listenTCP(port, metrics_site(server), interface=host)
+    factory = BoundedMetricsFactory(
+        metrics_site(server), server.config.metrics, server.clock, server.counters
+    )
+    listening = reactor.listenTCP(port, factory, interface=host)
     bound = listening.getHost()
     log.info("metrics on http://%s:%s/metrics", bound.host, bound.port)
     return listening

@@ -1,0 +1,240 @@
+"""The metrics listener under attack: held-open connections, trickled requests, no credentials.
+
+Connections go over loopback on the real reactor; the idle timeout runs on the server's fake
+clock, so closing at the timeout is asserted by advancing the clock, never by waiting.
+"""
+
+from __future__ import annotations
+
+import base64
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+import pytest_twisted
+from prometheus_client.parser import text_string_to_metric_families
+from support.loopback_wait import settle, until
+from twisted.internet import defer, protocol, reactor, threads
+
+from namesrv.config import ConfigError, MetricsConfig, from_mapping
+
+DEFAULTS = MetricsConfig()
+IDLE_S = DEFAULTS.idle_timeout_ms / 1000.0
+BATCH = 25
+
+
+class RawClient(protocol.Protocol):
+    """A peer that says only what the test makes it say, and notes when it is cut."""
+
+    def __init__(self) -> None:
+        self.received = b""
+        self.lost: defer.Deferred[None] = defer.Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+
+    def connectionLost(self, reason: Any) -> None:
+        self.lost.callback(None)
+
+    def whole_answers(self) -> int:
+        """HTTP answers received completely (each carries a Content-Length)."""
+        count, rest = 0, self.received
+        while b"\r\n\r\n" in rest:
+            head, _, rest = rest.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            if len(rest) < length:
+                break
+            count, rest = count + 1, rest[length:]
+        return count
+
+
+def open_clients(port: int, n: int) -> defer.Deferred[list[RawClient]]:
+    creator = protocol.ClientCreator(reactor, RawClient)
+    return defer.gatherResults([creator.connectTCP("127.0.0.1", port) for _ in range(n)])
+
+
+def metrics_port(ns: Any) -> int:
+    return ns.server.metrics_port.getHost().port
+
+
+def open_metrics_connections(ns: Any) -> int:
+    return len(ns.server.metrics_port.factory.protocols)
+
+
+def accepted(ns: Any) -> int:
+    """Metrics connections the server has accepted so far (only the cap has closed any)."""
+    return open_metrics_connections(ns) + ns.server.stats().get("metrics_connections_evicted", 0)
+
+
+@defer.inlineCallbacks
+def get(ns: Any, headers: dict[str, str] | None = None) -> Any:
+    """One scrape with urllib in a thread (the reactor serves meanwhile): status, headers, text."""
+    url = f"http://127.0.0.1:{metrics_port(ns)}/metrics"
+
+    def fetch() -> tuple[int, Any, str]:
+        req = urllib.request.Request(url, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, resp.headers, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.headers, err.read().decode()
+
+    result = yield threads.deferToThread(fetch)
+    return result
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and s.labels == labels:
+                return s.value
+    raise AssertionError(f"{name}{labels} not in the page")
+
+
+@pytest_twisted.inlineCallbacks
+def test_200_idle_connections_stay_under_the_cap_and_close_at_the_idle_timeout(make_server):
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0"}})
+    cap = DEFAULTS.max_connections
+    attackers: list[RawClient] = []
+    gone: list[RawClient] = []
+    while len(attackers) < 200:
+        # In batches the listen backlog holds, so each is accepted at once, not on SYN retries.
+        batch = yield open_clients(metrics_port(ns), BATCH)
+        for client in batch:
+            client.lost.addCallback(lambda _, c=client: gone.append(c))
+        attackers += batch
+        opened = len(attackers)
+        yield defer.ensureDeferred(until(lambda n=opened: accepted(ns) == n))
+        assert open_metrics_connections(ns) == min(len(attackers), cap)
+    # Each accept past the cap closed the connection served longest ago: never more are open.
+    yield defer.ensureDeferred(until(lambda: len(gone) == 200 - cap))
+    assert open_metrics_connections(ns) == cap
+    assert ns.server.stats()["metrics_connections_evicted"] == 200 - cap
+
+    # A scrape during the attack is admitted (one more held-open connection goes) and served.
+    status, _, text = yield get(ns)
+    assert status == 200
+    evicted = 200 - cap + 1
+    assert sample(text, "rocketmq_namesrv_metrics_connections_evicted_total") == evicted
+    assert (
+        sample(text, "rocketmq_namesrv_bounds_reached_total", bound="metrics.max_connections")
+        == evicted
+    )
+    yield defer.ensureDeferred(until(lambda: len(gone) == evicted))
+
+    ns.clock.advance(IDLE_S - 0.125)
+    assert open_metrics_connections(ns) == cap - 1  # the scrape's own connection has closed
+    ns.clock.advance(0.125)
+    assert open_metrics_connections(ns) == 0
+    yield defer.gatherResults([c.lost for c in attackers])
+    assert ns.server.stats()["metrics_idle_closes"] == cap - 1
+
+    status, _, text = yield get(ns)
+    assert status == 200
+    assert sample(text, "rocketmq_namesrv_metrics_idle_closes_total") == cap - 1
+    assert (
+        sample(text, "rocketmq_namesrv_bounds_reached_total", bound="metrics.idle_timeout_ms")
+        == cap - 1
+    )
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_request_trickled_byte_by_byte_is_cut_at_the_idle_timeout(make_server):
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "idle_timeout_ms": 1_000}})
+    [slow] = yield open_clients(metrics_port(ns), 1)
+    yield defer.ensureDeferred(until(lambda: open_metrics_connections(ns) == 1))
+    for byte in b"GET /me":
+        slow.transport.write(bytes([byte]))
+        yield defer.ensureDeferred(settle())  # delivered, yet no request completes
+        ns.clock.advance(0.125)
+    assert not slow.lost.called
+    ns.clock.advance(0.125)
+    yield slow.lost
+    assert ns.server.stats()["metrics_idle_closes"] == 1
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_keep_alive_scraper_is_timed_from_its_last_answer(make_server):
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "idle_timeout_ms": 1_000}})
+    [scraper] = yield open_clients(metrics_port(ns), 1)
+    for answers in (1, 2, 3):
+        ns.clock.advance(0.75)
+        scraper.transport.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        yield defer.ensureDeferred(until(lambda n=answers: scraper.whole_answers() == n))
+    ns.clock.advance(0.875)
+    assert not scraper.lost.called
+    ns.clock.advance(0.125)
+    yield scraper.lost
+    assert ns.server.stats()["metrics_idle_closes"] == 1
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@pytest_twisted.inlineCallbacks
+def test_scrapes_without_the_right_credentials_get_401_and_are_counted(make_server):
+    ns = make_server(
+        {
+            "metrics": {
+                "listen": "127.0.0.1:0",
+                "bearer_token": "t0ken-123",
+                "basic_auth_user": "prom",
+                "basic_auth_password": "pa55",
+            }
+        }
+    )
+    refused = [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Bearer t0ken-12"},
+        {"Authorization": basic("prom", "wrong")},
+        {"Authorization": "t0ken-123"},
+    ]
+    for headers in refused:
+        status, answer_headers, text = yield get(ns, headers)
+        assert status == 401, headers
+        assert answer_headers.get_all("WWW-Authenticate") == [
+            'Bearer realm="metrics"',
+            'Basic realm="metrics"',
+        ]
+        assert "rocketmq_namesrv" not in text
+    for headers in (
+        {"Authorization": "Bearer t0ken-123"},
+        {"Authorization": basic("prom", "pa55")},
+    ):
+        status, _, text = yield get(ns, headers)
+        assert status == 200
+        assert sample(text, "rocketmq_namesrv_metrics_auth_failures_total") == len(refused)
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_bearer_token_alone_is_enough_and_no_credentials_get_401(make_server):
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": "abc"}})
+    status, headers, _ = yield get(ns)
+    assert status == 401
+    assert headers.get_all("WWW-Authenticate") == ['Bearer realm="metrics"']
+    status, _, _ = yield get(ns, {"Authorization": "Bearer abc"})
+    assert status == 200
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ({"max_connections": 0}, "metrics.max_connections must be between"),
+        ({"idle_timeout_ms": 5}, "metrics.idle_timeout_ms must be between"),
+        ({"basic_auth_user": "prom"}, "go together"),
+        ({"basic_auth_password": "x"}, "go together"),
+        ({"basic_auth_user": "a:b", "basic_auth_password": "x"}, "must not contain ':'"),
+        ({"bearer_token": "two words"}, "printable ASCII without spaces"),
+        ({"listen": "nowhere"}, "HOST:PORT"),
+    ],
+)
+def test_metrics_config_out_of_bounds_is_refused_by_key(metrics, message):
+    with pytest.raises(ConfigError, match=message):
+        from_mapping({"metrics": metrics})
