@@ -2,18 +2,21 @@
 
 Operators moving from Apache's name server can start this one with their file unchanged. Keys
 with a counterpart are honoured; the rest (thread pools, Netty buffers, controller settings...)
-are listed once in a warning, never silently.
+are listed once in a warning, never silently. The same declaration gives GET_NAMESRV_CONFIG
+the upstream keys it answers and UPDATE_NAMESRV_CONFIG the keys it may change at run time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from namesrv.config import ConfigError
+from namesrv.config import ConfigError, NamesrvConfig, parse_listen
 
 log = logging.getLogger(__name__)
 
@@ -76,25 +79,42 @@ def _tls_mode(key: str, value: str) -> str:
     return value.strip().lower()
 
 
-# upstream key -> (section, our key, converter)
-_MAPPED: dict[str, tuple[str, str, Callable[[str, str], Any]]] = {
-    "scanNotActiveBrokerInterval": ("registry", "scan_interval_ms", _int),
-    "orderMessageEnable": ("registry", "order_message_enable", _bool),
-    "kvConfigPath": ("registry", "kv_config_path", _path),
-    "deleteTopicWithBrokerRegistration": (
-        "registry",
-        "delete_topic_with_broker_registration",
-        _bool,
+@dataclass(frozen=True, slots=True)
+class UpstreamKey:
+    """An upstream ``namesrv.properties`` key and the config field it stands for.
+
+    One declaration serves both directions: a properties file read at start-up, and the
+    upstream keys GET_NAMESRV_CONFIG answers with the values the server runs with.
+    """
+
+    section: str
+    field: str
+    parse: Callable[[str, str], Any]
+    runtime: bool = False
+    """UPDATE_NAMESRV_CONFIG may change it while the server runs (under either key form)."""
+
+
+UPSTREAM_KEYS: dict[str, UpstreamKey] = {
+    "scanNotActiveBrokerInterval": UpstreamKey("registry", "scan_interval_ms", _int),
+    "orderMessageEnable": UpstreamKey("registry", "order_message_enable", _bool, runtime=True),
+    "kvConfigPath": UpstreamKey("registry", "kv_config_path", _path),
+    "deleteTopicWithBrokerRegistration": UpstreamKey(
+        "registry", "delete_topic_with_broker_registration", _bool
     ),
-    "enableAllTopicList": ("registry", "enable_all_topic_list", _bool),
-    "tls.server.mode": ("server", "tls", _tls_mode),
-    "tls.server.certPath": ("server", "tls_cert_file", _path),
-    "tls.server.keyPath": ("server", "tls_key_file", _path),
+    "enableAllTopicList": UpstreamKey("registry", "enable_all_topic_list", _bool, runtime=True),
+    "tls.server.mode": UpstreamKey("server", "tls", _tls_mode),
+    "tls.server.certPath": UpstreamKey("server", "tls_cert_file", _path),
+    "tls.server.keyPath": UpstreamKey("server", "tls_key_file", _path),
 }
+LISTEN_KEYS = ("bindAddress", "listenPort")
+"""Upstream's two halves of ``server.listen`` (``HOST:PORT``); never changed at run time."""
+_FIXED = UpstreamKey("", "", lambda key, value: value)
+"""What :func:`resolve_key` gives for a known key that is no single field of ours."""
 _ACCEPTED_AS_IS = {
     # Upstream defaults that are also ours: set to them, they change nothing here.
     "tls.server.need.client.auth": "none",
 }
+_BY_FIELD = {(k.section, k.field): k for k in UPSTREAM_KEYS.values()}
 
 
 def to_mapping(props: dict[str, str]) -> dict[str, Any]:
@@ -102,10 +122,10 @@ def to_mapping(props: dict[str, str]) -> dict[str, Any]:
     raw: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for key, value in props.items():
-        if key in _MAPPED:
-            section, name, convert = _MAPPED[key]
-            raw.setdefault(section, {})[name] = convert(key, value)
-        elif key in ("listenPort", "bindAddress") or _ACCEPTED_AS_IS.get(key) == value.strip():
+        known = UPSTREAM_KEYS.get(key)
+        if known is not None:
+            raw.setdefault(known.section, {})[known.field] = known.parse(key, value)
+        elif key in LISTEN_KEYS or _ACCEPTED_AS_IS.get(key) == value.strip():
             continue
         else:
             unknown.append(key)
@@ -119,6 +139,47 @@ def to_mapping(props: dict[str, str]) -> dict[str, Any]:
             ", ".join(sorted(unknown)),
         )
     return raw
+
+
+def upstream_properties(config: NamesrvConfig) -> list[tuple[str, str]]:
+    """The upstream keys with their upstream meaning and ``config``'s values, as upstream
+    prints them (booleans in lower case)."""
+    host, port = parse_listen(config.server.listen)
+    out = [("bindAddress", host), ("listenPort", str(port))]
+    for key, known in UPSTREAM_KEYS.items():
+        out.append((key, _show(getattr(getattr(config, known.section), known.field))))
+    out.extend(_ACCEPTED_AS_IS.items())
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def resolve_key(key: str) -> UpstreamKey | None:
+    """The config field ``key`` names, as an upstream key or as our dotted ``section.field``
+    (which shares its upstream key's declaration when it has one); None: it names none.
+    A dotted key with no upstream counterpart is never a run-time key."""
+    known = UPSTREAM_KEYS.get(key)
+    if known is not None:
+        return known
+    if key in LISTEN_KEYS or key in _ACCEPTED_AS_IS:
+        return _FIXED
+    section, _, name = key.partition(".")
+    known = _BY_FIELD.get((section, name))
+    if known is not None:
+        return known
+    obj: Any = NamesrvConfig()
+    for part in key.split("."):
+        fields = dataclasses.fields(obj) if dataclasses.is_dataclass(obj) else ()
+        if part not in {f.name for f in fields}:
+            return None
+        obj = getattr(obj, part)
+    if dataclasses.is_dataclass(obj):
+        return None  # a section, not a key
+    return dataclasses.replace(_FIXED, section=section, field=name)
 
 
 def looks_like_properties(path: str, text: str) -> bool:

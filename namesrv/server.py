@@ -34,6 +34,7 @@ from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.push.tick import Ticker
 from namesrv.requests import operations
 from namesrv.requests.acl import AccessControl
+from namesrv.requests.context import ConfigControl
 from namesrv.requests.processors import PendingResponse, RequestProcessor, Services
 from namesrv.requests.register_turns import RegisterTurns
 from namesrv.requests.route_response_cache import RouteResponseCache
@@ -128,19 +129,21 @@ class NameServer:
         self.detector.report_routes = journaled
         self.registry.broker_listener = self._broker_event
         self.acl = AccessControl(cfg.acl)
+        self._services = Services(
+            config=cfg,
+            registry=self.registry,
+            kv=self.kv,
+            routes=self.routes,
+            subscriptions=self.subscriptions,
+            detector=self.detector,
+            on_subscription_change=self._subscription_changed,
+            acl=self.acl,
+            operations=self._operations_answer,
+            config_control=ConfigControl(apply=self._run_with, listening=self._listening),
+            clock=self.clock,
+        )
         self.processor = RequestProcessor(
-            Services(
-                config=cfg,
-                registry=self.registry,
-                kv=self.kv,
-                routes=self.routes,
-                subscriptions=self.subscriptions,
-                detector=self.detector,
-                on_subscription_change=self._subscription_changed,
-                acl=self.acl,
-                operations=self._operations_answer,
-                clock=self.clock,
-            ),
+            self._services,
             route_responses=self.route_responses,
             counters=self.counters,
         )
@@ -349,6 +352,24 @@ class NameServer:
     def _broker_event(self, event: BrokerEvent) -> None:
         self.counters[f"broker_events.{event.kind.name.lower()}"] += 1
         self.broker_events.record(event)
+
+    def _run_with(self, config: NamesrvConfig) -> None:
+        """UPDATE_NAMESRV_CONFIG's new config (only run-time keys differ): each part that uses
+        a changed key is given its new value."""
+        old, self.config = self.config, config
+        self._services.config = config
+        enabled = config.registry.order_message_enable
+        if enabled != old.registry.order_message_enable:
+            self._routes_touched(
+                self.routes.set_order_message_enable(enabled), ChangeCause.ORDER_CONF
+            )
+
+    def _listening(self) -> str | None:
+        if self._port is None:
+            return None
+        bound: Any = self._port.getHost()  # type: ignore[misc]
+        host = f"[{bound.host}]" if ":" in bound.host else bound.host
+        return f"{host}:{bound.port}"
 
     def _kv_changed(self, namespace: str, key: str) -> None:
         # The order conf is part of a route only when order messages are on.

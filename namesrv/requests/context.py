@@ -39,6 +39,18 @@ class Connection(Protocol):
         None leaves that as it was."""
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigControl:
+    """The server's config as the config handlers may see and change it, and nothing more."""
+
+    apply: Callable[[NamesrvConfig], None]
+    """Runs the server with a new config that differs from the current one in run-time keys
+    only (``namesrv.properties.UpstreamKey.runtime``); it becomes ``Services.config`` and
+    every part that uses a changed key acts on it (routes re-encoded, subscribers told)."""
+    listening: Callable[[], str | None]
+    """``HOST:PORT`` the server is bound to (the config may say port 0); None before listen."""
+
+
 @dataclass(slots=True)
 class Services:
     """The pure cores the handlers call, built and owned by the server."""
@@ -53,6 +65,8 @@ class Services:
     acl: AccessControl | None = None
     operations: Callable[[int, RemotingCommand], RemotingCommand] | None = None
     """Answers the operations extension (push status, subscriptions); None: unsupported."""
+    config_control: ConfigControl | None = None
+    """Reads and changes the running config; None: UPDATE_NAMESRV_CONFIG is refused."""
     clock: Any = None
     """Paces the refusal log (``seconds()``); None: the monotonic clock."""
 

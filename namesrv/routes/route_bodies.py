@@ -32,6 +32,12 @@ class RouteBodies:
         self.hits = 0
         self.misses = 0
 
+    def set_order_message_enable(self, enabled: bool) -> list[str]:
+        """Order confs become part of routes (or stop being part): the topics that have one,
+        whose routes move. The caller invalidates them here and wherever answers are kept."""
+        self._order_message_enable = enabled
+        return list(self._kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or ())
+
     def invalidate(self, topics: Iterable[str]) -> None:
         """Drop the cached bodies of ``topics`` (found by C-level set intersection, so a large
         register costs no Python loop over topics that were never looked up)."""

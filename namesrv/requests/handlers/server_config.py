@@ -1,14 +1,19 @@
-"""The name server's own config: read as upstream's properties text, never written remotely."""
+"""The name server's own config as upstream's properties text: read under both key forms,
+changed at run time for the keys declared run-time (``namesrv.properties.UpstreamKey``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
-from namesrv.config import NamesrvConfig
+from namesrv.config import ConfigError, NamesrvConfig
+from namesrv.properties import parse_properties, resolve_key, upstream_properties
 from namesrv.requests.context import Connection, Services, ok
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
+
+log = logging.getLogger(__name__)
 
 
 class ServerConfigHandlers:
@@ -18,21 +23,97 @@ class ServerConfigHandlers:
     def get_namesrv_config(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
-        return ok(req, body=config_properties(self.s.config).encode())
+        control = self.s.config_control
+        bound = control.listening() if control is not None else None
+        return ok(req, body=config_properties(self.s.config, bound).encode())
 
     def update_namesrv_config(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
-        return req.make_response(
-            ResponseCode.NO_PERMISSION,
-            "this name server takes config from its TOML file at start-up; "
-            "edit the file and restart instead of UPDATE_NAMESRV_CONFIG",
+        control = self.s.config_control
+        if control is None:
+            return req.make_response(
+                ResponseCode.NO_PERMISSION,
+                "this name server takes config from its file at start-up; "
+                "edit the file and restart instead of UPDATE_NAMESRV_CONFIG",
+            )
+        props = parse_properties((req.body or b"").decode("utf-8", errors="replace"))
+        try:
+            config = updated_config(self.s.config, props)
+        except ConfigRefused as refused:
+            return req.make_response(refused.code, str(refused))
+        if config != self.s.config:
+            control.apply(config)
+        log.info(
+            "config changed at run time by %s: %s",
+            conn.peer,
+            ", ".join(f"{k}={v}" for k, v in props.items()),
         )
+        return ok(req)
 
 
-def config_properties(config: NamesrvConfig) -> str:
-    """The config as upstream's properties text (``key=value`` lines), sections dotted."""
-    lines: list[str] = []
+class ConfigRefused(Exception):
+    """An UPDATE_NAMESRV_CONFIG body that changes nothing: ``code`` and a remark naming keys."""
+
+    def __init__(self, code: ResponseCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def updated_config(config: NamesrvConfig, props: dict[str, str]) -> NamesrvConfig:
+    """``config`` with ``props`` (upstream or dotted keys) applied; raises :class:`ConfigRefused`
+    naming every key that is unknown, fixed until restart, or given a bad value, so a body
+    mixing accepted and refused keys changes nothing."""
+    if not props:
+        raise ConfigRefused(ResponseCode.INVALID_PARAMETER, "no key=value lines in the body")
+    unknown: list[str] = []
+    fixed: list[str] = []
+    invalid: list[str] = []
+    changes: dict[str, dict[str, Any]] = {}
+    for key, value in props.items():
+        known = resolve_key(key)
+        if known is None:
+            unknown.append(key)
+        elif not known.runtime:
+            fixed.append(key)
+        else:
+            try:
+                parsed = known.parse(key, value)
+            except ConfigError as exc:
+                invalid.append(str(exc).removeprefix("namesrv.properties: "))
+                continue
+            section = changes.setdefault(known.section, {})
+            if section.get(known.field, parsed) != parsed:
+                invalid.append(f"{key} contradicts another key for {known.section}.{known.field}")
+            section[known.field] = parsed
+    reasons = []
+    if fixed:
+        reasons.append(f"cannot change at run time (edit the config file): {', '.join(fixed)}")
+    if unknown:
+        reasons.append(f"unknown config keys: {', '.join(unknown)}")
+    reasons.extend(invalid)
+    if reasons:
+        code = ResponseCode.NO_PERMISSION if fixed else ResponseCode.INVALID_PARAMETER
+        raise ConfigRefused(code, "; ".join(reasons) + "; nothing was changed")
+    replaced = {
+        name: dataclasses.replace(getattr(config, name), **fields)
+        for name, fields in changes.items()
+    }
+    try:
+        return dataclasses.replace(config, **replaced)
+    except ConfigError as exc:
+        raise ConfigRefused(ResponseCode.INVALID_PARAMETER, f"{exc}; nothing was changed") from None
+
+
+def config_properties(config: NamesrvConfig, listening: str | None = None) -> str:
+    """The config as upstream's properties text (``key=value`` lines): upstream's keys with
+    their upstream meaning first, then every key of ours, sections dotted. ``listening`` is
+    the address the server is bound to, shown instead of a configured port 0."""
+    if listening is not None:
+        config = dataclasses.replace(
+            config, server=dataclasses.replace(config.server, listen=listening)
+        )
+    lines = [f"{key}={value}" for key, value in upstream_properties(config)]
 
     def walk(prefix: str, obj: Any) -> None:
         for f in dataclasses.fields(obj):
@@ -44,6 +125,7 @@ def config_properties(config: NamesrvConfig) -> str:
                 keys = ",".join(getattr(item, "access_key", "") for item in value)
                 lines.append(f"{prefix}{f.name}={keys}")
             else:
+                # Our keys keep Python's spelling (``True``), which namesrv-admin has shown.
                 text = ",".join(value) if isinstance(value, list) else str(value)
                 lines.append(f"{prefix}{f.name}={text}")
 
