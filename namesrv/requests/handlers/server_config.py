@@ -120,6 +120,10 @@ def config_properties(config: NamesrvConfig, listening: str | None = None) -> st
             value = getattr(obj, f.name)
             if dataclasses.is_dataclass(value):
                 walk(f"{prefix}{f.name}.", value)
+            elif f.metadata.get("secret"):
+                # A secret (the metrics page's token or password) never leaves the server:
+                # only whether it is set.
+                lines.append(f"{prefix}{f.name}={'<set>' if value else ''}")
             elif f.metadata.get("item") is not None:
                 # Accounts carry secrets: only their access keys leave the server.
                 keys = ",".join(getattr(item, "access_key", "") for item in value)

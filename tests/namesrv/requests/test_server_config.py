@@ -186,3 +186,22 @@ def test_with_acl_on_an_unsigned_update_is_refused_a_signed_one_accepted(make_se
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert ns.server.config.registry.order_message_enable is True
+
+
+def test_the_config_answer_never_carries_the_metrics_secrets() -> None:
+    from namesrv.config import from_mapping
+    from namesrv.requests.handlers.server_config import config_properties
+
+    config = from_mapping(
+        {
+            "metrics": {
+                "bearer_token": "TOKEN-SECRET",
+                "basic_auth_user": "scraper",
+                "basic_auth_password": "PASSWORD-SECRET",
+            }
+        }
+    )
+    text = config_properties(config, None)
+    assert "TOKEN-SECRET" not in text and "PASSWORD-SECRET" not in text
+    assert "metrics.bearer_token=<set>" in text
+    assert "metrics.basic_auth_user=scraper" in text
