@@ -174,6 +174,9 @@ class NameServer:
             frame_received=self._handle,
             departed=self._connection_departed,
             keeps_idle=self.subscriptions.topics_of,
+            never_evict=lambda conn: (
+                self.registry.has_channel(conn.conn_id) or self.register_turns.serving(conn)
+            ),
         )
         self.connections: dict[int, NamesrvConnection] = self.hub.connections
         """Open connections by id (the hub's admission keeps them)."""

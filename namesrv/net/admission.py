@@ -1,11 +1,15 @@
-"""Which connections are let in: the per-server and per-host bounds, and running out of
-file descriptors.
+"""Which connections are let in: the per-server and per-host bounds, making room at the
+total bound, and running out of file descriptors.
 
 The bounds are checked when a connection is made; a refused one is counted and logged
-(paced) and closes itself. The kernel refuses connections on its own once the process has
-no file descriptors left, and Twisted reports that only to its own log: an observer of that
-log (:meth:`Admission.twisted_log_event`) gives the operator one error per episode, and one
-line when connections are accepted again.
+(paced) and closes itself. At the total bound a few hosts must not lock every other out:
+:meth:`Admission.make_room` names an idle connection of a busier host to close in the
+newcomer's favour (the caller closes it).
+
+The kernel refuses connections on its own once the process has no file descriptors left,
+and Twisted reports that only to its own log: an observer of that log
+(:meth:`Admission.twisted_log_event`) gives the operator one error per episode, and one line
+when connections are accepted again.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 import resource
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from twisted.logger import ILogObserver, globalLogPublisher
@@ -28,17 +33,35 @@ log = logging.getLogger(__name__)
 FD_HEADROOM = 64
 """File descriptors the process needs besides its connections (files, the journal, ports)."""
 
+NO_ROOM_RETRY_MS = 1_000
+"""After a search for a connection to close found none, newcomers from hosts holding as many
+connections or more are refused without searching again for this long: a search reads every
+connection of the busier hosts, and refused newcomers must not cost that each."""
+
 
 class Admission:
     """The open connections, by id, and the bounds on how many there may be."""
 
-    def __init__(self, config: ServerConfig, counters: Counter[str], peer_log: RateLimitedLog):
+    def __init__(
+        self,
+        config: ServerConfig,
+        counters: Counter[str],
+        peer_log: RateLimitedLog,
+        may_evict: Callable[[NamesrvConnection], bool] | None = None,
+    ):
+        """``may_evict`` tells whether a connection may be closed to admit another at the
+        total bound; None: none may (a newcomer past the bound is refused)."""
         self._config = config
         self._counters = counters
         self._peer_log = peer_log
+        self._may_evict = may_evict
         self.connections: dict[int, NamesrvConnection] = {}
         """Admitted connections not lost yet, in the order they were admitted."""
-        self._of_host: dict[str, int] = {}
+        self._of_host: dict[str, dict[int, NamesrvConnection]] = {}
+        """host → its admitted connections (never empty)."""
+        self._no_room: tuple[int, int] | None = None
+        """(until ms, host count): the last search for room found none for newcomers whose
+        host held that many connections."""
         self._fd_episode_refused = 0
         """Connections the kernel or Twisted refused since file descriptors ran out; 0: none."""
         self._fd_episode_ends_below = 1
@@ -72,14 +95,17 @@ class Admission:
             )
             self._fd_episode_refused = 0
         cfg = self._config
-        on_host = self._of_host.get(conn.host, 0)
+        hosted = self._of_host.get(conn.host)
+        on_host = len(hosted) if hosted is not None else 0
         if len(self.connections) >= cfg.max_connections:
             bound = f"server.max_connections={cfg.max_connections}"
         elif on_host >= cfg.max_connections_per_host:
             bound = f"server.max_connections_per_host={cfg.max_connections_per_host}"
         else:
             self.connections[conn.conn_id] = conn
-            self._of_host[conn.host] = on_host + 1
+            if hosted is None:
+                hosted = self._of_host[conn.host] = {}
+            hosted[conn.conn_id] = conn
             self._counters["connections_opened"] += 1
             return True
         kind = bound.split("=")[0].split(".")[1]
@@ -93,13 +119,68 @@ class Admission:
         """Forget ``conn``; False when it was not admitted (or is forgotten already)."""
         if self.connections.pop(conn.conn_id, None) is None:
             return False
-        left = self._of_host.get(conn.host, 0) - 1
-        if left > 0:
-            self._of_host[conn.host] = left
-        else:
-            self._of_host.pop(conn.host, None)
+        hosted = self._of_host.get(conn.host)
+        if hosted is not None:
+            hosted.pop(conn.conn_id, None)
+            if not hosted:
+                del self._of_host[conn.host]
         self._counters["connections_closed"] += 1
         return True
+
+    @property
+    def full(self) -> bool:
+        """The total bound is reached: a newcomer is admitted only if room is made."""
+        return len(self.connections) >= self._config.max_connections
+
+    def make_room(self, newcomer: NamesrvConnection, now_ms: int) -> NamesrvConnection | None:
+        """At the total bound, the connection to close so that ``newcomer`` may be admitted,
+        counted and logged; the caller closes and releases it. None: no room is made.
+
+        The rule: among the hosts holding at least two connections more than the newcomer's
+        (so that, once the newcomer is in, its host holds no more than the victim's), the
+        busiest first, the victim is the host's connection idle longest (oldest last request)
+        for which ``may_evict`` holds. A newcomer whose host is at its per-host bound is
+        never given room (it is refused for that bound)."""
+        if self._may_evict is None or not self.full:
+            return None
+        hosted = self._of_host.get(newcomer.host)
+        on_host = len(hosted) if hosted is not None else 0
+        if on_host >= self._config.max_connections_per_host:
+            return None
+        no_room = self._no_room
+        if no_room is not None and now_ms < no_room[0] and on_host >= no_room[1]:
+            return None
+        busier = [conns for conns in self._of_host.values() if len(conns) >= on_host + 2]
+        busier.sort(key=len, reverse=True)
+        may_evict = self._may_evict
+        for conns in busier:
+            victim = min(
+                (c for c in conns.values() if may_evict(c)),
+                key=_last_request_ms,
+                default=None,
+            )
+            if victim is not None:
+                break
+        else:
+            self._no_room = (now_ms + NO_ROOM_RETRY_MS, on_host)
+            return None
+        self._no_room = None
+        self._counters["connections_evicted.max_connections"] += 1
+        self._peer_log.warning(
+            "evicted.max_connections",
+            "closing connection %s from %s, idle %d ms, to admit one from %s: "
+            "server.max_connections=%d reached and %s holds %d connections, %s holds %d",
+            victim.conn_id,
+            victim.peer,
+            now_ms - victim.last_request_ms,
+            newcomer.peer,
+            self._config.max_connections,
+            victim.host,
+            len(conns),
+            newcomer.host,
+            on_host,
+        )
+        return victim
 
     def twisted_log_event(self, event: dict[str, Any]) -> None:
         """Twisted reports accept() failures (file descriptors out) only to its own log."""
@@ -120,3 +201,7 @@ class Admission:
                 len(self.connections),
             )
         self._fd_episode_refused += 1
+
+
+def _last_request_ms(conn: NamesrvConnection) -> int:
+    return conn.last_request_ms

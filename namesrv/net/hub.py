@@ -45,9 +45,12 @@ class ConnectionHub:
         frame_received: FrameHandler,
         departed: Callable[[NamesrvConnection], None],
         keeps_idle: Callable[[NamesrvConnection], object],
+        never_evict: Callable[[NamesrvConnection], object],
     ) -> None:
         """``reactor`` runs the calls of the next turn; ``clock`` tells the time; a connection
-        for which ``keeps_idle`` is true is never closed for being idle."""
+        for which ``keeps_idle`` is true is never closed for being idle, nor to admit another
+        at the total bound; nor is one for which ``never_evict`` is true (a broker's channel,
+        a request being served over several turns)."""
         self.config = config
         self._reactor = reactor
         self._clock = clock
@@ -57,9 +60,10 @@ class ConnectionHub:
         """The frames' way up: called as is, one call per frame."""
         self._departed = departed
         self._keeps_idle = keeps_idle
+        self._never_evict = never_evict
         self.peer_log = RateLimitedLog(log, clock)
         """Lines a peer can provoke, paced per kind."""
-        self.admission = Admission(config, counters, self.peer_log)
+        self.admission = Admission(config, counters, self.peer_log, self._may_evict)
         self.connections = self.admission.connections
         self.input = InputBounds(config, counters, self.peer_log)
         self.dispatching_reactor: PollState | None = None
@@ -76,7 +80,24 @@ class ConnectionHub:
     # -- admission ---------------------------------------------------------------------------
 
     def connection_made(self, conn: NamesrvConnection) -> bool:
-        return self.admission.admit(conn)
+        admission = self.admission
+        if admission.full:
+            victim = admission.make_room(conn, self.now_ms())
+            if victim is not None:
+                self.connection_lost(victim)  # released now: its room is the newcomer's
+                victim.close(abort=True)
+        return admission.admit(conn)
+
+    def _may_evict(self, conn: NamesrvConnection) -> bool:
+        """Whether ``conn`` may be closed to admit another at the total bound: not while it
+        is closing, holds input (part of a frame, requests waiting for output), holds a
+        subscription, or is one ``never_evict`` names."""
+        return not (
+            conn.closing
+            or self.input.holds(conn)
+            or self._keeps_idle(conn)
+            or self._never_evict(conn)
+        )
 
     def connection_lost(self, conn: NamesrvConnection) -> None:
         self.input.release(conn)

@@ -92,6 +92,10 @@ class InputBounds:
             shed.append(biggest)
         return shed
 
+    def holds(self, conn: NamesrvConnection) -> bool:
+        """``conn`` holds part of a frame or whole requests waiting for its output."""
+        return conn in self._held
+
     def release(self, conn: NamesrvConnection) -> None:
         """``conn`` holds nothing any more (it is closing, or gone)."""
         self.buffered -= self._held.pop(conn, 0)

@@ -46,6 +46,10 @@ class RegisterTurns:
         """Registers still being read or applied, plus register tables still being applied."""
         return len(self._works) + self._registry.pending_jobs
 
+    def serving(self, conn: Requester) -> bool:
+        """Whether a register of ``conn`` is still being read or applied."""
+        return any(c is conn for c, _pending in self._works)
+
     def answer_when_applied(self, conn: Requester, pending: PendingResponse) -> None:
         """Run ``pending`` by slices and send its answer to ``conn`` once it is applied."""
         self._works.append((conn, pending))

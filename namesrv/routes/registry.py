@@ -106,6 +106,7 @@ class RouteRegistry:
         self.cluster_info = queries.cluster_info
         self.broker_member_group = queries.broker_member_group
         self.topics_of_broker = queries.topics_of_broker
+        self.has_channel = self.tables.has_channel
 
     @property
     def broker_listener(self) -> BrokerListener | None:

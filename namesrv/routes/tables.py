@@ -268,6 +268,10 @@ class RouteTables:
         """The addresses registered over ``channel``, sorted."""
         return sorted(self._live_by_channel.get(channel, ()))
 
+    def has_channel(self, channel: object) -> bool:
+        """Whether some live broker address is registered over ``channel``."""
+        return channel in self._live_by_channel
+
     def channel_index(self) -> dict[object, set[AddrKey]]:
         """channel → the addresses registered over it (a copy, for consistency checks)."""
         return {channel: set(keys) for channel, keys in self._live_by_channel.items()}

@@ -58,3 +58,105 @@ def test_running_out_of_descriptors_logs_once_per_episode(caplog):
         r.getMessage() for r in caplog.records if "accepting connections again" in r.getMessage()
     ]
     assert again == ["accepting connections again; 3 were refused while file descriptors ran out"]
+
+
+# -- room at the total bound ------------------------------------------------------------------
+
+
+class Idle(Peer):
+    def __init__(self, conn_id: int, host: str, last_request_ms: int, *, kept: bool = False):
+        super().__init__(conn_id, host)
+        self.last_request_ms = last_request_ms
+        self.kept = kept
+        """True: a subscribed client or a broker's channel (never closed to make room)."""
+
+
+class Evictable:
+    """``may_evict`` for the gate: a connection may go unless it is marked kept; calls are
+    counted (a search reads the busier hosts' connections)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self, conn: Any) -> bool:
+        self.asked += 1
+        return not conn.kept
+
+
+def full_gate(peers: list[Idle], **server: Any) -> tuple[Admission, Counter[str], Evictable]:
+    counters: Counter[str] = Counter()
+    log = RateLimitedLog(logging.getLogger(__name__))
+    may_evict = Evictable()
+    gate = Admission(ServerConfig(**server), counters, log, may_evict)
+    assert all(gate.admit(p) for p in peers) and gate.full
+    return gate, counters, may_evict
+
+
+def test_a_few_hosts_holding_the_total_bound_make_room_for_another_host():
+    hog = [Idle(i, "10.0.0.1", ms) for i, ms in enumerate((10, 5, 20, 30))]
+    gate, counters, _ = full_gate(
+        [*hog, Idle(10, "10.0.0.2", 1), Idle(11, "10.0.0.2", 2)],
+        max_connections=6,
+        max_connections_per_host=5,
+    )
+    newcomer = Idle(20, "10.0.0.9", 100)
+    victim = gate.make_room(newcomer, now_ms=100)
+    assert victim is hog[1]  # the busiest host's connection idle longest, not 10.0.0.2's older
+    assert counters["connections_evicted.max_connections"] == 1
+    assert gate.release(victim) and gate.admit(newcomer)
+    assert len(gate.connections) == 6 and counters["connections_refused.max_connections"] == 0
+
+
+def test_subscribed_clients_and_broker_channels_are_never_closed_to_make_room():
+    kept = [Idle(i, "10.0.0.1", 1, kept=True) for i in range(3)]
+    idle = Idle(3, "10.0.0.1", 50)
+    gate, _counters, _ = full_gate(
+        [*kept, idle, Idle(10, "10.0.0.2", 0, kept=True), Idle(11, "10.0.0.2", 0)],
+        max_connections=6,
+        max_connections_per_host=5,
+    )
+    assert gate.make_room(Idle(20, "10.0.0.9", 100), now_ms=100) is idle
+    gate.release(idle)
+    gate.admit(Idle(20, "10.0.0.9", 100))
+    # 10.0.0.1 now holds only kept connections: the next busier host gives its idle one.
+    second = gate.make_room(Idle(21, "10.0.0.8", 100), now_ms=100)
+    assert second is not None and second.conn_id == 11
+
+
+def test_when_every_connection_of_a_busier_host_is_kept_the_newcomer_is_refused_as_before():
+    peers = [Idle(i, "10.0.0.1", 1, kept=True) for i in range(3)]
+    gate, counters, may_evict = full_gate(
+        [*peers, Idle(10, "10.0.0.2", 0)], max_connections=4, max_connections_per_host=4
+    )
+    newcomer = Idle(20, "10.0.0.9", 100)
+    assert gate.make_room(newcomer, now_ms=100) is None
+    assert not gate.admit(newcomer)
+    assert counters["connections_refused.max_connections"] == 1
+    assert "connections_evicted.max_connections" not in counters
+    # 10.0.0.2 holds one, not two more than the newcomer's host: it was not searched.
+    assert may_evict.asked == 3
+    # Refused newcomers do not search again until the retry time has passed ...
+    assert gate.make_room(Idle(21, "10.0.0.9", 500), now_ms=500) is None
+    assert may_evict.asked == 3
+    peers[0].kept = False
+    # ... after which a search finds the connection that may now go.
+    assert gate.make_room(Idle(22, "10.0.0.9", 1_100), now_ms=1_100) is peers[0]
+
+
+def test_no_room_is_made_between_hosts_holding_about_as_many():
+    peers = [Idle(i, "10.0.0.1", 0) for i in range(3)]
+    gate, counters, _ = full_gate(
+        [*peers, Idle(10, "10.0.0.2", 0), Idle(11, "10.0.0.2", 0)],
+        max_connections=5,
+        max_connections_per_host=3,
+    )
+    # 10.0.0.2 holds 2, the busiest 3: closing one would only turn the tables.
+    assert gate.make_room(Idle(20, "10.0.0.2", 9), now_ms=9) is None
+    # A host at its per-host bound is refused for it; no room is made for it.
+    assert gate.make_room(Idle(21, "10.0.0.1", 9), now_ms=9) is None
+    assert "connections_evicted.max_connections" not in counters
+    # Without ``may_evict`` (the default) no room is ever made.
+    plain, _ = admission(max_connections=1)
+    plain.admit(Idle(1, "10.0.0.1", 0))
+    plain.admit(Idle(2, "10.0.0.1", 0))
+    assert plain.make_room(Idle(3, "10.0.0.9", 0), now_ms=0) is None
