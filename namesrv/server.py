@@ -354,6 +354,7 @@ class NameServer:
 
     def _broker_event(self, event: BrokerEvent) -> None:
         self.counters[f"broker_events.{event.kind.name.lower()}"] += 1
+        self.acl.broker_changed(event.kind, event.cluster, event.broker_name, event.addrs)
         self.broker_events.record(event)
 
     def _run_with(self, config: NamesrvConfig) -> None:

@@ -15,8 +15,18 @@ no access class is refused, whatever its signature, for an undeclared class must
 a read. A broker name registered under one access key stays bound to it for the life of the
 process: another key cannot register, unregister or heartbeat it.
 
+A broker address is bound to the broker name (and so the key) live at it: while it is live, a
+broker request for that address under another broker name or cluster is refused, so a broker
+key cannot move another broker's address into its own group or unregister it. The binding is
+made when the registry reports the address arriving and ends when it reports it departing
+(unregister, expiry, closed connection): a moved broker takes its address once the old one is
+gone. Both bindings are bounded by ``acl.max_bound_brokers``.
+
 Pure: no I/O; the processor calls :meth:`AccessControl.check` before a handler and
-:meth:`AccessControl.accepted` after it succeeded.
+:meth:`AccessControl.accepted` after it succeeded; the register handler calls
+:meth:`AccessControl.check_address` again just before it applies a register (a large one is
+applied turns after its check); the server tells :meth:`AccessControl.broker_changed` of the
+registry's broker arrivals and departures.
 """
 
 from __future__ import annotations
@@ -27,10 +37,12 @@ import hmac
 from collections import Counter
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import NamedTuple
 
 from namesrv.config import AclAccount, AclConfig
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
+from protocol.push_events import BrokerChangeKind
 
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
@@ -84,14 +96,25 @@ class AclDenied(ProtocolError):
         self.kind = kind
 
 
+class AddrHolder(NamedTuple):
+    """The broker live at an address: its cluster, broker name and broker id."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+
+
 class AccessControl:
-    """Checks signatures and permissions; remembers which key owns which broker name."""
+    """Checks signatures and permissions; remembers which key owns which broker name and which
+    broker holds which live address."""
 
     def __init__(self, config: AclConfig) -> None:
         self.config = config
         self._accounts = {a.access_key: a for a in config.accounts}
         self._owner_of_name: dict[str, str] = {}
-        self._owner_of_addr: dict[tuple[str, str], str] = {}
+        self._holder_of_addr: dict[str, AddrHolder] = {}
+        self._bound_of_name: dict[str, dict[int, str]] = {}
+        """Broker name -> id -> address, for the bound addresses: what a group holds."""
         self.rejections: Counter[str] = Counter()
 
     @property
@@ -157,19 +180,25 @@ class AccessControl:
     ) -> None:
         key = account.access_key
         name = ext.get("brokerName")
-        addr = (ext.get("clusterName", ""), ext.get("brokerAddr", ""))
+        cluster = ext.get("clusterName", "")
+        addr = ext.get("brokerAddr", "")
         if not name:
-            # A heartbeat may omit the name: the address's registering key must send it.
-            owner = self._owner_of_addr.get(addr)
-            if owner is None:
+            # A heartbeat may omit the name: the key of the broker live at the address must send it.
+            holder = self._holder_of_addr.get(addr)
+            if holder is None:
                 if not account.brokers:
                     self._deny("denied", f"AccessKey {key!r} may not act for brokers")
                 return
-            if owner != key:
+            owner = self._owner_of_name.get(holder.broker_name)
+            if owner is None:  # its first register is being applied: an account of the name may
+                may = ANY_BROKER in account.brokers or holder.broker_name in account.brokers
+                owner = key if may else None
+            if owner != key or holder.cluster != cluster:
                 self._deny(
                     "broker_taken",
-                    f"broker address {addr[1]} of cluster {addr[0]} is registered under "
-                    f"another AccessKey; {key!r} may not {code_name}",
+                    f"broker address {addr} is live under broker {holder.broker_name!r} of "
+                    f"cluster {holder.cluster!r}: only that broker's AccessKey, in that cluster, "
+                    f"may {code_name} it, not {key!r} in cluster {cluster!r}",
                 )
             return
         if ANY_BROKER not in account.brokers and name not in account.brokers:
@@ -191,18 +220,85 @@ class AccessControl:
                 f"acl.max_bound_brokers={self.config.max_bound_brokers} broker names are "
                 f"already bound to keys; {name!r} cannot be registered",
             )
+        self.check_address(code, code_name, cluster, name, addr)
+
+    def check_address(
+        self, code: int, code_name: str, cluster: str, broker_name: str, addr: str
+    ) -> None:
+        """Raises :class:`AclDenied` when ``addr`` is live under another broker name or cluster,
+        or when a register would bind a new address past ``acl.max_bound_brokers``."""
+        holder = self._holder_of_addr.get(addr)
+        if holder is None:
+            if (
+                code == RequestCode.REGISTER_BROKER
+                and len(self._holder_of_addr) >= self.config.max_bound_brokers
+            ):
+                self._deny(
+                    "bound",
+                    f"acl.max_bound_brokers={self.config.max_bound_brokers} live broker "
+                    f"addresses are bound; {addr} cannot be registered",
+                )
+            return
+        if holder.broker_name != broker_name or holder.cluster != cluster:
+            self._deny(
+                "addr_taken",
+                f"broker address {addr} is live under broker {holder.broker_name!r} of cluster "
+                f"{holder.cluster!r}; broker {broker_name!r} of cluster {cluster!r} may not "
+                f"{code_name} it until that broker unregisters, expires or disconnects",
+            )
+
+    def broker_changed(
+        self,
+        kind: BrokerChangeKind,
+        cluster: str,
+        broker_name: str,
+        addrs: tuple[tuple[int, str], ...],
+    ) -> None:
+        """The registry's report of addresses arriving at or departing from a broker name.
+
+        An arrival binds each address to the broker (within the bound) and ends the binding
+        of the address it replaces: one id of a broker name has one address, so an id
+        registered at a new address moves the old one out of the group without a departure.
+        A departure ends the binding of each address the broker held."""
+        if not self.config.enabled:
+            return
+        holders = self._holder_of_addr
+        if kind is BrokerChangeKind.DEPARTED:
+            for _, addr in addrs:
+                holder = holders.get(addr)
+                if holder is not None and holder.broker_name == broker_name:
+                    self._release(addr)
+            return
+        for broker_id, addr in addrs:
+            ids = self._bound_of_name.get(broker_name)
+            replaced = ids.get(broker_id) if ids is not None else None
+            if replaced is not None and replaced != addr:
+                self._release(replaced)
+            if addr in holders:
+                self._release(addr)
+            if len(holders) < self.config.max_bound_brokers:
+                holders[addr] = AddrHolder(cluster, broker_name, broker_id)
+                self._bound_of_name.setdefault(broker_name, {})[broker_id] = addr
+
+    def _release(self, addr: str) -> None:
+        holder = self._holder_of_addr.pop(addr)
+        ids = self._bound_of_name[holder.broker_name]
+        del ids[holder.broker_id]
+        if not ids:
+            del self._bound_of_name[holder.broker_name]
+
+    def holder_of(self, addr: str) -> AddrHolder | None:
+        """The broker live at ``addr``, as the registry reported it; None when none is."""
+        return self._holder_of_addr.get(addr)
 
     def accepted(self, code: int, access_key: str | None, ext: Mapping[str, str]) -> None:
-        """A checked request succeeded: a register binds its broker name and address to the key."""
+        """A checked request succeeded: a register binds its broker name to the key."""
         if access_key is None or code != RequestCode.REGISTER_BROKER:
             return
         name = ext.get("brokerName")
         if not name:
             return
         self._owner_of_name.setdefault(name, access_key)
-        addr = (ext.get("clusterName", ""), ext.get("brokerAddr", ""))
-        if addr in self._owner_of_addr or len(self._owner_of_addr) < self.config.max_bound_brokers:
-            self._owner_of_addr[addr] = access_key
 
     def owner_of(self, broker_name: str) -> str | None:
         return self._owner_of_name.get(broker_name)

@@ -179,6 +179,13 @@ class BrokerHandlers:
             parts = None
         for i, addr in enumerate(filter_servers):
             validation.check_address(f"filterServerList[{i}]", addr)
+        acl = self.s.acl
+        if acl is not None and acl.enabled:
+            # Checked again where it is applied: a register checked before another one took
+            # the address (both pending) must not move it.
+            acl.check_address(
+                req.code, "REGISTER_BROKER", h.cluster_name, h.broker_name, h.broker_addr
+            )
         result = registry.register_broker(
             cluster_name=h.cluster_name,
             broker_addr=h.broker_addr,
