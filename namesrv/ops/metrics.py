@@ -115,6 +115,8 @@ _KNOWN_LABELS = {
         "acl_denied",
         "acl_broker_taken",
         "acl_bound",
+        "acl_addr_taken",
+        "acl_unclassified",
         "tls_plaintext",
     ),
 }
