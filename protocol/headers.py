@@ -123,6 +123,8 @@ class RegisterBrokerRequestHeader(Header):
     enable_acting_master: bool = optional("enableActingMaster", False)
     compressed: bool = optional("compressed", False)
     body_crc32: int = optional("bodyCrc32", 0, long=True)
+    zone_name: str | None = optional("__ZONE_NAME")
+    """The broker's zone (upstream's ``-Drocketmq.zone`` / ``ROCKETMQ_ZONE``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -178,6 +180,9 @@ class GetBrokerMemberGroupRequestHeader(Header):
 class GetRouteInfoRequestHeader(Header):
     topic: str = wire("topic")
     accept_standard_json_only: bool = optional("acceptStandardJsonOnly", False)
+    zone_mode: str | None = optional("__ZONE_MODE")
+    """Read as upstream reads it: "true" in any case turns zone mode on, anything else not."""
+    zone_name: str | None = optional("__ZONE_NAME")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -31,9 +31,11 @@ _PREFIX = struct.Struct(">II")
 
 CACHEABLE_EXT_FIELDS = frozenset(
     {"topic", "acceptStandardJsonOnly", "lo", "ns", "nsd", "bname", "oway"}
+    | {"__ZONE_MODE", "__ZONE_NAME"}
 )
 """``GetRouteInfoRequestHeader``'s fields and those it inherits upstream (the RPC header's
-namespace, broker name, oneway and logic-queue flags)."""
+namespace, broker name, oneway and logic-queue flags), and the zone-mode fields. A request's
+shape holds them all, so a zone-filtered answer is keyed by its zone fields."""
 
 MAX_SHAPE_BYTES = 1024
 """Request headers longer than this are answered but not cached."""

@@ -60,6 +60,10 @@ class RouteQueries:
             topic_queue_mapping_by_broker=dict(sorted(mapping.items())) if mapping else None,
         )
 
+    def zone_names(self) -> set[str]:
+        """The zones the broker groups declare, as they spelled them."""
+        return {g.zone_name for g in self._t.brokers.values() if g.zone_name is not None}
+
     def route_exists(self, topic: str) -> bool:
         return topic in self._t.holders
 

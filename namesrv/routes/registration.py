@@ -100,6 +100,7 @@ class Registration:
         topic_queue_mapping_info: Mapping[str, Any],
         body_digest: bytes | None = None,
         table_parts: Sequence[TablePart] | None = None,
+        zone_name: str | None = None,
     ) -> RegisterResult:
         """REGISTER_BROKER, as upstream's ``registerBroker``; also the broker's heartbeat.
 
@@ -129,7 +130,7 @@ class Registration:
         if previous is not None and previous.broker_name != broker_name:
             touched = self._leave_other_name(previous.broker_name, broker_addr)
         group, first_registration, group_changed = self._join_group(
-            cluster_name, broker_name, broker_id, broker_addr, enable_acting_master
+            cluster_name, broker_name, broker_id, broker_addr, enable_acting_master, zone_name
         )
         if group_changed:
             touched.update(t.tables.get(broker_name, ()))
@@ -195,23 +196,32 @@ class Registration:
         return self._departures.leave_group(old_name, broker_addr, ChangeCause.REGISTER).touched
 
     def _join_group(
-        self, cluster: str, broker_name: str, broker_id: int, addr: str, acting_master: bool
+        self,
+        cluster: str,
+        broker_name: str,
+        broker_id: int,
+        addr: str,
+        acting_master: bool,
+        zone_name: str | None,
     ) -> tuple[BrokerGroup, bool, bool]:
         """Put ``addr`` in its broker group as ``broker_id``; returns the group, whether the id
-        is new to this address (a first registration) and whether the group changed."""
+        is new to this address (a first registration) and whether the group changed. Like
+        upstream, every register sets the group's acting-master flag and zone to its own."""
         t = self._t
         t.clusters.setdefault(cluster, set()).add(broker_name)
         group = t.brokers.get(broker_name)
         if group is None:
             group = t.brokers[broker_name] = BrokerGroup(cluster)
-        before = (dict(group.addrs), group.enable_acting_master)
+        before = (dict(group.addrs), group.enable_acting_master, group.zone_name)
         # The same address holds one id: a slave switched to master drops its old id.
         for bid in [b for b, a in group.addrs.items() if a == addr and b != broker_id]:
             del group.addrs[bid]
         first_registration = group.addrs.get(broker_id) != addr
         group.addrs[broker_id] = addr
         group.enable_acting_master = acting_master
-        return group, first_registration, before != (group.addrs, group.enable_acting_master)
+        group.zone_name = zone_name
+        after = (group.addrs, acting_master, zone_name)
+        return group, first_registration, before != after
 
     def _write_table(
         self,

@@ -96,6 +96,7 @@ class RouteRegistry:
 
         self.get_route = queries.get_route
         self.route_exists = queries.route_exists
+        self.zone_names = queries.zone_names
         self.route_exists_check = queries.route_exists_check
         self.all_topics = queries.all_topics
         self.topics_by_cluster = queries.topics_by_cluster

@@ -65,6 +65,8 @@ class BrokerGroup:
     cluster: str
     addrs: dict[int, str] = field(default_factory=dict)
     enable_acting_master: bool = False
+    zone_name: str | None = None
+    """The zone its last register declared; upstream keeps one per broker name."""
 
     def read_only(self) -> bool:
         """Whether acting master is on and no master is left: the group's queues are read-only."""
@@ -95,6 +97,7 @@ def broker_data(name: str, group: BrokerGroup) -> BrokerData:
         cluster=group.cluster,
         broker_name=name,
         broker_addrs=dict(sorted(group.addrs.items())),
+        zone_name=group.zone_name,
         enable_acting_master=group.enable_acting_master,
     )
 

@@ -26,6 +26,7 @@ def register_request(
     data_version: DataVersion | None = None,
     compressed: bool = False,
     crc: int | None = None,
+    zone: str | None = None,
 ) -> RemotingCommand:
     wrapper = register_body.TopicConfigSerializeWrapper(
         topic_config_table=topics,
@@ -44,6 +45,7 @@ def register_request(
         heartbeat_timeout_millis=None,
         compressed=compressed,
         body_crc32=register_body.crc32(body) if crc is None else crc,
+        zone_name=zone,
     )
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_wire(), body)
 

@@ -201,6 +201,7 @@ class BrokerHandlers:
             topic_queue_mapping_info=mapping,
             body_digest=digest,
             table_parts=parts,
+            zone_name=h.zone_name,
         )
         ext = headers.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr

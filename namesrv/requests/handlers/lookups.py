@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from namesrv.requests.context import Connection, Services, ok
+from namesrv.routes.zones import requested_zone
 from protocol import bodies, headers
 from protocol.codes import ResponseCode, Version
 from protocol.frame import RemotingCommand
@@ -19,7 +20,8 @@ class LookupHandlers:
         version, _exists = self.s.detector.version(h.topic)
         standard = h.accept_standard_json_only or req.version >= Version.V4_9_4
         legacy = req.version < Version.V5_0_0
-        body = self.s.routes.body(h.topic, standard_json=standard, legacy=legacy)
+        zone = requested_zone(h.zone_mode, h.zone_name)
+        body = self.s.routes.body(h.topic, standard_json=standard, legacy=legacy, zone=zone)
         ext = {"routeVersion": str(version)}
         if body is None:
             return req.make_response(
