@@ -24,6 +24,7 @@ from collections.abc import Generator
 from typing import Any
 
 from protocol import fastjson
+from protocol.errors import BodyError
 from protocol.json_fields import DECIMAL
 from protocol.register_body import TOPIC_FILTER_TYPES
 from protocol.register_table_reader import NotFast, TablePart, TableSink, content_cut
@@ -186,8 +187,8 @@ def _check_attributes(values: set[bytes]) -> None:
     for text in values - _NO_ATTRIBUTES:
         try:
             loaded = fastjson.loads(text.decode())
-        except (UnicodeDecodeError, ValueError):
-            raise NotFast from None
+        except (UnicodeDecodeError, ValueError, BodyError):
+            raise NotFast from None  # the general reader says what is wrong with it
         if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
             raise NotFast
 
