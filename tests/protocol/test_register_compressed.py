@@ -112,7 +112,7 @@ SHARED_CACHE = ChunkCache(1 << 20)
 def check_agrees(data: bytes, version: int, topics_per_step: int) -> tuple[Any, ...]:
     general = outcome(lambda: register_table.read_compressed_general(data, version))
     for cache in (None, SHARED_CACHE, SHARED_CACHE):  # uncached, then read and found again
-        assert outcome(lambda: fast(data, version, topics_per_step, cache)) == general
+        assert outcome(lambda c=cache: fast(data, version, topics_per_step, c)) == general
     try:  # the full decoder reads the same topics, or refuses with the same error
         full = register_body.RegisterBrokerBody.from_wire(data, True, version)
     except BodyError as exc:
