@@ -406,14 +406,16 @@ def big_registers(
     frames: list[bytes],
     conns: list[socket.socket],
     label: str,
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], float]:
     """The big registers, one broker after the other, with a lookup every 20 ms meanwhile on
-    another connection; returns the time of each register and every lookup's wait."""
+    another connection; returns the time of each register, every lookup's wait and the server's
+    CPU time per register meanwhile."""
     prober = Prober(server.port, "BenchTopic0000")
     others = [s for s in servers if s is not server]
     others_cpu = sum(s.cpu() for s in others)
     stalls_before = machine_stalls()
     faults_before, preempted_before = server.faults_and_preemptions()
+    cpu_before = server.cpu()
     prober.start()
     times = []
     for broker, frame in enumerate(frames):
@@ -424,6 +426,7 @@ def big_registers(
             raise RuntimeError(f"{server.name} refused a big register: {code}")
     time.sleep(0.2)
     waits = prober.stop()
+    cpu_ms = (server.cpu() - cpu_before) * 1e3 / len(frames)
     others_cpu = sum(s.cpu() for s in others) - others_cpu
     stalled_us, scanned = (a - b for a, b in zip(machine_stalls(), stalls_before, strict=True))
     faults, preempted = (
@@ -435,6 +438,7 @@ def big_registers(
     print(
         f"big {label} {server.name}: register median "
         f"{statistics.median(times) * 1e3:,.0f} ms (max {max(times) * 1e3:,.0f}), "
+        f"server CPU {cpu_ms:,.0f} ms per register (lookups and settling included), "
         f"worst lookup wait {max(waits) * 1e3:,.1f} ms over {len(waits)} lookups; "
         f"the other servers used {others_cpu:.2f} CPU s meanwhile; "
         f"{faults:,} page faults, {preempted:,} preemptions of the server; "
@@ -442,7 +446,7 @@ def big_registers(
         f"{scanned:,} pages scanned in direct reclaim",
         flush=True,
     )
-    return times, waits
+    return times, waits, cpu_ms
 
 
 def spread(values: list[float]) -> str:
@@ -606,12 +610,15 @@ def main() -> None:
                         conns.append(socket.create_connection(("127.0.0.1", server.port)))
                     first_conn = 0 if packed_form else args.big_brokers
                     label = f"{form} {phase}"
-                    times, waits = big_registers(server, servers, frames, conns[first_conn:], label)
+                    times, waits, cpu_ms = big_registers(
+                        server, servers, frames, conns[first_conn:], label
+                    )
                     for t in times:
                         record(server, "big register ms", t * 1e3)
                     median = statistics.median(times) * 1e3
                     record(server, f"big register median ms {label}", median)
                     record(server, f"worst lookup wait ms {label}", max(waits) * 1e3)
+                    record(server, f"big register cpu ms {label}", cpu_ms)
                     if rnd == 0:
                         time.sleep(2.0)
                         grown = server.rss() - rss_before[server.name]
