@@ -93,7 +93,6 @@ class RegisterJob:
         "cause",
         "data_version",
         "done",
-        "inserted",
         "mapping",
         "memo",
         "names",
@@ -126,9 +125,6 @@ class RegisterJob:
         """The table's topics and their spec tuples, in its order; ``applied`` of them are."""
         self.total = len(names)
         self.applied = 0
-        self.inserted = -1
-        """Entries this job inserted into a table that was empty when it began (-1: it was
-        not): while the table holds just these, its remaining topics need no lookup."""
         self.rewrite_all = rewrite_all
         self.read_only = read_only
         self.mapping = mapping
@@ -286,20 +282,11 @@ class RegisterJobs:
                 pool = rt.queue_pool.setdefault(name, {})
                 queue_data = job.queue_data = _QueueDataOf(pool, name, job.read_only)
             new = list(map(queue_data.__getitem__, job.specs[begin:end]))
-            if begin == 0 and not table:
-                job.inserted = 0
-            # While the table holds only what this job inserted, the rest of its (distinct)
-            # topics are all new to it: no lookup needed.
-            fresh = job.inserted == len(table)
-            if not fresh:
-                job.inserted = -1  # something else wrote the table: look from now on
-            old = [None] if fresh else list(map(table.get, topics))
-            if fresh or old.count(None) == len(old):  # all new to this broker
+            old = list(map(table.get, topics))
+            if old.count(None) == len(old):  # all new to this broker (its first register)
                 table.update(zip(topics, new, strict=True))
                 rt.add_holders(topics, name)
                 touched = topics
-                if job.inserted >= 0:
-                    job.inserted += len(topics)
             elif job.rewrite_all:
                 if old != new:  # list equality: identical queue data compares in C
                     pairs = zip(topics, new, old, strict=True)
