@@ -9,12 +9,18 @@ servers rotates every round), the same load generator measures each server:
 
 * lookups/s and CPU per lookup: GET_ROUTEINFO_BY_TOPIC, 100 connections, one request in flight
   each, 2 brokers x 1,000 topics registered;
-* registers/s at 1,000 topics, plain and compressed body: 4 brokers on 4 connections, each
-  re-sending its register as soon as it is answered (the heartbeat: same body, same version);
+* registers/s at 1,000 topics, plain and compressed body, 4 brokers on 4 connections, each
+  sending its next register as soon as one is answered, in two cases labelled apart:
+  ``changed-version`` (every register carries a data version the broker has not sent before,
+  as after a topic change or a broker restart: the table must be read and applied again) and
+  ``heartbeat`` (the very same body again, as a broker re-registers every 30 s);
 * the big case, once per server per round: 10 brokers register 100,000 topics each, in turn,
-  with a new data version every round; the time per register, and the worst wait of a lookup
-  sent every 20 ms on another connection meanwhile;
-* RSS at 100,000 topics x 10 brokers: the server's RSS grown from before the first big round.
+  compressed (5.x form), then 10 other brokers plain; the first round is each broker's first
+  register, every later round brings a new data version; the time per register, and the worst
+  wait of a lookup sent every 20 ms on another connection meanwhile;
+* RSS per (topic, broker) at 100,000 topics x 10 brokers registered compressed: the server's RSS
+  grown from before the first big round, two seconds after it (and after the plain brokers too,
+  over twice the entries).
 
 Figures are compared as per-round ratios against Java 5.3.3 (median and spread). The machine
 is shared: run it when it is quiet, or say that it was not.
@@ -59,7 +65,6 @@ from protocol import register_body  # noqa: E402
 from protocol.codes import RequestCode  # noqa: E402
 from protocol.frame import RemotingCommand, encode_command  # noqa: E402
 from protocol.headers import RegisterBrokerRequestHeader  # noqa: E402
-from protocol.route_model import DataVersion, TopicConfig  # noqa: E402
 
 JVM_OPTS = ["-server", "-Xms1g", "-Xmx4g", "-XX:+UseG1GC"]
 LOGBACK = '<configuration><root level="OFF"/></configuration>\n'
@@ -78,19 +83,19 @@ def register_frame(
     v4: bool = False,
 ) -> bytes:
     """A REGISTER_BROKER frame as a 5.x broker sends it (``v4``: as a 4.x broker does)."""
-    if compressed and v4:  # a 4.x broker: topic configs in 5 fields, no mapping section
-        parts = [json.dumps({"counter": version, "stateVersion": 0, "timestamp": version})]
-        out = bytearray(struct.pack(">i", len(parts[0])) + parts[0].encode())
+    if compressed:  # upstream's RegisterBrokerBody.encode(true): 4.x topic configs in 5 fields
+        # and no mapping section; 5.x adds the attributes JSON and the mapping count
+        doc = json.dumps({"counter": version, "stateVersion": 0, "timestamp": version})
+        out = bytearray(struct.pack(">i", len(doc)) + doc.encode())
         out += struct.pack(">i", len(names))
+        tail = "" if v4 else " {}"
         for n in names:
-            text = f"{n} 8 8 6 SINGLE_TAG".encode()
+            text = f"{n} 8 8 6 SINGLE_TAG{tail}".encode()
             out += struct.pack(">i", len(text)) + text
         out += struct.pack(">i", 2) + b"[]"
+        if not v4:
+            out += struct.pack(">i", 0)
         body = zlib.compress(bytes(out), 9)
-    elif compressed:
-        table = {n: TopicConfig(n, 8, 8, 6) for n in names}
-        wrapper = register_body.TopicConfigSerializeWrapper(table, DataVersion(0, version, version))
-        body = register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
     else:  # as fastjson writes it; built with the C encoder so big bodies are quick to make
         doc = {
             "filterServerList": [],
@@ -146,15 +151,19 @@ def response_code(frame_body: bytes) -> int:
 # -- load ------------------------------------------------------------------------------------------
 
 
-def closed_loop(port: int, requests: list[bytes], seconds: float, warmup: float = 0.5) -> float:
-    """One connection per request, each re-sending its request when answered; responses/s."""
+def closed_loop(
+    port: int, requests: list[bytes], seconds: float, warmup: float = 0.5, cycle: int = 1
+) -> float:
+    """One connection per ``cycle`` requests, each sending its next request (in turn) when one
+    is answered; responses/s."""
     sel = selectors.DefaultSelector()
     state: dict[socket.socket, list[Any]] = {}
-    for request in requests:
+    for first in range(0, len(requests), cycle):
+        mine = requests[first : first + cycle]
         sock = socket.create_connection(("127.0.0.1", port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
-        state[sock] = [request, bytearray(), bytearray(request)]  # request, inbuf, outbuf
+        state[sock] = [mine, bytearray(), bytearray(mine[0]), 1]  # requests, in, out, next
         sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
     count = 0
     start = time.perf_counter()
@@ -169,7 +178,8 @@ def closed_loop(port: int, requests: list[bytes], seconds: float, warmup: float 
             counted_from, count = now, 0
         for key, events in sel.select(timeout=0.1):
             sock = key.fileobj  # type: ignore[assignment]
-            request, inbuf, outbuf = state[sock]  # type: ignore[index]
+            entry = state[sock]  # type: ignore[index]
+            mine, inbuf, outbuf, _ = entry
             if events & selectors.EVENT_WRITE and outbuf:
                 try:
                     sent = sock.send(outbuf)  # type: ignore[union-attr]
@@ -193,9 +203,10 @@ def closed_loop(port: int, requests: list[bytes], seconds: float, warmup: float 
                         checked = True
                     del inbuf[: 4 + length]
                     done += 1
-                if done:
-                    count += done
-                    outbuf += request * done
+                for _ in range(done):
+                    outbuf += mine[entry[3] % len(mine)]
+                    entry[3] += 1
+                count += done
             mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if outbuf else 0)
             sel.modify(sock, mask)
     elapsed = time.perf_counter() - (counted_from or start)
@@ -216,12 +227,17 @@ def go_loadgen(cache: Path) -> Path:
 
 
 def closed_loop_go(
-    binary: Path, port: int, requests: list[bytes], seconds: float, warmup: float = 0.5
+    binary: Path,
+    port: int,
+    requests: list[bytes],
+    seconds: float,
+    warmup: float = 0.5,
+    cycle: int = 1,
 ) -> float:
     """:func:`closed_loop` by the Go generator: responses/s."""
     frames = binary.parent / f"frames-{os.getpid()}"
-    frames.write_bytes(b"".join(requests))  # connection i sends request i
-    conns = len(requests)
+    frames.write_bytes(b"".join(requests))  # connection i sends requests i*cycle.. in turn
+    conns = len(requests) // cycle
     out = subprocess.run(
         [
             str(binary),
@@ -235,6 +251,8 @@ def closed_loop_go(
             str(warmup),
             "-frames",
             str(frames),
+            "-cycle",
+            str(cycle),
         ],
         capture_output=True,
         text=True,
@@ -377,6 +395,60 @@ def start_java(version: str, cache: Path, port: int) -> subprocess.Popen[bytes]:
 # -- the run ---------------------------------------------------------------------------------------
 
 
+CHANGED_VERSIONS = 16
+"""Registers each broker connection sends in turn in the changed-version case, each with a
+data version of its own: no register repeats the body before it."""
+
+
+def big_registers(
+    server: Server,
+    servers: list[Server],
+    frames: list[bytes],
+    conns: list[socket.socket],
+    label: str,
+) -> tuple[list[float], list[float], float]:
+    """The big registers, one broker after the other, with a lookup every 20 ms meanwhile on
+    another connection; returns the time of each register, every lookup's wait and the server's
+    CPU time per register meanwhile."""
+    prober = Prober(server.port, "BenchTopic0000")
+    others = [s for s in servers if s is not server]
+    others_cpu = sum(s.cpu() for s in others)
+    stalls_before = machine_stalls()
+    faults_before, preempted_before = server.faults_and_preemptions()
+    cpu_before = server.cpu()
+    prober.start()
+    times = []
+    for broker, frame in enumerate(frames):
+        started = time.perf_counter()
+        code = response_code(roundtrip(conns[broker], frame))
+        times.append(time.perf_counter() - started)
+        if code != 0:
+            raise RuntimeError(f"{server.name} refused a big register: {code}")
+    time.sleep(0.2)
+    waits = prober.stop()
+    cpu_ms = (server.cpu() - cpu_before) * 1e3 / len(frames)
+    others_cpu = sum(s.cpu() for s in others) - others_cpu
+    stalled_us, scanned = (a - b for a, b in zip(machine_stalls(), stalls_before, strict=True))
+    faults, preempted = (
+        a - b
+        for a, b in zip(
+            server.faults_and_preemptions(), (faults_before, preempted_before), strict=True
+        )
+    )
+    print(
+        f"big {label} {server.name}: register median "
+        f"{statistics.median(times) * 1e3:,.0f} ms (max {max(times) * 1e3:,.0f}), "
+        f"server CPU {cpu_ms:,.0f} ms per register (lookups and settling included), "
+        f"worst lookup wait {max(waits) * 1e3:,.1f} ms over {len(waits)} lookups; "
+        f"the other servers used {others_cpu:.2f} CPU s meanwhile; "
+        f"{faults:,} page faults, {preempted:,} preemptions of the server; "
+        f"machine: {stalled_us / 1e3:,.1f} ms memory stall, "
+        f"{scanned:,} pages scanned in direct reclaim",
+        flush=True,
+    )
+    return times, waits, cpu_ms
+
+
 def spread(values: list[float]) -> str:
     if not values:
         return "-"
@@ -391,7 +463,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--big-rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--java", nargs="*", default=["5.3.3", "4.9.7"])
+    parser.add_argument("--java", nargs="*", default=["5.3.3"])
     parser.add_argument("--java-warmup", type=float, default=20.0)
     parser.add_argument("--big-topics", type=int, default=100_000)
     parser.add_argument("--big-brokers", type=int, default=10)
@@ -409,8 +481,10 @@ def main() -> None:
     if args.loadgen == "go":
         binary = go_loadgen(args.cache)
 
-        def load(port: int, requests: list[bytes], seconds: float, warmup: float = 0.5) -> float:
-            return closed_loop_go(binary, port, requests, seconds, warmup)
+        def load(
+            port: int, requests: list[bytes], seconds: float, warmup: float = 0.5, cycle: int = 1
+        ) -> float:
+            return closed_loop_go(binary, port, requests, seconds, warmup, cycle)
 
     print(f"load generator: {args.loadgen}", flush=True)
 
@@ -440,23 +514,47 @@ def main() -> None:
         for server in servers:
             heartbeat(server)
         lookup = lookup_frame("BenchTopic0000")
+        versions = range(1, CHANGED_VERSIONS + 1)
+        # Heartbeats: each broker sends its very body again. Changed versions: each broker
+        # sends its table with a version it has not sent before (CHANGED_VERSIONS in turn).
         plain = [register_frame(b, names_1k, 1, compressed=False) for b in range(4)]
-        packed = [register_frame(10 + b, names_1k, 1, compressed=True) for b in range(4)]
-        packed_v4 = [
-            register_frame(10 + b, names_1k, 1, compressed=True, v4=True) for b in range(4)
+        packed = {
+            v4: [register_frame(10 + b, names_1k, 1, compressed=True, v4=v4) for b in range(4)]
+            for v4 in (False, True)
+        }
+        plain_changed = [
+            register_frame(20 + b, names_1k, v, compressed=False, opaque=v)
+            for b in range(4)
+            for v in versions
         ]
+        packed_changed = {
+            v4: [
+                register_frame(30 + b, names_1k, v, compressed=True, opaque=v, v4=v4)
+                for b in range(4)
+                for v in versions
+            ]
+            for v4 in (False, True)
+        }
 
-        def compressed_for(server: Server) -> list[bytes]:
-            """Each server gets the compressed form of its own era's brokers."""
-            return packed_v4 if server.name.startswith("java-4.") else packed
+        def register_loads(server: Server) -> list[tuple[str, list[bytes], int]]:
+            """(label, frames, frames per connection); each server gets the compressed form
+            of its own era's brokers."""
+            v4 = server.name.startswith("java-4.")
+            return [
+                ("changed-version plain", plain_changed, CHANGED_VERSIONS),
+                ("changed-version compressed", packed_changed[v4], CHANGED_VERSIONS),
+                ("heartbeat plain", plain, 1),
+                ("heartbeat compressed", packed[v4], 1),
+            ]
 
         for server in servers:
             if server.name.startswith("java"):
                 print(f"warming {server.name} for {args.java_warmup:.0f} s", flush=True)
-                third = args.java_warmup / 3
-                load(server.port, [lookup] * 100, third)
-                load(server.port, plain, third)
-                load(server.port, compressed_for(server), third)
+                loads = register_loads(server)
+                share = args.java_warmup / (len(loads) + 1)
+                load(server.port, [lookup] * 100, share)
+                for _label, frames, cycle in loads:
+                    load(server.port, frames, share, cycle=cycle)
 
         results: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers}
 
@@ -472,9 +570,9 @@ def main() -> None:
                 cpu = server.cpu() - before
                 record(server, "lookups/s", rate)
                 record(server, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
-                for label, frames in (("plain", plain), ("compressed", compressed_for(server))):
+                for label, frames, cycle in register_loads(server):
                     before = server.cpu()
-                    rate = load(server.port, frames, args.seconds)
+                    rate = load(server.port, frames, args.seconds, cycle=cycle)
                     cpu = server.cpu() - before
                     record(server, f"registers/s {label}", rate)
                     record(
@@ -483,9 +581,11 @@ def main() -> None:
                         cpu / (rate * (args.seconds + 0.5)) * 1e3,
                     )
             line = ", ".join(
-                f"{s.name} {results[s.name]['lookups/s'][-1]:,.0f} lk/s "
-                f"{results[s.name]['registers/s plain'][-1]:,.0f}/"
-                f"{results[s.name]['registers/s compressed'][-1]:,.0f} reg/s"
+                f"{s.name} {results[s.name]['lookups/s'][-1]:,.0f} lk/s, reg/s changed "
+                f"{results[s.name]['registers/s changed-version plain'][-1]:,.0f} plain "
+                f"{results[s.name]['registers/s changed-version compressed'][-1]:,.0f} compr., "
+                f"heartbeat {results[s.name]['registers/s heartbeat plain'][-1]:,.0f} plain "
+                f"{results[s.name]['registers/s heartbeat compressed'][-1]:,.0f} compr."
                 for s in servers
             )
             print(f"round {rnd + 1}: {line}", flush=True)
@@ -494,71 +594,47 @@ def main() -> None:
         rss_before = {s.name: s.rss() for s in servers}
         big_conns: dict[str, list[socket.socket]] = {s.name: [] for s in servers}
         for rnd in range(args.big_rounds):
-            frames = [
-                register_frame(200 + b, big_names, rnd + 1, compressed=False)
-                for b in range(args.big_brokers)
-            ]
-            order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
-            for server in order:
-                heartbeat(server)
-                conns = big_conns[server.name]
-                while len(conns) < args.big_brokers:
-                    conns.append(socket.create_connection(("127.0.0.1", server.port)))
-                prober = Prober(server.port, "BenchTopic0000")
-                others = [s for s in servers if s is not server]
-                others_cpu = sum(s.cpu() for s in others)
-                stalls_before = machine_stalls()
-                faults_before, preempted_before = server.faults_and_preemptions()
-                prober.start()
-                times = []
-                for broker, frame in enumerate(frames):
-                    started = time.perf_counter()
-                    code = response_code(roundtrip(conns[broker], frame))
-                    times.append(time.perf_counter() - started)
-                    if code != 0:
-                        raise RuntimeError(f"{server.name} refused a big register: {code}")
-                time.sleep(0.2)
-                waits = prober.stop()
-                others_cpu = sum(s.cpu() for s in others) - others_cpu
-                stalled_us, scanned = (
-                    a - b for a, b in zip(machine_stalls(), stalls_before, strict=True)
-                )
-                faults, preempted = (
-                    a - b
-                    for a, b in zip(
-                        server.faults_and_preemptions(),
-                        (faults_before, preempted_before),
-                        strict=True,
+            phase = "first" if rnd == 0 else "new version"
+            for form in ("compressed", "plain"):
+                packed_form = form == "compressed"
+                base = 300 if packed_form else 200
+                frames = [
+                    register_frame(base + b, big_names, rnd + 1, compressed=packed_form)
+                    for b in range(args.big_brokers)
+                ]
+                order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
+                for server in order:
+                    heartbeat(server)
+                    conns = big_conns[server.name]
+                    while len(conns) < 2 * args.big_brokers:
+                        conns.append(socket.create_connection(("127.0.0.1", server.port)))
+                    first_conn = 0 if packed_form else args.big_brokers
+                    label = f"{form} {phase}"
+                    times, waits, cpu_ms = big_registers(
+                        server, servers, frames, conns[first_conn:], label
                     )
-                )
-                for t in times:
-                    record(server, "big register ms", t * 1e3)
-                record(server, "big register median ms", statistics.median(times) * 1e3)
-                record(server, "worst lookup wait ms", max(waits) * 1e3)
-                if rnd == 0:
-                    time.sleep(2.0)
-                    grown = server.rss() - rss_before[server.name]
-                    entries = args.big_topics * args.big_brokers
-                    record(server, "RSS B/entry", grown / entries)
-                    record(server, "RSS before MiB", rss_before[server.name] / 2**20)
-                    record(server, "RSS MiB", server.rss() / 2**20)
-                print(
-                    f"big round {rnd + 1} {server.name}: register median "
-                    f"{statistics.median(times) * 1e3:,.0f} ms (max {max(times) * 1e3:,.0f}), "
-                    f"worst lookup wait {max(waits) * 1e3:,.1f} ms over {len(waits)} lookups; "
-                    f"the other servers used {others_cpu:.2f} CPU s meanwhile; "
-                    f"{faults:,} page faults, {preempted:,} preemptions of the server; "
-                    f"machine: {stalled_us / 1e3:,.1f} ms memory stall, "
-                    f"{scanned:,} pages scanned in direct reclaim",
-                    flush=True,
-                )
+                    for t in times:
+                        record(server, "big register ms", t * 1e3)
+                    median = statistics.median(times) * 1e3
+                    record(server, f"big register median ms {label}", median)
+                    record(server, f"worst lookup wait ms {label}", max(waits) * 1e3)
+                    record(server, f"big register cpu ms {label}", cpu_ms)
+                    if rnd == 0:
+                        time.sleep(2.0)
+                        grown = server.rss() - rss_before[server.name]
+                        entries = args.big_topics * args.big_brokers
+                        if packed_form:
+                            record(server, "RSS B/entry (compressed brokers)", grown / entries)
+                        else:
+                            record(server, "RSS B/entry (both, 2x entries)", grown / entries / 2)
+                            record(server, "RSS before MiB", rss_before[server.name] / 2**20)
+                            record(server, "RSS MiB", server.rss() / 2**20)
 
         print("\nper server (median over rounds):")
         for server in servers:
-            figures = ", ".join(
-                f"{k} {statistics.median(v):,.2f}" for k, v in results[server.name].items()
-            )
-            print(f"  {server.name}: {figures}")
+            print(f"  {server.name}:")
+            for key, values in results[server.name].items():
+                print(f"    {key}: {statistics.median(values):,.2f}")
         baselines = [f"java-{args.java[0]}"] if args.java else []
         if args.baseline_tree is not None:
             baselines.append("baseline")

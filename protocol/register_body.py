@@ -253,11 +253,18 @@ def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
             raise BodyError("compressed topic config is not UTF-8") from None
         tc = topic_config_from_text(text)
         table[tc.topic_name] = tc
+    servers, mapping = compressed_tail(reader, broker_version)
+    wrapper = TopicConfigSerializeWrapper(table, data_version, mapping)
+    return RegisterBrokerBody(wrapper, servers)
+
+
+def compressed_tail(reader: Inflated, broker_version: int) -> tuple[list[str], dict[str, Any]]:
+    """The filter servers and (from 5.x brokers) static-topic mapping infos after the topic
+    records of an inflated compressed body."""
     servers = as_list(fastjson.loads(reader.chunk("filterServerList")), "filterServerList")
     mapping: dict[str, Any] = {}
     if broker_version >= Version.V5_0_0 and reader.pos < len(reader.data):
         for _ in range(reader.int32("mapping count")):
             info = as_object(fastjson.loads(reader.chunk("mapping info")), "TopicQueueMappingInfo")
             mapping[str(info.get("topic", ""))] = info
-    wrapper = TopicConfigSerializeWrapper(table, data_version, mapping)
-    return RegisterBrokerBody(wrapper, [str(s) for s in servers])
+    return [str(s) for s in servers], mapping

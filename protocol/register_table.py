@@ -10,14 +10,14 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from protocol import fastjson, register_table_reader
-from protocol.codes import Version
+from protocol import fastjson, register_compressed, register_table_reader
 from protocol.errors import BodyError
 from protocol.json_fields import as_list, as_object, load_object, or_empty
 from protocol.register_body import (
     INT32,
     TOPIC_FILTER_TYPES,
     Inflated,
+    compressed_tail,
     data_version_from,
     inflate,
     topic_config_from,
@@ -66,6 +66,19 @@ def read_register_body(data: bytes, compressed: bool, broker_version: int) -> Re
             return table
 
 
+def read_compressed_general(data: bytes, broker_version: int) -> RegisterTable:
+    """A compressed register body read topic by topic by the general reader, as
+    :meth:`RegisterBrokerBody.from_wire` reads it: what the fast read must equal, errors
+    included."""
+    steps = _compressed_steps(inflate(data), broker_version, topics_per_step=1 << 62)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            table: RegisterTable = done.value
+            return table
+
+
 def register_body_steps(
     data: bytes,
     compressed: bool,
@@ -87,7 +100,16 @@ def register_body_steps(
     refuses (fastjson's bare integer keys) is read whole by :func:`fastjson.loads`.
     """
     if compressed:
-        return (yield from _compressed_steps(data, broker_version, topics_per_step))
+        inflated = inflate(data)
+        try:
+            return (
+                yield from _fast_compressed_steps(
+                    inflated, broker_version, topics_per_step, chunk_cache
+                )
+            )
+        except register_table_reader.NotFast:
+            pass
+        return (yield from _compressed_steps(inflated, broker_version, topics_per_step))
     chunk = bytes_per_step or max(1, topics_per_step) * _CHARS_PER_TOPIC
     try:
         return (yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62)), chunk_cache))
@@ -409,10 +431,41 @@ def _quick_spec(tc: Any, key: str) -> TopicQueueSpec | None:
     return TopicQueueSpec(read, write, perm, flag)
 
 
-def _compressed_steps(
-    data: bytes, broker_version: int, topics_per_step: int
+def _fast_compressed_steps(
+    inflated: bytes,
+    broker_version: int,
+    topics_per_step: int,
+    cache: register_table_reader.ChunkCache | None,
 ) -> Generator[None, None, RegisterTable]:
-    inflated = inflate(data)
+    """An inflated compressed body whose records are in the usual form, read in chunks of
+    records (see :mod:`protocol.register_compressed`); raises ``NotFast`` otherwise."""
+    reader = Inflated(inflated)
+    data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
+    count = reader.int32("topic count")
+    table: dict[str, TopicQueueSpec] = {}
+    specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
+    renamed: dict[str, str] = {}
+    sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec, cache)
+    chunk_bytes = max(1, min(topics_per_step, 1 << 40)) * _COMPRESSED_CHARS_PER_TOPIC
+    records = register_compressed.Records(inflated, reader.pos, count)
+    reader.pos = yield from register_compressed.records_steps(records, chunk_bytes, sink)
+    servers, mapping = compressed_tail(reader, broker_version)
+    read = RegisterTable(table, data_version, servers, mapping, tuple(specs), {})
+    parts = sink.parts
+    if parts is None or sum(len(part.names) for part in parts) != len(table):
+        return read  # a topic listed twice
+    return replace(read, parts=tuple(parts))
+
+
+_COMPRESSED_CHARS_PER_TOPIC = 32
+"""A topic record's usual size in an inflated compressed body: turns ``topics_per_step``
+into bytes."""
+
+
+def _compressed_steps(
+    inflated: bytes, broker_version: int, topics_per_step: int
+) -> Generator[None, None, RegisterTable]:
+    """The general read of an inflated compressed body, topic by topic."""
     reader = Inflated(inflated)
     data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
     count = reader.int32("topic count")
@@ -457,10 +510,5 @@ def _compressed_steps(
         if len(table) % topics_per_step == 0:
             yield
     reader.pos = pos
-    servers = as_list(fastjson.loads(reader.chunk("filterServerList")), "filterServerList")
-    mapping: dict[str, Any] = {}
-    if broker_version >= Version.V5_0_0 and reader.pos < len(reader.data):
-        for _ in range(reader.int32("mapping count")):
-            info = as_object(fastjson.loads(reader.chunk("mapping info")), "TopicQueueMappingInfo")
-            mapping[str(info.get("topic", ""))] = info
-    return RegisterTable(table, data_version, [str(s) for s in servers], mapping, tuple(specs), {})
+    servers, mapping = compressed_tail(reader, broker_version)
+    return RegisterTable(table, data_version, servers, mapping, tuple(specs), {})

@@ -113,6 +113,9 @@ class TablePart(NamedTuple):
     specs: list[Any]
     renamed: dict[str, str]
     distinct: tuple[Any, ...]
+    end: int = -1
+    """Of a compressed body's records: where in the chunk its records end (a last chunk
+    carries the body's tail after them); -1 for a chunk of a plain body."""
 
 
 class ChunkCache:
@@ -217,6 +220,11 @@ class TableSink:
             part = self._part(key, decoded)
             if cache is not None:
                 cache.put(part)
+        self.add_part(part)
+        return True
+
+    def add_part(self, part: TablePart) -> None:
+        """Add the topics of a chunk read (or found in the cache)."""
         specs = self.specs
         for distinct in part.distinct:  # in order of first use, as the general reader
             specs.setdefault(distinct, distinct)
@@ -224,7 +232,6 @@ class TableSink:
         self.out.update(zip(part.names, part.specs, strict=True))
         if self.parts is not None:
             self.parts.append(part)
-        return True
 
     def _part(self, key: tuple[int, int], decoded: dict[str, _TopicConfigWire]) -> TablePart:
         keys = list(decoded)
@@ -272,7 +279,7 @@ def table_steps(
             return
         search_from = start + chunk_bytes
         for _ in range(_GUESSES):
-            found = _content_cut(table, search_from)
+            found = content_cut(_ENTRY_CUT, table, search_from)
             if found is None:
                 raise NotFast
             cut = found + 1  # the comma between two members, if the guess is right
@@ -285,11 +292,13 @@ def table_steps(
         yield
 
 
-def _content_cut(table: memoryview, search_from: int) -> int | None:
-    """Where a likely member boundary at or after ``search_from`` starts (see
-    :data:`_CUT_LOOKAHEAD`), or None when there is none."""
+def content_cut(
+    pattern: re.Pattern[bytes], data: memoryview | bytes, search_from: int
+) -> int | None:
+    """Where a likely boundary found by ``pattern`` (its group 1 the next key or name) at or
+    after ``search_from`` starts (see :data:`_CUT_LOOKAHEAD`), or None when there is none."""
     first = None
-    for count, found in enumerate(_ENTRY_CUT.finditer(table, search_from)):
+    for count, found in enumerate(pattern.finditer(data, search_from)):
         if first is None:
             first = found.start()
         if zlib.crc32(found.group(1)) & _CUT_KEY_MASK == 0:

@@ -22,7 +22,8 @@ func main() {
 	conns := flag.Int("conns", 100, "connections, each with one request in flight")
 	seconds := flag.Float64("seconds", 4, "measured seconds")
 	warmup := flag.Float64("warmup", 0.5, "seconds before counting")
-	frames := flag.String("frames", "", "file of request frames (length-prefixed, as on the wire); connection i sends frame i mod count")
+	frames := flag.String("frames", "", "file of request frames (length-prefixed, as on the wire); with -cycle k, connection i sends frames i*k .. i*k+k-1 in turn (mod count)")
+	cycle := flag.Int("cycle", 1, "frames each connection sends in turn (e.g. registers of changing data versions)")
 	flag.Parse()
 
 	data, err := os.ReadFile(*frames)
@@ -58,19 +59,23 @@ func main() {
 		}
 		c.(*net.TCPConn).SetNoDelay(true)
 		wg.Add(1)
-		go func(c net.Conn, request []byte) {
+		mine := make([][]byte, *cycle)
+		for j := range mine {
+			mine[j] = requests[(i*(*cycle)+j)%len(requests)]
+		}
+		go func(c net.Conn, mine [][]byte) {
 			defer wg.Done()
 			defer c.Close()
 			reader := bufio.NewReaderSize(c, 1<<16)
 			var head [4]byte
 			body := make([]byte, 1<<16)
-			for {
+			for next := 0; ; next = (next + 1) % len(mine) {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				if _, err := c.Write(request); err != nil {
+				if _, err := c.Write(mine[next]); err != nil {
 					failed.Store(err.Error())
 					return
 				}
@@ -96,7 +101,7 @@ func main() {
 					count.Add(1)
 				}
 			}
-		}(c, requests[i%len(requests)])
+		}(c, mine)
 	}
 	time.Sleep(time.Duration(*warmup * float64(time.Second)))
 	counting.Store(true)

@@ -157,6 +157,11 @@ class RouteTables:
             return
         holders = self.holders
         before = list(map(holders.get, topics, repeat(())))
+        if before.count(before[0]) == len(before):
+            # The usual slice: every topic held by the same brokers (one cluster's brokers
+            # share their topics); the list count compares by identity first, in C.
+            holders.update(zip(topics, repeat(self._with_holder(before[0], broker_name))))
+            return
         # Keyed by identity: hashing a holder tuple hashes every name in it.
         ids = list(map(id, before))
         distinct = dict(zip(ids, before, strict=True))

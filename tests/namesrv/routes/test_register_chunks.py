@@ -7,10 +7,13 @@ Every figure asserted is a counter or a value read back from the registry; no du
 from __future__ import annotations
 
 import json
+import random
+import zlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from support.register_bodies import plain_body, topic_names
+from support.register_bodies import compressed_body, plain_body, topic_names
 from twisted.internet.task import Clock
 
 from namesrv.routes.change_cause import ChangeCause
@@ -262,3 +265,93 @@ def test_a_heartbeat_between_two_registers_keeps_the_memo():
     register(reg, read(plain_body(names, 2, perms={"T000042": 4})), 2)
     assert heard.topics == ["T000042"]
     assert reg.stats.topics_skipped > 4_000
+
+
+# -- compressed bodies -----------------------------------------------------------------------------
+
+
+def compressed_read(body: bytes, cache: ChunkCache | None = None) -> register_table.RegisterTable:
+    steps = register_table.register_body_steps(
+        body, True, 479, topics_per_step=500, chunk_cache=cache
+    )
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            table: register_table.RegisterTable = done.value
+            return table
+
+
+def registry_state(reg: RouteRegistry) -> dict[str, Any]:
+    """Every topic's route as a lookup answers it."""
+    routes = {}
+    for topic in sorted(reg.all_topics()):
+        route = reg.get_route(topic)
+        assert route is not None
+        routes[topic] = (route.queue_datas, route.broker_datas)
+    return routes
+
+
+def random_compressed_body(rng: random.Random, version: int) -> bytes:
+    """A 5.x broker's compressed body (or, one time in three, a 4.x one's) of a random table."""
+    v4 = rng.random() < 1 / 3
+    specs = [
+        (rng.choice((1, 4, 8, 16)), rng.choice((1, 4, 8)), rng.choice((2, 4, 6))) for _ in "ab"
+    ]
+    names = rng.sample(topic_names(3_000), rng.randint(0, 3_000))
+    out = bytearray(dv_chunk(version) + int32(len(names)))
+    for name in names:
+        read, write, perm = rng.choice(specs)
+        attrs = "" if v4 else rng.choice((" {}", " {}", ' {"+message.type":"NORMAL"}'))
+        text = f"{name} {read} {write} {perm} {rng.choice(('SINGLE_TAG', 'MULTI_TAG'))}{attrs}"
+        out += int32(len(text)) + text.encode()
+    out += int32(2) + b"[]" + (b"" if v4 else int32(0))
+    return zlib.compress(bytes(out))
+
+
+def int32(value: int) -> bytes:
+    return value.to_bytes(4, "big", signed=True)
+
+
+def dv_chunk(version: int) -> bytes:
+    doc = json.dumps({"counter": version, "stateVersion": 0, "timestamp": version}).encode()
+    return int32(len(doc)) + doc
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_compressed_registers_leave_the_state_the_general_reader_would(seed):
+    """Registers of random compressed tables (some topics kept, some dropped, some changed,
+    in chunks found in the cache or not) leave every route as the same registers read by the
+    general per-topic reader do."""
+    rng = random.Random(seed)
+    cache = ChunkCache(256 * 1024)
+    fast_reg, _ = registry()
+    general_reg, _ = registry()
+    for version in range(1, 6):
+        for name in ("broker-a", "broker-b"):
+            body = (
+                compressed_body(topic_names(2_000), version)
+                if rng.random() < 0.3
+                else (random_compressed_body(rng, version))
+            )
+            addr = "10.0.0.1:10911" if name == "broker-a" else "10.0.0.2:10911"
+            fast = compressed_read(body, cache)
+            general = register_table.read_compressed_general(body, 479)
+            assert fast == general
+            register(fast_reg, fast, version, name=name, addr=addr)
+            register(general_reg, replace(general, parts=None), version, name=name, addr=addr)
+            assert registry_state(fast_reg) == registry_state(general_reg)
+
+
+def test_a_compressed_re_register_with_a_new_version_skips_every_chunk():
+    reg, heard = registry()
+    cache = ChunkCache(64 << 20)
+    names = topic_names(10_000)
+    register(reg, compressed_read(compressed_body(names, 1), cache), 1)
+    writes, heard.topics = reg.stats.topic_writes, []
+    again = compressed_read(compressed_body(names, 2), cache)
+    assert again.parts is not None and len(again.parts) > 5
+    register(reg, again, 2)
+    assert reg.stats.topic_writes == writes  # no topic visited
+    assert reg.stats.topics_skipped == 10_000
+    assert heard.topics == []

@@ -11,6 +11,7 @@ from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer
 from namesrv.routes.register_jobs import RegisterJobs, RegistryStats
 from namesrv.routes.tables import BrokerGroup, RouteTables
+from protocol.route_model import QueueData
 
 NAMES = [f"T{i:03d}" for i in range(25)]
 
@@ -84,3 +85,47 @@ def test_a_small_table_leaves_at_once_and_is_returned_as_touched():
     w.registry.on_channel_close(1)
     assert w.registry.pending_jobs == 0
     assert w.heard.calls == [(["T1", "T2"], ChangeCause.CHANNEL_CLOSE)]
+
+
+def test_a_first_register_in_slices_meets_writes_of_its_table_between_slices():
+    """A REGISTER_TOPIC and a DELETE_TOPIC of a broker's table between the slices of its first
+    large register: the register writes and reports only what it changes."""
+    w = make_world(slice_topics=10)
+    w.register(configs(*NAMES), name="broker-b", addr="10.0.0.2:10911")
+    while w.registry.run_jobs():
+        pass
+    result = w.register(configs(*NAMES, queues=8))
+    assert w.registry.run_jobs()  # the first 10 of 25
+    w.heard.calls.clear()
+    late = NAMES[-1]  # not applied yet: REGISTER_TOPIC gives broker-a its queues first
+    w.registry.register_topic(late, [QueueData("broker-a", 8, 8, 6, 0)])
+    w.registry.delete_topic(NAMES[0])  # applied already: gone again
+    while w.registry.run_jobs():
+        pass
+    assert result.job is not None and result.job.done
+    assert sum(late in topics for topics, _ in w.heard.calls) == 1  # REGISTER_TOPIC's report
+    for topic in NAMES[1:]:
+        route = w.registry.get_route(topic)
+        assert route is not None
+        assert {(q.broker_name, q.read_queue_nums) for q in route.queue_datas} == {
+            ("broker-a", 8),
+            ("broker-b", 4),
+        }
+    assert w.registry.get_route(NAMES[0]) is None
+
+
+def test_holders_of_a_slice_held_by_different_brokers_are_each_grown():
+    tables = RouteTables()
+    tables.add_holders(["a", "b"], "broker-x")
+    tables.add_holders(["b", "c"], "broker-y")
+    tables.add_holders(["a", "b", "c", "d"], "broker-z")
+    assert tables.holders == {
+        "a": ("broker-x", "broker-z"),
+        "b": ("broker-x", "broker-y", "broker-z"),
+        "c": ("broker-y", "broker-z"),
+        "d": ("broker-z",),
+    }
+    tables.add_holders(["a", "b", "c", "d"], "broker-w")  # mixed again, then uniform
+    tables.add_holders(["c", "d"], "broker-v")
+    assert tables.holders["d"] == ("broker-v", "broker-w", "broker-z")
+    assert tables.holders["a"] is not tables.holders["c"]
