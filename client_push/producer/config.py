@@ -47,13 +47,23 @@ class ProducerConfig:
     go_away_answer_avoid_ms: int = 10_000
     """A 1500 answer announces no grace period: avoid the broker this long."""
     max_frame_size: int = 16 * MIB
+    unreachable_route_wait_ms: int = 1_000
+    """After a connection error, a retry that would go to the same broker address again (no
+    other group can take the send) first waits for the topic's next route at most this long:
+    a failover announces the dead master's departure and then the new master there."""
     fault: FaultStrategyConfig = field(default_factory=FaultStrategyConfig)
 
     def __post_init__(self) -> None:
         for name in ("send_timeout_ms", "busy_backoff_max_ms", "compress_over_bytes"):
             if getattr(self, name) <= 0:
                 raise ProducerConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("attempt_timeout_ms", "retries", "busy_backoff_ms", "go_away_answer_avoid_ms"):
+        for name in (
+            "attempt_timeout_ms",
+            "retries",
+            "busy_backoff_ms",
+            "go_away_answer_avoid_ms",
+            "unreachable_route_wait_ms",
+        ):
             if getattr(self, name) < 0:
                 raise ProducerConfigError(f"{name} must not be negative, got {getattr(self, name)}")
         if not 0 <= self.compress_level <= 9:

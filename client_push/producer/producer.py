@@ -217,16 +217,24 @@ class Producer:
         plan = SendAttempts(self.config, timeout_ms, self._now_ms())
         while plan.next_attempt(self._now_ms()):
             try:
-                queue = await self.routing.select_queue(message.topic, plan.last_broker)
+                queue = await self.routing.select_queue(
+                    message.topic, plan.last_broker, wait_ms=plan.time_left(self._now_ms())
+                )
             except Exception:
                 self.counters["failed"] += 1
                 self.counters["failed_no_route"] += 1
                 raise
+            addr = self.routing.broker_addr(message.topic, queue.broker_name)
+            if addr is not None:
+                route_wait = plan.route_wait(addr, self._now_ms())
+                if route_wait:
+                    self.counters["waits_for_route_after_unreachable"] += 1
+                    await self.routing.wait_for_route(message.topic, route_wait)
+                    continue
             if plan.begin(queue.broker_name):
                 self.first_attempts_by_broker[queue.broker_name] += 1
             else:
                 self.counters["retries"] += 1
-            addr = self.routing.broker_addr(message.topic, queue.broker_name)
             if addr is None:
                 plan.no_address(queue.broker_name)
                 continue
@@ -250,7 +258,8 @@ class Producer:
             latency = self._now_ms() - started
             self.routing.report_send(queue.broker_name, latency, SendOutcome.UNREACHABLE)
             self.counters["attempts_unreachable"] += 1
-            plan.unreachable(queue.broker_name, addr, describe(exc))
+            connection = isinstance(exc, ConnectionLostError)
+            plan.unreachable(queue.broker_name, addr, describe(exc), connection=connection)
             log.debug("send attempt failed: %s", plan.last_error)
             return None
         finally:
@@ -316,7 +325,7 @@ class Producer:
         )
 
     async def _send_oneway(self, message: EncodedMessage, timeout_ms: int) -> None:
-        queue = await self.routing.select_queue(message.topic)
+        queue = await self.routing.select_queue(message.topic, wait_ms=timeout_ms)
         self.first_attempts_by_broker[queue.broker_name] += 1
         addr = self.routing.broker_addr(message.topic, queue.broker_name)
         if addr is None:

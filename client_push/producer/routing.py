@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from twisted.internet import defer, task
@@ -36,6 +37,7 @@ from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, Se
 from client_push.producer.queue_select import QueueSelector
 from client_push.producer.routing_core import (
     FirstAnswerWait,
+    NoMasterError,
     Probe,
     RoutingCore,
     held_brokers,
@@ -43,7 +45,7 @@ from client_push.producer.routing_core import (
     master_addr,
 )
 from client_push.routes.client import RouteClient
-from client_push.routes.events import BrokerEvent
+from client_push.routes.events import CACHED, BrokerEvent, RouteEvent
 from client_push.routes.route_cache import MessageQueue
 
 
@@ -72,6 +74,9 @@ class ProducerRouting:
         self._loop: task.LoopingCall | None = None
         self._remove_listener: Callable[[], None] | None = None
         self._waits: dict[FirstAnswerWait, tuple[defer.Deferred[None], Any]] = {}
+        self._route_waiters: dict[str, dict[defer.Deferred[bool], Any]] = {}
+        """Per topic, the waits for its next route (each with its timer)."""
+        self._route_listeners: dict[str, Callable[[], None]] = {}
 
     def start(self) -> None:
         """Follow the route client's broker events, and start the detector (when enabled);
@@ -95,25 +100,75 @@ class ProducerRouting:
         self.prober.stop()
         for wait in self.core.stop_detector():
             self._end_wait(wait)
+        for topic, waiters in list(self._route_waiters.items()):
+            for done in list(waiters):
+                self._route_wait_over(topic, done, False)
 
-    async def select_queue(self, topic: str, last_broker_name: str | None = None) -> MessageQueue:
+    async def select_queue(
+        self, topic: str, last_broker_name: str | None = None, *, wait_ms: int = 0
+    ) -> MessageQueue:
         """A queue to send to; ``last_broker_name``: the broker whose send just failed.
 
-        Raises what ``RouteClient.get_route`` raises (TopicNotExistError, ...) and
-        ``NoWritableQueueError`` when the route has no writable queue.
+        When no group of the route can take a send only because some group has no master (a
+        failover in progress), waits up to ``wait_ms`` for a route of the topic that shows
+        one, taking each route as it is announced. Raises what ``RouteClient.get_route``
+        raises (TopicNotExistError, ...), ``NoMasterError`` when no master came in time, and
+        ``NoWritableQueueError`` when the route has no writable queue for another reason.
         """
-        entry = await self._client.get_route(topic)
-        info, route = entry.publish_info, entry.route
-        for probe in self.core.route_used(
-            topic, info, lambda name: master_addr(route, name), self._now_ms()
-        ):
-            self._probe(probe).addCallback(self._first_probed, probe.broker_name)
-        wait = self.core.first_answer_wait(info, last_broker_name)
-        if wait is not None:
-            await self._wait_for_first_answer(wait)
-        choice = self.core.select(info, route, last_broker_name, self._now_ms())
-        assert isinstance(choice, MessageQueue)
-        return choice
+        started = self._now_ms()
+        while True:
+            entry = await self._client.get_route(topic)
+            info, route = entry.publish_info, entry.route
+            for probe in self.core.route_used(
+                topic, info, partial(master_addr, route), self._now_ms()
+            ):
+                self._probe(probe).addCallback(self._first_probed, probe.broker_name)
+            wait = self.core.first_answer_wait(info, last_broker_name)
+            if wait is not None:
+                await self._wait_for_first_answer(wait)
+            choice = self.core.select(info, route, last_broker_name, self._now_ms())
+            if isinstance(choice, MessageQueue):
+                return choice
+            waited = self._now_ms() - started
+            if waited >= wait_ms:
+                self.counters["no_master_in_time"] += 1
+                raise NoMasterError(choice, wait_ms)
+            await self.wait_for_route(topic, wait_ms - waited)
+
+    def wait_for_route(self, topic: str, timeout_ms: int) -> defer.Deferred[bool]:
+        """Fires True with the next route state the client learns for ``topic`` (a push, a
+        poll, a departure dropped locally), False after ``timeout_ms`` or on ``stop``."""
+        done: defer.Deferred[bool] = defer.Deferred()
+        waiters = self._route_waiters.get(topic)
+        if waiters is None:
+            waiters = self._route_waiters[topic] = {}
+            self._route_listeners[topic] = self._client.add_listener(
+                topic, lambda event: self._route_learned(topic, event)
+            )
+        timer = self._clock.callLater(
+            max(0, timeout_ms) / 1000.0, self._route_wait_over, topic, done, False
+        )
+        waiters[done] = timer
+        self.counters["route_waits"] += 1
+        return done
+
+    def _route_learned(self, topic: str, event: RouteEvent) -> None:
+        if event.cause != CACHED:
+            for done in list(self._route_waiters.get(topic, ())):
+                self._route_wait_over(topic, done, True)
+
+    def _route_wait_over(self, topic: str, done: defer.Deferred[bool], learned: bool) -> None:
+        waiters = self._route_waiters.get(topic, {})
+        timer = waiters.pop(done, None)
+        if not waiters:
+            self._route_waiters.pop(topic, None)
+            remove = self._route_listeners.pop(topic, None)
+            if remove is not None:
+                remove()
+        if timer is not None and timer.active():
+            timer.cancel()
+        if not done.called:
+            done.callback(learned)
 
     def report_send(
         self, broker_name: str, latency_ms: int, outcome: SendOutcome = SendOutcome.OK

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
-from client_push.producer.queue_select import QueueSelector
+from client_push.producer.queue_select import NoWritableQueueError, QueueSelector
 from client_push.routes.events import BrokerEvent
 from client_push.routes.route_cache import MASTER_ID, MessageQueue, PublishInfo
 from protocol.route_model import TopicRouteData
@@ -79,6 +79,22 @@ class AwaitMaster:
 
     topic: str
     groups: tuple[str, ...]
+
+
+class NoMasterError(NoWritableQueueError):
+    """No group of the topic could take the send: some had no master, and no route with one
+    came within the time the send had."""
+
+    def __init__(self, wait: AwaitMaster, waited_ms: int) -> None:
+        self.topic = wait.topic
+        self.groups = wait.groups
+        self.waited_ms = waited_ms
+        groups = ", ".join(wait.groups)
+        super().__init__(
+            f"topic {wait.topic}: no broker group can take a send; {groups} "
+            f"{'has' if len(wait.groups) == 1 else 'have'} no master (a failover in progress?) "
+            f"and no route with one came within {waited_ms} ms"
+        )
 
 
 @dataclass(slots=True)
@@ -223,6 +239,11 @@ class RoutingCore:
         last_broker_name: str | None,
         now_ms: int,
     ) -> MessageQueue | AwaitMaster:
+        if not info.message_queues and route is not None:
+            groups = masterless_groups(route)
+            if groups:
+                self.counters["awaiting_master"] += 1
+                return AwaitMaster(info.topic, groups)
         queue = self.selector.select(info, last_broker_name, now_ms)
         self.counters["selected"] += 1
         if last_broker_name is not None and queue.broker_name == last_broker_name:
@@ -279,6 +300,13 @@ class RoutingCore:
                 del self._departed[name]
             elif name not in present:
                 departure.seen_absent = True
+            elif _new_master(departure, addr_of(name)):
+                # Another process at another address: the old master's record says nothing
+                # about it, and sends go there at once.
+                del self._departed[name]
+                self.table.forget(name)
+                self.counters["new_masters"] += 1
+                log.info("broker %s has a new master in the route of %s", name, queues[0].topic)
             elif departure.seen_absent:
                 del self._departed[name]
                 self.table.returned(name, now_ms)

@@ -6,8 +6,13 @@ it, and so can any other event loop be. Events in and decisions out:
 * ``next_attempt(now_ms)`` -> whether another attempt may start (budget and deadline left);
 * ``begin(broker_name)`` -> an attempt to ``broker_name`` starts (True for the first one);
 * ``attempt_timeout(now_ms)`` -> how long that attempt may wait for its answer;
-* ``no_address(broker_name)``, ``unreachable(broker_name, addr, detail)`` -> the attempt could
-  not reach the broker; the next attempt goes elsewhere where the route allows;
+* ``no_address(broker_name)``, ``unreachable(broker_name, addr, detail, connection=...)`` -> the
+  attempt could not reach the broker; the next attempt goes elsewhere where the route allows;
+* ``route_wait(addr, now_ms)`` -> before an attempt: how long to wait for the topic's next
+  route first (0: none). After a connection error (the broker is down, not slow), a retry that
+  would go to that same address again waits, once, for the next route at most
+  ``unreachable_route_wait_ms``: a failover announces the departure and then the new master,
+  and the send goes there instead of spending its attempts on a dead address;
 * ``answered(broker_name, answer, code, remark)`` -> a ``Decision`` for a broker's answer
   other than stored: ``AVOID`` (GoAway: keep new sends off it, retry elsewhere), ``RETRY``
   (after ``delay_ms``, isolating the broker as failed), ``REFUSE`` (the message itself is
@@ -48,6 +53,7 @@ class SendAttempts:
         self.last_error = "no attempt made"
         self.last_code: int | None = None
         self._busy_answers = 0
+        self._dead_addr: str | None = None
 
     def time_left(self, now_ms: int) -> int:
         return self.deadline_ms - now_ms
@@ -67,8 +73,18 @@ class SendAttempts:
     def no_address(self, broker_name: str) -> None:
         self.last_error = f"broker {broker_name} has no master address in the route"
 
-    def unreachable(self, broker_name: str, addr: str, detail: str) -> None:
+    def unreachable(
+        self, broker_name: str, addr: str, detail: str, *, connection: bool = False
+    ) -> None:
+        """``connection``: no connection (refused, lost), rather than no answer in time."""
         self.last_error = f"broker {broker_name} ({addr}): {detail}"
+        self._dead_addr = addr if connection else None
+
+    def route_wait(self, addr: str, now_ms: int) -> int:
+        if addr != self._dead_addr:
+            return 0
+        self._dead_addr = None
+        return max(0, min(self.config.unreachable_route_wait_ms, self.time_left(now_ms)))
 
     def answered(self, broker_name: str, answer: Answer, code: int, remark: str | None) -> Decision:
         cfg = self.config

@@ -99,6 +99,7 @@ class BrokerStandIn:
         clock: Any = None,
         port: int = 0,
         cluster: str = "DefaultCluster",
+        broker_id: int = 0,
         register_interval_s: float = 30.0,
         keep_messages: int = 1_000,
         max_frame_size: int = 16 * 1024 * 1024,
@@ -114,6 +115,8 @@ class BrokerStandIn:
         self.clock = clock if clock is not None else reactor
         self.port = port
         self.cluster = cluster
+        self.broker_id = broker_id
+        """0: the group's master; a slave promoted by a controller re-registers with 0."""
         self.register_interval_s = register_interval_s
         self.max_frame_size = max_frame_size
         self.mode = NORMAL
@@ -157,6 +160,12 @@ class BrokerStandIn:
         self._register_loop = task.LoopingCall(self._register_all)
         self._register_loop.clock = self.clock
         self._register_loop.start(self.register_interval_s, now=False)
+        return self._register_all()
+
+    def promote(self) -> defer.Deferred[None]:
+        """Become the group's master (as a controller's election makes a slave) and say so to
+        the name servers at once."""
+        self.broker_id = 0
         return self._register_all()
 
     def accept(self) -> None:
@@ -274,6 +283,7 @@ class BrokerStandIn:
                     cluster=self.cluster,
                     broker_name=self.broker_name,
                     broker_addr=self.addr,
+                    broker_id=self.broker_id,
                     data_version=self._data_version,
                 )
                 response = await proto.request(request, 3_000)
@@ -294,7 +304,10 @@ class BrokerStandIn:
             try:
                 proto = await self._namesrv_conn(addr)
                 request = unregister_request(
-                    cluster=self.cluster, broker_name=self.broker_name, broker_addr=self.addr
+                    cluster=self.cluster,
+                    broker_name=self.broker_name,
+                    broker_addr=self.addr,
+                    broker_id=self.broker_id,
                 )
                 await proto.request(request, 3_000)
                 self.counters["unregistered"] += 1
