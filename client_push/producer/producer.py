@@ -106,7 +106,12 @@ class Producer:
         self._clock = clock if clock is not None else reactor
         rng = rng or random.Random()
         self.routing = routing or ProducerRouting(
-            client, self.config.fault, reactor=reactor, clock=self._clock, rng=rng
+            client,
+            self.config.fault,
+            reactor=reactor,
+            clock=self._clock,
+            rng=rng,
+            auto_create=self.config.auto_create(),
         )
         self.connections = BrokerConnections(
             reactor,
@@ -242,7 +247,9 @@ class Producer:
             if result is not None:
                 return result
         self.counters["failed"] += 1
-        raise SendError(plan.failure(message.uniq_key, message.topic), plan.attempts)
+        raise SendError(
+            plan.failure(message.uniq_key, message.topic), plan.attempts, plan.last_code
+        )
 
     async def _attempt(
         self, message: EncodedMessage, queue: MessageQueue, addr: str, plan: SendAttempts
@@ -269,7 +276,13 @@ class Producer:
         answer = classify(response.code, response.remark)
         if answer is Answer.STORED:
             return self._stored(message, queue, response, latency, plan.attempts)
-        decision = plan.answered(queue.broker_name, answer, response.code, response.remark)
+        auto_create = self.routing.auto_create
+        via_default = None
+        if auto_create is not None and self.routing.via_default_topic(message.topic):
+            via_default = (message.topic, auto_create)
+        decision = plan.answered(
+            queue.broker_name, answer, response.code, response.remark, via_default=via_default
+        )
         if decision.step is Step.AVOID:
             self.counters["answers_go_away"] += 1
             if self.config.honour_go_away:
@@ -353,6 +366,8 @@ class Producer:
             queue_id=queue.queue_id,
             broker_name=queue.broker_name,
             born_timestamp_ms=_wall_ms(),
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
         )
         return RemotingCommand.request(
             RequestCode.SEND_MESSAGE_V2, header.to_wire(), message.body, oneway=oneway

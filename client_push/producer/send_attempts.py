@@ -13,10 +13,13 @@ it, and so can any other event loop be. Events in and decisions out:
   would go to that same address again waits, once, for the next route at most
   ``unreachable_route_wait_ms``: a failover announces the departure and then the new master,
   and the send goes there instead of spending its attempts on a dead address;
-* ``answered(broker_name, answer, code, remark)`` -> a ``Decision`` for a broker's answer
-  other than stored: ``AVOID`` (GoAway: keep new sends off it, retry elsewhere), ``RETRY``
-  (after ``delay_ms``, isolating the broker as failed), ``REFUSE`` (the message itself is
-  wrong: raise), ``STOP`` (give up: raise ``failure()``);
+* ``answered(broker_name, answer, code, remark, via_default=...)`` -> a ``Decision`` for a
+  broker's answer other than stored: ``AVOID`` (GoAway: keep new sends off it, retry
+  elsewhere), ``RETRY`` (after ``delay_ms``, isolating the broker as failed), ``REFUSE`` (the
+  message itself is wrong: raise), ``STOP`` (give up: raise ``failure()``). A send that
+  went through the default topic's route (``via_default``: auto-creation) and was answered
+  TOPIC_NOT_EXIST or NO_PERMISSION is retried on another broker as upstream's;
+  its error says the broker did not create the topic and what a broker must allow;
 * ``failure(uniq_key, topic)`` -> the message of the error a send that ran out raises.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from client_push.producer.auto_create import AutoCreateTopic, refusal
 from client_push.producer.config import ProducerConfig
 from client_push.producer.message import Answer
 
@@ -86,9 +90,20 @@ class SendAttempts:
         self._dead_addr = None
         return max(0, min(self.config.unreachable_route_wait_ms, self.time_left(now_ms)))
 
-    def answered(self, broker_name: str, answer: Answer, code: int, remark: str | None) -> Decision:
+    def answered(
+        self,
+        broker_name: str,
+        answer: Answer,
+        code: int,
+        remark: str | None,
+        *,
+        via_default: tuple[str, AutoCreateTopic] | None = None,
+    ) -> Decision:
+        """``via_default``: (topic, auto-creation settings) when the send used the default
+        topic's route."""
         cfg = self.config
-        self.last_error = f"broker {broker_name} answered code {code}: {remark}"
+        refused = None if via_default is None else refusal(broker_name, *via_default, code, remark)
+        self.last_error = refused or f"broker {broker_name} answered code {code}: {remark}"
         self.last_code = code
         if answer is Answer.GO_AWAY:
             return Decision(Step.AVOID)
