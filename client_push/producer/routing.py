@@ -27,7 +27,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from twisted.internet import defer, task
@@ -38,6 +37,7 @@ from client_push.producer.broker_probe import BrokerProber
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.producer.queue_select import QueueSelector
 from client_push.producer.routing_core import (
+    AwaitMaster,
     FirstAnswerWait,
     NoMasterError,
     Probe,
@@ -128,47 +128,53 @@ class ProducerRouting:
         raises (TopicNotExistError, ...), ``NoMasterError`` when no master came in time, and
         ``NoWritableQueueError`` when the route has no writable queue for another reason.
         """
-        started = self._now_ms()
+        started = now = self._now_ms()
         while True:
-            info, route = await self._route_of(topic)
-            for probe in self.core.route_used(
-                topic, info, partial(master_addr, route), self._now_ms()
-            ):
-                self._probe(probe).addCallback(self._first_probed, probe.broker_name)
-            wait = self.core.first_answer_wait(info, last_broker_name)
-            if wait is not None:
-                await self._wait_for_first_answer(wait)
-            choice = self.core.select(info, route, last_broker_name, self._now_ms())
-            if isinstance(choice, MessageQueue):
+            try:
+                entry = await self._client.get_route(topic)
+                info, route = entry.publish_info, entry.route
+                if self._borrowed:
+                    self._borrowed.pop(topic, None)
+            except TopicNotExistError:
+                if self.auto_create is None:
+                    raise
+                info, route = await self._borrowed_route(topic, self.auto_create)
+            core = self.core
+            if core.detecting or core.departed:  # else route_used has nothing to do
+                for probe in core.route_used(topic, info, route, now):
+                    self._probe(probe).addCallback(self._first_probed, probe.broker_name)
+            if core.first_probing:  # else no selection waits for a first answer
+                wait = core.first_answer_wait(info, last_broker_name)
+                if wait is not None:
+                    await self._wait_for_first_answer(wait)
+                    now = self._now_ms()
+            choice = core.select(info, route, last_broker_name, now)
+            if type(choice) is MessageQueue:
                 return choice
-            waited = self._now_ms() - started
+            assert isinstance(choice, AwaitMaster)
+            now = self._now_ms()
+            waited = now - started
             if waited >= wait_ms:
                 self.counters["no_master_in_time"] += 1
                 raise NoMasterError(choice, wait_ms)
             await self.wait_for_route(topic, wait_ms - waited)
+            now = self._now_ms()
 
-    async def _route_of(self, topic: str) -> tuple[PublishInfo, TopicRouteData]:
-        """The topic's publish info and route; with auto-creation on, those borrowed from the
-        default topic while the name server has no route for the topic."""
-        try:
-            entry = await self._client.get_route(topic)
-        except TopicNotExistError:
-            if self.auto_create is None:
-                raise
-        else:
-            if self._borrowed:
-                self._borrowed.pop(topic, None)
-            return entry.publish_info, entry.route
-        key = self.auto_create.create_topic_key
+    async def _borrowed_route(
+        self, topic: str, auto_create: AutoCreateTopic
+    ) -> tuple[PublishInfo, TopicRouteData]:
+        """The publish info and route of a topic the name server has no route for, borrowed
+        from the default topic's (``auto_create`` module)."""
+        key = auto_create.create_topic_key
         try:
             default = await self._client.get_route(key)
         except TopicNotExistError:
             self.counters["auto_create_no_default_topic"] += 1
-            raise NoDefaultTopicError(topic, self.auto_create) from None
+            raise NoDefaultTopicError(topic, auto_create) from None
         held = self._borrowed.get(topic)
         if held is not None and held[0] is default:
             return held[1], held[2]
-        route = borrowed_route(default.route, self.auto_create)
+        route = borrowed_route(default.route, auto_create)
         info = publish_info(topic, route)
         if len(self._borrowed) >= MAX_BORROWED_TOPICS:
             self._borrowed.pop(next(iter(self._borrowed)))
