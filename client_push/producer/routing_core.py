@@ -20,8 +20,15 @@ Events in
       how a send went, or that it is still unanswered.
   ``broker_going_away(name, grace_ms, now_ms)``, ``addr_going_away(addr, grace_ms, now_ms)``
       a broker's GoAway (on a send connection, on a probe connection).
-  ``broker_event(event, now_ms)``
-      the route client's broker arrival or departure (route push).
+  ``broker_event(event, now_ms)``, ``broker_gone(name, now_ms, gone_addrs)``
+      the route client's broker arrival or departure (route push); a departure by hand.
+  ``start_detector()`` / ``stop_detector()``
+      the detector's timer started (when ``detector_wanted``) / stopped; ``stop_detector``
+      returns the open first-answer waits to release. ``probe_addrs()`` after a round: the
+      addresses still probed (close the other probe connections).
+
+A selection may skip ``route_used`` while ``detecting`` is false and ``departed`` is empty,
+and ``first_answer_wait`` while ``first_probing`` is empty: neither has anything to do then.
 
 Decisions out
   ``first_answer_wait(info, last_broker_name)``
