@@ -47,6 +47,11 @@ def full_summary() -> Summary:
     }
     s.propagation_detection = dict.fromkeys(s.propagation, Distribution(10, 5.0, 8.0, 9.0, 9.0))
     s.propagation_delivery = dict.fromkeys(s.propagation, d)
+    s.propagation_request = dict.fromkeys(s.propagation, Distribution(10, 2.0, 6.0, 15.0, 19.0))
+    s.propagation["broker_arrived"] = Distribution(8, 700.0, 900.0, 990.0, 1_000.0)
+    s.propagation_detection["broker_arrived"] = Distribution(8, 0.0, 3.0, 9.0, 9.0)
+    s.propagation_request["broker_arrived"] = Distribution(8, 690.0, 880.0, 980.0, 990.0)
+    s.propagation_delivery["broker_arrived"] = Distribution(8, 695.0, 890.0, 985.0, 995.0)
     s.episodes = [
         Episode(
             None,
@@ -64,7 +69,7 @@ def full_summary() -> Summary:
     s.charts = Charts(
         bucket_ms=1_000,
         changes_by_cause=[(t0 + i * 1_000, "register", i % 3 + 1) for i in range(60)],
-        changes_notified=[(t0 + i * 1_000, i % 3 + 1, i % 2) for i in range(60)],
+        changes_notified=[(t0 + i * 1_000, i % 3 + 1, int(10 <= i < 20), i % 2) for i in range(60)],
         ticks=[(t0 + i * 1_000, 1, 3 + i % 4, 300 + 10 * i) for i in range(60)],
         propagation_cdf={
             k: [float(i * (5 if k == "poll" else 1)) for i in range(CDF_POINTS)]
