@@ -11,7 +11,8 @@ from pyspark.sql import functions as F
 from pipeline.summary import Span
 
 
-def _text(value: str | None) -> str:
+def sql_text(value: str | None) -> str:
+    """A SQL string literal of ``value`` (NULL for None)."""
     if value is None:
         return "CAST(NULL AS STRING)"
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -25,7 +26,7 @@ def within(spans: Sequence[Span], ts: str = "ts_ms", namesrv: str = "namesrv") -
     if not spans:
         return F.lit(False)
     items = ", ".join(
-        f"named_struct('ns', {_text(s.namesrv)}, 'lo', CAST({int(s.start_ms)} AS BIGINT),"
+        f"named_struct('ns', {sql_text(s.namesrv)}, 'lo', CAST({int(s.start_ms)} AS BIGINT),"
         f" 'hi', CAST({int(s.end_ms)} AS BIGINT))"
         for s in spans
     )

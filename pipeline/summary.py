@@ -8,9 +8,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,22 @@ class Episode:
         return self.recovered_at_ms - self.degraded_at_ms
 
 
+_Timed = TypeVar("_Timed", Transition, Episode)
+
+
+def per_name_server(
+    items: Iterable[_Timed], at: Callable[[_Timed], int]
+) -> list[tuple[str | None, list[_Timed]]]:
+    """``items`` grouped by name server (in name order), each group in time order."""
+    by_source: dict[str | None, list[_Timed]] = {}
+    for item in items:
+        by_source.setdefault(item.namesrv, []).append(item)
+    return [
+        (source, sorted(by_source[source], key=at))
+        for source in sorted(by_source, key=lambda s: s or "")
+    ]
+
+
 def pair_episodes(transitions: Iterable[Transition]) -> list[Episode]:
     """Episodes from transitions, per name server in time order.
 
@@ -100,13 +116,10 @@ def pair_episodes(transitions: Iterable[Transition]) -> list[Episode]:
     recovery open are skipped; a second ``degraded`` while one is open (a restart in between
     leaves the first unfinished) closes the first as unrecovered.
     """
-    by_source: dict[str | None, list[Transition]] = {}
-    for t in transitions:
-        by_source.setdefault(t.namesrv, []).append(t)
     episodes: list[Episode] = []
-    for source in sorted(by_source, key=lambda s: s or ""):
+    for source, ordered in per_name_server(transitions, lambda t: t.ts_ms):
         open_ep: Episode | None = None
-        for t in sorted(by_source[source], key=lambda t: t.ts_ms):
+        for t in ordered:
             if t.event == "degradation" and t.degraded:
                 if open_ep is not None:
                     relapse = open_ep.recovered_at_ms is not None
