@@ -26,12 +26,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig, PressureConfig
 from namesrv.push.change_detector import RULE_OF_CAUSE
-from pipeline.spans import sql_text
+from pipeline.spans import lookup_sql, sql_text
 from pipeline.stats import histogram_bucket
 from pipeline.summary import Distribution, Episode, Histogram, Summary, per_name_server
 from pipeline.tuning import Recommendation, Targets, tuned
@@ -147,21 +147,18 @@ class ReplayResult:
         }
 
 
-def _wait(tick_ms: int, first_ms: int, spans: Sequence[Release]) -> str:
-    """SQL: mutation to the change on the wire, for one scenario."""
-    detected = f"(m + pmod({first_ms} - m, {tick_ms}))"
+def _wait(scenario: int, spans: Sequence[Release]) -> str:
+    """SQL: mutation (column ``m``) to the change on the wire, for one scenario; its
+    detection, the first tick at or after the mutation, is column ``d<scenario>``."""
+    detected = f"d{scenario}"
     if not spans:
         return f"({detected} - m)"
-    items = ", ".join(
-        f"named_struct('ns', {sql_text(r.namesrv)}, 'lo', CAST({r.start_ms} AS BIGINT), "
-        f"'hi', CAST({r.end_ms} AS BIGINT), 'out', CAST({r.release_ms} AS BIGINT))"
-        for r in spans
-    )
-    released = (
-        f"aggregate(filter(array({items}), w -> {detected} >= w.lo AND {detected} < w.hi"
-        " AND w.ns <=> namesrv), CAST(NULL AS BIGINT), (acc, w) -> coalesce(acc, w.out))"
-    )
+    released = lookup_sql(spans, detected, lambda r: f"CAST({r.release_ms} AS BIGINT)")
     return f"(coalesce({released}, {detected}) - m)"
+
+
+def _detected(tick_ms: int, first_ms: int) -> Column:
+    return F.expr(f"m + pmod({first_ms} - m, {tick_ms})")
 
 
 def _owed(config: NamesrvConfig) -> str:
@@ -196,14 +193,19 @@ def replay(
     facts = [
         F.struct(
             F.lit(name).alias("k"),
-            F.expr(f"{_wait(cfg.push.tick_interval_ms, s.first_ts_ms, spans)} + {add}").alias("v"),
+            F.expr(f"{_wait(i, releases(s.episodes, current, cfg, last))} + {add}").alias("v"),
         )
-        for name, cfg in tested.items()
-        for spans in [releases(s.episodes, current, cfg, last)]
+        for i, (name, cfg) in enumerate(tested.items())
     ]
     rows = (
         changes.where(F.expr(_owed(current)))
-        .withColumn("m", F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")))
+        .select("namesrv", F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("m"))
+        .withColumns(
+            {
+                f"d{i}": _detected(cfg.push.tick_interval_ms, s.first_ts_ms)
+                for i, cfg in enumerate(tested.values())
+            }
+        )
         .select(F.explode(F.array(*facts)).alias("f"))
         .select("f.k", "f.v")
         .groupBy("k", histogram_bucket(F.col("v")).alias("h"))
