@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig, load
+from pipeline.client_names import client_labels
 from pipeline.config_toml import to_toml
 from pipeline.html_report import render_html
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
@@ -96,6 +97,11 @@ def _run(
                 write_table,
             )
             progress.step("per-change table, replay, report and plots")
+            # The ten clients shown are named as their telemetry names them.
+            names = client_labels(spark, [c for c, _, _, _ in summary.charts.top_clients])
+            summary.charts.top_clients = [
+                (names[c], n, mean, worst) for c, n, mean, worst in summary.charts.top_clients
+            ]
             recs = recommend(summary, current, Targets(args.target_p99_ms))
             changes = journal.usable.where(F.col("event") == "route_changed")
             replayed = replay(changes, summary, current, recs, Targets(args.target_p99_ms))
