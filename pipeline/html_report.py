@@ -53,6 +53,12 @@ def headline(s: Summary, replayed: ReplayResult | None = None) -> str:
             f"<p>{s.changes_without_mutation_time:,} changes come from a journal without "
             "<code>mutated_at_ms</code>: for them propagation starts at detection.</p>"
         )
+    if s.propagation_unspread.count and s.propagation_unspread != s.propagation["all"]:
+        note += (
+            "<p>Without the refetches clients spread on purpose after broker arrivals and "
+            f"departures: p50 {_ms(s.propagation_unspread.p50)}, p99 "
+            f"{_ms(s.propagation_unspread.p99)} (the figure the tuning holds to the target).</p>"
+        )
     if s.held_changes:
         note += (
             f"<p>These figures include {s.held_changes:,} changes held while push was "

@@ -34,7 +34,7 @@ from namesrv.push.change_detector import RULE_OF_CAUSE
 from pipeline.spans import lookup_sql, sql_text
 from pipeline.stats import histogram_bucket
 from pipeline.summary import Distribution, Episode, Histogram, Summary, per_name_server
-from pipeline.tuning import Recommendation, Targets, tuned
+from pipeline.tuning import Recommendation, Targets, end_to_end, tuned
 
 REPLAYED_KEYS = frozenset(
     {
@@ -115,7 +115,8 @@ class ReplayResult:
     """Added to every change's simulated wait; None: no notified fetch was recorded, so the
     figures are the name server's part alone."""
     recorded_p99_ms: float | None
-    """The end-to-end p99 the telemetry recorded, to set the model beside."""
+    """The end-to-end p99 the telemetry recorded (``tuning.end_to_end``), to set the model
+    beside."""
     scenarios: dict[str, Distribution] = field(default_factory=dict)
     ticks: dict[str, int] = field(default_factory=dict)
 
@@ -215,11 +216,10 @@ def replay(
     hists: dict[str, Histogram] = {name: Histogram() for name in tested}
     for r in rows:
         hists[r["k"]].add(float(r["h"]), int(r["n"]), float(r["top"]))
-    e2e = s.propagation.get("all")
     return ReplayResult(
         targets.propagation_p99_ms,
         delivery,
-        None if e2e is None else e2e.p99,
+        end_to_end(s).p99,
         {name: h.distribution() for name, h in hists.items()},
         {name: cfg.push.tick_interval_ms for name, cfg in tested.items()},
     )

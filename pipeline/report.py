@@ -92,9 +92,10 @@ def render(
         "",
         "## Route changes",
         "",
-        f"{s.changes:,} changes, {s.notified_changes:,} of them owed a notification "
-        f"({s.held_changes:,} held: detected while push was degraded, sent only with the "
-        f"backlog after recovery); {s.changes - s.notified_changes:,} suppressed.",
+        f"{s.changes:,} changes, {s.notified_changes:,} of them notified; "
+        f"{s.changes - s.notified_changes:,} suppressed. Of the notified, {s.held_changes:,} "
+        "were held: detected while push was degraded, sent only with the backlog after "
+        "recovery.",
         "",
         *_counts_table("Kind", s.changes_by_kind),
         "",
@@ -169,6 +170,7 @@ def render(
                 "ms",
                 [
                     ("propagation end to end, all", s.propagation.get("all", Distribution())),
+                    ("  without the deliberate spread", s.propagation_unspread),
                     (
                         "  of which detection",
                         s.propagation_detection.get("all", Distribution()),
@@ -252,7 +254,8 @@ def _replay(r: ReplayResult | None) -> list[str]:
         "detected at the next tick, held while push is degraded (the degraded spans the "
         "tested pressure thresholds give on the recorded CPU and memory readings, the drain "
         f"at the tested recovery rate), {delivery}. Degraded windows are included. The "
-        f"recorded end-to-end p99 was {_num(r.recorded_p99_ms)} ms; set it beside the "
+        f"recorded end-to-end p99 (without the deliberate spread) was "
+        f"{_num(r.recorded_p99_ms)} ms; set it beside the "
         "`current` row to see how far the model is from what happened.",
         "",
         "| thresholds | tick ms | changes | p50 | p90 | p99 | max | target |",

@@ -35,6 +35,7 @@ from pipeline.spans import within
 from pipeline.summary import (
     CDF_POINTS,
     EXACT_BELOW,
+    SPREAD_CAUSES,
     Histogram,
     InputQuality,
     MatchWindow,
@@ -460,6 +461,8 @@ def _telemetry_groups(
         else:
             for cause in (str(k1), "all") if fig in _PER_CAUSE else ("",):
                 hists.setdefault((fig, cause), Histogram()).add(float(h), n, m)
+            if fig == "lag" and k1 not in SPREAD_CAUSES:
+                hists.setdefault(("unspread", ""), Histogram()).add(float(h), n, m)
     s.telemetry = InputQuality(
         files=telemetry.files,
         lines=sum(status.values()),
@@ -470,6 +473,7 @@ def _telemetry_groups(
     empty = Histogram()
     s.delivery = hists.get(("delivery", ""), empty).distribution()
     s.propagation_quiet = hists.get(("quiet", ""), empty).distribution()
+    s.propagation_unspread = hists.get(("unspread", ""), empty).distribution()
     for (fig, cause), hist in sorted(hists.items()):
         if fig == "lag":
             s.propagation[cause] = hist.distribution()

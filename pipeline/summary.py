@@ -245,6 +245,9 @@ class Summary:
     """Its first part: mutation to detection at a tick (the wait for the tick)."""
     propagation_delivery: dict[str, Distribution] = field(default_factory=dict)
     """Its second part: detection to the client holding the version."""
+    propagation_unspread: Distribution = field(default_factory=Distribution)
+    """End to end, every cause but ``SPREAD_CAUSES``: the figure the target is held to, as
+    a wait clients add on purpose is no delay of the name server's."""
     propagation_request: dict[str, Distribution] = field(default_factory=dict)
     """Within the second part: detection to the client's request for the route (the NOTIFY's
     trip, the poll or check that found it, or the refetch spread a client applies on purpose
