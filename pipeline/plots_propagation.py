@@ -36,7 +36,8 @@ def propagation_distribution(s: Summary) -> Plot | None:
     ax.set_ylim(0, 100)
     ax.set_title("Propagation end to end, by how the client learned it")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    # Beside the axes: the slow curves end at the lower right.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return Plot(
         "propagation",
         "Propagation end to end",
@@ -72,7 +73,8 @@ def _bands(ax: Axes, causes: list[str], s: Summary, spread: bool) -> None:
             hatch = "////" if spread and j == 1 else None
             ax.barh(y, p90 - p50, left=p50, height=0.22, color=color, alpha=0.55, hatch=hatch)
             ax.hlines(y, p90, p99, color=color, lw=1.5)
-            ax.plot([p50], [y], marker="|", color="black", markersize=9, ls="none")
+            # A dot of the part's colour at p50: a part with p50 = p99 is still seen.
+            ax.plot([p50], [y], marker="o", color=color, mec="black", ms=5, ls="none")
     ax.set_yticks(range(len(causes)), causes)
     ax.set_ylim(-0.6, len(causes) - 0.4)
     log_ms_axis(ax)
@@ -103,7 +105,9 @@ def detection_and_delivery(s: Summary) -> Plot | None:
         handles.insert(
             2, Patch(facecolor=_PARTS[1][1], alpha=0.55, hatch="////", label=_SPREAD_PART)
         )
-    handles.append(Line2D([], [], color="black", marker="|", ls="none", label="p50"))
+    handles.append(
+        Line2D([], [], color="white", marker="o", mec="black", ms=5, ls="none", label="p50")
+    )
     # Beside the panels, never over a band.
     axes[0].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     # Shared x: the right end must hold every panel's p99, not only the first panel's.
@@ -112,7 +116,7 @@ def detection_and_delivery(s: Summary) -> Plot | None:
     return Plot(
         "parts",
         "Detection and delivery",
-        "Per learning cause, the spread of each part of the delay (tick at the median, thick "
+        "Per learning cause, the spread of each part of the delay (a dot at the median, thick "
         "to p90, thin to p99): mutation to its detection at a tick (blue), that tick to the "
         "client's request (orange) and to the client holding the route (green); the lower "
         "panel, hatched, is a wait clients take on purpose after broker arrivals and "
