@@ -101,15 +101,15 @@ def notifications_per_tick(s: Summary) -> Plot | None:
     # Each sample at the middle of its bucket.
     xs = [(x + s.charts.bucket_ms / 2) / div for x in xs_ms]
     fig, (upper, lower) = figure(2, share_x=True)
-    for ax, values, color, label in (
-        (upper, frames, "tab:blue", "frames per sending tick (mean in bucket)"),
-        (lower, kib, "tab:orange", "KiB per sending tick (mean in bucket)"),
+    for ax, values, color, title, unit in (
+        (upper, frames, "tab:blue", "Frames per sending tick (mean in bucket)", "frames per tick"),
+        (lower, kib, "tab:orange", "KiB per sending tick (mean in bucket)", "KiB per tick"),
     ):
         shade_degraded(ax, s, div, label=ax is upper)
         ax.plot(xs, values, marker="o", markersize=3, color=color, lw=1.2)
-        ax.set_ylabel(label.split(" (")[0].replace("per sending tick", "per tick"))
+        ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)
-        ax.set_title(label[0].upper() + label[1:], fontsize=10)
+        ax.set_title(title, fontsize=10)
     if s.episodes:
         upper.legend(fontsize=7, loc="upper right")
     lower.set_xlabel(f"time since the journal's first record ({unit})")
