@@ -7,7 +7,9 @@ The model, per change owed a notification (its causes against ``[push.suppress]`
 - detection at the first tick at or after its registry mutation, ticks every
   ``push.tick_interval_ms`` from the journal's first record;
 - if push is degraded then (a span of its name server, below), the change is held until the
-  span's release: recovery, then the backlog drain;
+  span's release: recovery, then the backlog drain. Clients then get the topic's latest
+  version: of the changes of one topic held in one span only the last reaches them, and only
+  it is counted (as the recorded telemetry counts only the versions clients learned);
 - then the delivery p99 of the recorded notified fetches (a constant: the sum's p99 is
   over-estimated, never under).
 
@@ -148,14 +150,12 @@ class ReplayResult:
         }
 
 
-def _wait(scenario: int, spans: Sequence[Release]) -> str:
-    """SQL: mutation (column ``m``) to the change on the wire, for one scenario; its
-    detection, the first tick at or after the mutation, is column ``d<scenario>``."""
-    detected = f"d{scenario}"
+def _released(scenario: int, spans: Sequence[Release]) -> Column:
+    """When a change detected in a degraded span (column ``d<scenario>``, its detection)
+    reaches the wire: the span's release; null outside every span."""
     if not spans:
-        return f"({detected} - m)"
-    released = lookup_sql(spans, detected, lambda r: f"CAST({r.release_ms} AS BIGINT)")
-    return f"(coalesce({released}, {detected}) - m)"
+        return F.lit(None).cast("long")
+    return F.expr(lookup_sql(spans, f"d{scenario}", lambda r: f"CAST({r.release_ms} AS BIGINT)"))
 
 
 def _detected(tick_ms: int, first_ms: int) -> Column:
@@ -194,23 +194,47 @@ def replay(
     facts = [
         F.struct(
             F.lit(name).alias("k"),
-            F.expr(f"{_wait(i, releases(s.episodes, current, cfg, last))} + {add}").alias("v"),
+            F.col(f"d{i}").alias("d"),
+            _released(i, releases(s.episodes, current, cfg, last)).alias("rel"),
         )
         for i, (name, cfg) in enumerate(tested.items())
     ]
-    rows = (
+    rel, m = F.col("rel"), F.col("m")
+    free = rel.isNull()
+    waits = (
         changes.where(F.expr(_owed(current)))
-        .select("namesrv", F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("m"))
+        .select("namesrv", "topic", F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("m"))
         .withColumns(
             {
                 f"d{i}": _detected(cfg.push.tick_interval_ms, s.first_ts_ms)
                 for i, cfg in enumerate(tested.values())
             }
         )
-        .select(F.explode(F.array(*facts)).alias("f"))
-        .select("f.k", "f.v")
-        .groupBy("k", histogram_bucket(F.col("v")).alias("h"))
-        .agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("top"))
+        .select("namesrv", "topic", "m", F.explode(F.array(*facts)).alias("f"))
+        .select("namesrv", "topic", "m", "f.*")
+        .withColumn("v", F.when(free, F.col("d") - m + add))
+        # A change sent at once counts in its scenario's histogram. Held ones are counted
+        # per topic and release: clients get the topic's latest version when push resumes,
+        # and the versions it superseded while held reach no client at all.
+        .groupBy(
+            "k",
+            F.when(free, histogram_bucket(F.col("v"))).alias("h"),
+            F.when(~free, F.col("namesrv")).alias("ns"),
+            F.when(~free, F.col("topic")).alias("held_topic"),
+            "rel",
+        )
+        .agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("top"), F.max(m).alias("latest"))
+    )
+    latest = (rel - F.col("latest") + add).alias("v")
+    rows = (
+        waits.where(free)
+        .select("k", "h", "n", "top")
+        .unionByName(
+            waits.where(~free)
+            .select("k", latest)
+            .groupBy("k", histogram_bucket(F.col("v")).alias("h"))
+            .agg(F.count(F.lit(1)).alias("n"), F.max("v").alias("top"))
+        )
         .collect()
     )
     hists: dict[str, Histogram] = {name: Histogram() for name in tested}

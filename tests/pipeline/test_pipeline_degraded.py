@@ -19,6 +19,7 @@ from pipeline.inputs import JournalSource, read_journal, read_telemetry
 from pipeline.plots import tick_series
 from pipeline.replay import replay
 from pipeline.stats import summarize
+from pipeline.summary import Episode, InputQuality, Summary
 from pipeline.tuning import Recommendation, Targets, recommend
 
 RUN = DegradedRun()
@@ -95,3 +96,25 @@ def test_the_replay_verdict_matches_the_hand_computed_case(analysed):
     alone = lowered.scenarios["pressure.cpu_low_percent alone"]
     assert alone.p99 == pytest.approx(99_201 - 51_030 + 5, rel=1e-3)
     assert lowered.met is False
+
+
+def test_of_the_changes_of_one_topic_held_in_one_span_only_the_last_is_counted(spark):
+    # Push off from 1,000 to 5,000 ms, drained at 5,100. Topic A changes at 1,100 and 2,100
+    # (held: clients get only the second, 3,000 ms after it), B at 6,000 (sent at its tick).
+    s = replace(
+        Summary(journal=InputQuality(1, 4, 0, 0), telemetry=None),
+        first_ts_ms=0,
+        last_ts_ms=9_000,
+        changes=3,
+        episodes=[Episode(None, 1_000, 95.0, 40.0, 5_000, 1, 100, 1, False, 5.0, 40.0)],
+    )
+    rows = [("A", 1_100), ("A", 2_100), ("B", 6_000)]
+    changes = spark.createDataFrame(
+        [(None, t, m, m, ["register"], True) for t, m in rows],
+        "namesrv string, topic string, mutated_at_ms long, ts_ms long, causes array<string>,"
+        " notify boolean",
+    )
+    result = replay(changes, s, CONFIG, [], Targets(1_500))
+    assert result is not None
+    current = result.scenarios["current"]
+    assert (current.count, current.p50, current.max) == (2, 0.0, 3_000.0)
