@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, NullFormatter
@@ -61,6 +62,14 @@ def figure(rows: int = 1, share_x: bool = False) -> tuple[Figure, list[Axes]]:
         squeeze=False,
     )
     return fig, [row[0] for row in axes]
+
+
+def beside(ax: Axes, handles: list[Artist] | None = None) -> None:
+    """The axes' legend to the right of them, where it covers no data; ``png``'s tight layout
+    narrows every panel of the figure alike, so shared time axes stay aligned."""
+    if handles is None:
+        handles = ax.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def shade_degraded(ax: Axes, s: Summary, div: float, label: bool = True) -> bool:

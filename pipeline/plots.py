@@ -10,7 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from pipeline.plot_kit import DEGRADED_COLOR, Plot, figure, png, shade_degraded, time_axis
+from pipeline.plot_kit import (
+    DEGRADED_COLOR,
+    Plot,
+    beside,
+    figure,
+    png,
+    shade_degraded,
+    time_axis,
+)
 from pipeline.plots_propagation import detection_and_delivery, propagation_distribution, top_clients
 from pipeline.summary import Summary
 
@@ -38,7 +46,7 @@ def changes_over_time(s: Summary) -> Plot | None:
         base = stacked
     top.set_ylabel(f"changes per {c.bucket_ms / 1000:g} s")
     top.set_title("Route changes over time, by cause")
-    top.legend(fontsize=7, ncol=4, loc="upper right")
+    beside(top)
     per_bucket = {b: (n, h, q) for b, n, h, q in c.changes_notified}
     base = [0] * len(buckets)
     for part, (label, color, hatch) in enumerate(
@@ -61,7 +69,7 @@ def changes_over_time(s: Summary) -> Plot | None:
     bottom.set_ylabel(f"changes per {c.bucket_ms / 1000:g} s")
     bottom.set_xlabel(f"time since the journal's first record ({unit})")
     bottom.set_title("Notified, held while push was degraded, or suppressed")
-    bottom.legend(fontsize=7, loc="upper right")
+    beside(bottom)
     return Plot(
         "changes",
         "Route changes over time",
@@ -101,17 +109,17 @@ def notifications_per_tick(s: Summary) -> Plot | None:
     # Each sample at the middle of its bucket.
     xs = [(x + s.charts.bucket_ms / 2) / div for x in xs_ms]
     fig, (upper, lower) = figure(2, share_x=True)
-    for ax, values, color, title, unit in (
+    for ax, values, color, title, ylabel in (
         (upper, frames, "tab:blue", "Frames per sending tick (mean in bucket)", "frames per tick"),
         (lower, kib, "tab:orange", "KiB per sending tick (mean in bucket)", "KiB per tick"),
     ):
         shade_degraded(ax, s, div, label=ax is upper)
         ax.plot(xs, values, marker="o", markersize=3, color=color, lw=1.2)
-        ax.set_ylabel(unit)
+        ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
         ax.set_title(title, fontsize=10)
     if s.episodes:
-        upper.legend(fontsize=7, loc="upper right")
+        beside(upper)
     lower.set_xlabel(f"time since the journal's first record ({unit})")
     return Plot(
         "ticks",
@@ -175,11 +183,21 @@ def degradation_timeline(s: Summary) -> Plot | None:
                 if t is not None and value is not None:
                     xs.append((t - x0) / div)
                     ys.append(value)
-        ax.scatter(xs, ys, marker=marker, color=color, zorder=3, s=22, label=f"{name} % read")
+        # Not clipped: a reading of 0 % sits on the axis, whole.
+        ax.scatter(
+            xs,
+            ys,
+            marker=marker,
+            color=color,
+            zorder=3,
+            s=22,
+            clip_on=False,
+            label=f"{name} % read",
+        )
         ax.set_xlim(0, max((last - x0) / div, 1e-9))
         ax.set_ylim(0, 100)
         ax.set_ylabel(f"{name} at the transition (%)")
-        ax.legend(fontsize=7, loc="upper left")
+        beside(ax)
     cpu_ax.set_title("Degradation episodes and backlog drain")
     mem_ax.set_xlabel(f"time since the journal's first record ({unit})")
     return Plot(

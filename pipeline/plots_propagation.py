@@ -8,7 +8,15 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from pipeline.plot_kit import LOG_FLOOR_MS, Plot, at_least_floor, figure, log_ms_axis, png
+from pipeline.plot_kit import (
+    LOG_FLOOR_MS,
+    Plot,
+    at_least_floor,
+    beside,
+    figure,
+    log_ms_axis,
+    png,
+)
 from pipeline.summary import CDF_POINTS, SPREAD_CAUSES, Distribution, Summary
 
 
@@ -36,8 +44,7 @@ def propagation_distribution(s: Summary) -> Plot | None:
     ax.set_ylim(0, 100)
     ax.set_title("Propagation end to end, by how the client learned it")
     ax.grid(True, which="major", alpha=0.3)
-    # Beside the axes: the slow curves end at the lower right.
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    beside(ax)  # the slow curves end at the lower right
     return Plot(
         "propagation",
         "Propagation end to end",
@@ -109,7 +116,7 @@ def detection_and_delivery(s: Summary) -> Plot | None:
         Line2D([], [], color="white", marker="o", mec="black", ms=5, ls="none", label="p50")
     )
     # Beside the panels, never over a band.
-    axes[0].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    beside(axes[0], handles)
     # Shared x: the right end must hold every panel's p99, not only the first panel's.
     axes[0].set_xlim(LOG_FLOOR_MS, 1.5 * max(LOG_FLOOR_MS, *_p99s(s, causes)))
     axes[-1].set_xlabel("ms, log scale: thick p50 to p90, thin on to p99")
