@@ -223,7 +223,7 @@ def top_topics(s: Summary) -> Plot | None:
     ax.set_xlabel("route changes (count)")
     ax.set_ylabel("topic")
     ax.set_title(f"The {len(rows)} topics with the most route changes")
-    ax.legend(fontsize=8, loc="lower right")
+    beside(ax)
     return Plot(
         "topics",
         "Most changed topics",

@@ -150,7 +150,7 @@ def top_clients(s: Summary) -> Plot | None:
     ax.set_xlabel("end-to-end propagation (ms)")
     ax.set_ylabel("client")
     ax.set_title(f"The {len(rows)} clients with the largest lag")
-    ax.legend(fontsize=8, loc="lower right")
+    beside(ax)
     return Plot(
         "clients",
         "Clients with the largest lag",
