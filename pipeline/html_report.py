@@ -7,9 +7,13 @@ import base64
 import html
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pipeline.plots import Plot
 from pipeline.summary import Distribution, Summary
+
+if TYPE_CHECKING:  # the page stays free of Spark: it only reads the replay's result
+    from pipeline.replay import ReplayResult
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;
@@ -33,8 +37,9 @@ def _tile(label: str, d: Distribution, note: str) -> str:
     )
 
 
-def headline(s: Summary) -> str:
-    """End to end first, then its two parts."""
+def headline(s: Summary, replayed: ReplayResult | None = None) -> str:
+    """End to end first, then its two parts, then what they include and the replay's
+    verdict."""
     if "all" not in s.propagation:
         return "<p>No client telemetry tied to journal changes: no propagation figures.</p>"
     tiles = [
@@ -47,6 +52,24 @@ def headline(s: Summary) -> str:
         note = (
             f"<p>{s.changes_without_mutation_time:,} changes come from a journal without "
             "<code>mutated_at_ms</code>: for them propagation starts at detection.</p>"
+        )
+    if s.propagation_unspread.count and s.propagation_unspread != s.propagation["all"]:
+        note += (
+            "<p>Without the refetches clients spread on purpose after broker arrivals and "
+            f"departures: p50 {_ms(s.propagation_unspread.p50)}, p99 "
+            f"{_ms(s.propagation_unspread.p99)} (the figure the tuning holds to the target).</p>"
+        )
+    if s.held_changes:
+        note += (
+            f"<p>These figures include {s.held_changes:,} changes held while push was "
+            "degraded (sent only with the backlog after recovery).</p>"
+        )
+    if replayed is not None and replayed.met is not None:
+        tuned = replayed.scenarios["tuned"]
+        note += (
+            f"<p>Replay of the journal with the suggested thresholds: end-to-end p99 "
+            f"{_ms(tuned.p99)} against the {replayed.target_ms:,} ms target, "
+            f"<b>{'met' if replayed.met else 'missed'}</b> (see the replay table).</p>"
         )
     return f'<div class="head">{"".join(tiles)}</div>{note}'
 
@@ -97,7 +120,9 @@ def markdown_tables(md: str) -> str:
     return "\n".join(out)
 
 
-def render_html(s: Summary, plots: Sequence[Plot], markdown: str) -> str:
+def render_html(
+    s: Summary, plots: Sequence[Plot], markdown: str, replayed: ReplayResult | None = None
+) -> str:
     figures = "\n".join(
         f'<figure id="{p.key}"><img alt="{html.escape(p.title)}" '
         f'src="data:image/png;base64,{base64.b64encode(p.png).decode("ascii")}">'
@@ -111,5 +136,6 @@ def render_html(s: Summary, plots: Sequence[Plot], markdown: str) -> str:
         "<title>Route push report</title>"
         f"<style>{_STYLE}</style></head><body>\n"
         "<h1>Route push report</h1>\n"
-        f"{headline(s)}\n<h2>Plots</h2>\n{figures}\n<h2>Tables</h2>\n{body}\n</body></html>\n"
+        f"{headline(s, replayed)}\n<h2>Plots</h2>\n{figures}\n"
+        f"<h2>Tables</h2>\n{body}\n</body></html>\n"
     )

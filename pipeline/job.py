@@ -10,13 +10,16 @@ from typing import Any
 
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig, load
+from pipeline.client_names import client_labels
 from pipeline.config_toml import to_toml
 from pipeline.html_report import render_html
 from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
 from pipeline.plots import Plot, Plotter, journal_plots, plots
 from pipeline.progress import Progress
+from pipeline.replay import ReplayResult, replay
 from pipeline.report import render
 from pipeline.stats import STEPS, summarize
 from pipeline.summary import MatchWindow, Summary
@@ -93,8 +96,16 @@ def _run(
                 lambda s: drawn.update(journal_plots(s)),
                 write_table,
             )
-            progress.step("per-change table, report and plots")
-            outputs = _write(args, current, out, tables, summary, drawn)
+            progress.step("per-change table, replay, report and plots")
+            # The ten clients shown are named as their telemetry names them.
+            names = client_labels(spark, [c for c, _, _, _ in summary.charts.top_clients])
+            summary.charts.top_clients = [
+                (names[c], n, mean, worst) for c, n, mean, worst in summary.charts.top_clients
+            ]
+            recs = recommend(summary, current, Targets(args.target_p99_ms))
+            changes = journal.usable.where(F.col("event") == "route_changed")
+            replayed = replay(changes, summary, current, recs, Targets(args.target_p99_ms))
+            outputs = _write(args, current, out, tables, summary, drawn, recs, replayed)
     finally:
         for writer in writers:
             writer.join()
@@ -110,15 +121,22 @@ def _write(
     tables: str,
     summary: Summary,
     drawn: dict[Plotter, Plot | None],
+    recs: list[Recommendation],
+    replayed: ReplayResult | None,
 ) -> Outputs:
-    recs = recommend(summary, current, Targets(args.target_p99_ms))
     outputs = Outputs(out / REPORT, out / REPORT_HTML, out / SUMMARY, out / TUNED_CONFIG, tables)
-    markdown = render(summary, recs)
+    markdown = render(summary, recs, replayed)
     outputs.report.write_text(markdown, encoding="utf-8")
-    outputs.html.write_text(render_html(summary, plots(summary, drawn), markdown), encoding="utf-8")
+    outputs.html.write_text(
+        render_html(summary, plots(summary, drawn), markdown, replayed), encoding="utf-8"
+    )
     outputs.summary.write_text(
         json.dumps(
-            {"summary": summary.to_json(), "recommendations": [_rec_json(r) for r in recs]},
+            {
+                "summary": summary.to_json(),
+                "recommendations": [_rec_json(r) for r in recs],
+                "replay": None if replayed is None else replayed.to_json(),
+            },
             indent=2,
             sort_keys=True,
         )

@@ -31,17 +31,21 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipeline.inputs import Parsed
+from pipeline.spans import within
 from pipeline.summary import (
     CDF_POINTS,
     EXACT_BELOW,
+    SPREAD_CAUSES,
     Histogram,
     InputQuality,
     MatchWindow,
     SlowConnection,
     Summary,
     Transition,
+    degraded_spans,
     pair_episodes,
 )
+from pipeline.ties import change_table, fetch_table
 
 SLOWEST_SHOWN = 10
 TOP_SHOWN = 10
@@ -293,6 +297,9 @@ def _journal_totals(journal: Parsed, s: Summary) -> None:
     )
 
 
+_NOTIFY_PARTS = ("notified", "held", "suppressed")
+
+
 def _journal_groups(journal: Parsed, s: Summary) -> None:
     """Job 2: every grouped journal figure in one aggregation."""
     if s.first_ts_ms is None or s.last_ts_ms is None:
@@ -307,6 +314,8 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     frames = F.col("frames")
     per_frame = F.when(frames > 0, F.col("bytes") / frames)
     detection = F.col("ts_ms") - F.col("mutated_at_ms")
+    # Owed a notification while push was off: it went out with the backlog at recovery.
+    held = within(degraded_spans(s.episodes, s.last_ts_ms))
     rows, _ = _grouped(
         u.withColumn("time_bucket", bucket),
         [
@@ -314,7 +323,7 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
                 changed,
                 "notify",
                 bucket=F.col("time_bucket"),
-                k1=F.when(F.col("notify"), "notified").otherwise("suppressed"),
+                k1=F.when(~F.col("notify"), "suppressed").when(held, "held").otherwise("notified"),
             ),
             _fact(changed, "kind", k1=F.col("kind")),
             _fact(changed, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
@@ -358,8 +367,8 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
             s.changes_by_cause[r["k1"]] = s.changes_by_cause.get(r["k1"], 0) + n
             s.charts.changes_by_cause.append((int(r["bucket"]), r["k1"], n))
         elif fig == "notify":
-            pair = notify_buckets.setdefault(int(r["bucket"]), [0, 0])
-            pair[0 if r["k1"] == "notified" else 1] += n
+            parts = notify_buckets.setdefault(int(r["bucket"]), [0, 0, 0])
+            parts[_NOTIFY_PARTS.index(r["k1"])] += n
         elif fig == "tick":
             s.charts.ticks.append((int(r["bucket"]), n, int(r["a"]), int(r["c"])))
         elif fig in hists:
@@ -377,88 +386,12 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     s.charts.top_topics = [(t, -negn, notified) for negn, t, notified in sorted(topics)]
     s.charts.changes_by_cause.sort()
     s.charts.ticks.sort()
-    s.charts.changes_notified = [(b, p[0], p[1]) for b, p in sorted(notify_buckets.items())]
-
-
-def fetch_table(
-    changes: DataFrame, telemetry: DataFrame, window: MatchWindow, named: bool = True
-) -> DataFrame:
-    """Every telemetry line; those with news (``inputs.read_telemetry``) tied (``matched``)
-    to the journal change they reflect, or not.
-
-    The candidate changes of one (topic, version) travel as one array (versions restart with
-    the name server, and several journals may name the same pair); the latest detected within
-    the window wins. One equi-join on a 64-bit hash of the pair, no shuffle after it: a long
-    key is looked up in a plain array-backed map where a (name, number) key took a generic
-    hash map and a byte-wise compare per line. Pairs whose hashes collide share an array, and
-    a candidate counts only for its own pair. ``change`` names the journal line of the change
-    (``inputs.read_journal``), ``changed_at_ms`` its detection (the record's time),
-    ``mutated_at_ms`` the first registry mutation behind it (its detection when the journal
-    does not say), ``lag_ms`` end to end. Unless some journal is ``named`` for a name server,
-    the telemetry's ``namesrv`` is not even parsed.
-    """
-    if not named:
-        telemetry = telemetry.drop("namesrv").withColumn(
-            "namesrv", F.lit(None).cast(T.StringType())
-        )
-    candidates = changes.groupBy(F.xxhash64("topic", "version").alias("pair")).agg(
-        F.collect_list(
-            F.struct(
-                F.col("topic").alias("topic"),
-                F.col("version").alias("version"),
-                F.col("ts_ms").alias("detected"),
-                F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated"),
-                F.col("namesrv").alias("ns"),
-                F.col("notify").alias("notify"),
-                F.col("line").alias("line"),
-            )
-        ).alias("cands")
-    )
-    learned_at = F.col("fetched_at_ms")
-
-    def fits(c: Column) -> Column:
-        return (
-            (c["topic"] == F.col("topic"))
-            & (c["version"] == F.col("version"))
-            & (c["detected"] <= learned_at + window.clock_skew_ms)
-            & (c["detected"] >= learned_at - window.max_lag_ms)
-            & (c["ns"].isNull() | (c["ns"] == F.col("namesrv")))
-        )
-
-    # Nearly always one candidate: tested as plain columns; the array functions (evaluated
-    # row by row, outside Spark's generated code) only where a pair names several changes.
-    only = F.col("cands")[0]
-    # The lambda in SQL, with a name of its own: one built in Python gets a fresh name per
-    # query, and Spark would then generate and compile new code on every run.
-    latest_fitting = F.expr(
-        "array_max(filter(cands, c -> c.topic = topic AND c.version = version"
-        f" AND c.detected <= fetched_at_ms + {int(window.clock_skew_ms)}"
-        f" AND c.detected >= fetched_at_ms - {int(window.max_lag_ms)}"
-        " AND (c.ns IS NULL OR c.ns = namesrv)))"
-    )
-    best = F.when(F.size("cands") == 1, F.when(fits(only), only)).otherwise(latest_fitting)
-    # Only lines with news look for their change: null keys are never looked up.
-    pair = F.when(F.col("news"), F.xxhash64("topic", "version"))
-    joined = telemetry.withColumn("pair", pair).join(candidates, "pair", "left")
-    return joined.withColumn("best", best).select(
-        "status",
-        "client",
-        "cause",
-        "news",
-        "topic",
-        "version",
-        (F.col("fetched_at_ms") - F.col("notified_at_ms")).alias("delivery_ms"),
-        F.col("fetched_at_ms").alias("learned_at_ms"),
-        F.col("best").isNotNull().alias("matched"),
-        F.col("best.line").alias("change"),
-        F.col("best.notify").alias("notify"),
-        F.col("best.detected").alias("changed_at_ms"),
-        F.col("best.mutated").alias("mutated_at_ms"),
-        (learned_at - F.col("best.mutated")).alias("lag_ms"),
-    )
+    s.charts.changes_notified = [(b, p[0], p[1], p[2]) for b, p in sorted(notify_buckets.items())]
+    s.held_changes = sum(p[1] for p in notify_buckets.values())
 
 
 CHANGE_FACT = "change"
+_PER_CAUSE = ("lag", "detect", "after", "ask")
 
 
 def _telemetry_groups(
@@ -474,6 +407,7 @@ def _telemetry_groups(
     lag = F.col("lag_ms")
     detection = F.col("changed_at_ms") - F.col("mutated_at_ms")
     after = F.col("learned_at_ms") - F.col("changed_at_ms")
+    ask = F.col("requested_at_ms") - F.col("changed_at_ms")
     delivery = F.col("delivery_ms")
     by_cause = F.col("cause")
     ok = F.col("status") == "ok"
@@ -497,6 +431,7 @@ def _telemetry_groups(
             _fact(matched, "lag", k1=by_cause, h=histogram_bucket(lag), m=lag),
             _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
             _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
+            _fact(matched, "ask", k1=by_cause, h=histogram_bucket(ask), m=ask),
             _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
             # Keyed by the change's journal line alone: a long, where topic, version and
             # time made a longer key to hash and compare for every line.
@@ -524,8 +459,10 @@ def _telemetry_groups(
                 seen, total, worst = lags.get(bucket, (0, 0, float("-inf")))
                 lags[bucket] = (seen + c, total + a, max(worst, m))
         else:
-            for cause in (str(k1), "all") if fig in ("lag", "detect", "after") else ("",):
+            for cause in (str(k1), "all") if fig in _PER_CAUSE else ("",):
                 hists.setdefault((fig, cause), Histogram()).add(float(h), n, m)
+            if fig == "lag" and k1 not in SPREAD_CAUSES:
+                hists.setdefault(("unspread", ""), Histogram()).add(float(h), n, m)
     s.telemetry = InputQuality(
         files=telemetry.files,
         lines=sum(status.values()),
@@ -536,6 +473,7 @@ def _telemetry_groups(
     empty = Histogram()
     s.delivery = hists.get(("delivery", ""), empty).distribution()
     s.propagation_quiet = hists.get(("quiet", ""), empty).distribution()
+    s.propagation_unspread = hists.get(("unspread", ""), empty).distribution()
     for (fig, cause), hist in sorted(hists.items()):
         if fig == "lag":
             s.propagation[cause] = hist.distribution()
@@ -546,6 +484,8 @@ def _telemetry_groups(
             s.propagation_detection[cause] = hist.distribution()
         elif fig == "after":
             s.propagation_delivery[cause] = hist.distribution()
+        elif fig == "ask":
+            s.propagation_request[cause] = hist.distribution()
     s.learned_changes = s.propagation["all"].count if "all" in s.propagation else 0
     s.unmatched_fetches = learned - s.learned_changes
     clients = sorted(
@@ -556,37 +496,6 @@ def _telemetry_groups(
         (client, n, mean, -neg_max) for neg_max, client, n, mean in clients[:TOP_SHOWN]
     ]
     return per_change
-
-
-def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
-    """One row per journal change: how many clients learned it and how fast (after
-    detection), from the ``change`` groups of the telemetry's aggregation."""
-    base = changes.select(
-        "line",
-        "namesrv",
-        "topic",
-        "version",
-        "kind",
-        "causes",
-        "notify",
-        F.col("ts_ms").alias("changed_at_ms"),
-        F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated_at_ms"),
-    )
-    if per_change is None:
-        return base.drop("line").withColumns(
-            {
-                "clients": F.lit(0).cast("long"),
-                "first_learned_ms": F.lit(None).cast("long"),
-                "last_learned_ms": F.lit(None).cast("long"),
-            }
-        )
-    learned = per_change.select(
-        F.col("h").alias("line"),
-        F.col("n").alias("clients"),
-        F.col("lo").cast(T.LongType()).alias("first_learned_ms"),
-        F.col("m").cast(T.LongType()).alias("last_learned_ms"),
-    )
-    return base.join(learned, "line", "left").drop("line").fillna(0, subset=["clients"])
 
 
 STEPS = ("journal and telemetry: parsed, tied and aggregated",)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,22 @@ class Episode:
         return self.recovered_at_ms - self.degraded_at_ms
 
 
+_Timed = TypeVar("_Timed", Transition, Episode)
+
+
+def per_name_server(
+    items: Iterable[_Timed], at: Callable[[_Timed], int]
+) -> list[tuple[str | None, list[_Timed]]]:
+    """``items`` grouped by name server (in name order), each group in time order."""
+    by_source: dict[str | None, list[_Timed]] = {}
+    for item in items:
+        by_source.setdefault(item.namesrv, []).append(item)
+    return [
+        (source, sorted(by_source[source], key=at))
+        for source in sorted(by_source, key=lambda s: s or "")
+    ]
+
+
 def pair_episodes(transitions: Iterable[Transition]) -> list[Episode]:
     """Episodes from transitions, per name server in time order.
 
@@ -100,13 +116,10 @@ def pair_episodes(transitions: Iterable[Transition]) -> list[Episode]:
     recovery open are skipped; a second ``degraded`` while one is open (a restart in between
     leaves the first unfinished) closes the first as unrecovered.
     """
-    by_source: dict[str | None, list[Transition]] = {}
-    for t in transitions:
-        by_source.setdefault(t.namesrv, []).append(t)
     episodes: list[Episode] = []
-    for source in sorted(by_source, key=lambda s: s or ""):
+    for source, ordered in per_name_server(transitions, lambda t: t.ts_ms):
         open_ep: Episode | None = None
-        for t in sorted(by_source[source], key=lambda t: t.ts_ms):
+        for t in ordered:
             if t.event == "degradation" and t.degraded:
                 if open_ep is not None:
                     relapse = open_ep.recovered_at_ms is not None
@@ -134,12 +147,31 @@ def pair_episodes(transitions: Iterable[Transition]) -> list[Episode]:
 
 
 @dataclass(frozen=True, slots=True)
+class Span:
+    """A stretch of one name server's journal time, ``start_ms`` included, ``end_ms`` not."""
+
+    namesrv: str | None
+    start_ms: int
+    end_ms: int
+
+
+def degraded_spans(episodes: Iterable[Episode], last_ms: int) -> list[Span]:
+    """Where push was off: each episode from its degradation to its recovery, or past
+    ``last_ms`` (the journal's last record) when it never recovered."""
+    return [Span(e.namesrv, e.degraded_at_ms, e.recovered_at_ms or last_ms + 1) for e in episodes]
+
+
+@dataclass(frozen=True, slots=True)
 class SlowConnection:
     namesrv: str | None
     conn: int
     skips: int
     max_pending_topics: int
 
+
+SPREAD_CAUSES = ("broker_arrived", "confirm")
+"""Learning causes whose fetch the client delays on purpose, spread over a window so that a
+broker's arrival or departure does not bring every client at once (docs/telemetry.md)."""
 
 CDF_POINTS = 101
 """Quantiles 0, 0.01, ... 1 of each propagation distribution, for the report's plots."""
@@ -153,8 +185,10 @@ class Charts:
     bucket_ms: int = 0
     changes_by_cause: list[tuple[int, str, int]] = field(default_factory=list)
     """(bucket start ms, cause, changes): a change with two causes counts under both."""
-    changes_notified: list[tuple[int, int, int]] = field(default_factory=list)
-    """(bucket start ms, notified changes, suppressed changes)."""
+    changes_notified: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """(bucket start ms, notified changes, held changes, suppressed changes): a held change
+    was owed a notification but detected while push was degraded, so it went out only with
+    the backlog after recovery."""
     ticks: list[tuple[int, int, int, int]] = field(default_factory=list)
     """(bucket start ms, ticks that sent, frames, bytes)."""
     propagation_cdf: dict[str, list[float]] = field(default_factory=dict)
@@ -175,6 +209,10 @@ class Summary:
     changes_by_kind: dict[str, int] = field(default_factory=dict)
     changes_by_cause: dict[str, int] = field(default_factory=dict)
     notified_changes: int = 0
+    """Changes owed a notification, the held ones included."""
+    held_changes: int = 0
+    """Changes owed a notification but detected while push was degraded (inside an episode of
+    their name server): sent only with the backlog after recovery."""
     detection: Distribution = field(default_factory=Distribution)
     """Per change: its first registry mutation to its detection at a tick (journal records
     with ``mutated_at_ms``)."""
@@ -207,6 +245,13 @@ class Summary:
     """Its first part: mutation to detection at a tick (the wait for the tick)."""
     propagation_delivery: dict[str, Distribution] = field(default_factory=dict)
     """Its second part: detection to the client holding the version."""
+    propagation_unspread: Distribution = field(default_factory=Distribution)
+    """End to end, every cause but ``SPREAD_CAUSES``: the figure the target is held to, as
+    a wait clients add on purpose is no delay of the name server's."""
+    propagation_request: dict[str, Distribution] = field(default_factory=dict)
+    """Within the second part: detection to the client's request for the route (the NOTIFY's
+    trip, the poll or check that found it, or the refetch spread a client applies on purpose
+    after a broker arrival or departure, causes ``SPREAD_CAUSES``)."""
     propagation_quiet: Distribution = field(default_factory=Distribution)
     """End to end, for changes whose notification was suppressed: how long clients stayed
     stale."""

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from namesrv.config import NamesrvConfig
-from pipeline.summary import Summary
+from pipeline.summary import SPREAD_CAUSES, Distribution, Summary
 
 MIN_SAMPLES = 20
 """Fewer notified fetches than this say nothing about the tick."""
@@ -42,18 +42,92 @@ class Recommendation:
     current: int | float
     suggested: int | float
     reason: str
+    optimises: str = ""
+    """The figure the rule serves and the records it was computed over (degraded windows in
+    or out, said so)."""
+    effect: str = ""
+    """What changing the value is expected to do (empty when kept)."""
 
     @property
     def changed(self) -> bool:
         return self.suggested != self.current
 
 
+LOOSER: dict[str, int] = {
+    "push.tick_interval_ms": 1,
+    "push.recovery_notifications_per_second": -1,
+    "pressure.sample_interval_ms": 1,
+    "pressure.cpu_low_percent": -1,
+    "pressure.memory_low_percent": -1,
+}
+"""Keys whose move in this direction (+1 up, -1 down) can lengthen propagation: a longer tick
+wait, a slower drain, a later or rarer recovery."""
+
+
+_OPTIMISES = {
+    "server.output_buffer_bytes": "slow-subscriber skips: 32 of the largest per-connection "
+    "notification seen in any tick, degraded windows and backlog drains included",
+    "push.recovery_notifications_per_second": "backlog drain time without relapse: every "
+    "recovery in the journal (they all follow a degraded window)",
+    "pressure.sample_interval_ms": "episodes per overload (flapping): every finished degraded "
+    "episode, from the transitions' samples",
+    "pressure.cpu_low_percent": "episodes per overload (flapping): the CPU readings at every "
+    "transition",
+    "pressure.memory_low_percent": "episodes per overload (flapping): the memory readings at "
+    "every transition",
+}
+
+
+def end_to_end(s: Summary) -> Distribution:
+    """The end-to-end figure the target is held to: every client-version tied to a change,
+    degraded windows included, the refetches clients spread on purpose (``SPREAD_CAUSES``)
+    left out (all of them for a summary that does not split them off)."""
+    if s.propagation_unspread.count:
+        return s.propagation_unspread
+    return s.propagation.get("all", Distribution())
+
+
+END_TO_END = (
+    "end-to-end p99 over client-versions, degraded windows included, without the refetches "
+    "clients spread on purpose (" + ", ".join(SPREAD_CAUSES) + ")"
+)
+
+
+def target_missed(s: Summary, targets: Targets) -> bool:
+    """Whether the end-to-end p99 (``end_to_end``) exceeds the target."""
+    p99 = end_to_end(s).p99
+    return p99 is not None and p99 > targets.propagation_p99_ms
+
+
+def loosens(r: Recommendation) -> bool:
+    direction = LOOSER.get(r.key, 0)
+    return direction * (r.suggested - r.current) > 0
+
+
 def recommend(summary: Summary, config: NamesrvConfig, targets: Targets) -> list[Recommendation]:
-    return [
+    recs = [
         _tick(summary, config, targets),
         _output_buffer(summary, config),
         _recovery_rate(summary, config),
         *_pressure(summary, config),
+    ]
+    recs = [r if r.optimises else replace(r, optimises=_OPTIMISES[r.key]) for r in recs]
+    if not target_missed(summary, targets):
+        return recs
+    # While clients get changes later than the target, nothing may make them later still.
+    e2e = end_to_end(summary).p99
+    return [
+        replace(
+            r,
+            suggested=r.current,
+            effect="",
+            reason=f"kept: the end-to-end p99 ({e2e:.0f} ms, degraded windows included) misses "
+            f"the {targets.propagation_p99_ms} ms target, and {r.suggested} would lengthen "
+            f"propagation ({r.reason})",
+        )
+        if loosens(r)
+        else r
+        for r in recs
     ]
 
 
@@ -65,9 +139,20 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
     key, tick = "push.tick_interval_ms", cfg.push.tick_interval_ms
     target = targets.propagation_p99_ms
     d = s.delivery
+    e2e = end_to_end(s)
+    over = (
+        f"tick + delivery p99 against the {target} ms target for the {END_TO_END}; delivery "
+        f"over {d.count} notified fetches, timed from the NOTIFY's emission, so time held in "
+        f"degraded windows is not in it; end-to-end over {e2e.count} client-versions "
+        f"({s.held_changes} changes held)"
+    )
     if d.count < MIN_SAMPLES or d.p99 is None:
         return Recommendation(
-            key, tick, tick, f"kept: {d.count} notified fetches, {MIN_SAMPLES} needed to judge"
+            key,
+            tick,
+            tick,
+            f"kept: {d.count} notified fetches, {MIN_SAMPLES} needed to judge",
+            over,
         )
     budget = target - d.p99
     if budget < 10:
@@ -78,6 +163,7 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
             f"kept: delivery alone (notify to fetched, p99 {d.p99:.0f} ms) exceeds the "
             f"{target} ms target; a shorter tick cannot fix that (look at client fetch times "
             "and server load)",
+            over,
         )
     fitting = min(1_000, _floor10(budget))
     if tick + d.p99 > target:
@@ -87,21 +173,43 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
             fitting,
             f"a change waits up to one tick, then delivery p99 is {d.p99:.0f} ms: "
             f"{tick} + {d.p99:.0f} ms misses the {target} ms target",
+            over,
+            f"the tick wait falls from at most {tick} to {fitting} ms: end-to-end p99 about "
+            f"{tick - fitting} ms shorter",
         )
-    if tick * 2 <= fitting:
+    # Raising the tick adds its growth to every change's wait: the end-to-end p99 must keep
+    # the target with that added.
+    headroom = None if e2e.p99 is None else _floor10(tick + target - e2e.p99)
+    raised = fitting if headroom is None else min(fitting, headroom)
+    if tick * 2 <= raised:
+        grows = "" if e2e.p99 is None else f", to about {e2e.p99 + raised - tick:.0f} ms"
         return Recommendation(
             key,
             tick,
-            fitting,
-            f"delivery p99 is {d.p99:.0f} ms, so a {fitting} ms tick still meets the {target} ms "
-            "target with fewer, larger batches",
+            raised,
+            f"delivery p99 is {d.p99:.0f} ms and the end-to-end p99 "
+            f"{_ms(e2e.p99)}, so a {raised} ms tick still meets the {target} ms target with "
+            "fewer, larger batches",
+            over,
+            f"ticks {tick / raised:.1f}x rarer, more changes per notification; each change "
+            f"waits up to {raised - tick} ms longer (end-to-end p99 up by as much{grows})",
         )
-    return Recommendation(
-        key,
-        tick,
-        tick,
-        f"kept: {tick} + {d.p99:.0f} ms (delivery p99) meets the {target} ms target",
-    )
+    if e2e.p99 is not None and e2e.p99 > target:
+        why = (
+            f"kept: {tick} + {d.p99:.0f} ms (delivery p99) fits the {target} ms target, but "
+            f"the end-to-end p99 ({_ms(e2e.p99)}, {s.held_changes} changes held while push "
+            "was degraded) misses it: the excess is not the tick's, and a longer tick would "
+            "add to it"
+        )
+    else:
+        why = f"kept: {tick} + {d.p99:.0f} ms (delivery p99) meets the {target} ms target" + (
+            "" if e2e.p99 is None else f", and the end-to-end p99 ({_ms(e2e.p99)}) too"
+        )
+    return Recommendation(key, tick, tick, why, over)
+
+
+def _ms(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.0f} ms"
 
 
 def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
@@ -118,6 +226,9 @@ def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
             f"the largest notification averaged {largest:.0f} bytes per connection; "
             f"{current} bytes hold fewer than {FRAME_HEADROOM} of them, so a briefly busy "
             f"client is paused and skipped ({s.slow_skips} skips seen)",
+            effect=f"a connection holds {need // max(1, int(largest))} of the largest "
+            f"notification before it is paused (was {current // max(1, int(largest))}); up to "
+            f"{need - current} more bytes per busy connection",
         )
     return Recommendation(
         key,
@@ -142,6 +253,8 @@ def _recovery_rate(s: Summary, cfg: NamesrvConfig) -> Recommendation:
             lower,
             f"{relapsed} of {len(recovered)} recoveries degraded again before the backlog "
             "drained: the drain itself brings the pressure back",
+            effect=f"backlogs drain at most {lower}/s (was {rate}/s), about twice as long; "
+            "held changes reach clients later, and the drain no longer restarts the pressure",
         )
     drained = [e for e in recovered if e.drain_ms is not None and e.drain_frames is not None]
     slow = [e for e in drained if (e.drain_ms or 0) > DRAIN_TARGET_MS]
@@ -157,6 +270,8 @@ def _recovery_rate(s: Summary, cfg: NamesrvConfig) -> Recommendation:
                 higher,
                 f"backlogs took up to {longest} ms to drain ({frames} frames) with no relapse; "
                 f"{higher}/s drains them within about {DRAIN_TARGET_MS} ms",
+                effect=f"the longest drain about {longest * rate // higher} ms (was "
+                f"{longest} ms): held changes reach clients that much sooner",
             )
     return Recommendation(
         key,
@@ -205,6 +320,9 @@ def _pressure(s: Summary, cfg: NamesrvConfig) -> list[Recommendation]:
             p.sample_interval_ms,
             interval,
             f"{flapping}; a longer sample averages them out",
+            effect=f"pressure read every {interval} ms (was {p.sample_interval_ms}): spikes "
+            f"shorter than that rarely switch push off; a real overload is seen up to "
+            f"{interval - p.sample_interval_ms} ms later, and recovery as much later",
         )
     ]
     for name, count, low, high in (
@@ -221,6 +339,8 @@ def _pressure(s: Summary, cfg: NamesrvConfig) -> list[Recommendation]:
                     wider,
                     f"{count} episodes began on {name}; recovering only below {wider} widens "
                     "the hysteresis",
+                    effect=f"push comes back only under {wider} % {name} (was {low} %): fewer "
+                    "episodes in a row, each possibly longer",
                 )
             )
         elif count:

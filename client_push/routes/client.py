@@ -91,10 +91,15 @@ class RouteClient(LinkListener):
             config.topic_idle_expiry_ms, config.max_queue_nums, config.max_route_queues
         )
         self._negative = NegativeCache(config.negative_ttl_ms)
+        client_id = config.client_id or f"{socket.gethostname()}@{os.getpid()}"
         self._telemetry = (
             telemetry
             if telemetry is not None
-            else open_telemetry(config.telemetry_path, config.telemetry_memory_bytes)
+            else open_telemetry(
+                config.telemetry_path,
+                config.telemetry_memory_bytes,
+                {"client_id": client_id, "host": socket.gethostname()},
+            )
         )
         link = self._link
         self._routes = HeldRoutes(self._cache, self._negative, self._telemetry, lambda: link.addr)
@@ -129,7 +134,7 @@ class RouteClient(LinkListener):
             self._run,
             reactor=reactor,
             counters=self.counters,
-            client_id=config.client_id or f"{socket.gethostname()}@{os.getpid()}",
+            client_id=client_id,
         )
         self._spread_timer = EarliestCall(self._clock, self._run_spread)
         self._version_check_loop: task.LoopingCall | None = None

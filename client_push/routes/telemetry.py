@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import IO, Any, Protocol
 
@@ -58,8 +59,15 @@ class JsonLinesTelemetry:
     memory bound is reached. Without it a reader works ``news`` out itself.
     """
 
-    def __init__(self, path: str, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+    def __init__(
+        self,
+        path: str,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        identity: Mapping[str, str] | None = None,
+    ) -> None:
         self.path = path
+        self._identity = dict(identity or {})
+        """Written on every line: who wrote it (``client_id``, ``host``)."""
         self.written = 0
         self._memory_bytes = memory_bytes
         self._used = 0
@@ -79,6 +87,7 @@ class JsonLinesTelemetry:
         if self._file is None:
             return
         line: dict[str, Any] = asdict(rec)
+        line.update(self._identity)
         if self._news:
             news = self._is_news(rec.topic, rec.version, rec.exists, rec.cause)
             if self._news:
@@ -161,5 +170,7 @@ def _usable(raw: bytes) -> dict[str, Any] | None:
     return rec
 
 
-def open_telemetry(path: str, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> TelemetrySink:
-    return JsonLinesTelemetry(path, memory_bytes) if path else NullTelemetry()
+def open_telemetry(
+    path: str, memory_bytes: int = DEFAULT_MEMORY_BYTES, identity: Mapping[str, str] | None = None
+) -> TelemetrySink:
+    return JsonLinesTelemetry(path, memory_bytes, identity) if path else NullTelemetry()

@@ -140,6 +140,7 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
                 ClientConfig(
                     namesrv_addrs=(namesrv,),
                     telemetry_path=str(work / "telemetry" / f"client-{i}.jsonl"),
+                    client_id=f"demo-client-{i}",
                 ),
                 reactor,
                 random.Random(i),

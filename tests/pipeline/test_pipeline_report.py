@@ -5,14 +5,18 @@ from __future__ import annotations
 import base64
 import io
 import re
+from html.parser import HTMLParser
 
 import pytest
 
 pytest.importorskip("matplotlib")
 
 import matplotlib.image as mpimg
+import matplotlib.pyplot as plt
+from PIL import Image
 
 from pipeline.html_report import render_html
+from pipeline.plot_kit import at_least_floor, figure, log_ms_axis
 from pipeline.plots import plots
 from pipeline.report import render
 from pipeline.summary import (
@@ -47,6 +51,11 @@ def full_summary() -> Summary:
     }
     s.propagation_detection = dict.fromkeys(s.propagation, Distribution(10, 5.0, 8.0, 9.0, 9.0))
     s.propagation_delivery = dict.fromkeys(s.propagation, d)
+    s.propagation_request = dict.fromkeys(s.propagation, Distribution(10, 2.0, 6.0, 15.0, 19.0))
+    s.propagation["broker_arrived"] = Distribution(8, 700.0, 900.0, 990.0, 1_000.0)
+    s.propagation_detection["broker_arrived"] = Distribution(8, 0.0, 3.0, 9.0, 9.0)
+    s.propagation_request["broker_arrived"] = Distribution(8, 690.0, 880.0, 980.0, 990.0)
+    s.propagation_delivery["broker_arrived"] = Distribution(8, 695.0, 890.0, 985.0, 995.0)
     s.episodes = [
         Episode(
             None,
@@ -64,7 +73,7 @@ def full_summary() -> Summary:
     s.charts = Charts(
         bucket_ms=1_000,
         changes_by_cause=[(t0 + i * 1_000, "register", i % 3 + 1) for i in range(60)],
-        changes_notified=[(t0 + i * 1_000, i % 3 + 1, i % 2) for i in range(60)],
+        changes_notified=[(t0 + i * 1_000, i % 3 + 1, int(10 <= i < 20), i % 2) for i in range(60)],
         ticks=[(t0 + i * 1_000, 1, 3 + i % 4, 300 + 10 * i) for i in range(60)],
         propagation_cdf={
             k: [float(i * (5 if k == "poll" else 1)) for i in range(CDF_POINTS)]
@@ -86,6 +95,75 @@ def test_every_plot_is_embedded_and_shows_something():
     assert page.count("<figcaption>") == 7
     assert "http://" not in page and "https://" not in page and "<script" not in page
     assert "p50 20 ms" in page  # the end-to-end headline
+
+
+class _Tags(HTMLParser):
+    """Every element closed in order; the figures' captions."""
+
+    VOID = frozenset({"meta", "img", "br", "hr", "link", "input"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[str] = []
+        self.captions: list[str] = []
+        self._caption: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.open.append(tag)
+        if tag == "figcaption":
+            self._caption = []
+
+    def handle_endtag(self, tag):
+        assert self.open and self.open[-1] == tag, (tag, self.open[-3:])
+        self.open.pop()
+        if tag == "figcaption" and self._caption is not None:
+            self.captions.append("".join(self._caption))
+            self._caption = None
+
+    def handle_data(self, data):
+        if self._caption is not None:
+            self._caption.append(data)
+
+
+def test_the_page_is_well_formed_and_each_plot_has_its_size_and_one_sentence():
+    s = full_summary()
+    page = render_html(s, plots(s), render(s, []))
+    tags = _Tags()
+    tags.feed(page)
+    assert tags.open == []
+    assert len(tags.captions) == 7
+    for caption in tags.captions:
+        _title, _, how = caption.partition(". ")
+        # one sentence: a full stop at the end and none inside
+        assert how.endswith(".") and not re.search(r"\. [A-Z]", how), caption
+    sizes = [Image.open(io.BytesIO(png)).size for png in embedded_images(page)]
+    one, two = (900, 420), (900, 588)  # one panel, two panels (plot_kit's figure sizes)
+    assert sizes == [two, one, two, two, two, one, one]
+
+
+def test_the_arrival_spread_gets_a_panel_of_its_own_only_when_present():
+    s = full_summary()
+    [with_spread] = [p for p in plots(s) if p.key == "parts"]
+    for part in (s.propagation, s.propagation_detection, s.propagation_request):
+        del part["broker_arrived"]
+    del s.propagation_delivery["broker_arrived"]
+    [without] = [p for p in plots(s) if p.key == "parts"]
+    assert (
+        Image.open(io.BytesIO(with_spread.png)).size[1]
+        > Image.open(io.BytesIO(without.png)).size[1]
+    )
+
+
+def test_log_time_axes_have_no_zero_tick():
+    fig, (ax,) = figure()
+    ax.step(at_least_floor([0.0, 0.0, 3.0, 40.0, 900.0]), [0, 25, 50, 75, 100])
+    log_ms_axis(ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and all(label.strip("$") != "0" for label in labels), labels
+    assert ax.get_xlim()[0] == 1.0
+    plt.close(fig)
 
 
 def test_a_summary_without_data_gives_a_page_without_plots():

@@ -18,7 +18,7 @@ from pipeline.summary import (
     Transition,
     pair_episodes,
 )
-from pipeline.tuning import Targets, recommend, tuned
+from pipeline.tuning import Targets, loosens, recommend, tuned
 
 QUALITY = InputQuality(files=1, lines=10, corrupt=0, invalid=0)
 
@@ -104,6 +104,58 @@ def test_tick_raised_when_a_short_tick_buys_nothing():
     cfg = NamesrvConfig(push=replace(NamesrvConfig().push, tick_interval_ms=50))
     rec = by_key(summary(delivery=Distribution(500, 20, 30, 40, 60)), cfg)["push.tick_interval_ms"]
     assert (rec.current, rec.suggested) == (50, 1_000)
+
+
+def test_tick_never_raised_while_the_end_to_end_p99_misses_its_target():
+    # The demo's case: delivery p99 6 ms leaves room for a 1,000 ms tick, but the end-to-end
+    # p99 (held changes included) is 2,422 ms against 1,500.
+    cfg = NamesrvConfig(push=replace(NamesrvConfig().push, tick_interval_ms=200))
+    for e2e in (1_501, 2_422, 60_000):
+        s = summary(
+            delivery=Distribution(500, 3, 5, 6, 9),
+            propagation={"all": Distribution(500, 300, 900, e2e, e2e)},
+            held_changes=40,
+        )
+        rec = by_key(s, cfg)["push.tick_interval_ms"]
+        assert rec.suggested <= rec.current, e2e
+        assert "40 changes held" in rec.optimises
+
+
+def test_a_raised_tick_keeps_the_end_to_end_p99_within_the_target():
+    cfg = NamesrvConfig(push=replace(NamesrvConfig().push, tick_interval_ms=100))
+    s = summary(
+        delivery=Distribution(500, 3, 5, 6, 9),
+        propagation={"all": Distribution(500, 300, 600, 1_000, 1_100)},
+    )
+    rec = by_key(s, cfg)["push.tick_interval_ms"]
+    assert (rec.current, rec.suggested) == (100, 600)  # 1,000 + 500 more = the target
+    assert "up to 500 ms longer" in rec.effect
+
+
+def test_nothing_that_lengthens_propagation_is_suggested_while_the_target_is_missed():
+    flapping = [Episode(None, i * 10_000, 95.0, 40.0, i * 10_000 + 1_000) for i in range(4)]
+    relapsing = [replace(e, relapsed=True) for e in flapping]
+    for episodes in (flapping, relapsing):
+        calm = by_key(summary(episodes=episodes))
+        assert any(r.changed for r in calm.values())  # the rules would loosen something
+        missed = summary(
+            episodes=episodes, propagation={"all": Distribution(50, 900, 1_800, 2_000, 2_500)}
+        )
+        for key, rec in by_key(missed).items():
+            assert not loosens(rec), key
+            if calm[key].changed and loosens(calm[key]):
+                assert "misses the 1500 ms target" in rec.reason
+
+
+def test_every_suggestion_names_what_it_optimises_and_a_change_its_effect():
+    s = summary(
+        delivery=Distribution(500, 200, 600, 734, 900),
+        frame_bytes=Distribution(10, 1_000, 50_000, 200_000, 300_000),
+        episodes=[Episode(None, i * 10_000, 95.0, 40.0, i * 10_000 + 1_000) for i in range(4)],
+    )
+    for rec in by_key(s).values():
+        assert rec.optimises, rec.key
+        assert bool(rec.effect) == rec.changed, rec.key
 
 
 def test_output_buffer_raised_to_hold_the_largest_notifications():
@@ -201,6 +253,7 @@ def test_report_names_every_section_and_bolds_changed_values():
     ):
         assert heading in text
     assert "| `push.tick_interval_ms` | 1000 | **760** |" in text
+    assert "## Replay of the journal" in text
     assert "| a:1 | 1970-01-01 00:00:00.000Z | 2,000 | 95 | 40 | 7 | 1,000 | 7 | no |" in text
 
 

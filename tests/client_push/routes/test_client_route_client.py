@@ -487,6 +487,8 @@ async def test_telemetry_writes_one_json_line_per_refetch_with_its_cause(tmp_pat
         "fetched_at_ms",
         "namesrv",
         "news",
+        "client_id",
+        "host",
     }
 
 
