@@ -50,8 +50,8 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("rules", T.ArrayType(T.StringType())),
         T.StructField("connections", T.LongType()),
         T.StructField("frames", T.LongType()),
-        # An integer in notification_sent, a list of names in subscribe/unsubscribe: read as
-        # the raw JSON text and typed per event below.
+        # An integer in notification_sent, a list of names in subscribe, unsubscribe and
+        # route_changes: read as the raw JSON text and typed per event below.
         T.StructField("topics", T.StringType()),
         T.StructField("bytes", T.LongType()),
         T.StructField("degraded", T.BooleanType()),
