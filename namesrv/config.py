@@ -168,7 +168,10 @@ class JournalConfig:
     """The journal's files together; the oldest are deleted past it. 0 keeps every file."""
     max_records_per_second: int = 1_000
     """Records beyond this in one second are dropped and summarized in one
-    ``journal_suppressed`` record; 0 turns the limit off."""
+    ``journal_suppressed`` record; 0 turns the limit off. Route changes and the tick's own
+    records are never dropped."""
+    max_topics_per_record: int = 1_000
+    """Topics one ``route_changes`` record lists at most; a larger tick writes several."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +320,7 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("journal.max_files", j.max_files, 0, 1_000_000),
         ("journal.max_total_bytes", j.max_total_bytes, 0, 2**62),
         ("journal.max_records_per_second", j.max_records_per_second, 0, 100_000_000),
+        ("journal.max_topics_per_record", j.max_topics_per_record, 1, 1_000_000),
         ("metrics.max_connections", cfg.metrics.max_connections, 1, 100_000),
         ("metrics.idle_timeout_ms", cfg.metrics.idle_timeout_ms, 10, 3_600_000),
     ]

@@ -88,6 +88,7 @@ class NameServer:
                 max_files=cfg.journal.max_files,
                 max_total_bytes=cfg.journal.max_total_bytes,
                 max_records_per_second=cfg.journal.max_records_per_second,
+                max_topics_per_record=cfg.journal.max_topics_per_record,
                 clock_ms=self._now_ms,
             )
         else:
@@ -385,9 +386,14 @@ class NameServer:
             for rule, count in fields["rules"].items():
                 self.counters[f"suppressed.{rule}"] += count
             return
+        if event == "route_changed":
+            self.journal.route_changed(fields)
+            return
         if event == "suppressed":
             for rule in fields.get("rules", ()):
                 self.counters[f"suppressed.{rule}"] += 1
+            self.journal.route_suppressed(fields)
+            return
         self.journal.record(event, **fields)
 
     def _operations_answer(self, code: int, request: RemotingCommand) -> RemotingCommand:

@@ -50,8 +50,8 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("rules", T.ArrayType(T.StringType())),
         T.StructField("connections", T.LongType()),
         T.StructField("frames", T.LongType()),
-        # An integer in notification_sent, a list of names in subscribe/unsubscribe: read as
-        # the raw JSON text and typed per event below.
+        # An integer in notification_sent, a list of names in subscribe, unsubscribe and
+        # route_changes: read as the raw JSON text and typed per event below.
         T.StructField("topics", T.StringType()),
         T.StructField("bytes", T.LongType()),
         T.StructField("degraded", T.BooleanType()),
@@ -62,6 +62,10 @@ JOURNAL_SCHEMA = T.StructType(
         T.StructField("conn", T.LongType()),
         T.StructField("released_topics", T.LongType()),
         T.StructField("pending_topics", T.LongType()),
+        # route_changes (one record per tick, kind and causes): per listed topic, in the
+        # order of `topics`
+        T.StructField("versions", T.ArrayType(T.LongType())),
+        T.StructField("waited_ms", T.ArrayType(T.LongType())),
         T.StructField(CORRUPT, T.StringType()),
     ]
 )
@@ -94,6 +98,12 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "slow_subscriber_skipped": ("conn", "pending_topics"),
     "broker_event": ("kind", "cause", "notify"),
 }
+
+ROUTE_CHANGES = "route_changes"
+"""The compact form of ``route_changed`` (and ``suppressed``) records: read as one row per
+change it lists (two for a silent change), as the older form wrote them."""
+
+KNOWN_EVENTS = (*REQUIRED, ROUTE_CHANGES)
 
 TELEMETRY_SCHEMA_NEWS = T.StructType(
     [*TELEMETRY_SCHEMA.fields[:-1], T.StructField("news", T.BooleanType()), TELEMETRY_SCHEMA[-1]]
@@ -274,22 +284,28 @@ def read_journal(
     for more in frames[1:]:
         raw = raw.unionByName(more)
     names = F.from_json(F.col("topics"), T.ArrayType(T.StringType()))
-    raw = raw.withColumns(
-        {
-            "topic_names": F.when(F.col("event").isin("subscribe", "unsubscribe"), F.size(names))
-            # size() of a null list is -1: not a list
-            .cast(T.LongType()),
-            "topic_count": F.when(
-                F.col("event") == "notification_sent", F.col("topics").cast(T.LongType())
-            ),
-        }
-    ).withColumn("topic_names", F.when(F.col("topic_names") >= 0, F.col("topic_names")))
+    raw = (
+        _route_changes_rows(raw, names)
+        .withColumns(
+            {
+                "topic_names": F.when(
+                    F.col("event").isin("subscribe", "unsubscribe"), F.size(names)
+                )
+                # size() of a null list is -1: not a list
+                .cast(T.LongType()),
+                "topic_count": F.when(
+                    F.col("event") == "notification_sent", F.col("topics").cast(T.LongType())
+                ),
+            }
+        )
+        .withColumn("topic_names", F.when(F.col("topic_names") >= 0, F.col("topic_names")))
+    )
     valid = F.lit(False)
     for event, needs in REQUIRED.items():
         valid = valid | ((F.col("event") == event) & _all_present(needs))
     status = _status(
         F.col(CORRUPT).isNotNull(),
-        F.col("event").isin(*REQUIRED),
+        F.col("event").isin(*KNOWN_EVENTS),
         valid & F.col("ts_ms").isNotNull(),
     )
     frame = raw.select(
@@ -321,6 +337,41 @@ def read_journal(
     ).cache()
     named = any(source.namesrv is not None for source in sources)
     return Parsed(frame, files, named, oversized=oversized)
+
+
+def _route_changes_rows(raw: DataFrame, names: Column) -> DataFrame:
+    """Each whole ``route_changes`` line as the rows its changes made in the older form: a
+    ``route_changed`` row per listed topic (``ts_ms`` its detection, ``mutated_at_ms`` that less
+    its wait) and, when ``notify`` is false, a ``suppressed`` row after them; every other line
+    stays one row. A ``route_changes`` line whose lists do not match (or lacks one) stays one
+    row of that event, which no figure takes: invalid."""
+    batch = F.col("event") == ROUTE_CHANGES
+    n = F.size(names)
+    whole = (
+        batch
+        & (n > 0)
+        & (F.size("versions") == n)
+        & (F.col("waited_ms").isNull() | (F.size("waited_ms") == n))
+        & F.col("notify").isNotNull()
+    )
+    rows = F.when(F.col("notify"), n).otherwise(2 * n)
+    # One generator over every line, so the files are read once: a null array makes one row.
+    slot = F.explode_outer(F.when(whole, F.sequence(F.lit(0), rows - 1))).alias("slot")
+    exploded = raw.select("*", slot)
+    at = F.col("slot") % n
+    listed = F.col("slot").isNotNull()
+    return exploded.withColumns(
+        {
+            "event": F.when(listed & (F.col("slot") >= n), "suppressed")
+            .when(listed, "route_changed")
+            .otherwise(F.col("event")),
+            "topic": F.when(listed, F.get(names, at)).otherwise(F.col("topic")),
+            "version": F.when(listed, F.get(F.col("versions"), at)).otherwise(F.col("version")),
+            "mutated_at_ms": F.when(
+                listed, F.col("ts_ms") - F.get(F.col("waited_ms"), at)
+            ).otherwise(F.col("mutated_at_ms")),
+        }
+    ).drop("slot")
 
 
 def read_telemetry(

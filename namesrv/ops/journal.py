@@ -15,6 +15,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from namesrv.ops.journal_routes import DEFAULT_MAX_TOPICS, ROUTE_CHANGES_EVENT, RouteChangeBatches
+
 log = logging.getLogger(__name__)
 
 WRITE_BUFFER_BYTES = 64 * 1024
@@ -36,6 +38,10 @@ class Journal(Protocol):
 
     def record(self, event: str, **fields: Any) -> None: ...
 
+    def route_changed(self, fields: dict[str, Any]) -> None: ...
+
+    def route_suppressed(self, fields: dict[str, Any]) -> None: ...
+
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
@@ -48,6 +54,12 @@ class NullJournal:
     dropped_records = 0
 
     def record(self, event: str, **fields: Any) -> None:
+        pass
+
+    def route_changed(self, fields: dict[str, Any]) -> None:
+        pass
+
+    def route_suppressed(self, fields: dict[str, Any]) -> None:
         pass
 
     def flush(self) -> None:
@@ -88,6 +100,10 @@ def _write_all(handle: BinaryIO, data: bytes) -> None:
 
 SUPPRESSED_EVENT = "journal_suppressed"
 
+UNLIMITED_EVENTS = frozenset({"notification_sent", "degradation", "backlog_drained"})
+"""Records the flood limit never drops: at most one per tick or pressure transition, so their
+volume follows time, not clients or topics (``route_changes`` records are exempt too)."""
+
 
 class EventJournal:
     """Rotating JSON-lines files in one directory, bounded in count and total bytes.
@@ -95,6 +111,9 @@ class EventJournal:
     ``max_files`` and ``max_total_bytes`` (0: that bound off) decide which old files are
     deleted. ``max_records_per_second`` (0: off) caps a flood: records past it in one second
     are dropped and summarized by one ``journal_suppressed`` record when the second is over.
+    Route changes (:meth:`route_changed`) are gathered into ``route_changes`` records of at most
+    ``max_topics_per_record`` topics, written at :meth:`flush`, and never cut; neither are the
+    tick's own records (``UNLIMITED_EVENTS``).
     """
 
     def __init__(
@@ -107,8 +126,10 @@ class EventJournal:
         buffer_bytes: int = WRITE_BUFFER_BYTES,
         max_total_bytes: int = 0,
         max_records_per_second: int = 0,
+        max_topics_per_record: int = DEFAULT_MAX_TOPICS,
     ) -> None:
         self._dir = Path(directory)
+        self._routes = RouteChangeBatches(max_topics_per_record)
         self._max_file_bytes = max_file_bytes
         self._max_files = max_files
         self._max_total_bytes = max_total_bytes
@@ -150,7 +171,7 @@ class EventJournal:
         if reserved:
             raise ValueError(f"journal fields {sorted(reserved)} are reserved")
         ts_ms = self._clock_ms()
-        if self._max_per_second:
+        if self._max_per_second and event not in UNLIMITED_EVENTS:
             second = ts_ms // 1000
             if second != self._second:
                 self._summarize_suppressed(ts_ms)
@@ -163,6 +184,26 @@ class EventJournal:
                 return
             self._second_records += 1
         self._append(ts_ms, event, fields)
+
+    def route_changed(self, fields: dict[str, Any]) -> None:
+        """One settled change (the change detector's ``route_changed`` fields: ``topic``,
+        ``version``, ``kind``, ``causes``, ``notify``, ``mutated_at_ms`` when known), detected
+        now; it is written within a ``route_changes`` record at the next :meth:`flush`."""
+        if self._closed:
+            self.dropped_records += 1
+            return
+        for ts_ms, record in self._routes.add(self._clock_ms(), fields):
+            self._append(ts_ms, ROUTE_CHANGES_EVENT, record)
+
+    def route_suppressed(self, fields: dict[str, Any]) -> None:
+        """The ``suppressed`` event that follows a silent change's ``route_changed``: its
+        ``rules`` go into that change's record; without one, a ``suppressed`` record."""
+        if not self._routes.add_rules(fields["topic"], fields["version"], fields["rules"]):
+            self.record("suppressed", **fields)
+
+    def _write_routes(self) -> None:
+        for ts_ms, record in self._routes.drain():
+            self._append(ts_ms, ROUTE_CHANGES_EVENT, record)
 
     def _summarize_suppressed(self, ts_ms: int) -> None:
         if not self._suppressed:
@@ -200,9 +241,11 @@ class EventJournal:
             self._write_buffer()
 
     def flush(self) -> None:
-        """Hand buffered records to the OS (no fsync); a second over summarizes its drops."""
+        """Write the open ``route_changes`` records and hand buffered records to the OS (no
+        fsync); a second over summarizes its drops."""
         if self._closed:
             return
+        self._write_routes()
         if self._suppressed:
             now = self._clock_ms()
             if now // 1000 != self._second:
@@ -213,6 +256,7 @@ class EventJournal:
     def close(self) -> None:
         if self._closed:
             return
+        self._write_routes()
         self._summarize_suppressed(self._clock_ms())
         self._write_buffer()
         self._close_file()

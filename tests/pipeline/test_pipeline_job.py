@@ -386,41 +386,6 @@ def test_cli_refuses_bad_config_and_missing_journal_with_exit_2(tmp_path):
     assert f"journal directory {tmp_path / 'nowhere'} does not exist" in missing.stderr
 
 
-def test_the_same_job_runs_on_a_cluster_with_executors_in_their_own_jvms(spark, tmp_path):
-    """``local-cluster`` starts a standalone master, a worker and an executor JVM: tasks and
-    shuffles cross processes as on a real cluster. Its figures must equal local mode's."""
-    journal_file(tmp_path / "j", [changed(1_000 * i, "T", i + 1) for i in range(20)])
-    write_lines(
-        tmp_path / "t" / "a.jsonl",
-        [fetch("T", i + 1, "notify", 1_000 * i + 5 * i, notified=1_000 * i) for i in range(20)],
-    )
-    inputs = ["--journal", str(tmp_path / "j"), "--telemetry", str(tmp_path / "t")]
-    local = run(spark, parser().parse_args([*inputs, "--out", str(tmp_path / "local")]))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            *inputs,
-            "--out",
-            str(tmp_path / "cluster"),
-            "--master",
-            "local-cluster[1,1,1024]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    cluster_out = tmp_path / "cluster"
-    assert json.loads((cluster_out / "summary.json").read_text()) == json.loads(
-        local.summary.read_text()
-    )
-    assert (cluster_out / "report.md").read_text() == local.report.read_text()
-    assert (cluster_out / "namesrv-tuned.toml").read_text() == local.config.read_text()
-    assert spark.read.parquet(str(cluster_out / "changes")).count() == 20
-
-
 def test_a_second_run_in_one_session_reads_the_files_afresh(spark, tmp_path):
     args = parser().parse_args(["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "o")])
     path = journal_file(tmp_path / "j", [changed(1_000, "T", 1)])

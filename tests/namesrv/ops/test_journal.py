@@ -204,6 +204,8 @@ def test_records_after_close_are_dropped_and_counted(tmp_path: Path) -> None:
 def test_null_journal_accepts_everything() -> None:
     j = NullJournal()
     j.record("anything", x=1)
+    j.route_changed({"topic": "a"})
+    j.route_suppressed({"topic": "a"})
     j.flush()
     j.close()
     assert (j.write_errors, j.dropped_records) == (0, 0)
@@ -237,19 +239,150 @@ def test_retention_by_total_bytes_keeps_the_directory_under_the_bound(tmp_path: 
 def test_a_flood_is_cut_at_the_rate_and_summarized(tmp_path: Path) -> None:
     clock = Clock(start=1_700_000_000_000)
     j = make(tmp_path, clock, max_records_per_second=10, buffer_bytes=0)
-    for i in range(1_000):  # a thousand write-perm toggles in one second
-        j.record("route_changed", topic=f"t{i}", version=i)
-    for _ in range(5):
-        j.record("notification_sent", connections=1)
+    for i in range(1_000):  # a thousand connections skipped in one second
+        j.record("slow_subscriber_skipped", conn=i, pending_topics=1)
+    for i in range(5):
+        j.record("subscribe", conn=i, topics=["a"])
     clock.now += 1_000
     j.flush()
-    j.record("degradation", degraded=True)
+    j.record("connection_closed", conn=1, released_topics=1)
     j.close()
     records = lines(files(tmp_path)[0])
-    assert [r["event"] for r in records].count("route_changed") == 10
+    assert [r["event"] for r in records].count("slow_subscriber_skipped") == 10
     summary = next(r for r in records if r["event"] == "journal_suppressed")
     assert summary["dropped"] == 995
-    assert summary["events"] == {"notification_sent": 5, "route_changed": 990}
+    assert summary["events"] == {"slow_subscriber_skipped": 990, "subscribe": 5}
     assert summary["since_ms"] == 1_700_000_000_000
-    assert records[-1]["event"] == "degradation"
+    assert records[-1]["event"] == "connection_closed"
     assert j.suppressed_records == 995
+
+
+def test_the_flood_cut_never_drops_route_changes_or_the_ticks_own_records(
+    tmp_path: Path,
+) -> None:
+    """A broker restart changes thousands of routes in one tick while clients flood the
+    per-connection records: every change and every tick record is kept, the rest is cut."""
+    clock = Clock(start=1_700_000_000_000)
+    j = make(tmp_path, clock, max_records_per_second=10, max_topics_per_record=100)
+    for i in range(50):
+        j.record("slow_subscriber_skipped", conn=i, pending_topics=1)
+    for i in range(5_000):
+        j.route_changed(route_change(f"t{i:04d}", 2, mutated_at_ms=clock.now - 40))
+    j.record("notification_sent", connections=3, frames=3, topics=5_000, bytes=1)
+    j.record("degradation", degraded=True)
+    j.record("backlog_drained", frames=3, duration_ms=9)
+    j.flush()
+    clock.now += 1_000
+    j.close()
+    records = [r for path in files(tmp_path) for r in lines(path)]
+    batches = [r for r in records if r["event"] == "route_changes"]
+    assert len(batches) == 50
+    assert [t for r in batches for t in r["topics"]] == [f"t{i:04d}" for i in range(5_000)]
+    assert {v for r in batches for v in r["versions"]} == {2}
+    assert {w for r in batches for w in r["waited_ms"]} == {40}
+    events = [r["event"] for r in records]
+    for tick_event in ("notification_sent", "degradation", "backlog_drained"):
+        assert events.count(tick_event) == 1
+    assert events.count("slow_subscriber_skipped") == 10
+    (summary,) = [r for r in records if r["event"] == "journal_suppressed"]
+    assert summary["events"] == {"slow_subscriber_skipped": 40}
+    assert j.suppressed_records == 40
+
+
+def route_change(
+    topic: str,
+    version: int,
+    kind: str = "UPDATED",
+    causes: tuple[str, ...] = ("wipe_write_perm",),
+    notify: bool = True,
+    mutated_at_ms: int | None = None,
+) -> dict:
+    """The fields of a ``route_changed`` event as the change detector builds them."""
+    fields = {
+        "topic": topic,
+        "version": version,
+        "kind": kind,
+        "causes": list(causes),
+        "notify": notify,
+    }
+    if mutated_at_ms is not None:
+        fields["mutated_at_ms"] = mutated_at_ms
+    return fields
+
+
+def test_route_changes_of_a_tick_are_one_compact_record_per_kind_and_causes(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    t0 = clock.now
+    j = make(tmp_path, clock)
+    j.route_changed(route_change("a", 4, mutated_at_ms=t0 - 92))
+    j.route_changed(route_change("b", 1, kind="CREATED", causes=("register",), mutated_at_ms=t0))
+    j.route_changed(route_change("c", 7, mutated_at_ms=t0 - 15))
+    j.route_changed(route_change("q", 3, causes=("broker_startup",), notify=False))
+    j.route_suppressed({"topic": "q", "version": 3, "rules": ["broker_startup"]})
+    assert files(tmp_path) == []  # written at the tick's flush
+    clock.now += 3
+    j.flush()
+    (path,) = files(tmp_path)
+    raw = path.read_text(encoding="utf-8").splitlines()
+    assert raw[0] == (
+        '{"ts_ms":1700000000000,"event":"route_changes","kind":"UPDATED",'
+        '"causes":["wipe_write_perm"],"notify":true,"topics":["a","c"],"versions":[4,7],'
+        '"waited_ms":[92,15]}'
+    )
+    assert lines(path)[1:] == [
+        {
+            "ts_ms": t0,
+            "event": "route_changes",
+            "kind": "CREATED",
+            "causes": ["register"],
+            "notify": True,
+            "topics": ["b"],
+            "versions": [1],
+            "waited_ms": [0],
+        },
+        {
+            "ts_ms": t0,
+            "event": "route_changes",
+            "kind": "UPDATED",
+            "causes": ["broker_startup"],
+            "notify": False,
+            "rules": ["broker_startup"],
+            "topics": ["q"],
+            "versions": [3],
+        },
+    ]
+
+
+def test_a_change_detected_later_opens_a_record_of_its_own_time(tmp_path: Path) -> None:
+    """A lookup settles a topic between ticks: its record carries its own detection time."""
+    clock = Clock()
+    j = make(tmp_path, clock)
+    j.route_changed(route_change("a", 1))
+    clock.now += 40
+    j.route_changed(route_change("b", 1))
+    j.close()
+    records = lines(files(tmp_path)[0])
+    assert [(r["ts_ms"] - 1_700_000_000_000, r["topics"]) for r in records] == [
+        (0, ["a"]),
+        (40, ["b"]),
+    ]
+
+
+def test_a_suppressed_record_stands_alone_when_no_change_record_holds_it(
+    tmp_path: Path,
+) -> None:
+    j = make(tmp_path)
+    j.route_suppressed({"topic": "q", "version": 3, "rules": ["expiry"]})
+    j.close()
+    [record] = lines(files(tmp_path)[0])
+    assert (record["event"], record["topic"], record["rules"]) == ("suppressed", "q", ["expiry"])
+
+
+def test_route_changes_after_close_are_dropped_and_counted(tmp_path: Path) -> None:
+    j = make(tmp_path)
+    j.close()
+    j.route_changed(route_change("a", 1))
+    assert j.dropped_records == 1
+    assert files(tmp_path) == []
