@@ -45,16 +45,14 @@ from client_push.routes.push_actions import (
     SetPushHealthy,
     WakeAt,
 )
+from client_push.routes.push_exchange import server_request
 from client_push.routes.push_requests import PushRequests
 from client_push.routes.push_session import PushSession
 from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
 from client_push.wire.connection import LinkListener, NameServerLink
 from client_push.wire.remoting import RemotingProtocol
-from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.push_codec import decode_go_away, decode_notification
 
 __all__ = ["BrokerEvent", "BrokerListener", "RouteClient", "RouteEvent", "RouteListener"]
 
@@ -305,30 +303,18 @@ class RouteClient(LinkListener):
     def _handle_request(
         self, proto: RemotingProtocol, cmd: RemotingCommand
     ) -> RemotingCommand | None:
-        if cmd.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED:
-            if not self._link.is_current(proto):
-                self.counters["notify_from_old_connection"] += 1
-                return cmd.make_response(ResponseCode.SUCCESS)
-            self.counters["notify_received"] += 1
-            try:
-                msg = decode_notification(cmd.body)
-            except ProtocolError as exc:
-                actions = self._session.notification_unreadable(self._link.addr, exc.remark)
-            else:
-                actions = self._session.notified(msg)
-            self._run(actions, proto)
-            return cmd.make_response(ResponseCode.SUCCESS)
-        if cmd.code == RequestCode.GO_AWAY:
-            try:
-                go_away = decode_go_away(cmd.body)
-                alternatives: list[str] = list(go_away.alternative_addrs)
-                reason = go_away.reason
-            except ProtocolError as exc:
-                alternatives, reason = [], exc.remark
-            log.info("GO_AWAY from %s (%s); alternatives %s", proto.label, reason, alternatives)
-            self._run(self._session.go_away(alternatives), proto)
-            return cmd.make_response(ResponseCode.SUCCESS)
-        return None
+        handled = server_request(
+            self._session,
+            cmd,
+            current=self._link.is_current(proto),
+            server=proto.label,
+            counters=self.counters,
+        )
+        if handled is None:
+            return None
+        actions, response = handled
+        self._run(actions, proto)
+        return response
 
     # -- LinkListener ----------------------------------------------------------------------------
 
