@@ -49,9 +49,7 @@ class RemotingProtocol(Protocol):
         self._clock = clock
         self._decoder = FrameDecoder(max_frame_size)
         self._on_request = on_request
-        self._pending: RequestTable[tuple[defer.Deferred[RemotingCommand], Any]] = (
-            RequestTable()
-        )
+        self._pending: RequestTable[tuple[defer.Deferred[RemotingCommand], Any]] = RequestTable()
         self.label = label
         self.connected = False
         self.lost: defer.Deferred[None] = defer.Deferred()
