@@ -13,9 +13,10 @@ import asyncio
 import heapq
 import itertools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+import pytest
 from twisted.internet import defer, reactor
 
 T = TypeVar("T")
@@ -120,3 +121,11 @@ class FakeTimer:
     def fire(self) -> None:
         self.cancelled = True
         self._callback()
+
+
+@pytest.fixture(params=LOOP_KINDS)
+def loop_thread(request: pytest.FixtureRequest) -> Iterator[LoopThread]:
+    """An event loop in its own thread, once plain asyncio and once uvloop."""
+    thread = LoopThread(request.param)
+    yield thread
+    thread.stop()
