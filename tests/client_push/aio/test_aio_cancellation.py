@@ -62,6 +62,7 @@ async def test_a_cancelled_first_lookup_leaves_no_request_timer_or_subscription(
     assert (out["requests"], out["fetches"], out["held_topics"]) == (1, 1, 1)
     assert await cancel(world, task)
     await until(lambda: world.ns.subscribed() == set())  # UNSUBSCRIBE sent for it
+    await until(lambda: client.outstanding()["push_requests"] == 0)  # ... and answered
     out = await world.outstanding(client)
     assert nothing_left(out) == {}
     assert out["timers"] == PERIODIC_TIMERS
