@@ -27,15 +27,9 @@ from client_push.aio.link import NameServerLink
 from client_push.aio.push_requests import PushRequests
 from client_push.aio.remoting import RemotingConnection
 from client_push.config import ClientConfig
-from client_push.errors import ClientStoppedError, RouteClientError
-from client_push.routes.events import (
-    CACHED,
-    FIRST,
-    BrokerListener,
-    Listeners,
-    RouteListener,
-    log,
-)
+from client_push.errors import RouteClientError
+from client_push.routes.client_core import RouteClientCore
+from client_push.routes.events import FIRST, BrokerListener, Listeners, RouteListener, log
 from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.negative_cache import NegativeCache
 from client_push.routes.push_actions import (
@@ -49,24 +43,25 @@ from client_push.routes.push_actions import (
     SetPushHealthy,
     WakeAt,
 )
-from client_push.routes.push_exchange import server_request
 from client_push.routes.push_session import PushSession
 from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
-from protocol.frame import RemotingCommand
 
 
 class UnknownActionError(RouteClientError):
     """The push session asked for an action this client has no handler for (a bug)."""
 
 
-class RouteClient:
+class RouteClient(RouteClientCore[RemotingConnection]):
     """Holds topic routes for the producers and consumers of one asyncio program.
 
     ``async with RouteClient(config) as client:`` connects and starts the timers on the running
     loop; leaving it closes everything. ``clock`` (default: the wall clock with the loop's
     timers) drives every timer, so tests run polls and expiry on a fake one.
     """
+
+    _link: NameServerLink
+    _subscriptions: PushRequests
 
     def __init__(
         self,
@@ -207,17 +202,9 @@ class RouteClient:
         A lookup cancelled while the first fetch is in flight takes back what it started:
         with no other caller its request is dropped and the topic is not held any more.
         """
-        self._check_usable(topic)
-        now = self._now_ms()
-        entry = self._cache.get(topic, now)
+        entry, made_held = self._lookup(topic)
         if entry is not None:
-            self.counters["lookup_hits"] += 1
             return entry
-        made_held = self._cache.touch(topic, now)
-        if made_held:
-            self._subscriptions.want(topic)
-        self._negative.check(topic, now)
-        self.counters["lookup_misses"] += 1
         fetch = self._fetches.fetch(topic, FIRST)
         try:
             return await self._fetches.wait(fetch)
@@ -278,18 +265,9 @@ class RouteClient:
         The state already held is replayed at once (cause ``cached``); a topic not held yet is
         fetched. A topic with listeners never expires.
         """
-        self._check_usable(topic)
         self._check_started()
-        remove = self._listeners.add_route(topic, callback)
-        now = self._now_ms()
-        if self._cache.touch(topic, now):
-            self._subscriptions.want(topic)
-        entry = self._cache.peek(topic)
-        if entry is not None:
-            callback(self._routes.event(topic, True, entry.version, entry, CACHED, now))
-        elif topic in self._routes.absent:
-            callback(self._routes.event(topic, False, 0, None, CACHED, now))
-        else:
+        remove, unknown = self._listen(topic, callback)
+        if unknown:
             self._fetches.fetch(topic, FIRST)
         return remove
 
@@ -301,41 +279,6 @@ class RouteClient:
         """Replace the name-server list; a changed list picks a server afresh and moves there."""
         self._check_started()
         self._link.update_addrs(addrs)
-
-    @property
-    def namesrv(self) -> str:
-        return self._link.addr if self._started else ""
-
-    @property
-    def connected(self) -> bool:
-        return self._started and self._link.current is not None
-
-    @property
-    def push_active(self) -> bool:
-        """True while the current name server has acknowledged our subscriptions."""
-        return self._started and self._session.push_healthy
-
-    def held_topics(self) -> list[str]:
-        return self._cache.held()
-
-    def cached_route(self, topic: str) -> CachedRoute | None:
-        """The held route without counting an access (for inspection, not for sending)."""
-        return self._cache.peek(topic)
-
-    def stats(self) -> dict[str, int | str | bool]:
-        out: dict[str, int | str | bool] = dict(self.counters)
-        out.update(
-            held_topics=len(self._cache.held()),
-            cached_routes=len(self._cache),
-            negative_entries=len(self._negative),
-            negative_hits=self._negative.hits,
-            subscribed=self._session.subscription_count if self._started else 0,
-            push_active=self.push_active,
-            namesrv=self.namesrv,
-            connects=self._link.connects if self._started else 0,
-            connect_failures=self._link.connect_failures if self._started else 0,
-        )
-        return out
 
     def outstanding(self) -> dict[str, int]:
         """What the client has in flight or armed, table by table (for tests and debugging):
@@ -403,34 +346,6 @@ class RouteClient:
         if conn is not None:
             self._link.go_away(conn, action.alternatives, still_serving=action.still_serving)
 
-    def _handle_request(
-        self, conn: RemotingConnection, cmd: RemotingCommand
-    ) -> RemotingCommand | None:
-        handled = server_request(
-            self._session,
-            cmd,
-            current=self._link.is_current(conn),
-            server=conn.label,
-            counters=self.counters,
-        )
-        if handled is None:
-            return None
-        actions, response = handled
-        self._run(actions, conn)
-        return response
-
-    # -- the link's events ---------------------------------------------------------------------
-
-    def on_connected(self, conn: RemotingConnection, addr: str) -> None:
-        self._run(self._session.connected(), conn)
-
-    def on_disconnected(self, addr: str) -> None:
-        self._run(self._session.disconnected(), None)
-
-    def on_switching(self, old: RemotingConnection, old_addr: str, *, going_away: bool) -> None:
-        actions = self._session.switching(going_away=going_away, old_connected=old.connected)
-        self._run(actions, old)
-
     # -- timers --------------------------------------------------------------------------------
 
     def _run_spread(self) -> None:
@@ -459,16 +374,7 @@ class RouteClient:
         if not self._stopped:
             self._expiry_timer.arm(self.config.expiry_check_interval_ms / 1000.0)
 
-    def _expire_idle(self) -> None:
-        self._run(self._session.expire_idle(self._listeners.topics()), self._link.current)
-
     # -- helpers -------------------------------------------------------------------------------
-
-    def _check_usable(self, topic: str) -> None:
-        if self._stopped:
-            raise ClientStoppedError("route client stopped")
-        if not topic:
-            raise ValueError("topic must not be empty")
 
     def _check_started(self) -> None:
         if not self._started:
