@@ -18,11 +18,14 @@ from typing import Any
 from twisted.internet import defer
 from twisted.internet.endpoints import connectProtocol
 
+from client_push.producer.broker_wire import (
+    go_away_grace,
+    is_go_away,
+    probe_request,
+    probe_says_going_away,
+)
 from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
-from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.push_codec import decode_go_away
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +76,11 @@ class BrokerProber:
     async def _probe(self, addr: str, topic: str, timeout_ms: int) -> bool:
         try:
             proto = await self._connection(addr, timeout_ms)
-            request = RemotingCommand.request(
-                RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"}
-            )
-            response = await proto.request(request, timeout_ms)
+            response = await proto.request(probe_request(topic), timeout_ms)
         except Exception as exc:
             log.debug("probe of broker %s failed: %s", addr, describe(exc))
             return False
-        if response.code == ResponseCode.GO_AWAY:
+        if probe_says_going_away(response):
             self._go_away(proto, addr, 0)
             return False
         return True
@@ -106,15 +106,8 @@ class BrokerProber:
             del self._conns[addr]
 
     def _on_request(self, proto: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
-        if cmd.code != RequestCode.GO_AWAY:
-            return None
-        grace = 0
-        try:
-            grace = decode_go_away(cmd.body).grace_period_ms
-        except ProtocolError as exc:
-            self.counters["go_away_malformed"] += 1
-            log.warning("malformed GoAway from broker %s (%s): taken as no grace", proto.label, exc)
-        self._go_away(proto, proto.label, grace)
+        if is_go_away(cmd):
+            self._go_away(proto, proto.label, go_away_grace(cmd, proto.label, self.counters))
         return None
 
     def _go_away(self, proto: RemotingProtocol, addr: str, grace_ms: int) -> None:

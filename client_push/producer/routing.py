@@ -33,7 +33,7 @@ from typing import Any
 from twisted.internet import defer, task
 
 from client_push.errors import TopicNotExistError
-from client_push.producer.auto_create import AutoCreateTopic, NoDefaultTopicError, borrowed_route
+from client_push.producer.auto_create import AutoCreateTopic, BorrowedRoutes
 from client_push.producer.broker_probe import BrokerProber
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.producer.queue_select import QueueSelector
@@ -48,11 +48,8 @@ from client_push.producer.routing_core import (
 )
 from client_push.routes.client import RouteClient
 from client_push.routes.events import CACHED, BrokerEvent, RouteEvent
-from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo, publish_info
+from client_push.routes.route_cache import MessageQueue, PublishInfo
 from protocol.route_model import TopicRouteData
-
-MAX_BORROWED_TOPICS = 1_024
-"""Topics sent to through the default topic's route at once; the oldest makes room."""
 
 
 class ProducerRouting:
@@ -87,9 +84,7 @@ class ProducerRouting:
         """Per topic, the waits for its next route (each with its timer)."""
         self._route_listeners: dict[str, Callable[[], None]] = {}
         self.auto_create = auto_create
-        self._borrowed: dict[str, tuple[CachedRoute, PublishInfo, TopicRouteData]] = {}
-        """Topics without a route -> (the default topic's route it was built from, the
-        publish info and route their sends use); while the default topic's route is held."""
+        self._borrowed = None if auto_create is None else BorrowedRoutes(auto_create, self.counters)
 
     def start(self) -> None:
         """Follow the route client's broker events, and start the detector (when enabled);
@@ -150,38 +145,25 @@ class ProducerRouting:
     async def _route_of(self, topic: str) -> tuple[PublishInfo, TopicRouteData]:
         """The topic's publish info and route; with auto-creation on, those borrowed from the
         default topic while the name server has no route for the topic."""
+        borrowed = self._borrowed
         try:
             entry = await self._client.get_route(topic)
         except TopicNotExistError:
-            if self.auto_create is None:
+            if borrowed is None:
                 raise
         else:
-            if self._borrowed:
-                self._borrowed.pop(topic, None)
+            if borrowed is not None:
+                borrowed.own_route(topic)
             return entry.publish_info, entry.route
-        key = self.auto_create.create_topic_key
         try:
-            default = await self._client.get_route(key)
+            default = await self._client.get_route(borrowed.config.create_topic_key)
         except TopicNotExistError:
-            self.counters["auto_create_no_default_topic"] += 1
-            raise NoDefaultTopicError(topic, self.auto_create) from None
-        held = self._borrowed.get(topic)
-        if held is not None and held[0] is default:
-            return held[1], held[2]
-        route = borrowed_route(default.route, self.auto_create)
-        info = publish_info(topic, route)
-        if len(self._borrowed) >= MAX_BORROWED_TOPICS:
-            self._borrowed.pop(next(iter(self._borrowed)))
-        self._borrowed[topic] = (default, info, route)
-        self.counters["auto_create_routes"] += 1
-        log.info(
-            "topic %s has no route: sending through %s for the broker to create it", topic, key
-        )
-        return info, route
+            raise borrowed.no_default(topic) from None
+        return borrowed.borrow(topic, default)
 
     def via_default_topic(self, topic: str) -> bool:
         """Whether sends to ``topic`` go through the default topic's route now."""
-        return topic in self._borrowed
+        return self._borrowed is not None and topic in self._borrowed
 
     def wait_for_route(self, topic: str, timeout_ms: int) -> defer.Deferred[bool]:
         """Fires True with the next route state the client learns for ``topic`` (a push, a
@@ -247,8 +229,9 @@ class ProducerRouting:
         entry = self._client.cached_route(topic)
         if entry is not None:
             return master_addr(entry.route, broker_name)
-        borrowed = self._borrowed.get(topic)
-        return None if borrowed is None else master_addr(borrowed[2], broker_name)
+        if self._borrowed is None:
+            return None
+        return master_addr(self._borrowed.route(topic), broker_name)
 
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
