@@ -1,7 +1,8 @@
 """The producer: sends messages over SEND_MESSAGE_V2 to the queue ``ProducerRouting`` picks.
 
-Twisted glue over the pure ``message`` (encoding, answers) and ``fault_table`` /
-``queue_select`` (where to send) modules::
+Twisted glue: the send loop is ``send_flow``'s and what each step means ``send_attempts`` and
+``send_core``'s (asyncio's producer runs the same), where to send ``ProducerRouting``'s; this
+module supplies the reactor's connections, timers and clock::
 
     producer = Producer(client, "my-group")
     producer.start()
@@ -17,21 +18,19 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from twisted.internet import defer, task
 
-from client_push.errors import ConnectionLostError, RequestTimeoutError
+from client_push.producer import send_flow
 from client_push.producer.broker_conns import BrokerConnections
 from client_push.producer.config import ProducerConfig
 from client_push.producer.message import EncodedMessage
 from client_push.producer.routing import ProducerRouting
-from client_push.producer.send_attempts import SendAttempts, Step
 from client_push.producer.send_core import BrokerRefusedError, SendCore, SendError, SendResult
 from client_push.routes.client import RouteClient
-from client_push.routes.route_cache import MessageQueue
-from client_push.wire.remoting import describe
+from protocol.frame import RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -163,83 +162,38 @@ class Producer:
         return self.core.encode(topic, body, keys, tags, properties)
 
     async def _send(self, message: EncodedMessage, timeout_ms: int) -> SendResult:
-        core = self.core
-        core.sending()
-        plan = SendAttempts(self.config, timeout_ms, self._now_ms())
-        while plan.next_attempt(self._now_ms()):
-            try:
-                queue = await self.routing.select_queue(
-                    message.topic, plan.last_broker, wait_ms=plan.time_left(self._now_ms())
-                )
-            except Exception:
-                core.no_route()
-                raise
-            addr = self.routing.broker_addr(message.topic, queue.broker_name)
-            if addr is not None:
-                route_wait = plan.route_wait(addr, self._now_ms())
-                if route_wait:
-                    core.waiting_for_route()
-                    await self.routing.wait_for_route(message.topic, route_wait)
-                    continue
-            core.began(plan, queue.broker_name)
-            if addr is None:
-                plan.no_address(queue.broker_name)
-                continue
-            result = await self._attempt(message, queue, addr, plan)
-            if result is not None:
-                return result
-        raise core.exhausted(plan, message)
-
-    async def _attempt(
-        self, message: EncodedMessage, queue: MessageQueue, addr: str, plan: SendAttempts
-    ) -> SendResult | None:
-        """One attempt: the result once stored, None when the next attempt should follow."""
-        self._addr_names[addr] = queue.broker_name
-        request = self.core.request(message, queue)
-        started = self._now_ms()
-        watchdog = self._watch_attempt(queue.broker_name)
-        try:
-            response = await self.connections.request(addr, request, plan.attempt_timeout(started))
-        except (ConnectionLostError, RequestTimeoutError) as exc:
-            connection = isinstance(exc, ConnectionLostError)
-            latency = self._now_ms() - started
-            self.core.unreachable(plan, queue, addr, describe(exc), latency, connection=connection)
-            log.debug("send attempt failed: %s", plan.last_error)
-            return None
-        finally:
-            if watchdog is not None and watchdog.active():
-                watchdog.cancel()
-        outcome = self.core.answered(plan, message, queue, response, self._now_ms() - started)
-        if isinstance(outcome, SendResult):
-            return outcome
-        if outcome.step is Step.RETRY and outcome.delay_ms:
-            await task.deferLater(self._clock, outcome.delay_ms / 1000.0, lambda: None)
-        return None
+        return await send_flow.send(self.core, self.routing, self, message, timeout_ms)
 
     async def _send_oneway(self, message: EncodedMessage, timeout_ms: int) -> None:
-        queue = await self.routing.select_queue(message.topic, wait_ms=timeout_ms)
-        self.core.oneway_began(queue.broker_name)
-        addr = self.routing.broker_addr(message.topic, queue.broker_name)
-        if addr is None:
-            raise self.core.oneway_no_address(queue.broker_name)
-        self._addr_names[addr] = queue.broker_name
-        request = self.core.request(message, queue, oneway=True)
-        started = self._now_ms()
-        try:
-            await self.connections.oneway(addr, request, timeout_ms)
-        except (ConnectionLostError, RequestTimeoutError) as exc:
-            raise self.core.oneway_failed(queue, describe(exc), self._now_ms() - started) from None
-        self.core.oneway_sent()
+        await send_flow.send_oneway(self.core, self.routing, self, message, timeout_ms)
 
-    def _watch_attempt(self, broker_name: str) -> Any:
-        """Isolate the broker as soon as an attempt has waited long enough to earn it, so
-        the sends that follow avoid it before this one is answered or times out."""
-        waited = self.core.watch_after_ms()
-        if waited is None:
-            return None
-        return self._clock.callLater(
-            waited / 1000.0, self.routing.report_waiting, broker_name, waited
-        )
+    # -- send_flow.SenderGlue ----------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        return int(self._clock.seconds() * 1000)
+
+    def call_later(self, delay_ms: int, call: Callable[[], None]) -> Callable[[], None]:
+        timer = self._clock.callLater(delay_ms / 1000.0, call)
+
+        def cancel() -> None:
+            if timer.active():
+                timer.cancel()
+
+        return cancel
+
+    def sleep(self, delay_ms: int) -> defer.Deferred[None]:
+        return task.deferLater(self._clock, delay_ms / 1000.0, lambda: None)
+
+    def request(
+        self, addr: str, cmd: RemotingCommand, timeout_ms: int
+    ) -> defer.Deferred[RemotingCommand]:
+        return self.connections.request(addr, cmd, timeout_ms)
+
+    def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> defer.Deferred[None]:
+        return self.connections.oneway(addr, cmd, timeout_ms)
+
+    def sending_to(self, addr: str, broker_name: str) -> None:
+        self._addr_names[addr] = broker_name
 
     def _tidy(self) -> None:
         """Close the connections of brokers no held route names any more."""
@@ -255,6 +209,3 @@ class Producer:
 
     def _broker_go_away(self, addr: str, grace_ms: int) -> None:
         self.core.go_away(self._addr_names.get(addr), grace_ms)
-
-    def _now_ms(self) -> int:
-        return int(self._clock.seconds() * 1000)
