@@ -23,6 +23,8 @@ from client_push.aio.remoting import RemotingConnection
 from client_push.config import split_addr
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from client_push.producer.broker_wire import (
+    KeptConnections,
+    ProbesInFlight,
     go_away_grace,
     is_go_away,
     probe_request,
@@ -63,6 +65,27 @@ async def open_connection(
     return conn
 
 
+async def kept_connection(
+    conns: KeptConnections[RemotingConnection],
+    loop: asyncio.AbstractEventLoop,
+    clock: Clock,
+    addr: str,
+    timeout_ms: int,
+    max_frame_size: int,
+    on_request: Callable[[RemotingConnection, RemotingCommand], RemotingCommand | None],
+    counters: Counter[str],
+) -> RemotingConnection:
+    """A new connection to ``addr``, kept in ``conns`` until it closes."""
+    conn = await open_connection(loop, clock, addr, timeout_ms, max_frame_size, on_request)
+    counters["connections_opened"] += 1
+    if conns.stopped:
+        conn.close()
+        raise ConnectionLostError("producer stopped")
+    conns.keep(addr, conn)
+    conn.lost.add_done_callback(lambda _: conns.forget(addr, conn))
+    return conn
+
+
 @dataclass(eq=False, slots=True)
 class _Connect:
     task: asyncio.Task[RemotingConnection]
@@ -84,10 +107,9 @@ class BrokerConnections:
         self._on_go_away = on_go_away
         self._max_frame_size = max_frame_size
         self._honour_go_away = honour_go_away
-        self._conns: dict[str, RemotingConnection] = {}
+        self._conns: KeptConnections[RemotingConnection] = KeptConnections()
         self._connecting: dict[str, _Connect] = {}
         self._retired: set[RemotingConnection] = set()
-        self._stopped = False
         self.counters: Counter[str] = Counter()
 
     @property
@@ -126,16 +148,14 @@ class BrokerConnections:
 
     def retain(self, addrs: set[str]) -> None:
         """Close the connections of brokers no longer in any held route."""
-        for addr in [a for a in self._conns if a not in addrs]:
-            self._retire(self._conns.pop(addr))
+        for conn in self._conns.not_in(addrs):
+            self._retire(conn)
             self.counters["connections_dropped"] += 1
 
     async def stop(self) -> None:
-        self._stopped = True
         for connect in list(self._connecting.values()):
             connect.task.cancel()
-        conns = [*self._conns.values(), *self._retired]
-        self._conns.clear()
+        conns = [*self._conns.stop(), *self._retired]
         self._retired.clear()
         for conn in conns:
             conn.close()
@@ -144,7 +164,7 @@ class BrokerConnections:
     # -- connections ---------------------------------------------------------------------------
 
     async def _connection(self, addr: str, timeout_ms: int) -> RemotingConnection:
-        if self._stopped:
+        if self._conns.stopped:
             raise ConnectionLostError("producer stopped")
         conn = self._conns.get(addr)
         if conn is not None and conn.connected:
@@ -169,21 +189,18 @@ class BrokerConnections:
             self.counters["connect_failures"] += 1
 
     async def _open(self, addr: str, timeout_ms: int) -> RemotingConnection:
-        conn = await open_connection(
-            self._loop, self._clock, addr, timeout_ms, self._max_frame_size, self._on_request
+        conn = await kept_connection(
+            self._conns,
+            self._loop,
+            self._clock,
+            addr,
+            timeout_ms,
+            self._max_frame_size,
+            self._on_request,
+            self.counters,
         )
-        self.counters["connections_opened"] += 1
-        if self._stopped:
-            conn.close()
-            raise ConnectionLostError("producer stopped")
-        self._conns[addr] = conn
-        conn.lost.add_done_callback(lambda _: self._lost(addr, conn))
+        conn.lost.add_done_callback(lambda _: self._retired.discard(conn))
         return conn
-
-    def _lost(self, addr: str, conn: RemotingConnection) -> None:
-        self._retired.discard(conn)
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
 
     def _retire(self, conn: RemotingConnection) -> None:
         """No new requests go to ``conn``; it closes once those in flight are over."""
@@ -205,8 +222,7 @@ class BrokerConnections:
             return None
         grace = go_away_grace(cmd, conn.label, self.counters)
         addr = conn.label
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
+        if self._conns.forget(addr, conn):
             self._retire(conn)
         log.info("broker %s is going away (grace %d ms)", addr, grace)
         self._on_go_away(addr, grace)
@@ -229,10 +245,9 @@ class BrokerProber:
         self._clock = clock
         self._on_go_away = on_go_away
         self._max_frame_size = max_frame_size
-        self._conns: dict[str, RemotingConnection] = {}
-        self._in_flight: set[str] = set()
-        self._stopped = False
+        self._conns: KeptConnections[RemotingConnection] = KeptConnections()
         self.counters: Counter[str] = Counter()
+        self._in_flight = ProbesInFlight(self.counters)
 
     @property
     def connections(self) -> int:
@@ -246,18 +261,14 @@ class BrokerProber:
         """True when the broker answered within ``timeout_ms`` (connecting included), False
         otherwise; never raises but ``CancelledError``. A probe of an address already being
         probed is skipped (False)."""
-        if self._stopped or addr in self._in_flight:
-            self.counters["probes_skipped"] += 1
+        if not self._in_flight.begin(addr, self._conns.stopped):
             return False
-        self._in_flight.add(addr)
-        self.counters["probes_sent"] += 1
         ok = False
         try:
             ok = await self._probe(addr, topic, timeout_ms)
-            return ok
         finally:
-            self._in_flight.discard(addr)
-            self.counters["probes_answered" if ok else "probes_failed"] += 1
+            self._in_flight.end(addr, ok)
+        return ok
 
     async def _probe(self, addr: str, topic: str, timeout_ms: int) -> bool:
         try:
@@ -275,20 +286,16 @@ class BrokerProber:
         conn = self._conns.get(addr)
         if conn is not None and conn.connected:
             return conn
-        conn = await open_connection(
-            self._loop, self._clock, addr, timeout_ms, self._max_frame_size, self._on_request
+        return await kept_connection(
+            self._conns,
+            self._loop,
+            self._clock,
+            addr,
+            timeout_ms,
+            self._max_frame_size,
+            self._on_request,
+            self.counters,
         )
-        self.counters["connections_opened"] += 1
-        if self._stopped:
-            conn.close()
-            raise ConnectionLostError("producer stopped")
-        self._conns[addr] = conn
-        conn.lost.add_done_callback(lambda _: self._lost(addr, conn))
-        return conn
-
-    def _lost(self, addr: str, conn: RemotingConnection) -> None:
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
 
     def _on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
         if is_go_away(cmd):
@@ -298,19 +305,16 @@ class BrokerProber:
     def _go_away(self, conn: RemotingConnection, addr: str, grace_ms: int) -> None:
         self.counters["go_away_received"] += 1
         log.info("broker %s is going away (grace %d ms)", addr, grace_ms)
-        if self._conns.get(addr) is conn:
-            del self._conns[addr]
+        self._conns.forget(addr, conn)
         conn.close()
         self._on_go_away(addr, grace_ms)
 
     def retain(self, addrs: set[str]) -> None:
         """Close the connections of brokers no longer probed."""
-        for addr in [a for a in self._conns if a not in addrs]:
-            self._conns.pop(addr).close()
+        for conn in self._conns.not_in(addrs):
+            conn.close()
             self.counters["connections_closed"] += 1
 
     def stop(self) -> None:
-        self._stopped = True
-        for conn in list(self._conns.values()):
+        for conn in self._conns.stop():
             conn.close()
-        self._conns.clear()

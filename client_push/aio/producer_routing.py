@@ -153,10 +153,12 @@ class ProducerRouting(RoutingFlow):
     # -- the detector --------------------------------------------------------------------------
 
     def _detect_round(self) -> None:
+        prober = self._prober
+        if prober is None:
+            return
         try:
             probes = self._due_probes()
-            assert self._prober is not None
-            self._prober.retain(self.core.probe_addrs())
+            prober.retain(self.core.probe_addrs())
             for probe in probes:
                 self._spawn_probe(probe, self._probed)
         except Exception:  # the detector must survive anything one round meets
@@ -185,19 +187,23 @@ class ProducerRouting(RoutingFlow):
     # -- helpers -------------------------------------------------------------------------------
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
-        if self._clock is None:
-            self.start()
+        self._started_clock()
         return self._loop
 
+    def _started_clock(self) -> Clock:
+        """The clock; a routing used on its own (without a producer) starts on first use."""
+        if self._clock is None:
+            self.start()
+        clock = self._clock
+        if clock is None:
+            raise RuntimeError("producer routing did not start")
+        return clock
+
     def _call_later(self, delay_ms: int, call: Callable[[], None]) -> TimerHandle:
-        self._running_loop()
-        assert self._clock is not None
-        return self._clock.call_later(delay_ms / 1000.0, call)
+        return self._started_clock().call_later(delay_ms / 1000.0, call)
 
     def _now_ms(self) -> int:
-        self._running_loop()
-        assert self._clock is not None
-        return int(self._clock.time() * 1000)
+        return int(self._started_clock().time() * 1000)
 
 
 V = TypeVar("V")

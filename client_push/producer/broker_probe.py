@@ -19,6 +19,8 @@ from twisted.internet import defer
 from twisted.internet.endpoints import connectProtocol
 
 from client_push.producer.broker_wire import (
+    KeptConnections,
+    ProbesInFlight,
     go_away_grace,
     is_go_away,
     probe_request,
@@ -46,10 +48,9 @@ class BrokerProber:
         self._clock = clock
         self._on_go_away = on_go_away
         self._max_frame_size = max_frame_size
-        self._conns: dict[str, RemotingProtocol] = {}
-        self._in_flight: set[str] = set()
-        self._stopped = False
+        self._conns: KeptConnections[RemotingProtocol] = KeptConnections()
         self.counters: Counter[str] = Counter()
+        self._in_flight = ProbesInFlight(self.counters)
 
     @property
     def connections(self) -> int:
@@ -59,19 +60,10 @@ class BrokerProber:
         """Fires True when the broker answered within ``timeout_ms`` (connecting included),
         False otherwise; never errbacks. A probe of an address already being probed is
         skipped (False)."""
-        if self._stopped or addr in self._in_flight:
-            self.counters["probes_skipped"] += 1
+        if not self._in_flight.begin(addr, self._conns.stopped):
             return defer.succeed(False)
-        self._in_flight.add(addr)
-        self.counters["probes_sent"] += 1
         d = defer.ensureDeferred(self._probe(addr, topic, timeout_ms))
-
-        def done(ok: bool) -> bool:
-            self._in_flight.discard(addr)
-            self.counters["probes_answered" if ok else "probes_failed"] += 1
-            return ok
-
-        return d.addCallback(done)
+        return d.addCallback(lambda ok: self._in_flight.end(addr, ok))
 
     async def _probe(self, addr: str, topic: str, timeout_ms: int) -> bool:
         try:
@@ -92,18 +84,14 @@ class BrokerProber:
         proto = RemotingProtocol(self._clock, self._max_frame_size, self._on_request, label=addr)
         await connectProtocol(self._endpoint(addr, timeout_ms), proto)
         self.counters["connections_opened"] += 1
-        self._conns[addr] = proto
-        proto.lost.addCallback(lambda _: self._lost(addr, proto))
-        if self._stopped:
+        self._conns.keep(addr, proto)
+        proto.lost.addCallback(lambda _: self._conns.forget(addr, proto))
+        if self._conns.stopped:
             proto.close()
         return proto
 
     def _endpoint(self, addr: str, timeout_ms: int) -> Any:
         return endpoint_for(self._reactor, addr, max(timeout_ms / 1000.0, 0.001))
-
-    def _lost(self, addr: str, proto: RemotingProtocol) -> None:
-        if self._conns.get(addr) is proto:
-            del self._conns[addr]
 
     def _on_request(self, proto: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
         if is_go_away(cmd):
@@ -113,19 +101,16 @@ class BrokerProber:
     def _go_away(self, proto: RemotingProtocol, addr: str, grace_ms: int) -> None:
         self.counters["go_away_received"] += 1
         log.info("broker %s is going away (grace %d ms)", addr, grace_ms)
-        if self._conns.get(addr) is proto:
-            del self._conns[addr]
+        self._conns.forget(addr, proto)
         proto.close()
         self._on_go_away(addr, grace_ms)
 
     def retain(self, addrs: set[str]) -> None:
         """Close the connections of brokers no longer probed."""
-        for addr in [a for a in self._conns if a not in addrs]:
-            self._conns.pop(addr).close()
+        for proto in self._conns.not_in(addrs):
+            proto.close()
             self.counters["connections_closed"] += 1
 
     def stop(self) -> None:
-        self._stopped = True
-        for proto in list(self._conns.values()):
+        for proto in self._conns.stop():
             proto.close()
-        self._conns.clear()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from typing import Generic, Protocol, TypeVar
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
@@ -44,3 +45,75 @@ def probe_request(topic: str) -> RemotingCommand:
 def probe_says_going_away(response: RemotingCommand) -> bool:
     """A probe's answer: reachable, unless it is a GO_AWAY answer (the broker is stopping)."""
     return response.code == ResponseCode.GO_AWAY
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
+class KeptConnections(Generic[C]):
+    """One kept connection per broker address, as both producers keep their send connections
+    and their probe connections (a connection type of either loop). Pure bookkeeping: the
+    glue opens and closes; this says which connection serves an address and which to close."""
+
+    def __init__(self) -> None:
+        self._by_addr: dict[str, C] = {}
+        self.stopped = False
+
+    def __len__(self) -> int:
+        return len(self._by_addr)
+
+    def get(self, addr: str) -> C | None:
+        return self._by_addr.get(addr)
+
+    def values(self) -> list[C]:
+        return list(self._by_addr.values())
+
+    def keep(self, addr: str, conn: C) -> None:
+        self._by_addr[addr] = conn
+
+    def forget(self, addr: str, conn: C) -> bool:
+        """``conn`` closed or is being left: it no longer serves ``addr`` (True when it did)."""
+        if self._by_addr.get(addr) is conn:
+            del self._by_addr[addr]
+            return True
+        return False
+
+    def not_in(self, addrs: set[str]) -> list[C]:
+        """Forget the connections of addresses not in ``addrs``; the caller closes them."""
+        gone = [addr for addr in self._by_addr if addr not in addrs]
+        return [self._by_addr.pop(addr) for addr in gone]
+
+    def stop(self) -> list[C]:
+        """No more connections; every kept one, to close."""
+        self.stopped = True
+        conns, self._by_addr = list(self._by_addr.values()), {}
+        return conns
+
+
+class ProbesInFlight:
+    """At most one probe per broker address at a time, counted."""
+
+    def __init__(self, counters: Counter[str]) -> None:
+        self._addrs: set[str] = set()
+        self._counters = counters
+
+    def __len__(self) -> int:
+        return len(self._addrs)
+
+    def begin(self, addr: str, stopped: bool) -> bool:
+        """Whether a probe of ``addr`` may start now (False: skip it, it fails)."""
+        if stopped or addr in self._addrs:
+            self._counters["probes_skipped"] += 1
+            return False
+        self._addrs.add(addr)
+        self._counters["probes_sent"] += 1
+        return True
+
+    def end(self, addr: str, ok: bool) -> bool:
+        self._addrs.discard(addr)
+        self._counters["probes_answered" if ok else "probes_failed"] += 1
+        return ok

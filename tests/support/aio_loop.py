@@ -69,6 +69,27 @@ class LoopThread:
 
         return self.run(call())
 
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> defer.Deferred[asyncio.Task[T]]:
+        """Start ``coro`` as a task on the loop; the task, to cancel or await later."""
+
+        async def start() -> asyncio.Task[T]:
+            return asyncio.get_running_loop().create_task(coro)
+
+        return self.run(start())
+
+    def cancel(self, task: asyncio.Task[Any]) -> defer.Deferred[bool]:
+        """Cancel ``task`` on the loop; True once it has ended cancelled."""
+
+        async def cancel_it() -> bool:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                return True
+            return False
+
+        return self.run(cancel_it())
+
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)

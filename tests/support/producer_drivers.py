@@ -110,6 +110,16 @@ class ProducerDriver:
                 await task.deferLater(reactor, 0.001, lambda: None)
             await self.advance(STEP_S)
 
+    async def kill_master(self, master: BrokerStandIn, topic: str = "T") -> None:
+        """Kill ``master`` and step the clocks until the producer's route client holds the
+        route without it (the name server announces the departure at its next tick)."""
+        await master.kill()
+        for _ in range(500):
+            if self.producer.routing.broker_addr(topic, master.broker_name) is None:
+                return
+            await self.run_for(STEP_S)
+        raise AssertionError("the departure of the master was not learned")
+
     async def close(self) -> None:
         try:
             await self.stop()

@@ -31,26 +31,13 @@ def rig(cluster: Any, loop_thread: Any) -> Iterator[AsyncioProducerDriver]:
     pytest_twisted.blockon(defer.ensureDeferred(driver.close()))
 
 
-async def spawn_send(rig: AsyncioProducerDriver, topic: str = "T") -> asyncio.Task[Any]:
-    producer = rig.producer
-    assert producer is not None
-
-    async def start() -> asyncio.Task[Any]:
-        return asyncio.get_running_loop().create_task(producer.send(topic, b"to cancel"))
-
-    return await rig.loop.run(start())
+async def spawn_send(rig: AsyncioProducerDriver) -> asyncio.Task[Any]:
+    assert rig.producer is not None
+    return await rig.loop.spawn(rig.producer.send("T", b"to cancel"))
 
 
 async def cancel(rig: AsyncioProducerDriver, task: asyncio.Task[Any]) -> bool:
-    async def cancel_it() -> bool:
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            return True
-        return False
-
-    return await rig.loop.run(cancel_it())
+    return await rig.loop.cancel(task)
 
 
 async def tables(rig: AsyncioProducerDriver) -> dict[str, int]:
@@ -89,8 +76,7 @@ async def test_a_send_cancelled_while_waiting_for_a_new_master_leaves_no_wait_or
     await rig.broker("broker-a", {"T": 4}, broker_id=1)
     await rig.start(ProducerConfig(fault=NO_DETECTOR, send_timeout_ms=60_000))
     await rig.send("T", b"first")
-    await master.kill()
-    await rig.run_for(0.2)  # the departure is announced: the group has no master
+    await rig.kill_master(master)
     before = await tables(rig)
     task = await spawn_send(rig)
     await until(lambda: rig.producer.routing.outstanding()["route_waits"] == 1)
