@@ -23,8 +23,9 @@ from client_push.aio.remoting import RemotingConnection
 from client_push.config import split_addr
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from client_push.producer.broker_wire import (
+    GoAwayHandler,
     KeptConnections,
-    ProbesInFlight,
+    ProberBook,
     go_away_grace,
     is_go_away,
     probe_request,
@@ -33,9 +34,6 @@ from client_push.producer.broker_wire import (
 from protocol.frame import RemotingCommand
 
 log = logging.getLogger("client_push.producer.broker_conns")
-
-GoAwayHandler = Callable[[str, int], None]
-"""Called with the broker address and the grace period it announced (ms)."""
 
 
 async def open_connection(
@@ -229,7 +227,7 @@ class BrokerConnections:
         return None
 
 
-class BrokerProber:
+class BrokerProber(ProberBook[RemotingConnection]):
     """The detector's probes: one kept connection per broker address, reopened when lost; at
     most one probe in flight per address."""
 
@@ -241,21 +239,10 @@ class BrokerProber:
         *,
         max_frame_size: int = 16 * 1024 * 1024,
     ) -> None:
+        super().__init__(on_go_away)
         self._loop = loop
         self._clock = clock
-        self._on_go_away = on_go_away
         self._max_frame_size = max_frame_size
-        self._conns: KeptConnections[RemotingConnection] = KeptConnections()
-        self.counters: Counter[str] = Counter()
-        self._in_flight = ProbesInFlight(self.counters)
-
-    @property
-    def connections(self) -> int:
-        return len(self._conns)
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._in_flight)
 
     async def probe(self, addr: str, topic: str, timeout_ms: int) -> bool:
         """True when the broker answered within ``timeout_ms`` (connecting included), False
@@ -296,25 +283,3 @@ class BrokerProber:
             self._on_request,
             self.counters,
         )
-
-    def _on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
-        if is_go_away(cmd):
-            self._go_away(conn, conn.label, go_away_grace(cmd, conn.label, self.counters))
-        return None
-
-    def _go_away(self, conn: RemotingConnection, addr: str, grace_ms: int) -> None:
-        self.counters["go_away_received"] += 1
-        log.info("broker %s is going away (grace %d ms)", addr, grace_ms)
-        self._conns.forget(addr, conn)
-        conn.close()
-        self._on_go_away(addr, grace_ms)
-
-    def retain(self, addrs: set[str]) -> None:
-        """Close the connections of brokers no longer probed."""
-        for conn in self._conns.not_in(addrs):
-            conn.close()
-            self.counters["connections_closed"] += 1
-
-    def stop(self) -> None:
-        for conn in self._conns.stop():
-            conn.close()

@@ -17,8 +17,7 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.python.failure import Failure
 
 from client_push.errors import ConnectionLostError, RequestTimeoutError
-from client_push.producer.broker_probe import GoAwayHandler
-from client_push.producer.broker_wire import go_away_grace, is_go_away
+from client_push.producer.broker_wire import GoAwayHandler, go_away_grace, is_go_away
 from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
 from protocol.frame import RemotingCommand
 

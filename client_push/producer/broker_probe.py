@@ -11,31 +11,23 @@ on and its connection closed; the next round opens a fresh one.
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.endpoints import connectProtocol
 
 from client_push.producer.broker_wire import (
-    KeptConnections,
-    ProbesInFlight,
-    go_away_grace,
-    is_go_away,
+    GoAwayHandler,
+    ProberBook,
     probe_request,
     probe_says_going_away,
 )
 from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
-from protocol.frame import RemotingCommand
 
 log = logging.getLogger(__name__)
 
-GoAwayHandler = Callable[[str, int], None]
-"""Called with the broker address and the grace period it announced (ms)."""
 
-
-class BrokerProber:
+class BrokerProber(ProberBook[RemotingProtocol]):
     def __init__(
         self,
         reactor: Any,
@@ -44,17 +36,10 @@ class BrokerProber:
         *,
         max_frame_size: int = 16 * 1024 * 1024,
     ) -> None:
+        super().__init__(on_go_away)
         self._reactor = reactor
         self._clock = clock
-        self._on_go_away = on_go_away
         self._max_frame_size = max_frame_size
-        self._conns: KeptConnections[RemotingProtocol] = KeptConnections()
-        self.counters: Counter[str] = Counter()
-        self._in_flight = ProbesInFlight(self.counters)
-
-    @property
-    def connections(self) -> int:
-        return len(self._conns)
 
     def probe(self, addr: str, topic: str, timeout_ms: int) -> defer.Deferred[bool]:
         """Fires True when the broker answered within ``timeout_ms`` (connecting included),
@@ -92,25 +77,3 @@ class BrokerProber:
 
     def _endpoint(self, addr: str, timeout_ms: int) -> Any:
         return endpoint_for(self._reactor, addr, max(timeout_ms / 1000.0, 0.001))
-
-    def _on_request(self, proto: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
-        if is_go_away(cmd):
-            self._go_away(proto, proto.label, go_away_grace(cmd, proto.label, self.counters))
-        return None
-
-    def _go_away(self, proto: RemotingProtocol, addr: str, grace_ms: int) -> None:
-        self.counters["go_away_received"] += 1
-        log.info("broker %s is going away (grace %d ms)", addr, grace_ms)
-        self._conns.forget(addr, proto)
-        proto.close()
-        self._on_go_away(addr, grace_ms)
-
-    def retain(self, addrs: set[str]) -> None:
-        """Close the connections of brokers no longer probed."""
-        for proto in self._conns.not_in(addrs):
-            proto.close()
-            self.counters["connections_closed"] += 1
-
-    def stop(self) -> None:
-        for proto in self._conns.stop():
-            proto.close()
