@@ -77,7 +77,6 @@ class Producer:
         self.counters = self.core.counters
         self.first_attempts_by_broker = self.core.first_attempts_by_broker
         self.statuses = self.core.statuses
-        self._addr_names: dict[str, str] = {}
         self._connections: BrokerConnections | None = None
         self._tidy: Timer | None = None
         self._sends = 0
@@ -168,12 +167,8 @@ class Producer:
         await self._tracked(send_flow.send_oneway(self.core, self.routing, self, message, timeout))
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.counters)
-        out["statuses"] = dict(self.statuses)
-        out["first_attempts_by_broker"] = dict(self.first_attempts_by_broker)
-        out["routing"] = self.routing.stats()
-        out["connections"] = {} if self._connections is None else dict(self._connections.counters)
-        return out
+        conns = self._connections
+        return self.core.stats(self.routing.stats(), {} if conns is None else conns.counters)
 
     def outstanding(self) -> dict[str, int]:
         """What the producer has in flight or armed, table by table (for tests and
@@ -227,9 +222,6 @@ class Producer:
     async def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> None:
         await self.connections.oneway(addr, cmd, timeout_ms)
 
-    def sending_to(self, addr: str, broker_name: str) -> None:
-        self._addr_names[addr] = broker_name
-
     # -- connections ---------------------------------------------------------------------------
 
     def _tidy_round(self) -> None:
@@ -237,8 +229,7 @@ class Producer:
         try:
             held = {addr for addr, _topic in self.routing.held_broker_addrs().values()}
             self.connections.retain(held)
-            for addr in [a for a in self._addr_names if a not in held]:
-                del self._addr_names[addr]
+            self.core.tidy(held)
         except Exception:  # the timer must survive anything one round meets
             self.counters["tidy_errors"] += 1
             log.exception("closing unused broker connections failed")
@@ -246,7 +237,7 @@ class Producer:
             self._tidy.arm(TIDY_INTERVAL_S)
 
     def _broker_go_away(self, addr: str, grace_ms: int) -> None:
-        self.core.go_away(self._addr_names.get(addr), grace_ms)
+        self.core.go_away(addr, grace_ms)
 
 
 def _settle(done: asyncio.Future[None]) -> None:

@@ -79,7 +79,6 @@ class Producer:
         self.counters = self.core.counters
         self.first_attempts_by_broker = self.core.first_attempts_by_broker
         self.statuses = self.core.statuses
-        self._addr_names: dict[str, str] = {}
         self._started = False
         self._stopped = False
         self._tidy_loop: task.LoopingCall | None = None
@@ -142,12 +141,7 @@ class Producer:
         return defer.ensureDeferred(self._send_oneway(message, timeout))
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.counters)
-        out["statuses"] = dict(self.statuses)
-        out["first_attempts_by_broker"] = dict(self.first_attempts_by_broker)
-        out["routing"] = self.routing.stats()
-        out["connections"] = dict(self.connections.counters)
-        return out
+        return self.core.stats(self.routing.stats(), self.connections.counters)
 
     def _encode(
         self,
@@ -192,9 +186,6 @@ class Producer:
     def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> defer.Deferred[None]:
         return self.connections.oneway(addr, cmd, timeout_ms)
 
-    def sending_to(self, addr: str, broker_name: str) -> None:
-        self._addr_names[addr] = broker_name
-
     def _tidy(self) -> None:
         """Close the connections of brokers no held route names any more."""
         try:
@@ -204,8 +195,7 @@ class Producer:
             log.exception("closing unused broker connections failed")
             return
         self.connections.retain(held)
-        for addr in [a for a in self._addr_names if a not in held]:
-            del self._addr_names[addr]
+        self.core.tidy(held)
 
     def _broker_go_away(self, addr: str, grace_ms: int) -> None:
-        self.core.go_away(self._addr_names.get(addr), grace_ms)
+        self.core.go_away(addr, grace_ms)

@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from client_push.errors import RouteClientError
 from client_push.producer.auto_create import AutoCreateTopic
@@ -107,6 +107,8 @@ class SendCore:
         self.first_attempts_by_broker: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self._ids = MessageIdGenerator(local_ip(), os.getpid(), rng.getrandbits(31))
+        self._addr_names: dict[str, str] = {}
+        """Broker address -> the broker name sends to it went to (whose GoAway it is)."""
 
     def encode(
         self,
@@ -278,14 +280,31 @@ class SendCore:
     def oneway_sent(self) -> None:
         self.counters["oneway_sent"] += 1
 
-    # -- GoAway on a send connection -----------------------------------------------------------
+    # -- a send connection's broker --------------------------------------------------------
 
-    def go_away(self, broker_name: str | None, grace_ms: int) -> None:
-        """A broker's GoAway (7004) on a send connection; ``broker_name`` None: an address no
-        send of this producer has used."""
+    def sending_to(self, addr: str, broker_name: str) -> None:
+        """An attempt goes to ``addr``: a GoAway there is ``broker_name``'s."""
+        self._addr_names[addr] = broker_name
+
+    def go_away(self, addr: str, grace_ms: int) -> None:
+        """A broker's GoAway (7004) on the send connection to ``addr``."""
         self.counters["go_away_received"] += 1
-        if broker_name is not None:
-            self.routing.broker_going_away(broker_name, grace_ms)
+        name = self._addr_names.get(addr)
+        if name is not None:
+            self.routing.broker_going_away(name, grace_ms)
+
+    def tidy(self, held_addrs: set[str]) -> None:
+        """Forget the addresses no held route names (their connections are closed)."""
+        for addr in [a for a in self._addr_names if a not in held_addrs]:
+            del self._addr_names[addr]
+
+    def stats(self, routing: dict[str, int], connections: Mapping[str, int]) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.counters)
+        out["statuses"] = dict(self.statuses)
+        out["first_attempts_by_broker"] = dict(self.first_attempts_by_broker)
+        out["routing"] = routing
+        out["connections"] = dict(connections)
+        return out
 
 
 def wall_ms() -> int:

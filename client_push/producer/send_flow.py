@@ -44,10 +44,6 @@ class SenderGlue(Protocol):
 
     def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> Awaitable[None]: ...
 
-    def sending_to(self, addr: str, broker_name: str) -> None:
-        """An attempt goes to ``addr`` (its GoAway is then ``broker_name``'s)."""
-        ...
-
 
 class Selection(Protocol):
     """What the loop's ``ProducerRouting`` supplies."""
@@ -113,7 +109,7 @@ async def _attempt(
     plan: SendAttempts,
 ) -> SendResult | None:
     """One attempt: the result once stored, None when the next attempt should follow."""
-    glue.sending_to(addr, queue.broker_name)
+    core.sending_to(addr, queue.broker_name)
     request = core.request(message, queue)
     started = glue.now_ms()
     # Isolate the broker as soon as the attempt has waited long enough to earn it, so the
@@ -156,7 +152,7 @@ async def send_oneway(
     addr = routing.broker_addr(message.topic, queue.broker_name)
     if addr is None:
         raise core.oneway_no_address(queue.broker_name)
-    glue.sending_to(addr, queue.broker_name)
+    core.sending_to(addr, queue.broker_name)
     request = core.request(message, queue, oneway=True)
     started = glue.now_ms()
     try:
