@@ -54,6 +54,19 @@ class QueueSelector:
         if not queues:
             raise NoWritableQueueError(f"topic {info.topic} has no writable queue")
         table = self.table
+        # The common case first: the next queue in turn passes the first tier. Otherwise the
+        # position is stepped back, and the tiers below scan from that queue as they would.
+        topic = info.topic
+        queue = queues[self._advance(topic, len(queues))]
+        name = queue.broker_name
+        if name != last_broker_name and (
+            table.is_available(name, now_ms)
+            and (not self.prefer_heard or table.is_heard_from(name))
+            if table.config.enabled
+            else not table.is_going_away(name, now_ms)
+        ):
+            return queue
+        self._index[topic] -= 1
 
         def elsewhere(q: MessageQueue) -> bool:
             return q.broker_name != last_broker_name

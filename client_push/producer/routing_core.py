@@ -5,8 +5,8 @@ Pure: no Twisted, no sockets; every call carries the time (``now_ms``) on the ca
 the same way. The interface, events in and decisions out:
 
 Events in
-  ``route_used(topic, info, master_addr, now_ms)``
-      a selection is about to use ``info`` (a route's publish info); returns the ``Probe``\\ s
+  ``route_used(topic, info, route, now_ms)``
+      a selection is about to use ``info`` (``route``'s publish info); returns the ``Probe``\\ s
       of the brokers the detector must probe at once (brokers it has not met yet).
   ``detect_round(held, held_topics, now_ms)``
       the detector's timer fired; ``held`` comes from ``held_brokers`` over the routes the
@@ -22,8 +22,15 @@ Events in
       how a send went, or that it is still unanswered.
   ``broker_going_away(name, grace_ms, now_ms)``, ``addr_going_away(addr, grace_ms, now_ms)``
       a broker's GoAway (on a send connection, on a probe connection).
-  ``broker_event(event, now_ms)``
-      the route client's broker arrival or departure (route push).
+  ``broker_event(event, now_ms)``, ``broker_gone(name, now_ms, gone_addrs)``
+      the route client's broker arrival or departure (route push); a departure by hand.
+  ``start_detector()`` / ``stop_detector()``
+      the detector's timer started (when ``detector_wanted``) / stopped; ``stop_detector``
+      returns the open first-answer waits to release. ``probe_addrs()`` after a round: the
+      addresses still probed (close the other probe connections).
+
+A selection may skip ``route_used`` while ``detecting`` is false and ``departed`` is empty,
+and ``first_answer_wait`` while ``first_probing`` is empty: neither has anything to do then.
 
 Decisions out
   ``first_answer_wait(info, last_broker_name)``
@@ -47,7 +54,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
@@ -155,10 +162,11 @@ class RoutingCore:
         self.counters: Counter[str] = Counter() if counters is None else counters
         self.detecting = False
         self._addr_names: dict[str, str] = {}
-        self._departed: dict[str, _Departure] = {}
+        self.departed: dict[str, _Departure] = {}
+        """Groups announced gone, until a route shows them back (``route_used`` watches)."""
         self._tracked: dict[str, PublishInfo] = {}
         """Per topic, the publish info whose brokers were last handed to the detector."""
-        self._first_probing: set[str] = set()
+        self.first_probing: set[str] = set()
         """Brokers whose first probe is in flight and that selections may still wait for (not
         once a wait for them has run out: one bounded wait per new broker, not one per send)."""
         self._waits: list[FirstAnswerWait] = []
@@ -181,30 +189,27 @@ class RoutingCore:
     # -- selection -------------------------------------------------------------------------------
 
     def route_used(
-        self,
-        topic: str,
-        info: PublishInfo,
-        addr_of: Callable[[str], str | None],
-        now_ms: int,
-    ) -> list[Probe]:
-        """A selection is about to use ``info``: the brokers to probe a first time, now rather
-        than at the next round (until one answers, nothing says it is not a black hole)."""
-        if self._departed:
-            self._watch_departed(info.message_queues, addr_of, now_ms)
+        self, topic: str, info: PublishInfo, route: TopicRouteData | None, now_ms: int
+    ) -> tuple[Probe, ...]:
+        """A selection is about to use ``info`` (of ``route``): the brokers to probe a first
+        time, now rather than at the next round (until one answers, nothing says it is not a
+        black hole)."""
+        if self.departed:
+            self._watch_departed(info.message_queues, route, now_ms)
         if not self.detecting or self._tracked.get(topic) is info:
-            return []
+            return ()
         self._tracked[topic] = info
         probes = []
         names = {q.broker_name for q in info.message_queues}
         for name in self.table.track(names, now_ms):
-            addr = addr_of(name)
+            addr = master_addr(route, name)
             if addr is None:
                 continue
             self._addr_names[addr] = name
-            self._first_probing.add(name)
+            self.first_probing.add(name)
             self.counters["first_probes"] += 1
             probes.append(Probe(name, addr, topic))
-        return probes
+        return tuple(probes)
 
     def first_answer_wait(
         self, info: PublishInfo, last_broker_name: str | None
@@ -212,12 +217,12 @@ class RoutingCore:
         """Hold a selection while none of the route's brokers has ever answered and some are
         being probed a first time (a route just arrived): until one answers, all such probes
         end, or ``first_probe_wait_ms``; never longer, and never failing the send."""
-        if not self._first_probing or self.config.first_probe_wait_ms <= 0:
+        if not self.first_probing or self.config.first_probe_wait_ms <= 0:
             return None
         pending = {
             q.broker_name
             for q in info.message_queues
-            if q.broker_name in self._first_probing and q.broker_name != last_broker_name
+            if q.broker_name in self.first_probing and q.broker_name != last_broker_name
         }
         if not pending or self.selector.has_heard_from(info, last_broker_name):
             return None
@@ -227,7 +232,7 @@ class RoutingCore:
         return wait
 
     def wait_expired(self, wait: FirstAnswerWait) -> bool:
-        self._first_probing -= wait.pending
+        self.first_probing -= wait.pending
         if wait not in self._waits:
             return False
         self._waits.remove(wait)
@@ -289,7 +294,7 @@ class RoutingCore:
         group), at most ``departed_avoid_ms``."""
         self.counters["brokers_gone"] += 1
         self.table.going_away(broker_name, self.config.departed_avoid_ms, now_ms)
-        self._departed[broker_name] = _Departure(False, frozenset(gone_addrs))
+        self.departed[broker_name] = _Departure(False, frozenset(gone_addrs))
 
     def broker_event(self, event: BrokerEvent, now_ms: int) -> None:
         """A departure of the master (or of the whole broker name) is ``broker_gone``; the
@@ -298,30 +303,27 @@ class RoutingCore:
         masters = [addr for broker_id, addr in event.addrs if broker_id == MASTER_ID]
         if event.kind == "departed" and (event.broker_name_gone or masters):
             self.broker_gone(event.broker_name, now_ms, masters)
-        elif event.kind == "arrived" and event.broker_name in self._departed:
-            self._departed[event.broker_name].seen_absent = True
+        elif event.kind == "arrived" and event.broker_name in self.departed:
+            self.departed[event.broker_name].seen_absent = True
 
     def _watch_departed(
-        self,
-        queues: tuple[MessageQueue, ...],
-        addr_of: Callable[[str], str | None],
-        now_ms: int,
+        self, queues: tuple[MessageQueue, ...], route: TopicRouteData | None, now_ms: int
     ) -> None:
         present = {q.broker_name for q in queues}
-        for name, departure in list(self._departed.items()):
+        for name, departure in list(self.departed.items()):
             if not self.table.is_going_away(name, now_ms):
-                del self._departed[name]
+                del self.departed[name]
             elif name not in present:
                 departure.seen_absent = True
-            elif _new_master(departure, addr_of(name)):
+            elif _new_master(departure, master_addr(route, name)):
                 # Another process at another address: the old master's record says nothing
                 # about it, and sends go there at once.
-                del self._departed[name]
+                del self.departed[name]
                 self.table.forget(name)
                 self.counters["new_masters"] += 1
                 log.info("broker %s has a new master in the route of %s", name, queues[0].topic)
             elif departure.seen_absent:
-                del self._departed[name]
+                del self.departed[name]
                 self.table.returned(name, now_ms)
                 self.counters["brokers_returned"] += 1
                 log.info("broker %s is back in the route of %s", name, queues[0].topic)
@@ -349,7 +351,7 @@ class RoutingCore:
         return set(self._addr_names)
 
     def first_probed(self, name: str, ok: bool, now_ms: int) -> list[FirstAnswerWait]:
-        self._first_probing.discard(name)
+        self.first_probing.discard(name)
         self.probed(name, ok, now_ms)
         ended = []
         for wait in self._waits:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any, Protocol
 
 from client_push.errors import TopicNotExistError
@@ -27,6 +26,7 @@ from client_push.producer.auto_create import AutoCreateTopic, BorrowedRoutes
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.producer.queue_select import QueueSelector
 from client_push.producer.routing_core import (
+    AwaitMaster,
     FirstAnswerWait,
     NoMasterError,
     Probe,
@@ -104,38 +104,45 @@ class RoutingFlow:
         in time, and ``NoWritableQueueError`` when the route has no writable queue for another
         reason.
         """
-        started = self._now_ms()
+        started = now = self._now_ms()
+        core = self.core
         while True:
-            info, route = await self._route_of(topic)
-            for probe in self.core.route_used(
-                topic, info, partial(master_addr, route), self._now_ms()
-            ):
-                self._probe_first(probe)
-            wait = self.core.first_answer_wait(info, last_broker_name)
-            if wait is not None:
-                await self._wait_for_first_answer(wait)
-            choice = self.core.select(info, route, last_broker_name, self._now_ms())
-            if isinstance(choice, MessageQueue):
+            try:
+                entry = await self._client.get_route(topic)
+            except TopicNotExistError:
+                borrowed = self._borrowed
+                if borrowed is None:
+                    raise
+                info, route = await self._borrowed_route(topic, borrowed)
+            else:
+                info, route = entry.publish_info, entry.route
+                if self._borrowed:  # None, or no topic borrows: nothing to drop
+                    self._borrowed.own_route(topic)
+            if core.detecting or core.departed:  # else route_used has nothing to do
+                for probe in core.route_used(topic, info, route, now):
+                    self._probe_first(probe)
+            if core.first_probing:  # else no selection waits for a first answer
+                wait = core.first_answer_wait(info, last_broker_name)
+                if wait is not None:
+                    await self._wait_for_first_answer(wait)
+                    now = self._now_ms()
+            choice = core.select(info, route, last_broker_name, now)
+            if type(choice) is MessageQueue:
                 return choice
-            waited = self._now_ms() - started
+            assert isinstance(choice, AwaitMaster)
+            now = self._now_ms()
+            waited = now - started
             if waited >= wait_ms:
                 self.counters["no_master_in_time"] += 1
                 raise NoMasterError(choice, wait_ms)
             await self.wait_for_route(topic, wait_ms - waited)
+            now = self._now_ms()
 
-    async def _route_of(self, topic: str) -> tuple[PublishInfo, TopicRouteData]:
-        """The topic's publish info and route; with auto-creation on, those borrowed from the
-        default topic while the name server has no route for the topic."""
-        borrowed = self._borrowed
-        try:
-            entry = await self._client.get_route(topic)
-        except TopicNotExistError:
-            if borrowed is None:
-                raise
-        else:
-            if borrowed is not None:
-                borrowed.own_route(topic)
-            return entry.publish_info, entry.route
+    async def _borrowed_route(
+        self, topic: str, borrowed: BorrowedRoutes
+    ) -> tuple[PublishInfo, TopicRouteData]:
+        """The publish info and route of a topic the name server has no route for, borrowed
+        from the default topic's (``auto_create`` module)."""
         try:
             default = await self._client.get_route(borrowed.config.create_topic_key)
         except TopicNotExistError:

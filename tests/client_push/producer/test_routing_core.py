@@ -28,12 +28,8 @@ def route(*brokers: BrokerData) -> TopicRouteData:
 
 def select(core: RoutingCore, r: TopicRouteData, now: int, last: str | None = None):
     info = publish_info("T", r)
-    core.route_used("T", info, lambda name: _master(r, name), now)
+    core.route_used("T", info, r, now)
     return core.select(info, r, last, now)
-
-
-def _master(r: TopicRouteData, name: str) -> str | None:
-    return next((b.broker_addrs.get(0) for b in r.broker_datas if b.broker_name == name), None)
 
 
 def test_a_group_without_master_is_waited_for_only_when_no_group_can_take_the_send():
