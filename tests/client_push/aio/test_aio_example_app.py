@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest_twisted
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp import test_utils
 from support.examples import load_example
 from support.loopback_wait import settle, until
 
@@ -18,14 +18,14 @@ from protocol.codes import Perm
 service = load_example("aio_route_service")
 
 
-async def open_app(port: int, watch: list[str]) -> TestClient:
+async def open_app(port: int, watch: list[str]) -> test_utils.TestClient:
     app = service.build_app(ClientConfig(namesrv_addrs=(f"127.0.0.1:{port}",)), watch)
-    http = TestClient(TestServer(app))
+    http = test_utils.TestClient(test_utils.TestServer(app))
     await http.start_server()
     return http
 
 
-async def get_json(http: TestClient, path: str) -> tuple[int, Any]:
+async def get_json(http: test_utils.TestClient, path: str) -> tuple[int, Any]:
     response = await http.get(path)
     return response.status, await response.json()
 
