@@ -4,6 +4,7 @@ asyncio and on uvloop against the frame-speaking fake name server."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -118,3 +119,34 @@ async def test_an_action_without_a_handler_fails_loudly(world):
     with pytest.raises(UnknownActionError, match="Unheard"):
         await world.run(run_unknown())
     assert client.counters["internal_errors"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_cancelling_the_reading_task_closes_its_stream(world):
+    client = await world.client()
+    world.ns.set_route("T", make_route())
+    stream = await world.call(client.changes, ["T"])
+
+    async def start_reader() -> asyncio.Task:
+        async def read() -> None:
+            async for _ in stream:
+                pass
+
+        return asyncio.get_running_loop().create_task(read())
+
+    reader = await world.run(start_reader())
+    await until(lambda: client.cached_route("T") is not None and stream.waiting == 0)
+
+    async def cancel_reader() -> bool:
+        reader.cancel()
+        try:
+            await reader
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert await world.run(cancel_reader())
+    assert stream.closed
+    out = await world.outstanding(client)
+    assert (out["streams"], out["route_listeners"]) == (0, 0)
+    await until(lambda: world.ns.subscribed() == set())

@@ -151,6 +151,22 @@ async def test_a_server_without_push_is_polled_every_30_s(world):
     assert not d.client.push_active
 
 
+@pytest_twisted.ensureDeferred
+async def test_while_push_works_the_full_poll_waits_120_s_and_version_checks_run_meanwhile(world):
+    ns = world.server()
+    d = await world.client(ns)
+    await held(d, ns, "T")
+    for _ in range(11):  # 110 s: version checks (re-SUBSCRIBE), no route request
+        await d.advance(10.0)
+        await settle()
+    assert ns.count(GET) == 1
+    assert d.client.counters["version_checks"] >= 3
+    await d.advance(10.0)
+    await until(lambda: ns.count(GET) == 2)
+    assert d.client.counters["fetch.poll"] == 1
+    assert d.client.counters["subscribe_failed"] == 0
+
+
 # -- expiry ---------------------------------------------------------------------------------------
 
 
@@ -245,6 +261,20 @@ async def test_go_away_moves_to_a_named_alternative_with_the_subscriptions(world
     assert d.client.namesrv == other.addr
     await until(lambda: other.count(GET) == 1)  # another epoch: held versions are refetched
     assert d.client.counters["go_away_received"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_after_a_go_away_the_old_server_serves_until_another_connection_is_up(world):
+    ns = world.server()
+    unreachable = world.server()
+    await unreachable.close()  # the named alternative refuses connections
+    d = await world.client(ns)
+    await held(d, ns, "T")
+    ns.set_route("U", make_route())
+    ns.go_away([unreachable.addr])
+    await until(lambda: d.client.namesrv == unreachable.addr and not d.client.connected)
+    assert (await d.get("U")).version == 1  # asked of the server in its grace period
+    assert ns.count(GET, "U") == 1
 
 
 @pytest_twisted.ensureDeferred
