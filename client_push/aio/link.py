@@ -1,7 +1,8 @@
 """The connection to the chosen name server, on asyncio: connect, reconnect with backoff,
 move on GoAway.
 
-The same rules as the Twisted ``client_push.wire.connection``, over the same pure parts (the
+The same rules as the Twisted ``client_push.wire.connection``, from the same pure parts
+(``LinkState`` says which connection serves and when a left one closes, the
 ``NameServerSelector`` picks, ``Backoff`` spaces reconnects): the owner sees three events
 (connected, disconnected, switching away) and one call (``request``), which waits for a
 connection when there is none and retries once on a new connection when a server answers
@@ -23,6 +24,7 @@ from client_push.aio.remoting import RemotingConnection, RequestHandler
 from client_push.config import ClientConfig, split_addr
 from client_push.errors import ClientStoppedError, RequestTimeoutError
 from client_push.wire.backoff import Backoff
+from client_push.wire.link_state import LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
@@ -42,6 +44,8 @@ class LinkOwner(Protocol):
 
 
 class NameServerLink:
+    """The asyncio side of ``LinkState``: sockets, the reconnect timer, waiting requests."""
+
     def __init__(
         self,
         config: ClientConfig,
@@ -57,30 +61,36 @@ class NameServerLink:
         self._on_request = on_request
         self._owner = owner
         self.selector = NameServerSelector(config.namesrv_addrs, rng)
-        self._backoff = Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
-        self._conn: RemotingConnection | None = None
-        self._addr: str | None = None
+        self._state: LinkState[RemotingConnection] = LinkState(
+            self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
+        )
         self._connecting: dict[str, asyncio.Task[None]] = {}
-        self._retry = Timer(clock, self._retry_now)
+        self._retry = Timer(clock, self._connect)
         self._waiters: list[asyncio.Future[RemotingConnection]] = []
-        self._draining: set[RemotingConnection] = set()
-        self._fallback: set[RemotingConnection] = set()
-        self.connections: set[RemotingConnection] = set()
-        """Every open connection: the current one and those being left."""
-        self._stopped = False
-        self.connects = 0
-        self.connect_failures = 0
 
     # -- state -----------------------------------------------------------------------------
 
     @property
     def current(self) -> RemotingConnection | None:
-        return self._conn
+        return self._state.current
 
     @property
     def addr(self) -> str:
         """The name server requests go to (or will, once connected)."""
-        return self._addr or self.selector.current
+        return self._state.target
+
+    @property
+    def connections(self) -> set[RemotingConnection]:
+        """Every open connection: the current one and those being left."""
+        return self._state.open
+
+    @property
+    def connects(self) -> int:
+        return self._state.connects
+
+    @property
+    def connect_failures(self) -> int:
+        return self._state.connect_failures
 
     @property
     def waiting(self) -> int:
@@ -92,29 +102,27 @@ class NameServerLink:
         return self._retry.active
 
     def is_current(self, conn: RemotingConnection) -> bool:
-        return conn is self._conn
+        return conn is self._state.current
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._connect(self.selector.current)
+        self._connect()
 
     async def stop(self) -> None:
         """Close every connection; pending requests fail with ``ConnectionLostError``."""
-        self._stopped = True
         self._retry.cancel()
+        conns = self._state.stop()
         for task in list(self._connecting.values()):
             task.cancel()
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_exception(ClientStoppedError("route client stopped"))
-        losses = [conn.lost for conn in self.connections]
-        for conn in list(self.connections):
+        for conn in conns:
             conn.close()
-        self._conn = None
-        if losses:
-            await asyncio.gather(*losses, return_exceptions=True)
+        if conns:
+            await asyncio.gather(*(conn.lost for conn in conns), return_exceptions=True)
         if self._connecting:
             await asyncio.gather(*self._connecting.values(), return_exceptions=True)
 
@@ -150,14 +158,11 @@ class NameServerLink:
             self._maybe_close_drained(conn)
 
     async def _usable(self, timeout_ms: int) -> RemotingConnection:
-        if self._stopped:
+        if self._state.stopped:
             raise ClientStoppedError("route client stopped")
-        if self._conn is not None:
-            return self._conn
-        # No current connection: a server still in its GoAway grace serves better than nothing.
-        for conn in self._fallback:
-            if conn.connected:
-                return conn
+        conn = self._state.usable()
+        if conn is not None:
+            return conn
         waiter: asyncio.Future[RemotingConnection] = self._loop.create_future()
         self._waiters.append(waiter)
 
@@ -180,42 +185,30 @@ class NameServerLink:
     def go_away(
         self, conn: RemotingConnection, alternatives: Sequence[str], *, still_serving: bool = True
     ) -> None:
-        """The server behind ``conn`` is stopping: move new requests elsewhere.
-
-        A oneway GO_AWAY promises service for a grace period, so until another connection is
-        up the old one still takes requests (``still_serving``); a GO_AWAY *answer* (1500)
-        refuses them, so that connection only finishes what it has in flight.
-        """
-        if conn is not self._conn:
-            return
-        self.selector.prefer(alternatives, leaving=conn.label)
-        self._move(going_away=True, fallback=still_serving)
+        """The server behind ``conn`` is stopping: move new requests elsewhere (a oneway
+        GO_AWAY's server still serves until another connection is up, ``still_serving``; one
+        that answered GO_AWAY only finishes what it has in flight)."""
+        if self._state.go_away(conn, alternatives):
+            self._move(going_away=True, fallback=still_serving)
 
     def _move(self, *, going_away: bool, fallback: bool = False) -> None:
-        old = self._conn
+        old = self._state.leave(fallback=fallback)
         if old is not None:
-            self._conn = None
-            self._draining.add(old)
-            if fallback:
-                self._fallback.add(old)
             self._owner.on_switching(old, old.label, going_away=going_away)
             self._maybe_close_drained(old)
         self._retry.cancel()
-        self._backoff.reset()
-        self._connect(self.selector.current)
+        self._connect()
 
     def _maybe_close_drained(self, conn: RemotingConnection) -> None:
-        """A connection switched away from closes once its in-flight requests are done; one
-        left on a oneway GoAway is left to the server, which closes it after its grace."""
-        if conn in self._draining and conn not in self._fallback and conn.pending == 0:
+        if self._state.drained(conn):
             conn.close()
 
     # -- connecting ----------------------------------------------------------------------------
 
-    def _connect(self, addr: str) -> None:
-        if self._stopped or addr in self._connecting:
+    def _connect(self) -> None:
+        if self._state.stopped or self.selector.current in self._connecting:
             return
-        self._addr = addr
+        addr = self._state.connecting()
         task = self._loop.create_task(self._open(addr))
         self._connecting[addr] = task
         task.add_done_callback(lambda _: self._connecting.pop(addr, None))
@@ -246,13 +239,9 @@ class NameServerLink:
         self._connected(conn, addr)
 
     def _connected(self, conn: RemotingConnection, addr: str) -> None:
-        if self._stopped or addr != self.selector.current or self._conn is not None:
+        if not self._state.accept(conn, addr):
             conn.close()
             return
-        self.connects += 1
-        self._backoff.reset()
-        self._conn = conn
-        self.connections.add(conn)
         conn.lost.add_done_callback(lambda _: self._lost(conn))
         log.info("connected to name server %s", addr)
         waiters, self._waiters = self._waiters, []
@@ -262,38 +251,28 @@ class NameServerLink:
         self._owner.on_connected(conn, addr)
 
     def _connect_failed(self, addr: str, exc: BaseException) -> None:
-        if self._stopped:
+        if self._state.stopped:
             return
-        self.connect_failures += 1
         log.warning("cannot connect to name server %s: %s: %s", addr, type(exc).__name__, exc)
-        self.selector.on_failure(addr)
+        self._state.connect_failed(addr)
         self._schedule_reconnect()
 
     def _lost(self, conn: RemotingConnection) -> None:
-        self.connections.discard(conn)
-        self._fallback.discard(conn)
-        if conn in self._draining:
-            self._draining.discard(conn)
+        if not self._state.lost(conn):
             return
-        if conn is not self._conn:
-            return
-        self._conn = None
         log.warning("connection to name server %s lost", conn.label)
         self._owner.on_disconnected(conn.label)
-        if self._stopped:
+        if self._state.stopped:
             return
         self.selector.on_failure(conn.label)
         self._schedule_reconnect()
 
     def _schedule_reconnect(self) -> None:
-        if self._stopped or self._retry.active:
+        if self._state.stopped or self._retry.active:
             return
-        delay = self._backoff.next_delay_ms()
+        delay = self._state.reconnect_delay_ms()
         log.info("reconnecting to %s in %d ms", self.selector.current, delay)
         self._retry.arm(delay / 1000.0)
-
-    def _retry_now(self) -> None:
-        self._connect(self.selector.current)
 
 
 def _tls_context(ca_file: str) -> ssl.SSLContext:

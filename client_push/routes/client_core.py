@@ -38,8 +38,11 @@ C = TypeVar("C", bound=Connection)
 
 
 class Link(Protocol[C]):
-    connects: int
-    connect_failures: int
+    @property
+    def connects(self) -> int: ...
+
+    @property
+    def connect_failures(self) -> int: ...
 
     @property
     def addr(self) -> str: ...
