@@ -17,30 +17,18 @@ import logging
 import random
 import ssl
 from collections.abc import Sequence
-from typing import Protocol
 
 from client_push.aio.clock import Clock, Timer
 from client_push.aio.remoting import RemotingConnection, RequestHandler
 from client_push.config import ClientConfig, split_addr
 from client_push.errors import ClientStoppedError, RequestTimeoutError
 from client_push.wire.backoff import Backoff
-from client_push.wire.link_state import LinkState
+from client_push.wire.link_state import LinkOwner, LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 
 log = logging.getLogger("client_push.wire.connection")
-
-
-class LinkOwner(Protocol):
-    def on_connected(self, conn: RemotingConnection, addr: str) -> None:
-        """A new connection is up: subscriptions must be (re)made on it."""
-
-    def on_disconnected(self, addr: str) -> None:
-        """The current connection was lost; push stops until the next ``on_connected``."""
-
-    def on_switching(self, old: RemotingConnection, old_addr: str, *, going_away: bool) -> None:
-        """``old`` stops being the current connection (it may still answer in-flight requests)."""
 
 
 class NameServerLink:
@@ -53,7 +41,7 @@ class NameServerLink:
         clock: Clock,
         rng: random.Random,
         on_request: RequestHandler,
-        owner: LinkOwner,
+        owner: LinkOwner[RemotingConnection],
     ) -> None:
         self._config = config
         self._loop = loop

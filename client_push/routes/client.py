@@ -48,13 +48,13 @@ from client_push.routes.push_requests import PushRequests
 from client_push.routes.push_session import PushSession
 from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
-from client_push.wire.connection import LinkListener, NameServerLink
+from client_push.wire.connection import NameServerLink
 from client_push.wire.remoting import RemotingProtocol
 
 __all__ = ["BrokerEvent", "BrokerListener", "RouteClient", "RouteEvent", "RouteListener"]
 
 
-class RouteClient(RouteClientCore[RemotingProtocol], LinkListener):
+class RouteClient(RouteClientCore[RemotingProtocol]):
     """Holds topic routes for producers and consumers of one process.
 
     ``reactor`` carries the sockets; ``clock`` (default: the reactor) drives every timer, so

@@ -23,26 +23,13 @@ from twisted.python.failure import Failure
 from client_push.config import ClientConfig, split_addr
 from client_push.errors import ClientStoppedError, RequestTimeoutError
 from client_push.wire.backoff import Backoff
-from client_push.wire.link_state import LinkState
+from client_push.wire.link_state import LinkOwner, LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
 from client_push.wire.remoting import RemotingProtocol, RequestHandler, describe, endpoint_for
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 
 log = logging.getLogger(__name__)
-
-
-class LinkListener:
-    """What the link tells its owner; every method is optional to override."""
-
-    def on_connected(self, proto: RemotingProtocol, addr: str) -> None:
-        """A new connection is up: subscriptions must be (re)made on it."""
-
-    def on_disconnected(self, addr: str) -> None:
-        """The current connection was lost; push stops until the next ``on_connected``."""
-
-    def on_switching(self, old: RemotingProtocol, old_addr: str, *, going_away: bool) -> None:
-        """``old`` stops being the current connection (it may still answer in-flight requests)."""
 
 
 class NameServerLink:
@@ -55,7 +42,7 @@ class NameServerLink:
         clock: Any,
         rng: random.Random,
         on_request: RequestHandler,
-        listener: LinkListener,
+        listener: LinkOwner[RemotingProtocol],
     ) -> None:
         self._config = config
         self._reactor = reactor

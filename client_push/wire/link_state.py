@@ -29,6 +29,20 @@ class Connection(Protocol):
 
 
 C = TypeVar("C", bound=Connection)
+C_contra = TypeVar("C_contra", bound=Connection, contravariant=True)
+
+
+class LinkOwner(Protocol[C_contra]):
+    """What a link tells its owner (the route client)."""
+
+    def on_connected(self, conn: C_contra, addr: str) -> None:
+        """A new connection is up: subscriptions must be (re)made on it."""
+
+    def on_disconnected(self, addr: str) -> None:
+        """The current connection was lost; push stops until the next ``on_connected``."""
+
+    def on_switching(self, old: C_contra, old_addr: str, *, going_away: bool) -> None:
+        """``old`` stops being the current connection (it may still answer in-flight requests)."""
 
 
 class LinkState(Generic[C]):
