@@ -202,9 +202,10 @@ class RouteClient(RouteClientCore[RemotingConnection]):
         A lookup cancelled while the first fetch is in flight takes back what it started:
         with no other caller its request is dropped and the topic is not held any more.
         """
-        entry, made_held = self._lookup(topic)
+        entry = self._cached(topic)
         if entry is not None:
             return entry
+        made_held = self._miss(topic)
         fetch = self._fetches.fetch(topic, FIRST)
         try:
             return await self._fetches.wait(fetch)

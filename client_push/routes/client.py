@@ -184,9 +184,10 @@ class RouteClient(RouteClientCore[RemotingProtocol]):
         Concurrent first lookups share one request (upstream #4561). A topic remembered as
         absent raises ``TopicNotExistError`` at once, without a request, until its TTL ends.
         """
-        entry, _ = self._lookup(topic)
+        entry = self._cached(topic)
         if entry is not None:
             return entry
+        self._miss(topic)
         return await self._join(self._fetch(topic, FIRST))
 
     async def get_publish_info(self, topic: str) -> PublishInfo:

@@ -77,21 +77,26 @@ class RouteClientCore(Generic[C]):
 
     # -- lookups and listeners -------------------------------------------------------------
 
-    def _lookup(self, topic: str) -> tuple[CachedRoute | None, bool]:
-        """The held route of ``topic`` (a hit), or (None, whether this lookup made the topic
-        held) when it must be fetched; ``TopicNotExistError`` while an absence is believed."""
-        self._check_usable(topic)
-        now = self._now_ms()
-        entry = self._cache.get(topic, now)
+    def _cached(self, topic: str) -> CachedRoute | None:
+        """The held route of ``topic``, counted as a hit; None when it must be fetched (then
+        ``_miss``). The hot path: no more calls than it needs."""
+        if self._stopped or not topic:
+            self._check_usable(topic)
+        entry = self._cache.get(topic, self._now_ms())
         if entry is not None:
             self.counters["lookup_hits"] += 1
-            return entry, False
+        return entry
+
+    def _miss(self, topic: str) -> bool:
+        """A lookup found no route: hold the topic; True when this lookup made it held.
+        ``TopicNotExistError`` while an absence is believed."""
+        now = self._now_ms()
         made_held = self._cache.touch(topic, now)
         if made_held:
             self._subscriptions.want(topic)
         self._negative.check(topic, now)
         self.counters["lookup_misses"] += 1
-        return None, made_held
+        return made_held
 
     def _listen(self, topic: str, callback: RouteListener) -> tuple[Callable[[], None], bool]:
         """Add a listener and replay the state held (cause ``cached``); (the remover, whether
