@@ -119,7 +119,7 @@ class Producer:
         except Exception as exc:
             return defer.fail(exc)
         timeout = self.config.send_timeout_ms if timeout_ms is None else timeout_ms
-        return defer.ensureDeferred(self._send(message, timeout))
+        return defer.ensureDeferred(send_flow.send(self.core, self.routing, self, message, timeout))
 
     def send_oneway(
         self,
@@ -138,7 +138,9 @@ class Producer:
         except Exception as exc:
             return defer.fail(exc)
         timeout = self.config.send_timeout_ms if timeout_ms is None else timeout_ms
-        return defer.ensureDeferred(self._send_oneway(message, timeout))
+        return defer.ensureDeferred(
+            send_flow.send_oneway(self.core, self.routing, self, message, timeout)
+        )
 
     def stats(self) -> dict[str, Any]:
         return self.core.stats(self.routing.stats(), self.connections.counters)
@@ -154,12 +156,6 @@ class Producer:
         if self._stopped:
             raise SendError("producer stopped")
         return self.core.encode(topic, body, keys, tags, properties)
-
-    async def _send(self, message: EncodedMessage, timeout_ms: int) -> SendResult:
-        return await send_flow.send(self.core, self.routing, self, message, timeout_ms)
-
-    async def _send_oneway(self, message: EncodedMessage, timeout_ms: int) -> None:
-        await send_flow.send_oneway(self.core, self.routing, self, message, timeout_ms)
 
     # -- send_flow.SenderGlue ----------------------------------------------------------------------
 
