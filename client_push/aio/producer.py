@@ -37,7 +37,6 @@ from client_push.producer import send_flow
 from client_push.producer.config import ProducerConfig
 from client_push.producer.message import EncodedMessage
 from client_push.producer.send_core import BrokerRefusedError, SendCore, SendError, SendResult
-from protocol.frame import RemotingCommand
 
 log = logging.getLogger("client_push.producer.producer")
 
@@ -215,12 +214,6 @@ class Producer:
             await done
         finally:
             timer.cancel()
-
-    async def request(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> RemotingCommand:
-        return await self.connections.request(addr, cmd, timeout_ms)
-
-    async def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> None:
-        await self.connections.oneway(addr, cmd, timeout_ms)
 
     # -- connections ---------------------------------------------------------------------------
 

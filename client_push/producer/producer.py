@@ -30,7 +30,6 @@ from client_push.producer.message import EncodedMessage
 from client_push.producer.routing import ProducerRouting
 from client_push.producer.send_core import BrokerRefusedError, SendCore, SendError, SendResult
 from client_push.routes.client import RouteClient
-from protocol.frame import RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -173,14 +172,6 @@ class Producer:
 
     def sleep(self, delay_ms: int) -> defer.Deferred[None]:
         return task.deferLater(self._clock, delay_ms / 1000.0, lambda: None)
-
-    def request(
-        self, addr: str, cmd: RemotingCommand, timeout_ms: int
-    ) -> defer.Deferred[RemotingCommand]:
-        return self.connections.request(addr, cmd, timeout_ms)
-
-    def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> defer.Deferred[None]:
-        return self.connections.oneway(addr, cmd, timeout_ms)
 
     def _tidy(self) -> None:
         """Close the connections of brokers no held route names any more."""

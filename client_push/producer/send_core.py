@@ -8,7 +8,6 @@ here, so they count, isolate and fail alike. Events in and decisions out:
 
 * ``encode(topic, body, ...)`` -> the ``EncodedMessage`` (``MessageError`` before sending);
 * ``request(message, queue, oneway=...)`` -> the SEND_MESSAGE_V2 command of one attempt;
-* ``began(plan, broker_name)`` -> an attempt starts (first attempts and retries counted);
 * ``unreachable(plan, queue, addr, detail, latency_ms, connection=...)`` -> no connection or
   no answer in time: the broker is reported unreachable, the plan moves on;
 * ``answered(plan, message, queue, response, latency_ms)`` -> a ``SendResult`` when stored,
@@ -107,8 +106,13 @@ class SendCore:
         self.first_attempts_by_broker: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self._ids = MessageIdGenerator(local_ip(), os.getpid(), rng.getrandbits(31))
-        self._addr_names: dict[str, str] = {}
+        self.addr_names: dict[str, str] = {}
         """Broker address -> the broker name sends to it went to (whose GoAway it is)."""
+        self.watch_after_ms = (
+            routing.table.first_isolating_latency() if config.fault.enabled else None
+        )
+        """How long an attempt may wait unanswered before its broker is isolated as slow (the
+        caller then calls the routing's ``report_waiting``); None: never."""
 
     def encode(
         self,
@@ -147,17 +151,7 @@ class SendCore:
             RequestCode.SEND_MESSAGE_V2, header.to_wire(), message.body, oneway=oneway
         )
 
-    def watch_after_ms(self) -> int | None:
-        """How long an attempt may wait unanswered before its broker is isolated as slow (the
-        caller then calls the routing's ``report_waiting``); None: never."""
-        if not self.config.fault.enabled:
-            return None
-        return self.routing.table.first_isolating_latency()
-
     # -- one send's events ---------------------------------------------------------------------
-
-    def sending(self) -> None:
-        self.counters["sends"] += 1
 
     def no_route(self) -> None:
         """The selection raised (no route, no master in time): the send fails with it."""
@@ -166,12 +160,6 @@ class SendCore:
 
     def waiting_for_route(self) -> None:
         self.counters["waits_for_route_after_unreachable"] += 1
-
-    def began(self, plan: SendAttempts, broker_name: str) -> None:
-        if plan.begin(broker_name):
-            self.first_attempts_by_broker[broker_name] += 1
-        else:
-            self.counters["retries"] += 1
 
     def unreachable(
         self,
@@ -282,21 +270,17 @@ class SendCore:
 
     # -- a send connection's broker --------------------------------------------------------
 
-    def sending_to(self, addr: str, broker_name: str) -> None:
-        """An attempt goes to ``addr``: a GoAway there is ``broker_name``'s."""
-        self._addr_names[addr] = broker_name
-
     def go_away(self, addr: str, grace_ms: int) -> None:
         """A broker's GoAway (7004) on the send connection to ``addr``."""
         self.counters["go_away_received"] += 1
-        name = self._addr_names.get(addr)
+        name = self.addr_names.get(addr)
         if name is not None:
             self.routing.broker_going_away(name, grace_ms)
 
     def tidy(self, held_addrs: set[str]) -> None:
         """Forget the addresses no held route names (their connections are closed)."""
-        for addr in [a for a in self._addr_names if a not in held_addrs]:
-            del self._addr_names[addr]
+        for addr in [a for a in self.addr_names if a not in held_addrs]:
+            del self.addr_names[addr]
 
     def stats(self, routing: dict[str, int], connections: Mapping[str, int]) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.counters)

@@ -6,7 +6,7 @@ Pure: it awaits only what its two collaborators hand it (a Deferred under Twiste
 ``client_push.producer.producer.Producer`` and asyncio's ``client_push.aio.producer.Producer``
 run this very code. What each step means is ``SendAttempts`` (the plan) and ``SendCore`` (the
 request, the answers, the counts); the loop's glue supplies the I/O and the clock
-(``SenderGlue``), the routing its selection (``Selection``).
+(``SenderGlue``, its ``Connections``), the routing its selection (``Selection``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,18 @@ from protocol.frame import RemotingCommand
 Cancel = Callable[[], None]
 
 
+class Connections(Protocol):
+    """The producer's broker connections (one per address)."""
+
+    def request(
+        self, addr: str, cmd: RemotingCommand, timeout_ms: int
+    ) -> Awaitable[RemotingCommand]:
+        """The broker's answer; raises ``ConnectionLostError`` or ``RequestTimeoutError``."""
+        ...
+
+    def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> Awaitable[None]: ...
+
+
 class SenderGlue(Protocol):
     """What the loop's producer supplies."""
 
@@ -36,13 +48,8 @@ class SenderGlue(Protocol):
 
     def sleep(self, delay_ms: int) -> Awaitable[None]: ...
 
-    def request(
-        self, addr: str, cmd: RemotingCommand, timeout_ms: int
-    ) -> Awaitable[RemotingCommand]:
-        """The broker's answer; raises ``ConnectionLostError`` or ``RequestTimeoutError``."""
-        ...
-
-    def oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> Awaitable[None]: ...
+    @property
+    def connections(self) -> Connections: ...
 
 
 class Selection(Protocol):
@@ -72,7 +79,7 @@ async def send(
 ) -> SendResult:
     """Up to ``1 + retries`` attempts within ``timeout_ms``; the result, or the error of the
     last attempt (``SendError``, ``BrokerRefusedError``, or what the selection raised)."""
-    core.sending()
+    core.counters["sends"] += 1
     plan = SendAttempts(core.config, timeout_ms, glue.now_ms())
     while plan.next_attempt(glue.now_ms()):
         try:
@@ -89,7 +96,10 @@ async def send(
                 core.waiting_for_route()
                 await routing.wait_for_route(message.topic, route_wait)
                 continue
-        core.began(plan, queue.broker_name)
+        if plan.begin(queue.broker_name):
+            core.first_attempts_by_broker[queue.broker_name] += 1
+        else:
+            core.counters["retries"] += 1
         if addr is None:
             plan.no_address(queue.broker_name)
             continue
@@ -109,19 +119,19 @@ async def _attempt(
     plan: SendAttempts,
 ) -> SendResult | None:
     """One attempt: the result once stored, None when the next attempt should follow."""
-    core.sending_to(addr, queue.broker_name)
+    core.addr_names[addr] = queue.broker_name  # a GoAway there is this broker's
     request = core.request(message, queue)
     started = glue.now_ms()
     # Isolate the broker as soon as the attempt has waited long enough to earn it, so the
     # sends that follow avoid it before this one is answered or times out.
-    watch_after = core.watch_after_ms()
+    watch_after = core.watch_after_ms
     unwatch = None
     if watch_after is not None:
         unwatch = glue.call_later(
             watch_after, partial(routing.report_waiting, queue.broker_name, watch_after)
         )
     try:
-        response = await glue.request(addr, request, plan.attempt_timeout(started))
+        response = await glue.connections.request(addr, request, plan.attempt_timeout(started))
     except (ConnectionLostError, RequestTimeoutError) as exc:
         connection = isinstance(exc, ConnectionLostError)
         latency = glue.now_ms() - started
@@ -152,11 +162,11 @@ async def send_oneway(
     addr = routing.broker_addr(message.topic, queue.broker_name)
     if addr is None:
         raise core.oneway_no_address(queue.broker_name)
-    core.sending_to(addr, queue.broker_name)
+    core.addr_names[addr] = queue.broker_name
     request = core.request(message, queue, oneway=True)
     started = glue.now_ms()
     try:
-        await glue.oneway(addr, request, timeout_ms)
+        await glue.connections.oneway(addr, request, timeout_ms)
     except (ConnectionLostError, RequestTimeoutError) as exc:
         raise core.oneway_failed(queue, describe(exc), glue.now_ms() - started) from None
     core.oneway_sent()
