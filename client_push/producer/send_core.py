@@ -15,7 +15,10 @@ here, so they count, isolate and fail alike. Events in and decisions out:
   ``RETRY`` after ``delay_ms``); raises ``SendError`` / ``BrokerRefusedError`` when the send
   must end;
 * ``exhausted(plan, message)`` -> the ``SendError`` of a send out of attempts or time;
-* ``oneway_failed(queue, detail, latency_ms)`` -> the ``SendError`` of a oneway send.
+* ``oneway_failed(queue, detail, latency_ms)`` -> the ``SendError`` of a oneway send;
+* ``go_away(addr, grace_ms)`` -> a broker's GoAway on a send connection, reported for the
+  broker last sent to at ``addr`` (``addr_names``, kept by the send loop); ``tidy(held)``
+  forgets the addresses no held route names.
 """
 
 from __future__ import annotations
