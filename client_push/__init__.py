@@ -4,7 +4,8 @@
 polls as a safety net, expires idle topics and remembers absent ones. The pure modules
 (route cache, negative cache, events, push session, selector, fault table, queue selection)
 import without Twisted; the Twisted parts are loaded on first use of ``RouteClient``,
-``ProducerRouting``, ``Producer`` or the producer's errors and results.
+``ProducerRouting``, ``Producer`` or the producer's errors and results. Programs on asyncio
+use ``client_push.aio.RouteClient`` instead (docs/asyncio.md): the same parts, no Twisted.
 """
 
 from __future__ import annotations

@@ -8,4 +8,9 @@ from namesrv.net import lean_reactor
 
 lean_reactor.install()
 
-pytest_plugins = ["support.server_fixtures", "support.route_cluster", "support.spark_fixtures"]
+pytest_plugins = [
+    "support.server_fixtures",
+    "support.route_cluster",
+    "support.spark_fixtures",
+    "support.aio_loop",
+]

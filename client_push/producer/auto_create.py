@@ -16,16 +16,27 @@ Events in and decisions out, for any event loop:
 * ``borrowed_route(default_route, config)`` -> the route a send to a topic without one uses;
   ``publish_info(topic, that route)`` gives its queues;
 * ``refusal(broker_name, topic, config, code, remark)`` -> the error text of a broker's refusal
-  to create the topic, or None when the answer is not such a refusal.
+  to create the topic, or None when the answer is not such a refusal;
+* ``BorrowedRoutes``: per topic without a route, the publish info and route its sends use,
+  built once per default-topic route held (``borrow``), dropped when the topic's own route
+  arrives (``own_route``); at most ``MAX_BORROWED_TOPICS``, the oldest making room.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from client_push.errors import TopicNotExistError
+from client_push.routes.route_cache import CachedRoute, PublishInfo, publish_info
 from protocol.codes import ResponseCode
 from protocol.route_model import TopicRouteData
+
+log = logging.getLogger("client_push.producer.routing")
+
+MAX_BORROWED_TOPICS = 1_024
+"""Topics sent to through the default topic's route at once; the oldest makes room."""
 
 REFUSAL_CODES = frozenset({int(ResponseCode.TOPIC_NOT_EXIST), int(ResponseCode.NO_PERMISSION)})
 
@@ -82,3 +93,50 @@ def refusal(
         f"{remark}); a broker creates topics on sending only with autoCreateTopicEnable=true "
         f"and {key} registered with a perm that includes inherit (7)"
     )
+
+
+class BorrowedRoutes:
+    def __init__(self, config: AutoCreateTopic, counters: Counter[str]) -> None:
+        self.config = config
+        self._counters = counters
+        self._held: dict[str, tuple[CachedRoute, PublishInfo, TopicRouteData]] = {}
+        """Topic -> (the default topic's route it was built from, the publish info and route
+        its sends use); while the default topic's route is held."""
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self._held
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def own_route(self, topic: str) -> None:
+        """The name server has a route for ``topic`` now: sends use it."""
+        if self._held:
+            self._held.pop(topic, None)
+
+    def no_default(self, topic: str) -> NoDefaultTopicError:
+        self._counters["auto_create_no_default_topic"] += 1
+        return NoDefaultTopicError(topic, self.config)
+
+    def borrow(self, topic: str, default: CachedRoute) -> tuple[PublishInfo, TopicRouteData]:
+        """The publish info and route a send to ``topic`` (which has no route) uses, from the
+        default topic's held route ``default``."""
+        held = self._held.get(topic)
+        if held is not None and held[0] is default:
+            return held[1], held[2]
+        route = borrowed_route(default.route, self.config)
+        info = publish_info(topic, route)
+        if len(self._held) >= MAX_BORROWED_TOPICS:
+            self._held.pop(next(iter(self._held)))
+        self._held[topic] = (default, info, route)
+        self._counters["auto_create_routes"] += 1
+        log.info(
+            "topic %s has no route: sending through %s for the broker to create it",
+            topic,
+            self.config.create_topic_key,
+        )
+        return info, route
+
+    def route(self, topic: str) -> TopicRouteData | None:
+        held = self._held.get(topic)
+        return None if held is None else held[2]

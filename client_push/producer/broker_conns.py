@@ -17,12 +17,9 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.python.failure import Failure
 
 from client_push.errors import ConnectionLostError, RequestTimeoutError
-from client_push.producer.broker_probe import GoAwayHandler
+from client_push.producer.broker_wire import GoAwayHandler, go_away_grace, is_go_away
 from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
-from protocol.codes import RequestCode
-from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.push_codec import decode_go_away
 
 log = logging.getLogger(__name__)
 
@@ -158,17 +155,12 @@ class BrokerConnections:
     # -- GoAway -----------------------------------------------------------------------------
 
     def _on_request(self, proto: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
-        if cmd.code != RequestCode.GO_AWAY:
+        if not is_go_away(cmd):
             return None
         self.counters["go_away_received"] += 1
         if not self._honour_go_away:
             return None
-        grace = 0
-        try:
-            grace = decode_go_away(cmd.body).grace_period_ms
-        except ProtocolError as exc:
-            self.counters["go_away_malformed"] += 1
-            log.warning("malformed GoAway from broker %s (%s): taken as no grace", proto.label, exc)
+        grace = go_away_grace(cmd, proto.label, self.counters)
         addr = proto.label
         if self._conns.get(addr) is proto:
             del self._conns[addr]

@@ -11,26 +11,23 @@ on and its connection closed; the next round opens a fresh one.
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.endpoints import connectProtocol
 
+from client_push.producer.broker_wire import (
+    GoAwayHandler,
+    ProberBook,
+    probe_request,
+    probe_says_going_away,
+)
 from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
-from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import ProtocolError
-from protocol.frame import RemotingCommand
-from protocol.push_codec import decode_go_away
 
 log = logging.getLogger(__name__)
 
-GoAwayHandler = Callable[[str, int], None]
-"""Called with the broker address and the grace period it announced (ms)."""
 
-
-class BrokerProber:
+class BrokerProber(ProberBook[RemotingProtocol]):
     def __init__(
         self,
         reactor: Any,
@@ -39,48 +36,28 @@ class BrokerProber:
         *,
         max_frame_size: int = 16 * 1024 * 1024,
     ) -> None:
+        super().__init__(on_go_away)
         self._reactor = reactor
         self._clock = clock
-        self._on_go_away = on_go_away
         self._max_frame_size = max_frame_size
-        self._conns: dict[str, RemotingProtocol] = {}
-        self._in_flight: set[str] = set()
-        self._stopped = False
-        self.counters: Counter[str] = Counter()
-
-    @property
-    def connections(self) -> int:
-        return len(self._conns)
 
     def probe(self, addr: str, topic: str, timeout_ms: int) -> defer.Deferred[bool]:
         """Fires True when the broker answered within ``timeout_ms`` (connecting included),
         False otherwise; never errbacks. A probe of an address already being probed is
         skipped (False)."""
-        if self._stopped or addr in self._in_flight:
-            self.counters["probes_skipped"] += 1
+        if not self._in_flight.begin(addr, self._conns.stopped):
             return defer.succeed(False)
-        self._in_flight.add(addr)
-        self.counters["probes_sent"] += 1
         d = defer.ensureDeferred(self._probe(addr, topic, timeout_ms))
-
-        def done(ok: bool) -> bool:
-            self._in_flight.discard(addr)
-            self.counters["probes_answered" if ok else "probes_failed"] += 1
-            return ok
-
-        return d.addCallback(done)
+        return d.addCallback(lambda ok: self._in_flight.end(addr, ok))
 
     async def _probe(self, addr: str, topic: str, timeout_ms: int) -> bool:
         try:
             proto = await self._connection(addr, timeout_ms)
-            request = RemotingCommand.request(
-                RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"}
-            )
-            response = await proto.request(request, timeout_ms)
+            response = await proto.request(probe_request(topic), timeout_ms)
         except Exception as exc:
             log.debug("probe of broker %s failed: %s", addr, describe(exc))
             return False
-        if response.code == ResponseCode.GO_AWAY:
+        if probe_says_going_away(response):
             self._go_away(proto, addr, 0)
             return False
         return True
@@ -92,47 +69,11 @@ class BrokerProber:
         proto = RemotingProtocol(self._clock, self._max_frame_size, self._on_request, label=addr)
         await connectProtocol(self._endpoint(addr, timeout_ms), proto)
         self.counters["connections_opened"] += 1
-        self._conns[addr] = proto
-        proto.lost.addCallback(lambda _: self._lost(addr, proto))
-        if self._stopped:
+        self._conns.keep(addr, proto)
+        proto.lost.addCallback(lambda _: self._conns.forget(addr, proto))
+        if self._conns.stopped:
             proto.close()
         return proto
 
     def _endpoint(self, addr: str, timeout_ms: int) -> Any:
         return endpoint_for(self._reactor, addr, max(timeout_ms / 1000.0, 0.001))
-
-    def _lost(self, addr: str, proto: RemotingProtocol) -> None:
-        if self._conns.get(addr) is proto:
-            del self._conns[addr]
-
-    def _on_request(self, proto: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
-        if cmd.code != RequestCode.GO_AWAY:
-            return None
-        grace = 0
-        try:
-            grace = decode_go_away(cmd.body).grace_period_ms
-        except ProtocolError as exc:
-            self.counters["go_away_malformed"] += 1
-            log.warning("malformed GoAway from broker %s (%s): taken as no grace", proto.label, exc)
-        self._go_away(proto, proto.label, grace)
-        return None
-
-    def _go_away(self, proto: RemotingProtocol, addr: str, grace_ms: int) -> None:
-        self.counters["go_away_received"] += 1
-        log.info("broker %s is going away (grace %d ms)", addr, grace_ms)
-        if self._conns.get(addr) is proto:
-            del self._conns[addr]
-        proto.close()
-        self._on_go_away(addr, grace_ms)
-
-    def retain(self, addrs: set[str]) -> None:
-        """Close the connections of brokers no longer probed."""
-        for addr in [a for a in self._conns if a not in addrs]:
-            self._conns.pop(addr).close()
-            self.counters["connections_closed"] += 1
-
-    def stop(self) -> None:
-        self._stopped = True
-        for proto in list(self._conns.values()):
-            proto.close()
-        self._conns.clear()

@@ -18,44 +18,29 @@ and a selection for a route none of whose brokers has answered yet waits (at mos
 ``first_probe_wait_ms``) for the first answer, so the first sends go to a broker known to
 answer rather than round-robin onto brokers nobody has heard from.
 
-Twisted glue: every decision is ``routing_core.RoutingCore``'s; this module looks routes up,
-runs the detector's timer and probes, and holds the waits.
+Twisted glue: the lookups, the selection loop and the reports are ``routing_flow.RoutingFlow``'s
+(which asyncio's producer runs too), every decision ``routing_core.RoutingCore``'s; this module
+runs the detector's timer and probes, and holds the waits on the reactor.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer, task
 
-from client_push.errors import TopicNotExistError
-from client_push.producer.auto_create import AutoCreateTopic, NoDefaultTopicError, borrowed_route
+from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.broker_probe import BrokerProber
-from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
-from client_push.producer.queue_select import QueueSelector
-from client_push.producer.routing_core import (
-    AwaitMaster,
-    FirstAnswerWait,
-    NoMasterError,
-    Probe,
-    RoutingCore,
-    held_brokers,
-    log,
-    master_addr,
-)
+from client_push.producer.fault_table import FaultStrategyConfig
+from client_push.producer.routing_core import FirstAnswerWait, Probe, log
+from client_push.producer.routing_flow import RoutingFlow
 from client_push.routes.client import RouteClient
-from client_push.routes.events import CACHED, BrokerEvent, RouteEvent
-from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo, publish_info
-from protocol.route_model import TopicRouteData
-
-MAX_BORROWED_TOPICS = 1_024
-"""Topics sent to through the default topic's route at once; the oldest makes room."""
+from client_push.routes.events import CACHED, RouteEvent
 
 
-class ProducerRouting:
+class ProducerRouting(RoutingFlow):
     def __init__(
         self,
         client: RouteClient,
@@ -72,13 +57,9 @@ class ProducerRouting:
             from twisted.internet import reactor as default_reactor
 
             reactor = default_reactor
-        self._client = client
+        super().__init__(client, config, rng=rng, auto_create=auto_create)
+        self._client: RouteClient = client
         self._clock = clock if clock is not None else reactor
-        self.counters: Counter[str] = Counter()
-        self.core = RoutingCore(config, rng, self.counters)
-        self.config: FaultStrategyConfig = self.core.config
-        self.table: FaultTable = self.core.table
-        self.selector: QueueSelector = self.core.selector
         self.prober = BrokerProber(reactor, self._clock, self._broker_addr_going_away)
         self._loop: task.LoopingCall | None = None
         self._remove_listener: Callable[[], None] | None = None
@@ -86,10 +67,6 @@ class ProducerRouting:
         self._route_waiters: dict[str, dict[defer.Deferred[bool], Any]] = {}
         """Per topic, the waits for its next route (each with its timer)."""
         self._route_listeners: dict[str, Callable[[], None]] = {}
-        self.auto_create = auto_create
-        self._borrowed: dict[str, tuple[CachedRoute, PublishInfo, TopicRouteData]] = {}
-        """Topics without a route -> (the default topic's route it was built from, the
-        publish info and route their sends use); while the default topic's route is held."""
 
     def start(self) -> None:
         """Follow the route client's broker events, and start the detector (when enabled);
@@ -116,78 +93,6 @@ class ProducerRouting:
         for topic, waiters in list(self._route_waiters.items()):
             for done in list(waiters):
                 self._route_wait_over(topic, done, False)
-
-    async def select_queue(
-        self, topic: str, last_broker_name: str | None = None, *, wait_ms: int = 0
-    ) -> MessageQueue:
-        """A queue to send to; ``last_broker_name``: the broker whose send just failed.
-
-        When no group of the route can take a send only because some group has no master (a
-        failover in progress), waits up to ``wait_ms`` for a route of the topic that shows
-        one, taking each route as it is announced. Raises what ``RouteClient.get_route``
-        raises (TopicNotExistError, ...), ``NoMasterError`` when no master came in time, and
-        ``NoWritableQueueError`` when the route has no writable queue for another reason.
-        """
-        started = now = self._now_ms()
-        while True:
-            try:
-                entry = await self._client.get_route(topic)
-                info, route = entry.publish_info, entry.route
-                if self._borrowed:
-                    self._borrowed.pop(topic, None)
-            except TopicNotExistError:
-                if self.auto_create is None:
-                    raise
-                info, route = await self._borrowed_route(topic, self.auto_create)
-            core = self.core
-            if core.detecting or core.departed:  # else route_used has nothing to do
-                for probe in core.route_used(topic, info, route, now):
-                    self._probe(probe).addCallback(self._first_probed, probe.broker_name)
-            if core.first_probing:  # else no selection waits for a first answer
-                wait = core.first_answer_wait(info, last_broker_name)
-                if wait is not None:
-                    await self._wait_for_first_answer(wait)
-                    now = self._now_ms()
-            choice = core.select(info, route, last_broker_name, now)
-            if type(choice) is MessageQueue:
-                return choice
-            assert isinstance(choice, AwaitMaster)
-            now = self._now_ms()
-            waited = now - started
-            if waited >= wait_ms:
-                self.counters["no_master_in_time"] += 1
-                raise NoMasterError(choice, wait_ms)
-            await self.wait_for_route(topic, wait_ms - waited)
-            now = self._now_ms()
-
-    async def _borrowed_route(
-        self, topic: str, auto_create: AutoCreateTopic
-    ) -> tuple[PublishInfo, TopicRouteData]:
-        """The publish info and route of a topic the name server has no route for, borrowed
-        from the default topic's (``auto_create`` module)."""
-        key = auto_create.create_topic_key
-        try:
-            default = await self._client.get_route(key)
-        except TopicNotExistError:
-            self.counters["auto_create_no_default_topic"] += 1
-            raise NoDefaultTopicError(topic, auto_create) from None
-        held = self._borrowed.get(topic)
-        if held is not None and held[0] is default:
-            return held[1], held[2]
-        route = borrowed_route(default.route, auto_create)
-        info = publish_info(topic, route)
-        if len(self._borrowed) >= MAX_BORROWED_TOPICS:
-            self._borrowed.pop(next(iter(self._borrowed)))
-        self._borrowed[topic] = (default, info, route)
-        self.counters["auto_create_routes"] += 1
-        log.info(
-            "topic %s has no route: sending through %s for the broker to create it", topic, key
-        )
-        return info, route
-
-    def via_default_topic(self, topic: str) -> bool:
-        """Whether sends to ``topic`` go through the default topic's route now."""
-        return topic in self._borrowed
 
     def wait_for_route(self, topic: str, timeout_ms: int) -> defer.Deferred[bool]:
         """Fires True with the next route state the client learns for ``topic`` (a push, a
@@ -224,58 +129,12 @@ class ProducerRouting:
         if not done.called:
             done.callback(learned)
 
-    def report_send(
-        self, broker_name: str, latency_ms: int, outcome: SendOutcome = SendOutcome.OK
-    ) -> None:
-        """How a send to ``broker_name`` went; slow or failed sends isolate the broker."""
-        self.core.report_send(broker_name, latency_ms, outcome, self._now_ms())
-
-    def report_waiting(self, broker_name: str, waited_ms: int) -> None:
-        """A send to ``broker_name`` is still unanswered after ``waited_ms``."""
-        self.core.report_waiting(broker_name, waited_ms, self._now_ms())
-
-    def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
-        """A broker announced a graceful shutdown (to the application's send connection, say):
-        new sends avoid it for the grace period and until it answers a probe again."""
-        self.core.broker_going_away(broker_name, grace_ms, self._now_ms())
-
-    def broker_gone(self, broker_name: str) -> None:
-        """The name server announced the broker left (unregistered, expired, its channel
-        closed): new sends avoid it until a route shows it back, at most
-        ``departed_avoid_ms``. The hook for the route client's broker-departure events."""
-        self.core.broker_gone(broker_name, self._now_ms())
-
-    def _broker_event(self, event: BrokerEvent) -> None:
-        self.core.broker_event(event, self._now_ms())
-
-    def broker_addr(self, topic: str, broker_name: str) -> str | None:
-        """The master address of ``broker_name`` in the held route of ``topic``."""
-        entry = self._client.cached_route(topic)
-        if entry is not None:
-            return master_addr(entry.route, broker_name)
-        borrowed = self._borrowed.get(topic)
-        return None if borrowed is None else master_addr(borrowed[2], broker_name)
-
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
         out.update({f"probe.{k}": v for k, v in self.prober.counters.items()})
         out["fault_items"] = len(self.table)
         out["probe_connections"] = self.prober.connections
         return out
-
-    # -- detector ------------------------------------------------------------------------------
-
-    def held_broker_addrs(self) -> dict[str, tuple[str, str]]:
-        """Broker name -> (master address, one topic it serves), over every held route."""
-        return held_brokers(self._held_routes())
-
-    def _held_routes(self) -> list[tuple[str, Any]]:
-        routes = []
-        for topic in self._client.held_topics():
-            entry = self._client.cached_route(topic)
-            if entry is not None:
-                routes.append((topic, entry.route))
-        return routes
 
     def _detect_round(self) -> None:
         try:
@@ -285,9 +144,7 @@ class ProducerRouting:
             log.exception("broker detection round failed")
 
     def _detect(self) -> None:
-        held = self.held_broker_addrs()
-        held_topics = set(self._client.held_topics())
-        probes = self.core.detect_round(held, held_topics, self._now_ms())
+        probes = self._due_probes()
         self.prober.retain(self.core.probe_addrs())
         for probe in probes:
             self._probe(probe).addCallback(self._probed, probe.broker_name)
@@ -295,12 +152,8 @@ class ProducerRouting:
     def _probe(self, probe: Probe) -> defer.Deferred[bool]:
         return self.prober.probe(probe.addr, probe.topic, self.config.detect_timeout_ms)
 
-    def _probed(self, ok: bool, name: str) -> None:
-        self.core.probed(name, ok, self._now_ms())
-
-    def _first_probed(self, ok: bool, name: str) -> None:
-        for wait in self.core.first_probed(name, ok, self._now_ms()):
-            self._end_wait(wait)
+    def _probe_first(self, probe: Probe) -> None:
+        self._probe(probe).addCallback(self._first_probed, probe.broker_name)
 
     async def _wait_for_first_answer(self, wait: FirstAnswerWait) -> None:
         done: defer.Deferred[None] = defer.Deferred()
@@ -309,10 +162,6 @@ class ProducerRouting:
         )
         self._waits[wait] = (done, timer)
         await done
-
-    def _wait_expired(self, wait: FirstAnswerWait) -> None:
-        if self.core.wait_expired(wait):
-            self._end_wait(wait)
 
     def _end_wait(self, wait: FirstAnswerWait) -> None:
         held = self._waits.pop(wait, None)
@@ -323,9 +172,6 @@ class ProducerRouting:
             timer.cancel()
         if not done.called:
             done.callback(None)
-
-    def _broker_addr_going_away(self, addr: str, grace_ms: int) -> None:
-        self.core.addr_going_away(addr, grace_ms, self._now_ms())
 
     def _now_ms(self) -> int:
         return int(self._clock.seconds() * 1000)

@@ -16,6 +16,8 @@ Events in
       ``FirstAnswerWait``\\ s that end with it (release those selections).
   ``wait_expired(wait)``
       a first-answer wait ran out its ``first_probe_wait_ms``; True when it was still open.
+  ``wait_given_up(wait)``
+      the selection holding a first-answer wait was cancelled.
   ``report_send(name, latency_ms, outcome, now_ms)``, ``report_waiting(name, waited_ms, now_ms)``
       how a send went, or that it is still unanswered.
   ``broker_going_away(name, grace_ms, now_ms)``, ``addr_going_away(addr, grace_ms, now_ms)``
@@ -236,6 +238,17 @@ class RoutingCore:
         self._waits.remove(wait)
         self.counters["first_probe_waits_expired"] += 1
         return True
+
+    @property
+    def open_waits(self) -> int:
+        """First-answer waits holding selections now."""
+        return len(self._waits)
+
+    def wait_given_up(self, wait: FirstAnswerWait) -> None:
+        """The selection holding ``wait`` was cancelled: forget the wait (its brokers' first
+        probes go on, and may still hold other selections)."""
+        if wait in self._waits:
+            self._waits.remove(wait)
 
     def select(
         self,

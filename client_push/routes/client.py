@@ -20,9 +20,8 @@ from typing import Any
 from twisted.internet import defer, task
 
 from client_push.config import ClientConfig
-from client_push.errors import ClientStoppedError
+from client_push.routes.client_core import RouteClientCore
 from client_push.routes.events import (
-    CACHED,
     FIRST,
     BrokerEvent,
     BrokerListener,
@@ -49,22 +48,21 @@ from client_push.routes.push_requests import PushRequests
 from client_push.routes.push_session import PushSession
 from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
-from client_push.wire.connection import LinkListener, NameServerLink
+from client_push.wire.connection import NameServerLink
 from client_push.wire.remoting import RemotingProtocol
-from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import ProtocolError
-from protocol.frame import RemotingCommand
-from protocol.push_codec import decode_go_away, decode_notification
 
 __all__ = ["BrokerEvent", "BrokerListener", "RouteClient", "RouteEvent", "RouteListener"]
 
 
-class RouteClient(LinkListener):
+class RouteClient(RouteClientCore[RemotingProtocol]):
     """Holds topic routes for producers and consumers of one process.
 
     ``reactor`` carries the sockets; ``clock`` (default: the reactor) drives every timer, so
     tests can run loopback traffic under ``twisted.internet.task.Clock``.
     """
+
+    _link: NameServerLink
+    _subscriptions: PushRequests
 
     def __init__(
         self,
@@ -191,16 +189,10 @@ class RouteClient(LinkListener):
         Concurrent first lookups share one request (upstream #4561). A topic remembered as
         absent raises ``TopicNotExistError`` at once, without a request, until its TTL ends.
         """
-        self._check_usable(topic)
-        now = self._now_ms()
-        entry = self._cache.get(topic, now)
+        entry = self._cached(topic)
         if entry is not None:
-            self.counters["lookup_hits"] += 1
             return entry
-        if self._cache.touch(topic, now):
-            self._subscriptions.want(topic)
-        self._negative.check(topic, now)
-        self.counters["lookup_misses"] += 1
+        self._miss(topic)
         return await self._join(self._fetch(topic, FIRST))
 
     async def get_publish_info(self, topic: str) -> PublishInfo:
@@ -213,17 +205,8 @@ class RouteClient(LinkListener):
         The state already held is replayed at once (cause ``cached``); a topic not held yet is
         fetched. A topic with listeners never expires.
         """
-        self._check_usable(topic)
-        remove = self._listeners.add_route(topic, callback)
-        now = self._now_ms()
-        if self._cache.touch(topic, now):
-            self._subscriptions.want(topic)
-        entry = self._cache.peek(topic)
-        if entry is not None:
-            callback(self._routes.event(topic, True, entry.version, entry, CACHED, now))
-        elif topic in self._routes.absent:
-            callback(self._routes.event(topic, False, 0, None, CACHED, now))
-        elif self._started:
+        remove, unknown = self._listen(topic, callback)
+        if unknown and self._started:
             self._fetch(topic, FIRST)
         return remove
 
@@ -238,41 +221,6 @@ class RouteClient(LinkListener):
     def update_namesrv_addrs(self, addrs: Sequence[str]) -> None:
         """Replace the name-server list; a changed list picks a server afresh and moves there."""
         self._link.update_addrs(addrs)
-
-    @property
-    def namesrv(self) -> str:
-        return self._link.addr
-
-    @property
-    def connected(self) -> bool:
-        return self._link.current is not None
-
-    @property
-    def push_active(self) -> bool:
-        """True while the current name server has acknowledged our subscriptions."""
-        return self._session.push_healthy
-
-    def held_topics(self) -> list[str]:
-        return self._cache.held()
-
-    def cached_route(self, topic: str) -> CachedRoute | None:
-        """The held route without counting an access (for inspection, not for sending)."""
-        return self._cache.peek(topic)
-
-    def stats(self) -> dict[str, int | str | bool]:
-        out: dict[str, int | str | bool] = dict(self.counters)
-        out.update(
-            held_topics=len(self._cache.held()),
-            cached_routes=len(self._cache),
-            negative_entries=len(self._negative),
-            negative_hits=self._negative.hits,
-            subscribed=self._session.subscription_count,
-            push_active=self._session.push_healthy,
-            namesrv=self._link.addr,
-            connects=self._link.connects,
-            connect_failures=self._link.connect_failures,
-        )
-        return out
 
     # -- the push session's actions ------------------------------------------------------------
 
@@ -307,46 +255,6 @@ class RouteClient(LinkListener):
             elif isinstance(action, MoveTo):
                 self._link.go_away(proto, action.alternatives, still_serving=action.still_serving)
 
-    def _handle_request(
-        self, proto: RemotingProtocol, cmd: RemotingCommand
-    ) -> RemotingCommand | None:
-        if cmd.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED:
-            if not self._link.is_current(proto):
-                self.counters["notify_from_old_connection"] += 1
-                return cmd.make_response(ResponseCode.SUCCESS)
-            self.counters["notify_received"] += 1
-            try:
-                msg = decode_notification(cmd.body)
-            except ProtocolError as exc:
-                actions = self._session.notification_unreadable(self._link.addr, exc.remark)
-            else:
-                actions = self._session.notified(msg)
-            self._run(actions, proto)
-            return cmd.make_response(ResponseCode.SUCCESS)
-        if cmd.code == RequestCode.GO_AWAY:
-            try:
-                go_away = decode_go_away(cmd.body)
-                alternatives: list[str] = list(go_away.alternative_addrs)
-                reason = go_away.reason
-            except ProtocolError as exc:
-                alternatives, reason = [], exc.remark
-            log.info("GO_AWAY from %s (%s); alternatives %s", proto.label, reason, alternatives)
-            self._run(self._session.go_away(alternatives), proto)
-            return cmd.make_response(ResponseCode.SUCCESS)
-        return None
-
-    # -- LinkListener ----------------------------------------------------------------------------
-
-    def on_connected(self, proto: RemotingProtocol, addr: str) -> None:
-        self._run(self._session.connected(), proto)
-
-    def on_disconnected(self, addr: str) -> None:
-        self._run(self._session.disconnected(), None)
-
-    def on_switching(self, old: RemotingProtocol, old_addr: str, *, going_away: bool) -> None:
-        actions = self._session.switching(going_away=going_away, old_connected=bool(old.connected))
-        self._run(actions, old)
-
     # -- timers --------------------------------------------------------------------------------
 
     def _run_spread(self) -> None:
@@ -376,16 +284,7 @@ class RouteClient(LinkListener):
             return  # the next connection refetches what changed
         self._run(self._session.poll(), proto)
 
-    def _expire_idle(self) -> None:
-        self._run(self._session.expire_idle(self._listeners.topics()), self._link.current)
-
     # -- helpers -------------------------------------------------------------------------------
-
-    def _check_usable(self, topic: str) -> None:
-        if self._stopped:
-            raise ClientStoppedError("route client stopped")
-        if not topic:
-            raise ValueError("topic must not be empty")
 
     def _guarded(self, call: Callable[[], None]) -> None:
         """Run a periodic job; an error is logged and counted, never stops the timer."""

@@ -124,3 +124,9 @@ class HeldRoutes:
             self.negative.clear(topic)
             self.absent.discard(topic)
         return gone
+
+    def release(self, topic: str) -> None:
+        """Stop holding ``topic`` at once, whatever its last access."""
+        self.cache.forget(topic)
+        self.negative.clear(topic)
+        self.absent.discard(topic)

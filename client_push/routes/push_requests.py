@@ -1,28 +1,32 @@
-"""SUBSCRIBE and UNSUBSCRIBE on the wire: batches out, answers into the push session.
+"""SUBSCRIBE and UNSUBSCRIBE on the wire, on Twisted: batches out, answers into the session.
 
-Twisted glue. What an answer means is the session's decision; the actions it returns go back
-through the owner's ``run`` with the connection that answered.
+Twisted glue. The commands and what an answer means are the pure ``push_exchange``'s and the
+session's; the actions go back through the owner's ``run`` with the connection that answered.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.python.failure import Failure
 
 from client_push.config import ClientConfig
-from client_push.routes.events import log
 from client_push.routes.fetches import log_unexpected
 from client_push.routes.push_actions import Action
+from client_push.routes.push_exchange import (
+    subscribe_answered,
+    subscribe_failed,
+    subscribe_requests,
+    unsubscribe_answered,
+    unsubscribe_failed,
+    unsubscribe_requests,
+)
 from client_push.routes.push_session import PushSession
 from client_push.wire.connection import NameServerLink
 from client_push.wire.remoting import RemotingProtocol, describe
-from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.push_codec import decode_subscribe_ack, encode_subscribe, encode_unsubscribe
 
 ActionRunner = Callable[[list[Action], RemotingProtocol | None], None]
 """Carries out a session's actions; wire actions go to the given connection."""
@@ -66,11 +70,8 @@ class PushRequests:
             self._flush_call.cancel()
 
     def subscribe(self, proto: RemotingProtocol, topics: Sequence[str], cause: str) -> None:
-        for batch in _batches(topics, self._config.subscribe_batch_size):
-            cmd = RemotingCommand.request(
-                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
-                body=encode_subscribe(batch, self._client_id),
-            )
+        batch_size = self._config.subscribe_batch_size
+        for batch, cmd in subscribe_requests(topics, batch_size, self._client_id):
             self._counters["subscribe_sent"] += 1
             d = self._link.send_on(proto, cmd)
             d.addCallbacks(
@@ -82,17 +83,14 @@ class PushRequests:
             d.addErrback(log_unexpected, self._counters, "handling a SUBSCRIBE answer")
 
     def unsubscribe(self, proto: RemotingProtocol, topics: Sequence[str]) -> None:
-        for batch in _batches(topics, self._config.subscribe_batch_size):
-            cmd = RemotingCommand.request(
-                RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_unsubscribe(batch)
-            )
+        for cmd in unsubscribe_requests(topics, self._config.subscribe_batch_size):
             self._counters["unsubscribe_sent"] += 1
             d = self._link.send_on(proto, cmd)
             d.addCallbacks(
-                self._unsubscribe_answered,
-                self._unsubscribe_failed,
-                callbackArgs=(proto,),
-                errbackArgs=(proto,),
+                unsubscribe_answered,
+                lambda failure, label: unsubscribe_failed(label, describe(failure)),
+                callbackArgs=(proto.label,),
+                errbackArgs=(proto.label,),
             )
 
     def _flush(self) -> None:
@@ -104,19 +102,7 @@ class PushRequests:
     ) -> None:
         if not self._link.is_current(proto) or self._stopped:
             return
-        session = self._session
-        if response.code != ResponseCode.SUCCESS:
-            actions = session.subscribe_refused(
-                proto.label, batch, cause, response.code, response.remark
-            )
-        else:
-            try:
-                ack = decode_subscribe_ack(response.body)
-            except ProtocolError as exc:
-                actions = session.subscribe_unreadable(proto.label, exc.remark)
-            else:
-                actions = session.subscribe_acked(batch, cause, ack)
-        self._run(actions, proto)
+        self._run(subscribe_answered(self._session, proto.label, batch, cause, response), proto)
 
     def _subscribe_failed(
         self, failure: Failure, proto: RemotingProtocol, batch: Sequence[str], cause: str
@@ -124,25 +110,5 @@ class PushRequests:
         self._counters["subscribe_failed"] += 1
         if not self._link.is_current(proto) or self._stopped:
             return
-        log.warning(
-            "SUBSCRIBE of %d topics at %s failed: %s", len(batch), proto.label, describe(failure)
-        )
-        self._run(self._session.subscribe_failed(batch, cause), proto)
-
-    def _unsubscribe_answered(self, response: RemotingCommand, proto: RemotingProtocol) -> None:
-        if response.code != ResponseCode.SUCCESS:
-            log.info(
-                "UNSUBSCRIBE at %s answered code %d: %s",
-                proto.label,
-                response.code,
-                response.remark,
-            )
-
-    def _unsubscribe_failed(self, failure: Failure, proto: RemotingProtocol) -> None:
-        # The subscription dies with the connection anyway; nothing to repair.
-        log.info("UNSUBSCRIBE at %s failed: %s", proto.label, describe(failure))
-
-
-def _batches(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+        actions = subscribe_failed(self._session, proto.label, batch, cause, describe(failure))
+        self._run(actions, proto)

@@ -374,15 +374,26 @@ class PushSession:
         if not gone:
             return []
         self.counters["topics_expired"] += len(gone)
+        log.info("%d idle topics expired: %s", len(gone), ", ".join(sorted(gone)[:20]))
+        return self._dropped(gone)
+
+    def release(self, topics: Sequence[str]) -> list[Action]:
+        """Stop holding ``topics`` now (the lookup that made them held was given up) and
+        unsubscribe the subscribed ones."""
+        gone = [t for t in topics if self._cache.is_held(t)]
+        for topic in gone:
+            self._routes.release(topic)
+        self.counters["topics_released"] += len(gone)
+        return self._dropped(gone)
+
+    def _dropped(self, gone: Sequence[str]) -> list[Action]:
         for topic in gone:
             self._to_subscribe.discard(topic)
             self._local.pop(topic, None)
             self._spread.discard(topic)
         subscribed = [t for t in gone if t in self._subscribed]
         self._subscribed.difference_update(subscribed)
-        out: list[Action] = [SendUnsubscribe(tuple(sorted(subscribed)))] if subscribed else []
-        log.info("%d idle topics expired: %s", len(gone), ", ".join(sorted(gone)[:20]))
-        return out
+        return [SendUnsubscribe(tuple(sorted(subscribed)))] if subscribed else []
 
     # -- broker changes ------------------------------------------------------------------------
 

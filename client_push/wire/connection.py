@@ -1,8 +1,10 @@
 """The connection to the chosen name server: connect, reconnect with backoff, move on GoAway.
 
-The route logic above sees three events (connected, disconnected, switching away) and one
-call (``request``), which waits for a connection when there is none and retries once on a new
-connection when a server answers GO_AWAY (1500), as upstream's ``enableReconnectForGoAway``.
+The rules (which connection serves, when a left one closes) are the pure ``link_state``'s;
+this module owns the sockets and timers. The route logic above sees three events (connected,
+disconnected, switching away) and one call (``request``), which waits for a connection when
+there is none and retries once on a new connection when a server answers GO_AWAY (1500), as
+upstream's ``enableReconnectForGoAway``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from twisted.python.failure import Failure
 from client_push.config import ClientConfig, split_addr
 from client_push.errors import ClientStoppedError, RequestTimeoutError
 from client_push.wire.backoff import Backoff
+from client_push.wire.link_state import LinkOwner, LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
 from client_push.wire.remoting import RemotingProtocol, RequestHandler, describe, endpoint_for
 from protocol.codes import ResponseCode
@@ -29,20 +32,9 @@ from protocol.frame import RemotingCommand
 log = logging.getLogger(__name__)
 
 
-class LinkListener:
-    """What the link tells its owner; every method is optional to override."""
-
-    def on_connected(self, proto: RemotingProtocol, addr: str) -> None:
-        """A new connection is up: subscriptions must be (re)made on it."""
-
-    def on_disconnected(self, addr: str) -> None:
-        """The current connection was lost; push stops until the next ``on_connected``."""
-
-    def on_switching(self, old: RemotingProtocol, old_addr: str, *, going_away: bool) -> None:
-        """``old`` stops being the current connection (it may still answer in-flight requests)."""
-
-
 class NameServerLink:
+    """The Twisted side of ``LinkState``: sockets, the reconnect timer, waiting requests."""
+
     def __init__(
         self,
         config: ClientConfig,
@@ -50,7 +42,7 @@ class NameServerLink:
         clock: Any,
         rng: random.Random,
         on_request: RequestHandler,
-        listener: LinkListener,
+        listener: LinkOwner[RemotingProtocol],
     ) -> None:
         self._config = config
         self._reactor = reactor
@@ -58,33 +50,35 @@ class NameServerLink:
         self._on_request = on_request
         self._listener = listener
         self.selector = NameServerSelector(config.namesrv_addrs, rng)
-        self._backoff = Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
-        self._proto: RemotingProtocol | None = None
-        self._addr: str | None = None
+        self._state: LinkState[RemotingProtocol] = LinkState(
+            self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
+        )
         self._connecting: str | None = None
         self._retry: Any | None = None
         self._waiters: list[defer.Deferred[RemotingProtocol]] = []
-        self._draining: set[RemotingProtocol] = set()
-        self._fallback: set[RemotingProtocol] = set()
-        self._all: set[RemotingProtocol] = set()
         self._started = False
-        self._stopped = False
-        self.connects = 0
-        self.connect_failures = 0
 
     # -- state -----------------------------------------------------------------------------
 
     @property
     def current(self) -> RemotingProtocol | None:
-        return self._proto
+        return self._state.current
 
     @property
     def addr(self) -> str:
         """The name server requests go to (or will, once connected)."""
-        return self._addr or self.selector.current
+        return self._state.target
+
+    @property
+    def connects(self) -> int:
+        return self._state.connects
+
+    @property
+    def connect_failures(self) -> int:
+        return self._state.connect_failures
 
     def is_current(self, proto: RemotingProtocol) -> bool:
-        return proto is self._proto
+        return proto is self._state.current
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -92,20 +86,19 @@ class NameServerLink:
         if self._started:
             return
         self._started = True
-        self._connect(self.selector.current)
+        self._connect()
 
     def stop(self) -> defer.Deferred[None]:
         """Close every connection; pending requests fail with ``ConnectionLostError``."""
-        self._stopped = True
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
         waiters, self._waiters = self._waiters, []
         for w in waiters:
             w.errback(ClientStoppedError("route client stopped"))
-        losses = [p.lost for p in self._all]
-        for p in list(self._all):
+        protos = self._state.stop()
+        losses = [p.lost for p in protos]
+        for p in protos:
             p.close()
-        self._proto = None
         return defer.DeferredList(losses, consumeErrors=True).addCallback(lambda _: None)
 
     def update_addrs(self, addrs: Sequence[str]) -> None:
@@ -142,14 +135,11 @@ class NameServerLink:
         return d.addCallback(send)
 
     def _usable(self, timeout_ms: int) -> defer.Deferred[RemotingProtocol]:
-        if self._stopped:
+        if self._state.stopped:
             return defer.fail(ClientStoppedError("route client stopped"))
-        if self._proto is not None:
-            return defer.succeed(self._proto)
-        # No current connection: a server still in its GoAway grace serves better than nothing.
-        for proto in self._fallback:
-            if proto.connected:
-                return defer.succeed(proto)
+        proto = self._state.usable()
+        if proto is not None:
+            return defer.succeed(proto)
         waiter: defer.Deferred[RemotingProtocol] = defer.Deferred()
         self._waiters.append(waiter)
 
@@ -180,32 +170,21 @@ class NameServerLink:
         up the old one still takes requests (``still_serving``); a GO_AWAY *answer* (1500)
         refuses them, so that connection only finishes what it has in flight.
         """
-        if proto is not self._proto:
-            return
-        self.selector.prefer(alternatives, leaving=proto.label)
-        self._move(going_away=True, fallback=still_serving)
+        if self._state.go_away(proto, alternatives):
+            self._move(going_away=True, fallback=still_serving)
 
     def _move(self, *, going_away: bool, fallback: bool = False) -> None:
-        old = self._proto
+        old = self._state.leave(fallback=fallback)
         if old is not None:
-            self._proto = None
-            self._draining.add(old)
-            if fallback:
-                self._fallback.add(old)
             self._listener.on_switching(old, old.label, going_away=going_away)
             self._maybe_close_drained(None, old)
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
-        self._backoff.reset()
-        self._connect(self.selector.current)
+        self._connect()
 
     def _maybe_close_drained(self, result: Any, proto: RemotingProtocol) -> Any:
-        """A connection switched away from closes once its in-flight requests are done.
-
-        One left on a oneway GoAway is left to the server, which closes it after its grace
-        period; until then it serves requests when no other connection is up.
-        """
-        if proto in self._draining and proto not in self._fallback and proto.pending == 0:
+        """A connection switched away from closes once its in-flight requests are done."""
+        if self._state.drained(proto):
             proto.close()
         return result
 
@@ -218,11 +197,11 @@ class NameServerLink:
 
     # -- connecting ----------------------------------------------------------------------------
 
-    def _connect(self, addr: str) -> None:
-        if self._stopped or self._connecting == addr:
+    def _connect(self) -> None:
+        if self._state.stopped or self._connecting == self.selector.current:
             return
+        addr = self._state.connecting()
         self._connecting = addr
-        self._addr = addr
         endpoint = self._endpoint(addr)
         proto = RemotingProtocol(
             self._clock, self._config.max_frame_size, self._on_request, label=addr
@@ -240,13 +219,9 @@ class NameServerLink:
     def _connected(self, proto: RemotingProtocol, addr: str) -> None:
         if self._connecting == addr:
             self._connecting = None
-        if self._stopped or addr != self.selector.current or self._proto is not None:
+        if not self._state.accept(proto, addr):
             proto.close()
             return
-        self.connects += 1
-        self._backoff.reset()
-        self._proto = proto
-        self._all.add(proto)
         proto.lost.addCallback(lambda _: self._lost(proto))
         log.info("connected to name server %s", addr)
         waiters, self._waiters = self._waiters, []
@@ -257,36 +232,29 @@ class NameServerLink:
     def _connect_failed(self, failure: Failure, addr: str) -> None:
         if self._connecting == addr:
             self._connecting = None
-        if self._stopped:
+        if self._state.stopped:
             return
-        self.connect_failures += 1
         log.warning("cannot connect to name server %s: %s", addr, describe(failure))
-        self.selector.on_failure(addr)
+        self._state.connect_failed(addr)
         self._schedule_reconnect()
 
     def _lost(self, proto: RemotingProtocol) -> None:
-        self._all.discard(proto)
-        self._fallback.discard(proto)
-        if proto in self._draining:
-            self._draining.discard(proto)
+        if not self._state.lost(proto):
             return
-        if proto is not self._proto:
-            return
-        self._proto = None
         log.warning("connection to name server %s lost", proto.label)
         self._listener.on_disconnected(proto.label)
-        if self._stopped:
+        if self._state.stopped:
             return
         self.selector.on_failure(proto.label)
         self._schedule_reconnect()
 
     def _schedule_reconnect(self) -> None:
-        if self._stopped or (self._retry is not None and self._retry.active()):
+        if self._state.stopped or (self._retry is not None and self._retry.active()):
             return
-        delay = self._backoff.next_delay_ms()
+        delay = self._state.reconnect_delay_ms()
         log.info("reconnecting to %s in %d ms", self.selector.current, delay)
         self._retry = self._clock.callLater(delay / 1000.0, self._retry_now)
 
     def _retry_now(self) -> None:
         self._retry = None
-        self._connect(self.selector.current)
+        self._connect()

@@ -1,6 +1,7 @@
 """One remoting connection from the client's side: requests matched to responses by opaque.
 
-Twisted glue only. What the client does with a server-initiated request (NOTIFY, GO_AWAY) is
+Twisted glue only: opaques and the answer to a server's request are the pure
+``request_table``'s. What the client does with a server-initiated request (NOTIFY, GO_AWAY) is
 the handler's business; this module guarantees that every request Deferred fires exactly once:
 with the response, a ``RequestTimeoutError``, or a ``ConnectionLostError``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from twisted.internet import defer, ssl
@@ -25,13 +27,11 @@ from twisted.python.failure import Failure
 
 from client_push.config import ClientConfigError, split_addr
 from client_push.errors import ConnectionLostError, RequestTimeoutError
-from protocol.codes import ResponseCode
+from client_push.wire.request_table import RequestTable, answer_server_request
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
 log = logging.getLogger(__name__)
-
-MAX_OPAQUE = 0x7FFFFFFF
 
 RequestHandler = Callable[["RemotingProtocol", RemotingCommand], "RemotingCommand | None"]
 """Handles a request the server initiated; returns the response to send (ignored for oneway)."""
@@ -49,8 +49,7 @@ class RemotingProtocol(Protocol):
         self._clock = clock
         self._decoder = FrameDecoder(max_frame_size)
         self._on_request = on_request
-        self._pending: dict[int, tuple[defer.Deferred[RemotingCommand], Any]] = {}
-        self._next_opaque = 0
+        self._pending: RequestTable[tuple[defer.Deferred[RemotingCommand], Any]] = RequestTable()
         self.label = label
         self.connected = False
         self.lost: defer.Deferred[None] = defer.Deferred()
@@ -84,11 +83,11 @@ class RemotingProtocol(Protocol):
         """Send ``cmd`` (its opaque is assigned here) and fire with the matching response."""
         if not self.connected:
             return defer.fail(ConnectionLostError(f"not connected to {self.label}"))
-        opaque = self._allocate_opaque()
+        opaque = self._pending.allocate()
         cmd.opaque = opaque
         d: defer.Deferred[RemotingCommand] = defer.Deferred()
         timer = self._clock.callLater(timeout_ms / 1000.0, self._timed_out, opaque, cmd, timeout_ms)
-        self._pending[opaque] = (d, timer)
+        self._pending.put(opaque, (d, timer))
         self._write(encode_command(cmd))
         self.counters["requests_sent"] += 1
         return d
@@ -112,14 +111,8 @@ class RemotingProtocol(Protocol):
         transport: Any = self.transport
         transport.write(data)
 
-    def _allocate_opaque(self) -> int:
-        while True:
-            self._next_opaque = self._next_opaque % MAX_OPAQUE + 1
-            if self._next_opaque not in self._pending:
-                return self._next_opaque
-
     def _timed_out(self, opaque: int, cmd: RemotingCommand, timeout_ms: int) -> None:
-        entry = self._pending.pop(opaque, None)
+        entry = self._pending.pop(opaque)
         if entry is None:
             return
         self.counters["requests_timed_out"] += 1
@@ -145,7 +138,7 @@ class RemotingProtocol(Protocol):
                 self._request(cmd)
 
     def _response(self, cmd: RemotingCommand) -> None:
-        entry = self._pending.pop(cmd.opaque, None)
+        entry = self._pending.pop(cmd.opaque)
         if entry is None:
             # Its request timed out already; the caller has its answer.
             self.counters["late_responses"] += 1
@@ -159,31 +152,16 @@ class RemotingProtocol(Protocol):
 
     def _request(self, cmd: RemotingCommand) -> None:
         self.counters["requests_received"] += 1
-        response: RemotingCommand | None
-        if self._on_request is None:
-            response = None
-        else:
-            try:
-                response = self._on_request(self, cmd)
-            except Exception:
-                log.exception("error handling request code %d from %s", cmd.code, self.label)
-                response = cmd.make_response(
-                    ResponseCode.SYSTEM_ERROR, f"client failed to handle request code {cmd.code}"
-                )
-        if cmd.is_oneway or not self.connected:
-            return
-        if response is None:
-            response = cmd.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f"request code {cmd.code} is not supported by this client",
-            )
-        self._write(encode_command(response))
+        on_request = self._on_request
+        handle = None if on_request is None else partial(on_request, self)
+        response = answer_server_request(handle, cmd, self.label)
+        if response is not None and self.connected:
+            self._write(encode_command(response))
 
     def connectionLost(self, reason: Failure | None = None) -> None:
         self.connected = False
-        pending, self._pending = self._pending, {}
         why = reason.getErrorMessage() if reason is not None else "closed"
-        for d, timer in pending.values():
+        for d, timer in self._pending.drain():
             if timer.active():
                 timer.cancel()
             d.errback(ConnectionLostError(f"connection to {self.label} lost: {why}"))

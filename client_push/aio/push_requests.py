@@ -1,0 +1,124 @@
+"""SUBSCRIBE and UNSUBSCRIBE on asyncio: each batch a task on the given connection.
+
+asyncio glue. The commands and what an answer means are the pure ``push_exchange``'s and the
+session's; the actions go back through the owner's ``run`` with the connection that answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from client_push.aio.link import NameServerLink
+from client_push.aio.remoting import RemotingConnection
+from client_push.config import ClientConfig
+from client_push.routes.events import log
+from client_push.routes.push_actions import Action
+from client_push.routes.push_exchange import (
+    subscribe_answered,
+    subscribe_failed,
+    subscribe_requests,
+    unsubscribe_answered,
+    unsubscribe_failed,
+    unsubscribe_requests,
+)
+from client_push.routes.push_session import PushSession
+from protocol.frame import RemotingCommand
+
+ActionRunner = Callable[[list[Action], RemotingConnection | None], None]
+
+
+class PushRequests:
+    def __init__(
+        self,
+        config: ClientConfig,
+        link: NameServerLink,
+        session: PushSession,
+        run: ActionRunner,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        counters: Counter[str],
+        client_id: str,
+    ) -> None:
+        self._config = config
+        self._link = link
+        self._session = session
+        self._run = run
+        self._loop = loop
+        self._counters = counters
+        self._client_id = client_id
+        self._flush_call: asyncio.Handle | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        """SUBSCRIBE and UNSUBSCRIBE requests in flight."""
+        self._stopped = False
+
+    def want(self, topic: str) -> None:
+        """Subscribe a newly held topic; topics held in one loop turn share one request."""
+        if self._link.current is None or self._stopped:
+            return  # on (re)connect every held topic is subscribed anyway
+        if not self._session.want_subscription(topic):
+            return
+        if self._flush_call is None:
+            self._flush_call = self._loop.call_soon(self._flush)
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._flush_call is not None:
+            self._flush_call.cancel()
+            self._flush_call = None
+        for task in list(self.tasks):
+            task.cancel()
+
+    def subscribe(self, conn: RemotingConnection, topics: Sequence[str], cause: str) -> None:
+        batch_size = self._config.subscribe_batch_size
+        for batch, cmd in subscribe_requests(topics, batch_size, self._client_id):
+            self._counters["subscribe_sent"] += 1
+            self._spawn(self._subscribe(conn, cmd, batch, cause))
+
+    def unsubscribe(self, conn: RemotingConnection, topics: Sequence[str]) -> None:
+        for cmd in unsubscribe_requests(topics, self._config.subscribe_batch_size):
+            self._counters["unsubscribe_sent"] += 1
+            self._spawn(self._unsubscribe(conn, cmd))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._counters["internal_errors"] += 1
+            log.error("error handling a SUBSCRIBE exchange", exc_info=task.exception())
+
+    def _flush(self) -> None:
+        self._flush_call = None
+        self._run(self._session.flush(), self._link.current)
+
+    async def _subscribe(
+        self, conn: RemotingConnection, cmd: RemotingCommand, batch: Sequence[str], cause: str
+    ) -> None:
+        try:
+            response = await self._link.send_on(conn, cmd)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._counters["subscribe_failed"] += 1
+            if self._link.is_current(conn) and not self._stopped:
+                why = f"{type(exc).__name__}: {exc}"
+                self._run(subscribe_failed(self._session, conn.label, batch, cause, why), conn)
+            return
+        if self._link.is_current(conn) and not self._stopped:
+            self._run(subscribe_answered(self._session, conn.label, batch, cause, response), conn)
+
+    async def _unsubscribe(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
+        try:
+            response = await self._link.send_on(conn, cmd)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            unsubscribe_failed(conn.label, f"{type(exc).__name__}: {exc}")
+            return
+        unsubscribe_answered(conn.label, response)

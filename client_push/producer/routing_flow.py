@@ -1,0 +1,220 @@
+"""A producer's routing, written once for every event loop: looking routes up (borrowing the
+default topic's for auto-creation), the selection loop with its waits, and what sends and
+brokers report.
+
+Pure: it awaits only what the route client and the subclass hand it, so Twisted's
+``client_push.producer.routing.ProducerRouting`` and asyncio's
+``client_push.aio.producer_routing.ProducerRouting`` are this class plus their loop's timers,
+probes and waits. Every decision is ``RoutingCore``'s. A subclass supplies:
+
+* ``_now_ms()``: the time on its clock;
+* ``_probe_first(probe)``: probe a broker a first time now, then call ``_first_probed``;
+* ``_wait_for_first_answer(wait)``: until ``_end_wait(wait)`` or ``first_probe_wait_ms``;
+* ``wait_for_route(topic, timeout_ms)``: True with the topic's next route state, False at the
+  timeout.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from client_push.errors import TopicNotExistError
+from client_push.producer.auto_create import AutoCreateTopic, BorrowedRoutes
+from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
+from client_push.producer.queue_select import QueueSelector
+from client_push.producer.routing_core import (
+    AwaitMaster,
+    FirstAnswerWait,
+    NoMasterError,
+    Probe,
+    RoutingCore,
+    held_brokers,
+    master_addr,
+)
+from client_push.routes.events import BrokerEvent, BrokerListener, RouteListener
+from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo
+from protocol.route_model import TopicRouteData
+
+
+class RouteSource(Protocol):
+    """What the routing needs of a route client (either loop's)."""
+
+    def get_route(self, topic: str) -> Awaitable[CachedRoute]: ...
+
+    def cached_route(self, topic: str) -> CachedRoute | None: ...
+
+    def held_topics(self) -> list[str]: ...
+
+    def add_listener(self, topic: str, callback: RouteListener) -> Callable[[], None]: ...
+
+    def add_broker_listener(self, callback: BrokerListener) -> Callable[[], None]: ...
+
+
+class RoutingFlow:
+    def __init__(
+        self,
+        client: RouteSource,
+        config: FaultStrategyConfig | None = None,
+        *,
+        rng: random.Random | None = None,
+        auto_create: AutoCreateTopic | None = None,
+    ) -> None:
+        """``auto_create``: send to topics without a route through the default topic's route
+        (``auto_create`` module); None: such sends fail with ``TopicNotExistError``."""
+        self._client = client
+        self.counters: Counter[str] = Counter()
+        self.core = RoutingCore(config, rng, self.counters)
+        self.config: FaultStrategyConfig = self.core.config
+        self.table: FaultTable = self.core.table
+        self.selector: QueueSelector = self.core.selector
+        self.auto_create = auto_create
+        self._borrowed = None if auto_create is None else BorrowedRoutes(auto_create, self.counters)
+
+    # -- the subclass's part -------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        raise NotImplementedError
+
+    def _probe_first(self, probe: Probe) -> None:
+        raise NotImplementedError
+
+    def _wait_for_first_answer(self, wait: FirstAnswerWait) -> Awaitable[Any]:
+        raise NotImplementedError
+
+    def wait_for_route(self, topic: str, timeout_ms: int) -> Awaitable[bool]:
+        raise NotImplementedError
+
+    def _end_wait(self, wait: FirstAnswerWait) -> None:
+        raise NotImplementedError
+
+    # -- selection -----------------------------------------------------------------------------
+
+    async def select_queue(
+        self, topic: str, last_broker_name: str | None = None, *, wait_ms: int = 0
+    ) -> MessageQueue:
+        """A queue to send to; ``last_broker_name``: the broker whose send just failed.
+
+        When no group of the route can take a send only because some group has no master (a
+        failover in progress), waits up to ``wait_ms`` for a route of the topic that shows
+        one, taking each route as it is announced. Raises what the route client's
+        ``get_route`` raises (TopicNotExistError, ...), ``NoMasterError`` when no master came
+        in time, and ``NoWritableQueueError`` when the route has no writable queue for another
+        reason.
+        """
+        started = now = self._now_ms()
+        core = self.core
+        while True:
+            try:
+                entry = await self._client.get_route(topic)
+            except TopicNotExistError:
+                borrowed = self._borrowed
+                if borrowed is None:
+                    raise
+                info, route = await self._borrowed_route(topic, borrowed)
+            else:
+                info, route = entry.publish_info, entry.route
+                if self._borrowed:  # None, or no topic borrows: nothing to drop
+                    self._borrowed.own_route(topic)
+            if core.detecting or core.departed:  # else route_used has nothing to do
+                for probe in core.route_used(topic, info, route, now):
+                    self._probe_first(probe)
+            if core.first_probing:  # else no selection waits for a first answer
+                wait = core.first_answer_wait(info, last_broker_name)
+                if wait is not None:
+                    await self._wait_for_first_answer(wait)
+                    now = self._now_ms()
+            choice = core.select(info, route, last_broker_name, now)
+            if type(choice) is MessageQueue:
+                return choice
+            assert isinstance(choice, AwaitMaster)
+            now = self._now_ms()
+            waited = now - started
+            if waited >= wait_ms:
+                self.counters["no_master_in_time"] += 1
+                raise NoMasterError(choice, wait_ms)
+            await self.wait_for_route(topic, wait_ms - waited)
+            now = self._now_ms()
+
+    async def _borrowed_route(
+        self, topic: str, borrowed: BorrowedRoutes
+    ) -> tuple[PublishInfo, TopicRouteData]:
+        """The publish info and route of a topic the name server has no route for, borrowed
+        from the default topic's (``auto_create`` module)."""
+        try:
+            default = await self._client.get_route(borrowed.config.create_topic_key)
+        except TopicNotExistError:
+            raise borrowed.no_default(topic) from None
+        return borrowed.borrow(topic, default)
+
+    def via_default_topic(self, topic: str) -> bool:
+        """Whether sends to ``topic`` go through the default topic's route now."""
+        return self._borrowed is not None and topic in self._borrowed
+
+    def broker_addr(self, topic: str, broker_name: str) -> str | None:
+        """The master address of ``broker_name`` in the held route of ``topic``."""
+        entry = self._client.cached_route(topic)
+        if entry is not None:
+            return master_addr(entry.route, broker_name)
+        if self._borrowed is None:
+            return None
+        return master_addr(self._borrowed.route(topic), broker_name)
+
+    # -- what happened to sends and brokers ----------------------------------------------------
+
+    def report_send(
+        self, broker_name: str, latency_ms: int, outcome: SendOutcome = SendOutcome.OK
+    ) -> None:
+        """How a send to ``broker_name`` went; slow or failed sends isolate the broker."""
+        self.core.report_send(broker_name, latency_ms, outcome, self._now_ms())
+
+    def report_waiting(self, broker_name: str, waited_ms: int) -> None:
+        """A send to ``broker_name`` is still unanswered after ``waited_ms``."""
+        self.core.report_waiting(broker_name, waited_ms, self._now_ms())
+
+    def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
+        """A broker announced a graceful shutdown (to the application's send connection, say):
+        new sends avoid it for the grace period and until it answers a probe again."""
+        self.core.broker_going_away(broker_name, grace_ms, self._now_ms())
+
+    def broker_gone(self, broker_name: str) -> None:
+        """The name server announced the broker left (unregistered, expired, its channel
+        closed): new sends avoid it until a route shows it back, at most
+        ``departed_avoid_ms``. The hook for the route client's broker-departure events."""
+        self.core.broker_gone(broker_name, self._now_ms())
+
+    def _broker_event(self, event: BrokerEvent) -> None:
+        self.core.broker_event(event, self._now_ms())
+
+    def _broker_addr_going_away(self, addr: str, grace_ms: int) -> None:
+        self.core.addr_going_away(addr, grace_ms, self._now_ms())
+
+    # -- the detector --------------------------------------------------------------------------
+
+    def held_broker_addrs(self) -> dict[str, tuple[str, str]]:
+        """Broker name -> (master address, one topic it serves), over every held route."""
+        routes = []
+        for topic in self._client.held_topics():
+            entry = self._client.cached_route(topic)
+            if entry is not None:
+                routes.append((topic, entry.route))
+        return held_brokers(routes)
+
+    def _due_probes(self) -> list[Probe]:
+        """A detector round: the probes due now (the prober keeps only the addresses it
+        still probes)."""
+        held = self.held_broker_addrs()
+        return self.core.detect_round(held, set(self._client.held_topics()), self._now_ms())
+
+    def _probed(self, ok: bool, name: str) -> None:
+        self.core.probed(name, ok, self._now_ms())
+
+    def _first_probed(self, ok: bool, name: str) -> None:
+        for wait in self.core.first_probed(name, ok, self._now_ms()):
+            self._end_wait(wait)
+
+    def _wait_expired(self, wait: FirstAnswerWait) -> None:
+        if self.core.wait_expired(wait):
+            self._end_wait(wait)

@@ -1,0 +1,115 @@
+"""Clean cancellation in the asyncio route client: a lookup given up or a stream closed leaves
+no request, timer, waiter, listener or subscription behind (checked in the client's tables and
+at the name server). Run on plain asyncio and on uvloop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import pytest_twisted
+from support.aio_world import PERIODIC_TIMERS, AioWorld
+from support.fake_namesrv import make_route
+from support.loopback_wait import settle, until
+from twisted.internet import defer
+
+from protocol.codes import RequestCode
+
+GET = RequestCode.GET_ROUTEINFO_BY_TOPIC
+
+
+@pytest.fixture
+def world(loop_thread) -> Iterator[AioWorld]:
+    w = AioWorld(loop_thread)
+    yield w
+    pytest_twisted.blockon(defer.ensureDeferred(w.close()))
+
+
+async def spawn_lookup(world: AioWorld, client, topic: str) -> asyncio.Task:
+    async def start() -> asyncio.Task:
+        return asyncio.get_running_loop().create_task(client.get_route(topic))
+
+    return await world.run(start())
+
+
+async def cancel(world: AioWorld, task: asyncio.Task) -> bool:
+    async def cancel_it() -> bool:
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    return await world.run(cancel_it())
+
+
+def nothing_left(out: dict[str, int]) -> dict[str, int]:
+    """The tables that must be empty once nothing is held or asked for."""
+    return {k: v for k, v in out.items() if k != "timers" and v}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_cancelled_first_lookup_leaves_no_request_timer_or_subscription(world):
+    client = await world.client()
+    world.ns.set_route("T", make_route())
+    await until(lambda: client.connected)
+    world.ns.hold_gets = True
+    task = await spawn_lookup(world, client, "T")
+    await until(lambda: len(world.ns.held_gets) == 1 and client.push_active)
+    out = await world.outstanding(client)
+    assert (out["requests"], out["fetches"], out["held_topics"]) == (1, 1, 1)
+    assert await cancel(world, task)
+    await until(lambda: world.ns.subscribed() == set())  # UNSUBSCRIBE sent for it
+    await until(lambda: client.outstanding()["push_requests"] == 0)  # ... and answered
+    out = await world.outstanding(client)
+    assert nothing_left(out) == {}
+    assert out["timers"] == PERIODIC_TIMERS
+    assert await world.call(world.clock(client).pending) == PERIODIC_TIMERS  # no request timeout
+    world.ns.release_gets()  # the answer arrives late: counted, not taken
+    await until(lambda: client.counters["lookups_cancelled"] == 1)
+    await settle()
+    assert client.cached_route("T") is None and client.held_topics() == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_cancelled_lookup_leaves_the_fetch_to_another_caller_of_the_same_topic(world):
+    client = await world.client()
+    world.ns.set_route("T", make_route())
+    await until(lambda: client.connected)
+    world.ns.hold_gets = True
+    first = await spawn_lookup(world, client, "T")
+    second = await spawn_lookup(world, client, "T")
+    await until(lambda: len(world.ns.held_gets) == 1)
+    assert await cancel(world, first)
+    out = await world.outstanding(client)
+    assert (out["fetches"], out["fetch_waiters"], out["requests"]) == (1, 1, 1)
+    world.ns.hold_gets = False
+    world.ns.release_gets()
+    entry = await world.run(_result(second))
+    assert entry.version == 1
+    assert world.ns.count(GET) == 1
+    assert nothing_left(await world.outstanding(client)) == {"held_topics": 1, "subscribed": 1}
+
+
+async def _result(task: asyncio.Task):
+    return await task
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_lookup_cancelled_while_waiting_for_a_connection_leaves_no_waiter_or_timer(
+    world,
+):
+    client = await world.client()
+    await until(lambda: client.connected)
+    await world.ns.close()
+    await until(lambda: not client.connected)
+    task = await spawn_lookup(world, client, "T")
+    await until(lambda: client.outstanding()["waiting_for_connection"] == 1)
+    assert await world.call(world.clock(client).pending) == PERIODIC_TIMERS + 2  # + reconnect
+    assert await cancel(world, task)
+    out = await world.outstanding(client)
+    assert nothing_left(out) == {}
+    assert out["timers"] == PERIODIC_TIMERS + 1  # the reconnect stays armed
+    assert await world.call(world.clock(client).pending) == PERIODIC_TIMERS + 1

@@ -1,0 +1,66 @@
+"""The aiohttp example of the README (examples/aio_route_service.py) against the real name
+server in this process: its endpoint answers with a topic's route, and a change made at the
+name server shows in the next answers without restarting anything."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest_twisted
+from aiohttp import test_utils
+from support.examples import load_example
+from support.loopback_wait import settle, until
+
+from client_push.config import ClientConfig
+from protocol.codes import Perm
+
+service = load_example("aio_route_service")
+
+
+async def open_app(port: int, watch: list[str]) -> test_utils.TestClient:
+    app = service.build_app(ClientConfig(namesrv_addrs=(f"127.0.0.1:{port}",)), watch)
+    http = test_utils.TestClient(test_utils.TestServer(app))
+    await http.start_server()
+    return http
+
+
+async def get_json(http: test_utils.TestClient, path: str) -> tuple[int, Any]:
+    response = await http.get(path)
+    return response.status, await response.json()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_endpoint_answers_with_the_route_and_shows_a_change_without_restart(
+    cluster, loop_thread, caplog
+):
+    caplog.set_level(logging.INFO, logger="aio_route_service")
+    server, port = cluster.start_server()
+    broker = await cluster.broker(port, "TopicTest")
+    cluster.tick()
+    http = await loop_thread.run(open_app(port, ["TopicTest"]))
+    try:
+        status, body = await loop_thread.run(get_json(http, "/routes/TopicTest"))
+        assert status == 200
+        assert body["topic"] == "TopicTest" and body["writable_queues"] > 0
+        assert all(q["perm"] & Perm.WRITE for q in body["queues"])
+        route_client = http.app[service.ROUTE_CLIENT]
+        await until(lambda: route_client.push_active)
+
+        await cluster.wipe(broker)  # the change, made through the name server
+        cluster.tick()
+        await until(lambda: route_client.cached_route("TopicTest").version > body["version"])
+        status, after = await loop_thread.run(get_json(http, "/routes/TopicTest"))
+        assert status == 200
+        assert after["version"] > body["version"]
+        assert after["writable_queues"] == 0
+        assert not any(q["perm"] & Perm.WRITE for q in after["queues"])
+        assert route_client.counters["fetch.notify"] == 1  # learned by push, not by a poll
+        await until(lambda: "(notify)" in caplog.text)  # the watcher logged it as it arrived
+
+        status, missing = await loop_thread.run(get_json(http, "/routes/NoSuchTopic"))
+        assert status == 404 and "does not exist" in missing["error"]
+    finally:
+        await loop_thread.run(http.close())
+    await settle()
+    assert server.stats()["handled.GET_ROUTEINFO_BY_TOPIC"] == 3

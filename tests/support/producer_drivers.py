@@ -1,0 +1,210 @@
+"""One face for both producers, so the producer behaviour cases are written once.
+
+Each kind runs against the real name server of a ``Cluster`` (route push on, its timers on the
+cluster's ``task.Clock``) and broker stand-ins on loopback. ``twisted``: the Twisted route client
+and ``Producer`` on the reactor and the cluster's clock. ``asyncio`` / ``uvloop``: the asyncio
+route client and ``client_push.aio.Producer`` on a ``LoopThread`` sharing one ``FakeClock``;
+``advance`` moves that clock and the cluster's together, so the name server's ticks and the
+producer's timers keep one time line. A send is a Deferred either way; ``finish`` lets loopback
+traffic run, advancing the clocks while the send waits on a timer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer, reactor, task
+
+from client_push import aio
+from client_push.config import ClientConfig
+from client_push.producer.config import ProducerConfig
+from client_push.producer.producer import Producer
+from support.aio_loop import FakeClock, LoopThread
+from support.broker_standin import BrokerStandIn
+
+PRODUCER_KINDS = ("twisted", "asyncio", "uvloop")
+STEP_S = 0.02
+
+
+class ProducerDriver:
+    """The common part: brokers, the stepping of sends, the clocks."""
+
+    kind: str
+    producer: Any
+    client: Any
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.brokers: list[BrokerStandIn] = []
+        self.port = 0
+
+    # -- the kind's part -----------------------------------------------------------------------
+
+    async def start(self, config: ProducerConfig) -> None:
+        raise NotImplementedError
+
+    def start_send(self, topic: str, body: bytes, **kw: Any) -> defer.Deferred[Any]:
+        raise NotImplementedError
+
+    def start_oneway(self, topic: str, body: bytes, **kw: Any) -> defer.Deferred[Any]:
+        raise NotImplementedError
+
+    async def advance(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    def now(self) -> float:
+        """The producer's clock, in seconds."""
+        raise NotImplementedError
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Call a producer method where the producer lives."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    # -- common --------------------------------------------------------------------------------
+
+    def server(self, **push: Any) -> None:
+        _server, self.port = self.cluster.start_server(push={"tick_interval_ms": 100, **push})
+
+    async def broker(self, name: str, topics: dict[str, int], **kw: Any) -> BrokerStandIn:
+        broker = BrokerStandIn(
+            name,
+            topics,
+            [f"127.0.0.1:{self.port}"],
+            reactor=reactor,
+            clock=self.cluster.clock,
+            **kw,
+        )
+        await broker.start()
+        assert broker.counters["registered"] == 1
+        self.brokers.append(broker)
+        return broker
+
+    def client_config(self) -> ClientConfig:
+        return ClientConfig(namesrv_addrs=(f"127.0.0.1:{self.port}",))
+
+    async def finish(self, d: defer.Deferred[Any], max_steps: int = 5_000) -> Any:
+        """The send's result (or its error raised), stepping the clocks while it waits."""
+        for _ in range(max_steps):
+            for _ in range(3):
+                if d.called:
+                    return await d
+                await task.deferLater(reactor, 0.001, lambda: None)
+            await self.advance(STEP_S)
+        raise AssertionError("send did not finish")
+
+    async def send(self, topic: str, body: bytes, **kw: Any) -> Any:
+        return await self.finish(self.start_send(topic, body, **kw))
+
+    async def send_many(self, n: int, topic: str = "T") -> list[Any]:
+        return [await self.send(topic, b"m%d" % i) for i in range(n)]
+
+    async def run_for(self, seconds: float) -> None:
+        """Advance the clocks by ``seconds`` in steps, letting loopback traffic run."""
+        for _ in range(round(seconds / STEP_S)):
+            for _ in range(3):
+                await task.deferLater(reactor, 0.001, lambda: None)
+            await self.advance(STEP_S)
+
+    async def kill_master(self, master: BrokerStandIn, topic: str = "T") -> None:
+        """Kill ``master`` and step the clocks until the producer's route client holds the
+        route without it (the name server announces the departure at its next tick)."""
+        await master.kill()
+        for _ in range(500):
+            if self.producer.routing.broker_addr(topic, master.broker_name) is None:
+                return
+            await self.run_for(STEP_S)
+        raise AssertionError("the departure of the master was not learned")
+
+    async def close(self) -> None:
+        try:
+            await self.stop()
+        finally:
+            for broker in self.brokers:
+                await broker.kill()
+
+
+class TwistedProducerDriver(ProducerDriver):
+    kind = "twisted"
+
+    async def start(self, config: ProducerConfig) -> None:
+        self.client = self.cluster.client(self.port)
+        self.producer = Producer(
+            self.client,
+            "pg",
+            config,
+            reactor=reactor,
+            clock=self.cluster.clock,
+            rng=random.Random(3),
+        )
+        self.producer.start()
+
+    def start_send(self, topic: str, body: bytes, **kw: Any) -> defer.Deferred[Any]:
+        return self.producer.send(topic, body, **kw)
+
+    def start_oneway(self, topic: str, body: bytes, **kw: Any) -> defer.Deferred[Any]:
+        return self.producer.send_oneway(topic, body, **kw)
+
+    async def advance(self, seconds: float) -> None:
+        self.cluster.clock.advance(seconds)
+
+    def now(self) -> float:
+        return float(self.cluster.clock.seconds())
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return function(*args)
+
+    async def stop(self) -> None:
+        self.producer.stop()
+
+
+class AsyncioProducerDriver(ProducerDriver):
+    def __init__(self, cluster: Any, loop: LoopThread) -> None:
+        super().__init__(cluster)
+        self.kind = loop.kind
+        self.loop = loop
+        self.clock = FakeClock(float(cluster.clock.seconds()))
+        self.producer: aio.Producer | None = None
+
+    async def start(self, config: ProducerConfig) -> None:
+        self.client = aio.RouteClient(self.client_config(), clock=self.clock, rng=random.Random(3))
+        self.producer = aio.Producer(
+            self.client, "pg", config, clock=self.clock, rng=random.Random(3)
+        )
+        await self.loop.run(self.client.__aenter__())
+        await self.loop.run(self.producer.__aenter__())
+
+    def start_send(self, topic: str, body: bytes, **kw: Any) -> defer.Deferred[Any]:
+        assert self.producer is not None
+        return self.loop.run(self.producer.send(topic, body, **kw))
+
+    def start_oneway(self, topic: str, body: bytes, **kw: Any) -> defer.Deferred[Any]:
+        assert self.producer is not None
+        return self.loop.run(self.producer.send_oneway(topic, body, **kw))
+
+    async def advance(self, seconds: float) -> None:
+        self.cluster.clock.advance(seconds)
+        await self.loop.call(self.clock.advance, seconds)
+
+    def now(self) -> float:
+        return self.clock.now
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await self.loop.call(function, *args)
+
+    async def stop(self) -> None:
+        if self.producer is not None:
+            await self.loop.run(self.producer.close())
+        await self.loop.run(self.client.close())
+
+
+def producer_driver(kind: str, cluster: Any) -> tuple[ProducerDriver, Callable[[], None]]:
+    """A driver of ``kind`` and the cleanup of its loop (the driver is closed by the caller)."""
+    if kind == "twisted":
+        return TwistedProducerDriver(cluster), lambda: None
+    loop = LoopThread(kind)
+    return AsyncioProducerDriver(cluster, loop), loop.stop
