@@ -17,6 +17,7 @@ from namesrv.config import PushConfig
 from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.journal import Journal, notification_sent_fields
 from namesrv.push.change_detector import ChangeDetector, Notification
+from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import Sample
 from protocol.notify_frames import NotifyFrames
 
@@ -43,11 +44,14 @@ class Ticker:
         timer: Callable[[], float],
         durations: DurationHistogram,
         registers_pending: Callable[[], int],
+        inline: InlineRoutes | None = None,
     ) -> None:
         """``clock`` schedules continuations and stamps frames; ``timer`` (seconds, monotonic)
         measures the turn's settling time and the tick durations kept in ``durations``;
-        ``registers_pending`` says how many registers are being read or applied."""
+        ``registers_pending`` says how many registers are being read or applied; ``inline``
+        chooses the routes sent inside the frames of connections that asked for them."""
         self._config = config
+        self._inline = inline
         self._detector = detector
         self._frames = frames
         self._journal = journal
@@ -165,12 +169,25 @@ class Ticker:
         frame = frames.frame
         total_bytes = 0
         broker_entries = 0
+        inline = self._inline
+        choose = None
+        if inline is not None and inline.active:
+            # Routes are looked up now, in the turn the frames are written: a topic marked
+            # since its notified version was settled goes plain (see InlineRoutes).
+            inline.start_tick()
+            choose = inline.choose
         for note in notes:
             conn: Any = note.conn
-            data = frame(note.changes, note.brokers, note.sequence, conn.serialize_type)
+            routes = choose(conn, note.changes).routes if choose is not None else ()
+            data = frame(note.changes, note.brokers, note.sequence, conn.serialize_type, routes)
             conn.send(data)
             total_bytes += len(data)
             broker_entries += len(note.brokers)
+        self._count_sent(notes, frames, total_bytes, broker_entries)
+
+    def _count_sent(
+        self, notes: list[Notification], frames: NotifyFrames, total_bytes: int, broker_entries: int
+    ) -> None:
         counters = self._counters
         counters["notifications_sent"] += len(notes)
         counters["notification_bytes"] += total_bytes
