@@ -29,9 +29,9 @@ from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.journal import EventJournal, NullJournal
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
+from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import PressureMonitor, PsutilSampler, Sample
 from namesrv.push.subscriptions import SubscriptionRegistry
-from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.tick import Ticker
 from namesrv.requests import operations
 from namesrv.requests.acl import AccessControl
