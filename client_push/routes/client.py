@@ -24,6 +24,7 @@ from client_push.errors import ClientStoppedError
 from client_push.routes.events import (
     CACHED,
     FIRST,
+    INLINE,
     BrokerEvent,
     BrokerListener,
     Listeners,
@@ -38,6 +39,7 @@ from client_push.routes.push_actions import (
     Action,
     Announce,
     FollowUp,
+    InstallRoute,
     MoveTo,
     Refetch,
     SendSubscribe,
@@ -47,7 +49,12 @@ from client_push.routes.push_actions import (
 )
 from client_push.routes.push_requests import PushRequests
 from client_push.routes.push_session import PushSession
-from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache
+from client_push.routes.route_cache import (
+    CachedRoute,
+    PublishInfo,
+    RouteCache,
+    RouteTooLargeError,
+)
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
 from client_push.wire.connection import LinkListener, NameServerLink
 from client_push.wire.remoting import RemotingProtocol
@@ -281,6 +288,8 @@ class RouteClient(LinkListener):
                     notified_at_ms=action.notified_at_ms,
                     wanted_version=action.wanted_version,
                 )
+            elif isinstance(action, InstallRoute):
+                self._install(action)
             elif isinstance(action, Announce):
                 self._listeners.tell(action.event)
             elif isinstance(action, FollowUp):
@@ -375,6 +384,20 @@ class RouteClient(LinkListener):
         self._run(self._session.expire_idle(self._listeners.topics()), self._link.current)
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _install(self, action: InstallRoute) -> None:
+        """Hold an inline route as a fetched one is held, with no request."""
+        now = self._now_ms()
+        try:
+            _entry, changed = self._routes.learn_route(
+                action.topic, action.route, action.version, INLINE, action.notified_at_ms, now, now
+            )
+        except RouteTooLargeError as exc:
+            self.counters["routes_refused"] += 1
+            log.warning("inline route of %s refused: %s", action.topic, exc)
+            return
+        if changed is not None:
+            self._listeners.tell(changed)
 
     def _check_usable(self, topic: str) -> None:
         if self._stopped:

@@ -69,7 +69,7 @@ class PushRequests:
         for batch in _batches(topics, self._config.subscribe_batch_size):
             cmd = RemotingCommand.request(
                 RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
-                body=encode_subscribe(batch, self._client_id),
+                body=encode_subscribe(batch, self._client_id, self._config.inline_routes),
             )
             self._counters["subscribe_sent"] += 1
             d = self._link.send_on(proto, cmd)

@@ -137,17 +137,20 @@ def spawn_watcher(*args: str) -> tuple[Watcher, Any]:
     return watcher, process
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize(
+    ("stop_signal", "flags", "cause"),
+    [(signal.SIGINT, (), "inline"), (signal.SIGTERM, ("--no-inline-routes",), "notify")],
+)
 @pytest_twisted.ensureDeferred
 async def test_watcher_prints_initial_route_absence_and_a_pushed_change_then_exits_0(
-    served, stop_signal
+    served, stop_signal, flags, cause
 ):
     server, port, clock = served
     broker = await connect(port)
     resp = await broker.request(register_request(topic_configs("T")))
     assert resp.code == ResponseCode.SUCCESS
     watcher, process = spawn_watcher(
-        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--topic", "Missing"
+        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--topic", "Missing", *flags
     )
     try:
         await until(lambda: len(watcher.lines) == 2 and server.subscriptions.total == 2)
@@ -168,7 +171,7 @@ async def test_watcher_prints_initial_route_absence_and_a_pushed_change_then_exi
         clock.advance(1.0)  # one tick of the name server
         await until(lambda: len(watcher.lines) == 3)
         change = watcher.lines[2]
-        assert change["topic"] == "T" and change["cause"] == "notify"
+        assert change["topic"] == "T" and change["cause"] == cause
         assert change["version"] > first["version"]
         assert change["brokers"]["broker-a"]["perm"] == int(Perm.READ)
     finally:
