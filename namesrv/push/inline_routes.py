@@ -8,13 +8,14 @@ all of these hold, and the change goes as a plain entry (the client fetches it) 
   the registry's route, and so the cached body, is then the route of that version and no other;
 - its GET_ROUTEINFO body (``RouteBodies``, the very bytes a lookup is answered with, encoded
   once per change whoever asks) is at most ``push.inline_route_max_bytes``;
-- the connection's inline bytes in this tick's frame stay within
-  ``push.inline_budget_bytes_per_tick``.
+- the connection's inline bytes in this tick stay within ``push.inline_budget_bytes_per_tick``
+  (a tick sliced over several reactor turns may send a connection a frame in each: the budget
+  is the tick's, over all of them).
 
-The choice depends only on the change set and the body form the connection asked for, so it
-is made once per distinct (change set, form) per tick and shared like the frames themselves.
-Looking at bodies stops once the budget's worth of route bytes has been looked at, so a huge
-change set costs a bounded amount of encoding per tick.
+The choice depends only on the change set, the body form the connection asked for and what is
+left of its budget, so it is made once per distinct (change set, form, budget left) per slice
+and shared like the frames themselves. Looking at bodies stops once the budget's worth of
+route bytes has been looked at, so a huge change set costs a bounded amount of encoding.
 """
 
 from __future__ import annotations
@@ -67,13 +68,19 @@ class InlineRoutes:
         self._settled_version = settled_version
         self._counters = counters
         self._chosen: dict[Hashable, InlineChoice] = {}
+        self._spent: dict[Conn, int] = {}
+        """Inline bytes sent to each connection in this tick (connections notified only)."""
 
     @property
     def active(self) -> bool:
         """Whether any connection asked for inline routes (and the bounds allow any)."""
         return self._max_bytes > 0 and self._budget > 0 and self._subs.inline_connections > 0
 
-    def start_tick(self) -> None:
+    def new_tick(self) -> None:
+        """A scheduled tick starts: every connection's budget is whole again."""
+        self._spent.clear()
+
+    def start_slice(self) -> None:
         """Forget the choices of the last slice: a route may have moved since."""
         self._chosen.clear()
 
@@ -82,10 +89,14 @@ class InlineRoutes:
         form = self._subs.inline_form(conn)
         if form is None or not changes:
             return _NONE
-        key = (changes, form)
+        spent = self._spent.get(conn, 0)
+        left = self._budget - spent
+        key = (changes, form, left)
         choice = self._chosen.get(key)
         if choice is None:
-            choice = self._chosen[key] = self._choose(changes, form)
+            choice = self._chosen[key] = self._choose(changes, form, left)
+        if choice.inlined_bytes:
+            self._spent[conn] = spent + choice.inlined_bytes
         counters = self._counters
         counters["inline_routes_sent"] += choice.inlined
         counters["inline_route_bytes"] += choice.inlined_bytes
@@ -93,11 +104,11 @@ class InlineRoutes:
         return choice
 
     def _choose(
-        self, changes: Sequence[tuple[str, int, int]], form: tuple[bool, bool]
+        self, changes: Sequence[tuple[str, int, int]], form: tuple[bool, bool], left: int
     ) -> InlineChoice:
         standard, legacy = form
         max_bytes = self._max_bytes
-        left = budget = self._budget
+        budget = left
         looked = inlined = inlined_bytes = skipped = 0
         routes: list[bytes] = []
         append = routes.append

@@ -105,6 +105,8 @@ class Ticker:
             )
             self._quiet_deferrals = self._quiet_deferrals + 1 if defer else 0
             self._defers = defer
+            if self._inline is not None:
+                self._inline.new_tick()  # inline budgets are per tick, continuations included
         defer = self._defers
         push = self._config
         budget = push.notify_slice_connections
@@ -174,7 +176,7 @@ class Ticker:
         if inline is not None and inline.active:
             # Routes are looked up now, in the turn the frames are written: a topic marked
             # since its notified version was settled goes plain (see InlineRoutes).
-            inline.start_tick()
+            inline.start_slice()
             choose = inline.choose
         for note in notes:
             conn: Any = note.conn
