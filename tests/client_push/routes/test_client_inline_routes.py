@@ -41,9 +41,7 @@ async def test_two_hundred_clients_hold_the_new_route_with_no_request_when_inlin
     learned: list[RouteEvent] = []
     for client in clients:
         client.add_listener("T", learned.append)
-    await until(
-        lambda: len(learned) == CLIENTS and all(c.push_active for c in clients), timeout=30
-    )
+    await until(lambda: len(learned) == CLIENTS and all(c.push_active for c in clients), timeout=30)
     assert server.subscriptions.total == CLIENTS
     assert server.subscriptions.inline_connections == (CLIENTS if inline else 0)
     before = server_gets(server)
@@ -72,7 +70,9 @@ async def test_an_inline_client_and_a_refetching_client_on_one_server_both_learn
     events: dict[str, list[RouteEvent]] = {"inline": [], "plain": []}
     inline.add_listener("T", events["inline"].append)
     plain.add_listener("T", events["plain"].append)
-    await until(lambda: inline.push_active and plain.push_active and server.subscriptions.total == 2)
+    await until(
+        lambda: inline.push_active and plain.push_active and server.subscriptions.total == 2
+    )
     await cluster.wipe(broker)
     cluster.tick()
     await until(lambda: len(events["inline"]) == 2 and len(events["plain"]) == 2)
