@@ -121,7 +121,7 @@ SMALL_SEQUENCE_SUFFIXES = tuple(_SEQUENCE_TAG + _varint(i) for i in range(1 << 1
 
 
 def notification_prefix(
-    changes: Iterable[tuple[str, int, int]],
+    changes: Iterable[tuple[str, int, int]] | Iterable[TopicChange],
     emitted_at_ms: int,
     epoch: str,
     brokers: Iterable[BrokerChange] = (),
@@ -142,8 +142,8 @@ def notification_prefix(
     else:
         for change in changes:
             add_change(topic=change[0], version=change[1], kind=change[2])
-    for change in brokers:
-        _add_broker_change(message, change)
+    for broker in brokers:
+        _add_broker_change(message, broker)
     return message.SerializeToString()
 
 
@@ -172,7 +172,7 @@ def _add_broker_change(message: pb.TopicRouteChanged, change: BrokerChange) -> N
 
 
 def encode_notification(
-    changes: Sequence[tuple[str, int, int]],
+    changes: Sequence[tuple[str, int, int]] | Sequence[TopicChange],
     sequence: int,
     emitted_at_ms: int,
     epoch: str,
