@@ -185,11 +185,6 @@ class Ticker:
             conn.send(data)
             total_bytes += len(data)
             broker_entries += len(note.brokers)
-        self._count_sent(notes, frames, total_bytes, broker_entries)
-
-    def _count_sent(
-        self, notes: list[Notification], frames: NotifyFrames, total_bytes: int, broker_entries: int
-    ) -> None:
         counters = self._counters
         counters["notifications_sent"] += len(notes)
         counters["notification_bytes"] += total_bytes
