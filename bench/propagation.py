@@ -243,9 +243,10 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: str) -> dict[str, obj
     port = free_port()
     config = Path(workdir) / f"propagation-{mode}.toml"
     config.write_text(
-        # Every client connects from 127.0.0.1: lift the per-host bound over the fleet.
+        # Every client connects from 127.0.0.1: lift the per-host bounds over the fleet.
         "[server]\nmax_connections_per_host = 10000\n"
         f"[push]\nenabled = {'true' if push else 'false'}\ntick_interval_ms = {args.tick_ms}\n"
+        "max_subscriptions_per_host = 1000000\n"
         "[pressure]\nenabled = false\n"
     )
     server = start_namesrv(port, config)
