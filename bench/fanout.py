@@ -13,8 +13,10 @@ For each tick interval and each N, in one run:
   minus the moment it was told.
 
 The ratio is the fan-out rate (connections per second) of the name server over the baseline's.
+With ``--inline`` every connection asks for inline routes, so each NOTIFY carries T's route
+(and the baseline writes that larger frame).
 
-    python bench/fanout.py [--conns 1000,10000] [--ticks 1000,10] [--rounds 15]
+    python bench/fanout.py [--conns 1000,10000] [--ticks 1000,10] [--rounds 15] [--inline]
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ TOPIC = "T"
 # -- receiver role (its own process) -------------------------------------------------------
 
 
-def receiver(port: int, conns: int, rounds: int, frame_out: str, ack_out: str) -> None:
+def receiver(
+    port: int, conns: int, rounds: int, frame_out: str, ack_out: str, inline: bool = False
+) -> None:
     """Hold ``conns`` subscribed connections; report per-round receive times on stdout."""
     subscribe = encode_command(
         RemotingCommand.request(
             RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
-            body=encode_subscribe([TOPIC], "fanout-bench"),
+            body=encode_subscribe([TOPIC], "fanout-bench", inline),
             opaque=1,
         )
     )
@@ -128,8 +132,12 @@ def call(sock: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
     return roundtrip(sock, cmd)[0]
 
 
-def start_receiver(port: int, conns: int, rounds: int, frame: str, ack: str) -> subprocess.Popen:
+def start_receiver(
+    port: int, conns: int, rounds: int, frame: str, ack: str, inline: bool = False
+) -> subprocess.Popen:
     args = ["--role", "receiver", "--port", str(port), "--n", str(conns), "--rounds", str(rounds)]
+    if inline:
+        args.append("--inline")
     proc = subprocess.Popen(
         [sys.executable, __file__, *args, "--frame-out", frame, "--ack-out", ack],
         stdout=subprocess.PIPE,
@@ -147,7 +155,7 @@ def expect(proc: subprocess.Popen, word: str) -> str:
     return line
 
 
-def run_namesrv(conns: int, tick_ms: int, rounds: int, workdir: str) -> dict:
+def run_namesrv(conns: int, tick_ms: int, rounds: int, workdir: str, inline: bool) -> dict:
     port = free_port()
     config = Path(workdir) / f"fanout-{tick_ms}.toml"
     config.write_text(
@@ -160,7 +168,7 @@ def run_namesrv(conns: int, tick_ms: int, rounds: int, workdir: str) -> dict:
         broker = socket.create_connection(("127.0.0.1", port))
         assert call(broker, register_request(topic_configs(TOPIC))).code == 0
         time.sleep(tick_ms / 1000 * 2)
-        recv = start_receiver(port, conns, rounds, str(frame), str(ack))
+        recv = start_receiver(port, conns, rounds, str(frame), str(ack), inline)
         rng = random.Random(5)
         t0: list[float] = []
         for r in range(rounds):
@@ -227,16 +235,17 @@ def main() -> None:
     parser.add_argument("--n", type=int)
     parser.add_argument("--frame-out")
     parser.add_argument("--ack-out")
+    parser.add_argument("--inline", action="store_true", help="connections ask for inline routes")
     args = parser.parse_args()
     if args.role == "receiver":
-        receiver(args.port, args.n, args.rounds, args.frame_out, args.ack_out)
+        receiver(args.port, args.n, args.rounds, args.frame_out, args.ack_out, args.inline)
         return
 
     with tempfile.TemporaryDirectory() as workdir:
         for conns in (int(x) for x in args.conns.split(",")):
             bare: list[float] | None = None
             for tick in (int(x) for x in args.ticks.split(",")):
-                ours = run_namesrv(conns, tick, args.rounds, workdir)
+                ours = run_namesrv(conns, tick, args.rounds, workdir, args.inline)
                 if bare is None:
                     bare = run_bare(conns, args.rounds, ours["frame"], ours["ack"], workdir)
                 lat, fan = ours["latencies"], ours["fanout"]

@@ -1,7 +1,9 @@
-"""Route-change propagation to N real route clients, push against the 30 s poll.
+"""Route-change propagation to N real route clients: inline routes, push, the 30 s poll.
 
-For each mode (``push``: the name server pushes, clients keep the safety-net poll;
-``poll``: push off on the server, clients poll every 30 s as upstream clients do):
+For each mode (``inline``: the name server pushes with the new route inside the
+notification, clients install it with no request; ``push``: the notification names the
+change and every client refetches it; ``poll``: push off on the server, clients poll every
+30 s as upstream clients do), in one run:
 
 1. the name server runs as its own process (tick 1 s, pressure monitor off so a busy bench
    machine does not degrade it); broker ``broker-t`` holds topic ``T``, ``broker-a`` holds
@@ -9,7 +11,10 @@ For each mode (``push``: the name server pushes, clients keep the safety-net pol
 2. N ``client_push.RouteClient`` instances, spread over worker processes, each hold ``T`` and
    the 100 background topics;
 3. propagation: T's write perm is flipped; the time until each client holds the new route is
-   read from the clients' telemetry records (``fetched_at_ms``), p50/p99 over all clients;
+   read from the clients' telemetry records (``fetched_at_ms``), p50/p99 over all clients; the
+   name server's own count of GET_ROUTEINFO_BY_TOPIC (GET_PUSH_STATUS counters) is read 5 s
+   before and 5 s after the change, so the requests the change caused stand beside the
+   background (the clients' safety-net polls of their 101 topics);
 4. request rate: over a window (default 120 s, one safety-net poll period with push) with one
    background-topic change every 10 s, the GET_ROUTEINFO requests the clients sent, per second.
 
@@ -18,6 +23,7 @@ ratio at the same freshness (polling often enough to match push's p99 costs requ
 inverse proportion to its interval).
 
     python bench/propagation.py [--clients 1000] [--workers 4] [--window 120]
+                                [--modes inline,push,poll]
 """
 
 from __future__ import annotations
@@ -48,20 +54,25 @@ from protocol.route_model import DataVersion, TopicConfig  # noqa: E402
 TOPIC = "T"
 BACKGROUND = [f"B{i:03d}" for i in range(100)]
 POLL_MS = 30_000
+AFTER_S = 5.0
+"""The window after (and before) a change over which the server's GET_ROUTEINFO are counted."""
+MODES = ("inline", "push", "poll")
 
 
 # -- worker role (its own process) ---------------------------------------------------------
 
 
-def worker(port: int, clients: int, push: bool, stagger_s: float) -> None:
+def worker(port: int, clients: int, mode: str, stagger_s: float) -> None:
     from twisted.internet import defer, reactor, stdio, task
     from twisted.protocols.basic import LineReceiver
 
     from client_push.config import ClientConfig
+    from client_push.errors import RouteClientError
     from client_push.routes.client import RouteClient
     from client_push.routes.telemetry import RefetchRecord
 
     logging.basicConfig(level=logging.ERROR)
+    push = mode != "poll"
 
     class Sink:
         def __init__(self) -> None:
@@ -84,6 +95,7 @@ def worker(port: int, clients: int, push: bool, stagger_s: float) -> None:
                 poll_interval_ms=POLL_MS,
                 topic_idle_expiry_ms=3_600_000,
                 client_id=f"bench-{os.getpid()}-{i}",
+                inline_routes=mode == "inline",
             ),
             reactor,
             random.Random(os.getpid() * 10_000 + i),
@@ -110,11 +122,19 @@ def worker(port: int, clients: int, push: bool, stagger_s: float) -> None:
     rng = random.Random(os.getpid())
 
     @defer.inlineCallbacks
+    def held(c: RouteClient, topic: str) -> defer.Generator[defer.Deferred[object], object, None]:
+        # A start-up burst on a loaded machine may time a first lookup out: ask again.
+        while True:
+            try:
+                yield defer.ensureDeferred(c.get_route(topic))
+                return
+            except RouteClientError:
+                yield task.deferLater(reactor, 1.0, lambda: None)
+
+    @defer.inlineCallbacks
     def start_one(c: RouteClient) -> defer.Generator[defer.Deferred[object], object, None]:
         c.start()
-        yield defer.gatherResults(
-            [defer.ensureDeferred(c.get_route(t)) for t in (TOPIC, *BACKGROUND)]
-        )
+        yield defer.gatherResults([held(c, t) for t in (TOPIC, *BACKGROUND)])
         while push and not c.push_active:
             yield task.deferLater(reactor, 0.1, lambda: None)
 
@@ -140,9 +160,8 @@ def worker(port: int, clients: int, push: bool, stagger_s: float) -> None:
 
 
 class Workers:
-    def __init__(self, port: int, clients: int, workers: int, push: bool, stagger: float) -> None:
+    def __init__(self, port: int, clients: int, workers: int, mode: str, stagger: float) -> None:
         share = [clients // workers + (1 if i < clients % workers else 0) for i in range(workers)]
-        mode = "push" if push else "poll"
         role = ["--role", "worker", "--port", str(port), "--mode", mode, "--stagger", str(stagger)]
         self.procs = [
             subprocess.Popen(
@@ -193,10 +212,17 @@ class Workers:
                 proc.kill()
 
 
-def call(sock: socket.socket, cmd: RemotingCommand) -> None:
+def call(sock: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
     resp, _ = roundtrip(sock, cmd)
     if resp.code != 0:
         raise RuntimeError(f"request {cmd.code} refused: {resp.code} {resp.remark}")
+    return resp
+
+
+def server_gets(sock: socket.socket) -> int:
+    """GET_ROUTEINFO_BY_TOPIC requests the name server answered so far (its own count)."""
+    status = json.loads(call(sock, RemotingCommand.request(RequestCode.GET_PUSH_STATUS)).body)
+    return int(status["counters"].get("handled.GET_ROUTEINFO_BY_TOPIC", 0))
 
 
 def background_register(queues: dict[str, int], counter: int) -> RemotingCommand:
@@ -212,11 +238,15 @@ def background_register(queues: dict[str, int], counter: int) -> RemotingCommand
     )
 
 
-def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, object]:
+def run_mode(mode: str, args: argparse.Namespace, workdir: str) -> dict[str, object]:
+    push = mode != "poll"
     port = free_port()
-    config = Path(workdir) / f"propagation-{'push' if push else 'poll'}.toml"
+    config = Path(workdir) / f"propagation-{mode}.toml"
     config.write_text(
+        # Every client connects from 127.0.0.1: lift the per-host bounds over the fleet.
+        "[server]\nmax_connections_per_host = 10000\n"
         f"[push]\nenabled = {'true' if push else 'false'}\ntick_interval_ms = {args.tick_ms}\n"
+        "max_subscriptions_per_host = 1000000\n"
         "[pressure]\nenabled = false\n"
     )
     server = start_namesrv(port, config)
@@ -228,13 +258,16 @@ def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, ob
         queues = dict.fromkeys(BACKGROUND, 8)
         call(broker, background_register(queues, 1))
         started = time.monotonic()
-        workers = Workers(port, args.clients, args.workers, push, args.stagger)
-        print(f"[{'push' if push else 'poll'}] {args.clients} clients ready in "
+        workers = Workers(port, args.clients, args.workers, mode, args.stagger)
+        print(f"[{mode}] {args.clients} clients ready in "
               f"{time.monotonic() - started:.1f} s", flush=True)  # fmt: skip
 
         # Propagation of T's change to every client.
-        wait = (args.tick_ms / 1000 + 3) if push else POLL_MS / 1000 + 5
+        wait = max(args.tick_ms / 1000 + 3, AFTER_S) if push else POLL_MS / 1000 + 5
         latencies: list[float] = []
+        causes: dict[str, int] = {}
+        gets_before: list[int] = []
+        gets_after: list[int] = []
         rounds = args.rounds if push else 1
         for r in range(rounds):
             before = {i: max(v for v, _, _ in recs) for i, recs in
@@ -245,13 +278,28 @@ def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, ob
                 if r % 2 == 0
                 else RequestCode.ADD_WRITE_PERM_OF_BROKER
             )
+            if push:
+                first_gets = server_gets(broker)
+                time.sleep(AFTER_S)
+                change_gets = server_gets(broker)
+                gets_before.append(change_gets - first_gets)
             t0 = time.time() * 1000
             call(broker, RemotingCommand.request(code, {"brokerName": "broker-t"}))
-            time.sleep(wait)
+            if push:
+                time.sleep(AFTER_S)
+                gets_after.append(server_gets(broker) - change_gets)
+                time.sleep(max(0.0, wait - AFTER_S))
+            else:
+                time.sleep(wait)
             records = workers.topic_records()
             for i, recs in enumerate(records):
-                newer = [at for v, at, _ in recs if v > before[i] and at >= t0]
-                latencies.append(min(newer) - t0 if newer else float("inf"))
+                newer = [(at, cause) for v, at, cause in recs if v > before[i] and at >= t0]
+                if newer:
+                    at, cause = min(newer)
+                    latencies.append(at - t0)
+                    causes[cause] = causes.get(cause, 0) + 1
+                else:
+                    latencies.append(float("inf"))
         missing = sum(1 for x in latencies if x == float("inf"))
 
         # Request rate over the window, with a background change every 10 s.
@@ -274,7 +322,14 @@ def run_mode(push: bool, args: argparse.Namespace, workdir: str) -> dict[str, ob
         elapsed = time.monotonic() - window_start
         rate = (workers.requests() - first) / elapsed
         broker.close()
-        return {"latencies": latencies, "missing": missing, "rate": rate}
+        return {
+            "latencies": latencies,
+            "missing": missing,
+            "rate": rate,
+            "causes": causes,
+            "gets_before": gets_before,
+            "gets_after": gets_after,
+        }
     finally:
         if workers is not None:
             workers.close()
@@ -294,23 +349,35 @@ def main() -> None:
         "--stagger", type=float, default=POLL_MS / 1000, help="client start spread, seconds"
     )
     parser.add_argument("--port", type=int)
-    parser.add_argument("--mode", choices=["push", "poll"], default="push")
+    parser.add_argument("--mode", choices=MODES, default="push")
+    parser.add_argument("--modes", default=",".join(MODES), help="modes to run, in order (driver)")
     args = parser.parse_args()
     if args.role == "worker":
-        worker(args.port, args.clients, args.mode == "push", args.stagger)
+        worker(args.port, args.clients, args.mode, args.stagger)
         return
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}; choose from {', '.join(MODES)}")
 
     with tempfile.TemporaryDirectory() as workdir:
-        results = {mode: run_mode(mode == "push", args, workdir) for mode in ("push", "poll")}
+        results = {mode: run_mode(mode, args, workdir) for mode in modes}
     for mode, res in results.items():
         lat = [x for x in res["latencies"] if x != float("inf")]  # type: ignore[union-attr]
         print(
             f"{mode}: change -> client holds new route p50 {percentile(lat, 0.5):8.0f} ms "
             f"p99 {percentile(lat, 0.99):8.0f} ms max {max(lat):8.0f} ms "
-            f"({len(lat)} samples, {res['missing']} clients never saw it); "
-            f"GET_ROUTEINFO rate {res['rate']:8.0f} req/s "
+            f"({len(lat)} samples, {res['missing']} clients never saw it; learned by "
+            f"{res['causes']}); GET_ROUTEINFO rate {res['rate']:8.0f} req/s "
             f"({args.clients} clients x {len(BACKGROUND) + 1} topics)"
         )
+        if res["gets_after"]:
+            print(
+                f"{mode}: server GET_ROUTEINFO in the {AFTER_S:.0f} s after a change "
+                f"{res['gets_after']} (5 s before it: {res['gets_before']})"
+            )
+    if "push" not in results or "poll" not in results:
+        return
     push_lat = [x for x in results["push"]["latencies"] if x != float("inf")]  # type: ignore[union-attr]
     push_rate, poll_rate = results["push"]["rate"], results["poll"]["rate"]
     p99 = max(percentile(push_lat, 0.99), 1.0)

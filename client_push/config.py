@@ -75,6 +75,10 @@ class ClientConfig:
     this many bytes (a topic costs its name plus about 128) it leaves the field out."""
     client_id: str = ""
     """Sent in SUBSCRIBE for the server's logs; empty picks host@pid."""
+    inline_routes: bool = True
+    """Ask in SUBSCRIBE for the new route inside each notification: a change then costs no
+    GET_ROUTEINFO round trip when the server sends it. Servers that do not know the field (and
+    changes the server sends plain) take the refetch path, as with False."""
     tls: bool = False
     """Connect to name servers with TLS (as upstream's ``-Dtls.enable=true``)."""
     tls_ca_file: str = ""

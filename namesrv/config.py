@@ -143,6 +143,12 @@ class PushConfig:
     rest continue in the next turn, so a slow machine does not stretch a turn."""
     notify_slice_connections: int = 2_000
     """Notification frames a tick builds and writes per reactor turn; more continue next turn."""
+    inline_route_max_bytes: int = 4 * KIB
+    """A changed topic's route goes inside the notification (to connections that asked for
+    inline routes) only when its GET_ROUTEINFO body is at most this long; 0 inlines none."""
+    inline_budget_bytes_per_tick: int = 64 * KIB
+    """Inline route bytes one connection's frame may carry per tick; the changes past it go as
+    plain entries (the client fetches them)."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
     broker_events: BrokerEventConfig = field(default_factory=BrokerEventConfig)
 
@@ -303,6 +309,8 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("push.settle_slice_topics", p.settle_slice_topics, 1, 100_000_000),
         ("push.settle_slice_ms", p.settle_slice_ms, 1, 60_000),
         ("push.notify_slice_connections", p.notify_slice_connections, 1, 100_000_000),
+        ("push.inline_route_max_bytes", p.inline_route_max_bytes, 0, 16 * MIB),
+        ("push.inline_budget_bytes_per_tick", p.inline_budget_bytes_per_tick, 0, 64 * MIB),
         (
             "push.broker_events.refetch_rate_per_second",
             p.broker_events.refetch_rate_per_second,

@@ -29,6 +29,7 @@ from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.journal import EventJournal, NullJournal
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
+from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import PressureMonitor, PsutilSampler, Sample
 from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.push.tick import Ticker
@@ -162,6 +163,15 @@ class NameServer:
             timer=timer,
             durations=self.tick_durations,
             registers_pending=lambda: self.register_turns.pending,
+            inline=InlineRoutes(
+                cfg.push,
+                self.subscriptions,
+                lambda topic, standard, legacy: self.routes.body(
+                    topic, standard_json=standard, legacy=legacy
+                ),
+                self.detector.settled_version,
+                self.counters,
+            ),
         )
         self.pressure = PressureMonitor(
             sampler or PsutilSampler(), cfg.pressure, on_transition=self.ticker.pressure_changed

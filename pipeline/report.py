@@ -200,6 +200,14 @@ def render(
             "an upstream name server).",
             *(
                 [
+                    f"{s.learned_inline / s.learned_changes:.1%} of them learned inline "
+                    f"({s.learned_inline:,}: the route came in the notification, no request)."
+                ]
+                if s.learned_changes
+                else []
+            ),
+            *(
+                [
                     "",
                     f"{s.changes_without_mutation_time:,} changes come from a journal without "
                     "`mutated_at_ms` (an older name server): their propagation starts at "

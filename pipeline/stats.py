@@ -487,6 +487,7 @@ def _telemetry_groups(
         elif fig == "ask":
             s.propagation_request[cause] = hist.distribution()
     s.learned_changes = s.propagation["all"].count if "all" in s.propagation else 0
+    s.learned_inline = s.propagation["inline"].count if "inline" in s.propagation else 0
     s.unmatched_fetches = learned - s.learned_changes
     clients = sorted(
         (-worst, telemetry.clients[client], n, total / n)

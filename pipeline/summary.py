@@ -256,6 +256,9 @@ class Summary:
     """End to end, for changes whose notification was suppressed: how long clients stayed
     stale."""
     learned_changes: int = 0
+    learned_inline: int = 0
+    """Of ``learned_changes``, those learned from a route inside the notification (cause
+    ``inline``): no request was sent for them."""
     unmatched_fetches: int = 0
     """Fetches whose (topic, version) no journal change explains: other name servers,
     journal gaps, or an upstream name server (version 0)."""

@@ -4,6 +4,10 @@ Within one tick every connection notified of the same changes gets the same body
 own ``sequence``: a frame is the shared :func:`~protocol.push_codec.notification_prefix`
 followed by the connection's :func:`~protocol.push_codec.sequence_suffix`, one small varint
 per connection instead of a full serialisation.
+
+A connection that asked for inline routes gets the same change set with one route body per
+change (``routes``): such frames are shared in the same way by every inline connection owed
+the same changes and routes, and a plain frame's key and cost stay as they were.
 """
 
 from __future__ import annotations
@@ -57,12 +61,14 @@ class NotifyFrames:
             parts.clear()
         self.topics = set()
 
-    def body_prefix(self, changes: Changes, brokers: Brokers = ()) -> bytes:
+    def body_prefix(
+        self, changes: Changes, brokers: Brokers = (), routes: Sequence[bytes] = ()
+    ) -> bytes:
         """The body without its sequence, shared by every receiver of this change set."""
-        key = (changes, brokers)
+        key = (changes, brokers, routes) if routes else (changes, brokers)
         shared = self._bodies.get(key)
         if shared is None:
-            shared = notification_prefix(changes, self._emitted_at, self._epoch, brokers)
+            shared = notification_prefix(changes, self._emitted_at, self._epoch, brokers, routes)
             self.topics.update(map(_TOPIC, changes))
             self._bodies[key] = shared
         return shared
@@ -73,14 +79,16 @@ class NotifyFrames:
         brokers: Brokers,
         sequence: int,
         serialize_type: int = SerializeType.JSON,
+        routes: Sequence[bytes] = (),
     ) -> bytes:
-        """The whole frame (length prefix, header, body) for one connection."""
+        """The whole frame (length prefix, header, body) for one connection; ``routes``, when
+        given, holds one inline route body per change (empty bytes for none)."""
         parts_of = self._parts[serialize_type]
-        key = (changes, brokers)
+        key = (changes, brokers, routes) if routes else (changes, brokers)
         parts = parts_of.get(key)
         if parts is None:
             header = self._headers[serialize_type]
-            head = header + self.body_prefix(changes, brokers)
+            head = header + self.body_prefix(changes, brokers, routes)
             parts = (head, (int(serialize_type) << 24) | len(header), 4 + len(head))
             parts_of[key] = parts
         head, word, length_before_tail = parts

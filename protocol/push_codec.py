@@ -62,13 +62,16 @@ def _parse(message_cls: type[M], body: bytes) -> M:
 # -- SUBSCRIBE / UNSUBSCRIBE -----------------------------------------------------------------
 
 
-def encode_subscribe(topics: Iterable[str], client_id: str) -> bytes:
-    return pb.SubscribeTopicRoute(topics=topics, client_id=client_id).SerializeToString()
+def encode_subscribe(topics: Iterable[str], client_id: str, inline_routes: bool = False) -> bytes:
+    message = pb.SubscribeTopicRoute(
+        topics=topics, client_id=client_id, inline_routes=inline_routes
+    )
+    return message.SerializeToString()
 
 
 def decode_subscribe(body: bytes) -> Subscribe:
     msg = _parse(pb.SubscribeTopicRoute, body)
-    return Subscribe(tuple(msg.topics), msg.client_id)
+    return Subscribe(tuple(msg.topics), msg.client_id, msg.inline_routes)
 
 
 def encode_unsubscribe(topics: Iterable[str]) -> bytes:
@@ -118,22 +121,29 @@ SMALL_SEQUENCE_SUFFIXES = tuple(_SEQUENCE_TAG + _varint(i) for i in range(1 << 1
 
 
 def notification_prefix(
-    changes: Iterable[tuple[str, int, int]],
+    changes: Iterable[tuple[str, int, int]] | Iterable[TopicChange],
     emitted_at_ms: int,
     epoch: str,
     brokers: Iterable[BrokerChange] = (),
+    routes: Sequence[bytes] = (),
 ) -> bytes:
     """A NOTIFY body without its sequence: the part every receiver of one change set shares.
 
-    Protobuf parsers merge concatenated encodings of a message, so ``prefix + sequence_suffix(n)``
-    is the whole body for the connection at sequence ``n``.
+    ``routes``, when given, holds one inline route body per change (empty bytes: none), in the
+    order of ``changes``. Protobuf parsers merge concatenated encodings of a message, so
+    ``prefix + sequence_suffix(n)`` is the whole body for the connection at sequence ``n``.
     """
     message = pb.TopicRouteChanged(emitted_at_ms=emitted_at_ms, epoch=epoch)
     add_change = message.changes.add
-    for topic, version, kind in changes:
-        add_change(topic=topic, version=version, kind=kind)
-    for change in brokers:
-        _add_broker_change(message, change)
+    # By index: a change is a (topic, version, kind) tuple or a TopicChange, which has more.
+    if routes:
+        for change, route in zip(changes, routes, strict=True):
+            add_change(topic=change[0], version=change[1], kind=change[2], route=route)
+    else:
+        for change in changes:
+            add_change(topic=change[0], version=change[1], kind=change[2])
+    for broker in brokers:
+        _add_broker_change(message, broker)
     return message.SerializeToString()
 
 
@@ -162,22 +172,25 @@ def _add_broker_change(message: pb.TopicRouteChanged, change: BrokerChange) -> N
 
 
 def encode_notification(
-    changes: Sequence[tuple[str, int, int]],
+    changes: Sequence[tuple[str, int, int]] | Sequence[TopicChange],
     sequence: int,
     emitted_at_ms: int,
     epoch: str,
     brokers: Sequence[BrokerChange] = (),
+    routes: Sequence[bytes] = (),
 ) -> bytes:
-    """A NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED body; ``changes`` holds (topic, version, kind)."""
-    for _topic, _version, kind in changes:
-        ChangeKind(kind)  # refuse a kind the contract does not define
-    return notification_prefix(changes, emitted_at_ms, epoch, brokers) + sequence_suffix(sequence)
+    """A NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED body; ``changes`` holds (topic, version, kind) and
+    ``routes`` (optional) one inline route body per change, empty for none."""
+    for change in changes:
+        ChangeKind(change[2])  # refuse a kind the contract does not define
+    prefix = notification_prefix(changes, emitted_at_ms, epoch, brokers, routes)
+    return prefix + sequence_suffix(sequence)
 
 
 def decode_notification(body: bytes) -> RouteChanged:
     msg = _parse(pb.TopicRouteChanged, body)
     return RouteChanged(
-        changes=tuple(TopicChange(c.topic, c.version, c.kind) for c in msg.changes),
+        changes=tuple(TopicChange(c.topic, c.version, c.kind, c.route) for c in msg.changes),
         sequence=msg.sequence,
         emitted_at_ms=msg.emitted_at_ms,
         epoch=msg.epoch,

@@ -36,6 +36,9 @@ class TopicChange(NamedTuple):
     version: int
     kind: int
     """A :class:`ChangeKind` value (a peer may send one this side does not know)."""
+    route: bytes = b""
+    """An inline route: the GET_ROUTEINFO_BY_TOPIC response body for exactly ``version``
+    (read it with ``protocol.bodies.decode_route``); empty when the server sent none."""
 
 
 class BrokerAddress(NamedTuple):
@@ -93,6 +96,8 @@ class Subscribe:
 
     topics: tuple[str, ...]
     client_id: str = ""
+    inline_routes: bool = False
+    """The connection asks for the new route inside each notification, where bounds allow."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,12 +26,14 @@ BROKER_DEPARTED: BrokerChangeKind
 BROKER_ARRIVED: BrokerChangeKind
 
 class SubscribeTopicRoute(_message.Message):
-    __slots__ = ("topics", "client_id")
+    __slots__ = ("topics", "client_id", "inline_routes")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    INLINE_ROUTES_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
     client_id: str
-    def __init__(self, topics: _Optional[_Iterable[str]] = ..., client_id: _Optional[str] = ...) -> None: ...
+    inline_routes: bool
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., client_id: _Optional[str] = ..., inline_routes: _Optional[bool] = ...) -> None: ...
 
 class SubscribeAck(_message.Message):
     __slots__ = ("topics", "epoch")
@@ -72,14 +74,16 @@ class TopicRouteChanged(_message.Message):
     def __init__(self, changes: _Optional[_Iterable[_Union[TopicChange, _Mapping]]] = ..., sequence: _Optional[int] = ..., emitted_at_ms: _Optional[int] = ..., epoch: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerChange, _Mapping]]] = ...) -> None: ...
 
 class TopicChange(_message.Message):
-    __slots__ = ("topic", "version", "kind")
+    __slots__ = ("topic", "version", "kind", "route")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     version: int
     kind: ChangeKind
-    def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ...) -> None: ...
+    route: bytes
+    def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., route: _Optional[bytes] = ...) -> None: ...
 
 class BrokerChange(_message.Message):
     __slots__ = ("kind", "broker_name", "cluster", "addrs", "cause", "broker_name_gone", "read_only", "topics", "refetch_window_ms")

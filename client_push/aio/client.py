@@ -36,6 +36,7 @@ from client_push.routes.push_actions import (
     Action,
     Announce,
     FollowUp,
+    InstallRoute,
     MoveTo,
     Refetch,
     SendSubscribe,
@@ -88,6 +89,7 @@ class RouteClient(RouteClientCore[RemotingConnection]):
         self._streams: set[RouteChanges] = set()
         self._actions: dict[type, Callable[[Any, RemotingConnection | None], None]] = {
             Refetch: self._refetch,
+            InstallRoute: lambda action, _conn: self._install(action),
             FollowUp: self._follow_up,
             Announce: self._announce,
             WakeAt: self._wake_at,

@@ -73,7 +73,9 @@ class PushRequests:
 
     def subscribe(self, conn: RemotingConnection, topics: Sequence[str], cause: str) -> None:
         batch_size = self._config.subscribe_batch_size
-        for batch, cmd in subscribe_requests(topics, batch_size, self._client_id):
+        for batch, cmd in subscribe_requests(
+            topics, batch_size, self._client_id, self._config.inline_routes
+        ):
             self._counters["subscribe_sent"] += 1
             self._spawn(self._subscribe(conn, cmd, batch, cause))
 

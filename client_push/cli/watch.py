@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="route poll interval while push is off (default 30000)",
     )
     watch.add_argument("--telemetry", default="", metavar="FILE", help="refetch telemetry file")
+    watch.add_argument(
+        "--no-inline-routes",
+        action="store_true",
+        help="do not ask for routes inside notifications: fetch every notified change",
+    )
     watch.add_argument("--tls", action="store_true", help="connect to name servers with TLS")
     watch.add_argument(
         "--tls-ca",
@@ -101,6 +106,8 @@ def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             extra["poll_interval_ms"] = args.poll_ms
         if args.telemetry:
             extra["telemetry_path"] = args.telemetry
+        if args.no_inline_routes:
+            extra["inline_routes"] = False
         if args.tls or args.tls_ca:
             extra["tls"] = True
             extra["tls_ca_file"] = args.tls_ca

@@ -37,6 +37,7 @@ from client_push.routes.push_actions import (
     Action,
     Announce,
     FollowUp,
+    InstallRoute,
     MoveTo,
     Refetch,
     SendSubscribe,
@@ -46,7 +47,11 @@ from client_push.routes.push_actions import (
 )
 from client_push.routes.push_requests import PushRequests
 from client_push.routes.push_session import PushSession
-from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache
+from client_push.routes.route_cache import (
+    CachedRoute,
+    PublishInfo,
+    RouteCache,
+)
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
 from client_push.wire.connection import NameServerLink
 from client_push.wire.remoting import RemotingProtocol
@@ -234,6 +239,8 @@ class RouteClient(RouteClientCore[RemotingProtocol]):
                     notified_at_ms=action.notified_at_ms,
                     wanted_version=action.wanted_version,
                 )
+            elif isinstance(action, InstallRoute):
+                self._install(action)
             elif isinstance(action, Announce):
                 self._listeners.tell(action.event)
             elif isinstance(action, FollowUp):

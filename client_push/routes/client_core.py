@@ -8,20 +8,23 @@ listeners, inspection, the server's requests and the link's events are handled h
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from client_push.config import ClientConfig
 from client_push.errors import ClientStoppedError
-from client_push.routes.events import CACHED, Listeners, RouteListener
+from client_push.routes.events import CACHED, INLINE, Listeners, RouteListener
 from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.negative_cache import NegativeCache
-from client_push.routes.push_actions import Action
+from client_push.routes.push_actions import Action, InstallRoute
 from client_push.routes.push_exchange import server_request
 from client_push.routes.push_session import PushSession
-from client_push.routes.route_cache import CachedRoute, RouteCache
+from client_push.routes.route_cache import CachedRoute, RouteCache, RouteTooLargeError
 from protocol.frame import RemotingCommand
+
+log = logging.getLogger(__name__)
 
 
 class Connection(Protocol):
@@ -114,6 +117,20 @@ class RouteClientCore(Generic[C]):
         else:
             return remove, True
         return remove, False
+
+    def _install(self, action: InstallRoute) -> None:
+        """Hold a route sent inside a notification as a fetched one is held, with no request."""
+        now = self._now_ms()
+        try:
+            _entry, changed = self._routes.learn_route(
+                action.topic, action.route, action.version, INLINE, action.notified_at_ms, now, now
+            )
+        except RouteTooLargeError as exc:
+            self.counters["routes_refused"] += 1
+            log.warning("inline route of %s refused: %s", action.topic, exc)
+            return
+        if changed is not None:
+            self._listeners.tell(changed)
 
     def _check_usable(self, topic: str) -> None:
         if self._stopped:

@@ -35,6 +35,8 @@ CONFIRM = "confirm"
 """A refetch confirming a route changed locally by a departure (spread over a window)."""
 VERSION_CHECK = "version_check"
 """A refetch the periodic version check (re-SUBSCRIBE) found needed."""
+INLINE = "inline"
+"""A route that came inside its notification and was installed without a request."""
 
 UNCONDITIONAL = frozenset({GAP, EPOCH, RECONNECT})
 """Causes that refetch whatever version is held: the held versions cannot be trusted."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from client_push.routes.events import BrokerEvent, RouteEvent
+from protocol.route_model import TopicRouteData
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,21 @@ class Refetch:
     wanted_version: int | None = None
     """The version that made the fetch worth it; None for causes that ask whatever is held."""
     notified_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstallRoute:
+    """Hold ``route`` as ``topic``'s route at ``version`` now, with no request: it came inline
+    in a notification, already checked against the held version. Learned with cause
+    ``inline`` (``HeldRoutes.learn_route``: telemetry record, listeners told when it changed);
+    a route over the client's queue bounds is refused as a fetched one would be."""
+
+    topic: str
+    route: TopicRouteData
+    version: int
+    """The notified version the route is exactly the route of."""
+    notified_at_ms: int | None
+    """The notification's ``emitted_at_ms`` (None when the server sent 0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +96,7 @@ class WakeAt:
 
 Action: TypeAlias = (
     Refetch
+    | InstallRoute
     | FollowUp
     | SendSubscribe
     | SendUnsubscribe

@@ -27,14 +27,16 @@ from protocol.push_codec import (
 
 
 def subscribe_requests(
-    topics: Sequence[str], batch_size: int, client_id: str
+    topics: Sequence[str], batch_size: int, client_id: str, inline_routes: bool
 ) -> list[tuple[Sequence[str], RemotingCommand]]:
-    """One SUBSCRIBE per ``batch_size`` topics, each with the batch it names."""
+    """One SUBSCRIBE per ``batch_size`` topics, each with the batch it names; ``inline_routes``
+    asks the server to send new routes inside notifications."""
     return [
         (
             batch,
             RemotingCommand.request(
-                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(batch, client_id)
+                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
+                body=encode_subscribe(batch, client_id, inline_routes),
             ),
         )
         for batch in _batches(topics, batch_size)

@@ -71,7 +71,9 @@ class PushRequests:
 
     def subscribe(self, proto: RemotingProtocol, topics: Sequence[str], cause: str) -> None:
         batch_size = self._config.subscribe_batch_size
-        for batch, cmd in subscribe_requests(topics, batch_size, self._client_id):
+        for batch, cmd in subscribe_requests(
+            topics, batch_size, self._client_id, self._config.inline_routes
+        ):
             self._counters["subscribe_sent"] += 1
             d = self._link.send_on(proto, cmd)
             d.addCallbacks(

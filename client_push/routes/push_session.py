@@ -40,6 +40,7 @@ from client_push.routes.push_actions import (
     Action,
     Announce,
     FollowUp,
+    InstallRoute,
     MoveTo,
     Refetch,
     SendSubscribe,
@@ -49,7 +50,9 @@ from client_push.routes.push_actions import (
 )
 from client_push.routes.push_tracker import PushTracker, Verdict, needs_refetch
 from client_push.routes.refetch_spread import SpreadQueue
+from protocol.bodies import decode_route
 from protocol.codes import ResponseCode
+from protocol.errors import ProtocolError
 from protocol.push_events import (
     BrokerChange,
     BrokerChangeKind,
@@ -308,6 +311,9 @@ class PushSession:
             if entry is not None and not needs_refetch(entry.version, change.version):
                 self.counters["notify_already_held"] += 1
                 continue
+            if change.route:
+                self._install_inline(topic, change.version, change.route, emitted, out)
+                continue
             out.append(Refetch(topic, NOTIFY, change.version, emitted))
         for arrival in msg.brokers:
             if arrival.kind == BrokerChangeKind.ARRIVED:
@@ -475,6 +481,23 @@ class PushSession:
         )
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _install_inline(
+        self, topic: str, version: int, body: bytes, emitted: int | None, out: list[Action]
+    ) -> None:
+        """A route sent inside its notification (for exactly ``version``, newer than held):
+        install it with no request; an unreadable one takes the refetch path."""
+        try:
+            route = decode_route(body)
+        except ProtocolError as exc:
+            self.counters["inline_unreadable"] += 1
+            log.warning("unreadable inline route of %s: %s", topic, exc.remark)
+            out.append(Refetch(topic, NOTIFY, version, emitted))
+            return
+        self.counters["inline_installed"] += 1
+        out.append(InstallRoute(topic, route, version, emitted))
+        # A fetch in flight may be answered from before this version: fetch again after it.
+        out.append(FollowUp(topic, NOTIFY, version, emitted))
 
     def _spread_refetch(
         self,

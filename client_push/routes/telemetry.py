@@ -15,7 +15,7 @@ from typing import IO, Any, Protocol
 
 log = logging.getLogger(__name__)
 
-CAUSES = frozenset({"first", "notify", "poll", "gap", "epoch", "reconnect", "subscribe"})
+CAUSES = frozenset({"first", "notify", "inline", "poll", "gap", "epoch", "reconnect", "subscribe"})
 
 DEFAULT_MEMORY_BYTES = 16 * 1024 * 1024
 ENTRY_OVERHEAD_BYTES = 128

@@ -235,6 +235,14 @@ class ChangeDetector:
 
     settle = version
 
+    def settled_version(self, topic: str) -> int | None:
+        """The version of ``topic`` when it exists and nothing is marked since it was settled
+        (the registry's route is then exactly that version's); None otherwise. Settles nothing."""
+        if topic in self._dirty:
+            return None
+        known = self._known.get(topic, 0)
+        return known if known > 0 else None
+
     def tick(
         self,
         now_ms: int,

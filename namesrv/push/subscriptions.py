@@ -67,6 +67,9 @@ class SubscriptionRegistry:
         self._host_of: dict[Conn, str] = {}
         self._by_host: dict[str, int] = {}
         self._total = 0
+        self._inline: dict[Conn, tuple[bool, bool]] = {}
+        """connection → the body form of the inline routes it asked for (standard JSON, 4.9.x
+        shape); one entry per connection at most, dropped with the connection."""
 
     def subscribe(self, conn: Conn, topics: Iterable[str], host: str | None = None) -> list[str]:
         """Add ``topics`` for ``conn`` (from remote ``host``); returns the new ones, in order.
@@ -131,8 +134,25 @@ class SubscriptionRegistry:
             del self._by_connection[conn]
         return removed
 
+    def set_inline(self, conn: Conn, form: tuple[bool, bool] | None) -> None:
+        """Whether ``conn`` gets inline routes, and in which body form (standard JSON, 4.9.x
+        shape) as GET_ROUTEINFO would answer it; None: plain notifications only."""
+        if form is None:
+            self._inline.pop(conn, None)
+        else:
+            self._inline[conn] = form
+
+    def inline_form(self, conn: Conn) -> tuple[bool, bool] | None:
+        return self._inline.get(conn)
+
+    @property
+    def inline_connections(self) -> int:
+        """Connections that asked for inline routes."""
+        return len(self._inline)
+
     def drop_connection(self, conn: Conn) -> list[str]:
         """Forget every subscription of a closed connection; returns the topics it held."""
+        self._inline.pop(conn, None)
         mine = self._by_connection.pop(conn, None)
         if mine is None:
             return []

@@ -17,6 +17,7 @@ from namesrv.config import PushConfig
 from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.journal import Journal, notification_sent_fields
 from namesrv.push.change_detector import ChangeDetector, Notification
+from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import Sample
 from protocol.notify_frames import NotifyFrames
 
@@ -43,11 +44,14 @@ class Ticker:
         timer: Callable[[], float],
         durations: DurationHistogram,
         registers_pending: Callable[[], int],
+        inline: InlineRoutes | None = None,
     ) -> None:
         """``clock`` schedules continuations and stamps frames; ``timer`` (seconds, monotonic)
         measures the turn's settling time and the tick durations kept in ``durations``;
-        ``registers_pending`` says how many registers are being read or applied."""
+        ``registers_pending`` says how many registers are being read or applied; ``inline``
+        chooses the routes sent inside the frames of connections that asked for them."""
         self._config = config
+        self._inline = inline
         self._detector = detector
         self._frames = frames
         self._journal = journal
@@ -101,6 +105,8 @@ class Ticker:
             )
             self._quiet_deferrals = self._quiet_deferrals + 1 if defer else 0
             self._defers = defer
+            if self._inline is not None:
+                self._inline.new_tick()  # inline budgets are per tick, continuations included
         defer = self._defers
         push = self._config
         budget = push.notify_slice_connections
@@ -165,9 +171,17 @@ class Ticker:
         frame = frames.frame
         total_bytes = 0
         broker_entries = 0
+        inline = self._inline
+        choose = None
+        if inline is not None and inline.active:
+            # Routes are looked up now, in the turn the frames are written: a topic marked
+            # since its notified version was settled goes plain (see InlineRoutes).
+            inline.start_slice()
+            choose = inline.choose
         for note in notes:
             conn: Any = note.conn
-            data = frame(note.changes, note.brokers, note.sequence, conn.serialize_type)
+            routes = choose(conn, note.changes).routes if choose is not None else ()
+            data = frame(note.changes, note.brokers, note.sequence, conn.serialize_type, routes)
             conn.send(data)
             total_bytes += len(data)
             broker_entries += len(note.brokers)

@@ -59,5 +59,7 @@ async def test_journal_and_telemetry_of_a_real_run_give_its_propagation(cluster,
     assert "| broker_startup | 1 |" in report
     assert f"{CLIENTS} subscribed connections closed" in report
     assert f"{2 * CLIENTS} client-versions tied to a journal change; 0 not" in report
-    assert f"| propagation, notify | {2 * CLIENTS} |" in report
+    # the clients ask for inline routes (the default): every change came with its route
+    assert f"| propagation, inline | {2 * CLIENTS} |" in report
+    assert "100.0% of them learned inline" in report
     assert f"| delivery (notified fetches) | {2 * CLIENTS} |" in report

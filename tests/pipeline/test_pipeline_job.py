@@ -216,18 +216,26 @@ def test_each_client_is_tied_to_the_change_it_learned(spark, tmp_path):
             fetch("T", 3, "notify", 20_100, notified=20_000),  # no journal change explains it
         ],
     )
+    write_lines(
+        tmp_path / "t" / "client-c.jsonl",
+        [
+            fetch("T", 1, "first", 12_500),
+            fetch("T", 2, "inline", 20_010, notified=20_000),  # the route came in the frame
+        ],
+    )
     s, table = analyse(spark, [JournalSource(str(tmp_path / "j"))], [str(tmp_path / "t")])
-    assert s.fetches_by_cause == {"first": 3, "poll": 3, "notify": 3, "epoch": 1}
-    assert (s.delivery.count, s.delivery.p50, s.delivery.max) == (4, 40.0, 100.0)
-    assert s.learned_changes == 4 and s.unmatched_fetches == 1
-    assert s.propagation["all"].count == 4
+    assert s.fetches_by_cause == {"first": 4, "poll": 3, "notify": 3, "epoch": 1, "inline": 1}
+    assert (s.delivery.count, s.delivery.p50, s.delivery.max) == (5, 40.0, 100.0)
+    assert s.learned_changes == 5 and s.unmatched_fetches == 1
+    assert s.learned_inline == 1 and s.propagation["inline"].max == 10.0
+    assert s.propagation["all"].count == 5
     assert (s.propagation["notify"].count, s.propagation["notify"].max) == (2, 40.0)
     assert s.propagation["notify"].p50 == -400.0
     assert (s.propagation["poll"].count, s.propagation["poll"].max) == (1, 15_000.0)
     assert (s.propagation["epoch"].count, s.propagation["epoch"].max) == (1, 100.0)
     assert (s.propagation_quiet.count, s.propagation_quiet.max) == (1, 15_000.0)
     rows = {(r["topic"], r["version"], r["changed_at_ms"]): r for r in table.collect()}
-    assert rows[("T", 2, 20_000)]["clients"] == 2
+    assert rows[("T", 2, 20_000)]["clients"] == 3
     assert (
         rows[("T", 2, 20_000)]["first_learned_ms"],
         rows[("T", 2, 20_000)]["last_learned_ms"],
@@ -242,7 +250,7 @@ def test_each_client_is_tied_to_the_change_it_learned(spark, tmp_path):
         MatchWindow(clock_skew_ms=100, max_lag_ms=10_000),
     )
     # 400 ms behind is past a 100 ms skew; 15 s after the change is past a 10 s lag
-    assert narrow.learned_changes == 2 and narrow.unmatched_fetches == 3
+    assert narrow.learned_changes == 3 and narrow.unmatched_fetches == 3
 
 
 class _Colliding:

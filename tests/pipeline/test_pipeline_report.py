@@ -180,3 +180,11 @@ def test_histogram_percentiles_are_the_values_of_their_rank():
     d = h.distribution()
     assert (d.count, d.p50, d.p90, d.p99, d.max) == (100, 50.0, 90.0, 99.0, 100.0)
     assert h.quantiles([0.0, 0.07, 1.0]) == [1.0, 7.0, 100.0]
+
+
+def test_the_report_gives_the_share_of_changes_learned_inline():
+    s = full_summary()
+    s.learned_changes, s.learned_inline = 8, 6
+    assert "75.0% of them learned inline (6: the route came in the notification" in render(s, [])
+    s.learned_changes = s.learned_inline = 0
+    assert "learned inline" not in render(s, [])

@@ -1,18 +1,28 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol import push_codec, routepush_pb2
+from protocol import routepush_pb2 as pb
 from protocol.codes import ResponseCode
 from protocol.errors import BodyError
-from protocol.push_codec import ChangeKind
+from protocol.push_codec import (
+    ChangeKind,
+    decode_notification,
+    decode_subscribe,
+    encode_notification,
+    encode_subscribe,
+)
 from protocol.push_events import (
     BrokerAddress,
     BrokerChange,
     BrokerChangeKind,
     RouteChanged,
+    Subscribe,
     TopicChange,
     TopicStep,
 )
@@ -143,3 +153,60 @@ def test_a_shared_prefix_and_a_sequence_parse_as_the_whole_message(changes, sequ
     for topic, version, kind in changes:
         whole.changes.add(topic=topic, version=version, kind=kind)
     assert routepush_pb2.TopicRouteChanged.FromString(body) == whole
+
+
+# -- inline routes: old and new peers, both ways ------------------------------------------------
+
+
+def _old_schema() -> Any:
+    """The extension's messages as a peer built before inline routes knows them."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    proto = descriptor_pb2.FileDescriptorProto()
+    pb.DESCRIPTOR.CopyToProto(proto)
+    for message in proto.message_type:
+        kept = [f for f in message.field if f.name not in ("inline_routes", "route")]
+        del message.field[:]
+        message.field.extend(kept)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+
+    class Old:
+        SubscribeTopicRoute = message_factory.GetMessageClass(
+            pool.FindMessageTypeByName("routepush.v1.SubscribeTopicRoute")
+        )
+        TopicRouteChanged = message_factory.GetMessageClass(
+            pool.FindMessageTypeByName("routepush.v1.TopicRouteChanged")
+        )
+
+    return Old
+
+
+def test_an_old_server_reads_a_subscribe_asking_for_inline_routes_as_before():
+    old = _old_schema()
+    msg = old.SubscribeTopicRoute.FromString(encode_subscribe(["T", "U"], "c", True))
+    assert (list(msg.topics), msg.client_id) == (["T", "U"], "c")
+
+
+def test_an_old_clients_subscribe_asks_for_no_inline_routes():
+    body = _old_schema().SubscribeTopicRoute(topics=["T"], client_id="c").SerializeToString()
+    assert decode_subscribe(body) == Subscribe(("T",), "c", False)
+    assert decode_subscribe(encode_subscribe(["T"], "c", True)).inline_routes
+
+
+def test_an_old_client_reads_a_notification_with_inline_routes_as_a_plain_one():
+    body = encode_notification(
+        [("T", 3, 0), ("U", 2, 1)], 5, 1000, "e", routes=(b'{"queueDatas":[]}', b"")
+    )
+    old = _old_schema().TopicRouteChanged.FromString(body)
+    assert [(c.topic, c.version, c.kind) for c in old.changes] == [("T", 3, 0), ("U", 2, 1)]
+    assert (old.sequence, old.epoch) == (5, "e")
+    new = decode_notification(body)
+    assert [c.route for c in new.changes] == [b'{"queueDatas":[]}', b""]
+
+
+def test_a_notification_of_an_old_server_carries_no_inline_route():
+    old = _old_schema().TopicRouteChanged(sequence=1, epoch="e")
+    old.changes.add(topic="T", version=3, kind=0)
+    [change] = decode_notification(old.SerializeToString()).changes
+    assert change == TopicChange("T", 3, 0) and change.route == b""

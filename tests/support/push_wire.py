@@ -27,9 +27,12 @@ def changes(client: WireClient) -> list[tuple[str, int]]:
 
 
 @defer.inlineCallbacks
-def subscribe(client: WireClient, *topics: str) -> Any:
+def subscribe(client: WireClient, *topics: str, inline: bool = False, **kw: Any) -> Any:
+    """SUBSCRIBE ``topics``; ``inline`` asks for inline routes, ``kw`` goes to the request."""
     resp = yield client.call(
-        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(topics, "test")
+        RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
+        body=encode_subscribe(topics, "test", inline),
+        **kw,
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return decode_subscribe_ack(resp.body)

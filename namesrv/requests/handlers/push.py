@@ -4,7 +4,7 @@ codes that report on push (7005/7006). With push off, all four are unsupported."
 from __future__ import annotations
 
 from namesrv.requests.context import Connection, Services, ok, require_push
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import RequestCode, ResponseCode, Version
 from protocol.errors import BodyError, ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.push_codec import decode_subscribe, decode_unsubscribe, encode_subscribe_ack
@@ -28,6 +28,9 @@ class PushHandlers:
         # Settle first: a change pending now is then covered by the ack's version, not re-sent.
         acks = [(topic, *self.s.detector.version(topic)) for topic in topics]
         added = self.s.subscriptions.subscribe(conn, topics, getattr(conn, "host", None))
+        # The latest SUBSCRIBE decides; inline routes take the body form GET_ROUTEINFO would
+        # answer a request like this one with (its version, its acceptStandardJsonOnly).
+        self.s.subscriptions.set_inline(conn, _route_form(req) if msg.inline_routes else None)
         if added and self.s.on_subscription_change is not None:
             self.s.on_subscription_change("subscribe", conn, added)
         return ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))
@@ -59,3 +62,10 @@ class PushHandlers:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             )
         return answer(code, req)
+
+
+def _route_form(req: RemotingCommand) -> tuple[bool, bool]:
+    """(standard JSON, 4.9.x shape) of the route body a lookup sent like ``req`` is answered
+    with, as ``LookupHandlers.get_route_info_by_topic`` decides it."""
+    accept_standard = (req.ext_fields or {}).get("acceptStandardJsonOnly", "").lower() == "true"
+    return accept_standard or req.version >= Version.V4_9_4, req.version < Version.V5_0_0

@@ -20,6 +20,8 @@ from support.wire_client import connect
 from twisted.internet import defer, protocol, reactor, task
 
 from client_push.cli.watch import event_line
+from client_push.config import ClientConfig
+from client_push.routes.client import RouteClient
 from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import CachedRoute, publish_info, read_queues
 from namesrv.config import from_mapping
@@ -137,17 +139,20 @@ def spawn_watcher(*args: str) -> tuple[Watcher, Any]:
     return watcher, process
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize(
+    ("stop_signal", "flags", "cause"),
+    [(signal.SIGINT, (), "inline"), (signal.SIGTERM, ("--no-inline-routes",), "notify")],
+)
 @pytest_twisted.ensureDeferred
 async def test_watcher_prints_initial_route_absence_and_a_pushed_change_then_exits_0(
-    served, stop_signal
+    served, stop_signal, flags, cause
 ):
     server, port, clock = served
     broker = await connect(port)
     resp = await broker.request(register_request(topic_configs("T")))
     assert resp.code == ResponseCode.SUCCESS
     watcher, process = spawn_watcher(
-        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--topic", "Missing"
+        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--topic", "Missing", *flags
     )
     try:
         await until(lambda: len(watcher.lines) == 2 and server.subscriptions.total == 2)
@@ -168,7 +173,7 @@ async def test_watcher_prints_initial_route_absence_and_a_pushed_change_then_exi
         clock.advance(1.0)  # one tick of the name server
         await until(lambda: len(watcher.lines) == 3)
         change = watcher.lines[2]
-        assert change["topic"] == "T" and change["cause"] == "notify"
+        assert change["topic"] == "T" and change["cause"] == cause
         assert change["version"] > first["version"]
         assert change["brokers"]["broker-a"]["perm"] == int(Perm.READ)
     finally:
@@ -233,4 +238,35 @@ async def test_watcher_prints_a_departed_broker_gone_at_the_next_tick(served):
         code = await watcher.ended
         broker.transport.loseConnection()  # type: ignore[union-attr]
         other.transport.loseConnection()  # type: ignore[union-attr]
+    assert code == 0, watcher.stderr.decode()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_watcher_without_inline_routes_works_beside_an_inline_client(served):
+    server, port, clock = served
+    broker = await connect(port)
+    resp = await broker.request(register_request(topic_configs("T")))
+    assert resp.code == ResponseCode.SUCCESS
+    inline = RouteClient(ClientConfig(namesrv_addrs=(f"127.0.0.1:{port}",)), reactor, clock=clock)
+    inline.start()
+    learned: list[RouteEvent] = []
+    inline.add_listener("T", learned.append)
+    watcher, process = spawn_watcher(
+        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--no-inline-routes"
+    )
+    try:
+        await until(lambda: len(watcher.lines) == 1 and learned and server.subscriptions.total == 2)
+        assert server.subscriptions.inline_connections == 1
+        wiped = await broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+        assert wiped.code == ResponseCode.SUCCESS
+        clock.advance(1.0)
+        await until(lambda: len(watcher.lines) == 2 and len(learned) == 2)
+        assert watcher.lines[1]["cause"] == "notify" and learned[1].cause == "inline"
+        assert watcher.lines[1]["version"] == learned[1].version
+        assert watcher.lines[1]["brokers"]["broker-a"]["perm"] == int(Perm.READ)
+    finally:
+        process.signalProcess("TERM")
+        code = await watcher.ended
+        await inline.stop()
+        broker.transport.loseConnection()  # type: ignore[union-attr]
     assert code == 0, watcher.stderr.decode()

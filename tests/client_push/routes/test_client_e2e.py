@@ -38,11 +38,12 @@ def gets(server: NameServer) -> int:
 # -- push and poll --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("inline", "cause"), [(False, "notify"), (True, "inline")])
 @pytest_twisted.ensureDeferred
-async def test_watcher_learns_a_wipe_perm_within_one_tick_and_a_round_trip(cluster):
+async def test_watcher_learns_a_wipe_perm_within_one_tick_and_a_round_trip(cluster, inline, cause):
     _server, port = cluster.start_server()
     broker = await cluster.broker(port, "T")
-    client = cluster.client(port)
+    client = cluster.client(port, inline_routes=inline)
     events: list[RouteEvent] = []
     client.add_listener("T", events.append)
     await until(lambda: len(events) == 1 and client.push_active)
@@ -50,7 +51,7 @@ async def test_watcher_learns_a_wipe_perm_within_one_tick_and_a_round_trip(clust
     await cluster.wipe(broker)
     cluster.tick()
     await until(lambda: len(events) == 2)
-    assert events[1].cause == "notify"
+    assert events[1].cause == cause
     assert not write_perm(client, "T")
     assert not client.cached_route("T").publish_info.ok  # type: ignore[union-attr]
 
@@ -76,11 +77,14 @@ async def test_with_push_disabled_on_the_server_the_change_is_seen_at_the_next_p
     assert client.counters["subscribe_sent"] == 1
 
 
+@pytest.mark.parametrize(("inline", "refetches"), [(False, 3 + 3), (True, 0)])
 @pytest_twisted.ensureDeferred
-async def test_notifications_of_a_wipe_touching_many_topics_have_no_sequence_gap(cluster):
+async def test_notifications_of_a_wipe_touching_many_topics_have_no_sequence_gap(
+    cluster, inline, refetches
+):
     server, port = cluster.start_server()
     broker = await cluster.broker(port, "A", "B", "C")
-    client = cluster.client(port)
+    client = cluster.client(port, inline_routes=inline)
     for topic in "ABC":
         await get(client, topic)
     await until(lambda: client.push_active and client.stats()["subscribed"] == 3)
@@ -92,7 +96,7 @@ async def test_notifications_of_a_wipe_touching_many_topics_have_no_sequence_gap
     cluster.tick()
     await until(lambda: all(write_perm(client, t) for t in "ABC"))
     assert client.counters["refetch_all.gap"] == 0
-    assert gets(server) == 3 + 3 + 3
+    assert gets(server) == 3 + refetches
 
 
 # -- restarts and switching -----------------------------------------------------------------------
@@ -190,11 +194,14 @@ async def test_idle_topic_leaves_the_cache_and_the_servers_subscription_table(cl
 # -- negative cache and first lookups -------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("inline", "refetches"), [(False, 1), (True, 0)])
 @pytest_twisted.ensureDeferred
-async def test_thousand_lookups_of_an_absent_topic_send_one_request_and_creation_clears_it(cluster):
+async def test_thousand_lookups_of_an_absent_topic_send_one_request_and_creation_clears_it(
+    cluster, inline, refetches
+):
     server, port = cluster.start_server()
     broker = await cluster.broker(port, "T")
-    client = cluster.client(port)
+    client = cluster.client(port, inline_routes=inline)
     await until(lambda: client.connected)
     for _ in range(1000):
         with pytest.raises(TopicNotExistError):
@@ -207,7 +214,7 @@ async def test_thousand_lookups_of_an_absent_topic_send_one_request_and_creation
     await until(lambda: client.cached_route("NEW") is not None)
     entry = await get(client, "NEW")
     assert entry.publish_info.ok
-    assert gets(server) == 2
+    assert gets(server) == 1 + refetches
 
 
 @pytest_twisted.ensureDeferred

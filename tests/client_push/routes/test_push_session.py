@@ -39,6 +39,7 @@ from client_push.routes.push_actions import (
     Action,
     Announce,
     FollowUp,
+    InstallRoute,
     MoveTo,
     Refetch,
     SendSubscribe,
@@ -49,6 +50,7 @@ from client_push.routes.push_actions import (
 from client_push.routes.push_session import PushSession
 from client_push.routes.route_cache import RouteCache
 from client_push.routes.telemetry import RefetchRecord
+from protocol.bodies import encode_route
 from protocol.codes import ResponseCode
 from protocol.push_events import (
     BrokerAddress,
@@ -453,3 +455,53 @@ def test_every_notified_version_newer_than_held_leads_to_exactly_one_refetch(
     )
     assert sorted(refetched(actions)) == expected
     assert all(isinstance(a, Refetch) for a in actions)
+
+
+# -- inline routes ----------------------------------------------------------------------------
+
+
+def test_an_inline_route_newer_than_held_is_installed_with_no_request():
+    rig = Rig({"A": 3, "B": 5, "C": 2})
+    rig.subscribed()
+    body = encode_route(ONLY_B, standard_json=True)
+    actions = rig.notify(
+        [("A", 4, UPDATED, body), ("B", 5, UPDATED, body), ("C", 3, UPDATED), ("D", 9, 0, body)]
+    )
+    assert actions == [
+        InstallRoute("A", ONLY_B, 4, 5_000),
+        FollowUp("A", NOTIFY, 4, 5_000),  # a fetch in flight may answer from before it
+        Refetch("C", NOTIFY, 3, 5_000),  # sent without its route: the refetch path
+    ]
+    assert rig.counters["inline_installed"] == 1
+    assert rig.counters["notify_already_held"] == 1 and rig.counters["notify_not_held"] == 1
+
+
+def test_an_inline_route_that_cannot_be_read_is_refetched():
+    rig = Rig({"A": 3})
+    rig.subscribed()
+    assert rig.notify([("A", 4, UPDATED, b"{not json")]) == [Refetch("A", NOTIFY, 4, 5_000)]
+    assert rig.counters["inline_unreadable"] == 1
+
+
+def test_inline_routes_of_a_frame_after_a_gap_are_not_trusted():
+
+    rig = Rig({"A": 3, "B": 1})
+    rig.subscribed()
+    body = encode_route(ONLY_B, standard_json=True)
+    actions = rig.notify([("A", 4, UPDATED, body)], sequence=3)
+    assert sorted(refetched(actions)) == [("A", GAP, None), ("B", GAP, None)]
+    assert rig.version("A") == 3
+
+
+def test_an_inline_route_of_a_created_topic_ends_its_absence():
+
+    rig = Rig({})
+    rig.cache.touch("N", rig.now_ms)
+    rig.routes.learn_absent("N", 1, NOTIFY, None, rig.now_ms, rig.now_ms)
+    rig.session.connected()
+    ack = SubscribeAck((TopicVersion("N", 1, False),), "e1")
+    rig.session.subscribe_acked(["N"], SUBSCRIBE, ack)
+    body = encode_route(TWO, standard_json=True)
+    actions = rig.notify([("N", 2, int(ChangeKind.CREATED), body)])
+    assert actions[0] == InstallRoute("N", TWO, 2, 5_000)
+    assert not rig.negative.is_absent("N", rig.now_ms)

@@ -38,7 +38,7 @@ async def test_permissive_serves_a_tls_watcher_and_a_plaintext_one_on_the_same_p
     broker = await cluster.broker(port, "T")  # plaintext, as a broker without TLS
     secure = cluster.client(port, tls=True)
     verified = cluster.client(port, tls=True, tls_ca_file=str(tmp_path / "server.crt"))
-    plain = cluster.client(port)
+    plain = cluster.client(port, inline_routes=False)  # and one that refetches its changes
     events: dict[str, list[RouteEvent]] = {"secure": [], "verified": [], "plain": []}
     for name, client in (("secure", secure), ("verified", verified), ("plain", plain)):
         client.add_listener("T", events[name].append)
@@ -48,7 +48,11 @@ async def test_permissive_serves_a_tls_watcher_and_a_plaintext_one_on_the_same_p
     await cluster.wipe(broker)
     cluster.tick()
     await until(lambda: all(len(e) == 2 for e in events.values()))
-    assert all(e[1].cause == "notify" for e in events.values())
+    assert {name: e[1].cause for name, e in events.items()} == {
+        "secure": "inline",
+        "verified": "inline",
+        "plain": "notify",
+    }
     assert not any(writable(c, "T") for c in clients)
     stats = server.stats()
     assert stats["tls.handshake"] == 2
