@@ -129,6 +129,7 @@ class RouteClientCore(Generic[C]):
             self.counters["routes_refused"] += 1
             log.warning("inline route of %s refused: %s", action.topic, exc)
             return
+        self.counters["routes_inline"] += 1
         if changed is not None:
             self._listeners.tell(changed)
 

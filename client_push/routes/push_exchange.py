@@ -27,7 +27,7 @@ from protocol.push_codec import (
 
 
 def subscribe_requests(
-    topics: Sequence[str], batch_size: int, client_id: str, inline_routes: bool
+    topics: Sequence[str], batch_size: int, client_id: str, inline_routes: bool = False
 ) -> list[tuple[Sequence[str], RemotingCommand]]:
     """One SUBSCRIBE per ``batch_size`` topics, each with the batch it names; ``inline_routes``
     asks the server to send new routes inside notifications."""

@@ -55,7 +55,9 @@ async def test_the_endpoint_answers_with_the_route_and_shows_a_change_without_re
         assert after["version"] > body["version"]
         assert after["writable_queues"] == 0
         assert not any(q["perm"] & Perm.WRITE for q in after["queues"])
-        assert route_client.counters["fetch.notify"] == 1  # learned by push, not by a poll
+        # learned by push (the route inside the notification), not by a fetch or a poll
+        assert route_client.counters["routes_inline"] == 1
+        assert route_client.counters["fetch.notify"] == 0
         await until(lambda: "(notify)" in caplog.text)  # the watcher logged it as it arrived
 
         status, missing = await loop_thread.run(get_json(http, "/routes/NoSuchTopic"))

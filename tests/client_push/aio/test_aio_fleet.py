@@ -1,10 +1,9 @@
 """200 asyncio route clients subscribed to one topic over loopback, against the real name
 server in this process: after one change, every client holds the new route.
 
-Today the change reaches them as a plain notification and each refetches (one
-GET_ROUTEINFO_BY_TOPIC per client, counted by the server). The ``inline_routes`` parameter is
-the variant where the notification carries the route itself and the server must count zero
-refetches; it waits for the inline-route extension (issue 25, point 1) to let a client ask.
+With inline routes the notification carries the route itself and the server counts zero
+GET_ROUTEINFO_BY_TOPIC requests; with them off each client refetches once (one request per
+client, counted by the server).
 """
 
 from __future__ import annotations
@@ -27,11 +26,7 @@ TOPIC = "FleetTopic"
 @pytest.fixture(
     params=[
         pytest.param(False, id="refetch"),
-        pytest.param(
-            True,
-            id="inline",
-            marks=pytest.mark.skip(reason="needs the inline-route SUBSCRIBE field (point 1)"),
-        ),
+        pytest.param(True, id="inline"),
     ]
 )
 def inline_routes(request: pytest.FixtureRequest) -> bool:
@@ -39,8 +34,7 @@ def inline_routes(request: pytest.FixtureRequest) -> bool:
 
 
 def client_config(port: int, inline: bool) -> ClientConfig:
-    options = {"inline_routes": True} if inline else {}
-    return ClientConfig(namesrv_addrs=(f"127.0.0.1:{port}",), **options)
+    return ClientConfig(namesrv_addrs=(f"127.0.0.1:{port}",), inline_routes=inline)
 
 
 @pytest_twisted.ensureDeferred
@@ -82,6 +76,7 @@ async def test_after_one_change_every_one_of_200_clients_holds_the_new_route(
         refetches = gets() - CLIENTS
         assert refetches == (0 if inline_routes else CLIENTS)
         assert sum(c.counters["fetch.notify"] for c in clients) == refetches
+        assert sum(c.counters["routes_inline"] for c in clients) == CLIENTS - refetches
     finally:
 
         async def close_all() -> None:
