@@ -7,8 +7,11 @@ connection when a server answers GO_AWAY (1500), as upstream's ``enableReconnect
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
+import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +28,7 @@ from client_push.wire.nameserver_selector import NameServerSelector
 from client_push.wire.remoting import RemotingProtocol, RequestHandler, describe, endpoint_for
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
+from protocol.signing import Credentials, RequestSigner, SignatureForm
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,17 @@ class NameServerLink:
         self._on_request = on_request
         self._listener = listener
         self.selector = NameServerSelector(config.namesrv_addrs, rng)
+        self._signer = (
+            RequestSigner(
+                Credentials(
+                    config.access_key, config.secret_key, form=SignatureForm(config.signature)
+                ),
+                lambda: time.time_ns() // 1_000_000,  # the wall clock the server compares with
+                lambda: secrets.token_urlsafe(24),
+            )
+            if config.access_key
+            else None
+        )
         self._backoff = Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
         self._proto: RemotingProtocol | None = None
         self._addr: str | None = None
@@ -125,7 +140,7 @@ class NameServerLink:
         d = self._usable(timeout)
 
         def send(proto: RemotingProtocol) -> defer.Deferred[RemotingCommand]:
-            sent = proto.request(cmd, timeout)
+            sent = proto.request(self._signed(cmd), timeout)
             sent.addCallback(answered, proto)
             sent.addBoth(self._maybe_close_drained, proto)
             return sent
@@ -213,8 +228,16 @@ class NameServerLink:
         self, proto: RemotingProtocol, cmd: RemotingCommand, timeout_ms: int | None = None
     ) -> defer.Deferred[RemotingCommand]:
         """Send on one given connection (say, a last UNSUBSCRIBE on the one being left)."""
-        sent = proto.request(cmd, timeout_ms or self._config.request_timeout_ms)
+        sent = proto.request(self._signed(cmd), timeout_ms or self._config.request_timeout_ms)
         return sent.addBoth(self._maybe_close_drained, proto)
+
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        """``cmd`` signed for this send (a retry elsewhere is signed afresh: a new nonce), or
+        ``cmd`` itself when the client has no credentials."""
+        if self._signer is None:
+            return cmd
+        fields = self._signer.sign(cmd.code, cmd.ext_fields, cmd.body)
+        return dataclasses.replace(cmd, ext_fields=fields)
 
     # -- connecting ----------------------------------------------------------------------------
 
