@@ -10,7 +10,15 @@ within ``--check-timeout`` seconds. At the end it prints the figures: inputs, cr
 process died, or logged a traceback), unanswered or wrong checks, and the server's RSS against
 the sum of its configured input bounds.
 
+Soaks: ``--soaks N`` sends N rounds one after another (the first ``--first-inputs`` long, the
+others ``--inputs``), each on fresh fuzz connections closed at its end, and reads the server's
+RSS before the first, after each, and after ``--idle-seconds`` of quiet, so memory a soak leaves
+behind shows as growth from one round to the next. ``--trace-dir`` runs the server under
+tracemalloc (``traced_namesrv.py``) and prints, between those points, the allocation sites
+whose traced memory changed most: where the memory lives, when it is Python's.
+
     python bench/fuzz_server.py --inputs 1000000
+    python bench/fuzz_server.py --first-inputs 300000 --inputs 100000 --soaks 3 --idle-seconds 30
 """
 
 from __future__ import annotations
@@ -262,6 +270,9 @@ def main() -> int:
         "--soaks", type=int, default=1, help="soak rounds of --inputs each, one after another"
     )
     parser.add_argument(
+        "--first-inputs", type=int, help="inputs of the first soak (default: --inputs)"
+    )
+    parser.add_argument(
         "--idle-seconds", type=float, default=0.0, help="wait after the last soak, then read RSS"
     )
     parser.add_argument(
@@ -431,7 +442,8 @@ def _fuzz(args, config, port, proc, log_path, log_file) -> int:  # type: ignore[
     rss = {"start": soak.rss()}
     started = time.perf_counter()
     for round_no in range(1, args.soaks + 1):
-        soak.run(args.inputs)
+        first = round_no == 1 and args.first_inputs is not None
+        soak.run(args.first_inputs if first else args.inputs)
         if proc.poll() is not None:
             break
         label = f"after_soak_{round_no}"
