@@ -33,7 +33,7 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -68,19 +68,27 @@ def _java_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
+def java_sorted(keys: Iterable[str]) -> list[str]:
+    """``keys`` in Java's ``String`` order; for ASCII keys (the usual case) that is Python's."""
+    ordered = sorted(keys)
+    if not "".join(ordered).isascii():
+        ordered.sort(key=_java_order)
+    return ordered
+
+
+def _upstream_values(ext_fields: Mapping[str, str]) -> bytes:
+    return "".join([str(ext_fields[k]) for k in java_sorted(ext_fields) if k != SIGNATURE]).encode(
+        "utf-8"
+    )
+
+
 def upstream_content(ext_fields: Mapping[str, str], body: bytes) -> bytes:
     """The bytes upstream's signature covers: sorted extField values but ``Signature``, body."""
-    values = "".join(
-        str(ext_fields[k]) for k in sorted(ext_fields, key=_java_order) if k != SIGNATURE
-    )
-    return values.encode("utf-8") + (body or b"")
+    return _upstream_values(ext_fields) + (body or b"")
 
 
 def upstream_signature(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
-    values = "".join(
-        str(ext_fields[k]) for k in sorted(ext_fields, key=_java_order) if k != SIGNATURE
-    )
-    mac = hmac.new(secret_key.encode("utf-8"), values.encode("utf-8"), hashlib.sha1)
+    mac = hmac.new(secret_key.encode("utf-8"), _upstream_values(ext_fields), hashlib.sha1)
     if body:
         mac.update(body)  # no copy of a large register body into the content
     return base64.b64encode(mac.digest()).decode("ascii")
@@ -99,7 +107,7 @@ def strong_head(code: int, ext_fields: Mapping[str, str], body: bytes) -> bytes:
     """The strong content up to the body's bytes: prefix, code, fields, the body's length and
     colon (the body and the closing comma follow; see the module doc)."""
     parts = [_STRONG_PREFIX, b"%d\n" % code]
-    for key in sorted(ext_fields, key=_java_order):
+    for key in java_sorted(ext_fields):
         if key != SIGNATURE:
             parts.append(_netstring(key.encode("utf-8")))
             parts.append(_netstring(str(ext_fields[key]).encode("utf-8")))
