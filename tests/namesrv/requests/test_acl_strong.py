@@ -22,12 +22,13 @@ from support.server_fixtures import running_server
 from support.wire_client import connect
 from twisted.internet import defer, threads
 
+from namesrv.admin import wire as admin_wire
 from namesrv.admin.cli import main as admin_main
 from namesrv.config import ConfigError, from_mapping
 from namesrv.requests.acl import AccessClass, AccessControl, AclDenied
 from protocol import bodies, signing
 from protocol.codes import Perm, RequestCode, ResponseCode
-from protocol.frame import RemotingCommand
+from protocol.frame import RemotingCommand, encode_command
 
 SKEW_MS = STRONG_ACL["signature_skew_ms"]
 
@@ -294,3 +295,30 @@ def test_an_unknown_signature_form_in_the_config_is_refused():
         from_mapping({"acl": bad})
     with pytest.raises(ConfigError, match=r"acl\.signature_skew_ms must be positive"):
         from_mapping({"acl": {**STRONG_ACL, "signature_skew_ms": 0}})
+
+
+@pytest_twisted.inlineCallbacks
+def test_the_lookup_namesrv_admin_sent_cannot_be_replayed_as_delete_topic_or_as_itself(
+    ns, monkeypatch
+):
+    sent: list[RemotingCommand] = []
+
+    def capture(cmd: RemotingCommand) -> bytes:
+        sent.append(RemotingCommand.request(cmd.code, dict(cmd.ext_fields), cmd.body))
+        return encode_command(cmd)
+
+    monkeypatch.setattr(admin_wire, "encode_command", capture)
+    yield with_broker(ns.port)
+    result = yield admin(ns.port, "topic-route", "T")
+    assert result.exit_code == 0, result.output
+    (captured,) = sent
+    assert captured.ext_fields[signing.SIGNATURE_FORM] == signing.STRONG_V1
+
+    stranger = yield connect(ns.port)
+    before = yield route_body(stranger, "T")
+    resp = yield stranger.request(recoded(captured, RequestCode.DELETE_TOPIC_IN_NAMESRV))
+    assert resp.code == ResponseCode.NO_PERMISSION
+    resp = yield stranger.request(resent(captured))
+    assert resp.code == ResponseCode.NO_PERMISSION
+    after = yield route_body(stranger, "T")
+    assert after == before
