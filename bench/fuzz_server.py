@@ -10,17 +10,27 @@ within ``--check-timeout`` seconds. At the end it prints the figures: inputs, cr
 process died, or logged a traceback), unanswered or wrong checks, and the server's RSS against
 the sum of its configured input bounds.
 
+Soaks: ``--soaks N`` sends N rounds one after another (the first ``--first-inputs`` long, the
+others ``--inputs``), each on fresh fuzz connections closed at its end, and reads the server's
+RSS before the first, after each, and after ``--idle-seconds`` of quiet, so memory a soak leaves
+behind shows as growth from one round to the next. ``--trace-dir`` runs the server under
+tracemalloc (``traced_namesrv.py``) and prints, between those points, the allocation sites
+whose traced memory changed most: where the memory lives, when it is Python's.
+
     python bench/fuzz_server.py --inputs 1000000
+    python bench/fuzz_server.py --first-inputs 300000 --inputs 100000 --soaks 3 --idle-seconds 30
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import selectors
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -255,7 +265,22 @@ class FuzzConnection:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--inputs", type=int, default=1_000_000)
+    parser.add_argument("--inputs", type=int, default=1_000_000, help="inputs per soak")
+    parser.add_argument(
+        "--soaks", type=int, default=1, help="soak rounds of --inputs each, one after another"
+    )
+    parser.add_argument(
+        "--first-inputs", type=int, help="inputs of the first soak (default: --inputs)"
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=0.0, help="wait after the last soak, then read RSS"
+    )
+    parser.add_argument(
+        "--trace-dir",
+        type=Path,
+        help="run the server with tracemalloc and print where its memory grew, by allocation "
+        "site, between the start and the end of each soak and the idle wait",
+    )
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--check-every", type=int, default=1_000)
     parser.add_argument("--check-timeout", type=float, default=10.0)
@@ -267,13 +292,16 @@ def main() -> int:
     port = free_port()
     log_path = Path(tempfile.mkstemp(prefix="fuzz-namesrv-", suffix=".log")[1])
     log_file = log_path.open("w")
-    import os
-    import subprocess
 
+    here = Path(__file__).resolve().parent
+    namesrv_args = ["--listen", f"127.0.0.1:{port}", "--log-level", "INFO"]
+    if args.trace_dir is not None:
+        command = [sys.executable, str(here / "traced_namesrv.py")]
+        command += ["--snapshot-dir", str(args.trace_dir), "--", *namesrv_args]
+    else:
+        command = [sys.executable, "-m", "namesrv", *namesrv_args]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}", "--log-level", "INFO"],
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
-        stderr=log_file,
+        command, env=dict(os.environ, PYTHONPATH=str(here.parent)), stderr=log_file
     )
     try:
         return _fuzz(args, config, port, proc, log_path, log_file)
@@ -282,77 +310,157 @@ def main() -> int:
             proc.kill()
 
 
+class Tracer:
+    """Asks a traced server for tracemalloc snapshots and prints what grew between two."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], directory: Path | None) -> None:
+        self.proc = proc
+        self.directory = directory
+        self.count = 0
+        self.snapshots: list[object] = []
+
+    def snap(self) -> None:
+        if self.directory is None:
+            return
+        import signal
+        import tracemalloc
+
+        self.count += 1
+        done = self.directory / f"snapshot-{self.count}.done"
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 120
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        snapshot = tracemalloc.Snapshot.load(str(done.with_suffix(".pickle")))
+        self.snapshots.append(snapshot)
+
+    def report(self, labels: list[str], top: int = 12) -> None:
+        snaps: list = self.snapshots  # type: ignore[type-arg]
+        for i in range(1, len(snaps)):
+            before, after = snaps[i - 1], snaps[i]
+            total = sum(s.size for s in after.statistics("filename")) >> 10
+            print(f"tracemalloc {labels[i - 1]} -> {labels[i]} (traced now {total} KiB):")
+            for stat in after.compare_to(before, "lineno")[:top]:
+                frame = stat.traceback[0]
+                print(
+                    f"  {stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks "
+                    f"{frame.filename}:{frame.lineno}"
+                )
+
+
+class Soak:
+    """The fuzz connections, the checker and the broker of one run, and its tallies."""
+
+    def __init__(self, args, config, port, proc) -> None:  # type: ignore[no-untyped-def]
+        self.args, self.config, self.port, self.proc = args, config, port, proc
+        self.server = psutil.Process(proc.pid)
+        self.broker = socket.create_connection(("127.0.0.1", port), timeout=10)
+        answer, _ = roundtrip(self.broker, register_command(TOPICS))
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        self.checker = socket.create_connection(("127.0.0.1", port), timeout=args.check_timeout)
+        self.check = RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPICS[5]}
+        )
+        self.expected, _ = roundtrip(self.checker, self.check)
+        assert self.expected.code == ResponseCode.SUCCESS
+        self.gen = Generator(random.Random(args.seed))
+        self.by_kind: dict[str, int] = {}
+        self.checks = self.unanswered = self.wrong = self.reconnects = self.sent = 0
+        self.rss_max = self.rss()
+
+    def rss(self) -> int:
+        return int(self.server.memory_info().rss)
+
+    def run(self, inputs: int) -> None:
+        """``inputs`` more inputs on fresh fuzz connections, closed at the end."""
+        args, port = self.args, self.port
+        sel = selectors.DefaultSelector()
+        conns = [FuzzConnection(port, sel) for _ in range(args.connections)]
+        started = time.perf_counter()
+        for n in range(1, inputs + 1):
+            conn = conns[n % len(conns)]
+            kind, data = self.gen()
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+            _send(conn, data)
+            self.sent += 1
+            if not stream_survives(data, self.config):
+                # Half-close and read until the server closes: it reads everything we sent first.
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_WR)
+                conn.finishing = True
+                self.reconnects += 1
+                conns[conns.index(conn)] = FuzzConnection(port, sel)
+                while _finishing(sel) > 50:
+                    _drain(sel, 0.01)
+            if n % 64 == 0:
+                _drain(sel, 0)
+            if n % args.check_every == 0:
+                self._check()
+                if self.proc.poll() is not None:
+                    break
+            if n % 100_000 == 0:
+                rate = n / (time.perf_counter() - started)
+                print(f"{n} inputs, {rate:.0f}/s, rss {self.rss() >> 20} MiB", flush=True)
+        # Every connection is half-closed and read to its end, so the server has seen it all.
+        for key in list(sel.get_map().values()):
+            conn = key.data
+            if not conn.finishing:
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_WR)
+                conn.finishing = True
+        deadline = time.monotonic() + 30
+        while _finishing(sel) and time.monotonic() < deadline:
+            _drain(sel, 0.05)
+        for key in list(sel.get_map().values()):
+            key.data.close()
+        sel.close()
+
+    def _check(self) -> None:
+        self.checks += 1
+        try:
+            got, _ = roundtrip(self.checker, self.check)
+            if got.code != ResponseCode.SUCCESS or got.body != self.expected.body:
+                self.wrong += 1
+                if self.wrong == 1:
+                    print("first wrong check:", got.code, got.remark, got.body[:300])
+        except (OSError, ConnectionError):
+            self.unanswered += 1
+            self.checker = socket.create_connection(
+                ("127.0.0.1", self.port), timeout=self.args.check_timeout
+            )
+        # The broker heartbeats as a broker does, so its routes stay (and idle never bites).
+        roundtrip(self.broker, register_command(TOPICS))
+        self.rss_max = max(self.rss_max, self.rss())
+
+
 def _fuzz(args, config, port, proc, log_path, log_file) -> int:  # type: ignore[no-untyped-def]
     wait_port(port)
-    server = psutil.Process(proc.pid)
-    broker = socket.create_connection(("127.0.0.1", port), timeout=10)
-    answer, _ = roundtrip(broker, register_command(TOPICS))
-    assert answer.code == ResponseCode.SUCCESS, answer.remark
-    checker = socket.create_connection(("127.0.0.1", port), timeout=args.check_timeout)
-    check = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPICS[5]})
-    expected, _ = roundtrip(checker, check)
-    assert expected.code == ResponseCode.SUCCESS
-    rss_start = server.memory_info().rss
-    rss_max = rss_start
-
-    rng = random.Random(args.seed)
-    gen = Generator(rng)
-    sel = selectors.DefaultSelector()
-    conns = [FuzzConnection(port, sel) for _ in range(args.connections)]
-    by_kind: dict[str, int] = {}
-    checks = unanswered = wrong = reconnects = 0
+    soak = Soak(args, config, port, proc)
+    tracer = Tracer(proc, args.trace_dir)
+    labels = ["start"]
+    tracer.snap()
+    rss = {"start": soak.rss()}
     started = time.perf_counter()
-    sent = 0
-    while sent < args.inputs:
-        conn = conns[sent % len(conns)]
-        kind, data = gen()
-        by_kind[kind] = by_kind.get(kind, 0) + 1
-        _send(conn, data)
-        sent += 1
-        if not stream_survives(data, config):
-            # Half-close and read until the server closes: it reads everything we sent first.
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_WR)
-            conn.finishing = True
-            reconnects += 1
-            conns[conns.index(conn)] = FuzzConnection(port, sel)
-            while _finishing(sel) > 50:
-                _drain(sel, 0.01)
-        if sent % 64 == 0:
-            _drain(sel, 0)
-        if sent % args.check_every == 0:
-            checks += 1
-            try:
-                got, _ = roundtrip(checker, check)
-                if got.code != ResponseCode.SUCCESS or got.body != expected.body:
-                    wrong += 1
-                    if wrong == 1:
-                        print(
-                            "first wrong check:",
-                            got.code,
-                            got.remark,
-                            got.body[:300],
-                            expected.body[:300],
-                        )
-            except (OSError, ConnectionError):
-                unanswered += 1
-                checker = socket.create_connection(("127.0.0.1", port), timeout=args.check_timeout)
-            # The broker heartbeats as a broker does, so its routes stay (and idle never bites).
-            roundtrip(broker, register_command(TOPICS))
-            rss_max = max(rss_max, server.memory_info().rss)
-            if proc.poll() is not None:
-                break
-        if sent % 100_000 == 0:
-            rate = sent / (time.perf_counter() - started)
-            print(
-                f"{sent} inputs, {rate:.0f}/s, rss {server.memory_info().rss >> 20} MiB", flush=True
-            )
+    for round_no in range(1, args.soaks + 1):
+        first = round_no == 1 and args.first_inputs is not None
+        soak.run(args.first_inputs if first else args.inputs)
+        if proc.poll() is not None:
+            break
+        label = f"after_soak_{round_no}"
+        rss[label] = soak.rss()
+        labels.append(label)
+        tracer.snap()
+        print(f"{label}: rss {rss[label] / 2**20:.1f} MiB", flush=True)
     elapsed = time.perf_counter() - started
+    if args.idle_seconds and proc.poll() is None:
+        deadline = time.monotonic() + args.idle_seconds
+        while time.monotonic() < deadline:  # the broker keeps heartbeating, as a live one does
+            time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+            roundtrip(soak.broker, register_command(TOPICS))
+        rss["after_idle"] = soak.rss()
+        labels.append("after_idle")
+        tracer.snap()
     alive = proc.poll() is None
-    rss_end = server.memory_info().rss if alive else 0
-    stats_ok = alive
-    for key in list(sel.get_map().values()):
-        key.data.close()
     if alive:
         proc.terminate()
         proc.wait(timeout=30)
@@ -363,25 +471,26 @@ def _fuzz(args, config, port, proc, log_path, log_file) -> int:  # type: ignore[
     bound = (
         s.max_buffered_input_bytes + s.route_cache_bytes + args.connections * s.output_buffer_bytes
     )
+    tracer.report(labels)
     print(
         json.dumps(
             {
-                "inputs": sent,
+                "inputs": soak.sent,
+                "soaks": args.soaks,
                 "seconds": round(elapsed, 1),
-                "inputs_per_second": round(sent / elapsed),
-                "by_kind": dict(sorted(by_kind.items())),
-                "reconnects": reconnects,
-                "server_alive_at_end": stats_ok,
+                "inputs_per_second": round(soak.sent / elapsed),
+                "by_kind": dict(sorted(soak.by_kind.items())),
+                "reconnects": soak.reconnects,
+                "server_alive_at_end": alive,
                 "crashes": int(not alive) + tracebacks,
                 "tracebacks_logged": tracebacks,
                 "log_lines": log.count("\n"),
-                "checks": checks,
-                "checks_unanswered": unanswered,
-                "checks_wrong": wrong,
-                "rss_start_mib": round(rss_start / 2**20, 1),
-                "rss_max_mib": round(rss_max / 2**20, 1),
-                "rss_end_mib": round(rss_end / 2**20, 1),
-                "rss_growth_mib": round((rss_max - rss_start) / 2**20, 1),
+                "checks": soak.checks,
+                "checks_unanswered": soak.unanswered,
+                "checks_wrong": soak.wrong,
+                "rss_mib": {k: round(v / 2**20, 1) for k, v in rss.items()},
+                "rss_max_mib": round(soak.rss_max / 2**20, 1),
+                "rss_growth_mib": round((soak.rss_max - rss["start"]) / 2**20, 1),
                 "input_bounds_mib": round(bound / 2**20, 1),
             },
             indent=1,
@@ -389,7 +498,8 @@ def _fuzz(args, config, port, proc, log_path, log_file) -> int:  # type: ignore[
     )
     print("log sample:", log[-3000:]) if args.show_log else None
     log_path.unlink()
-    return 0 if alive and not tracebacks and not unanswered and not wrong else 1
+    ok = alive and not tracebacks and not soak.unanswered and not soak.wrong
+    return 0 if ok else 1
 
 
 def _send(conn: FuzzConnection, data: bytes) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MIB = 1024 * 1024
 
@@ -84,6 +84,14 @@ class ClientConfig:
     tls_ca_file: str = ""
     """With ``tls``: verify servers against this PEM CA; empty encrypts without verifying, as
     upstream clients' default ``tls.test.mode.enable``."""
+    access_key: str = ""
+    """Non-empty (with ``secret_key``): every request to a name server is signed with this
+    account, for name servers with access control on."""
+    secret_key: str = field(default="", repr=False)
+    signature: str = "strong"
+    """The signed form: ``"strong"`` (bound to the request code, a timestamp and a nonce, so a
+    captured request cannot be replayed) or ``"upstream"`` (``AclClientRPCHook``'s, for name
+    servers that know only that form)."""
 
     def __post_init__(self) -> None:
         addrs = self.namesrv_addrs
@@ -123,6 +131,12 @@ class ClientConfig:
         if self.negative_ttl_ms < 0:
             raise ClientConfigError(
                 f"negative_ttl_ms must not be negative, got {self.negative_ttl_ms}"
+            )
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ClientConfigError("access_key and secret_key go together")
+        if self.signature not in ("strong", "upstream"):
+            raise ClientConfigError(
+                f"signature must be 'strong' or 'upstream', got {self.signature!r}"
             )
         if self.reconnect_max_ms < self.reconnect_initial_ms:
             raise ClientConfigError(

@@ -180,6 +180,9 @@ class JournalConfig:
     """Topics one ``route_changes`` record lists at most; a larger tick writes several."""
 
 
+SIGNATURE_FORMS = ("upstream", "strong", "either")
+
+
 @dataclass(frozen=True, slots=True)
 class AclAccount:
     """One access key and what it may do."""
@@ -192,6 +195,9 @@ class AclAccount:
     """Admin writes: wipe/add write perm, delete/register topic, KV put/delete, push status."""
     read: bool = True
     """Lookups and subscriptions, when ``acl.authenticate_reads`` makes them need a signature."""
+    signature: str = "either"
+    """Signed forms accepted: ``"upstream"`` (``AclClientRPCHook``), ``"strong"`` (bound to the
+    request code, timestamp and nonce) or ``"either"``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +207,11 @@ class AclConfig:
     """Off: lookups, lists and subscriptions need no signature (a bad one is still refused)."""
     max_bound_brokers: int = 100_000
     """Broker names (and their addresses) remembered with the key that registered them."""
+    signature_skew_ms: int = 120_000
+    """A strong-form request stamped further than this from the server's clock is refused;
+    its nonce is remembered this long past its stamp."""
+    replay_cache_max_entries: int = 200_000
+    """Strong-form nonces remembered at once (each at most 64 characters)."""
     accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
 
 
@@ -432,9 +443,17 @@ def _validate_acl(acl: AclConfig) -> None:
             f"config key acl.max_bound_brokers must be positive, got {acl.max_bound_brokers}"
         )
     seen: set[str] = set()
+    for key in ("signature_skew_ms", "replay_cache_max_entries"):
+        if getattr(acl, key) <= 0:
+            raise ConfigError(f"config key acl.{key} must be positive, got {getattr(acl, key)}")
     for i, account in enumerate(acl.accounts):
         if not account.access_key or not account.secret_key:
             raise ConfigError(f"acl.accounts[{i}] needs access_key and secret_key")
+        if account.signature not in SIGNATURE_FORMS:
+            raise ConfigError(
+                f"acl.accounts[{i}].signature must be one of {', '.join(SIGNATURE_FORMS)}, "
+                f"got {account.signature!r}"
+            )
         if account.access_key in seen:
             raise ConfigError(f"acl.accounts[{i}]: access_key {account.access_key!r} appears twice")
         seen.add(account.access_key)

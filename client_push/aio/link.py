@@ -25,6 +25,7 @@ from client_push.errors import ClientStoppedError, RequestTimeoutError
 from client_push.wire.backoff import Backoff
 from client_push.wire.link_state import LinkOwner, LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
+from client_push.wire.request_signing import request_signer, signed
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 
@@ -49,6 +50,7 @@ class NameServerLink:
         self._on_request = on_request
         self._owner = owner
         self.selector = NameServerSelector(config.namesrv_addrs, rng)
+        self._signer = request_signer(config)
         self._state: LinkState[RemotingConnection] = LinkState(
             self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
         )
@@ -141,7 +143,9 @@ class NameServerLink:
     ) -> RemotingCommand:
         """Send on one given connection (say, a last UNSUBSCRIBE on the one being left)."""
         try:
-            return await conn.request(cmd, timeout_ms or self._config.request_timeout_ms)
+            return await conn.request(
+                signed(self._signer, cmd), timeout_ms or self._config.request_timeout_ms
+            )
         finally:
             self._maybe_close_drained(conn)
 

@@ -26,6 +26,7 @@ from client_push.wire.backoff import Backoff
 from client_push.wire.link_state import LinkOwner, LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
 from client_push.wire.remoting import RemotingProtocol, RequestHandler, describe, endpoint_for
+from client_push.wire.request_signing import request_signer, signed
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 
@@ -53,6 +54,7 @@ class NameServerLink:
         self._state: LinkState[RemotingProtocol] = LinkState(
             self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
         )
+        self._signer = request_signer(config)
         self._connecting: str | None = None
         self._retry: Any | None = None
         self._waiters: list[defer.Deferred[RemotingProtocol]] = []
@@ -118,7 +120,7 @@ class NameServerLink:
         d = self._usable(timeout)
 
         def send(proto: RemotingProtocol) -> defer.Deferred[RemotingCommand]:
-            sent = proto.request(cmd, timeout)
+            sent = proto.request(signed(self._signer, cmd), timeout)
             sent.addCallback(answered, proto)
             sent.addBoth(self._maybe_close_drained, proto)
             return sent
@@ -192,7 +194,9 @@ class NameServerLink:
         self, proto: RemotingProtocol, cmd: RemotingCommand, timeout_ms: int | None = None
     ) -> defer.Deferred[RemotingCommand]:
         """Send on one given connection (say, a last UNSUBSCRIBE on the one being left)."""
-        sent = proto.request(cmd, timeout_ms or self._config.request_timeout_ms)
+        sent = proto.request(
+            signed(self._signer, cmd), timeout_ms or self._config.request_timeout_ms
+        )
         return sent.addBoth(self._maybe_close_drained, proto)
 
     # -- connecting ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from protocol import bodies, headers
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
+from protocol.signing import SignatureForm
 
 EXIT_REFUSED = 1
 EXIT_UNSUPPORTED = 2
@@ -119,6 +120,15 @@ pass_session = click.make_pass_decorator(Session)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--access-key", envvar="ROCKETMQ_ACCESS_KEY", help="Sign requests with this key.")
 @click.option("--secret-key", envvar="ROCKETMQ_SECRET_KEY", help="Secret of --access-key.")
+@click.option(
+    "--signature",
+    type=click.Choice(["strong", "upstream"]),
+    default="strong",
+    show_default=True,
+    envvar="ROCKETMQ_SIGNATURE",
+    help="Signed form: strong (bound to the request code, time and a nonce) or upstream's "
+    "AclClientRPCHook form.",
+)
 @click.option("--tls", is_flag=True, help="Connect with TLS.")
 @click.option(
     "--tls-ca",
@@ -133,6 +143,7 @@ def main(
     as_json: bool,
     access_key: str | None,
     secret_key: str | None,
+    signature: str,
     tls: bool,
     tls_ca: str | None,
     timeout: float,
@@ -144,7 +155,11 @@ def main(
         raise click.BadParameter(str(exc), param_hint="--namesrv") from exc
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("--access-key and --secret-key go together")
-    creds = Credentials(access_key, secret_key) if access_key and secret_key else None
+    creds = (
+        Credentials(access_key, secret_key, form=SignatureForm(signature))
+        if access_key and secret_key
+        else None
+    )
     ctx.obj = Session(
         Target(
             host,

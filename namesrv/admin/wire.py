@@ -1,5 +1,8 @@
 """A blocking remoting client for one command-line request: connect, sign, send, wait.
 
+Requests are signed in the credentials' form (``protocol.signing``): the strong form by default,
+upstream's for name servers that predate it.
+
 A short-lived tool has no event loop to share, so plain sockets keep it simple; the frames are
 the same ``protocol`` codec the server uses.
 """
@@ -7,13 +10,15 @@ the same ``protocol`` codec the server uses.
 from __future__ import annotations
 
 import itertools
+import secrets
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 
-from namesrv.requests.acl import sign_ext_fields
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.signing import Credentials, RequestSigner
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """Largest response frame accepted (a topic list of a big cluster fits many times over)."""
@@ -21,13 +26,6 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 class AdminConnectionError(Exception):
     """The name server could not be reached, or the connection broke before the answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    access_key: str
-    secret_key: str
-    security_token: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +44,14 @@ def split_hostport(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"name-server address must be HOST:PORT, got {text!r}")
     return host, int(port)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _nonce() -> str:
+    return secrets.token_urlsafe(24)
 
 
 def _tls_context(ca_file: str) -> ssl.SSLContext:
@@ -80,6 +86,8 @@ class AdminClient:
             ) from exc
         self._sock = raw
         self._decoder = FrameDecoder(MAX_RESPONSE_BYTES)
+        creds = target.credentials
+        self._signer = None if creds is None else RequestSigner(creds, _wall_ms, _nonce)
 
     def close(self) -> None:
         self._sock.close()
@@ -94,11 +102,8 @@ class AdminClient:
         self, code: int, ext: dict[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
         fields = dict(ext or {})
-        creds = self.target.credentials
-        if creds is not None:
-            fields = sign_ext_fields(
-                fields, body, creds.access_key, creds.secret_key, creds.security_token
-            )
+        if self._signer is not None:
+            fields = self._signer.sign(code, fields, body)
         request = RemotingCommand.request(code, fields, body, opaque=next(self._opaques))
         where = f"{self.target.host}:{self.target.port}"
         try:

@@ -117,6 +117,9 @@ _KNOWN_LABELS = {
         "acl_bound",
         "acl_addr_taken",
         "acl_unclassified",
+        "acl_form_refused",
+        "acl_stale",
+        "acl_replayed",
         "tls_plaintext",
     ),
 }

@@ -1,10 +1,14 @@
-"""Access control for requests signed as upstream's ``AclClientRPCHook`` signs them.
+"""Access control for signed requests, in upstream's form or the strong one.
 
 A signed request carries ``AccessKey`` and ``Signature`` (and optionally ``SecurityToken``) in
-its extFields. The signature is Base64(HMAC-SHA1(secret key, content)), where the content is the
-UTF-8 values of every extField other than ``Signature``, in key order, followed by the body
-bytes, as upstream's ``AclUtils.combineRequestContent``. The header's own fields (code, version,
-opaque, remark) are not covered, as upstream.
+its extFields, in one of the two forms of :mod:`protocol.signing`: upstream's
+(``AclClientRPCHook``: the extField values and the body, not the request code, and nothing
+against a repeat) or the strong form (the request code, every extField and the body, with a
+timestamp and a nonce). Each account names the forms it accepts (``signature``: ``"upstream"``,
+``"strong"`` or ``"either"``). A strong-form request must also be fresh: stamped within
+``acl.signature_skew_ms`` of the server's clock, and its nonce not seen before
+(:mod:`namesrv.requests.replay_cache`), so an account that accepts only the strong form cannot
+be replayed, under its own code or another.
 
 Requests fall in three classes, each request's declared with its command
 (``namesrv.requests.commands``): broker requests (register, unregister, heartbeat, data-version
@@ -31,24 +35,28 @@ registry's broker arrivals and departures.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
 from namesrv.config import AclAccount, AclConfig
+from namesrv.requests.replay_cache import ReplayCache
+from protocol import signing
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.push_events import BrokerChangeKind
 
-ACCESS_KEY = "AccessKey"
-SECRET_KEY = "SecretKey"
-SIGNATURE = "Signature"
-SECURITY_TOKEN = "SecurityToken"
+ACCESS_KEY = signing.ACCESS_KEY
+SIGNATURE = signing.SIGNATURE
 ANY_BROKER = "*"
+
+# The upstream form's helpers under the names this module's callers know.
+compute_signature = signing.upstream_signature
+sign_ext_fields = signing.sign_upstream
+signature_content = signing.upstream_content
 
 
 class AccessClass(StrEnum):
@@ -57,35 +65,6 @@ class AccessClass(StrEnum):
     BROKER = "broker"
     ADMIN = "admin"
     READ = "read"
-
-
-def signature_content(ext_fields: Mapping[str, str], body: bytes) -> bytes:
-    """The bytes a signature covers: sorted extField values without ``Signature``, then body."""
-    values = "".join(str(ext_fields[k]) for k in sorted(ext_fields) if k != SIGNATURE)
-    return values.encode("utf-8") + (body or b"")
-
-
-def compute_signature(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
-    digest = hmac.new(
-        secret_key.encode("utf-8"), signature_content(ext_fields, body), hashlib.sha1
-    ).digest()
-    return base64.b64encode(digest).decode("ascii")
-
-
-def sign_ext_fields(
-    ext_fields: Mapping[str, str],
-    body: bytes,
-    access_key: str,
-    secret_key: str,
-    security_token: str | None = None,
-) -> dict[str, str]:
-    """``ext_fields`` plus ``AccessKey`` (and ``SecurityToken``) and their ``Signature``."""
-    out = dict(ext_fields)
-    out[ACCESS_KEY] = access_key
-    if security_token is not None:
-        out[SECURITY_TOKEN] = security_token
-    out[SIGNATURE] = compute_signature(out, body, secret_key)
-    return out
 
 
 class AclDenied(ProtocolError):
@@ -108,9 +87,18 @@ class AccessControl:
     """Checks signatures and permissions; remembers which key owns which broker name and which
     broker holds which live address."""
 
-    def __init__(self, config: AclConfig) -> None:
+    def __init__(self, config: AclConfig, wall_clock_ms: Callable[[], int] | None = None) -> None:
+        """``wall_clock_ms`` is the server's clock in milliseconds since the epoch, against
+        which strong-form timestamps are judged (the system clock by default)."""
         self.config = config
         self._accounts = {a.access_key: a for a in config.accounts}
+        self._strong_keys = {
+            a.access_key: signing.strong_key(a.secret_key)
+            for a in config.accounts
+            if a.signature != signing.SignatureForm.UPSTREAM
+        }
+        self._wall_clock_ms = wall_clock_ms or _system_ms
+        self.replays = ReplayCache(config.signature_skew_ms, config.replay_cache_max_entries)
         self._owner_of_name: dict[str, str] = {}
         self._holder_of_addr: dict[str, AddrHolder] = {}
         self._bound_of_name: dict[str, dict[int, str]] = {}
@@ -158,11 +146,22 @@ class AccessControl:
         if account is None:
             self._deny("unknown_key", f"no account with AccessKey {access_key!r}")
         assert account is not None
-        expected = compute_signature(ext, body, account.secret_key)
-        if not hmac.compare_digest(expected.encode(), str(signature).encode("utf-8")):
-            self._deny(
-                "bad_signature", f"signature of {code_name} with AccessKey {access_key!r} is wrong"
-            )
+        if signing.is_strong(ext):
+            self._check_strong(account, code, code_name, ext, body, str(signature))
+        else:
+            if account.signature == signing.SignatureForm.STRONG:
+                self._deny(
+                    "form_refused",
+                    f"AccessKey {account.access_key!r} accepts only strong signatures "
+                    f"({signing.SIGNATURE_FORM}={signing.STRONG_V1}); {code_name} is signed in "
+                    "upstream's form",
+                )
+            expected = signing.upstream_signature(ext, body, account.secret_key)
+            if not hmac.compare_digest(expected.encode(), str(signature).encode("utf-8")):
+                self._deny(
+                    "bad_signature",
+                    f"signature of {code_name} with AccessKey {access_key!r} is wrong",
+                )
         if klass is AccessClass.READ:
             if not (account.read or account.admin):
                 self._deny("denied", f"AccessKey {access_key!r} may not read ({code_name})")
@@ -174,6 +173,53 @@ class AccessControl:
         else:
             self._check_broker(account, code, code_name, ext)
         return account.access_key
+
+    def _check_strong(
+        self,
+        account: AclAccount,
+        code: int,
+        code_name: str,
+        ext: Mapping[str, str],
+        body: bytes,
+        signature: str,
+    ) -> None:
+        """A strong-form request: the account takes the form, the signature covers this code,
+        and the timestamp and nonce are fresh (the nonce is then remembered)."""
+        key = account.access_key
+        strong_key = self._strong_keys.get(key)
+        if strong_key is None:
+            self._deny(
+                "form_refused",
+                f"AccessKey {key!r} accepts only upstream's signature form; {code_name} is "
+                "signed in the strong form",
+            )
+        assert strong_key is not None
+        fields = signing.StrongFields(ext)
+        if fields.error:
+            self._deny("bad_signature", f"{code_name} with AccessKey {key!r}: {fields.error}")
+        expected = signing.strong_signature(code, ext, body, strong_key)
+        if not hmac.compare_digest(expected.encode(), signature.encode("utf-8")):
+            self._deny(
+                "bad_signature",
+                f"strong signature of {code_name} with AccessKey {key!r} is wrong (it covers "
+                "the request code, every extField and the body)",
+            )
+        now = self._wall_clock_ms()
+        refusal = self.replays.admit(key, fields.nonce, fields.timestamp_ms, now)
+        if refusal == "stale":
+            self._deny(
+                "stale",
+                f"{code_name} with AccessKey {key!r} is stamped {fields.timestamp_ms}, "
+                f"{fields.timestamp_ms - now:+d} ms from this server's clock: outside "
+                f"acl.signature_skew_ms={self.config.signature_skew_ms}, or older than the "
+                "nonces the replay cache still holds",
+            )
+        if refusal == "replayed":
+            self._deny(
+                "replayed",
+                f"{code_name} with AccessKey {key!r} repeats nonce {fields.nonce!r}: "
+                "a replayed request",
+            )
 
     def _check_broker(
         self, account: AclAccount, code: int, code_name: str, ext: Mapping[str, str]
@@ -306,3 +352,7 @@ class AccessControl:
     def _deny(self, kind: str, remark: str) -> None:
         self.rejections[kind] += 1
         raise AclDenied(kind, remark)
+
+
+def _system_ms() -> int:
+    return time.time_ns() // 1_000_000

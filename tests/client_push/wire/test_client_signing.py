@@ -1,0 +1,75 @@
+"""client_push signs its name-server requests when given credentials, in the strong form by
+default, and a name server with a strong-only account serves it (and refuses it unsigned)."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_twisted
+from support.acl_signing import independent_sign
+from support.fake_broker import register_request, topic_configs
+from support.loopback_wait import until
+from support.wire_client import connect
+from twisted.internet import defer
+
+from client_push.config import ClientConfig, ClientConfigError
+from client_push.errors import NameServerError
+from protocol.codes import ResponseCode
+
+ACL = {
+    "enabled": True,
+    "authenticate_reads": True,
+    "accounts": [
+        {"access_key": "broker-key", "secret_key": "broker-secret", "brokers": ["*"]},
+        {"access_key": "app", "secret_key": "app-secret", "signature": "strong"},
+    ],
+}
+
+
+async def signed_broker(port: int) -> None:
+    broker = await connect(port)
+    resp = await broker.request(
+        independent_sign(register_request(topic_configs("T")), "broker-key", "broker-secret")
+    )
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_client_with_a_strong_only_account_gets_routes_and_push(cluster):
+    server, port = cluster.start_server(acl=ACL)
+    await signed_broker(port)
+    client = cluster.client(port, access_key="app", secret_key="app-secret")
+    route = await defer.ensureDeferred(client.get_route("T"))
+    assert route.route.queue_datas
+    await until(lambda: client.push_active)
+    assert not any(k.startswith("rejected.acl_") for k in server.stats())
+    # Each request carried a nonce of its own: none was refused as a replay.
+    assert len(server.acl.replays) >= 2
+
+
+@pytest.mark.parametrize(
+    "overrides", [{}, {"access_key": "app", "secret_key": "app-secret", "signature": "upstream"}]
+)
+@pytest_twisted.ensureDeferred
+async def test_unsigned_or_upstream_signed_clients_are_refused_by_a_strong_only_account(
+    cluster, overrides
+):
+    server, port = cluster.start_server(acl=ACL)
+    await signed_broker(port)
+    client = cluster.client(port, request_timeout_ms=2_000, **overrides)
+    with pytest.raises(NameServerError) as refused:
+        await defer.ensureDeferred(client.get_route("T"))
+    assert refused.value.code == ResponseCode.NO_PERMISSION
+    kind = "form_refused" if overrides else "unsigned"
+    assert server.stats()[f"rejected.acl_{kind}"] >= 1
+
+
+def test_credentials_go_together_and_the_form_is_checked():
+    with pytest.raises(ClientConfigError, match="go together"):
+        ClientConfig(namesrv_addrs=("127.0.0.1:9876",), access_key="app")
+    with pytest.raises(ClientConfigError, match="'strong' or 'upstream'"):
+        ClientConfig(
+            namesrv_addrs=("127.0.0.1:9876",), access_key="a", secret_key="s", signature="either"
+        )
+    assert "app-secret" not in repr(
+        ClientConfig(namesrv_addrs=("127.0.0.1:9876",), access_key="app", secret_key="app-secret")
+    )

@@ -1,0 +1,147 @@
+"""An Apache RocketMQ broker signing its registers with its credentials, against this server
+with access control on and default settings (accounts take either signature form), beside the
+project's own strongly signing admin tool on an account of its own.
+
+Needs ``ROCKETMQ_LIB_DIR`` with the broker's jars (``rocketmq-broker`` and its dependencies) and
+a JDK; skipped without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support.paths import REPO_ROOT
+
+from namesrv.admin.cli import main as admin_main
+
+pytestmark = pytest.mark.interop
+LIB = os.environ.get("ROCKETMQ_LIB_DIR", "")
+if not LIB or not shutil.which("java") or not list(Path(LIB).glob("rocketmq-broker-*.jar")):
+    pytest.skip("ROCKETMQ_LIB_DIR (broker jars) and a JDK are needed", allow_module_level=True)
+
+ACL = """
+[acl]
+enabled = true
+[[acl.accounts]]
+access_key = "brk"
+secret_key = "brk-secret-123"
+brokers = ["broker-a"]
+[[acl.accounts]]
+access_key = "ops"
+secret_key = "ops-secret-123"
+admin = true
+signature = "strong"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_namesrv(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    config = tmp_path / "namesrv.toml"
+    config.write_text('[server]\nlisten = "127.0.0.1:0"\n' + ACL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv", "--config", str(config)],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stderr:  # type: ignore[union-attr]
+        if "listening on 127.0.0.1:" in line:
+            return proc, int(line.split("listening on 127.0.0.1:")[1].split()[0])
+    raise AssertionError("the name server did not start")
+
+
+def start_broker(tmp_path: Path, namesrv_port: int, access_key: str, secret: str):
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    conf = tmp_path / "broker.conf"
+    credentials = json.dumps({"accessKey": access_key, "secretKey": secret})
+    conf.write_text(
+        "\n".join(
+            [
+                "brokerClusterName=InteropCluster",
+                "brokerName=broker-a",
+                "brokerId=0",
+                f"namesrvAddr=127.0.0.1:{namesrv_port}",
+                "brokerIP1=127.0.0.1",
+                f"listenPort={free_port()}",
+                f"storePathRootDir={tmp_path / 'store'}",
+                f"storePathCommitLog={tmp_path / 'store' / 'commitlog'}",
+                "mappedFileSizeCommitLog=16777216",
+                "mappedFileSizeConsumeQueue=60000",
+                "autoCreateTopicEnable=true",
+                f"innerClientAuthenticationCredentials={credentials}",
+                # The broker keeps its inner user in a metadata store; its own clients stay open.
+                "authenticationMetadataProvider=org.apache.rocketmq.auth.authentication."
+                "provider.LocalAuthenticationMetadataProvider",
+                f"authConfigPath={tmp_path / 'auth'}",
+            ]
+        )
+        + "\n"
+    )
+    log = (tmp_path / "broker.log").open("w")
+    return subprocess.Popen(
+        [
+            "java",
+            "-Xms256m",
+            "-Xmx256m",
+            "-cp",
+            f"{LIB}/*",
+            "org.apache.rocketmq.broker.BrokerStartup",
+            "-c",
+            str(conf),
+        ],
+        env=dict(os.environ, ROCKETMQ_HOME=str(home)),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def admin(port: int, *args: str):
+    signed = ["--access-key", "ops", "--secret-key", "ops-secret-123"]
+    return CliRunner().invoke(
+        admin_main, ["--namesrv", f"127.0.0.1:{port}", *signed, "--json", *args]
+    )
+
+
+def test_an_apache_broker_signing_with_its_credentials_registers_under_default_forms(tmp_path):
+    namesrv, port = start_namesrv(tmp_path)
+    broker = start_broker(tmp_path, port, "brk", "brk-secret-123")
+    try:
+        deadline = time.monotonic() + 90
+        clusters: dict = {}
+        while time.monotonic() < deadline and broker.poll() is None:
+            result = admin(port, "cluster-list")
+            assert result.exit_code == 0, result.output
+            clusters = json.loads(result.stdout)
+            if "broker-a" in json.dumps(clusters):
+                break
+            time.sleep(0.5)  # a JVM starting: polled against a deadline, nothing is timed
+        assert "broker-a" in json.dumps(clusters), (tmp_path / "broker.log").read_text()[-3000:]
+        # The broker's own topics came with its signed register; the strong admin reads them.
+        result = admin(port, "topic-route", "TBW102")
+        assert result.exit_code == 0, result.output
+        assert "127.0.0.1:" in result.stdout
+        result = admin(port, "push-status")
+        assert result.exit_code == 0, result.output
+        counters = json.loads(result.stdout)["counters"]
+        assert {k: v for k, v in counters.items() if k.startswith("rejected.acl_") and v} == {}
+    finally:
+        broker.terminate()
+        broker.wait(timeout=60)
+        namesrv.terminate()
+        namesrv.wait(timeout=30)
