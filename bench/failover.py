@@ -452,6 +452,7 @@ class Bench:
         java.stop()
         watcher.stopping.set()
         return {
+            "commit": self.args.label or tree_commit(),
             "rounds": rounds,
             "client_push_failed_before_first_kill": outside,
             "client_push_failed_after_last_round": len(py.failures(tail, now_ms())),
@@ -516,6 +517,19 @@ class Bench:
         }
 
 
+def tree_commit() -> str:
+    """The commit of the tree this script runs from (``+dirty`` with uncommitted changes)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD"]).returncode
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def table(result: dict[str, Any]) -> str:
     head = (
         "| round | kill phase in Java's 30 s poll | new master in route | client_push sends "
@@ -556,6 +570,7 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=10)
     parser.add_argument("--round-timeout-s", type=float, default=45.0)
     parser.add_argument("--json", dest="json_out", help="also write the result here")
+    parser.add_argument("--label", help="the commit measured (default: this tree's git HEAD)")
     parser.add_argument("--producer-child", metavar="NAMESRV", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.producer_child:
@@ -568,6 +583,7 @@ def main() -> None:
         bench.stop()
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))
+    print(f"commit {result['commit']}")
     print(table(result))
 
 
