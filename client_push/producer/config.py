@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.fault_table import FaultConfigError, FaultStrategyConfig
+from client_push.producer.message import (
+    DEFAULT_TOPIC,
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    MessageError,
+    check_topic,
+)
 
 MIB = 1024 * 1024
 
@@ -47,15 +54,41 @@ class ProducerConfig:
     go_away_answer_avoid_ms: int = 10_000
     """A 1500 answer announces no grace period: avoid the broker this long."""
     max_frame_size: int = 16 * MIB
+    unreachable_route_wait_ms: int = 1_000
+    """After a connection error, a retry that would go to the same broker address again (no
+    other group can take the send) first waits for the topic's next route at most this long:
+    a failover announces the dead master's departure and then the new master there."""
+    auto_create_topic: bool = False
+    """Send to a topic the name server does not know through the default topic's route, for
+    brokers with ``autoCreateTopicEnable`` to create it (upstream's producer always does)."""
+    create_topic_key: str = DEFAULT_TOPIC
+    """Upstream's ``createTopicKey``: the default topic (sent in every send's header)."""
+    default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    """Upstream's ``defaultTopicQueueNums``: queues per broker of a topic created on sending."""
     fault: FaultStrategyConfig = field(default_factory=FaultStrategyConfig)
 
     def __post_init__(self) -> None:
-        for name in ("send_timeout_ms", "busy_backoff_max_ms", "compress_over_bytes"):
+        for name in (
+            "send_timeout_ms",
+            "busy_backoff_max_ms",
+            "compress_over_bytes",
+            "default_topic_queue_nums",
+        ):
             if getattr(self, name) <= 0:
                 raise ProducerConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("attempt_timeout_ms", "retries", "busy_backoff_ms", "go_away_answer_avoid_ms"):
+        for name in (
+            "attempt_timeout_ms",
+            "retries",
+            "busy_backoff_ms",
+            "go_away_answer_avoid_ms",
+            "unreachable_route_wait_ms",
+        ):
             if getattr(self, name) < 0:
                 raise ProducerConfigError(f"{name} must not be negative, got {getattr(self, name)}")
+        try:
+            check_topic(self.create_topic_key)
+        except MessageError as exc:
+            raise ProducerConfigError(f"create_topic_key: {exc}") from None
         if not 0 <= self.compress_level <= 9:
             raise ProducerConfigError(f"compress_level must be 0..9, got {self.compress_level}")
         if not 0 < self.max_message_size <= self.max_frame_size:
@@ -63,6 +96,11 @@ class ProducerConfig:
                 f"max_message_size must be positive and at most max_frame_size, "
                 f"got {self.max_message_size}"
             )
+
+    def auto_create(self) -> AutoCreateTopic | None:
+        if not self.auto_create_topic:
+            return None
+        return AutoCreateTopic(self.create_topic_key, self.default_topic_queue_nums)
 
     def attempt_timeout(self) -> int:
         if self.attempt_timeout_ms:
@@ -85,7 +123,7 @@ def from_mapping(raw: Mapping[str, Any]) -> ProducerConfig:
         spec = known.get(key)
         if spec is None:
             raise ProducerConfigError(f"unknown producer setting {key!r}")
-        wanted = bool if spec.type in ("bool", bool) else int
+        wanted = {"bool": bool, "str": str}.get(str(spec.type), int)
         if type(value) is not wanted:
             raise ProducerConfigError(f"{key} must be {wanted.__name__}, got {value!r}")
     try:

@@ -191,6 +191,11 @@ class FaultTable:
         item.reachable = True
         item.awaiting_contact = False
 
+    def forget(self, broker_name: str) -> None:
+        """Drop what is known of the broker (a new master of its group took over): it is
+        available and reachable, and the detector meets it anew."""
+        self._items.pop(broker_name, None)
+
     def is_available(self, broker_name: str, now_ms: int) -> bool:
         item = self._items.get(broker_name)
         return item is None or (

@@ -256,13 +256,16 @@ def send_header(
     queue_id: int,
     broker_name: str,
     born_timestamp_ms: int,
+    default_topic: str = DEFAULT_TOPIC,
+    default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
 ) -> SendMessageRequestHeaderV2:
-    """The header of one attempt, with the fields upstream's producer sets."""
+    """The header of one attempt, with the fields upstream's producer sets (the default
+    topic's fields in every send: a broker creating the topic reads them)."""
     return SendMessageRequestHeaderV2(
         producer_group=producer_group,
         topic=message.topic,
-        default_topic=DEFAULT_TOPIC,
-        default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS,
+        default_topic=default_topic,
+        default_topic_queue_nums=default_topic_queue_nums,
         queue_id=queue_id,
         sys_flag=message.sys_flag,
         born_timestamp=born_timestamp_ms,

@@ -43,6 +43,7 @@ from client_push.producer.message import (
     send_header,
 )
 from client_push.producer.routing import ProducerRouting
+from client_push.producer.send_attempts import SendAttempts, Step
 from client_push.routes.client import RouteClient
 from client_push.routes.route_cache import MessageQueue
 from client_push.wire.remoting import describe
@@ -105,7 +106,12 @@ class Producer:
         self._clock = clock if clock is not None else reactor
         rng = rng or random.Random()
         self.routing = routing or ProducerRouting(
-            client, self.config.fault, reactor=reactor, clock=self._clock, rng=rng
+            client,
+            self.config.fault,
+            reactor=reactor,
+            clock=self._clock,
+            rng=rng,
+            auto_create=self.config.auto_create(),
         )
         self.connections = BrokerConnections(
             reactor,
@@ -212,110 +218,127 @@ class Producer:
         )
 
     async def _send(self, message: EncodedMessage, timeout_ms: int) -> SendResult:
-        cfg = self.config
         self.counters["sends"] += 1
-        deadline = self._now_ms() + timeout_ms
-        last_broker: str | None = None
-        last_error = "no attempt made"
-        busy_answers = 0
-        attempts = 0
-        for attempt in range(cfg.retries + 1):
-            left = deadline - self._now_ms()
-            if left <= 0:
-                break
+        plan = SendAttempts(self.config, timeout_ms, self._now_ms())
+        while plan.next_attempt(self._now_ms()):
             try:
-                queue = await self.routing.select_queue(message.topic, last_broker)
+                queue = await self.routing.select_queue(
+                    message.topic, plan.last_broker, wait_ms=plan.time_left(self._now_ms())
+                )
             except Exception:
                 self.counters["failed"] += 1
                 self.counters["failed_no_route"] += 1
                 raise
-            attempts += 1
-            if attempt == 0:
+            addr = self.routing.broker_addr(message.topic, queue.broker_name)
+            if addr is not None:
+                route_wait = plan.route_wait(addr, self._now_ms())
+                if route_wait:
+                    self.counters["waits_for_route_after_unreachable"] += 1
+                    await self.routing.wait_for_route(message.topic, route_wait)
+                    continue
+            if plan.begin(queue.broker_name):
                 self.first_attempts_by_broker[queue.broker_name] += 1
             else:
                 self.counters["retries"] += 1
-            last_broker = queue.broker_name
-            addr = self.routing.broker_addr(message.topic, queue.broker_name)
             if addr is None:
-                last_error = f"broker {queue.broker_name} has no master address in the route"
+                plan.no_address(queue.broker_name)
                 continue
-            self._addr_names[addr] = queue.broker_name
-            request = self._request(message, queue)
-            started = self._now_ms()
-            left = max(1, deadline - started)  # the selection may have waited for a probe
-            watchdog = self._watch_attempt(queue.broker_name)
-            try:
-                response = await self.connections.request(
-                    addr, request, min(left, cfg.attempt_timeout())
-                )
-            except (ConnectionLostError, RequestTimeoutError) as exc:
-                latency = self._now_ms() - started
-                self.routing.report_send(queue.broker_name, latency, SendOutcome.UNREACHABLE)
-                self.counters["attempts_unreachable"] += 1
-                last_error = f"broker {queue.broker_name} ({addr}): {describe(exc)}"
-                log.debug("send attempt failed: %s", last_error)
-                continue
-            finally:
-                if watchdog is not None and watchdog.active():
-                    watchdog.cancel()
-            latency = self._now_ms() - started
-            answer = classify(response.code, response.remark)
-            if answer is Answer.STORED:
-                try:
-                    stored = parse_stored(response.code, response.ext_fields)
-                except HeaderError as exc:
-                    # The broker stored it but its answer is unreadable: not worth a duplicate.
-                    self.counters["malformed_answers"] += 1
-                    raise SendError(
-                        f"broker {queue.broker_name} stored the message but answered a "
-                        f"malformed header: {exc.remark}",
-                        attempts,
-                        response.code,
-                    ) from None
-                self.routing.report_send(queue.broker_name, latency, SendOutcome.OK)
-                self.counters["sent_ok"] += 1
-                self.statuses[stored.status.value] += 1
-                return SendResult(
-                    stored.status,
-                    message.uniq_key,
-                    stored.offset_msg_id,
-                    MessageQueue(message.topic, queue.broker_name, stored.queue_id),
-                    stored.queue_offset,
-                    attempts,
-                    stored.transaction_id,
-                )
-            last_error = (
-                f"broker {queue.broker_name} answered code {response.code}: {response.remark}"
-            )
-            if answer is Answer.GO_AWAY:
-                self.counters["answers_go_away"] += 1
-                if cfg.honour_go_away:
-                    self.routing.broker_going_away(queue.broker_name, cfg.go_away_answer_avoid_ms)
-                continue
-            self.routing.report_send(queue.broker_name, latency, SendOutcome.FAILED)
-            if answer is Answer.BUSY:
-                self.counters["answers_busy"] += 1
-                if not cfg.retry_on_busy:
-                    break
-                delay = min(cfg.busy_backoff_max_ms, cfg.busy_backoff_ms * 2**busy_answers)
-                busy_answers += 1
-                if delay and attempt < cfg.retries:
-                    await task.deferLater(self._clock, delay / 1000.0, lambda: None)
-                continue
-            if answer is Answer.RETRY:
-                self.counters["answers_retryable"] += 1
-                continue
-            self.counters["refused"] += 1
-            raise BrokerRefusedError(last_error, attempts, response.code)
+            result = await self._attempt(message, queue, addr, plan)
+            if result is not None:
+                return result
         self.counters["failed"] += 1
         raise SendError(
-            f"message {message.uniq_key} to {message.topic} not sent after {attempts} "
-            f"attempts: {last_error}",
+            plan.failure(message.uniq_key, message.topic), plan.attempts, plan.last_code
+        )
+
+    async def _attempt(
+        self, message: EncodedMessage, queue: MessageQueue, addr: str, plan: SendAttempts
+    ) -> SendResult | None:
+        """One attempt: the result once stored, None when the next attempt should follow."""
+        self._addr_names[addr] = queue.broker_name
+        request = self._request(message, queue)
+        started = self._now_ms()
+        watchdog = self._watch_attempt(queue.broker_name)
+        try:
+            response = await self.connections.request(addr, request, plan.attempt_timeout(started))
+        except (ConnectionLostError, RequestTimeoutError) as exc:
+            latency = self._now_ms() - started
+            self.routing.report_send(queue.broker_name, latency, SendOutcome.UNREACHABLE)
+            self.counters["attempts_unreachable"] += 1
+            connection = isinstance(exc, ConnectionLostError)
+            plan.unreachable(queue.broker_name, addr, describe(exc), connection=connection)
+            log.debug("send attempt failed: %s", plan.last_error)
+            return None
+        finally:
+            if watchdog is not None and watchdog.active():
+                watchdog.cancel()
+        latency = self._now_ms() - started
+        answer = classify(response.code, response.remark)
+        if answer is Answer.STORED:
+            return self._stored(message, queue, response, latency, plan.attempts)
+        auto_create = self.routing.auto_create
+        via_default = None
+        if auto_create is not None and self.routing.via_default_topic(message.topic):
+            via_default = (message.topic, auto_create)
+        decision = plan.answered(
+            queue.broker_name, answer, response.code, response.remark, via_default=via_default
+        )
+        if decision.step is Step.AVOID:
+            self.counters["answers_go_away"] += 1
+            if self.config.honour_go_away:
+                self.routing.broker_going_away(
+                    queue.broker_name, self.config.go_away_answer_avoid_ms
+                )
+            return None
+        self.routing.report_send(queue.broker_name, latency, SendOutcome.FAILED)
+        if answer is Answer.BUSY:
+            self.counters["answers_busy"] += 1
+        elif answer is Answer.RETRY:
+            self.counters["answers_retryable"] += 1
+        if decision.step is Step.STOP:
+            self.counters["failed"] += 1
+            raise SendError(plan.failure(message.uniq_key, message.topic), plan.attempts)
+        if decision.step is Step.REFUSE:
+            self.counters["refused"] += 1
+            raise BrokerRefusedError(plan.last_error, plan.attempts, response.code)
+        if decision.delay_ms:
+            await task.deferLater(self._clock, decision.delay_ms / 1000.0, lambda: None)
+        return None
+
+    def _stored(
+        self,
+        message: EncodedMessage,
+        queue: MessageQueue,
+        response: RemotingCommand,
+        latency: int,
+        attempts: int,
+    ) -> SendResult:
+        try:
+            stored = parse_stored(response.code, response.ext_fields)
+        except HeaderError as exc:
+            # The broker stored it but its answer is unreadable: not worth a duplicate.
+            self.counters["malformed_answers"] += 1
+            raise SendError(
+                f"broker {queue.broker_name} stored the message but answered a "
+                f"malformed header: {exc.remark}",
+                attempts,
+                response.code,
+            ) from None
+        self.routing.report_send(queue.broker_name, latency, SendOutcome.OK)
+        self.counters["sent_ok"] += 1
+        self.statuses[stored.status.value] += 1
+        return SendResult(
+            stored.status,
+            message.uniq_key,
+            stored.offset_msg_id,
+            MessageQueue(message.topic, queue.broker_name, stored.queue_id),
+            stored.queue_offset,
             attempts,
+            stored.transaction_id,
         )
 
     async def _send_oneway(self, message: EncodedMessage, timeout_ms: int) -> None:
-        queue = await self.routing.select_queue(message.topic)
+        queue = await self.routing.select_queue(message.topic, wait_ms=timeout_ms)
         self.first_attempts_by_broker[queue.broker_name] += 1
         addr = self.routing.broker_addr(message.topic, queue.broker_name)
         if addr is None:
@@ -343,6 +366,8 @@ class Producer:
             queue_id=queue.queue_id,
             broker_name=queue.broker_name,
             born_timestamp_ms=_wall_ms(),
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
         )
         return RemotingCommand.request(
             RequestCode.SEND_MESSAGE_V2, header.to_wire(), message.body, oneway=oneway

@@ -17,36 +17,42 @@ With the detector on, a route's brokers are probed as soon as a selection first 
 and a selection for a route none of whose brokers has answered yet waits (at most
 ``first_probe_wait_ms``) for the first answer, so the first sends go to a broker known to
 answer rather than round-robin onto brokers nobody has heard from.
+
+Twisted glue: every decision is ``routing_core.RoutingCore``'s; this module looks routes up,
+runs the detector's timer and probes, and holds the waits.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from twisted.internet import defer, task
 
+from client_push.errors import TopicNotExistError
+from client_push.producer.auto_create import AutoCreateTopic, NoDefaultTopicError, borrowed_route
 from client_push.producer.broker_probe import BrokerProber
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.producer.queue_select import QueueSelector
+from client_push.producer.routing_core import (
+    FirstAnswerWait,
+    NoMasterError,
+    Probe,
+    RoutingCore,
+    held_brokers,
+    log,
+    master_addr,
+)
 from client_push.routes.client import RouteClient
-from client_push.routes.events import BrokerEvent
-from client_push.routes.route_cache import MASTER_ID, MessageQueue, PublishInfo
+from client_push.routes.events import CACHED, BrokerEvent, RouteEvent
+from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo, publish_info
+from protocol.route_model import TopicRouteData
 
-log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _FirstProbeWait:
-    """A selection waiting for one of ``pending`` (brokers being probed a first time)."""
-
-    pending: set[str]
-    done: defer.Deferred[None]
-    timer: Any
+MAX_BORROWED_TOPICS = 1_024
+"""Topics sent to through the default topic's route at once; the oldest makes room."""
 
 
 class ProducerRouting:
@@ -58,41 +64,44 @@ class ProducerRouting:
         reactor: Any = None,
         clock: Any = None,
         rng: random.Random | None = None,
+        auto_create: AutoCreateTopic | None = None,
     ) -> None:
+        """``auto_create``: send to topics without a route through the default topic's route
+        (``auto_create`` module); None: such sends fail with ``TopicNotExistError``."""
         if reactor is None:
             from twisted.internet import reactor as default_reactor
 
             reactor = default_reactor
         self._client = client
         self._clock = clock if clock is not None else reactor
-        self.config = config or FaultStrategyConfig()
-        self.table = FaultTable(self.config)
-        self.selector = QueueSelector(self.table, rng)
+        self.counters: Counter[str] = Counter()
+        self.core = RoutingCore(config, rng, self.counters)
+        self.config: FaultStrategyConfig = self.core.config
+        self.table: FaultTable = self.core.table
+        self.selector: QueueSelector = self.core.selector
         self.prober = BrokerProber(reactor, self._clock, self._broker_addr_going_away)
         self._loop: task.LoopingCall | None = None
-        self._addr_names: dict[str, str] = {}
         self._remove_listener: Callable[[], None] | None = None
-        self._departed: dict[str, bool] = {}
-        """Brokers announced gone -> whether a route without them has been seen since."""
-        self._tracked: dict[str, PublishInfo] = {}
-        """Per topic, the publish info whose brokers were last handed to the detector."""
-        self._first_probing: set[str] = set()
-        """Brokers whose first probe is in flight and that selections may still wait for (not
-        once a wait for them has run out: one bounded wait per new broker, not one per send)."""
-        self._waits: list[_FirstProbeWait] = []
-        self.counters: Counter[str] = Counter()
+        self._waits: dict[FirstAnswerWait, tuple[defer.Deferred[None], Any]] = {}
+        self._route_waiters: dict[str, dict[defer.Deferred[bool], Any]] = {}
+        """Per topic, the waits for its next route (each with its timer)."""
+        self._route_listeners: dict[str, Callable[[], None]] = {}
+        self.auto_create = auto_create
+        self._borrowed: dict[str, tuple[CachedRoute, PublishInfo, TopicRouteData]] = {}
+        """Topics without a route -> (the default topic's route it was built from, the
+        publish info and route their sends use); while the default topic's route is held."""
 
     def start(self) -> None:
         """Follow the route client's broker events, and start the detector (when enabled);
         selection works without either."""
         if self._remove_listener is None:
             self._remove_listener = self._client.add_broker_listener(self._broker_event)
-        if self._loop is not None or not (self.config.enabled and self.config.detector_enabled):
+        if self._loop is not None or not self.core.detector_wanted:
             return
         self._loop = task.LoopingCall(self._detect_round)
         self._loop.clock = self._clock
         self._loop.start(self.config.detect_interval_ms / 1000.0, now=False)
-        self.selector.prefer_heard = True
+        self.core.start_detector()
 
     def stop(self) -> None:
         if self._remove_listener is not None:
@@ -101,93 +110,145 @@ class ProducerRouting:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
-        self.selector.prefer_heard = False
         self.prober.stop()
-        waits, self._waits = self._waits, []
-        for wait in waits:
+        for wait in self.core.stop_detector():
             self._end_wait(wait)
+        for topic, waiters in list(self._route_waiters.items()):
+            for done in list(waiters):
+                self._route_wait_over(topic, done, False)
 
-    async def select_queue(self, topic: str, last_broker_name: str | None = None) -> MessageQueue:
+    async def select_queue(
+        self, topic: str, last_broker_name: str | None = None, *, wait_ms: int = 0
+    ) -> MessageQueue:
         """A queue to send to; ``last_broker_name``: the broker whose send just failed.
 
-        Raises what ``RouteClient.get_publish_info`` raises (TopicNotExistError, ...) and
-        ``NoWritableQueueError`` when the route has no writable queue.
+        When no group of the route can take a send only because some group has no master (a
+        failover in progress), waits up to ``wait_ms`` for a route of the topic that shows
+        one, taking each route as it is announced. Raises what ``RouteClient.get_route``
+        raises (TopicNotExistError, ...), ``NoMasterError`` when no master came in time, and
+        ``NoWritableQueueError`` when the route has no writable queue for another reason.
         """
-        info = await self._client.get_publish_info(topic)
-        if self._departed:
-            self._watch_departed(info.message_queues)
-        if self._loop is not None:
-            if self._tracked.get(topic) is not info:
-                self._probe_new_brokers(topic, info)
-            if self._first_probing and self.config.first_probe_wait_ms > 0:
-                await self._wait_for_first_answer(info, last_broker_name)
-        queue = self.selector.select(info, last_broker_name, self._now_ms())
-        self.counters["selected"] += 1
-        if last_broker_name is not None and queue.broker_name == last_broker_name:
-            self.counters["selected_last_broker_again"] += 1
-        return queue
+        started = self._now_ms()
+        while True:
+            info, route = await self._route_of(topic)
+            for probe in self.core.route_used(
+                topic, info, partial(master_addr, route), self._now_ms()
+            ):
+                self._probe(probe).addCallback(self._first_probed, probe.broker_name)
+            wait = self.core.first_answer_wait(info, last_broker_name)
+            if wait is not None:
+                await self._wait_for_first_answer(wait)
+            choice = self.core.select(info, route, last_broker_name, self._now_ms())
+            if isinstance(choice, MessageQueue):
+                return choice
+            waited = self._now_ms() - started
+            if waited >= wait_ms:
+                self.counters["no_master_in_time"] += 1
+                raise NoMasterError(choice, wait_ms)
+            await self.wait_for_route(topic, wait_ms - waited)
+
+    async def _route_of(self, topic: str) -> tuple[PublishInfo, TopicRouteData]:
+        """The topic's publish info and route; with auto-creation on, those borrowed from the
+        default topic while the name server has no route for the topic."""
+        try:
+            entry = await self._client.get_route(topic)
+        except TopicNotExistError:
+            if self.auto_create is None:
+                raise
+        else:
+            if self._borrowed:
+                self._borrowed.pop(topic, None)
+            return entry.publish_info, entry.route
+        key = self.auto_create.create_topic_key
+        try:
+            default = await self._client.get_route(key)
+        except TopicNotExistError:
+            self.counters["auto_create_no_default_topic"] += 1
+            raise NoDefaultTopicError(topic, self.auto_create) from None
+        held = self._borrowed.get(topic)
+        if held is not None and held[0] is default:
+            return held[1], held[2]
+        route = borrowed_route(default.route, self.auto_create)
+        info = publish_info(topic, route)
+        if len(self._borrowed) >= MAX_BORROWED_TOPICS:
+            self._borrowed.pop(next(iter(self._borrowed)))
+        self._borrowed[topic] = (default, info, route)
+        self.counters["auto_create_routes"] += 1
+        log.info(
+            "topic %s has no route: sending through %s for the broker to create it", topic, key
+        )
+        return info, route
+
+    def via_default_topic(self, topic: str) -> bool:
+        """Whether sends to ``topic`` go through the default topic's route now."""
+        return topic in self._borrowed
+
+    def wait_for_route(self, topic: str, timeout_ms: int) -> defer.Deferred[bool]:
+        """Fires True with the next route state the client learns for ``topic`` (a push, a
+        poll, a departure dropped locally), False after ``timeout_ms`` or on ``stop``."""
+        done: defer.Deferred[bool] = defer.Deferred()
+        waiters = self._route_waiters.get(topic)
+        if waiters is None:
+            waiters = self._route_waiters[topic] = {}
+            self._route_listeners[topic] = self._client.add_listener(
+                topic, lambda event: self._route_learned(topic, event)
+            )
+        timer = self._clock.callLater(
+            max(0, timeout_ms) / 1000.0, self._route_wait_over, topic, done, False
+        )
+        waiters[done] = timer
+        self.counters["route_waits"] += 1
+        return done
+
+    def _route_learned(self, topic: str, event: RouteEvent) -> None:
+        if event.cause != CACHED:
+            for done in list(self._route_waiters.get(topic, ())):
+                self._route_wait_over(topic, done, True)
+
+    def _route_wait_over(self, topic: str, done: defer.Deferred[bool], learned: bool) -> None:
+        waiters = self._route_waiters.get(topic, {})
+        timer = waiters.pop(done, None)
+        if not waiters:
+            self._route_waiters.pop(topic, None)
+            remove = self._route_listeners.pop(topic, None)
+            if remove is not None:
+                remove()
+        if timer is not None and timer.active():
+            timer.cancel()
+        if not done.called:
+            done.callback(learned)
 
     def report_send(
         self, broker_name: str, latency_ms: int, outcome: SendOutcome = SendOutcome.OK
     ) -> None:
         """How a send to ``broker_name`` went; slow or failed sends isolate the broker."""
-        self.counters[f"reported.{outcome.value}"] += 1
-        self.table.report(broker_name, latency_ms, outcome, self._now_ms())
+        self.core.report_send(broker_name, latency_ms, outcome, self._now_ms())
 
     def report_waiting(self, broker_name: str, waited_ms: int) -> None:
         """A send to ``broker_name`` is still unanswered after ``waited_ms``."""
-        self.counters["reported.waiting"] += 1
-        self.table.waiting(broker_name, waited_ms, self._now_ms())
+        self.core.report_waiting(broker_name, waited_ms, self._now_ms())
 
     def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
         """A broker announced a graceful shutdown (to the application's send connection, say):
         new sends avoid it for the grace period and until it answers a probe again."""
-        self.counters["brokers_going_away"] += 1
-        self.table.going_away(broker_name, grace_ms, self._now_ms())
+        self.core.broker_going_away(broker_name, grace_ms, self._now_ms())
 
     def broker_gone(self, broker_name: str) -> None:
         """The name server announced the broker left (unregistered, expired, its channel
         closed): new sends avoid it until a route shows it back, at most
         ``departed_avoid_ms``. The hook for the route client's broker-departure events."""
-        self.counters["brokers_gone"] += 1
-        self.table.going_away(broker_name, self.config.departed_avoid_ms, self._now_ms())
-        self._departed[broker_name] = False
+        self.core.broker_gone(broker_name, self._now_ms())
 
     def _broker_event(self, event: BrokerEvent) -> None:
-        """The name server announced a broker leaving or arriving (route-push broker events).
-
-        A departure of the master (or of the whole broker name) is ``broker_gone``; the route
-        client has already dropped it from held routes. An arrival of a departed broker lets
-        the next route that shows it bring it back."""
-        master_left = any(broker_id == MASTER_ID for broker_id, _addr in event.addrs)
-        if event.kind == "departed" and (event.broker_name_gone or master_left):
-            self.broker_gone(event.broker_name)
-        elif event.kind == "arrived" and event.broker_name in self._departed:
-            self._departed[event.broker_name] = True  # routes were without it until now
+        self.core.broker_event(event, self._now_ms())
 
     def broker_addr(self, topic: str, broker_name: str) -> str | None:
         """The master address of ``broker_name`` in the held route of ``topic``."""
         entry = self._client.cached_route(topic)
-        if entry is None:
-            return None
-        for broker in entry.route.broker_datas:
-            if broker.broker_name == broker_name:
-                return broker.broker_addrs.get(MASTER_ID)
-        return None
-
-    def _watch_departed(self, queues: tuple[MessageQueue, ...]) -> None:
-        present = {q.broker_name for q in queues}
-        now = self._now_ms()
-        for name, seen_absent in list(self._departed.items()):
-            if not self.table.is_going_away(name, now):
-                del self._departed[name]
-            elif name not in present:
-                self._departed[name] = True
-            elif seen_absent:
-                del self._departed[name]
-                self.table.returned(name, now)
-                self.counters["brokers_returned"] += 1
-                log.info("broker %s is back in the route of %s", name, queues[0].topic)
+        if entry is not None:
+            return master_addr(entry.route, broker_name)
+        borrowed = self._borrowed.get(topic)
+        return None if borrowed is None else master_addr(borrowed[2], broker_name)
 
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
@@ -200,21 +261,15 @@ class ProducerRouting:
 
     def held_broker_addrs(self) -> dict[str, tuple[str, str]]:
         """Broker name -> (master address, one topic it serves), over every held route."""
-        return self._held_brokers()
+        return held_brokers(self._held_routes())
 
-    def _held_brokers(self) -> dict[str, tuple[str, str]]:
-        """Broker name -> (master address, one topic it serves), over every held route."""
-        brokers: dict[str, tuple[str, str]] = {}
+    def _held_routes(self) -> list[tuple[str, Any]]:
+        routes = []
         for topic in self._client.held_topics():
             entry = self._client.cached_route(topic)
-            if entry is None:
-                continue
-            serving = {q.broker_name for q in entry.route.queue_datas}
-            for broker in entry.route.broker_datas:
-                addr = broker.broker_addrs.get(MASTER_ID)
-                if addr and broker.broker_name in serving and broker.broker_name not in brokers:
-                    brokers[broker.broker_name] = (addr, topic)
-        return brokers
+            if entry is not None:
+                routes.append((topic, entry.route))
+        return routes
 
     def _detect_round(self) -> None:
         try:
@@ -223,106 +278,48 @@ class ProducerRouting:
             self.counters["detect_errors"] += 1
             log.exception("broker detection round failed")
 
-    def _probe_new_brokers(self, topic: str, info: PublishInfo) -> None:
-        """Probe the brokers of ``info`` the detector does not know yet, now rather than at the
-        next round: until one answers, nothing says it is not a black hole."""
-        self._tracked[topic] = info
-        names = {q.broker_name for q in info.message_queues}
-        for name in self.table.track(names, self._now_ms()):
-            addr = self.broker_addr(topic, name)
-            if addr is None:
-                continue
-            self._addr_names[addr] = name
-            self._first_probing.add(name)
-            self.counters["first_probes"] += 1
-            d = self.prober.probe(addr, topic, self.config.detect_timeout_ms)
-            d.addCallback(self._first_probed, name)
-
-    def _first_probed(self, ok: bool, name: str) -> None:
-        self._first_probing.discard(name)
-        self._probed(ok, name)
-        ended = []
-        for wait in self._waits:
-            wait.pending.discard(name)
-            if ok or not wait.pending:
-                ended.append(wait)
-        if ended:
-            self._waits = [w for w in self._waits if w not in ended]
-            for wait in ended:
-                self._end_wait(wait)
-
-    async def _wait_for_first_answer(self, info: PublishInfo, last_broker_name: str | None) -> None:
-        """Hold a selection while none of the route's brokers has ever answered and some are
-        being probed a first time (a route just arrived): until one answers, all such probes
-        end, or ``first_probe_wait_ms``; never longer, and never failing the send."""
-        pending = {
-            q.broker_name
-            for q in info.message_queues
-            if q.broker_name in self._first_probing and q.broker_name != last_broker_name
-        }
-        if not pending or self.selector.has_heard_from(info, last_broker_name):
-            return
-        done: defer.Deferred[None] = defer.Deferred()
-        wait = _FirstProbeWait(pending, done, None)
-        wait.timer = self._clock.callLater(
-            self.config.first_probe_wait_ms / 1000.0, self._wait_expired, wait
-        )
-        self._waits.append(wait)
-        self.counters["first_probe_waits"] += 1
-        await done
-
-    def _wait_expired(self, wait: _FirstProbeWait) -> None:
-        self._first_probing -= wait.pending
-        if wait in self._waits:
-            self._waits.remove(wait)
-            self.counters["first_probe_waits_expired"] += 1
-            self._end_wait(wait)
-
-    @staticmethod
-    def _end_wait(wait: _FirstProbeWait) -> None:
-        if wait.timer is not None and wait.timer.active():
-            wait.timer.cancel()
-        if not wait.done.called:
-            wait.done.callback(None)
-
     def _detect(self) -> None:
-        now = self._now_ms()
-        held = self._held_brokers()
-        for name in self.table.retain(set(held)):
-            log.info("broker %s left every held route; its fault record is dropped", name)
+        held = self.held_broker_addrs()
         held_topics = set(self._client.held_topics())
-        self.selector.forget(held_topics)
-        for topic in [t for t in self._tracked if t not in held_topics]:
-            del self._tracked[topic]
-        self._addr_names = {addr: name for name, (addr, _) in held.items()}
-        self.prober.retain(set(self._addr_names))
-        self.counters["detect_rounds"] += 1
-        for name in self.table.due_probes(now):
-            addr, topic = held[name]
-            d = self.prober.probe(addr, topic, self.config.detect_timeout_ms)
-            d.addCallback(self._probed, name)
+        probes = self.core.detect_round(held, held_topics, self._now_ms())
+        self.prober.retain(self.core.probe_addrs())
+        for probe in probes:
+            self._probe(probe).addCallback(self._probed, probe.broker_name)
+
+    def _probe(self, probe: Probe) -> defer.Deferred[bool]:
+        return self.prober.probe(probe.addr, probe.topic, self.config.detect_timeout_ms)
 
     def _probed(self, ok: bool, name: str) -> None:
-        if not ok:
-            heard = self.table.is_heard_from(name)
-            if self.table.probe_failed(name, self._now_ms()):
-                if heard:
-                    self.counters["isolations_extended_by_probe"] += 1
-                else:
-                    self.counters["unheard_brokers_held_off"] += 1
-                    log.info(
-                        "broker %s has not answered the detector yet; not available until it does",
-                        name,
-                    )
+        self.core.probed(name, ok, self._now_ms())
+
+    def _first_probed(self, ok: bool, name: str) -> None:
+        for wait in self.core.first_probed(name, ok, self._now_ms()):
+            self._end_wait(wait)
+
+    async def _wait_for_first_answer(self, wait: FirstAnswerWait) -> None:
+        done: defer.Deferred[None] = defer.Deferred()
+        timer = self._clock.callLater(
+            self.config.first_probe_wait_ms / 1000.0, self._wait_expired, wait
+        )
+        self._waits[wait] = (done, timer)
+        await done
+
+    def _wait_expired(self, wait: FirstAnswerWait) -> None:
+        if self.core.wait_expired(wait):
+            self._end_wait(wait)
+
+    def _end_wait(self, wait: FirstAnswerWait) -> None:
+        held = self._waits.pop(wait, None)
+        if held is None:
             return
-        if self.table.probe_answered(name, self._now_ms()):
-            self.counters["brokers_reachable_again"] += 1
-            log.info("broker %s answers again; it can be chosen when no broker is available", name)
+        done, timer = held
+        if timer.active():
+            timer.cancel()
+        if not done.called:
+            done.callback(None)
 
     def _broker_addr_going_away(self, addr: str, grace_ms: int) -> None:
-        name = self._addr_names.get(addr)
-        if name is not None:
-            self.broker_going_away(name, grace_ms)
+        self.core.addr_going_away(addr, grace_ms, self._now_ms())
 
     def _now_ms(self) -> int:
         return int(self._clock.seconds() * 1000)

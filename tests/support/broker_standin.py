@@ -99,6 +99,8 @@ class BrokerStandIn:
         clock: Any = None,
         port: int = 0,
         cluster: str = "DefaultCluster",
+        broker_id: int = 0,
+        auto_create_topic_enable: bool = False,
         register_interval_s: float = 30.0,
         keep_messages: int = 1_000,
         max_frame_size: int = 16 * 1024 * 1024,
@@ -109,11 +111,18 @@ class BrokerStandIn:
             reactor = default_reactor
         self.broker_name = broker_name
         self.topics = dict(topics)
+        self.perms: dict[str, int] = {}
+        """Topic -> perm where not read-write (6); the default topic needs inherit (7)."""
+        self.auto_create_topic_enable = auto_create_topic_enable
+        """As upstream's broker setting: a send to an unknown topic creates it from the
+        default topic named in its header when that one's perm includes inherit."""
         self.namesrv_addrs = list(namesrv_addrs)
         self.reactor = reactor
         self.clock = clock if clock is not None else reactor
         self.port = port
         self.cluster = cluster
+        self.broker_id = broker_id
+        """0: the group's master; a slave promoted by a controller re-registers with 0."""
         self.register_interval_s = register_interval_s
         self.max_frame_size = max_frame_size
         self.mode = NORMAL
@@ -157,6 +166,12 @@ class BrokerStandIn:
         self._register_loop = task.LoopingCall(self._register_all)
         self._register_loop.clock = self.clock
         self._register_loop.start(self.register_interval_s, now=False)
+        return self._register_all()
+
+    def promote(self) -> defer.Deferred[None]:
+        """Become the group's master (as a controller's election makes a slave) and say so to
+        the name servers at once."""
+        self.broker_id = 0
         return self._register_all()
 
     def accept(self) -> None:
@@ -270,10 +285,11 @@ class BrokerStandIn:
             try:
                 proto = await self._namesrv_conn(addr)
                 request = register_request(
-                    topic_configs_for(self.topics),
+                    topic_configs_for(self.topics, self.perms),
                     cluster=self.cluster,
                     broker_name=self.broker_name,
                     broker_addr=self.addr,
+                    broker_id=self.broker_id,
                     data_version=self._data_version,
                 )
                 response = await proto.request(request, 3_000)
@@ -294,7 +310,10 @@ class BrokerStandIn:
             try:
                 proto = await self._namesrv_conn(addr)
                 request = unregister_request(
-                    cluster=self.cluster, broker_name=self.broker_name, broker_addr=self.addr
+                    cluster=self.cluster,
+                    broker_name=self.broker_name,
+                    broker_addr=self.addr,
+                    broker_id=self.broker_id,
                 )
                 await proto.request(request, 3_000)
                 self.counters["unregistered"] += 1
@@ -348,7 +367,7 @@ class BrokerStandIn:
         except (ProtocolError, MessageError) as exc:
             self.counters["messages_refused"] += 1
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
-        if msg.topic not in self.topics:
+        if msg.topic not in self.topics and not self._create_on_send(msg.topic, cmd.ext_fields):
             self.counters["messages_refused"] += 1
             return cmd.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{msg.topic}] not exist on this broker"
@@ -374,11 +393,31 @@ class BrokerStandIn:
             },
         )
 
+    def _create_on_send(self, topic: str, fields: dict[str, str]) -> bool:
+        """Upstream's ``createTopicInSendMessageMethod``: queues at most the default topic's,
+        its perm without inherit; then registered with the name servers at once."""
+        default = fields.get("c", "")
+        perm = self.perms.get(default, 6)
+        if not self.auto_create_topic_enable or default not in self.topics or not perm & 1:
+            return False
+        self.topics[topic] = min(_int(fields.get("d")), self.topics[default])
+        self.perms[topic] = perm & ~1
+        self.counters["topics_auto_created"] += 1
+        self._data_version = DataVersion(
+            state_version=0,
+            timestamp=int(self.clock.seconds() * 1000),
+            counter=self._data_version.counter + 1,
+        )
+        self._register_all()
+        return True
 
-def topic_configs_for(topics: dict[str, int]) -> dict[str, Any]:
+
+def topic_configs_for(
+    topics: dict[str, int], perms: dict[str, int] | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, queues in topics.items():
-        out.update(topic_configs(name, queues=queues))
+        out.update(topic_configs(name, queues=queues, perm=(perms or {}).get(name, 6)))
     return out
 
 

@@ -13,6 +13,7 @@ import pytest
 import pytest_twisted
 from support.broker_standin import BrokerStandIn
 from support.loopback_wait import until
+from support.producer_drive import drive
 from twisted.internet import defer, reactor, task
 
 from client_push.producer.config import ProducerConfig
@@ -63,13 +64,7 @@ class Rig:
 
     async def drive(self, d: defer.Deferred[Any], max_steps: int = 5_000) -> Any:
         """Let loopback traffic run, advancing the fake clock while ``d`` waits on a timer."""
-        for _ in range(max_steps):
-            for _ in range(3):
-                if d.called:
-                    return await d
-                await task.deferLater(reactor, 0.001, lambda: None)
-            self.clock.advance(STEP_S)
-        raise AssertionError("send did not finish")
+        return await drive(self.clock, d, max_steps)
 
     async def send_many(self, producer: Producer, n: int) -> list[Any]:
         results = []
