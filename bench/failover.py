@@ -23,7 +23,10 @@ slave), and waits until the controller has it back in the sync state set. Per ro
 reports: when this name server's route showed the new master (polled every 20 ms), when each
 producer's first send after the kill succeeded, and how many sends of each failed.
 
-    flock /work/bench.lock python bench/failover.py --rounds 4
+    flock /work/bench.lock python bench/failover.py --rounds 4 [--baseline-tree DIR]
+
+``--baseline-tree DIR`` also runs the producer of another checkout (e.g. of main) as a third
+sender in the same cluster and the same rounds, for a same-run before/after.
 
 Never part of the test suite: it needs Java, minutes, and a quiet machine (say when it was not).
 """
@@ -47,7 +50,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT), str(HERE)]
+if "--producer-child" not in sys.argv:
+    # A producer child imports the checkout its PYTHONPATH names (this one or a baseline).
+    sys.path[:0] = [str(ROOT), str(HERE)]
 
 from local_processes import free_port, roundtrip, start_namesrv, wait_port  # noqa: E402
 
@@ -389,15 +394,23 @@ class Bench:
                 env=env, capture_output=True, text=True, check=False,
             )  # fmt: skip
 
-    def start_producers(self) -> tuple[SendLog, SendLog]:
+    def start_producers(self) -> list[SendLog]:
+        """client_push's producer of this tree (and of ``--baseline-tree``), then Java's."""
         namesrv = f"127.0.0.1:{self.ns_port}"
         interval = str(self.args.interval_ms)
-        py = subprocess.Popen(
-            [sys.executable, __file__, "--producer-child", namesrv, "--interval-ms", interval],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=(self.run_dir / "py-producer.log").open("w"), text=True,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )  # fmt: skip
+        trees = [("client_push", ROOT)]
+        if self.args.baseline_tree:
+            trees.append(("client_push_baseline", Path(self.args.baseline_tree).resolve()))
+        logs = []
+        for name, tree in trees:
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "--producer-child", namesrv, "--interval-ms", interval],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=(self.run_dir / f"{name}.log").open("w"), text=True,
+                env=dict(os.environ, PYTHONPATH=str(tree)),
+            )  # fmt: skip
+            self.procs.append(proc)
+            logs.append(SendLog(name, proc))
         classes = self.compile_producer()
         java = subprocess.Popen(
             [
@@ -405,10 +418,10 @@ class Bench:
                 f"{classes}:{self.java.lib}/*", "FailoverProducer", namesrv, TOPIC, interval,
             ],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=(self.run_dir / "java-producer.log").open("w"), text=True,
+            stderr=(self.run_dir / "java.log").open("w"), text=True,
         )  # fmt: skip
-        self.procs += [py, java]
-        return SendLog("client_push", py), SendLog("java", java)
+        self.procs.append(java)
+        return [*logs, SendLog("java", java)]
 
     def stop(self) -> None:
         """Stops every process; the brokers' stores are removed (their logs are kept)."""
@@ -432,9 +445,10 @@ class Bench:
             raise SystemExit(f"no master and slave in the route of {TOPIC}: {watcher.changes}")
         if not self.in_sync(2, timeout=120):
             raise SystemExit("the slave never joined the sync state set")
-        py, java = self.start_producers()
+        producers = self.start_producers()
+        java = producers[-1]
         deadline = time.monotonic() + 60
-        while not (py.first_ok_after(0) and java.first_ok_after(0) and java.started_ms):
+        while not (all(p.first_ok_after(0) for p in producers) and java.started_ms):
             if time.monotonic() > deadline:
                 raise SystemExit("a producer never sent successfully; see its log in the run dir")
             time.sleep(0.1)
@@ -442,20 +456,25 @@ class Bench:
         phases = [float(p) for p in self.args.phases.split(",")][: self.args.rounds]
         round_start = now_ms()
         for number, phase in enumerate(phases, 1):
-            rounds.append(self.one_round(number, phase, watcher, py, java, round_start))
+            rounds.append(self.one_round(number, phase, watcher, producers, round_start))
             round_start = now_ms()
             print(json.dumps(rounds[-1]), flush=True)
         tail = now_ms()
         time.sleep(2.0)
-        outside = len(py.failures(0, rounds[0]["kill_ms"] - 1000)) if rounds else 0
-        py.stop()
-        java.stop()
+        first_kill = rounds[0]["kill_ms"] if rounds else now_ms()
+        for producer in producers:
+            producer.stop()
         watcher.stopping.set()
         return {
-            "commit": self.args.label or tree_commit(),
+            "commit": self.args.label or tree_commit(ROOT),
+            "baseline_commit": self.args.baseline_label
+            or (tree_commit(Path(self.args.baseline_tree)) if self.args.baseline_tree else None),
+            "producers": [p.name for p in producers],
             "rounds": rounds,
-            "client_push_failed_before_first_kill": outside,
-            "client_push_failed_after_last_round": len(py.failures(tail, now_ms())),
+            "failed_before_first_kill": {
+                p.name: len(p.failures(0, first_kill - 1000)) for p in producers
+            },
+            "failed_after_last_round": {p.name: len(p.failures(tail, now_ms())) for p in producers},
             "run_dir": str(self.run_dir),
         }
 
@@ -464,10 +483,10 @@ class Bench:
         number: int,
         phase_s: float,
         watcher: RouteWatcher,
-        py: SendLog,
-        java: SendLog,
+        producers: list[SendLog],
         since_ms: float,
     ) -> dict[str, Any]:
+        java = producers[-1]
         # The Java client's route poll runs at start + 10 ms + k * 30 s.
         first_poll = java.started_ms + 10
         target = first_poll + phase_s * 1000
@@ -483,9 +502,7 @@ class Bench:
         phase = ((kill_ms - first_poll) / 1000) % POLL_S
         new = watcher.wait(lambda s: s.master not in (None, victim.addr), self.args.round_timeout_s)
         deadline = time.monotonic() + self.args.round_timeout_s
-        while time.monotonic() < deadline and not (
-            py.first_ok_after(kill_ms) and java.first_ok_after(kill_ms)
-        ):
+        while time.monotonic() < deadline and not all(p.first_ok_after(kill_ms) for p in producers):
             time.sleep(0.05)
         time.sleep(1.0)
         masterless = [s for s in watcher.changes if s.at_ms >= kill_ms and s.master is None]
@@ -493,13 +510,11 @@ class Bench:
         self.start_broker(victim)
         rejoined = self.in_sync(2, timeout=180)
         end_ms = now_ms()
-        py_ok, java_ok = py.first_ok_after(kill_ms), java.first_ok_after(kill_ms)
-        py_failed, java_failed = py.failures(since_ms, end_ms), java.failures(since_ms, end_ms)
 
         def after(t: float | None) -> float | None:
             return None if t is None else round((t - kill_ms) / 1000, 3)
 
-        return {
+        out: dict[str, Any] = {
             "round": number,
             "kill_ms": kill_ms,
             "phase_s": round(phase, 1),
@@ -507,54 +522,53 @@ class Bench:
             "new_master": new.master if new else None,
             "route_new_master_s": after(new.at_ms if new else None),
             "route_masterless_states": len(masterless),
-            "client_push_sends_again_s": after(py_ok),
-            "java_sends_again_s": after(java_ok),
-            "client_push_failed": len(py_failed),
-            "java_failed": len(java_failed),
-            "client_push_errors": sorted({f.detail.split(":")[0] for f in py_failed}),
-            "java_errors": sorted({f.detail[:60] for f in java_failed})[:3],
             "restarted_in_sync": rejoined,
         }
+        for p in producers:
+            failed = p.failures(since_ms, end_ms)
+            out[p.name] = {
+                "sends_again_s": after(p.first_ok_after(kill_ms)),
+                "failed": len(failed),
+                "errors": sorted({f.detail[:70] for f in failed})[:3],
+            }
+        return out
 
 
-def tree_commit() -> str:
-    """The commit of the tree this script runs from (``+dirty`` with uncommitted changes)."""
+def tree_commit(tree: Path) -> str:
+    """The commit of the tree at ``tree`` (``+dirty`` with uncommitted changes)."""
     try:
         head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD"]).returncode
+        dirty = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"]).returncode
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
 
 
 def table(result: dict[str, Any]) -> str:
-    head = (
-        "| round | kill phase in Java's 30 s poll | new master in route | client_push sends "
-        "again | Java sends again | client_push failed | Java failed |"
-    )
-    lines = [head, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    names = result["producers"]
+    head = "| round | kill phase in Java's 30 s poll | new master in route |"
+    head += "".join(f" {n} sends again | {n} failed |" for n in names)
+    lines = [head, "|" + " ---: |" * (3 + 2 * len(names))]
 
     def s(v: float | None) -> str:
         return "never" if v is None else f"{v:.2f} s"
 
-    for r in result["rounds"]:
-        lines.append(
-            f"| {r['round']} | {r['phase_s']:.1f} s | {s(r['route_new_master_s'])} | "
-            f"{s(r['client_push_sends_again_s'])} | {s(r['java_sends_again_s'])} | "
-            f"{r['client_push_failed']} | {r['java_failed']} |"
-        )
     rounds = result["rounds"]
-    if rounds:
-        again = [r["client_push_sends_again_s"] for r in rounds if r["client_push_sends_again_s"]]
-        lines.append("")
+    for r in rounds:
+        row = f"| {r['round']} | {r['phase_s']:.1f} s | {s(r['route_new_master_s'])} |"
+        row += "".join(f" {s(r[n]['sends_again_s'])} | {r[n]['failed']} |" for n in names)
+        lines.append(row)
+    lines.append("")
+    for n in names:
+        again = [r[n]["sends_again_s"] for r in rounds if r[n]["sends_again_s"] is not None]
         lines.append(
-            f"client_push: {sum(r['client_push_failed'] for r in rounds)} failed sends in all "
-            f"rounds, sends again after {max(again) if again else 'never'} s at worst "
-            f"(median {statistics.median(again) if again else '-'} s); Java: "
-            f"{sum(r['java_failed'] for r in rounds)} failed."
+            f"{n}: {sum(r[n]['failed'] for r in rounds)} failed sends in {len(rounds)} rounds; "
+            f"sends again after {max(again) if again else '-'} s at worst, "
+            f"median {statistics.median(again) if again else '-'} s"
+            + ("" if len(again) == len(rounds) else f"; never in {len(rounds) - len(again)}")
         )
     return "\n".join(lines)
 
@@ -571,6 +585,12 @@ def main() -> None:
     parser.add_argument("--round-timeout-s", type=float, default=45.0)
     parser.add_argument("--json", dest="json_out", help="also write the result here")
     parser.add_argument("--label", help="the commit measured (default: this tree's git HEAD)")
+    parser.add_argument(
+        "--baseline-tree",
+        metavar="DIR",
+        help="also run client_push's producer of another checkout, beside this one's",
+    )
+    parser.add_argument("--baseline-label", help="the commit of --baseline-tree")
     parser.add_argument("--producer-child", metavar="NAMESRV", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.producer_child:
@@ -583,7 +603,7 @@ def main() -> None:
         bench.stop()
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))
-    print(f"commit {result['commit']}")
+    print(f"commit {result['commit']}, baseline {result['baseline_commit']}")
     print(table(result))
 
 
