@@ -103,6 +103,12 @@ async def test_update_topic_on_a_cluster_creates_it_on_every_master_with_upstrea
     assert [h.topic for h in b.created] == ["NEW"]
     await until_route(ns.port, "ONE", {"broker-a": 8})
 
+    result = await admin(ns.port, "update-topic", "-b", b.addr, "-t", "UNIT", "-u", "true")
+    assert result.exit_code == 0, result.output
+    assert b.created[-1].topic_sys_flag == 1  # TopicSysFlag: unit
+    result = await admin(ns.port, "update-topic", "-b", b.addr, "-t", "UNIT", "-s", "true")
+    assert b.created[-1].topic_sys_flag == 2  # TopicSysFlag: has unit subscriptions
+
 
 @pytest_twisted.ensureDeferred
 async def test_order_writes_the_order_conf_on_the_name_server_as_upstream(ns, cluster):
