@@ -312,6 +312,8 @@ class Bench:
         self.run_dir = version_dir / "failover" / time.strftime("%Y%m%d-%H%M%S")
         self.run_dir.mkdir(parents=True)
         self.java = Java(lib, self.run_dir)
+        self.commit = args.label or tree_commit(ROOT)
+        """Read at the start: the tree's HEAD may move while the bench runs."""
         self.procs: list[subprocess.Popen[Any]] = []
         self.brokers: list[Broker] = []
 
@@ -466,7 +468,7 @@ class Bench:
             producer.stop()
         watcher.stopping.set()
         return {
-            "commit": self.args.label or tree_commit(ROOT),
+            "commit": self.commit,
             "baseline_commit": self.args.baseline_label
             or (tree_commit(Path(self.args.baseline_tree)) if self.args.baseline_tree else None),
             "producers": [p.name for p in producers],
