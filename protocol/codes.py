@@ -8,9 +8,10 @@ from enum import IntEnum
 class RequestCode(IntEnum):
     """Request codes. The name server serves those declared in ``namesrv/requests/commands.py``
     (one declaration each) and answers any other REQUEST_CODE_NOT_SUPPORTED; the broker codes
-    here (messages, offsets, client heartbeats) are sent to brokers, never to it."""
+    here (messages, offsets, client heartbeats, topic admin) are sent to brokers, never to it."""
 
     SEND_MESSAGE = 10
+    UPDATE_AND_CREATE_TOPIC = 17
     GET_MAX_OFFSET = 30
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
@@ -23,6 +24,7 @@ class RequestCode(IntEnum):
     GET_BROKER_CLUSTER_INFO = 106
     WIPE_WRITE_PERM_OF_BROKER = 205
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
     REGISTER_TOPIC_IN_NAMESRV = 217
     GET_KVLIST_BY_NAMESPACE = 219

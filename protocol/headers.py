@@ -221,6 +221,28 @@ class GetTopicsByClusterRequestHeader(Header):
     cluster: str = wire("cluster")
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC, sent to a broker: creates the topic or replaces its config."""
+
+    topic: str = wire("topic")
+    default_topic: str = wire("defaultTopic")
+    read_queue_nums: int = wire("readQueueNums")
+    write_queue_nums: int = wire("writeQueueNums")
+    perm: int = wire("perm")
+    topic_filter_type: str = wire("topicFilterType")
+    order: bool = wire("order")
+    topic_sys_flag: int | None = optional("topicSysFlag")
+    attributes: str | None = optional("attributes")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteTopicRequestHeader(Header):
+    """DELETE_TOPIC_IN_BROKER, sent to a broker."""
+
+    topic: str = wire("topic")
+
+
 # -- KV config ------------------------------------------------------------------------------------
 
 

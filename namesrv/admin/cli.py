@@ -24,7 +24,7 @@ from namesrv.admin.wire import (
     Target,
     split_hostport,
 )
-from protocol import bodies, headers
+from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
@@ -43,14 +43,18 @@ class Session:
     def where(self) -> str:
         return f"{self.target.host}:{self.target.port}"
 
+    def ask(self, code: RequestCode, ext: dict[str, str] | None = None) -> RemotingCommand:
+        """The name server's answer, whatever its code; exits when it cannot be reached."""
+        try:
+            with AdminClient(self.target) as client:
+                return client.call(code, ext)
+        except AdminConnectionError as exc:
+            fail(str(exc), EXIT_REFUSED)
+
     def call(
         self, code: RequestCode, ext: dict[str, str] | None = None, *, extension: bool = False
     ) -> RemotingCommand:
-        try:
-            with AdminClient(self.target) as client:
-                response = client.call(code, ext)
-        except AdminConnectionError as exc:
-            fail(str(exc), EXIT_REFUSED)
+        response = self.ask(code, ext)
         if extension and response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             fail(
                 f"the name server at {self.where} does not support {code.name} ({int(code)}): "
@@ -229,18 +233,6 @@ main.command("add-write-perm", help="Give write permission back to BROKER's topi
 )
 
 
-@main.command("delete-topic")
-@click.argument("topic")
-@click.option("--cluster", "-c", help="Delete only the queues of this cluster's brokers.")
-@json_option
-@pass_session
-def delete_topic(s: Session, topic: str, cluster: str | None) -> None:
-    """Delete TOPIC's route from the name server (DELETE_TOPIC_IN_NAMESRV)."""
-    header = headers.DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster)
-    s.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, header.to_wire())
-    s.emit({"topic": topic, "deleted": True}, lambda: f"deleted topic {topic} from the name server")
-
-
 @main.group()
 def kv() -> None:
     """KV config: get, put, delete, list."""
@@ -333,3 +325,7 @@ def subscriptions(s: Session, topic: str | None, limit: int) -> None:
 def run() -> None:
     """The console-script entry point."""
     main(prog_name="namesrv-admin")
+
+
+# The verbs that also address brokers register themselves on ``main``.
+from namesrv.admin import topic_verbs  # noqa: E402, F401

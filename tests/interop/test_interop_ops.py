@@ -10,16 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support.paths import REPO_ROOT
+from support.apache_rocketmq import start_namesrv
 from support.tls_certs import self_signed
 
 pytestmark = pytest.mark.interop
 LIB = os.environ.get("ROCKETMQ_LIB_DIR", "")
-ROOT = REPO_ROOT
 if not LIB or not shutil.which("javac"):
     pytest.skip("ROCKETMQ_LIB_DIR (RocketMQ jars) and a JDK are needed", allow_module_level=True)
 
@@ -43,24 +41,8 @@ def probe(tmp_path_factory):
     return run
 
 
-def start(tmp_path: Path, toml: str) -> tuple[subprocess.Popen[str], int]:
-    config = tmp_path / "namesrv.toml"
-    config.write_text('[server]\nlisten = "127.0.0.1:0"\n' + toml)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--config", str(config)],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    for line in proc.stderr:  # type: ignore[union-attr]
-        if "listening on 127.0.0.1:" in line:
-            return proc, int(line.split("listening on 127.0.0.1:")[1].split()[0])
-    raise AssertionError("the name server did not start")
-
-
 def test_java_acl_client_rpc_hook_signatures_are_accepted_and_unsigned_refused(probe, tmp_path):
-    proc, port = start(
+    proc, port = start_namesrv(
         tmp_path,
         '[acl]\nenabled = true\n[[acl.accounts]]\naccess_key = "ops"\n'
         'secret_key = "ops-secret-123"\nadmin = true\n'
@@ -81,7 +63,7 @@ def test_java_acl_client_rpc_hook_signatures_are_accepted_and_unsigned_refused(p
 
 def test_java_client_with_tls_enable_talks_to_an_enforcing_server(probe, tmp_path):
     cert, key = self_signed(tmp_path)
-    proc, port = start(
+    proc, port = start_namesrv(
         tmp_path, f'tls = "enforcing"\ntls_cert_file = "{cert}"\ntls_key_file = "{key}"\n'
     )
     try:

@@ -34,6 +34,8 @@ ACL = {
 NOT_SERVED = {
     # A broker's and a client's own codes, and the two the server sends: never answered here.
     RequestCode.SEND_MESSAGE,
+    RequestCode.UPDATE_AND_CREATE_TOPIC,
+    RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.GET_MAX_OFFSET,
     RequestCode.HEART_BEAT,
     RequestCode.UNREGISTER_CLIENT,

@@ -1,0 +1,187 @@
+"""Real Apache RocketMQ processes for the interop tests: this name server as a process, an
+Apache broker (``BrokerStartup``) registered with it, ``mqadmin`` and small Java probes.
+
+The jars come from ``ROCKETMQ_LIB_DIR`` (RocketMQ 5.x and every dependency, resolved by Maven
+into a cache outside the repository); without it, or without a JDK, the tests skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from support.paths import REPO_ROOT
+
+LIB = os.environ.get("ROCKETMQ_LIB_DIR", "")
+AVAILABLE = bool(LIB) and shutil.which("javac") is not None
+SMALL_JVM = ["-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC"]
+
+
+def classpath(*extra: Path) -> str:
+    return ":".join([*(str(p) for p in extra), f"{LIB}/*"])
+
+
+def start_namesrv(workdir: Path, toml: str = "") -> tuple[subprocess.Popen[str], int]:
+    """``python -m namesrv`` on 127.0.0.1, port 0, with ``toml`` after its ``[server]``
+    listen line; the process and the port it bound, once it listens."""
+    config = workdir / "namesrv.toml"
+    config.write_text('[server]\nlisten = "127.0.0.1:0"\n' + toml)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv", "--config", str(config)],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stderr:  # type: ignore[union-attr]
+        if "listening on 127.0.0.1:" in line:
+            port = int(line.split("listening on 127.0.0.1:")[1].split()[0])
+            # Keep reading the log so the pipe never fills and blocks the server.
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
+            return proc, port
+    raise AssertionError("the name server did not start")
+
+
+def stop(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def broker_port() -> int:
+    """A port P with P-2 (the broker's VIP channel) and P+1 (its HA port) free too."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port > 1100 and _bindable(port - 2) and _bindable(port + 1):
+            return port
+    raise AssertionError("no free port triple for a broker")
+
+
+@dataclass
+class Broker:
+    proc: subprocess.Popen[bytes]
+    addr: str
+    name: str
+    log: Path
+
+
+def start_broker(
+    workdir: Path,
+    namesrv: str,
+    name: str = "broker-a",
+    *,
+    cluster: str = "DefaultCluster",
+    extra: dict[str, str] | None = None,
+    timeout: float = 120.0,
+) -> Broker:
+    """An Apache broker (small mapped files and heap, its own store under ``workdir``)
+    registered with ``namesrv``; returned once it says it booted."""
+    port = broker_port()
+    home = workdir / f"{name}-{port}"
+    (home / "store").mkdir(parents=True)
+    props = {
+        "brokerClusterName": cluster,
+        "brokerName": name,
+        "brokerId": "0",
+        "namesrvAddr": namesrv,
+        "listenPort": str(port),
+        "brokerIP1": "127.0.0.1",
+        "storePathRootDir": str(home / "store"),
+        "storePathCommitLog": str(home / "store" / "commitlog"),
+        "mappedFileSizeCommitLog": str(16 * 1024 * 1024),
+        "mappedFileSizeConsumeQueue": str(300_000 * 20 // 100),
+        "autoCreateTopicEnable": "false",
+        **(extra or {}),
+    }
+    conf = home / "broker.properties"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    log = home / "broker.out"
+    proc = subprocess.Popen(
+        [
+            "java",
+            *SMALL_JVM,
+            f"-Duser.home={home}",
+            f"-Drocketmq.home.dir={home}",
+            "-cp",
+            classpath(),
+            "org.apache.rocketmq.broker.BrokerStartup",
+            "-c",
+            str(conf),
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "boot success" in log.read_text(errors="replace"):
+            return Broker(proc, f"127.0.0.1:{port}", name, log)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    stop(proc)
+    raise AssertionError(f"the broker did not boot: {log.read_text(errors='replace')[-2000:]}")
+
+
+def mqadmin(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Upstream's ``mqadmin`` (``MQAdminStartup``) with ``args``; logback's chatter dropped
+    from its output."""
+    proc = subprocess.run(
+        [
+            "java",
+            *SMALL_JVM,
+            f"-Duser.home={workdir}",
+            f"-Drocketmq.home.dir={workdir}",
+            "-cp",
+            classpath(),
+            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    keep = [
+        line
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if line.strip() and " in org.apache.rocketmq.logging." not in line
+    ]
+    proc.stdout = "\n".join(keep)
+    return proc
+
+
+def compile_java(source: Path, classes: Path) -> None:
+    subprocess.run(
+        ["javac", "-d", str(classes), "-cp", classpath(), str(source)], check=True, timeout=300
+    )
+
+
+def properties_table(text: str) -> dict[str, str]:
+    """``mqadmin getNamesrvConfig``'s ``key = value`` lines as a mapping."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
