@@ -18,6 +18,8 @@ class TopicAdminBroker(BrokerStandIn):
         super().__init__(*args, **kwargs)
         self.created: list[CreateTopicRequestHeader] = []
         self.deleted: list[str] = []
+        self.admin_fields: list[dict[str, str]] = []
+        """The extFields of every topic admin request, as received (signature fields included)."""
         self.refusal: tuple[int, str] | None = None
         """Topic admin requests are answered with this code and remark while set."""
 
@@ -30,6 +32,7 @@ class TopicAdminBroker(BrokerStandIn):
             RequestCode.DELETE_TOPIC_IN_BROKER,
         ):
             return super()._answer(cmd)
+        self.admin_fields.append(dict(cmd.ext_fields))
         if self.refusal is not None:
             return cmd.make_response(*self.refusal)
         if cmd.code == RequestCode.UPDATE_AND_CREATE_TOPIC:

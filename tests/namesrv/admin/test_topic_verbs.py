@@ -17,6 +17,7 @@ from twisted.internet import reactor, task, threads
 from namesrv.admin.cli import main
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
+from protocol.signing import SIGNATURE_FORM, upstream_signature
 
 
 async def admin(port: int, *args: str) -> Result:
@@ -180,3 +181,28 @@ async def test_bad_invocations_are_refused_before_anything_is_sent(ns, cluster):
     result = await admin(ns.port, "delete-topic", "A", "-t", "B")
     assert result.exit_code == 2
     assert all(not broker.created and not broker.deleted for broker in cluster)
+
+
+@pytest_twisted.ensureDeferred
+async def test_brokers_get_upstream_signatures_while_the_name_server_gets_the_strong_form(
+    ns, cluster
+):
+    a, _b = cluster
+    result = await admin(
+        ns.port,
+        "--access-key",
+        "ops",
+        "--secret-key",
+        "ops-secret",
+        "update-topic",
+        "-b",
+        f"127.0.0.1:{a.port}",
+        "-t",
+        "SIGNED",
+    )
+    assert result.exit_code == 0, result.output
+    fields = a.admin_fields[-1]
+    assert SIGNATURE_FORM not in fields  # Apache brokers check only upstream's form
+    assert fields["AccessKey"] == "ops"
+    unsigned = {k: v for k, v in fields.items() if k != "Signature"}
+    assert fields["Signature"] == upstream_signature(unsigned, b"", "ops-secret")
