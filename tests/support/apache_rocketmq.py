@@ -17,6 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_hostport
+from protocol import bodies
+from protocol.codes import RequestCode
 from support.paths import REPO_ROOT
 
 LIB = os.environ.get("ROCKETMQ_LIB_DIR", "")
@@ -135,13 +138,27 @@ def start_broker(
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if "boot success" in log.read_text(errors="replace"):
+        if "boot success" in log.read_text(errors="replace") and _listed(namesrv, name):
             return Broker(proc, f"127.0.0.1:{port}", name, log)
         if proc.poll() is not None:
             break
         time.sleep(0.2)
     stop(proc)
     raise AssertionError(f"the broker did not boot: {log.read_text(errors='replace')[-2000:]}")
+
+
+def _listed(namesrv: str, name: str) -> bool:
+    """Whether the name server at ``namesrv`` lists broker ``name`` (its first register, which
+    follows the boot line, has arrived)."""
+    host, port = split_hostport(namesrv)
+    try:
+        with AdminClient(Target(host, port, timeout_s=5)) as client:
+            response = client.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+    except AdminConnectionError:
+        return False
+    if response.code != 0:
+        return False
+    return name in bodies.decode_cluster_info(response.body).broker_addr_table
 
 
 def mqadmin(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
