@@ -9,12 +9,15 @@ change and every client refetches it; ``poll``: push off on the server, clients 
    machine does not degrade it); broker ``broker-t`` holds topic ``T``, ``broker-a`` holds
    100 background topics;
 2. N ``client_push.RouteClient`` instances, spread over worker processes, each hold ``T`` and
-   the 100 background topics;
+   the 100 background topics; a worker starts its clients at random offsets over
+   ``--stagger`` seconds, at most ``--startup-concurrency`` at a time;
 3. propagation: T's write perm is flipped; the time until each client holds the new route is
-   read from the clients' telemetry records (``fetched_at_ms``), p50/p99 over all clients; the
+   read from the clients' telemetry records (``fetched_at_ms``), p50/p99 over all clients,
+   from the change and from the notification's ``emitted_at_ms`` (no tick phase); the
    name server's own count of GET_ROUTEINFO_BY_TOPIC (GET_PUSH_STATUS counters) is read 5 s
    before and 5 s after the change, so the requests the change caused stand beside the
-   background (the clients' safety-net polls of their 101 topics);
+   background (the clients' safety-net polls of their 101 topics), and beside the clients'
+   own records of their fetches of T in those windows, by reason;
 4. request rate: over a window (default 120 s, one safety-net poll period with push) with one
    background-topic change every 10 s, the GET_ROUTEINFO requests the clients sent, per second.
 
@@ -23,7 +26,8 @@ ratio at the same freshness (polling often enough to match push's p99 costs requ
 inverse proportion to its interval).
 
     python bench/propagation.py [--clients 1000] [--workers 4] [--window 120]
-                                [--modes inline,push,poll]
+                                [--modes inline,push,poll] [--stagger 30]
+                                [--startup-concurrency 8]
 """
 
 from __future__ import annotations
@@ -424,7 +428,7 @@ def main() -> None:
             print(
                 f"{mode}: notification emitted -> client holds new route p50 "
                 f"{percentile(notify, 0.5):6.0f} ms p99 {percentile(notify, 0.99):6.0f} ms "
-                f"({len(notify)} clients learned by a notification)"  # type: ignore[arg-type]
+                f"({len(notify)} clients learned by a notification)"
             )
         if res["gets_after"]:
             print(
