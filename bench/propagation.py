@@ -9,12 +9,15 @@ change and every client refetches it; ``poll``: push off on the server, clients 
    machine does not degrade it); broker ``broker-t`` holds topic ``T``, ``broker-a`` holds
    100 background topics;
 2. N ``client_push.RouteClient`` instances, spread over worker processes, each hold ``T`` and
-   the 100 background topics;
+   the 100 background topics; a worker starts its clients at random offsets over
+   ``--stagger`` seconds, at most ``--startup-concurrency`` at a time;
 3. propagation: T's write perm is flipped; the time until each client holds the new route is
-   read from the clients' telemetry records (``fetched_at_ms``), p50/p99 over all clients; the
+   read from the clients' telemetry records (``fetched_at_ms``), p50/p99 over all clients,
+   from the change and from the notification's ``emitted_at_ms`` (no tick phase); the
    name server's own count of GET_ROUTEINFO_BY_TOPIC (GET_PUSH_STATUS counters) is read 5 s
    before and 5 s after the change, so the requests the change caused stand beside the
-   background (the clients' safety-net polls of their 101 topics);
+   background (the clients' safety-net polls of their 101 topics), and beside the clients'
+   own records of their fetches of T in those windows, by reason;
 4. request rate: over a window (default 120 s, one safety-net poll period with push) with one
    background-topic change every 10 s, the GET_ROUTEINFO requests the clients sent, per second.
 
@@ -23,7 +26,8 @@ ratio at the same freshness (polling often enough to match push's p99 costs requ
 inverse proportion to its interval).
 
     python bench/propagation.py [--clients 1000] [--workers 4] [--window 120]
-                                [--modes inline,push,poll]
+                                [--modes inline,push,poll] [--stagger 30]
+                                [--startup-concurrency 8]
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ MODES = ("inline", "push", "poll")
 # -- worker role (its own process) ---------------------------------------------------------
 
 
-def worker(port: int, clients: int, mode: str, stagger_s: float) -> None:
+def worker(port: int, clients: int, mode: str, stagger_s: float, concurrency: int) -> None:
     from twisted.internet import defer, reactor, stdio, task
     from twisted.protocols.basic import LineReceiver
 
@@ -77,12 +81,14 @@ def worker(port: int, clients: int, mode: str, stagger_s: float) -> None:
     class Sink:
         def __init__(self) -> None:
             self.count = 0
-            self.topic_records: list[tuple[int, int, str]] = []
+            self.topic_records: list[tuple[int, int, str, int | None]] = []
 
         def record(self, rec: RefetchRecord) -> None:
             self.count += 1
             if rec.topic == TOPIC:
-                self.topic_records.append((rec.version, rec.fetched_at_ms, rec.cause))
+                self.topic_records.append(
+                    (rec.version, rec.fetched_at_ms, rec.cause, rec.notified_at_ms)
+                )
 
         def close(self) -> None:
             pass
@@ -138,18 +144,43 @@ def worker(port: int, clients: int, mode: str, stagger_s: float) -> None:
         while push and not c.push_active:
             yield task.deferLater(reactor, 0.1, lambda: None)
 
+    # At most this many clients of this process are between start and push active at once:
+    # a client's start-up is 101 lookups and a SUBSCRIBE, and a worker sharing the cores with
+    # its siblings falls seconds behind when hundreds start together, so its requests time
+    # out (3 s), a timed-out SUBSCRIBE leaves the client polling its 101 topics every 30 s,
+    # and the load grows instead of draining. Paced by completion, start-up takes what the
+    # machine needs and no request times out.
+    starting = defer.DeferredSemaphore(concurrency)
+
     @defer.inlineCallbacks
     def warm_up() -> defer.Generator[defer.Deferred[object], object, None]:
         # Clients of a fleet start at different moments, so their polls are spread over the
         # interval rather than all firing together: each starts at a random offset.
         yield defer.gatherResults(
             [
-                task.deferLater(reactor, rng.uniform(0, stagger_s), start_one, c)
+                task.deferLater(reactor, rng.uniform(0, stagger_s), starting.run, start_one, c)
                 for c in route_clients
             ]
         )
         commands.say("READY")
 
+    started_at = time.monotonic()
+
+    def progress() -> None:
+        # Start-up on stderr (stdout is the driver's channel): what is up, what timed out.
+        totals: dict[str, int] = {}
+        for c in route_clients:
+            for key in ("requests_timed_out", "subscribe_failed", "subscribe_refused"):
+                totals[key] = totals.get(key, 0) + c.counters[key]
+        print(
+            f"worker {os.getpid()} {time.monotonic() - started_at:5.0f} s: "
+            f"{sum(c.connected for c in route_clients)} connected, "
+            f"{sum(c.push_active for c in route_clients)} push active of {clients}; {totals}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    task.LoopingCall(progress).start(10.0, now=False)
     commands = Commands()
     stdio.StandardIO(commands)
     reactor.callWhenRunning(warm_up)
@@ -160,9 +191,12 @@ def worker(port: int, clients: int, mode: str, stagger_s: float) -> None:
 
 
 class Workers:
-    def __init__(self, port: int, clients: int, workers: int, mode: str, stagger: float) -> None:
+    def __init__(self, port: int, mode: str, args: argparse.Namespace) -> None:
+        clients, workers = args.clients, args.workers
         share = [clients // workers + (1 if i < clients % workers else 0) for i in range(workers)]
-        role = ["--role", "worker", "--port", str(port), "--mode", mode, "--stagger", str(stagger)]
+        role = ["--role", "worker", "--port", str(port), "--mode", mode]
+        role += ["--stagger", str(args.stagger)]
+        role += ["--startup-concurrency", str(args.startup_concurrency)]
         self.procs = [
             subprocess.Popen(
                 [sys.executable, __file__, *role, "--clients", str(n)],
@@ -192,8 +226,8 @@ class Workers:
     def requests(self) -> int:
         return sum(int(line.split()[1]) for line in self.ask("COUNT"))
 
-    def topic_records(self) -> list[list[tuple[int, int, str]]]:
-        out: list[list[tuple[int, int, str]]] = []
+    def topic_records(self) -> list[list[tuple[int, int, str, int | None]]]:
+        out: list[list[tuple[int, int, str, int | None]]] = []
         for line in self.ask("REPORT"):
             out.extend(json.loads(line))
         return out
@@ -258,19 +292,21 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: str) -> dict[str, obj
         queues = dict.fromkeys(BACKGROUND, 8)
         call(broker, background_register(queues, 1))
         started = time.monotonic()
-        workers = Workers(port, args.clients, args.workers, mode, args.stagger)
+        workers = Workers(port, mode, args)
         print(f"[{mode}] {args.clients} clients ready in "
               f"{time.monotonic() - started:.1f} s", flush=True)  # fmt: skip
 
         # Propagation of T's change to every client.
         wait = max(args.tick_ms / 1000 + 3, AFTER_S) if push else POLL_MS / 1000 + 5
         latencies: list[float] = []
+        from_notify: list[float] = []
         causes: dict[str, int] = {}
+        fetch_causes: dict[str, int] = {}
         gets_before: list[int] = []
         gets_after: list[int] = []
         rounds = args.rounds if push else 1
         for r in range(rounds):
-            before = {i: max(v for v, _, _ in recs) for i, recs in
+            before = {i: max(v for v, _, _, _ in recs) for i, recs in
                       enumerate(workers.topic_records())}  # fmt: skip
             time.sleep(random.uniform(0, args.tick_ms / 1000))
             code = (
@@ -293,11 +329,19 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: str) -> dict[str, obj
                 time.sleep(wait)
             records = workers.topic_records()
             for i, recs in enumerate(records):
-                newer = [(at, cause) for v, at, cause in recs if v > before[i] and at >= t0]
+                newer = [(at, cause, n) for v, at, cause, n in recs if v > before[i] and at >= t0]
+                # Every record but an inline install is a GET_ROUTEINFO answered: T's share of
+                # the server's count in the 5 s after the change, by the client's reason.
+                for _, at, cause, _ in recs:
+                    if t0 <= at < t0 + AFTER_S * 1000 and cause != "inline":
+                        fetch_causes[cause] = fetch_causes.get(cause, 0) + 1
                 if newer:
-                    at, cause = min(newer)
+                    at, cause, notified = min(newer, key=lambda rec: rec[0])
                     latencies.append(at - t0)
                     causes[cause] = causes.get(cause, 0) + 1
+                    if notified is not None:
+                        # Without the tick's phase: what a refetch adds to a notification.
+                        from_notify.append(at - notified)
                 else:
                     latencies.append(float("inf"))
         missing = sum(1 for x in latencies if x == float("inf"))
@@ -327,6 +371,8 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: str) -> dict[str, obj
             "missing": missing,
             "rate": rate,
             "causes": causes,
+            "from_notify": from_notify,
+            "fetch_causes": fetch_causes,
             "gets_before": gets_before,
             "gets_after": gets_after,
         }
@@ -348,12 +394,18 @@ def main() -> None:
     parser.add_argument(
         "--stagger", type=float, default=POLL_MS / 1000, help="client start spread, seconds"
     )
+    parser.add_argument(
+        "--startup-concurrency",
+        type=int,
+        default=8,
+        help="clients of one worker starting at once (lookups and SUBSCRIBE in flight)",
+    )
     parser.add_argument("--port", type=int)
     parser.add_argument("--mode", choices=MODES, default="push")
     parser.add_argument("--modes", default=",".join(MODES), help="modes to run, in order (driver)")
     args = parser.parse_args()
     if args.role == "worker":
-        worker(args.port, args.clients, args.mode, args.stagger)
+        worker(args.port, args.clients, args.mode, args.stagger, args.startup_concurrency)
         return
     modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - set(MODES)
@@ -371,10 +423,18 @@ def main() -> None:
             f"{res['causes']}); GET_ROUTEINFO rate {res['rate']:8.0f} req/s "
             f"({args.clients} clients x {len(BACKGROUND) + 1} topics)"
         )
+        notify = res["from_notify"]
+        if notify:
+            print(
+                f"{mode}: notification emitted -> client holds new route p50 "
+                f"{percentile(notify, 0.5):6.0f} ms p99 {percentile(notify, 0.99):6.0f} ms "
+                f"({len(notify)} clients learned by a notification)"
+            )
         if res["gets_after"]:
             print(
                 f"{mode}: server GET_ROUTEINFO in the {AFTER_S:.0f} s after a change "
-                f"{res['gets_after']} (5 s before it: {res['gets_before']})"
+                f"{res['gets_after']} (5 s before it: {res['gets_before']}); the clients' "
+                f"fetches of {TOPIC} in those windows, by reason: {res['fetch_causes']}"
             )
     if "push" not in results or "poll" not in results:
         return
