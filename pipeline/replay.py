@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig, PressureConfig
 from namesrv.push.change_detector import RULE_OF_CAUSE
-from pipeline.spans import lookup_sql, sql_text
+from pipeline.spans import span_values, sql_text
 from pipeline.stats import histogram_bucket
 from pipeline.summary import Distribution, Episode, Histogram, Summary, per_name_server
 from pipeline.tuning import Recommendation, Targets, end_to_end, tuned
@@ -150,14 +150,6 @@ class ReplayResult:
         }
 
 
-def _released(scenario: int, spans: Sequence[Release]) -> Column:
-    """When a change detected in a degraded span (column ``d<scenario>``, its detection)
-    reaches the wire: the span's release; null outside every span."""
-    if not spans:
-        return F.lit(None).cast("long")
-    return F.expr(lookup_sql(spans, f"d{scenario}", lambda r: f"CAST({r.release_ms} AS BIGINT)"))
-
-
 def _detected(tick_ms: int, first_ms: int) -> Column:
     return F.expr(f"m + pmod({first_ms} - m, {tick_ms})")
 
@@ -191,27 +183,33 @@ def replay(
     tested = scenarios(current, recommendations)
     delivery = s.delivery.p99
     add = round(delivery or 0)
+    # Scenarios of the same tick and the same spans replay alike (a suggestion alone often
+    # changes neither): each such set is computed once, under its first name.
+    spans: dict[str, list[Release]] = {}
+    ticks: dict[str, int] = {}
+    computed_as: dict[str, str] = {}
+    first_of: dict[tuple[int, tuple[Release, ...]], str] = {}
+    for name, cfg in tested.items():
+        spanned = releases(s.episodes, current, cfg, last)
+        tick = cfg.push.tick_interval_ms
+        computed_as[name] = first_of.setdefault((tick, tuple(spanned)), name)
+        if computed_as[name] == name:
+            spans[name], ticks[name] = spanned, tick
     facts = [
-        F.struct(
-            F.lit(name).alias("k"),
-            F.col(f"d{i}").alias("d"),
-            _released(i, releases(s.episodes, current, cfg, last)).alias("rel"),
-        )
-        for i, (name, cfg) in enumerate(tested.items())
+        F.struct(F.lit(name).alias("k"), _detected(tick, s.first_ts_ms).alias("d"))
+        for name, tick in ticks.items()
     ]
     rel, m = F.col("rel"), F.col("m")
     free = rel.isNull()
-    waits = (
+    detected = (
         changes.where(F.expr(_owed(current)))
         .select("namesrv", "topic", F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("m"))
-        .withColumns(
-            {
-                f"d{i}": _detected(cfg.push.tick_interval_ms, s.first_ts_ms)
-                for i, cfg in enumerate(tested.values())
-            }
-        )
         .select("namesrv", "topic", "m", F.explode(F.array(*facts)).alias("f"))
         .select("namesrv", "topic", "m", "f.*")
+    )
+    # A change detected in a degraded span reaches the wire at the span's release.
+    waits = (
+        span_values(detected, spans, "d", lambda r: r.release_ms, "rel", key="k")
         .withColumn("v", F.when(free, F.col("d") - m + add))
         # A change sent at once counts in its scenario's histogram. Held ones are counted
         # per topic and release: clients get the topic's latest version when push resumes,
@@ -237,14 +235,15 @@ def replay(
         )
         .collect()
     )
-    hists: dict[str, Histogram] = {name: Histogram() for name in tested}
+    hists: dict[str, Histogram] = {name: Histogram() for name in spans}
     for r in rows:
         hists[r["k"]].add(float(r["h"]), int(r["n"]), float(r["top"]))
+    figures = {name: h.distribution() for name, h in hists.items()}
     return ReplayResult(
         targets.propagation_p99_ms,
         delivery,
         end_to_end(s).p99,
-        {name: h.distribution() for name, h in hists.items()},
+        {name: figures[computed_as[name]] for name in tested},
         {name: cfg.push.tick_interval_ms for name, cfg in tested.items()},
     )
 

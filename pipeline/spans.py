@@ -1,20 +1,27 @@
-"""Spark conditions on the journal's timeline: which of a few spans of its name server's time
+"""Spark lookups on the journal's timeline: which of a few spans of its name server's time
 (push degraded, as ``summary.degraded_spans`` or ``replay.releases`` give them) a record's
 time falls in.
 
-The spans become one SQL expression: per name server, a binary search over its spans sorted
-by start, written as nested ``CASE WHEN`` (compiled with the rest of the query, a handful of
-comparisons per row whatever the number of spans), where a lambda over an array of spans
-would be interpreted row by row, every span tried.
+The spans become a small table, broadcast and joined by equality on the name server and a
+time bucket (each span listed in every bucket it covers), the range tested on the few rows a
+bucket holds. The cost per row is one hash lookup whatever the number of spans. An expression
+per span (a ``CASE`` tree) grows Spark's generated code with the spans: past a hundred or so
+its methods are too large for the JVM's JIT compilers, or for Spark's compiler at all, and
+every row is then evaluated interpreted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from pyspark.sql import Column
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+MAX_TABLE_ROWS = 16_384
+"""Bound on the broadcast table's rows beyond one per span: the bucket widens with the time
+the spans cover."""
 
 
 class Spanned(Protocol):
@@ -38,38 +45,70 @@ def sql_text(value: str | None) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def lookup_sql(
-    spans: Sequence[S], ts: str, value: Callable[[S], str], namesrv: str = "namesrv"
-) -> str:
-    """SQL: ``value`` of the span of the row's name server (column ``namesrv``, null for a
-    journal given without one) that holds ``ts`` (a column name), else NULL. Spans of one
-    name server must not overlap."""
-    if not spans:
-        return "NULL"
+_TABLE = T.StructType(
+    [
+        T.StructField("_span_key", T.StringType()),
+        T.StructField("_span_ns", T.StringType()),
+        T.StructField("_span_bucket", T.LongType()),
+        T.StructField("_span_start", T.LongType()),
+        T.StructField("_span_end", T.LongType()),
+        T.StructField("_span_value", T.LongType()),
+    ]
+)
+
+
+def _disjoint(spans: Sequence[S]) -> list[tuple[str | None, int, int, S]]:
+    """Per name server, each span by start, its end cut at the next one's start: a time two
+    spans hold belongs to the later one."""
     by_source: dict[str | None, list[S]] = {}
     for span in spans:
         by_source.setdefault(span.namesrv, []).append(span)
+    out: list[tuple[str | None, int, int, S]] = []
+    for source, group in by_source.items():
+        ordered = sorted(group, key=lambda s: s.start_ms)
+        for i, s in enumerate(ordered):
+            end = s.end_ms if i + 1 == len(ordered) else min(s.end_ms, ordered[i + 1].start_ms)
+            if end > s.start_ms:
+                out.append((source, s.start_ms, end, s))
+    return out
 
-    def search(ordered: Sequence[S]) -> str:
-        if len(ordered) == 1:
-            s = ordered[0]
-            return f"CASE WHEN {ts} >= {s.start_ms} AND {ts} < {s.end_ms} THEN {value(s)} END"
-        mid = len(ordered) // 2
-        return (
-            f"CASE WHEN {ts} < {ordered[mid].start_ms} THEN {search(ordered[:mid])}"
-            f" ELSE {search(ordered[mid:])} END"
-        )
 
-    branches = " ".join(
-        f"WHEN {namesrv} <=> {sql_text(source)} THEN "
-        f"{search(sorted(group, key=lambda s: s.start_ms))}"
-        for source, group in sorted(by_source.items(), key=lambda kv: kv[0] or "")
+def span_values(
+    frame: DataFrame,
+    keyed: Mapping[str, Sequence[S]],
+    ts: str,
+    value: Callable[[S], int],
+    out: str,
+    key: str | None = None,
+    namesrv: str = "namesrv",
+) -> DataFrame:
+    """``frame`` with column ``out``: ``value`` (a long) of the span that holds column ``ts``
+    among ``keyed[<column key>]`` (the one list when ``key`` is None) of the row's name
+    server (column ``namesrv``, null for a journal given without one), else null."""
+    parts = {k: _disjoint(spans) for k, spans in keyed.items()}
+    covered = sum(end - start for spans in parts.values() for _, start, end, _ in spans)
+    if not covered:
+        return frame.withColumn(out, F.lit(None).cast(T.LongType()))
+    width = max(1, -(-covered // MAX_TABLE_ROWS))
+    rows = [
+        (k, source, b, start, end, value(span))
+        for k, spans in parts.items()
+        for source, start, end, span in spans
+        for b in range(start // width, (end - 1) // width + 1)
+    ]
+    table = F.broadcast(frame.sparkSession.createDataFrame(rows, _TABLE))
+    bucket = F.floor(F.col(ts) / F.lit(width)).cast(T.LongType())
+    probe = frame.withColumn("_span_at", bucket)
+    at = probe[ts]
+    holds = (
+        probe[namesrv].eqNullSafe(table["_span_ns"])
+        & (probe["_span_at"] == table["_span_bucket"])
+        & (at >= table["_span_start"])
+        & (at < table["_span_end"])
     )
-    return f"CASE {branches} END"
-
-
-def within(spans: Sequence[Spanned], ts: str = "ts_ms", namesrv: str = "namesrv") -> Column:
-    """True where column ``ts`` lies in a span of the row's name server."""
-    if not spans:
-        return F.lit(False)
-    return F.coalesce(F.expr(lookup_sql(spans, ts, lambda s: "TRUE", namesrv)), F.lit(False))
+    if key is not None:
+        holds = holds & (probe[key] == table["_span_key"])
+    elif len(keyed) != 1:
+        raise ValueError("spans under several keys need a key column")
+    joined = probe.join(table, holds, "left")
+    return joined.select(*[probe[c] for c in frame.columns], table["_span_value"].alias(out))

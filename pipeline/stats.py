@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipeline.inputs import Parsed
-from pipeline.spans import within
+from pipeline.spans import span_values
 from pipeline.summary import (
     CDF_POINTS,
     EXACT_BELOW,
@@ -315,7 +315,15 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
     per_frame = F.when(frames > 0, F.col("bytes") / frames)
     detection = F.col("ts_ms") - F.col("mutated_at_ms")
     # Owed a notification while push was off: it went out with the backlog at recovery.
-    held = within(degraded_spans(s.episodes, s.last_ts_ms))
+    # Only changes look their time up (a null time finds no span).
+    u = span_values(
+        u.withColumn("_held_at", F.when(changed, F.col("ts_ms"))),
+        {"degraded": degraded_spans(s.episodes, s.last_ts_ms)},
+        "_held_at",
+        lambda _: 1,
+        "_held",
+    )
+    held = F.col("_held").isNotNull()
     rows, _ = _grouped(
         u.withColumn("time_bucket", bucket),
         [
