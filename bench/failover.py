@@ -23,7 +23,7 @@ slave), and waits until the controller has it back in the sync state set. Per ro
 reports: when this name server's route showed the new master (polled every 20 ms), when each
 producer's first send after the kill succeeded, and how many sends of each failed.
 
-    flock /work/bench.lock python bench/failover.py --rounds 4 [--baseline-tree DIR]
+    python bench/failover.py --rounds 4 [--baseline-tree DIR]
 
 ``--baseline-tree DIR`` also runs the producer of another checkout (e.g. of main) as a third
 sender in the same cluster and the same rounds, for a same-run before/after.
