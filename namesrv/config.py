@@ -89,6 +89,10 @@ class RegistryConfig:
     """Topic-table chunks read lately, charged at their JSON size: a chunk seen again (the
     next register of the same broker, or a broker with the same topics) is not decoded again,
     and one the broker's table already holds is not applied again. 0 turns it off."""
+    heap_trim_after_ms: int = 1_000
+    """Once register tables applied in slices have been done this long, the C heap's free
+    pages go back to the system (glibc's ``malloc_trim``): what reading and applying them
+    allocated and freed. 0 keeps them with the allocator."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +305,7 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("registry.register_slice_topics", r.register_slice_topics, 1, 10_000_000),
         ("registry.register_read_slice_bytes", r.register_read_slice_bytes, 4 * KIB, 2**31 - 1),
         ("registry.register_chunk_cache_bytes", r.register_chunk_cache_bytes, 0, 2**40),
+        ("registry.heap_trim_after_ms", r.heap_trim_after_ms, 0, 86_400_000),
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
         ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),

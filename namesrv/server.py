@@ -26,6 +26,7 @@ from namesrv.net import transport
 from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
 from namesrv.ops.durations import DurationHistogram
+from namesrv.ops.heap_trim import HeapTrim, malloc_trim
 from namesrv.ops.journal import EventJournal, NullJournal
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
@@ -149,8 +150,18 @@ class NameServer:
             route_responses=self.route_responses,
             counters=self.counters,
         )
+        self.heap_trim = HeapTrim(
+            self.clock,
+            cfg.registry.heap_trim_after_ms,
+            busy=lambda: self.register_turns.pending > 0,
+            trim=self._trim_heap,
+        )
         self.register_turns = RegisterTurns(
-            self.processor, self.registry, self.clock, self.counters
+            self.processor,
+            self.registry,
+            self.clock,
+            self.counters,
+            on_settled=self.heap_trim.settled,
         )
         self.tick_durations = DurationHistogram()
         self.ticker = Ticker(
@@ -304,6 +315,7 @@ class NameServer:
             listening = defer.gatherResults(both).addCallback(lambda _: None)
 
         def close_all() -> None:
+            self.heap_trim.stop()
             self.hub.stop_holding_output()  # output held in this poll (GoAway too) goes first
             self.hub.admission.stop()
             for loop in self._loops:
@@ -320,6 +332,10 @@ class NameServer:
         else:
             self.clock.callLater(grace / 1000.0, close_all)
         return stopped
+
+    def _trim_heap(self) -> bool:
+        self.counters["heap_trims"] += 1
+        return malloc_trim()
 
     def tick(self) -> None:
         """One push tick now (the timer runs them every ``push.tick_interval_ms``)."""

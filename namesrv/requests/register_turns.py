@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from namesrv.requests.processors import PendingResponse, RequestProcessor
@@ -32,7 +33,10 @@ class RegisterTurns:
         registry: RouteRegistry,
         clock: Any,
         counters: Counter[str],
+        on_settled: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_settled`` is called when register tables were applied in slices and no register
+        work is left."""
         self._processor = processor
         self._registry = registry
         self._clock = clock
@@ -40,6 +44,9 @@ class RegisterTurns:
         self._works: list[tuple[Requester, PendingResponse]] = []
         self._scheduled = False
         self._apply_next = False
+        self._on_settled = on_settled
+        self._applied = False
+        """A table slice ran since the last time no register work was left."""
 
     @property
     def pending(self) -> int:
@@ -60,6 +67,9 @@ class RegisterTurns:
         if not self._scheduled and (self._works or self._registry.pending_jobs):
             self._scheduled = True
             self._clock.callLater(0, self._run_turn)
+        elif self._applied and not self.pending:
+            self._applied = False
+            self._on_settled()
 
     def _run_turn(self) -> None:
         """One slice of register work per reactor turn: a slice of reading a body, or of
@@ -110,6 +120,7 @@ class RegisterTurns:
     def _run_job_slice(self) -> None:
         """One slice of the pending register tables: other requests are read and answered
         between slices."""
+        self._applied = True
         try:
             self._registry.run_jobs()
         except Exception:  # a failing slice must not stop the others for good

@@ -11,7 +11,7 @@ for an address new to its group, one arrival event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,13 +101,18 @@ class Registration:
         body_digest: bytes | None = None,
         table_parts: Sequence[TablePart] | None = None,
         zone_name: str | None = None,
+        table_key: Hashable | None = None,
+        same_table: bool = False,
     ) -> RegisterResult:
         """REGISTER_BROKER, as upstream's ``registerBroker``; also the broker's heartbeat.
 
         ``topic_configs`` None says the body is the very one of this address's last register
         (see :meth:`body_unchanged`): data version, table and filter servers are taken from
-        then, and the table costs no per-topic work. A body with the same data version but
-        other bytes is checked topic by topic for topics we lack, as upstream does.
+        then, and the table costs no per-topic work. With ``same_table`` (see
+        :meth:`table_unchanged`) only the data version is new: the table written from that
+        body is still whole, so rewriting it, as a new version asks, would change nothing. A
+        body with the same data version but other bytes is checked topic by topic for topics
+        we lack, as upstream does. ``table_key`` is the body's identity but for its version.
 
         ``table_parts``, the table's chunks as read, lets a master's register skip the chunks
         its table already holds as they are (the usual re-register after one topic changed).
@@ -118,10 +123,12 @@ class Registration:
         table_given = topic_configs is not None
         if topic_configs is None:
             topic_configs = {}
-            if previous is not None:  # the very body of the last register: take it from then
-                data_version = previous.data_version
+            if previous is not None:  # the body of the last register: take it from then
                 filter_server_list = t.filters.get(key, [])
-                body_digest = previous.body_digest
+                table_key = previous.table_key
+                if not same_table:
+                    data_version = previous.data_version
+                    body_digest = previous.body_digest
         group = t.brokers.get(broker_name)
         if group is not None and self._stale_claim(group, key, broker_id, data_version):
             return RegisterResult(None, None, [])
@@ -154,6 +161,7 @@ class Registration:
                 read_only=is_prime_slave,
                 data_version=data_version,
                 cause=cause,
+                same_table=same_table,
             )
             touched.update(written)
 
@@ -171,6 +179,7 @@ class Registration:
                 channel=channel,
                 ha_server_addr=ha_server_addr,
                 body_digest=body_digest,
+                table_key=table_key,
             ),
         )
         if t.filters.get(key, _NO_SERVERS) != filter_server_list:
@@ -234,8 +243,10 @@ class Registration:
         read_only: bool,
         data_version: DataVersion,
         cause: ChangeCause,
+        same_table: bool = False,
     ) -> tuple[set[str], RegisterJob | None]:
-        """A master's (or prime slave's) table, ``table`` None for the last register's body.
+        """A master's (or prime slave's) table, ``table`` None for the last register's body
+        (``same_table``: with a new data version, the table it wrote still whole).
 
         As upstream: every topic when ``rewrite_all`` (data version moved, first registration,
         the last table not fully applied), otherwise only topics the broker lacks. Returns the
@@ -248,7 +259,7 @@ class Registration:
             touched = self._drop_unlisted(broker_name, table)
         lacking = broker_name in t.lacking
         self._jobs.supersede(broker_name)
-        if not (rewrite_all or lacking or table):
+        if not (rewrite_all or lacking or table) or (same_table and not lacking):
             self._stats.register_fast_paths += 1
             return touched, None
         topic_configs: Mapping[str, QueueSpec] = {} if table is None else table
@@ -354,6 +365,39 @@ class Registration:
             and broker_name not in t.unsettled
             and broker_name not in t.lacking
         )
+
+    def table_unchanged(
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        table_key: Hashable,
+        enable_acting_master: bool,
+    ) -> bool:
+        """Whether a register body whose identity but for its data version is ``table_key`` may
+        skip reading its table: the body this address last registered had the same key, and the
+        table written from it is still whole (its chunk memo stands: no wipe, deletion or topic
+        written since, nothing pending, written for the same read-only state)."""
+        t = self._t
+        live = t.live.get((cluster_name, broker_addr))
+        group = t.brokers.get(broker_name)
+        if (
+            live is None
+            or group is None
+            or live.table_key != table_key
+            or live.broker_name != broker_name
+            or group.addrs.get(broker_id) != broker_addr
+            or broker_name in t.unsettled
+            or broker_name in t.lacking
+        ):
+            return False
+        is_master = broker_id == MASTER_ID
+        is_prime_slave = enable_acting_master and not is_master and broker_id == min(group.addrs)
+        if not (is_master or is_prime_slave):
+            return True  # a slave's table is not written
+        memo = t.applied_parts.get(broker_name)
+        return memo is not None and memo[1] == is_prime_slave
 
     def broker_heartbeat(self, *, cluster_name: str, broker_addr: str) -> None:
         """BROKER_HEARTBEAT: refresh the live entry, if there is one."""

@@ -80,6 +80,7 @@ class RouteRegistry:
 
         self.register_broker = registration.register_broker
         self.body_unchanged = registration.body_unchanged
+        self.table_unchanged = registration.table_unchanged
         self.broker_heartbeat = registration.broker_heartbeat
         self.query_data_version_changed = registration.query_data_version_changed
 

@@ -12,7 +12,7 @@ admin, queries) share one instance; none of them keeps route state of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Protocol
@@ -85,6 +85,9 @@ class LiveBroker:
     ha_server_addr: str
     body_digest: bytes | None = None
     """Digest of the register body this entry came from: an identical body is a heartbeat."""
+    table_key: Hashable | None = None
+    """Identity of that body but for its data version (``protocol.register_version``), when
+    certified: a body with the same key differs from it only in the version."""
 
 
 def now_ms(clock: Clock) -> int:

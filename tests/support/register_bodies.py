@@ -49,13 +49,20 @@ def compressed_body(names: list[str], version: int) -> bytes:
     return register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed=True)
 
 
-def register(body: bytes, *, compressed: bool = False, name: str = "broker-a") -> RemotingCommand:
+def register(
+    body: bytes,
+    *,
+    compressed: bool = False,
+    name: str = "broker-a",
+    addr: str | None = None,
+    broker_id: int = 0,
+) -> RemotingCommand:
     header = RegisterBrokerRequestHeader(
         broker_name=name,
-        broker_addr=f"10.0.0.1:{10911 if name == 'broker-a' else 10921}",
+        broker_addr=addr or f"10.0.0.1:{10911 if name == 'broker-a' else 10921}",
         cluster_name="DefaultCluster",
         ha_server_addr="10.0.0.1:10912",
-        broker_id=0,
+        broker_id=broker_id,
         heartbeat_timeout_millis=None,
         compressed=compressed,
         body_crc32=register_body.crc32(body),

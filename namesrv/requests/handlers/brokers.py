@@ -8,11 +8,12 @@ import struct
 import zlib
 from collections import Counter
 from collections.abc import Generator
+from typing import Any
 
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Connection, PendingResponse, Services, ok
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
-from protocol import bodies, headers, register_body, register_table
+from protocol import bodies, headers, register_body, register_table, register_version
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
@@ -34,6 +35,9 @@ class BrokerHandlers:
         self._refused = refused
         self.register_bodies_read = 0
         """Register bodies parsed; an identical heartbeat body is not."""
+        self.register_versions_only = 0
+        """Registers whose body differed from the broker's last one only in the data version:
+        not parsed either."""
         cache_bytes = services.config.registry.register_chunk_cache_bytes
         self.chunk_cache = ChunkCache(cache_bytes) if cache_bytes > 0 else None
         """Register-table chunks read lately (see ``registry.register_chunk_cache_bytes``)."""
@@ -117,12 +121,21 @@ class BrokerHandlers:
         if h.body_crc32 != 0 and crc & 0x7FFFFFFF != h.body_crc32:
             raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
         digest: bytes | None = None
+        table_key: register_version.TableKey | None = None
+        same_table = False
         topic_configs: dict[str, register_table.TopicQueueSpec] | None
+        filter_servers: list[str]
+        mapping: dict[str, Any]
         if body:
+            # A plain body is cut around its data version: the same bytes around it say the
+            # same table (see protocol.register_version).
+            found = None if h.compressed else register_version.cut(body)
             # Tells the heartbeat (the very body of the last register) apart: length, CRC-32
-            # and the interpreter's keyed SipHash of the bytes (in C, cached on the object),
-            # which a broker cannot steer into a collision without the process's secret key.
-            digest = _DIGEST.pack(b"c" if h.compressed else b"p", len(body), crc, hash(body))
+            # and the interpreter's keyed SipHash of the bytes (in C), which a broker cannot
+            # steer into a collision without the process's secret key; of a cut body, the
+            # hashes of the bytes around the version and the version.
+            whole = hash(body) if found is None else hash(found)
+            digest = _DIGEST.pack(b"c" if h.compressed else b"p", len(body), crc, whole)
             parts = None
             if large:
                 yield "read"  # hashing 16 MB is a few milliseconds of its own
@@ -131,6 +144,18 @@ class BrokerHandlers:
             ):
                 # The heartbeat: the very body of this broker's last register, not read again.
                 topic_configs, data_version, filter_servers, mapping = None, DataVersion(), [], {}
+            elif found is not None and registry.table_unchanged(
+                h.cluster_name,
+                h.broker_addr,
+                h.broker_name,
+                h.broker_id,
+                found.key,
+                h.enable_acting_master,
+            ):
+                # The last register's body with another data version: its table is whole.
+                self.register_versions_only += 1
+                topic_configs, data_version, filter_servers, mapping = None, found.version, [], {}
+                table_key, same_table = found.key, True
             else:
                 self.register_bodies_read += 1
                 reading = register_table.register_body_steps(
@@ -171,6 +196,8 @@ class BrokerHandlers:
                 if table.parts is not None and cache is not None:
                     cache.checked(table.parts)
                 topic_configs, data_version = table.topic_queues, table.data_version
+                if found is not None and register_version.certify(body, found, data_version):
+                    table_key = found.key
                 parts = table.parts
                 filter_servers = table.filter_server_list
                 mapping = table.topic_queue_mapping_info_map
@@ -202,6 +229,8 @@ class BrokerHandlers:
             body_digest=digest,
             table_parts=parts,
             zone_name=h.zone_name,
+            table_key=table_key,
+            same_table=same_table,
         )
         ext = headers.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr

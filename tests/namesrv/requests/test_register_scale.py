@@ -608,3 +608,28 @@ def test_ticks_while_registers_are_pending_settle_subscribed_topics_and_defer_th
     while server.detector.dirty_count:
         clock.advance(0)
     assert server.detector.stats.versions_bumped == 40_000
+
+
+@pytest_twisted.inlineCallbacks
+def test_the_heap_is_trimmed_once_after_a_sliced_register_and_not_after_its_heartbeats(ns):
+    names = topic_names(10_000)
+    body = plain_body(names, 1)
+    broker = yield connect(ns.port)
+    _, slices = yield registered(ns, broker, register(body))
+    assert slices >= 2 and ns.server.counters["heap_trims"] == 0
+    ns.clock.advance(0.5)
+    assert ns.server.counters["heap_trims"] == 0  # not before the quiet period
+    ns.clock.advance(0.5)
+    assert ns.server.counters["heap_trims"] == 1
+    for _ in range(3):  # heartbeats: the same large body, read in slices, nothing applied
+        yield registered(ns, broker, register(body))
+        ns.clock.advance(1.0)
+    assert ns.server.counters["heap_trims"] == 1
+    # One topic more: its chunk alone is applied, at once, so nothing is sliced either.
+    yield registered(ns, broker, register(plain_body([*names, "T-NEW"], 2)))
+    ns.clock.advance(1.0)
+    assert ns.server.counters["heap_trims"] == 1
+    other = yield connect(ns.port)
+    yield registered(ns, other, register(body, name="broker-b"))  # a second large table
+    ns.clock.advance(1.0)
+    assert ns.server.counters["heap_trims"] == 2

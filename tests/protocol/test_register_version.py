@@ -1,0 +1,179 @@
+"""A plain register body cut around its data version: two bodies with the same cut key differ
+only in the version, never in anything the full reader reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from protocol import register_table, register_version
+from protocol.codes import CURRENT_VERSION
+from protocol.route_model import DataVersion
+
+
+def fastjson_version(v: DataVersion, *, v4: bool = False) -> dict[str, int]:
+    doc = {"counter": v.counter, "stateVersion": v.state_version, "timestamp": v.timestamp}
+    if v4:
+        del doc["stateVersion"]
+    return doc
+
+
+def body_of(version: DataVersion, names: list[str], *, v4: bool = False, **extra: Any) -> bytes:
+    doc = {
+        "filterServerList": [],
+        "topicConfigSerializeWrapper": {
+            "dataVersion": fastjson_version(version, v4=v4),
+            "topicConfigTable": {
+                n: {
+                    "attributes": extra.get("attributes", {}),
+                    "perm": 6,
+                    "readQueueNums": 4,
+                    "topicName": n,
+                    "writeQueueNums": 4,
+                }
+                for n in names
+            },
+            "topicQueueMappingInfoMap": {},
+        },
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def read(body: bytes) -> register_table.RegisterTable:
+    return register_table.read_register_body(body, False, CURRENT_VERSION)
+
+
+@pytest.mark.parametrize("v4", [False, True], ids=["5.x", "4.x"])
+def test_bodies_differing_only_in_the_version_share_a_key_and_certify(v4):
+    names = [f"T{i}" for i in range(50)]
+    a = body_of(DataVersion(0, 1_700_000_000_000, 9), names, v4=v4)
+    b = body_of(DataVersion(0 if v4 else 3, 1_700_000_000_123, 10), names, v4=v4)  # one digit more
+    cut_a, cut_b = register_version.cut(a), register_version.cut(b)
+    assert cut_a is not None and cut_b is not None
+    assert cut_a.key == cut_b.key
+    assert cut_b.version == read(b).data_version
+    assert register_version.certify(a, cut_a, read(a).data_version)
+
+
+def test_another_table_gets_another_key():
+    names = [f"T{i}" for i in range(50)]
+    a = register_version.cut(body_of(DataVersion(0, 5, 5), names))
+    b = register_version.cut(body_of(DataVersion(0, 5, 5), [*names, "T50"]))
+    c = register_version.cut(body_of(DataVersion(0, 5, 5), names, attributes={"k": "v"}))
+    assert a is not None and b is not None and c is not None
+    assert len({a.key, b.key, c.key}) == 3
+
+
+@pytest.mark.parametrize(
+    "why, body",
+    [
+        ("a backslash", body_of(DataVersion(0, 5, 5), ["A"], attributes={"k": 'say "hi"'})),
+        ("the key twice", body_of(DataVersion(0, 5, 5), ["A"], attributes={"dataVersion": "x"})),
+        ("a topic so named", body_of(DataVersion(0, 5, 5), ["dataVersion"])),
+        ("the zero version", body_of(DataVersion(), ["A"])),
+    ],
+)
+def test_bodies_the_cut_could_misread_are_not_certified(why, body):
+    found = register_version.cut(body)
+    assert found is not None
+    assert not register_version.certify(body, found, read(body).data_version), why
+
+
+def test_a_decoy_read_as_another_version_is_not_certified():
+    # The first "dataVersion" is an unknown top-level key; the real one, spelled with an
+    # escape, comes later and says something else.
+    body = (
+        b'{"dataVersion":{"counter":1,"stateVersion":0,"timestamp":1},'
+        b'"topicConfigSerializeWrapper":{"data\\u0056ersion":'
+        b'{"counter":7,"stateVersion":0,"timestamp":7},"topicConfigTable":{"A":{"perm":6}}}}'
+    )
+    found = register_version.cut(body)
+    assert found is not None and found.version == DataVersion(0, 1, 1)
+    assert read(body).data_version == DataVersion(0, 7, 7)
+    assert not register_version.certify(body, found, read(body).data_version)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"x":1}',
+        b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":"1","timestamp":1}}}',
+        b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":01,"timestamp":1}}}',
+        b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1,"x":2}}}',
+        b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":1234567890123456789,'
+        b'"timestamp":1}}}',
+    ],
+)
+def test_versions_not_in_fastjson_form_are_not_cut(text):
+    assert register_version.cut(text) is None
+
+
+versions = st.one_of(
+    st.just(DataVersion()),  # also what a body without the key reads as
+    st.builds(
+        DataVersion,
+        state_version=st.integers(0, 5),
+        timestamp=st.integers(0, 10**13),
+        counter=st.integers(0, 10**6),
+    ),
+)
+words = st.text(st.sampled_from('ab"\\:{}, dataVersion'), min_size=1, max_size=14)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    names=st.lists(words, min_size=1, max_size=6, unique=True),
+    attrs=st.dictionaries(words, words, max_size=2),
+    real=st.sampled_from(["plain", "escaped", "absent"]),
+    decoy=st.sampled_from([None, "top", "mapping", "servers"]),
+    v1=versions,
+    decoy_version=versions,
+    v2=versions,
+)
+def test_a_certified_key_means_only_the_version_differs(
+    names, attrs, real, decoy, v1, decoy_version, v2
+):
+    wrapper: dict[str, Any] = {}
+    if real != "absent":
+        wrapper["dataVersion"] = fastjson_version(v1)
+    wrapper["topicConfigTable"] = {
+        n: {"attributes": attrs, "perm": 6, "readQueueNums": 2, "topicName": n} for n in names
+    }
+    wrapper["topicQueueMappingInfoMap"] = (
+        {"dataVersion": fastjson_version(decoy_version)} if decoy == "mapping" else {}
+    )
+    doc: dict[str, Any] = {}
+    if decoy == "top":
+        doc["dataVersion"] = fastjson_version(decoy_version)
+    doc["filterServerList"] = ['"dataVersion":{}'] if decoy == "servers" else []
+    doc["topicConfigSerializeWrapper"] = wrapper
+    b1 = json.dumps(doc, separators=(",", ":")).encode()
+    if real == "escaped":
+        b1 = (
+            b1.replace(b'"dataVersion":', b'"data\\u0056ersion":', 1)
+            if decoy != "top"
+            else (b1.replace(b'{"dataVersion":{"counter', b'{"data\\u0056ersion":{"counter', 1))
+        )
+    found = register_version.cut(b1)
+    assume(found is not None)
+    assert found is not None
+    first = read(b1)
+    certified = register_version.certify(b1, found, first.data_version)
+    if real == "plain" and decoy is None and b"\\" not in b1 and v1 != DataVersion():
+        assert certified  # the usual body: the shortcut must not be refused
+    end = len(b1) - found.key.after
+    text = json.dumps(fastjson_version(v2), separators=(",", ":")).encode()
+    b2 = b1[: found.key.start] + text + b1[end:]
+    again = register_version.cut(b2)
+    assert again is not None and again.key == found.key
+    if certified:
+        second = read(b2)
+        assert second.data_version == again.version == v2
+        assert second.topic_queues == first.topic_queues
+        assert second.filter_server_list == first.filter_server_list
+        assert second.topic_queue_mapping_info_map == first.topic_queue_mapping_info_map
+        assert second.renamed == first.renamed
