@@ -4,8 +4,10 @@ In one process: a ``NameServer`` (no socket, a fake clock driving its slices) is
 REGISTER_BROKER requests through its connection handling, as brokers send them (compressed
 bodies, as 5.x brokers do for large tables, or with ``--plain`` JSON bodies, which also fill
 the register chunk cache); the RSS grown after a full garbage collection,
-divided by the (topic, broker) entries held, is the figure. The request bodies are built and
-measured before the baseline RSS is taken, so they do not count.
+divided by the (topic, broker) entries held, is the figure, before and after the server's heap
+trim (``registry.heap_trim_after_ms`` after the last sliced table). The request bodies are built
+before the baseline RSS is taken (the heap trimmed of what building them freed), so they do not
+count.
 
     python bench/registry_memory.py --topics 100000 --brokers 10
     python bench/registry_memory.py --topics 1000000 --brokers 1
@@ -26,6 +28,7 @@ from twisted.internet import task
 from twisted.internet.testing import StringTransport
 
 from namesrv.config import from_mapping
+from namesrv.ops.heap_trim import malloc_trim
 from namesrv.server import NameServer
 from protocol import register_body
 from protocol.codes import RequestCode
@@ -78,6 +81,7 @@ def main() -> None:
         }
     )
     server = NameServer(config, clock=clock, epoch="bench")
+    malloc_trim()  # building the bodies left free heap pages: not the server's
     base = rss()
     for i, frame in enumerate(frames):
         transport = StringTransport()
@@ -92,13 +96,16 @@ def main() -> None:
     server.tick()
     while server.detector.dirty_count:
         clock.advance(0)
+    untrimmed = rss() - base
+    clock.advance(server.config.registry.heap_trim_after_ms / 1000)  # the server's heap trim
     grown = rss() - base
     entries = args.topics * args.brokers
     form = "plain" if args.plain else "compressed"
     print(
         f"{args.topics:,} topics x {args.brokers} brokers ({form} bodies): "
-        f"{server.registry.topic_count:,} topics "
-        f"held; RSS grew {grown / 2**20:.1f} MiB = {grown / entries:.0f} B per (topic, broker)"
+        f"{server.registry.topic_count:,} topics held ({server.counters['heap_trims']} heap "
+        f"trim); RSS grew {grown / 2**20:.1f} MiB = {grown / entries:.0f} B per (topic, broker)"
+        f" ({untrimmed / entries:.0f} B before the trim)"
     )
 
 

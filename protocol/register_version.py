@@ -37,6 +37,8 @@ _VALUE = re.compile(
 
 
 _ZERO = DataVersion()
+_VIEW_FROM = 1 << 20
+"""From this body size on the tail is hashed through a view, not a copy."""
 
 
 class TableKey(NamedTuple):
@@ -58,7 +60,8 @@ class VersionCut(NamedTuple):
 
 def cut(body: bytes) -> VersionCut | None:
     """``body`` cut around the first ``"dataVersion"`` key's value, or None when there is none
-    in fastjson's form. Costs one hash of the body's bytes."""
+    in fastjson's form. Costs about one hash of the body's bytes (a large body's own hash
+    too, unless taken before)."""
     at = body.find(_KEY)
     if at < 0:
         return None
@@ -67,8 +70,12 @@ def cut(body: bytes) -> VersionCut | None:
         return None
     start, end = found.span(1)
     counter, state, timestamp = found.group(2, 3, 4)
-    # Slices copied: a memoryview's hash would first hash the whole body it views.
-    key = TableKey(start, len(body) - end, hash(body[:start]), hash(body[end:]))
+    # A memoryview's hash first hashes the whole body it views (cached on the body after), so
+    # a small body's tail is copied, which is cheaper; a large one's is hashed through a view,
+    # so no second buffer of its size is allocated (hash the body beforehand to split the
+    # cost over two turns).
+    tail = body[end:] if len(body) < _VIEW_FROM else memoryview(body)[end:]
+    key = TableKey(start, len(body) - end, hash(body[:start]), hash(tail))
     version = DataVersion(
         state_version=int(state) if state is not None else 0,
         timestamp=int(timestamp),

@@ -177,3 +177,14 @@ def test_a_certified_key_means_only_the_version_differs(
         assert second.filter_server_list == first.filter_server_list
         assert second.topic_queue_mapping_info_map == first.topic_queue_mapping_info_map
         assert second.renamed == first.renamed
+
+
+def test_a_large_body_hashed_through_a_view_keys_as_a_small_one_would():
+    names = [f"T{i:06d}" for i in range(12_000)]  # over 1 MiB of JSON
+    a, b = body_of(DataVersion(0, 5, 5), names), body_of(DataVersion(0, 6, 66), names)
+    c = body_of(DataVersion(0, 5, 5), names[:-1])
+    assert len(a) > 1 << 20
+    cuts = [register_version.cut(x) for x in (a, b, c)]
+    assert all(cuts)
+    assert cuts[0].key == cuts[1].key != cuts[2].key  # type: ignore[union-attr]
+    assert register_version.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
