@@ -10,7 +10,8 @@ from three aggregations whose small results are collected:
    most changed topics and most skipped connections, top-N cut in Spark;
 3. the telemetry's: quality, fetches per cause, histograms of delivery and of propagation per
    learning cause, lag per client (one group per telemetry file, ranked on the driver), and
-   per journal change how many clients learned it and how fast. Those per-change groups stay
+   per journal change and cause how many clients learned it and how fast (and the detection
+   figure per cause from those groups, not from a fact per line). Those per-change groups stay
    in Spark (cached with the others) and make the per-change table with the journal's changes.
 
 3 runs beside 1 and 2. Only aggregates (and the few degradation records) reach the driver;
@@ -453,19 +454,35 @@ def _telemetry_groups(
             ),
             _fact(ok & delivery.isNotNull(), "delivery", hist=delivery),
             _fact(matched, "lag", k1=by_cause, hist=lag),
-            _fact(matched, "detect", k1=by_cause, hist=detection),
             _fact(matched, "after", k1=by_cause, hist=after),
             _fact(matched, "ask", k1=by_cause, hist=ask),
             _fact(matched & ~F.col("notify"), "quiet", hist=lag),
-            # Keyed by the change's journal line alone: a long, where topic, version and
-            # time made a longer key to hash and compare for every line.
-            _fact(matched, CHANGE_FACT, h=F.col("change"), m=after, lo=after),
+            # Keyed by the change's journal line (a long, where topic, version and time made a
+            # longer key to hash and compare for every line) and the lines' cause. A change's
+            # detection is the same for every line that learned it: summed in ``a``, it gives
+            # the detection figure per cause from these groups (below), not from a fact per
+            # line.
+            _fact(
+                matched,
+                CHANGE_FACT,
+                k1=by_cause,
+                h=F.col("change"),
+                a=detection,
+                m=after,
+                lo=after,
+            ),
         ],
         {},
         kept=(CHANGE_FACT,),
     )
     assert per_change is not None
     on_groups(per_change)
+    each = F.col("a") / F.col("n")
+    detected = (
+        per_change.groupBy("k1", histogram_bucket(each).alias("h"))
+        .agg(F.sum("n").alias("n"), F.max(each).alias("m"))
+        .collect()
+    )
     status: dict[str, int] = {}
     hists: dict[tuple[str, str], Histogram] = {}
     learned = 0
@@ -487,6 +504,9 @@ def _telemetry_groups(
                 hists.setdefault((fig, cause), Histogram()).add(float(h), n, m)
             if fig == "lag" and k1 not in SPREAD_CAUSES:
                 hists.setdefault(("unspread", ""), Histogram()).add(float(h), n, m)
+    for k1, h, n, m in detected:
+        for cause in (str(k1), "all"):
+            hists.setdefault(("detect", cause), Histogram()).add(float(h), int(n), m)
     s.telemetry = InputQuality(
         files=telemetry.files,
         lines=sum(status.values()),
