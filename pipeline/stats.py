@@ -10,7 +10,8 @@ from three aggregations whose small results are collected:
    most changed topics and most skipped connections, top-N cut in Spark;
 3. the telemetry's: quality, fetches per cause, histograms of delivery and of propagation per
    learning cause, lag per client (one group per telemetry file, ranked on the driver), and
-   per journal change how many clients learned it and how fast. Those per-change groups stay
+   per journal change and cause how many clients learned it and how fast (and the detection
+   figure per cause from those groups, not from a fact per line). Those per-change groups stay
    in Spark (cached with the others) and make the per-change table with the journal's changes.
 
 3 runs beside 1 and 2. Only aggregates (and the few degradation records) reach the driver;
@@ -88,7 +89,7 @@ def histogram_bucket(value: Column) -> Column:
     return F.when(a < EXACT_BELOW, v).otherwise(F.signum(v).cast(T.LongType()) * lower)
 
 
-_FACTS = ("fig", "bucket", "k1", "k2", "h", "n", "a", "c", "m", "lo")
+_FACTS = ("fig", "bucket", "k1", "k2", "h", "v", "a", "c", "m", "lo")
 
 
 def _struct(
@@ -98,21 +99,30 @@ def _struct(
     k1: Column | None = None,
     k2: Column | None = None,
     h: Column | None = None,
+    hist: Column | None = None,
     a: Column | None = None,
     c: Column | None = None,
     m: Column | None = None,
     lo: Column | None = None,
 ) -> Column:
-    """One fact in the common long shape: keys (time bucket, two names, histogram bucket), a
-    count ``n``, two sums ``a`` and ``c``, a maximum ``m`` and a minimum ``lo``."""
+    """One fact in the common long shape: keys (time bucket, two names, histogram bucket), two
+    sums ``a`` and ``c``, a maximum ``m`` and a minimum ``lo``; each fact counts once.
+
+    ``hist`` is a value whose distribution is the figure: its histogram bucket becomes ``h``
+    and the value itself ``m``. Both are worked out after the explode (``_grouped``), in one
+    place for every figure: a histogram bucket per figure inside the array of facts made the
+    aggregation's generated method larger than the JVM's JIT compilers take (8,000 bytes of
+    bytecode), and every line of the input was then evaluated interpreted."""
     none = F.lit(None)
+    if hist is not None and (h is not None or m is not None):
+        raise ValueError("a fact of a distribution (hist) takes neither h nor m")
     cols = {
         "fig": F.lit(fig),
         "bucket": (bucket if bucket is not None else none).cast(T.LongType()),
         "k1": (k1 if k1 is not None else none).cast(T.StringType()),
         "k2": (k2 if k2 is not None else none).cast(T.StringType()),
         "h": (h if h is not None else none).cast(T.LongType()),
-        "n": F.lit(1).cast(T.LongType()),
+        "v": (hist if hist is not None else none).cast(T.DoubleType()),
         "a": (a if a is not None else F.lit(0)).cast(T.LongType()),
         "c": (c if c is not None else F.lit(0)).cast(T.LongType()),
         "m": (m if m is not None else none).cast(T.DoubleType()),
@@ -135,7 +145,7 @@ def _each(when: Column, items: str, fig: str, bucket: str | None = None) -> Colu
     at = f"CAST({bucket} AS BIGINT)" if bucket is not None else "CAST(NULL AS BIGINT)"
     fact = (
         f"named_struct('fig', '{fig}', 'bucket', {at}, 'k1', CAST(item AS STRING),"
-        " 'k2', CAST(NULL AS STRING), 'h', CAST(NULL AS BIGINT), 'n', CAST(1 AS BIGINT),"
+        " 'k2', CAST(NULL AS STRING), 'h', CAST(NULL AS BIGINT), 'v', CAST(NULL AS DOUBLE),"
         " 'a', CAST(0 AS BIGINT), 'c', CAST(0 AS BIGINT), 'm', CAST(NULL AS DOUBLE),"
         " 'lo', CAST(NULL AS DOUBLE))"
     )
@@ -151,7 +161,7 @@ _FACT_ARRAY = T.ArrayType(
             T.StructField(name, kind)
             for name, kind in zip(
                 _FACTS,
-                (_TEXT, _LONG, _TEXT, _TEXT, _LONG, _LONG, _LONG, _LONG, _REAL, _REAL),
+                (_TEXT, _LONG, _TEXT, _TEXT, _LONG, _REAL, _LONG, _LONG, _REAL, _REAL),
                 strict=True,
             )
         ]
@@ -179,9 +189,21 @@ def _grouped(
     if each:
         every = F.concat(every, *each)
     facts_df = source.select(F.explode(every).alias("f")).where(F.col("f").isNotNull())
-    facts_df = facts_df.select("f.*")
+    # A distribution's histogram bucket and maximum from its value (``_struct``'s ``hist``).
+    value = F.col("f.v")
+    facts_df = facts_df.select(
+        "f.fig",
+        "f.bucket",
+        "f.k1",
+        "f.k2",
+        F.coalesce(F.col("f.h"), histogram_bucket(value)).alias("h"),
+        "f.a",
+        "f.c",
+        F.coalesce(F.col("f.m"), value).alias("m"),
+        "f.lo",
+    )
     grouped = facts_df.groupBy("fig", "bucket", "k1", "k2", "h").agg(
-        F.sum("n").alias("n"),
+        F.count(F.lit(1)).alias("n"),
         F.sum("a").alias("a"),
         F.sum("c").alias("c"),
         F.max("m").alias("m"),
@@ -336,14 +358,9 @@ def _journal_groups(journal: Parsed, s: Summary) -> None:
             _fact(changed, "kind", k1=F.col("kind")),
             _fact(changed, "topic", k1=F.col("topic"), a=F.col("notify").cast(T.LongType())),
             _fact(sent, "tick", bucket=F.col("time_bucket"), a=frames, c=F.col("bytes")),
-            _fact(sent, "frames", h=histogram_bucket(frames), m=frames),
-            _fact(sent & (frames > 0), "frame_bytes", h=histogram_bucket(per_frame), m=per_frame),
-            _fact(
-                changed & F.col("mutated_at_ms").isNotNull(),
-                "detection",
-                h=histogram_bucket(detection),
-                m=detection,
-            ),
+            _fact(sent, "frames", hist=frames),
+            _fact(sent & (frames > 0), "frame_bytes", hist=per_frame),
+            _fact(changed & F.col("mutated_at_ms").isNotNull(), "detection", hist=detection),
             _fact(ev == "broker_event", "broker", k1=F.concat_ws(" ", "kind", "cause")),
             _fact(
                 ev == "slow_subscriber_skipped",
@@ -435,21 +452,37 @@ def _telemetry_groups(
                 c=matched.cast(T.LongType()),
                 m=F.when(matched, lag),
             ),
-            _fact(ok & delivery.isNotNull(), "delivery", h=histogram_bucket(delivery), m=delivery),
-            _fact(matched, "lag", k1=by_cause, h=histogram_bucket(lag), m=lag),
-            _fact(matched, "detect", k1=by_cause, h=histogram_bucket(detection), m=detection),
-            _fact(matched, "after", k1=by_cause, h=histogram_bucket(after), m=after),
-            _fact(matched, "ask", k1=by_cause, h=histogram_bucket(ask), m=ask),
-            _fact(matched & ~F.col("notify"), "quiet", h=histogram_bucket(lag), m=lag),
-            # Keyed by the change's journal line alone: a long, where topic, version and
-            # time made a longer key to hash and compare for every line.
-            _fact(matched, CHANGE_FACT, h=F.col("change"), m=after, lo=after),
+            _fact(ok & delivery.isNotNull(), "delivery", hist=delivery),
+            _fact(matched, "lag", k1=by_cause, hist=lag),
+            _fact(matched, "after", k1=by_cause, hist=after),
+            _fact(matched, "ask", k1=by_cause, hist=ask),
+            _fact(matched & ~F.col("notify"), "quiet", hist=lag),
+            # Keyed by the change's journal line (a long, where topic, version and time made a
+            # longer key to hash and compare for every line) and the lines' cause. A change's
+            # detection is the same for every line that learned it: summed in ``a``, it gives
+            # the detection figure per cause from these groups (below), not from a fact per
+            # line.
+            _fact(
+                matched,
+                CHANGE_FACT,
+                k1=by_cause,
+                h=F.col("change"),
+                a=detection,
+                m=after,
+                lo=after,
+            ),
         ],
         {},
         kept=(CHANGE_FACT,),
     )
     assert per_change is not None
     on_groups(per_change)
+    each = F.col("a") / F.col("n")
+    detected = (
+        per_change.groupBy("k1", histogram_bucket(each).alias("h"))
+        .agg(F.sum("n").alias("n"), F.max(each).alias("m"))
+        .collect()
+    )
     status: dict[str, int] = {}
     hists: dict[tuple[str, str], Histogram] = {}
     learned = 0
@@ -471,6 +504,9 @@ def _telemetry_groups(
                 hists.setdefault((fig, cause), Histogram()).add(float(h), n, m)
             if fig == "lag" and k1 not in SPREAD_CAUSES:
                 hists.setdefault(("unspread", ""), Histogram()).add(float(h), n, m)
+    for k1, h, n, m in detected:
+        for cause in (str(k1), "all"):
+            hists.setdefault(("detect", cause), Histogram()).add(float(h), int(n), m)
     s.telemetry = InputQuality(
         files=telemetry.files,
         lines=sum(status.values()),

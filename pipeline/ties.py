@@ -91,7 +91,8 @@ def fetch_table(
 
 def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
     """One row per journal change: how many clients learned it and how fast (after
-    detection), from the ``change`` groups of the telemetry's aggregation."""
+    detection), from the ``change`` groups of the telemetry's aggregation (one per change and
+    cause of the lines that learned it)."""
     base = changes.select(
         "line",
         "namesrv",
@@ -111,10 +112,9 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
                 "last_learned_ms": F.lit(None).cast("long"),
             }
         )
-    learned = per_change.select(
-        F.col("h").alias("line"),
-        F.col("n").alias("clients"),
-        F.col("lo").cast(T.LongType()).alias("first_learned_ms"),
-        F.col("m").cast(T.LongType()).alias("last_learned_ms"),
+    learned = per_change.groupBy(F.col("h").alias("line")).agg(
+        F.sum("n").alias("clients"),
+        F.min("lo").cast(T.LongType()).alias("first_learned_ms"),
+        F.max("m").cast(T.LongType()).alias("last_learned_ms"),
     )
     return base.join(learned, "line", "left").drop("line").fillna(0, subset=["clients"])

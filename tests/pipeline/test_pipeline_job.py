@@ -253,6 +253,37 @@ def test_each_client_is_tied_to_the_change_it_learned(spark, tmp_path):
     assert narrow.learned_changes == 3 and narrow.unmatched_fetches == 3
 
 
+def test_detection_counts_per_cause_every_line_that_learned_the_change(spark, tmp_path):
+    """A change's detection (mutation to tick) counts once per client that learned it, under
+    that client's cause; the change table counts each change once over its causes."""
+    journal_file(
+        tmp_path / "j",
+        [
+            dict(changed(10_000, "T", 1, kind="CREATED"), mutated_at_ms=9_700),
+            dict(changed(20_000, "T", 2), mutated_at_ms=19_950),
+        ],
+    )
+    for name, cause in (("a", "notify"), ("b", "notify"), ("c", "inline")):
+        write_lines(
+            tmp_path / "t" / f"client-{name}.jsonl",
+            [fetch("T", 0, "first", 5_000), fetch("T", 1, cause, 10_020, notified=10_000)]
+            + ([fetch("T", 2, "poll", 20_400)] if name != "c" else []),
+        )
+    s, table = analyse(spark, [JournalSource(str(tmp_path / "j"))], [str(tmp_path / "t")])
+    detect = s.propagation_detection
+    assert (detect["notify"].count, detect["notify"].p50, detect["notify"].max) == (2, 300, 300)
+    assert (detect["inline"].count, detect["inline"].max) == (1, 300)
+    assert (detect["poll"].count, detect["poll"].max) == (2, 50)
+    assert (detect["all"].count, detect["all"].p50, detect["all"].max) == (5, 300, 300)
+    rows = {r["version"]: r for r in table.collect()}
+    assert (rows[1]["clients"], rows[1]["first_learned_ms"], rows[1]["last_learned_ms"]) == (
+        3,
+        20,
+        20,
+    )
+    assert (rows[2]["clients"], rows[2]["first_learned_ms"]) == (2, 400)
+
+
 class _Colliding:
     """``pyspark.sql.functions`` whose 64-bit hash gives every input the same value."""
 
