@@ -362,16 +362,21 @@ class PushSession:
 
     def poll(self) -> list[Action]:
         """The safety net, on a connection: refetch every held topic (absences only once
-        their TTL is over) and subscribe what a failed SUBSCRIBE left out."""
+        their TTL is over) and subscribe what a failed SUBSCRIBE left out.
+
+        While push is not known to work (a SUBSCRIBE, a version check included, timed out or
+        was refused), every held topic is subscribed again, not only those never
+        acknowledged: whether the server still holds the others is unknown, and only an
+        acknowledged SUBSCRIBE makes push healthy again (and version checks run again)."""
         self.counters["polls"] += 1
         now = self._now_ms()
         negative = self._routes.negative
         held = self._cache.held()
         out: list[Action] = [Refetch(t, POLL) for t in held if not negative.is_absent(t, now)]
         if not self._unsupported:
-            missing = [t for t in held if t not in self._subscribed]
-            if missing:
-                out.append(SendSubscribe(tuple(missing), SUBSCRIBE))
+            again = held if not self._healthy else [t for t in held if t not in self._subscribed]
+            if again:
+                out.append(SendSubscribe(tuple(sorted(again)), SUBSCRIBE))
         return out
 
     def expire_idle(self, keep: set[str]) -> list[Action]:

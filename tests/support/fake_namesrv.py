@@ -76,6 +76,8 @@ class FakeNamesrv(protocol.Factory):
         self.go_away_gets = 0
         self.held_gets: list[tuple[FakeConn, RemotingCommand]] = []
         self.hold_gets = False
+        self.drop_subscribes = 0
+        """SUBSCRIBE requests left unanswered from now on (as a stalled server would)."""
         self.port = 0
         self._listening: Any = None
 
@@ -132,6 +134,9 @@ class FakeNamesrv(protocol.Factory):
             if cmd.code == RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED:
                 conn.topics.difference_update(decode_unsubscribe(cmd.body).topics)
                 return cmd.make_response(ResponseCode.SUCCESS)
+            if self.drop_subscribes:
+                self.drop_subscribes -= 1
+                return None
             topics = list(decode_subscribe(cmd.body).topics)
             conn.topics.update(topics)
             acks = [(t, self.versions[t], t in self.routes) for t in topics]

@@ -167,6 +167,22 @@ async def test_while_push_works_the_full_poll_waits_120_s_and_version_checks_run
     assert d.client.counters["subscribe_failed"] == 0
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_version_check_left_unanswered_is_subscribed_again_by_the_next_poll(world):
+    ns = world.server()
+    d = await world.client(ns)
+    await held(d, ns, "T")
+    ns.drop_subscribes = 1
+    await d.advance(30.0)  # the version check goes out and is never answered
+    await until(lambda: ns.count(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED) == 2)
+    await d.advance(d.client.config.request_timeout_ms / 1000)
+    await until(lambda: not d.client.push_active)
+    assert d.client.counters["subscribe_failed"] == 1
+    await d.advance(30.0)  # the poll while push is off: the topic is subscribed again
+    await until(lambda: d.client.push_active)
+    assert ns.count(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED) == 3
+
+
 # -- expiry ---------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.departures import ONLY_B, TWO
@@ -420,6 +421,43 @@ def test_the_version_check_resubscribes_held_topics_but_skips_spread_ones_in_its
     ack = SubscribeAck((TopicVersion("A", 4, True), TopicVersion("B", 6, True)), "e1")
     actions = rig.session.subscribe_acked(["A", "B"], VERSION_CHECK, ack)
     assert refetched(actions) == [("A", VERSION_CHECK, 4)]
+
+
+def test_a_failed_version_check_is_subscribed_again_at_the_next_poll_and_push_recovers():
+    rig = Rig({"A": 3, "B": 5})
+    rig.subscribed()
+    assert rig.session.version_check() == [SendSubscribe(("A", "B"), VERSION_CHECK)]
+    # The version check timed out: whether the server still holds them is unknown.
+    assert rig.session.subscribe_failed(["A", "B"], VERSION_CHECK) == [SetPushHealthy(False)]
+    assert rig.session.version_check() == []  # none while push is not known to work
+    again = [a for a in rig.session.poll() if isinstance(a, SendSubscribe)]
+    assert again == [SendSubscribe(("A", "B"), SUBSCRIBE)]
+    ack = SubscribeAck((TopicVersion("A", 3, True), TopicVersion("B", 6, True)), "e1")
+    actions = rig.session.subscribe_acked(["A", "B"], SUBSCRIBE, ack)
+    assert SetPushHealthy(True) in actions and refetched(actions) == [("B", SUBSCRIBE, 6)]
+    assert rig.session.poll_interval_ms == rig.config.poll_interval_with_push_ms
+
+
+@pytest.mark.parametrize("how", ["refused", "unreadable"])
+def test_a_refused_or_unreadable_resubscribe_is_tried_again_at_the_next_poll(how):
+    rig = Rig({"A": 3})
+    rig.subscribed()
+    if how == "refused":
+        rig.session.subscribe_refused(NS, ["A"], VERSION_CHECK, ResponseCode.SYSTEM_BUSY, "")
+    else:
+        rig.session.subscribe_unreadable(NS, "garbage")
+    assert [a for a in rig.session.poll() if isinstance(a, SendSubscribe)] == [
+        SendSubscribe(("A",), SUBSCRIBE)
+    ]
+
+
+def test_a_healthy_poll_subscribes_only_what_is_missing():
+    rig = Rig({"A": 3})
+    rig.subscribed()
+    rig.hold("B", 1)
+    assert [a for a in rig.session.poll() if isinstance(a, SendSubscribe)] == [
+        SendSubscribe(("B",), SUBSCRIBE)
+    ]
 
 
 def test_idle_topics_expire_and_are_unsubscribed_unless_kept():
