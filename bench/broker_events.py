@@ -87,7 +87,9 @@ class Fleet:
     def start_server(self) -> None:
         events = {"unregister": False, "channel_close": False, "expiry": False, "arrival": False}
         raw: dict[str, Any] = {
-            "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0},
+            # The stand-in brokers send nothing between their events: an idle close would
+            # take broker-a away before its stop.
+            "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0, "idle_timeout_ms": 0},
             "registry": {"broker_expiry_ms": 100_000_000},
             "pressure": {"enabled": False},
             "push": {"max_total_subscriptions": 10_000_000},
@@ -190,6 +192,15 @@ class Fleet:
             topic_configs(*topics), broker_name=name, broker_addr=addr, data_version=version
         )
 
+    async def answered(self, request: Any) -> Any:
+        """broker-a's request, answered: the server applies a table (or drops a departed
+        broker's) in slices on its clock, so the clock turns (by 0 s) until the answer is in."""
+        answer = self.brokers[0].request(request)
+        while not answer.called:
+            self.clock.advance(0)
+            await yield_reactor(0.002)
+        return await answer
+
     async def observe(self, event: str, want_broker_a: bool) -> dict[str, Any]:
         self.want_broker_a = want_broker_a
         self.stale = {(i, t) for i in range(len(self.clients)) for t in self.topics_of(i)}
@@ -198,9 +209,9 @@ class Fleet:
         started = self.clock.seconds()
         self.last_fresh_at = started
         if event == "stop":
-            await self.brokers[0].request(unregister_request(broker_addr=A_ADDR))
+            await self.answered(unregister_request(broker_addr=A_ADDR))
         else:
-            await self.brokers[0].request(self.register("broker-a", A_ADDR, 2))
+            await self.answered(self.register("broker-a", A_ADDR, 2))
         per_second: Counter[int] = Counter()
         steps = round(self.args.observe / self.args.step)
         total_before = self.requests()
