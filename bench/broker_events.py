@@ -155,7 +155,7 @@ class Fleet:
         for name, addr in (("broker-a", A_ADDR), ("broker-b", B_ADDR)):
             conn = await connect(self.port)
             self.brokers.append(conn)
-            await conn.request(self.register(name, addr, 1))
+            await self.answered(self.register(name, addr, 1), conn)
         self.clock.advance(1.0)
         await self.drain()
         rng = random.Random(7)
@@ -192,10 +192,11 @@ class Fleet:
             topic_configs(*topics), broker_name=name, broker_addr=addr, data_version=version
         )
 
-    async def answered(self, request: Any) -> Any:
-        """broker-a's request, answered: the server applies a table (or drops a departed
-        broker's) in slices on its clock, so the clock turns (by 0 s) until the answer is in."""
-        answer = self.brokers[0].request(request)
+    async def answered(self, request: Any, conn: Any = None) -> Any:
+        """A broker's request (broker-a's by default), answered: the server applies a large
+        table (or drops a departed broker's) in slices on its clock, so the clock turns (by
+        0 s) until the answer is in."""
+        answer = (conn or self.brokers[0]).request(request)
         while not answer.called:
             self.clock.advance(0)
             await yield_reactor(0.002)
