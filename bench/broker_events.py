@@ -89,7 +89,13 @@ class Fleet:
         raw: dict[str, Any] = {
             # The stand-in brokers send nothing between their events: an idle close would
             # take broker-a away before its stop.
-            "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0, "idle_timeout_ms": 0},
+            # Every client and broker connects from 127.0.0.1: one host.
+            "server": {
+                "listen": "127.0.0.1:0",
+                "shutdown_grace_ms": 0,
+                "idle_timeout_ms": 0,
+                "max_connections_per_host": self.args.clients + 10,
+            },
             "registry": {"broker_expiry_ms": 100_000_000},
             "pressure": {"enabled": False},
             "push": {"max_total_subscriptions": 10_000_000},
