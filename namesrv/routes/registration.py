@@ -59,6 +59,12 @@ def register_cause(previous: LiveBroker | None, topic_configs: Mapping[str, Any]
     return ChangeCause.REGISTER
 
 
+def prime_slave(group: BrokerGroup, broker_id: int, enable_acting_master: bool) -> bool:
+    """upstream's prime slave: with acting master on, the lowest id stands in for a master and
+    writes the group's table (read-only)."""
+    return enable_acting_master and broker_id != MASTER_ID and broker_id == min(group.addrs)
+
+
 class Registration:
     """Registers brokers and refreshes their liveness."""
 
@@ -144,8 +150,7 @@ class Registration:
         cause = register_cause(previous, topic_configs)
         job: RegisterJob | None = None
         is_master = broker_id == MASTER_ID
-        # upstream's prime slave: with acting master on, the lowest id stands in for a master.
-        is_prime_slave = enable_acting_master and not is_master and broker_id == min(group.addrs)
+        is_prime_slave = prime_slave(group, broker_id, enable_acting_master)
         if is_master or is_prime_slave:
             written, job = self._write_table(
                 broker_name,
@@ -392,9 +397,8 @@ class Registration:
             or broker_name in t.lacking
         ):
             return False
-        is_master = broker_id == MASTER_ID
-        is_prime_slave = enable_acting_master and not is_master and broker_id == min(group.addrs)
-        if not (is_master or is_prime_slave):
+        is_prime_slave = prime_slave(group, broker_id, enable_acting_master)
+        if not (broker_id == MASTER_ID or is_prime_slave):
             return True  # a slave's table is not written
         memo = t.applied_parts.get(broker_name)
         return memo is not None and memo[1] == is_prime_slave
