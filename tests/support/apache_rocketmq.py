@@ -148,9 +148,9 @@ def start_broker(
 
 
 def _listed(namesrv: str, name: str) -> bool:
-    """Whether the name server at ``namesrv`` lists broker ``name`` (its first register, which
-    follows the boot line, has arrived)."""
-    host, port = split_hostport(namesrv)
+    """Whether the (first) name server of ``namesrv`` lists broker ``name`` (its first
+    register, which follows the boot line, has arrived)."""
+    host, port = split_hostport(namesrv.split(";")[0])
     try:
         with AdminClient(Target(host, port, timeout_s=5)) as client:
             response = client.call(RequestCode.GET_BROKER_CLUSTER_INFO)
