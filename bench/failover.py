@@ -5,16 +5,19 @@ Apache RocketMQ in controller mode, every process on loopback: a standalone cont
 (``org.apache.rocketmq.controller.ControllerStartup``) and two brokers of one broker name with
 ``enableControllerMode=true`` (upstream's quick-start settings: ``brokerId=-1``,
 ``brokerRole=SLAVE``, the controller elects the master), registered with this name server
-(``python -m namesrv``). Jars come from Maven Central into a cache outside the repository, as for
-``bench/vs_upstream.py`` (``--cache``, default ``~/.cache/rocketmq-bench``; the directory
-``VERSION/lib`` must hold rocketmq-controller, -broker, -tools, -client and their dependencies).
+(``python -m namesrv``). Jars come from Maven Central into a cache outside the repository
+(``python tools/rocketmq_jars.py``; ``--cache``, default ``~/.cache/rocketmq-routepush``; the
+directory ``VERSION/lib`` must hold rocketmq-controller, -broker, -tools, -client and their
+dependencies).
 
 Two producers send to one topic of that broker name, side by side in the same run, each
 starting a send every ``--interval-ms`` (10) without waiting for the previous one:
 
 * ``client_push``'s producer (Twisted, route push on), in a child process of this script;
 * upstream's Java producer (``bench/FailoverProducer.java``, compiled into the cache on first
-  use) with its defaults: it learns routes only by its 30 s name-server poll.
+  use) with its defaults: it learns routes only by its 30 s name-server poll;
+* with ``--java-agent JAR``, the same Java producer again, unmodified, run with the route-push
+  agent (``bridges/java-agent``) as ``-javaagent``.
 
 Each round ``kill -9``'s the master at a chosen phase of the Java client's poll (``--phases``,
 seconds after a poll; the poll runs every 30 s from the client's start), waits until both
@@ -304,10 +307,9 @@ class Bench:
         lib = version_dir / "lib"
         if not any(lib.glob("rocketmq-controller-*.jar")):
             raise SystemExit(
-                f"no rocketmq-controller jar in {lib}: resolve the jars first, e.g. a pom.xml in "
-                f"{version_dir} depending on org.apache.rocketmq:rocketmq-controller, -broker, "
-                f"-tools and -client {args.version}, then\n"
-                f"  mvn -q dependency:copy-dependencies -DoutputDirectory=lib"
+                f"no rocketmq-controller jar in {lib}: resolve the jars first:\n"
+                f"  python tools/rocketmq_jars.py --cache {args.cache} "
+                f"{args.version}:controller,broker,tools,client"
             )
         self.run_dir = version_dir / "failover" / time.strftime("%Y%m%d-%H%M%S")
         self.run_dir.mkdir(parents=True)
@@ -330,7 +332,11 @@ class Bench:
 
     def start_cluster(self) -> None:
         self.ns_port = free_port()
-        self.procs.append(start_namesrv(self.ns_port))
+        config = None
+        if self.args.tick_ms is not None:
+            config = self.run_dir / "namesrv.toml"
+            config.write_text(f"[push]\ntick_interval_ms = {self.args.tick_ms}\n")
+        self.procs.append(start_namesrv(self.ns_port, config))
         namesrv = f"127.0.0.1:{self.ns_port}"
         ctrl_port = free_port()
         self.controller = f"127.0.0.1:{ctrl_port}"
@@ -414,16 +420,22 @@ class Bench:
             self.procs.append(proc)
             logs.append(SendLog(name, proc))
         classes = self.compile_producer()
-        java = subprocess.Popen(
-            [
-                "java", "-Xmx256m", f"-Duser.home={self.run_dir}", "-cp",
-                f"{classes}:{self.java.lib}/*", "FailoverProducer", namesrv, TOPIC, interval,
-            ],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=(self.run_dir / "java.log").open("w"), text=True,
-        )  # fmt: skip
-        self.procs.append(java)
-        return [*logs, SendLog("java", java)]
+        javas = []
+        if self.args.java_agent:
+            javas.append(("java+agent", [f"-javaagent:{Path(self.args.java_agent).resolve()}"]))
+        javas.append(("java", []))
+        for name, agent in javas:
+            java = subprocess.Popen(
+                [
+                    "java", "-Xmx256m", *agent, f"-Duser.home={self.run_dir / name}", "-cp",
+                    f"{classes}:{self.java.lib}/*", "FailoverProducer", namesrv, TOPIC, interval,
+                ],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=(self.run_dir / f"{name}.log").open("w"), text=True,
+            )  # fmt: skip
+            self.procs.append(java)
+            logs.append(SendLog(name, java))
+        return logs
 
     def stop(self) -> None:
         """Stops every process; the brokers' stores are removed (their logs are kept)."""
@@ -469,6 +481,8 @@ class Bench:
         watcher.stopping.set()
         return {
             "commit": self.commit,
+            "tick_ms": self.args.tick_ms,
+            "interval_ms": self.args.interval_ms,
             "baseline_commit": self.args.baseline_label
             or (tree_commit(Path(self.args.baseline_tree)) if self.args.baseline_tree else None),
             "producers": [p.name for p in producers],
@@ -528,9 +542,12 @@ class Bench:
         }
         for p in producers:
             failed = p.failures(since_ms, end_ms)
+            at = sorted(round((f.end_ms - kill_ms) / 1000, 2) for f in failed)
             out[p.name] = {
                 "sends_again_s": after(p.first_ok_after(kill_ms)),
                 "failed": len(failed),
+                # When the failed sends ended, in seconds after the kill: where the losses lie.
+                "failed_at_s": at if len(at) <= 12 else [*at[:6], "...", *at[-6:]],
                 "errors": sorted({f.detail[:70] for f in failed})[:3],
             }
         return out
@@ -577,13 +594,16 @@ def table(result: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cache", default="~/.cache/rocketmq-bench")
+    parser.add_argument("--cache", default="~/.cache/rocketmq-routepush")
     parser.add_argument("--version", default="5.3.3")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument(
         "--phases", default="3,11,19,27", help="kill phases, seconds after the Java poll"
     )
     parser.add_argument("--interval-ms", type=int, default=10)
+    parser.add_argument(
+        "--tick-ms", type=int, help="the name server's push.tick_interval_ms (default: its own)"
+    )
     parser.add_argument("--round-timeout-s", type=float, default=45.0)
     parser.add_argument("--json", dest="json_out", help="also write the result here")
     parser.add_argument("--label", help="the commit measured (default: this tree's git HEAD)")
@@ -593,6 +613,12 @@ def main() -> None:
         help="also run client_push's producer of another checkout, beside this one's",
     )
     parser.add_argument("--baseline-label", help="the commit of --baseline-tree")
+    parser.add_argument(
+        "--java-agent",
+        metavar="JAR",
+        help="also run the same Java producer with this route-push agent (-javaagent), "
+        "e.g. bridges/java-agent/target/rocketmq-routepush-agent.jar",
+    )
     parser.add_argument("--producer-child", metavar="NAMESRV", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.producer_child:

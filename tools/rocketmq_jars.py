@@ -10,15 +10,24 @@ complete (its marker file names the same artifacts) is left alone, so a second r
 nothing. ``DIR`` defaults to ``$ROCKETMQ_JAR_CACHE`` or ``~/.cache/rocketmq-routepush``.
 
 Prints one ``VERSION DIR/VERSION/lib`` line per version, for scripts to read.
+
+``--agent`` then builds the route-push Java agent (``bridges/java-agent``) with its JUnit tests,
+which attach to real 5.x and 4.9.x clients. ``--if-possible`` (what a developer's test run
+uses) notes and skips instead of failing where Maven or a JDK is missing or Maven Central cannot
+be reached; with ``CI`` set every failure fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT_POM = ROOT / "bridges" / "java-agent" / "pom.xml"
 
 DEFAULT_SETS = ("5.3.3:namesrv,broker,controller,tools,client", "4.9.7:client")
 MARKER = ".resolved"
@@ -88,16 +97,46 @@ def resolve(cache: Path, version: str, artifacts: tuple[str, ...]) -> Path:
     return lib
 
 
+def build_agent(legacy_lib: Path | None) -> None:
+    """``mvn package`` of the Java agent: its JUnit tests, then the jar."""
+    command = ["mvn", "-q", "-B", "-f", str(AGENT_POM), "package"]
+    if legacy_lib is not None:
+        command.append(f"-Droutepush.legacyLib={legacy_lib}")
+    subprocess.run(command, check=True, stdin=subprocess.DEVNULL, timeout=1800)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", type=Path, default=None, help="cache directory")
+    parser.add_argument("--agent", action="store_true", help="then build and test the agent")
+    parser.add_argument(
+        "--if-possible", action="store_true", help="skip (exit 0) where Java or Maven is missing"
+    )
     parser.add_argument("sets", nargs="*", type=parse_set, help="VERSION:ARTIFACT[,...]")
     args = parser.parse_args(argv)
+    lenient = args.if_possible and not os.environ.get("CI")
+    missing = [tool for tool in ("mvn", "javac") if shutil.which(tool) is None]
+    if missing:
+        if lenient:
+            print(f"skipped: no {', '.join(missing)} on PATH (Java tests will skip)", flush=True)
+            return 0
+        raise SystemExit(f"{', '.join(missing)} not found: a JDK and Maven are needed")
     cache = (args.cache or default_cache()).expanduser()
     sets = args.sets or [parse_set(s) for s in DEFAULT_SETS]
-    for version, artifacts in sets:
-        lib = resolve(cache, version, artifacts)
-        print(f"{version} {lib}", flush=True)
+    libs = {}
+    try:
+        for version, artifacts in sets:
+            libs[version] = resolve(cache, version, artifacts)
+            print(f"{version} {libs[version]}", flush=True)
+        if args.agent:
+            legacy = [lib for version, lib in libs.items() if version.startswith("4.")]
+            build_agent(legacy[0] if legacy else None)
+            print(f"agent {AGENT_POM.parent / 'target' / 'rocketmq-routepush-agent.jar'}")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        if lenient and not args.agent:
+            print(f"skipped: {error} (Java interop tests will skip)", flush=True)
+            return 0
+        raise SystemExit(f"failed: {error}") from None
     return 0
 
 

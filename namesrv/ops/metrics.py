@@ -67,6 +67,8 @@ _COUNTERS = {
     "degradation_transitions": "Entries into and exits from degraded mode.",
     "brokers_expired": "Broker addresses removed after missing heartbeats.",
     "responses_ignored": "Response frames received from peers and ignored.",
+    "oneways_declined": "Oneway frames a client without the extension answered with "
+    "REQUEST_CODE_NOT_SUPPORTED (normal for stock clients, not an error).",
     "timer_errors": "Periodic tasks that raised.",
     "headers_refused": "Requests whose header failed to decode, answered with an error.",
     "input_bound_closes": "Connections closed: buffered input past its bound.",

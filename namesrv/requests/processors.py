@@ -98,7 +98,10 @@ class RequestProcessor:
         turn (even for a oneway request: its answer is then dropped); or None (a oneway
         request, or a response frame from the peer, which is ignored)."""
         if request.is_response:
-            self.counters["responses_ignored"] += 1
+            # A client without the extension answers a oneway frame it does not know (a
+            # notification or GO_AWAY) with REQUEST_CODE_NOT_SUPPORTED: normal, not an error.
+            declined = request.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            self.counters["oneways_declined" if declined else "responses_ignored"] += 1
             return None
         served = self._served.get(request.code)
         if served is None:

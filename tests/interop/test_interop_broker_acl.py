@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support import apache_rocketmq as apache
 from support.paths import REPO_ROOT
 
 from namesrv.admin.cli import main as admin_main
 
 pytestmark = pytest.mark.interop
-LIB = os.environ.get("ROCKETMQ_LIB_DIR", "")
+LIB = apache.LIB
 if not LIB or not shutil.which("java") or not list(Path(LIB).glob("rocketmq-broker-*.jar")):
     pytest.skip("ROCKETMQ_LIB_DIR (broker jars) and a JDK are needed", allow_module_level=True)
 

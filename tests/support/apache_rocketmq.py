@@ -2,7 +2,8 @@
 Apache broker (``BrokerStartup``) registered with it, ``mqadmin`` and small Java probes.
 
 The jars come from ``ROCKETMQ_LIB_DIR`` (RocketMQ 5.x and every dependency, resolved by Maven
-into a cache outside the repository); without it, or without a JDK, the tests skip.
+into a cache outside the repository), by default the cache ``tools/rocketmq_jars.py`` fills (the
+test run fills it first where Maven is at hand); without them, or without a JDK, the tests skip.
 """
 
 from __future__ import annotations
@@ -22,7 +23,19 @@ from protocol import bodies
 from protocol.codes import RequestCode
 from support.paths import REPO_ROOT
 
-LIB = os.environ.get("ROCKETMQ_LIB_DIR", "")
+
+def cached_lib(version: str, env: str) -> str:
+    """``$env`` if set, else ``VERSION/lib`` of the jar cache when it was resolved whole."""
+    if os.environ.get(env):
+        return os.environ[env]
+    cache = os.environ.get("ROCKETMQ_JAR_CACHE") or str(
+        Path.home() / ".cache" / "rocketmq-routepush"
+    )
+    lib = Path(cache) / version / "lib"
+    return str(lib) if (lib / ".resolved").exists() else ""
+
+
+LIB = cached_lib("5.3.3", "ROCKETMQ_LIB_DIR")
 AVAILABLE = bool(LIB) and shutil.which("javac") is not None
 SMALL_JVM = ["-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC"]
 

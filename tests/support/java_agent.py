@@ -9,7 +9,7 @@ cache outside the repository by ``tools/rocketmq_jars.py``).
 
 from __future__ import annotations
 
-import os
+import contextlib
 import subprocess
 import threading
 import time
@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.apache_rocketmq import cached_lib
 from support.paths import REPO_ROOT
 
 AGENT_DIR = REPO_ROOT / "bridges" / "java-agent"
 AGENT_JAR = AGENT_DIR / "target" / "rocketmq-routepush-agent.jar"
-LEGACY_LIB = os.environ.get("ROCKETMQ_LEGACY_LIB_DIR", "")
+LEGACY_LIB = cached_lib("4.9.7", "ROCKETMQ_LEGACY_LIB_DIR")
 PROBE_JVM = ["-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 NO_POLL_MS = 600_000
 """A client poll interval no test outlives: what such a client learns, it learned by push."""
@@ -108,10 +109,8 @@ class Probe:
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.proc.stdin.close()
-            except OSError:
-                pass
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

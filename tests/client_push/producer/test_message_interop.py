@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import pytest_twisted
+from support import apache_rocketmq as apache
 from support.broker_standin import BrokerStandIn
 from support.process_output import Collect
 from twisted.internet import reactor
@@ -86,8 +87,8 @@ public class ReadSend {
 
 
 def classpath() -> str:
-    """RocketMQ 5.x jars from ``ROCKETMQ_LIB_DIR`` (as ``test_interop_ops.py`` takes them)."""
-    lib = os.environ.get("ROCKETMQ_LIB_DIR", "")
+    """RocketMQ 5.x jars from ``ROCKETMQ_LIB_DIR`` or the jar cache (as the interop tests)."""
+    lib = apache.LIB
     if not lib or not Path(lib).is_dir() or not shutil.which("java"):
         pytest.skip("set ROCKETMQ_LIB_DIR to a directory of RocketMQ 5.x jars (and have Java)")
     if not any(Path(lib).glob("rocketmq-client-*.jar")):

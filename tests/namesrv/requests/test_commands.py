@@ -265,3 +265,16 @@ def test_a_response_from_the_peer_is_ignored_and_counted():
     stray = RemotingCommand(code=0, opaque=3, flag=FLAG_RESPONSE)
     assert processor.handle(Peer(), stray, encode_command(stray)[4:]) is None
     assert counters == {"responses_ignored": 1}
+
+
+def test_a_stock_clients_refusal_of_a_oneway_frame_is_counted_apart_and_never_answered():
+    counters: Counter[str] = Counter()
+    processor = RequestProcessor(services(), counters=counters)
+    declined = RemotingCommand(
+        code=ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+        opaque=9,
+        flag=FLAG_RESPONSE,
+        remark="request type 7003 not supported",
+    )
+    assert processor.handle(Peer(), declined, encode_command(declined)[4:]) is None
+    assert counters == {"oneways_declined": 1}

@@ -254,6 +254,7 @@ final class Bridge {
         if (fresh) {
             newEpoch(n.epoch);
             epoch = n.epoch;
+            sequences.put(conn, n.sequence);
             return;
         }
         if (epoch == null) {

@@ -1,0 +1,183 @@
+package routepush.agent;
+
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertTrue;
+
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+import java.util.Properties;
+import java.util.Random;
+import org.junit.Before;
+import org.junit.Test;
+
+public class BridgeTest {
+    private final long[] now = {0};
+    private final RefreshWorker.Clock clock = new RefreshWorker.Clock() {
+        @Override
+        public long nowMs() {
+            return now[0];
+        }
+    };
+    private FakeClient client;
+    private RefreshQueue queue;
+    private Bridge bridge;
+
+    @Before
+    public void setUp() {
+        client = new FakeClient();
+        queue = new RefreshQueue(1000);
+        bridge = bridge("");
+    }
+
+    private Bridge bridge(String args) {
+        return new Bridge(client, Options.parse(args, new Properties()), queue, clock, new Random(1));
+    }
+
+    private List<String> due() {
+        return queue.takeDue(now[0] + 60_000);
+    }
+
+    @Test
+    public void heldTopicsAreSubscribedOnceAndRefreshedOnceAtFirst() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        bridge.tick();
+        assertEquals(Collections.singletonList("SUBSCRIBE ns1:9876 [A, B]"), client.requests);
+        assertEquals(Arrays.asList("A", "B"), sorted(due()));
+        client.held.add("C");
+        bridge.tick();
+        assertEquals("SUBSCRIBE ns1:9876 [C]", client.requests.get(1));
+    }
+
+    @Test
+    public void aNotificationOwesARefreshUnlessTheVersionIsHeld() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        due();
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(1, "e1", "A=2", "B=1"));
+        assertEquals(Collections.singletonList("A"), due());
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(2, "e1", "A=2"));
+        assertEquals(Collections.<String>emptyList(), due());
+    }
+
+    @Test
+    public void aSequenceGapRefetchesEveryHeldTopic() {
+        client.held.addAll(Arrays.asList("A", "B", "C"));
+        bridge.tick();
+        due();
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(1, "e1", "A=2"));
+        due();
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(3, "e1", "B=5"));
+        assertEquals(Arrays.asList("A", "B", "C"), sorted(due()));
+        assertEquals(1, bridge.resyncs.get());
+    }
+
+    @Test
+    public void aNewEpochRefetchesEverythingAndAdoptsNoVersion() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        due();
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(1, "e2", "A=1"));
+        assertEquals(Arrays.asList("A", "B"), sorted(due()));
+        // Versions of the old epoch are forgotten: version 1 of the new one is newer.
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(2, "e2", "A=1"));
+        assertEquals(Collections.singletonList("A"), due());
+    }
+
+    @Test
+    public void anUnreadableNotificationIsCountedNeverThrownAndRefetchesEverything() {
+        client.held.add("A");
+        bridge.tick();
+        due();
+        bridge.frame(client.connection, Messages.NOTIFY, new byte[] {0x0a, 0x7f, 0x01});
+        bridge.frame(client.connection, Messages.NOTIFY, null);
+        bridge.frame(client.connection, Messages.GO_AWAY, new byte[] {(byte) 0xff});
+        assertEquals(2, bridge.malformed.get());
+        assertEquals(Collections.singletonList("A"), due());
+    }
+
+    @Test
+    public void anOldNameServerIsAskedOnceAndThenLeftToTheClientsPoll() {
+        client.answer = Messages.REQUEST_CODE_NOT_SUPPORTED;
+        client.held.add("A");
+        for (int i = 0; i < 5; i++) {
+            now[0] += 60_000;
+            bridge.tick();
+        }
+        assertEquals(1, client.requests.size());
+        assertTrue(bridge.unsupported());
+    }
+
+    @Test
+    public void aNewConnectionIsSubscribedAgain() {
+        client.held.add("A");
+        bridge.tick();
+        client.connection = new Object();
+        bridge.tick();
+        assertEquals(2, client.requests.size());
+    }
+
+    @Test
+    public void aFailedSubscribeBacksOffAndNeverThrows() {
+        client.held.add("A");
+        client.failure = new java.io.IOException("connection refused");
+        bridge.tick();
+        bridge.tick();
+        assertEquals(1, bridge.subscribeFailures.get());
+        client.failure = null;
+        bridge.tick();
+        assertEquals(0, client.requests.size());
+        now[0] += 2000;
+        bridge.tick();
+        assertEquals(1, client.requests.size());
+    }
+
+    @Test
+    public void theVersionCheckRefreshesOnlyWhatMovedWhileNoFrameCame() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        due();
+        client.versions.put("B", 7L);
+        now[0] += 30_000;
+        bridge.tick();
+        assertEquals("SUBSCRIBE ns1:9876 [A, B]", client.requests.get(1));
+        assertEquals(Collections.singletonList("B"), due());
+    }
+
+    @Test
+    public void goAwayMovesTheClientToItsNextNameServerAndSubscribesThere() {
+        client.held.add("A");
+        bridge.tick();
+        byte[] goAway = new Proto.Writer().uint(1, 5000).string(2, "ns2:9876").string(3, "stopping").toByteArray();
+        bridge.frame(client.connection, Messages.GO_AWAY, goAway);
+        assertEquals("ns2:9876", client.chosen);
+        assertEquals("SUBSCRIBE ns2:9876 [A]", client.requests.get(client.requests.size() - 1));
+        assertEquals(1, bridge.goAways.get());
+    }
+
+    @Test
+    public void excludedTopicsAreNeitherSubscribedNorRefreshed() {
+        bridge = bridge("exclude=%RETRY%*;B");
+        client.held.addAll(Arrays.asList("A", "B", "%RETRY%g"));
+        bridge.tick();
+        assertEquals(Collections.singletonList("SUBSCRIBE ns1:9876 [A]"), client.requests);
+        due();
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(1, "e1", "B=9", "%RETRY%g=9"));
+        assertEquals(Collections.<String>emptyList(), due());
+    }
+
+    @Test
+    public void aClientNotRunningIsLeftAlone() {
+        client.running = false;
+        client.held.add("A");
+        bridge.tick();
+        assertFalse(client.requests.size() > 0);
+    }
+
+    private static List<String> sorted(List<String> in) {
+        Collections.sort(in);
+        return in;
+    }
+}
