@@ -217,7 +217,11 @@ def lockout(root: Path, tmp: Path, form: str, key: str) -> dict[str, Any]:
         accepted_after = None
         while time.monotonic() - flooded < AHEAD_MS / 1000 + 5:
             ext = strong_sign(
-                RequestCode.PUT_KV_CONFIG, put_kv(f"fresh-{len(refusals)}"), "ops", form, ns.identity
+                RequestCode.PUT_KV_CONFIG,
+                put_kv(f"fresh-{len(refusals)}"),
+                "ops",
+                form,
+                ns.identity,
             )
             resp = ns.ask(RequestCode.PUT_KV_CONFIG, ext)
             if resp.code == ResponseCode.SUCCESS:

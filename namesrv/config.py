@@ -458,7 +458,11 @@ def _validate_acl(acl: AclConfig) -> None:
             f"config key acl.max_bound_brokers must be positive, got {acl.max_bound_brokers}"
         )
     seen: set[str] = set()
-    for key in ("signature_skew_ms", "replay_cache_max_entries", "replay_cache_max_entries_per_key"):
+    for key in (
+        "signature_skew_ms",
+        "replay_cache_max_entries",
+        "replay_cache_max_entries_per_key",
+    ):
         if getattr(acl, key) <= 0:
             raise ConfigError(f"config key acl.{key} must be positive, got {getattr(acl, key)}")
     if acl.server_identity and not SERVER_IDENTITY.fullmatch(acl.server_identity):

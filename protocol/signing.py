@@ -23,9 +23,9 @@ with netstring(b) = ``<len(b) in decimal>:`` b ``,``. The code is in the content
 fields of one request do not verify under another code; every key and value is delimited, so
 no value can be shifted into a neighbour; ``SignServer`` is a field like any other, so the
 signature covers it and a request signed for one name server is refused by every other; the
-timestamp and nonce let the server refuse stale and repeated requests. The derived key keeps the two forms apart: a strong signature never
-verifies as an upstream one (nor the reverse), so stripping or adding the form's fields does
-not turn one into the other.
+timestamp and nonce let the server refuse stale and repeated requests. The derived key keeps
+the two forms apart: a strong signature never verifies as an upstream one (nor the reverse), so
+stripping or adding the form's fields does not turn one into the other.
 
 Pure: no clock and no randomness here; a signer passes its time and nonce in.
 """

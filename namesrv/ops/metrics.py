@@ -345,7 +345,9 @@ class _GatedChannel(HTTPChannel):
 class MetricsSite(Site):
     """The metrics site, its requests judged on their heads by ``gate``."""
 
-    protocol = _GatedChannel
+    # A plain HTTP/1.1 channel, not the base's HTTP/2-switching wrapper: this port has no TLS,
+    # so no ALPN could choose HTTP/2, and the gate must see every head itself.
+    protocol = _GatedChannel  # type: ignore[assignment]
 
     def __init__(self, resource: Resource, gate: MetricsGate) -> None:
         # The channel's own timer would run on the global reactor; the bounded factory's idle

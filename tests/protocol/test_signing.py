@@ -65,7 +65,12 @@ def test_the_two_forms_never_verify_as_each_other():
     )
 
 
-V2 = {"SignatureForm": "strong-v2", "SignServer": "ns-1", "SignTimestamp": "1", "SignNonce": "a" * 16}
+V2 = {
+    "SignatureForm": "strong-v2",
+    "SignServer": "ns-1",
+    "SignTimestamp": "1",
+    "SignNonce": "a" * 16,
+}
 
 
 @pytest.mark.parametrize(
@@ -110,4 +115,6 @@ def test_a_signer_writes_its_form_with_a_fresh_nonce_per_request():
     with pytest.raises(ValueError, match="names the name server it is for"):
         signing.RequestSigner(signing.Credentials("ak", "sk"), lambda: 0, str)
     with pytest.raises(ValueError, match="name-server identity"):
-        signing.RequestSigner(signing.Credentials("ak", "sk", server_identity="a b"), lambda: 0, str)
+        signing.RequestSigner(
+            signing.Credentials("ak", "sk", server_identity="a b"), lambda: 0, str
+        )

@@ -9,11 +9,13 @@ import itertools
 import time
 from typing import Any
 
+import pytest
 import pytest_twisted
-from support.acl_signing import independent_strong_sign, resent
+from support.acl_signing import independent_sign, independent_strong_sign, resent
 from support.wire_client import connect
 from twisted.internet import defer
 
+from namesrv.config import ConfigError, from_mapping
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 
@@ -108,7 +110,9 @@ def test_a_cluster_identity_makes_a_request_good_once_at_each_member_never_twice
 def flood(port: int, key: str, identity: str, count: int) -> Any:
     """``count`` pipelined lookups signed by ``key`` and stamped 28 s ahead; their codes."""
     attacker = yield connect(port)
-    sent = [attacker.request(signed(lookup(), key, identity, ahead_ms=28_000)) for _ in range(count)]
+    sent = [
+        attacker.request(signed(lookup(), key, identity, ahead_ms=28_000)) for _ in range(count)
+    ]
     answers = yield defer.gatherResults(sent)
     return [r.code for r in answers]
 
@@ -148,3 +152,40 @@ def test_a_key_with_rights_flooding_future_stamps_moves_only_its_own_floor(make_
     reader = yield connect(ns.port)
     resp = yield reader.request(signed(lookup(), "reader", "ns-a.prod"))
     assert resp.code == ResponseCode.NO_PERMISSION and "replay cache has had to drop" in resp.remark
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_server_without_an_identity_takes_upstream_signatures_and_refuses_strong_ones(
+    make_server,
+):
+    either = {"access_key": "ops", "secret_key": "ops-secret", "admin": True}
+    ns = make_server({"acl": {"enabled": True, "accounts": [either]}})
+    peer = yield connect(ns.port)
+    resp = yield peer.request(signed(put_kv("strong"), "ops", "anything"))
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert "this name server has no acl.server_identity" in resp.remark
+    resp = yield peer.request(independent_sign(put_kv("upstream"), "ops", "ops-secret"))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+@pytest.mark.parametrize(
+    ("acl_config", "message"),
+    [
+        (
+            {"accounts": ACCOUNTS[:1]},
+            "acl.server_identity must be set: account 'ops' takes only the strong",
+        ),
+        ({"accounts": ACCOUNTS[:1], "server_identity": "ns 1"}, "acl.server_identity must be"),
+        (
+            {"accounts": ACCOUNTS, "server_identity": "ns", "replay_cache_max_entries": 2},
+            "must give each of the 3 accounts taking the strong form at least one entry",
+        ),
+        (
+            {"accounts": ACCOUNTS, "server_identity": "ns", "replay_cache_max_entries_per_key": 0},
+            "acl.replay_cache_max_entries_per_key must be positive",
+        ),
+    ],
+)
+def test_identity_and_replay_bounds_out_of_shape_are_refused_at_start_up(acl_config, message):
+    with pytest.raises(ConfigError, match=message):
+        from_mapping({"acl": {"enabled": True, **acl_config}})
