@@ -54,8 +54,8 @@ def start_namesrv(
     args = [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}"]
     if config is not None:
         args += ["--config", str(config)]
-    proc = subprocess.Popen(
-        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.Popen(  # run from ``root``: ``-m`` looks in the working directory first
+        [*args, "--log-level", "WARNING"], cwd=root, env=dict(os.environ, PYTHONPATH=str(root))
     )
     wait_port(port)
     return proc

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol.signing import check_server_identity
+
 MIB = 1024 * 1024
 
 
@@ -92,6 +94,10 @@ class ClientConfig:
     """The signed form: ``"strong"`` (bound to the request code, a timestamp and a nonce, so a
     captured request cannot be replayed) or ``"upstream"`` (``AclClientRPCHook``'s, for name
     servers that know only that form)."""
+    server_identity: str = ""
+    """The strong form names the name server a request is for: the identity
+    (``acl.server_identity``) shared by the name servers of ``namesrv_addrs``. Needed with
+    credentials in the strong form."""
 
     def __post_init__(self) -> None:
         addrs = self.namesrv_addrs
@@ -138,6 +144,16 @@ class ClientConfig:
             raise ClientConfigError(
                 f"signature must be 'strong' or 'upstream', got {self.signature!r}"
             )
+        if self.access_key and self.signature == "strong":
+            if not self.server_identity:
+                raise ClientConfigError(
+                    "server_identity is needed to sign in the strong form: the name servers' "
+                    "acl.server_identity"
+                )
+            try:
+                check_server_identity(self.server_identity)
+            except ValueError as exc:
+                raise ClientConfigError(f"server_identity: {exc}") from None
         if self.reconnect_max_ms < self.reconnect_initial_ms:
             raise ClientConfigError(
                 f"reconnect_max_ms ({self.reconnect_max_ms}) must be at least "

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from protocol.signing import SERVER_IDENTITY, SERVER_IDENTITY_MAX_CHARS
+
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
@@ -211,11 +213,19 @@ class AclConfig:
     """Off: lookups, lists and subscriptions need no signature (a bad one is still refused)."""
     max_bound_brokers: int = 100_000
     """Broker names (and their addresses) remembered with the key that registered them."""
+    server_identity: str = ""
+    """The name this server answers to in the strong form's ``SignServer``: a strong-signed
+    request names the server it is for and is refused by every server of another identity.
+    One per server binds a request to that server; one per cluster lets every member take it
+    (once each). Empty: the strong form is refused (accounts must then take the upstream one)."""
     signature_skew_ms: int = 120_000
     """A strong-form request stamped further than this from the server's clock is refused;
     its nonce is remembered this long past its stamp."""
     replay_cache_max_entries: int = 200_000
-    """Strong-form nonces remembered at once (each at most 64 characters)."""
+    """Strong-form nonces remembered at once over all keys (each at most 64 characters)."""
+    replay_cache_max_entries_per_key: int = 50_000
+    """Strong-form nonces one access key holds at once; the share a key gets is this or the
+    total divided among the accounts that take the strong form, whichever is less."""
     accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
 
 
@@ -448,9 +458,18 @@ def _validate_acl(acl: AclConfig) -> None:
             f"config key acl.max_bound_brokers must be positive, got {acl.max_bound_brokers}"
         )
     seen: set[str] = set()
-    for key in ("signature_skew_ms", "replay_cache_max_entries"):
+    for key in (
+        "signature_skew_ms",
+        "replay_cache_max_entries",
+        "replay_cache_max_entries_per_key",
+    ):
         if getattr(acl, key) <= 0:
             raise ConfigError(f"config key acl.{key} must be positive, got {getattr(acl, key)}")
+    if acl.server_identity and not SERVER_IDENTITY.fullmatch(acl.server_identity):
+        raise ConfigError(
+            f"config key acl.server_identity must be 1 to {SERVER_IDENTITY_MAX_CHARS} characters "
+            f"of A-Z a-z 0-9 . _ : @ / -, got {acl.server_identity!r}"
+        )
     for i, account in enumerate(acl.accounts):
         if not account.access_key or not account.secret_key:
             raise ConfigError(f"acl.accounts[{i}] needs access_key and secret_key")
@@ -464,6 +483,18 @@ def _validate_acl(acl: AclConfig) -> None:
         seen.add(account.access_key)
     if acl.enabled and not acl.accounts:
         raise ConfigError("acl.enabled = true needs at least one [[acl.accounts]] entry")
+    strong = [a for a in acl.accounts if a.signature != "upstream"]
+    strong_only = [a.access_key for a in acl.accounts if a.signature == "strong"]
+    if acl.enabled and strong_only and not acl.server_identity:
+        raise ConfigError(
+            f"acl.server_identity must be set: account {strong_only[0]!r} takes only the strong "
+            "signature form, whose requests name the name server they are for"
+        )
+    if len(strong) > acl.replay_cache_max_entries:
+        raise ConfigError(
+            f"config key acl.replay_cache_max_entries ({acl.replay_cache_max_entries}) must give "
+            f"each of the {len(strong)} accounts taking the strong form at least one entry"
+        )
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -1,5 +1,5 @@
 """Request signatures: upstream's ``AclClientRPCHook`` form and the stronger form bound to a
-request code, a timestamp and a nonce.
+request code, a destination name server, a timestamp and a nonce.
 
 **Upstream form.** extFields ``AccessKey`` (and optionally ``SecurityToken``) and
 ``Signature`` = Base64(HMAC-SHA1(secret key, content)); the content is the UTF-8 values of every
@@ -8,21 +8,24 @@ extField other than ``Signature``, in key order, followed by the body bytes (ups
 UTF-16 code units). The request code and header fields are not covered: a captured request's
 fields verify under any code, and as often as they are sent.
 
-**Strong form.** The request also carries ``SignatureForm`` (``strong-v1``), ``SignTimestamp``
-(milliseconds since the epoch, the signer's clock) and ``SignNonce`` (16 to 64 characters of
-``[A-Za-z0-9_-]``, fresh per request). ``Signature`` = Base64(HMAC-SHA256(k, content)), where
-k = HMAC-SHA256(secret key, ``STRONG_KEY_LABEL``) and the content is::
+**Strong form.** The request also carries ``SignatureForm`` (``strong-v2``), ``SignServer``
+(the identity of the name server it is meant for: that server's ``acl.server_identity``, 1 to
+128 characters of ``[A-Za-z0-9._:@/-]``), ``SignTimestamp`` (milliseconds since the epoch, the
+signer's clock) and ``SignNonce`` (16 to 64 characters of ``[A-Za-z0-9_-]``, fresh per request).
+``Signature`` = Base64(HMAC-SHA256(k, content)), where k = HMAC-SHA256(secret key,
+``STRONG_KEY_LABEL``) and the content is::
 
-    "rocketmq-namesrv-strong-v1\\n" <code in decimal> "\\n"
+    "rocketmq-namesrv-strong-v2\\n" <code in decimal> "\\n"
     then, for every extField but Signature in key order: netstring(key) netstring(value)
     then netstring(body)
 
 with netstring(b) = ``<len(b) in decimal>:`` b ``,``. The code is in the content, so the
 fields of one request do not verify under another code; every key and value is delimited, so
-no value can be shifted into a neighbour; the timestamp and nonce let the server refuse stale
-and repeated requests. The derived key keeps the two forms apart: a strong signature never
-verifies as an upstream one (nor the reverse), so stripping or adding the form's fields does
-not turn one into the other.
+no value can be shifted into a neighbour; ``SignServer`` is a field like any other, so the
+signature covers it and a request signed for one name server is refused by every other; the
+timestamp and nonce let the server refuse stale and repeated requests. The derived key keeps
+the two forms apart: a strong signature never verifies as an upstream one (nor the reverse), so
+stripping or adding the form's fields does not turn one into the other.
 
 Pure: no clock and no randomness here; a signer passes its time and nonce in.
 """
@@ -43,16 +46,24 @@ SECURITY_TOKEN = "SecurityToken"
 SIGNATURE_FORM = "SignatureForm"
 SIGN_TIMESTAMP = "SignTimestamp"
 SIGN_NONCE = "SignNonce"
+SIGN_SERVER = "SignServer"
 
-STRONG_V1 = "strong-v1"
+STRONG_V2 = "strong-v2"
 """The value of ``SignatureForm`` for the strong form described above."""
+STRONG_V1 = "strong-v1"
+"""The strong form without a destination: refused, for its requests are valid at every name
+server that has the account."""
 STRONG_KEY_LABEL = b"rocketmq-namesrv strong request signature key v1"
-_STRONG_PREFIX = b"rocketmq-namesrv-strong-v1\n"
+_STRONG_PREFIX = b"rocketmq-namesrv-strong-v2\n"
 
 NONCE_MIN_CHARS = 16
 NONCE_MAX_CHARS = 64
 _NONCE = re.compile(f"[A-Za-z0-9_-]{{{NONCE_MIN_CHARS},{NONCE_MAX_CHARS}}}")
 _TIMESTAMP = re.compile(r"[0-9]{1,15}")
+SERVER_IDENTITY_MAX_CHARS = 128
+SERVER_IDENTITY = re.compile(f"[A-Za-z0-9._:@/-]{{1,{SERVER_IDENTITY_MAX_CHARS}}}")
+"""What a name server's identity (``acl.server_identity``, the strong form's ``SignServer``)
+may hold."""
 
 
 class SignatureForm(StrEnum):
@@ -124,25 +135,42 @@ def strong_signature(code: int, ext_fields: Mapping[str, str], body: bytes, key:
     return base64.b64encode(mac.digest()).decode("ascii")
 
 
+_STRONG_FIELDS = (SIGNATURE_FORM, SIGN_TIMESTAMP, SIGN_NONCE, SIGN_SERVER)
+
+
 def is_strong(ext_fields: Mapping[str, str]) -> bool:
     """Whether a request claims the strong form (any form field present)."""
-    return SIGNATURE_FORM in ext_fields or SIGN_TIMESTAMP in ext_fields or SIGN_NONCE in ext_fields
+    return any(name in ext_fields for name in _STRONG_FIELDS)
 
 
 class StrongFields:
     """The strong form's own fields of a request, checked for shape; ``error`` names what is
     wrong (empty when they are well formed)."""
 
-    __slots__ = ("error", "nonce", "timestamp_ms")
+    __slots__ = ("error", "nonce", "server", "timestamp_ms")
 
     def __init__(self, ext_fields: Mapping[str, str]) -> None:
         self.timestamp_ms = 0
         self.nonce = ""
+        self.server = ""
         form = ext_fields.get(SIGNATURE_FORM)
+        server = str(ext_fields.get(SIGN_SERVER, ""))
         stamp = str(ext_fields.get(SIGN_TIMESTAMP, ""))
         nonce = str(ext_fields.get(SIGN_NONCE, ""))
-        if form != STRONG_V1:
-            self.error = f"{SIGNATURE_FORM} must be {STRONG_V1!r}, got {form!r}"
+        if form == STRONG_V1:
+            self.error = (
+                f"{SIGNATURE_FORM} {STRONG_V1!r} names no destination name server, so it is "
+                f"valid at every server with the account: sign in {STRONG_V2!r}, with "
+                f"{SIGN_SERVER}"
+            )
+        elif form != STRONG_V2:
+            self.error = f"{SIGNATURE_FORM} must be {STRONG_V2!r}, got {form!r}"
+        elif not SERVER_IDENTITY.fullmatch(server):
+            self.error = (
+                f"{SIGN_SERVER} must name the destination name server's identity (1 to "
+                f"{SERVER_IDENTITY_MAX_CHARS} characters of A-Z a-z 0-9 . _ : @ / -), "
+                f"got {server[:SERVER_IDENTITY_MAX_CHARS]!r}"
+            )
         elif not _TIMESTAMP.fullmatch(stamp):
             self.error = f"{SIGN_TIMESTAMP} must be milliseconds since the epoch, got {stamp!r}"
         elif not _NONCE.fullmatch(nonce):
@@ -154,6 +182,7 @@ class StrongFields:
             self.error = ""
             self.timestamp_ms = int(stamp)
             self.nonce = nonce
+            self.server = server
 
 
 def sign_upstream(
@@ -181,31 +210,46 @@ def sign_strong(
     key: bytes,
     timestamp_ms: int,
     nonce: str,
+    server: str,
     security_token: str | None = None,
 ) -> dict[str, str]:
-    """``ext_fields`` plus the strong form's fields and its ``Signature`` for request ``code``;
-    ``key`` is :func:`strong_key` of the secret, ``nonce`` never reused with it."""
+    """``ext_fields`` plus the strong form's fields and its ``Signature`` for request ``code``
+    to the name server whose identity is ``server``; ``key`` is :func:`strong_key` of the
+    secret, ``nonce`` never reused with it."""
     if not _NONCE.fullmatch(nonce):
         raise ValueError(f"nonce must be {NONCE_MIN_CHARS}-{NONCE_MAX_CHARS} of [A-Za-z0-9_-]")
+    check_server_identity(server)
     out = dict(ext_fields)
     out[ACCESS_KEY] = access_key
     if security_token is not None:
         out[SECURITY_TOKEN] = security_token
-    out[SIGNATURE_FORM] = STRONG_V1
+    out[SIGNATURE_FORM] = STRONG_V2
+    out[SIGN_SERVER] = server
     out[SIGN_TIMESTAMP] = str(timestamp_ms)
     out[SIGN_NONCE] = nonce
     out[SIGNATURE] = strong_signature(code, out, body, key)
     return out
 
 
+def check_server_identity(server: str) -> None:
+    """Raises ValueError unless ``server`` is a well-formed name-server identity."""
+    if not SERVER_IDENTITY.fullmatch(server):
+        raise ValueError(
+            "a name-server identity is 1 to "
+            f"{SERVER_IDENTITY_MAX_CHARS} characters of [A-Za-z0-9._:@/-], got {server!r}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """An account's key and secret, and the form its requests are signed in."""
+    """An account's key and secret, the form its requests are signed in and, for the strong
+    form, the identity of the name server(s) they are signed for (``acl.server_identity``)."""
 
     access_key: str
     secret_key: str
     security_token: str | None = None
     form: SignatureForm = SignatureForm.STRONG
+    server_identity: str = ""
 
 
 class RequestSigner:
@@ -223,6 +267,13 @@ class RequestSigner:
     ) -> None:
         if credentials.form is SignatureForm.EITHER:
             raise ValueError("a signer writes one form: 'upstream' or 'strong'")
+        if credentials.form is SignatureForm.STRONG:
+            if not credentials.server_identity:
+                raise ValueError(
+                    "the strong form names the name server it is for: give the server "
+                    "identity (its acl.server_identity)"
+                )
+            check_server_identity(credentials.server_identity)
         self.credentials = credentials
         self._key = strong_key(credentials.secret_key)
         self._now_ms = now_ms
@@ -240,5 +291,6 @@ class RequestSigner:
             self._key,
             self._now_ms(),
             self._new_nonce(),
+            c.server_identity,
             c.security_token,
         )

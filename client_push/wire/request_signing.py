@@ -20,7 +20,12 @@ def request_signer(config: ClientConfig) -> RequestSigner | None:
     if not config.access_key:
         return None
     return RequestSigner(
-        Credentials(config.access_key, config.secret_key, form=SignatureForm(config.signature)),
+        Credentials(
+            config.access_key,
+            config.secret_key,
+            form=SignatureForm(config.signature),
+            server_identity=config.server_identity,
+        ),
         lambda: time.time_ns() // 1_000_000,  # the wall clock the server compares with
         lambda: secrets.token_urlsafe(24),
     )

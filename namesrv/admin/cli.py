@@ -28,7 +28,7 @@ from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.signing import SignatureForm
+from protocol.signing import SignatureForm, check_server_identity
 
 EXIT_REFUSED = 1
 EXIT_UNSUPPORTED = 2
@@ -133,6 +133,12 @@ pass_session = click.make_pass_decorator(Session)
     help="Signed form: strong (bound to the request code, time and a nonce) or upstream's "
     "AclClientRPCHook form.",
 )
+@click.option(
+    "--server-identity",
+    envvar="ROCKETMQ_SERVER_IDENTITY",
+    help="The name server's acl.server_identity, which strong signatures name (needed with "
+    "--signature strong).",
+)
 @click.option("--tls", is_flag=True, help="Connect with TLS.")
 @click.option(
     "--tls-ca",
@@ -148,6 +154,7 @@ def main(
     access_key: str | None,
     secret_key: str | None,
     signature: str,
+    server_identity: str | None,
     tls: bool,
     tls_ca: str | None,
     timeout: float,
@@ -159,11 +166,24 @@ def main(
         raise click.BadParameter(str(exc), param_hint="--namesrv") from exc
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("--access-key and --secret-key go together")
-    creds = (
-        Credentials(access_key, secret_key, form=SignatureForm(signature))
-        if access_key and secret_key
-        else None
-    )
+    creds = None
+    if access_key and secret_key:
+        creds = Credentials(
+            access_key,
+            secret_key,
+            form=SignatureForm(signature),
+            server_identity=server_identity or "",
+        )
+        if creds.form is SignatureForm.STRONG:
+            if not server_identity:
+                raise click.UsageError(
+                    "--server-identity (the name server's acl.server_identity) is needed to "
+                    "sign in the strong form"
+                )
+            try:
+                check_server_identity(server_identity)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--server-identity") from exc
     ctx.obj = Session(
         Target(
             host,

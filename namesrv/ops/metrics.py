@@ -8,8 +8,15 @@ The page is rendered on the reactor thread: the counters are never read mid-upda
 
 The listener is bounded: at most ``metrics.max_connections`` are open at once (a new one past
 it closes the connection served longest ago), and a connection that completes no request within
-``metrics.idle_timeout_ms`` is cut, so idle or trickling peers cannot hold it. ``/metrics`` can
-ask for a bearer token or basic-auth credentials; a request without them is answered 401.
+``metrics.idle_timeout_ms`` is cut, so idle or trickling peers cannot hold it.
+
+The endpoint never reads a request body. Each request is judged on its head, as soon as the
+head is complete: a method other than GET or HEAD is answered 405, a head that announces a body
+(``Content-Length`` above 0, or any ``Transfer-Encoding`` that frames one) 413, and, when
+credentials are configured (a bearer token or basic-auth credentials), a head without them 401;
+each then closes the connection unread. Only a request that passes reaches the page, so no
+body is ever buffered or spooled to a temporary file and no unauthenticated request costs a
+render.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from twisted.internet.protocol import connectionDone
 from twisted.protocols.policies import ProtocolWrapper, TimeoutMixin, WrappingFactory
 from twisted.python.failure import Failure
+from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
@@ -88,6 +96,8 @@ _COUNTERS = {
     "metrics_idle_closes": "Metrics connections closed: no request completed in "
     "metrics.idle_timeout_ms.",
     "metrics_auth_failures": "Scrapes answered 401: missing or wrong credentials.",
+    "metrics_refused_method": "Metrics requests answered 405: a method other than GET or HEAD.",
+    "metrics_refused_body": "Metrics requests answered 413: they announced a body.",
 }
 _LABELLED_COUNTERS = {
     # stats prefix: (family, label, help)
@@ -122,6 +132,7 @@ _KNOWN_LABELS = {
         "acl_form_refused",
         "acl_stale",
         "acl_replayed",
+        "acl_wrong_server",
         "tls_plaintext",
     ),
 }
@@ -226,17 +237,33 @@ def _requests(stats: Mapping[str, int]) -> Iterator[Metric]:
 class MetricsResource(Resource):
     """``/metrics`` rendered synchronously: the collector reads the server's own objects.
 
+    Only requests :class:`MetricsGate` let through reach it: GET or HEAD, bodiless, with the
+    credentials configured."""
+
+    isLeaf = True
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__()
+        self._registry = registry
+
+    def render_GET(self, request: Any) -> bytes:
+        request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode("ascii"))
+        return generate_latest(self._registry)
+
+
+ALLOWED_METHODS = (b"GET", b"HEAD")
+
+
+class MetricsGate:
+    """What a request's head must show before anything else is done for it.
+
     With credentials configured, a request must carry one of them (the bearer token or the basic
     user and password); each is compared in constant time, so the answer's timing does not tell
     how much of a guess was right.
     """
 
-    isLeaf = True
-
-    def __init__(self, registry: CollectorRegistry, config: MetricsConfig, counters: Any) -> None:
-        super().__init__()
-        self._registry = registry
-        self._counters = counters
+    def __init__(self, config: MetricsConfig, counters: Any) -> None:
+        self.counters = counters
         accepted: list[bytes] = []
         challenges: list[bytes] = []
         if config.bearer_token:
@@ -249,24 +276,86 @@ class MetricsResource(Resource):
         self._accepted = accepted
         self._challenges = challenges
 
-    def _authorized(self, request: Any) -> bool:
-        given = request.getHeader(b"Authorization") or b""
+    def _authorized(self, authorization: bytes) -> bool:
         # Every configured credential is compared, matched or not: no early exit to time.
         matched = False
         for expected in self._accepted:
-            matched |= hmac.compare_digest(given, expected)
+            matched |= hmac.compare_digest(authorization, expected)
         return matched
 
-    def render_GET(self, request: Any) -> bytes:
-        if self._accepted and not self._authorized(request):
-            self._counters["metrics_auth_failures"] += 1
-            request.setResponseCode(401)
-            for challenge in self._challenges:
-                request.responseHeaders.addRawHeader(b"WWW-Authenticate", challenge)
-            request.setHeader(b"Content-Type", b"text/plain; charset=utf-8")
-            return b"credentials required\n"
-        request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode("ascii"))
-        return generate_latest(self._registry)
+    def refusal(self, method: bytes, body_length: int | None, authorization: bytes) -> bytes:
+        """The whole answer refusing a request with this head, or b"" when it may proceed.
+
+        ``body_length`` is the length the head announces: 0 for none, None for a body framed by
+        its transfer encoding."""
+        if method not in ALLOWED_METHODS:
+            self.counters["metrics_refused_method"] += 1
+            return _answer(b"405 Method Not Allowed", [b"Allow: GET, HEAD"], b"GET or HEAD only")
+        if body_length != 0:
+            self.counters["metrics_refused_body"] += 1
+            return _answer(b"413 Content Too Large", [], b"a request body is never read here")
+        if self._accepted and not self._authorized(authorization):
+            self.counters["metrics_auth_failures"] += 1
+            challenges = [b"WWW-Authenticate: " + c for c in self._challenges]
+            return _answer(b"401 Unauthorized", challenges, b"credentials required")
+        return b""
+
+
+def _answer(status: bytes, headers: list[bytes], text: bytes) -> bytes:
+    body = text + b"\n"
+    head = [
+        b"HTTP/1.1 " + status,
+        *headers,
+        b"Content-Type: text/plain; charset=utf-8",
+        b"Content-Length: %d" % len(body),
+        b"Connection: close",
+    ]
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
+class _GatedChannel(HTTPChannel):
+    """An HTTP channel that judges each request on its head (:class:`MetricsGate`) before the
+    head is acted on: a refused request is answered and its connection closed before a byte of
+    its body is read, so nothing is buffered, spooled to disk or rendered for it."""
+
+    site: MetricsSite
+    _refused = False
+
+    def allHeadersReceived(self) -> None:
+        request = self.requests[-1]
+        authorization = request.requestHeaders.getRawHeaders(b"Authorization", [b""])[0]
+        refusal = self.site.gate.refusal(self._command, self.length, authorization)
+        if not refusal:
+            super().allHeadersReceived()
+            return
+        # Before the base class sees the head: it would open the body's file and may answer
+        # "100 Continue", inviting the body.
+        self._refused = True
+        transport: Any = self.transport
+        transport.write(refusal)
+        self.loseConnection()  # stops reading: the body, if sent, stays in the socket
+
+    def allContentReceived(self) -> None:
+        if not self._refused:  # a refused head with no body must not go on to the page
+            super().allContentReceived()
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self._refused:
+            super().dataReceived(data)
+
+
+class MetricsSite(Site):
+    """The metrics site, its requests judged on their heads by ``gate``."""
+
+    # A plain HTTP/1.1 channel, not the base's HTTP/2-switching wrapper: this port has no TLS,
+    # so no ALPN could choose HTTP/2, and the gate must see every head itself.
+    protocol = _GatedChannel  # type: ignore[assignment]
+
+    def __init__(self, resource: Resource, gate: MetricsGate) -> None:
+        # The channel's own timer would run on the global reactor; the bounded factory's idle
+        # timeout (on the server's clock) replaces it.
+        super().__init__(resource, timeout=None)
+        self.gate = gate
 
 
 class _BoundedConnection(ProtocolWrapper, TimeoutMixin):
@@ -345,15 +434,13 @@ class BoundedMetricsFactory(WrappingFactory):
         self.protocols.pop(p, None)  # a dropped connection has left already
 
 
-def metrics_site(server: Any) -> Site:
+def metrics_site(server: Any) -> MetricsSite:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NamesrvCollector(server))
     root = Resource()
-    page: Any = MetricsResource(registry, server.config.metrics, server.counters)
+    page: Any = MetricsResource(registry)
     root.putChild(b"metrics", page)
-    # The channel's own timer would run on the global reactor; the bounded factory's idle
-    # timeout (on the server's clock) replaces it.
-    return Site(root, timeout=None)
+    return MetricsSite(root, MetricsGate(server.config.metrics, server.counters))
 
 
 def listen_metrics(reactor: Any, listen: str, server: Any) -> Any:

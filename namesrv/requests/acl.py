@@ -3,12 +3,19 @@
 A signed request carries ``AccessKey`` and ``Signature`` (and optionally ``SecurityToken``) in
 its extFields, in one of the two forms of :mod:`protocol.signing`: upstream's
 (``AclClientRPCHook``: the extField values and the body, not the request code, and nothing
-against a repeat) or the strong form (the request code, every extField and the body, with a
-timestamp and a nonce). Each account names the forms it accepts (``signature``: ``"upstream"``,
-``"strong"`` or ``"either"``). A strong-form request must also be fresh: stamped within
-``acl.signature_skew_ms`` of the server's clock, and its nonce not seen before
-(:mod:`namesrv.requests.replay_cache`), so an account that accepts only the strong form cannot
-be replayed, under its own code or another.
+against a repeat) or the strong form (the request code, every extField and the body, with the
+destination server's identity, a timestamp and a nonce). Each account names the forms it
+accepts (``signature``: ``"upstream"``, ``"strong"`` or ``"either"``). A strong-form request
+must name this server (``SignServer`` equal to ``acl.server_identity``; a server without an
+identity takes no strong request) and be fresh: stamped within ``acl.signature_skew_ms`` of the
+server's clock, and its nonce not seen before for its key
+(:mod:`namesrv.requests.replay_cache`), so a request of an account that accepts only the strong
+form cannot be replayed, under its own code or another, here or at another server.
+
+The order of the checks keeps one key from costing another anything: the signature is verified,
+then the key's right to make the request, and only then is the nonce remembered, in the key's
+own part of the replay cache. A key without the right stores nothing, and no key's stamps can
+make another key's requests stale.
 
 Requests fall in three classes, each request's declared with its command
 (``namesrv.requests.commands``): broker requests (register, unregister, heartbeat, data-version
@@ -98,7 +105,12 @@ class AccessControl:
             if a.signature != signing.SignatureForm.UPSTREAM
         }
         self._wall_clock_ms = wall_clock_ms or _system_ms
-        self.replays = ReplayCache(config.signature_skew_ms, config.replay_cache_max_entries)
+        self.replays = ReplayCache(
+            config.signature_skew_ms,
+            config.replay_cache_max_entries,
+            config.replay_cache_max_entries_per_key,
+            self._strong_keys,
+        )
         self._owner_of_name: dict[str, str] = {}
         self._holder_of_addr: dict[str, AddrHolder] = {}
         self._bound_of_name: dict[str, dict[int, str]] = {}
@@ -146,8 +158,9 @@ class AccessControl:
         if account is None:
             self._deny("unknown_key", f"no account with AccessKey {access_key!r}")
         assert account is not None
+        strong: signing.StrongFields | None = None
         if signing.is_strong(ext):
-            self._check_strong(account, code, code_name, ext, body, str(signature))
+            strong = self._verify_strong(account, code, code_name, ext, body, str(signature))
         else:
             if account.signature == signing.SignatureForm.STRONG:
                 self._deny(
@@ -172,9 +185,11 @@ class AccessControl:
                 )
         else:
             self._check_broker(account, code, code_name, ext)
+        if strong is not None:
+            self._admit_nonce(account.access_key, code_name, strong)
         return account.access_key
 
-    def _check_strong(
+    def _verify_strong(
         self,
         account: AclAccount,
         code: int,
@@ -182,9 +197,9 @@ class AccessControl:
         ext: Mapping[str, str],
         body: bytes,
         signature: str,
-    ) -> None:
-        """A strong-form request: the account takes the form, the signature covers this code,
-        and the timestamp and nonce are fresh (the nonce is then remembered)."""
+    ) -> signing.StrongFields:
+        """A strong-form request's fields: the account takes the form, the signature covers
+        this code, and the request names this server."""
         key = account.access_key
         strong_key = self._strong_keys.get(key)
         if strong_key is None:
@@ -194,6 +209,13 @@ class AccessControl:
                 "signed in the strong form",
             )
         assert strong_key is not None
+        identity = self.config.server_identity
+        if not identity:
+            self._deny(
+                "form_refused",
+                f"{code_name} with AccessKey {key!r} is signed in the strong form, but this name "
+                "server has no acl.server_identity for it to name: it takes upstream's form only",
+            )
         fields = signing.StrongFields(ext)
         if fields.error:
             self._deny("bad_signature", f"{code_name} with AccessKey {key!r}: {fields.error}")
@@ -204,6 +226,17 @@ class AccessControl:
                 f"strong signature of {code_name} with AccessKey {key!r} is wrong (it covers "
                 "the request code, every extField and the body)",
             )
+        if fields.server != identity:
+            self._deny(
+                "wrong_server",
+                f"{code_name} with AccessKey {key!r} is signed for name server "
+                f"{fields.server!r}; this one is {identity!r} (acl.server_identity)",
+            )
+        return fields
+
+    def _admit_nonce(self, key: str, code_name: str, fields: signing.StrongFields) -> None:
+        """The request is fresh for its key: its stamp in the window and above the key's
+        floor, its nonce new (and then remembered)."""
         now = self._wall_clock_ms()
         refusal = self.replays.admit(key, fields.nonce, fields.timestamp_ms, now)
         if refusal == "stale":
@@ -211,8 +244,8 @@ class AccessControl:
                 "stale",
                 f"{code_name} with AccessKey {key!r} is stamped {fields.timestamp_ms}, "
                 f"{fields.timestamp_ms - now:+d} ms from this server's clock: outside "
-                f"acl.signature_skew_ms={self.config.signature_skew_ms}, or older than the "
-                "nonces the replay cache still holds",
+                f"acl.signature_skew_ms={self.config.signature_skew_ms}, or not newer than "
+                "the nonces this key's replay cache has had to drop",
             )
         if refusal == "replayed":
             self._deny(

@@ -1,70 +1,106 @@
-"""Freshness of strong-form signed requests: the clock-skew window and the nonces seen in it.
+"""Freshness of strong-form signed requests: the clock-skew window and the nonces seen in it,
+kept apart for each access key.
 
 A strong-form request (``protocol.signing``) carries its signer's timestamp and a nonce. It is
-fresh when the timestamp is within ``skew_ms`` of the server's clock, either way, and its
-(access key, nonce) has not been seen while that timestamp was in the window. A nonce is
+fresh when the timestamp is within ``skew_ms`` of the server's clock, either way, and its nonce
+has not been seen for its access key while that timestamp was in the window. A nonce is
 remembered until its timestamp leaves the window (``timestamp + skew_ms``): after that the
 timestamp alone refuses the request, so the entry is no longer needed.
 
-The cache holds at most ``max_entries`` nonces (each of at most ``NONCE_MAX_CHARS`` characters,
-so the bytes are bounded with the count). When it is full, the entry with the oldest timestamp
-is dropped and the *floor* rises to that timestamp: from then on a request stamped at or before
-the floor is refused as stale, so a dropped nonce can never be replayed. Signers with sound
-clocks keep working at any rate; under a rate beyond the bound, only requests stamped older
-than the dropped ones are refused (counted as ``stale``), never a replay accepted.
+Each access key has its own nonces, its own bound and its own *floor*. A key holds at most
+``share`` nonces (each of at most ``NONCE_MAX_CHARS`` characters, so the bytes are bounded with
+the count): the per-key bound, or the total bound divided among the keys that take the strong
+form, whichever is less, so the keys together never pass the total. When a key's nonces are at
+its share, its entry with the oldest timestamp is dropped and *its* floor rises to that
+timestamp: from then on a request of that key stamped at or before the floor is refused as
+stale, so a dropped nonce can never be replayed. One key's traffic, whatever its stamps, only
+ever moves its own floor: no key can make another's fresh requests stale.
 
-Only requests whose signature verified reach the cache, so a stranger cannot fill it. Pure:
-the caller passes the time.
+The caller admits a nonce only for a request whose signature verified and whose key may make
+it, so a stranger, or a key without the right, stores nothing here. Pure: the caller passes the
+time.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from typing import Literal
 
 Refusal = Literal["stale", "replayed"]
 
 
+class _KeyNonces:
+    """One access key's nonces in the window, oldest stamp first, and its floor."""
+
+    __slots__ = ("by_time", "floor_ms", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        """nonce -> the request's timestamp."""
+        self.by_time: list[tuple[int, str]] = []
+        """(timestamp, nonce) of every entry of ``seen``: a heap, oldest first."""
+        self.floor_ms = -1
+        """This key's requests stamped at or before this are refused: their nonces may have
+        been dropped."""
+
+    def expire(self, horizon_ms: int) -> None:
+        by_time = self.by_time
+        while by_time and by_time[0][0] < horizon_ms:
+            _, nonce = heapq.heappop(by_time)
+            del self.seen[nonce]
+
+
 class ReplayCache:
-    def __init__(self, skew_ms: int, max_entries: int) -> None:
-        if skew_ms <= 0 or max_entries <= 0:
-            raise ValueError("skew_ms and max_entries must be positive")
+    def __init__(
+        self, skew_ms: int, max_entries: int, max_entries_per_key: int, keys: Iterable[str]
+    ) -> None:
+        """``keys`` are the access keys that take the strong form: only they are admitted."""
+        if skew_ms <= 0 or max_entries <= 0 or max_entries_per_key <= 0:
+            raise ValueError("skew_ms, max_entries and max_entries_per_key must be positive")
+        self._keys = {key: _KeyNonces() for key in keys}
+        if len(self._keys) > max_entries:
+            raise ValueError("max_entries must give every key at least one entry")
         self.skew_ms = skew_ms
         self.max_entries = max_entries
-        self._seen: dict[str, int] = {}
-        """access key + NUL + nonce -> the request's timestamp."""
-        self._by_time: list[tuple[int, str]] = []
-        """(timestamp, key) of every entry of ``_seen``: a heap, oldest first."""
-        self.floor_ms = -1
-        """Requests stamped at or before this are refused: their nonces may have been dropped."""
+        self.share = min(max_entries_per_key, max_entries // max(1, len(self._keys)))
+        """Nonces one key holds at most; times the keys, at most ``max_entries``."""
+        self._count = 0
         self.dropped = 0
-        """Entries dropped to stay within ``max_entries`` before their window ended."""
+        """Entries dropped to stay within a key's share before their window ended."""
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return self._count
+
+    def held_by(self, access_key: str) -> int:
+        """Nonces ``access_key`` holds now."""
+        return len(self._keys[access_key].seen)
+
+    def floor_of(self, access_key: str) -> int:
+        """``access_key``'s floor: its requests stamped at or before it are stale."""
+        return self._keys[access_key].floor_ms
 
     def admit(self, access_key: str, nonce: str, timestamp_ms: int, now_ms: int) -> Refusal | None:
-        """None, and the nonce remembered, when the request is fresh; else why it is not."""
-        self._expire(now_ms)
-        if abs(now_ms - timestamp_ms) > self.skew_ms or timestamp_ms <= self.floor_ms:
-            return "stale"
-        key = f"{access_key}\0{nonce}"
-        if key in self._seen:
-            return "replayed"
-        if len(self._seen) >= self.max_entries:
-            stamp, oldest = heapq.heappop(self._by_time)
-            del self._seen[oldest]
-            self.dropped += 1
-            self.floor_ms = max(self.floor_ms, stamp)
-            if timestamp_ms <= self.floor_ms:
-                return "stale"
-        self._seen[key] = timestamp_ms
-        heapq.heappush(self._by_time, (timestamp_ms, key))
-        return None
+        """None, and the nonce remembered, when the request is fresh; else why it is not.
 
-    def _expire(self, now_ms: int) -> None:
-        horizon = now_ms - self.skew_ms
-        by_time = self._by_time
-        while by_time and by_time[0][0] < horizon:
-            _, key = heapq.heappop(by_time)
-            del self._seen[key]
+        Raises KeyError for a key that does not take the strong form."""
+        entry = self._keys[access_key]
+        before = len(entry.seen)
+        entry.expire(now_ms - self.skew_ms)
+        self._count -= before - len(entry.seen)
+        if abs(now_ms - timestamp_ms) > self.skew_ms or timestamp_ms <= entry.floor_ms:
+            return "stale"
+        if nonce in entry.seen:
+            return "replayed"
+        if len(entry.seen) >= self.share:
+            stamp, oldest = heapq.heappop(entry.by_time)
+            del entry.seen[oldest]
+            self._count -= 1
+            self.dropped += 1
+            entry.floor_ms = max(entry.floor_ms, stamp)
+            if timestamp_ms <= entry.floor_ms:
+                return "stale"
+        entry.seen[nonce] = timestamp_ms
+        heapq.heappush(entry.by_time, (timestamp_ms, nonce))
+        self._count += 1
+        return None

@@ -32,6 +32,7 @@ if not LIB or not shutil.which("java") or not list(Path(LIB).glob("rocketmq-brok
 ACL = """
 [acl]
 enabled = true
+server_identity = "interop-ns"
 [[acl.accounts]]
 access_key = "brk"
 secret_key = "brk-secret-123"
@@ -114,6 +115,7 @@ def start_broker(tmp_path: Path, namesrv_port: int, access_key: str, secret: str
 
 def admin(port: int, *args: str):
     signed = ["--access-key", "ops", "--secret-key", "ops-secret-123"]
+    signed += ["--server-identity", "interop-ns"]
     return CliRunner().invoke(
         admin_main, ["--namesrv", f"127.0.0.1:{port}", *signed, "--json", *args]
     )

@@ -38,8 +38,8 @@ def test_the_strong_signature_agrees_with_the_documented_rule_and_covers_the_cod
     cmd = RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "b"}, b"x")
     key = signing.strong_key("sk")
     nonce = "n" * 16
-    fields = signing.sign_strong(cmd.code, cmd.ext_fields, cmd.body, "ak", key, 1234, nonce)
-    expected = independent_strong_sign(cmd, "ak", "sk", 1234, nonce).ext_fields
+    fields = signing.sign_strong(cmd.code, cmd.ext_fields, cmd.body, "ak", key, 1234, nonce, "ns-1")
+    expected = independent_strong_sign(cmd, "ak", "sk", 1234, nonce, "ns-1").ext_fields
     assert fields == expected
     sig = fields[signing.SIGNATURE]
     assert signing.strong_signature(cmd.code, fields, b"x", key) == sig
@@ -48,11 +48,14 @@ def test_the_strong_signature_agrees_with_the_documented_rule_and_covers_the_cod
     # Values cannot move between fields: the keys are in the content, delimited.
     shifted = {**fields, "brokerName": "", "brokerNameb": ""}
     assert signing.strong_signature(cmd.code, shifted, b"x", key) != sig
+    # The destination is covered: the fields naming another server do not verify.
+    elsewhere = {**fields, signing.SIGN_SERVER: "ns-2"}
+    assert signing.strong_signature(cmd.code, elsewhere, b"x", key) != sig
 
 
 def test_the_two_forms_never_verify_as_each_other():
     ext = {"topic": "T"}
-    strong = signing.sign_strong(15, ext, b"", "ak", signing.strong_key("sk"), 1, "a" * 16)
+    strong = signing.sign_strong(15, ext, b"", "ak", signing.strong_key("sk"), 1, "a" * 16, "ns")
     stripped = {k: v for k, v in strong.items() if not k.startswith("Sign") or k == "Signature"}
     assert signing.upstream_signature(stripped, b"", "sk") != strong["Signature"]
     upstream = signing.sign_upstream(ext, b"", "ak", "sk")
@@ -62,14 +65,27 @@ def test_the_two_forms_never_verify_as_each_other():
     )
 
 
+V2 = {
+    "SignatureForm": "strong-v2",
+    "SignServer": "ns-1",
+    "SignTimestamp": "1",
+    "SignNonce": "a" * 16,
+}
+
+
 @pytest.mark.parametrize(
     ("fields", "error"),
     [
-        ({"SignatureForm": "strong-v2", "SignTimestamp": "1", "SignNonce": "a" * 16}, "strong-v1"),
-        ({"SignatureForm": "strong-v1", "SignTimestamp": "-1", "SignNonce": "a" * 16}, "millis"),
-        ({"SignatureForm": "strong-v1", "SignTimestamp": "1", "SignNonce": "a" * 65}, "64"),
-        ({"SignatureForm": "strong-v1", "SignTimestamp": "1", "SignNonce": "a b" * 8}, "16 to"),
+        ({**V2, "SignatureForm": "strong-v3"}, "must be 'strong-v2'"),
+        ({**V2, "SignatureForm": "strong-v1"}, "names no destination name server"),
+        ({**V2, "SignTimestamp": "-1"}, "millis"),
+        ({**V2, "SignNonce": "a" * 65}, "64"),
+        ({**V2, "SignNonce": "a b" * 8}, "16 to"),
+        ({k: v for k, v in V2.items() if k != "SignServer"}, "SignServer must name"),
+        ({**V2, "SignServer": "ns 1"}, "SignServer must name"),
+        ({**V2, "SignServer": "n" * 129}, "SignServer must name"),
         ({"SignNonce": "a" * 16}, "SignatureForm"),
+        ({"SignServer": "ns-1"}, "SignatureForm"),
     ],
 )
 def test_malformed_strong_fields_name_what_is_wrong(fields, error):
@@ -80,11 +96,12 @@ def test_malformed_strong_fields_name_what_is_wrong(fields, error):
 def test_a_signer_writes_its_form_with_a_fresh_nonce_per_request():
     nonces = iter(["n0" * 8, "n1" * 8])
     signer = signing.RequestSigner(
-        signing.Credentials("ak", "sk"), lambda: 42, lambda: next(nonces)
+        signing.Credentials("ak", "sk", server_identity="ns-1"), lambda: 42, lambda: next(nonces)
     )
     one = signer.sign(15, {"topic": "T"}, b"")
     two = signer.sign(15, {"topic": "T"}, b"")
     assert one["SignTimestamp"] == "42" and one["SignNonce"] != two["SignNonce"]
+    assert one["SignServer"] == "ns-1" and one["SignatureForm"] == "strong-v2"
     upstream = signing.RequestSigner(
         signing.Credentials("ak", "sk", form=signing.SignatureForm.UPSTREAM), lambda: 0, str
     )
@@ -94,4 +111,10 @@ def test_a_signer_writes_its_form_with_a_fresh_nonce_per_request():
     with pytest.raises(ValueError, match="one form"):
         signing.RequestSigner(
             signing.Credentials("ak", "sk", form=signing.SignatureForm.EITHER), lambda: 0, str
+        )
+    with pytest.raises(ValueError, match="names the name server it is for"):
+        signing.RequestSigner(signing.Credentials("ak", "sk"), lambda: 0, str)
+    with pytest.raises(ValueError, match="name-server identity"):
+        signing.RequestSigner(
+            signing.Credentials("ak", "sk", server_identity="a b"), lambda: 0, str
         )

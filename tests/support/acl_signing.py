@@ -33,8 +33,12 @@ def independent_sign(cmd: RemotingCommand, access_key: str, secret_key: str) -> 
     return cmd
 
 
+SERVER_IDENTITY = "ns-test.cluster-a"
+"""The identity of the test servers that take strong signatures (``acl.server_identity``)."""
+
 STRONG_ACL = {
     "enabled": True,
+    "server_identity": SERVER_IDENTITY,
     "signature_skew_ms": 60_000,
     "accounts": [
         {"access_key": "broker-key", "secret_key": "broker-secret", "brokers": ["broker-a"]},
@@ -52,14 +56,21 @@ STRONG_ACL = {
 
 
 def independent_strong_sign(
-    cmd: RemotingCommand, access_key: str, secret_key: str, timestamp_ms: int, nonce: str
+    cmd: RemotingCommand,
+    access_key: str,
+    secret_key: str,
+    timestamp_ms: int,
+    nonce: str,
+    server: str = SERVER_IDENTITY,
 ) -> RemotingCommand:
-    """The strong form as docs/config.md states it, written without the project's helpers."""
+    """The strong form as docs/config.md states it, written without the project's helpers,
+    for the name server whose identity is ``server``."""
     fields = dict(cmd.ext_fields)
     fields.update(
         {
             "AccessKey": access_key,
-            "SignatureForm": "strong-v1",
+            "SignatureForm": "strong-v2",
+            "SignServer": server,
             "SignTimestamp": str(timestamp_ms),
             "SignNonce": nonce,
         }
@@ -72,7 +83,7 @@ def independent_strong_sign(
     def netstring(data: bytes) -> bytes:
         return str(len(data)).encode() + b":" + data + b","
 
-    content = b"rocketmq-namesrv-strong-v1\n" + str(cmd.code).encode() + b"\n"
+    content = b"rocketmq-namesrv-strong-v2\n" + str(cmd.code).encode() + b"\n"
     for name in sorted(fields):
         content += netstring(name.encode()) + netstring(fields[name].encode())
     content += netstring(cmd.body)

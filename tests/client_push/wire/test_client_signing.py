@@ -17,6 +17,7 @@ from protocol.codes import ResponseCode
 
 ACL = {
     "enabled": True,
+    "server_identity": "routes.cluster-a",
     "authenticate_reads": True,
     "accounts": [
         {"access_key": "broker-key", "secret_key": "broker-secret", "brokers": ["*"]},
@@ -37,7 +38,9 @@ async def signed_broker(port: int) -> None:
 async def test_a_client_with_a_strong_only_account_gets_routes_and_push(cluster):
     server, port = cluster.start_server(acl=ACL)
     await signed_broker(port)
-    client = cluster.client(port, access_key="app", secret_key="app-secret")
+    client = cluster.client(
+        port, access_key="app", secret_key="app-secret", server_identity="routes.cluster-a"
+    )
     route = await defer.ensureDeferred(client.get_route("T"))
     assert route.route.queue_datas
     await until(lambda: client.push_active)
@@ -63,6 +66,25 @@ async def test_unsigned_or_upstream_signed_clients_are_refused_by_a_strong_only_
     assert server.stats()[f"rejected.acl_{kind}"] >= 1
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_client_signing_for_another_cluster_is_refused_as_wrong_server(cluster):
+    server, port = cluster.start_server(acl=ACL)
+    await signed_broker(port)
+    client = cluster.client(
+        port,
+        access_key="app",
+        secret_key="app-secret",
+        server_identity="routes.cluster-b",
+        request_timeout_ms=2_000,
+    )
+    with pytest.raises(NameServerError) as refused:
+        await defer.ensureDeferred(client.get_route("T"))
+    assert refused.value.code == ResponseCode.NO_PERMISSION
+    assert "signed for name server 'routes.cluster-b'" in str(refused.value)
+    assert server.stats()["rejected.acl_wrong_server"] >= 1
+    assert len(server.acl.replays) == 0  # a refused request leaves no nonce behind
+
+
 def test_credentials_go_together_and_the_form_is_checked():
     with pytest.raises(ClientConfigError, match="go together"):
         ClientConfig(namesrv_addrs=("127.0.0.1:9876",), access_key="app")
@@ -70,6 +92,24 @@ def test_credentials_go_together_and_the_form_is_checked():
         ClientConfig(
             namesrv_addrs=("127.0.0.1:9876",), access_key="a", secret_key="s", signature="either"
         )
+    with pytest.raises(ClientConfigError, match="server_identity is needed"):
+        ClientConfig(namesrv_addrs=("127.0.0.1:9876",), access_key="a", secret_key="s")
+    with pytest.raises(ClientConfigError, match="server_identity: a name-server identity"):
+        ClientConfig(
+            namesrv_addrs=("127.0.0.1:9876",),
+            access_key="a",
+            secret_key="s",
+            server_identity="has space",
+        )
+    upstream = ClientConfig(
+        namesrv_addrs=("127.0.0.1:9876",), access_key="a", secret_key="s", signature="upstream"
+    )
+    assert upstream.server_identity == ""  # upstream's form names no server
     assert "app-secret" not in repr(
-        ClientConfig(namesrv_addrs=("127.0.0.1:9876",), access_key="app", secret_key="app-secret")
+        ClientConfig(
+            namesrv_addrs=("127.0.0.1:9876",),
+            access_key="app",
+            secret_key="app-secret",
+            server_identity="ns-1",
+        )
     )

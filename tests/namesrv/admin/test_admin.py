@@ -151,6 +151,7 @@ def test_errors_name_the_response_code_and_remark_and_exit_non_zero(ns):
 def test_signed_admin_requests_pass_access_control(make_server):
     acl = {
         "enabled": True,
+        "server_identity": "ns-admin-test",
         "accounts": [
             {"access_key": "brk", "secret_key": "brk-secret", "brokers": ["*"]},
             {"access_key": "ops", "secret_key": "ops-secret", "admin": True},
@@ -162,8 +163,17 @@ def test_signed_admin_requests_pass_access_control(make_server):
     assert "NO_PERMISSION (16)" in result.stderr
     signed = ("--access-key", "ops", "--secret-key", "ops-secret")
     result = yield admin(running.port, *signed, "wipe-write-perm", "broker-a")
+    assert result.exit_code == 2 and "--server-identity" in result.output
+    result = yield admin(
+        running.port, *signed, "--server-identity", "ns-other", "wipe-write-perm", "broker-a"
+    )
+    assert result.exit_code == 1
+    assert "signed for name server 'ns-other'; this one is 'ns-admin-test'" in result.stderr
+    signed += ("--server-identity", "ns-admin-test")
+    result = yield admin(running.port, *signed, "wipe-write-perm", "broker-a")
     assert result.exit_code == 0, result.output
     result = yield admin(running.port, *signed, "--json", "push-status")
-    assert json.loads(result.stdout)["counters"]["rejected.acl_unsigned"] == 1
+    counters = json.loads(result.stdout)["counters"]
+    assert counters["rejected.acl_unsigned"] == 1 and counters["rejected.acl_wrong_server"] == 1
     result = yield admin(running.port, "topic-list")
     assert result.exit_code == 0

@@ -194,6 +194,8 @@ async def test_brokers_get_upstream_signatures_while_the_name_server_gets_the_st
         "ops",
         "--secret-key",
         "ops-secret",
+        "--server-identity",
+        "ns-1",
         "update-topic",
         "-b",
         f"127.0.0.1:{a.port}",

@@ -16,6 +16,7 @@ import pytest_twisted
 from prometheus_client.parser import text_string_to_metric_families
 from support.loopback_wait import settle, until
 from twisted.internet import defer, protocol, reactor, threads
+from twisted.web import http as http_module
 
 from namesrv.config import ConfigError, MetricsConfig, from_mapping
 
@@ -238,3 +239,77 @@ def test_a_bearer_token_alone_is_enough_and_no_credentials_get_401(make_server):
 def test_metrics_config_out_of_bounds_is_refused_by_key(metrics, message):
     with pytest.raises(ConfigError, match=message):
         from_mapping({"metrics": metrics})
+
+
+@pytest.fixture
+def spooled(monkeypatch):
+    """Every temporary file the HTTP layer opens for a request body (none may be)."""
+    opened: list[Any] = []
+    real = http_module.tempfile.TemporaryFile
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(http_module.tempfile, "TemporaryFile", counting)
+    return opened
+
+
+@defer.inlineCallbacks
+def refused_unread(ns: Any, head: bytes, body_bytes: int = 0) -> Any:
+    """Sends ``head`` (and ``body_bytes`` of body after it, as an attacker streams one); the
+    status line the server answered with once it closed the connection."""
+    [peer] = yield open_clients(metrics_port(ns), 1)
+    peer.transport.write(head)
+    if body_bytes:
+        peer.transport.write(b"x" * body_bytes)
+    yield peer.lost.addTimeout(10, reactor)  # a server reading the body never closes it
+    return peer.received.split(b"\r\n", 1)[0]
+
+
+BIG = b"Content-Length: 1073741824\r\n"
+CHUNKED = b"Transfer-Encoding: chunked\r\n"
+
+
+@pytest.mark.parametrize("token", ["", "s3cret"])
+@pytest_twisted.inlineCallbacks
+def test_bodies_and_other_methods_are_refused_on_their_head_and_never_spooled(
+    make_server, spooled, token
+):
+    # The attack: an unauthenticated peer announcing a 1 GiB body and streaming it, with the
+    # bearer token on and off. Refused on the head; not a byte spooled to a temporary file.
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": token}})
+    attacks = [
+        (b"POST /metrics HTTP/1.1\r\nHost: x\r\n" + BIG + b"\r\n", b"405"),
+        (b"PUT /metrics HTTP/1.1\r\nHost: x\r\n" + CHUNKED + b"\r\n", b"405"),
+        (b"DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n", b"405"),
+        (b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + BIG + b"\r\n", b"413"),
+        (b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + CHUNKED + b"\r\n", b"413"),
+        (b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n", b"413"),
+    ]
+    for head, status in attacks:
+        line = yield refused_unread(ns, head, body_bytes=256 * 1024)
+        assert line.startswith(b"HTTP/1.1 " + status), (head, line)
+    assert spooled == []
+    stats = ns.server.stats()
+    assert stats["metrics_refused_method"] == 3 and stats["metrics_refused_body"] == 3
+    assert "metrics_auth_failures" not in stats  # refused before credentials were looked at
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    status, _, text = yield get(ns, headers)  # the scraper is served all along
+    assert status == 200
+    assert sample(text, "rocketmq_namesrv_metrics_refused_body_total") == 3
+
+
+@pytest_twisted.inlineCallbacks
+def test_an_unauthenticated_get_is_refused_on_its_head_and_head_requests_are_served(make_server):
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": "abc"}})
+    line = yield refused_unread(ns, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert line == b"HTTP/1.1 401 Unauthorized"
+    [scraper] = yield open_clients(metrics_port(ns), 1)
+    scraper.transport.write(
+        b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer abc\r\n\r\n"
+    )
+    yield defer.ensureDeferred(until(lambda: b"\r\n\r\n" in scraper.received))
+    head, _, body = scraper.received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and body == b""
+    assert ns.server.stats()["metrics_auth_failures"] == 1

@@ -11,6 +11,7 @@ import pytest
 import pytest_twisted
 from click.testing import CliRunner, Result
 from support.acl_signing import (
+    SERVER_IDENTITY,
     STRONG_ACL,
     independent_sign,
     independent_strong_sign,
@@ -182,7 +183,7 @@ def test_a_replay_after_the_window_is_refused_once_the_nonce_has_been_forgotten(
 
 def test_a_full_replay_cache_drops_the_oldest_nonce_and_refuses_whatever_is_stamped_before_it():
     wall = [1_700_000_000_000]
-    acl = control(wall, replay_cache_max_entries=2)
+    acl = control(wall, replay_cache_max_entries_per_key=2)
     first = strong(wipe("broker-a"), timestamp_ms=wall[0] - 10)
     check(acl, first)
     check(acl, strong(wipe("broker-a"), timestamp_ms=wall[0] - 5))
@@ -264,6 +265,8 @@ def admin(port: int, *args: str) -> Any:
             "ops",
             "--secret-key",
             "ops-secret",
+            "--server-identity",
+            SERVER_IDENTITY,
             *args,
         ],
         prog_name="namesrv-admin",
@@ -312,7 +315,7 @@ def test_the_lookup_namesrv_admin_sent_cannot_be_replayed_as_delete_topic_or_as_
     result = yield admin(ns.port, "topic-route", "T")
     assert result.exit_code == 0, result.output
     (captured,) = sent
-    assert captured.ext_fields[signing.SIGNATURE_FORM] == signing.STRONG_V1
+    assert captured.ext_fields[signing.SIGNATURE_FORM] == signing.STRONG_V2
 
     stranger = yield connect(ns.port)
     before = yield route_body(stranger, "T")
