@@ -150,7 +150,7 @@ final class Messages {
         for (int f = r.next(); f != 0; f = r.next()) {
             switch (f) {
                 case 1:
-                    changes.add(change(r.message()));
+                    changes.add(change(r.message(), true));
                     break;
                 case 2:
                     sequence = r.uint();
@@ -168,7 +168,8 @@ final class Messages {
         return new Notify(changes, sequence, epoch, brokers);
     }
 
-    private static Change change(Proto.Reader m) throws Proto.Malformed {
+    /** A TopicChange, or (without {@code kinded}) a TopicStep, whose field 3 is no kind. */
+    private static Change change(Proto.Reader m, boolean kinded) throws Proto.Malformed {
         String topic = "";
         long version = 0;
         int kind = 0;
@@ -177,7 +178,7 @@ final class Messages {
                 topic = m.string();
             } else if (g == 2) {
                 version = m.uint();
-            } else if (g == 3) {
+            } else if (g == 3 && kinded) {
                 kind = (int) m.uint();
             } else {
                 m.skip();
@@ -200,7 +201,7 @@ final class Messages {
                     name = m.string();
                     break;
                 case 8:
-                    topics.add(step(m.message()));
+                    topics.add(change(m.message(), false));
                     break;
                 case 9:
                     window = m.uint();
@@ -210,21 +211,6 @@ final class Messages {
             }
         }
         return new BrokerChange(kind, name, topics, window);
-    }
-
-    private static Change step(Proto.Reader m) throws Proto.Malformed {
-        String topic = "";
-        long version = 0;
-        for (int g = m.next(); g != 0; g = m.next()) {
-            if (g == 1) {
-                topic = m.string();
-            } else if (g == 2) {
-                version = m.uint();
-            } else {
-                m.skip();
-            }
-        }
-        return new Change(topic, version, 0);
     }
 
     /** GoAway. */
