@@ -30,26 +30,45 @@ public class AgentProbe {
         final String topic = args[2];
         String group = args[3];
         int pollMs = Integer.parseInt(args[4]);
-        final DefaultMQProducer producer;
-        final DefaultMQPushConsumer consumer;
-        if (role.equals("producer")) {
-            producer = new DefaultMQProducer(group);
-            producer.setNamesrvAddr(namesrv);
-            producer.setPollNameServerInterval(pollMs);
-            producer.setInstanceName("probe-" + System.nanoTime());
-            producer.start();
-            consumer = null;
-        } else {
-            producer = null;
-            consumer = new DefaultMQPushConsumer(group);
-            consumer.setNamesrvAddr(namesrv);
-            consumer.setPollNameServerInterval(pollMs);
-            consumer.setInstanceName("probe-" + System.nanoTime());
-            consumer.subscribe(topic, "*");
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) ->
-                ConsumeConcurrentlyStatus.CONSUME_SUCCESS);
-            consumer.start();
+        DefaultMQProducer p = null;
+        DefaultMQPushConsumer c = null;
+        // A start that times out on a busy machine is tried again with a fresh client.
+        for (int attempt = 1; ; attempt++) {
+            try {
+                if (role.equals("producer")) {
+                    p = new DefaultMQProducer(group);
+                    p.setNamesrvAddr(namesrv);
+                    p.setPollNameServerInterval(pollMs);
+                    p.setInstanceName("probe-" + System.nanoTime());
+                    p.start();
+                } else {
+                    c = new DefaultMQPushConsumer(group);
+                    c.setNamesrvAddr(namesrv);
+                    c.setPollNameServerInterval(pollMs);
+                    c.setInstanceName("probe-" + System.nanoTime());
+                    c.subscribe(topic, "*");
+                    c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) ->
+                        ConsumeConcurrentlyStatus.CONSUME_SUCCESS);
+                    c.start();
+                }
+                break;
+            } catch (Exception e) {
+                System.err.println("start attempt " + attempt + " failed: " + e);
+                if (p != null) {
+                    p.shutdown();
+                }
+                if (c != null) {
+                    c.shutdown();
+                }
+                p = null;
+                c = null;
+                if (attempt == 3) {
+                    throw e;
+                }
+            }
         }
+        final DefaultMQProducer producer = p;
+        final DefaultMQPushConsumer consumer = c;
         say("started " + System.currentTimeMillis());
         Thread watcher = new Thread(() -> {
             String route = "";

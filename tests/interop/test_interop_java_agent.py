@@ -25,6 +25,10 @@ from support import java_agent
 from support.java_namesrv import java_namesrv
 from support.paths import REPO_ROOT
 
+from namesrv.admin.wire import AdminClient, Target
+from protocol import bodies
+from protocol.codes import RequestCode
+
 pytestmark = pytest.mark.interop
 if not apache.AVAILABLE or not java_agent.LEGACY_LIB:
     pytest.skip(
@@ -34,6 +38,7 @@ if not apache.AVAILABLE or not java_agent.LEGACY_LIB:
 
 TOPIC = "AgentTopic"
 TICK_MS = 1000
+NAMESRV_TOML = f"[push]\ntick_interval_ms = {TICK_MS}\n"
 ROUND_S = 90.0
 """How long the test waits for what push must bring at once (the probes' own poll is 10 min)."""
 
@@ -50,10 +55,12 @@ def admin(port: int, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def route_brokers(port: int) -> set[str]:
-    result = admin(port, "topic-route", TOPIC)
-    if result.returncode != 0:
+    """The broker names of the topic's route as this name server answers it now."""
+    with AdminClient(Target("127.0.0.1", port, timeout_s=5)) as client:
+        response = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+    if response.code != 0:
         return set()
-    return {b["brokerName"] for b in json.loads(result.stdout)["brokerDatas"]}
+    return {b.broker_name for b in bodies.decode_route(response.body).broker_datas}
 
 
 def subscribed_connections(port: int) -> int:
@@ -82,7 +89,7 @@ def world(tmp_path_factory):
     """This name server (tick 1 s), Apache's 5.x name server, and broker-a registered with both."""
     work = tmp_path_factory.mktemp("agent")
     java_agent.agent_jar()
-    ns, port = apache.start_namesrv(work, f"[push]\ntick_interval_ms = {TICK_MS}\n")
+    ns, port = apache.start_namesrv(work, NAMESRV_TOML)
     with java_namesrv(apache.LIB, work / "apache-namesrv") as apache_port:
         try:
             broker = apache.start_broker(
@@ -93,7 +100,8 @@ def world(tmp_path_factory):
             raise
         create_topic(port, broker)
         wait_for(lambda: route_brokers(port) == {"broker-a"}, 60, "the topic's route")
-        yield {
+        world = {
+            "ns": ns,
             "work": work,
             "port": port,
             "apache_port": apache_port,
@@ -101,8 +109,17 @@ def world(tmp_path_factory):
             "classes5": java_agent.compile_probe(apache.LIB, work / "classes5"),
             "classes4": java_agent.compile_probe(java_agent.LEGACY_LIB, work / "classes4"),
         }
+        yield world
         apache.stop(broker.proc)
-    apache.stop(ns)
+    apache.stop(world["ns"])
+
+
+def started(name: str, probe: java_agent.Probe) -> java_agent.Probe:
+    """``probe`` once its client holds the topic's route on broker-a."""
+    if probe.first(has("route", "broker-a"), ROUND_S) is None:
+        probe.stop()
+        raise AssertionError((name, probe.stderr()[-3000:]))
+    return probe
 
 
 def has(kind: str, broker: str):
@@ -114,19 +131,34 @@ def test_java_clients_with_the_agent_learn_a_new_broker_by_push(world):
     namesrv = f"127.0.0.1:{port}"
     libs = {"5": (apache.LIB, world["classes5"]), "4": (java_agent.LEGACY_LIB, world["classes4"])}
     probes = {}
+    plain = polling = None
     try:
+        # One at a time, each once it holds the route: JVMs starting together on a busy
+        # machine time out.
         for version, (lib, classes) in libs.items():
             for role in ("producer", "consumer"):
                 name = f"{role}{version}"
-                probes[name] = java_agent.start_probe(
-                    name, work, lib, classes, role, namesrv, TOPIC, f"agent_{name}"
+                probes[name] = started(
+                    name,
+                    java_agent.start_probe(
+                        name, work, lib, classes, role, namesrv, TOPIC, f"agent_{name}"
+                    ),
                 )
-        plain = java_agent.start_probe(
-            "plain", work, apache.LIB, world["classes5"], "consumer", namesrv, TOPIC,
-            "plain_consumer", agent=None,
+        plain = started(
+            "plain",
+            java_agent.start_probe(
+                "plain", work, apache.LIB, world["classes5"], "consumer", namesrv, TOPIC,
+                "plain_consumer", agent=None,
+            ),
         )  # fmt: skip
-        for name, probe in [*probes.items(), ("plain", plain)]:
-            assert probe.first(has("route", "broker-a"), ROUND_S), (name, probe.stderr()[-3000:])
+        # Upstream's defaults, no agent: it learns by its 30 s poll.
+        polling = started(
+            "polling",
+            java_agent.start_probe(
+                "polling", work, apache.LIB, world["classes5"], "consumer", namesrv, TOPIC,
+                "polling_consumer", agent=None, poll_ms=30_000,
+            ),
+        )  # fmt: skip
         # A round trip, not a wait: the name server lists the four agents' subscriptions.
         wait_for(lambda: subscribed_connections(port) >= 4, ROUND_S, "four subscriptions")
 
@@ -147,17 +179,21 @@ def test_java_clients_with_the_agent_learn_a_new_broker_by_push(world):
                 assert producer.first(lambda ln: ln.kind == "sent" and ln.value == "broker-b", 30)
             # The consumer without the agent polls every 10 minutes: it still knows broker-a only.
             assert not plain.seen(has("route", "broker-b"))
+            polled = polling.first(has("route", "broker-b"), 40)
+            assert polled is not None, "a 30 s poll brings it"
+            seen["polling (no agent)"] = polled.at_ms
             print(
                 "learned broker-b after the name server routed it (ms): "
                 + ", ".join(f"{n} {seen[n] - routed_ms:+.0f}" for n in sorted(seen))
             )
             for name, probe in probes.items():
                 assert "attached to client" in probe.stderr(), name
-                assert not any(ln.kind == "fail" for ln in probe.lines), (name, probe.lines)
+                failed = [ln for ln in probe.lines if ln.kind == "fail"]
+                assert not failed, (name, failed, seen, routed_ms)
         finally:
             apache.stop(broker_b.proc)
     finally:
-        for probe in [*probes.values(), *([plain] if "plain" in locals() else [])]:
+        for probe in [*probes.values(), *(p for p in (plain, polling) if p is not None)]:
             probe.stop()
 
 
@@ -183,3 +219,27 @@ def test_against_apaches_name_server_the_agent_says_so_once_and_sends_work(world
 def sent_lines(probe: java_agent.Probe) -> list[java_agent.Line]:
     with probe.cond:
         return [ln for ln in probe.lines if ln.kind == "sent"]
+
+
+def test_the_agent_subscribes_again_after_the_name_server_restarts(world):
+    """The client asks nothing for 10 minutes: only the agent notices the lost connection,
+    reconnects through the client and subscribes at the restarted server (a new epoch)."""
+    port, work = world["port"], world["work"]
+    probe = started(
+        "restart",
+        java_agent.start_probe(
+            "restart", work, apache.LIB, world["classes5"], "consumer", f"127.0.0.1:{port}",
+            TOPIC, "agent_restart",
+        ),
+    )  # fmt: skip
+    try:
+        wait_for(lambda: subscribed_connections(port) >= 1, ROUND_S, "the agent's subscription")
+        apache.stop(world["ns"])
+        world["ns"], again = apache.start_namesrv(work, NAMESRV_TOML, port=port)
+        assert again == port
+        wait_for(lambda: subscribed_connections(port) >= 1, ROUND_S, "subscribed again")
+        log = probe.stderr()
+        assert f"name-server connection to 127.0.0.1:{port} lost, subscribing again" in log, log
+        wait_for(lambda: "refetching held topics" in probe.stderr(), 30, "the new epoch seen")
+    finally:
+        probe.stop()

@@ -44,11 +44,14 @@ def classpath(*extra: Path) -> str:
     return ":".join([*(str(p) for p in extra), f"{LIB}/*"])
 
 
-def start_namesrv(workdir: Path, toml: str = "") -> tuple[subprocess.Popen[str], int]:
-    """``python -m namesrv`` on 127.0.0.1, port 0, with ``toml`` after its ``[server]``
-    listen line; the process and the port it bound, once it listens."""
+def start_namesrv(
+    workdir: Path, toml: str = "", port: int = 0
+) -> tuple[subprocess.Popen[str], int]:
+    """``python -m namesrv`` on 127.0.0.1, ``port`` (0: any; a port a stopped server had, to
+    restart it), with ``toml`` after its ``[server]`` listen line; the process and the port it
+    bound, once it listens."""
     config = workdir / "namesrv.toml"
-    config.write_text('[server]\nlisten = "127.0.0.1:0"\n' + toml)
+    config.write_text(f'[server]\nlisten = "127.0.0.1:{port}"\n' + toml)
     proc = subprocess.Popen(
         [sys.executable, "-m", "namesrv", "--config", str(config)],
         cwd=REPO_ROOT,

@@ -87,8 +87,11 @@ final class Bridge {
             return;
         }
         Object conn = client.connection(target);
-        if (!target.equals(addr) || (conn != null && conn != connection)) {
-            moved(target, conn);
+        boolean newTarget = !target.equals(addr);
+        if (newTarget || conn != connection) {
+            // Another name server, a reconnect, or a connection lost while the client asked
+            // nothing (the subscriptions died with it): subscribe again, which reconnects.
+            moved(target, conn, newTarget);
         }
         if (unsupported) {
             return;
@@ -125,17 +128,24 @@ final class Bridge {
         return out;
     }
 
-    /** A new name server or a new connection: it holds none of this client's subscriptions. */
-    private void moved(String target, Object conn) {
-        if (addr != null) {
-            Log.info(client.clientId() + ": name-server connection now " + target + ", subscribing again");
+    /**
+     * A new name server or connection, or none: it holds none of this client's subscriptions.
+     * The backoff after failures is kept unless the name server changed, so a name server that
+     * is down is not asked every tick.
+     */
+    private void moved(String target, Object conn, boolean newTarget) {
+        if (addr != null && (conn != null || connection != null)) {
+            Log.info(client.clientId() + ": name-server connection to " + target
+                    + (conn == null ? " lost" : " changed") + ", subscribing again");
         }
         addr = target;
         connection = conn;
         unsupported = false;
         subscribed.clear();
-        retryAt = 0;
-        failures = 0;
+        if (newTarget) {
+            retryAt = 0;
+            failures = 0;
+        }
         nextCheckAt = clock.nowMs() + jitter(options.checkIntervalMs);
     }
 

@@ -120,6 +120,25 @@ public class BridgeTest {
     }
 
     @Test
+    public void aConnectionLostWhileTheClientAsksNothingIsSubscribedAgainWithBackoff() {
+        client.held.add("A");
+        bridge.tick();
+        client.connection = null; // the name server went away; the client has no request to send
+        client.failure = new java.io.IOException("connection refused");
+        bridge.tick();
+        bridge.tick();
+        assertEquals("asked once, then backing off", 1, bridge.subscribeFailures.get());
+        client.failure = null;
+        client.connection = new Object(); // back: the agent's own request reconnected
+        now[0] += 2000;
+        bridge.tick();
+        assertEquals("SUBSCRIBE ns1:9876 [A]", client.requests.get(client.requests.size() - 1));
+        assertEquals(2, client.requests.size());
+        bridge.tick();
+        assertEquals(2, client.requests.size());
+    }
+
+    @Test
     public void aFailedSubscribeBacksOffAndNeverThrows() {
         client.held.add("A");
         client.failure = new java.io.IOException("connection refused");
