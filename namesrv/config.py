@@ -32,8 +32,14 @@ class ServerConfig:
     frame_timeout_ms: int = 30_000
     """A frame begun must be complete within this long, or its connection is closed."""
     max_buffered_input_bytes: int = 128 * MIB
-    """Bytes of partly received frames held over all connections; past it the connection
-    holding the most is closed."""
+    """Bytes of partly received frames, of whole requests waiting for their connection's
+    output to drain and of requests served over several reactor turns (large registers), held
+    over all connections; past it the connection holding the most is closed."""
+    max_input_bytes_per_connection: int = 32 * MIB
+    """Bytes of requests one connection has in service over several reactor turns (large
+    registers being read or applied, and those queued behind them): past it nothing more is
+    read from the connection until they are answered. Above ``max_buffered_input_bytes``
+    that bound is the share."""
     idle_timeout_ms: int = 120_000
     """A connection with no request for this long is closed, as upstream's
     ``serverChannelMaxIdleTimeSeconds``; subscribed connections are exempt. 0 turns it off."""
@@ -292,6 +298,12 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("server.max_header_size", s.max_header_size, 1 * KIB, min(s.max_frame_size, 0xFFFFFF)),
         ("server.frame_timeout_ms", s.frame_timeout_ms, 10, 3_600_000),
         ("server.max_buffered_input_bytes", s.max_buffered_input_bytes, s.max_frame_size, 2**62),
+        (
+            "server.max_input_bytes_per_connection",
+            s.max_input_bytes_per_connection,
+            64 * KIB,
+            2**62,
+        ),
         ("server.max_connections", s.max_connections, 1, 10_000_000),
         ("server.max_connections_per_host", s.max_connections_per_host, 1, s.max_connections),
         ("server.route_cache_bytes", s.route_cache_bytes, 0, 2**62),

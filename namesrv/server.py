@@ -350,15 +350,19 @@ class NameServer:
         if answer is None:
             return
         if isinstance(answer, PendingResponse):
-            self._answer_when_applied(conn, answer)
+            size = len(frame) if isinstance(frame, bytes) else len(frame.head) + len(frame.body)
+            self._answer_when_applied(conn, answer, size)
             return
         if self.registry.pending_jobs:  # e.g. an unregister of a large broker
             self._schedule_registers()
         conn.send(answer)
 
-    def _answer_when_applied(self, conn: NamesrvConnection, pending: PendingResponse) -> None:
-        """A register answered over several reactor turns (``_handle`` hands it here)."""
-        self.register_turns.answer_when_applied(conn, pending)
+    def _answer_when_applied(
+        self, conn: NamesrvConnection, pending: PendingResponse, size: int
+    ) -> None:
+        """A register of ``size`` bytes answered over several reactor turns (``_handle`` hands
+        it here)."""
+        self.register_turns.answer_when_applied(conn, pending, size)
 
     def _schedule_registers(self) -> None:
         """Register tables left to apply go on in slices (``_handle`` asks for it)."""
@@ -368,6 +372,7 @@ class NameServer:
         released = self.subscriptions.drop_connection(conn)
         self.detector.forget_connection(conn)
         self.registry.on_channel_close(conn.conn_id)
+        self.register_turns.drop_connection(conn)
         self.register_turns.schedule()  # a large departed broker's queue data leaves in slices
         if released:
             self.journal.record(

@@ -62,8 +62,8 @@ class ConnectionOwner(Protocol):
 
     def input_changed(self, conn: NamesrvConnection, partial: int, kept: int) -> None:
         """``conn`` now holds ``partial`` bytes of a frame in arrival and ``kept`` bytes of
-        whole frames waiting for its output to drain (reported whenever either is or was
-        non-zero)."""
+        whole requests: frames waiting for its output to drain, and requests being served
+        over several reactor turns (reported whenever either is or was non-zero)."""
 
     def stream_refused(self, conn: NamesrvConnection, error: FrameError) -> None:
         """The stream cannot be read on: the owner counts it and closes ``conn``."""
@@ -100,6 +100,12 @@ class NamesrvConnection(TwistedProtocol):
     of them would accept a whole read's answers past the bound. So the answers stop at the one
     that crosses it; the read's remaining frames are kept (:attr:`_kept`), reading stops, and
     once the output has drained they are answered first, in order, before anything new is read.
+
+    Requests served over several reactor turns (large registers) hold their frames until they
+    are answered: the server tells the connection of each (:meth:`pending_began`,
+    :meth:`pending_ended`), their bytes count with the rest of its input, and while they pass
+    ``server.max_input_bytes_per_connection`` the connection is not read (the frames of a read
+    after the one that crossed it are kept, as above).
     """
 
     def __init__(self, owner: ConnectionOwner, conn_id: int, config: ServerConfig) -> None:
@@ -137,6 +143,13 @@ class NamesrvConnection(TwistedProtocol):
         bound, for a kept frame may be a whole large one (up to ``server.max_frame_size``)."""
         self._input_reported = 0
         """Input bytes last reported to the owner: while not 0, every change is reported."""
+        self.pending_input = 0
+        """Bytes of the requests the server serves over several turns (:meth:`pending_began`)."""
+        self._pending_bound = min(
+            config.max_input_bytes_per_connection, config.max_buffered_input_bytes
+        )
+        self._pending_held = False
+        """:attr:`pending_input` passed the bound: nothing is read until it is back under."""
 
     @property
     def _transport(self) -> Any:
@@ -216,6 +229,9 @@ class NamesrvConnection(TwistedProtocol):
                 self._kept.extend(frames)
                 self._count_kept()
                 return
+            if self._pending_held:  # not read meanwhile: a wrapper's rest of a read
+                self._keep(iter(frames), output=False)
+                return
         else:
             frames = kept
         self.last_request_ms = owner.now_ms()
@@ -253,6 +269,9 @@ class NamesrvConnection(TwistedProtocol):
                         return
                 else:
                     frame_received(self, command, frame)
+                    if self._pending_held:  # its requests in service passed its share
+                        self._keep(frame_iter, output=False)
+                        return
                 if self._out_bytes:  # what the handler sent (send() counts it)
                     room -= self._out_bytes
                     self._out_bytes = 0
@@ -269,20 +288,50 @@ class NamesrvConnection(TwistedProtocol):
                 self._answer_kept_later()
 
     def _report_input(self) -> None:
-        """Tell the owner what input this connection holds (it may shed one, this one too)."""
+        """Tell the owner what input this connection holds (it may shed one, this one too).
+        Once closed it reports nothing more: the owner has released it."""
+        if self.closed:
+            return
         partial = self.decoder.allocated
-        held = partial + self.kept_input
+        whole = self.kept_input + self.pending_input
+        held = partial + whole
         if held or self._input_reported:
             self._input_reported = held
-            self.owner.input_changed(self, partial, self.kept_input)
+            self.owner.input_changed(self, partial, whole)
 
-    def _keep(self, rest: Any) -> None:
-        """The answers reached the output bound: keep the frames after, stop reading."""
+    def pending_began(self, size: int) -> None:
+        """A request of ``size`` bytes is served over several turns: it counts as input until
+        :meth:`pending_ended`; past the connection's share, reading stops."""
+        self.pending_input += size
+        if self.pending_input > self._pending_bound and not self._pending_held:
+            self._pending_held = True
+            if not (self.closing or self.closed):
+                self._transport.pauseProducing()
+        self._report_input()
+
+    def pending_ended(self, size: int) -> None:
+        """A request announced by :meth:`pending_began` was answered or dropped; back under
+        the share, reading goes on (kept frames first)."""
+        self.pending_input = max(0, self.pending_input - size)
+        self._report_input()
+        if self._pending_held and self.pending_input <= self._pending_bound:
+            self._pending_held = False
+            if self.closing or self.closed:
+                return
+            if self._kept is not None:
+                self._answer_kept_later()
+            elif not self._paused_by_transport:
+                self._transport.resumeProducing()
+
+    def _keep(self, rest: Any, *, output: bool = True) -> None:
+        """The answers reached the output bound (``output``), or the requests in service the
+        connection's share: keep the frames after, stop reading."""
         kept = list(rest)
         if not kept or self.closing or self.closed:
             return  # nothing left of this read: the transport's own pause bounds what follows
         self._kept = kept
-        self.output_blocked = True
+        if output:
+            self.output_blocked = True
         self._transport.pauseProducing()
         self._count_kept()
 
@@ -298,6 +347,8 @@ class NamesrvConnection(TwistedProtocol):
         held output is written (:meth:`write_held`), or when the transport resumes us."""
         if self._kept_call is not None or self._paused_by_transport or self._held:
             return
+        if self._pending_held:  # pending_ended comes back here
+            return
         if self.closing or self.closed:
             self._drop_kept()
             return
@@ -306,8 +357,8 @@ class NamesrvConnection(TwistedProtocol):
     def _answer_kept(self) -> None:
         self._kept_call = None
         kept = self._kept
-        if kept is None or self._paused_by_transport or self._held:
-            return  # answered later: resumeProducing or write_held comes back here
+        if kept is None or self._paused_by_transport or self._held or self._pending_held:
+            return  # answered later: resumeProducing, write_held or pending_ended comes back
         if self.closing or self.closed:
             self._drop_kept()
             return
@@ -322,8 +373,8 @@ class NamesrvConnection(TwistedProtocol):
             )
             return
         done = self._kept is None and not (self.closing or self.closed)
-        if done and not self._paused_by_transport:  # else the transport resumes us when drained
-            self._transport.resumeProducing()
+        if done and not (self._paused_by_transport or self._pending_held):
+            self._transport.resumeProducing()  # else resumeProducing or pending_ended does
 
     def _drop_kept(self) -> None:
         """A closing connection's kept requests go unanswered: counted, never silently."""
@@ -462,7 +513,8 @@ class NamesrvConnection(TwistedProtocol):
             self._answer_kept_later()
             return
         self.output_blocked = False
-        self._transport.resumeProducing()
+        if not self._pending_held:  # else pending_ended resumes reading
+            self._transport.resumeProducing()
 
     def stopProducing(self) -> None:
         self.output_blocked = True

@@ -91,6 +91,10 @@ class RequestProcessor:
         """One step of a pending register: its response once it is done, else None."""
         return self.brokers.step(pending)
 
+    def abandon(self, pending: PendingResponse) -> None:
+        """Drop a pending register not yet applied: it changes nothing, is never answered."""
+        self.brokers.abandon(pending)
+
     def handle(
         self, conn: Connection, request: RemotingCommand, frame: bytes | SplitFrame
     ) -> bytes | PendingResponse | None:
