@@ -48,9 +48,10 @@ class ConnectionHub:
         never_evict: Callable[[NamesrvConnection], object],
     ) -> None:
         """``reactor`` runs the calls of the next turn; ``clock`` tells the time; a connection
-        for which ``keeps_idle`` is true is never closed for being idle, nor to admit another
-        at the total bound; nor is one for which ``never_evict`` is true (a broker's channel,
-        a request being served over several turns)."""
+        for which ``keeps_idle`` is true (it holds subscriptions) is never closed for being
+        idle, and is closed to admit another at the total bound only after its host's others;
+        one for which ``never_evict`` is true (a broker's channel, a request being served over
+        several turns) is never closed to admit another."""
         self.config = config
         self._reactor = reactor
         self._clock = clock
@@ -63,7 +64,9 @@ class ConnectionHub:
         self._never_evict = never_evict
         self.peer_log = RateLimitedLog(log, clock)
         """Lines a peer can provoke, paced per kind."""
-        self.admission = Admission(config, counters, self.peer_log, self._may_evict)
+        self.admission = Admission(
+            config, counters, self.peer_log, self._may_evict, subscribed=keeps_idle
+        )
         self.connections = self.admission.connections
         self.input = InputBounds(config, counters, self.peer_log)
         self.dispatching_reactor: PollState | None = None
@@ -90,14 +93,9 @@ class ConnectionHub:
 
     def _may_evict(self, conn: NamesrvConnection) -> bool:
         """Whether ``conn`` may be closed to admit another at the total bound: not while it
-        is closing, holds input (part of a frame, requests waiting for output), holds a
-        subscription, or is one ``never_evict`` names."""
-        return not (
-            conn.closing
-            or self.input.holds(conn)
-            or self._keeps_idle(conn)
-            or self._never_evict(conn)
-        )
+        is closing, holds input (part of a frame, requests waiting for output or in service),
+        or is one ``never_evict`` names."""
+        return not (conn.closing or self.input.holds(conn) or self._never_evict(conn))
 
     def connection_lost(self, conn: NamesrvConnection) -> None:
         self.input.release(conn)
