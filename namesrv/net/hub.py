@@ -72,6 +72,11 @@ class ConnectionHub:
         self.dispatching_reactor: PollState | None = None
         self._held_output: list[NamesrvConnection] = []
         """Connections holding output until the reactor's current poll is handled."""
+        self._shared: dict[int, list[Any]] = {}
+        """id of a body answers are sent from → [the body, how many connections send it]."""
+        self.shared_output = 0
+        """What answers sent from shared bodies may hold: each distinct body once, and the
+        output bound once per connection sending one (its queued slices)."""
 
     def now_ms(self) -> int:
         return int(self._clock.seconds() * 1000)
@@ -155,6 +160,33 @@ class ConnectionHub:
 
     def requests_dropped(self, conn: NamesrvConnection, count: int) -> None:
         self._counters["kept_requests_dropped"] += count
+
+    def shared_answer_admitted(self, body: bytes) -> bool:
+        """Whether one more connection may be sent an answer from ``body`` within
+        ``server.max_shared_output_bytes`` (a body already being sent costs only the
+        connection's output bound)."""
+        cost = self.config.output_buffer_bytes
+        if id(body) not in self._shared:
+            cost += len(body)
+        return self.shared_output + cost <= self.config.max_shared_output_bytes
+
+    def shared_answer_began(self, conn: NamesrvConnection, body: bytes) -> None:
+        entry = self._shared.get(id(body))
+        if entry is None:
+            entry = self._shared[id(body)] = [body, 0]
+            self.shared_output += len(body)
+        entry[1] += 1
+        self.shared_output += self.config.output_buffer_bytes
+
+    def shared_answer_ended(self, conn: NamesrvConnection, body: bytes) -> None:
+        entry = self._shared.get(id(body))
+        if entry is None:
+            return
+        self.shared_output -= self.config.output_buffer_bytes
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._shared[id(body)]
+            self.shared_output -= len(body)
 
     def hold_output_while_dispatching(self, reactor: PollState) -> None:
         """Hold output while ``reactor`` is dispatching a poll; with ``after_dispatch`` (the
