@@ -50,12 +50,13 @@ def start_namesrv(
     port: int, config: Path | None = None, root: Path = ROOT
 ) -> subprocess.Popen[bytes]:
     """``python -m namesrv`` (of the checkout at ``root``) on 127.0.0.1:``port``, returned once
-    it accepts connections."""
+    it accepts connections. It runs in ``root``: ``-m`` puts the working directory first on
+    the import path, so from any other checkout that checkout's code would run."""
     args = [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}"]
     if config is not None:
-        args += ["--config", str(config)]
-    proc = subprocess.Popen(  # run from ``root``: ``-m`` looks in the working directory first
-        [*args, "--log-level", "WARNING"], cwd=root, env=dict(os.environ, PYTHONPATH=str(root))
+        args += ["--config", str(Path(config).resolve())]
+    proc = subprocess.Popen(
+        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(root)), cwd=root
     )
     wait_port(port)
     return proc

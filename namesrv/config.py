@@ -34,8 +34,14 @@ class ServerConfig:
     frame_timeout_ms: int = 30_000
     """A frame begun must be complete within this long, or its connection is closed."""
     max_buffered_input_bytes: int = 128 * MIB
-    """Bytes of partly received frames held over all connections; past it the connection
-    holding the most is closed."""
+    """Bytes of partly received frames, of whole requests waiting for their connection's
+    output to drain and of requests served over several reactor turns (large registers), held
+    over all connections; past it the connection holding the most is closed."""
+    max_input_bytes_per_connection: int = 32 * MIB
+    """Bytes of requests one connection has in service over several reactor turns (large
+    registers being read or applied, and those queued behind them): past it nothing more is
+    read from the connection until they are answered. Above ``max_buffered_input_bytes``
+    that bound is the share."""
     idle_timeout_ms: int = 120_000
     """A connection with no request for this long is closed, as upstream's
     ``serverChannelMaxIdleTimeSeconds``; subscribed connections are exempt. 0 turns it off."""
@@ -49,6 +55,10 @@ class ServerConfig:
     """Unsent bytes on one connection past which the server stops reading its requests and
     skips its notifications until it drains: what bounds memory against a client that never
     reads."""
+    max_shared_output_bytes: int = 256 * MIB
+    """Bytes that answers with a large body (listings of the whole registry) may hold until
+    their clients read them: each distinct body once, and ``output_buffer_bytes`` per
+    connection being sent one. A large answer that would pass it is answered SYSTEM_BUSY."""
     shutdown_grace_ms: int = 5_000
     """After GoAway, how long existing connections are still served before the server closes."""
     go_away_alternatives: list[str] = field(default_factory=list)
@@ -87,6 +97,10 @@ class RegistryConfig:
     register_read_slice_bytes: int = 1 << 19
     """A register body larger than this is checked and parsed in slices of this many bytes
     (and ``register_slice_topics`` topic configs) per reactor turn."""
+    max_listing_bytes: int = 15 * MIB
+    """Body bytes of an answer listing the whole registry (topic lists, cluster info): past
+    it the list is cut to its first entries in sorted order, and the answer says so. Below
+    upstream clients' 16 MiB frame limit, so they can always read the answer."""
     register_chunk_cache_bytes: int = 64 * MIB
     """Topic-table chunks read lately, charged at their JSON size: a chunk seen again (the
     next register of the same broker, or a broker with the same topics) is not decoded again,
@@ -302,10 +316,17 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("server.max_header_size", s.max_header_size, 1 * KIB, min(s.max_frame_size, 0xFFFFFF)),
         ("server.frame_timeout_ms", s.frame_timeout_ms, 10, 3_600_000),
         ("server.max_buffered_input_bytes", s.max_buffered_input_bytes, s.max_frame_size, 2**62),
+        (
+            "server.max_input_bytes_per_connection",
+            s.max_input_bytes_per_connection,
+            64 * KIB,
+            2**62,
+        ),
         ("server.max_connections", s.max_connections, 1, 10_000_000),
         ("server.max_connections_per_host", s.max_connections_per_host, 1, s.max_connections),
         ("server.route_cache_bytes", s.route_cache_bytes, 0, 2**62),
         ("server.output_buffer_bytes", s.output_buffer_bytes, 64 * KIB, 2**62),
+        ("server.max_shared_output_bytes", s.max_shared_output_bytes, 0, 2**62),
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
         ("server.tls_handshake_timeout_ms", s.tls_handshake_timeout_ms, 10, 3_600_000),
         ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
@@ -315,6 +336,7 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("registry.register_slice_topics", r.register_slice_topics, 1, 10_000_000),
         ("registry.register_read_slice_bytes", r.register_read_slice_bytes, 4 * KIB, 2**31 - 1),
         ("registry.register_chunk_cache_bytes", r.register_chunk_cache_bytes, 0, 2**40),
+        ("registry.max_listing_bytes", r.max_listing_bytes, 1 * KIB, 2**31 - 1),
         ("registry.heap_trim_after_ms", r.heap_trim_after_ms, 0, 86_400_000),
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),

@@ -37,15 +37,21 @@ from namesrv.push.tick import Ticker
 from namesrv.requests import operations
 from namesrv.requests.acl import AccessControl
 from namesrv.requests.context import ConfigControl
-from namesrv.requests.processors import PendingResponse, RequestProcessor, Services
+from namesrv.requests.processors import (
+    PendingResponse,
+    RequestProcessor,
+    Services,
+    SharedAnswer,
+)
 from namesrv.requests.register_turns import RegisterTurns
 from namesrv.requests.route_response_cache import RouteResponseCache
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import BrokerEvent
 from namesrv.routes.kv_config import KVConfig
+from namesrv.routes.listings import Listings
 from namesrv.routes.registry import RouteRegistry
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
-from protocol.codes import RequestCode
+from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand, SplitFrame, encode_command
 from protocol.notify_frames import NotifyFrames
 from protocol.push_codec import encode_go_away
@@ -139,6 +145,7 @@ class NameServer:
             routes=self.routes,
             subscriptions=self.subscriptions,
             detector=self.detector,
+            listings=Listings(self.registry, cfg.registry.max_listing_bytes),
             on_subscription_change=self._subscription_changed,
             acl=self.acl,
             operations=self._operations_answer,
@@ -350,15 +357,47 @@ class NameServer:
         if answer is None:
             return
         if isinstance(answer, PendingResponse):
-            self._answer_when_applied(conn, answer)
+            size = len(frame) if isinstance(frame, bytes) else len(frame.head) + len(frame.body)
+            self._answer_when_applied(conn, answer, size)
             return
         if self.registry.pending_jobs:  # e.g. an unregister of a large broker
             self._schedule_registers()
+        if isinstance(answer, SharedAnswer):
+            self._send_shared(conn, command, answer)
+            return
         conn.send(answer)
 
-    def _answer_when_applied(self, conn: NamesrvConnection, pending: PendingResponse) -> None:
-        """A register answered over several reactor turns (``_handle`` hands it here)."""
-        self.register_turns.answer_when_applied(conn, pending)
+    def _send_shared(
+        self, conn: NamesrvConnection, request: RemotingCommand, answer: SharedAnswer
+    ) -> None:
+        """A large answer goes out from its (shared) body while the total such answers may
+        hold allows; past ``server.max_shared_output_bytes`` it is answered SYSTEM_BUSY."""
+        if self.hub.shared_answer_admitted(answer.body):
+            conn.send_shared(answer.head, answer.body)
+            return
+        self.counters["shared_answers_refused"] += 1
+        self.hub.peer_log.warning(
+            "shared_output",
+            "answered %s from %s SYSTEM_BUSY: large answers not yet read hold %d bytes, "
+            "server.max_shared_output_bytes=%d",
+            request.code,
+            conn.peer,
+            self.hub.shared_output,
+            self.config.server.max_shared_output_bytes,
+        )
+        busy = request.make_response(
+            ResponseCode.SYSTEM_BUSY,
+            "large answers not yet read by their clients fill server.max_shared_output_bytes; "
+            "retry later",
+        )
+        conn.send(encode_command(busy))
+
+    def _answer_when_applied(
+        self, conn: NamesrvConnection, pending: PendingResponse, size: int
+    ) -> None:
+        """A register of ``size`` bytes answered over several reactor turns (``_handle`` hands
+        it here)."""
+        self.register_turns.answer_when_applied(conn, pending, size)
 
     def _schedule_registers(self) -> None:
         """Register tables left to apply go on in slices (``_handle`` asks for it)."""
@@ -368,6 +407,7 @@ class NameServer:
         released = self.subscriptions.drop_connection(conn)
         self.detector.forget_connection(conn)
         self.registry.on_channel_close(conn.conn_id)
+        self.register_turns.drop_connection(conn)
         self.register_turns.schedule()  # a large departed broker's queue data leaves in slices
         if released:
             self.journal.record(
@@ -468,6 +508,8 @@ class NameServer:
         out["push_pending_topics"] = self.detector.pending_topic_count
         out.update({f"rejected.acl_{k}": v for k, v in self.acl.rejections.items()})
         out["buffered_input_bytes"] = self.buffered_input
+        out["shared_output_bytes"] = self.hub.shared_output
+        out["listing_builds"] = self._services.listings.builds
         out["route_cache_bytes"] = self.route_responses.size_bytes
         out["route_cache_entries"] = len(self.route_responses)
         out["kv_config_bytes"] = self.kv.size_bytes

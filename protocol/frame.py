@@ -103,6 +103,17 @@ class RemotingCommand:
 
 
 def encode_command(cmd: RemotingCommand) -> bytes:
+    return b"".join((*_encode_head(cmd), cmd.body))
+
+
+def encode_command_head(cmd: RemotingCommand) -> bytes:
+    """The frame of ``cmd`` but for its body, which follows it on the wire as it is: a large
+    body shared by many answers is then never copied into each."""
+    return b"".join(_encode_head(cmd))
+
+
+def _encode_head(cmd: RemotingCommand) -> tuple[bytes, bytes]:
+    """The length prefix (which counts the body too) and the encoded header of ``cmd``."""
     header = header_codec.Header(
         cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields
     )
@@ -115,7 +126,7 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     prefix = _PREFIX.pack(
         4 + len(encoded) + len(cmd.body), (int(cmd.serialize_type) << 24) | len(encoded)
     )
-    return b"".join((prefix, encoded, cmd.body))
+    return prefix, encoded
 
 
 class SplitFrame(NamedTuple):

@@ -4,7 +4,8 @@ total bound, and running out of file descriptors.
 The bounds are checked when a connection is made; a refused one is counted and logged
 (paced) and closes itself. At the total bound a few hosts must not lock every other out:
 :meth:`Admission.make_room` names an idle connection of a busier host to close in the
-newcomer's favour (the caller closes it).
+newcomer's favour (the caller closes it), a subscribed one only when the busier hosts have no
+other that may go: subscribing does not buy a host more than its share of the total.
 
 The kernel refuses connections on its own once the process has no file descriptors left,
 and Twisted reports that only to its own log: an observer of that log
@@ -48,13 +49,16 @@ class Admission:
         counters: Counter[str],
         peer_log: RateLimitedLog,
         may_evict: Callable[[NamesrvConnection], bool] | None = None,
+        subscribed: Callable[[NamesrvConnection], object] | None = None,
     ):
         """``may_evict`` tells whether a connection may be closed to admit another at the
-        total bound; None: none may (a newcomer past the bound is refused)."""
+        total bound; None: none may (a newcomer past the bound is refused). A connection for
+        which ``subscribed`` is true goes only after the others that may go."""
         self._config = config
         self._counters = counters
         self._peer_log = peer_log
         self._may_evict = may_evict
+        self._subscribed = subscribed
         self.connections: dict[int, NamesrvConnection] = {}
         """Admitted connections not lost yet, in the order they were admitted."""
         self._of_host: dict[str, dict[int, NamesrvConnection]] = {}
@@ -138,9 +142,11 @@ class Admission:
 
         The rule: among the hosts holding at least two connections more than the newcomer's
         (so that, once the newcomer is in, its host holds no more than the victim's), the
-        busiest first, the victim is the host's connection idle longest (oldest last request)
-        for which ``may_evict`` holds. A newcomer whose host is at its per-host bound is
-        never given room (it is refused for that bound)."""
+        busiest first (hosts holding as many together), the victim is the connection idle
+        longest (oldest last request) for which ``may_evict`` holds, unsubscribed ones first,
+        then subscribed ones (a subscriber owes no traffic, but holding subscriptions must not
+        let a host keep more than its share). A newcomer whose host is at its per-host bound
+        is never given room (it is refused for that bound)."""
         if self._may_evict is None or not self.full:
             return None
         hosted = self._of_host.get(newcomer.host)
@@ -150,13 +156,23 @@ class Admission:
         no_room = self._no_room
         if no_room is not None and now_ms < no_room[0] and on_host >= no_room[1]:
             return None
-        busier = [conns for conns in self._of_host.values() if len(conns) >= on_host + 2]
-        busier.sort(key=len, reverse=True)
+        # Hosts by how many they hold, the busiest first; hosts holding as many are one rank.
+        busier: dict[int, list[dict[int, NamesrvConnection]]] = {}
+        for conns in self._of_host.values():
+            if len(conns) >= on_host + 2:
+                busier.setdefault(len(conns), []).append(conns)
         may_evict = self._may_evict
-        for conns in busier:
+        subscribed = self._subscribed
+
+        def rank(conn: NamesrvConnection) -> tuple[bool, int]:
+            held = subscribed is not None and bool(subscribed(conn))
+            return held, conn.last_request_ms
+
+        for count in sorted(busier, reverse=True):
+            hosts = busier[count]
             victim = min(
-                (c for c in conns.values() if may_evict(c)),
-                key=_last_request_ms,
+                (c for conns in hosts for c in conns.values() if may_evict(c)),
+                key=rank,
                 default=None,
             )
             if victim is not None:
@@ -166,17 +182,21 @@ class Admission:
             return None
         self._no_room = None
         self._counters["connections_evicted.max_connections"] += 1
+        held = subscribed is not None and bool(subscribed(victim))
+        if held:
+            self._counters["subscribers_evicted"] += 1
         self._peer_log.warning(
             "evicted.max_connections",
-            "closing connection %s from %s, idle %d ms, to admit one from %s: "
+            "closing connection %s from %s%s, idle %d ms, to admit one from %s: "
             "server.max_connections=%d reached and %s holds %d connections, %s holds %d",
             victim.conn_id,
             victim.peer,
+            " (subscribed)" if held else "",
             now_ms - victim.last_request_ms,
             newcomer.peer,
             self._config.max_connections,
             victim.host,
-            len(conns),
+            count,
             newcomer.host,
             on_host,
         )
@@ -201,7 +221,3 @@ class Admission:
                 len(self.connections),
             )
         self._fd_episode_refused += 1
-
-
-def _last_request_ms(conn: NamesrvConnection) -> int:
-    return conn.last_request_ms

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+STREAM_SLICE_BYTES = 256 * 1024
+"""Bytes of a shared answer's body copied into the output at a time (at most the output
+bound): the output passes its bound by less than one slice."""
+
 
 class CachedAnswers(Protocol):
     def answer(self, frame: bytes) -> bytes | None:
@@ -62,8 +66,8 @@ class ConnectionOwner(Protocol):
 
     def input_changed(self, conn: NamesrvConnection, partial: int, kept: int) -> None:
         """``conn`` now holds ``partial`` bytes of a frame in arrival and ``kept`` bytes of
-        whole frames waiting for its output to drain (reported whenever either is or was
-        non-zero)."""
+        whole requests: frames waiting for its output to drain, and requests being served
+        over several reactor turns (reported whenever either is or was non-zero)."""
 
     def stream_refused(self, conn: NamesrvConnection, error: FrameError) -> None:
         """The stream cannot be read on: the owner counts it and closes ``conn``."""
@@ -85,6 +89,13 @@ class ConnectionOwner(Protocol):
     def requests_dropped(self, conn: NamesrvConnection, count: int) -> None:
         """``count`` requests kept for later went unanswered: the connection is closing."""
 
+    def shared_answer_began(self, conn: NamesrvConnection, body: bytes) -> None:
+        """``conn`` sends an answer from ``body``, which other answers may share, as its output
+        drains (:meth:`NamesrvConnection.send_shared`)."""
+
+    def shared_answer_ended(self, conn: NamesrvConnection, body: bytes) -> None:
+        """``conn`` sent all of ``body``, or dropped the rest of it (it is closing)."""
+
 
 @implementer(IPushProducer)
 class NamesrvConnection(TwistedProtocol):
@@ -100,6 +111,17 @@ class NamesrvConnection(TwistedProtocol):
     of them would accept a whole read's answers past the bound. So the answers stop at the one
     that crosses it; the read's remaining frames are kept (:attr:`_kept`), reading stops, and
     once the output has drained they are answered first, in order, before anything new is read.
+
+    Requests served over several reactor turns (large registers) hold their frames until they
+    are answered: the server tells the connection of each (:meth:`pending_began`,
+    :meth:`pending_ended`), their bytes count with the rest of its input, and while they pass
+    ``server.max_input_bytes_per_connection`` the connection is not read (the frames of a read
+    after the one that crossed it are kept, as above).
+
+    An answer with a large body (a listing of the whole registry, whose body every answer
+    shares) is sent from that body as the output drains (:meth:`send_shared`): no more than
+    the bound and one slice of it is ever queued, so a peer that does not read holds no copy
+    of the body; meanwhile the connection is not read and any other output waits behind it.
     """
 
     def __init__(self, owner: ConnectionOwner, conn_id: int, config: ServerConfig) -> None:
@@ -137,6 +159,22 @@ class NamesrvConnection(TwistedProtocol):
         bound, for a kept frame may be a whole large one (up to ``server.max_frame_size``)."""
         self._input_reported = 0
         """Input bytes last reported to the owner: while not 0, every change is reported."""
+        self.pending_input = 0
+        """Bytes of the requests the server serves over several turns (:meth:`pending_began`)."""
+        self._pending_bound = min(
+            config.max_input_bytes_per_connection, config.max_buffered_input_bytes
+        )
+        self._pending_held = False
+        """:attr:`pending_input` passed the bound: nothing is read until it is back under."""
+        self._stream: list[memoryview] | None = None
+        """What is left to send of an answer sent from a shared body (:meth:`send_shared`)."""
+        self._stream_body = b""
+        self._stream_next: tuple[bytes, bytes] | None = None
+        """An answer from a shared body given during a read: it starts once the read's other
+        answers are written."""
+        self._after_stream: list[bytes] = []
+        """Output given while an answer is sent from a shared body: it follows that answer."""
+        self._stream_slice = min(STREAM_SLICE_BYTES, self._output_bound)
 
     @property
     def _transport(self) -> Any:
@@ -216,6 +254,9 @@ class NamesrvConnection(TwistedProtocol):
                 self._kept.extend(frames)
                 self._count_kept()
                 return
+            if self._pending_held:  # not read meanwhile: a wrapper's rest of a read
+                self._keep(iter(frames), output=False)
+                return
         else:
             frames = kept
         self.last_request_ms = owner.now_ms()
@@ -253,6 +294,9 @@ class NamesrvConnection(TwistedProtocol):
                         return
                 else:
                     frame_received(self, command, frame)
+                    if self._pending_held:  # its requests in service passed its share
+                        self._keep(frame_iter, output=False)
+                        return
                 if self._out_bytes:  # what the handler sent (send() counts it)
                     room -= self._out_bytes
                     self._out_bytes = 0
@@ -265,24 +309,56 @@ class NamesrvConnection(TwistedProtocol):
             self._out = None
             if out and not self.closed:
                 self._write(out[0] if len(out) == 1 else b"".join(out))
+            if self._stream_next is not None:
+                self._start_stream()
             if self._kept is not None:
                 self._answer_kept_later()
 
     def _report_input(self) -> None:
-        """Tell the owner what input this connection holds (it may shed one, this one too)."""
+        """Tell the owner what input this connection holds (it may shed one, this one too).
+        Once closed it reports nothing more: the owner has released it."""
+        if self.closed:
+            return
         partial = self.decoder.allocated
-        held = partial + self.kept_input
+        whole = self.kept_input + self.pending_input
+        held = partial + whole
         if held or self._input_reported:
             self._input_reported = held
-            self.owner.input_changed(self, partial, self.kept_input)
+            self.owner.input_changed(self, partial, whole)
 
-    def _keep(self, rest: Any) -> None:
-        """The answers reached the output bound: keep the frames after, stop reading."""
+    def pending_began(self, size: int) -> None:
+        """A request of ``size`` bytes is served over several turns: it counts as input until
+        :meth:`pending_ended`; past the connection's share, reading stops."""
+        self.pending_input += size
+        if self.pending_input > self._pending_bound and not self._pending_held:
+            self._pending_held = True
+            if not (self.closing or self.closed):
+                self._transport.pauseProducing()
+        self._report_input()
+
+    def pending_ended(self, size: int) -> None:
+        """A request announced by :meth:`pending_began` was answered or dropped; back under
+        the share, reading goes on (kept frames first)."""
+        self.pending_input = max(0, self.pending_input - size)
+        self._report_input()
+        if self._pending_held and self.pending_input <= self._pending_bound:
+            self._pending_held = False
+            if self.closing or self.closed:
+                return
+            if self._kept is not None:
+                self._answer_kept_later()
+            elif not self._paused_by_transport and self._stream is None:
+                self._transport.resumeProducing()
+
+    def _keep(self, rest: Any, *, output: bool = True) -> None:
+        """The answers reached the output bound (``output``), or the requests in service the
+        connection's share: keep the frames after, stop reading."""
         kept = list(rest)
         if not kept or self.closing or self.closed:
             return  # nothing left of this read: the transport's own pause bounds what follows
         self._kept = kept
-        self.output_blocked = True
+        if output:
+            self.output_blocked = True
         self._transport.pauseProducing()
         self._count_kept()
 
@@ -298,6 +374,8 @@ class NamesrvConnection(TwistedProtocol):
         held output is written (:meth:`write_held`), or when the transport resumes us."""
         if self._kept_call is not None or self._paused_by_transport or self._held:
             return
+        if self._pending_held or self._stream is not None:  # pending_ended, _stream_done
+            return
         if self.closing or self.closed:
             self._drop_kept()
             return
@@ -306,8 +384,10 @@ class NamesrvConnection(TwistedProtocol):
     def _answer_kept(self) -> None:
         self._kept_call = None
         kept = self._kept
-        if kept is None or self._paused_by_transport or self._held:
-            return  # answered later: resumeProducing or write_held comes back here
+        if kept is None or self._paused_by_transport or self._held or self._pending_held:
+            return  # answered later: resumeProducing, write_held or pending_ended comes back
+        if self._stream is not None:
+            return  # _stream_done comes back
         if self.closing or self.closed:
             self._drop_kept()
             return
@@ -322,7 +402,8 @@ class NamesrvConnection(TwistedProtocol):
             )
             return
         done = self._kept is None and not (self.closing or self.closed)
-        if done and not self._paused_by_transport:  # else the transport resumes us when drained
+        if done and not (self._paused_by_transport or self._pending_held or self._stream):
+            # else resumeProducing, pending_ended or _stream_done does
             self._transport.resumeProducing()
 
     def _drop_kept(self) -> None:
@@ -352,6 +433,7 @@ class NamesrvConnection(TwistedProtocol):
             return
         self.closing = True
         self._drop_kept()
+        self._drop_stream()
         if abort:
             if self._out:
                 self._out.clear()
@@ -374,6 +456,79 @@ class NamesrvConnection(TwistedProtocol):
         else:
             self._write(data)
 
+    def send_shared(self, head: bytes, body: bytes) -> None:
+        """Send the answer ``head`` + ``body`` without copying ``body`` whole: slices of it
+        are queued as the output drains, never more than the output bound and one slice. The
+        rest of the read waits (kept) until it is sent; so does any other output."""
+        if self.closed or self.closing:
+            return
+        if self._out is not None:  # in a read: after the read's answers so far
+            self._stream_next = (head, body)
+            self._out_bytes += self._output_bound  # the read's other frames are kept
+            return
+        self._stream_next = (head, body)
+        self._start_stream()
+
+    def _start_stream(self) -> None:
+        head, body = self._stream_next or (b"", b"")
+        self._stream_next = None
+        if self.closed or self.closing:
+            return
+        if self._stream is not None:  # one at a time: the later waits behind the first
+            self._after_stream += (head, body)
+            return
+        self._stream = [memoryview(head), memoryview(body)]
+        self._stream_body = body
+        self.owner.shared_answer_began(self, body)
+        self.output_blocked = True  # notification ticks skip it, its reads wait
+        self._transport.pauseProducing()
+        self._pump()
+
+    def _pump(self) -> None:
+        """Queue slices of the answer being sent from a shared body while the unsent output
+        is within the bound. Once past it the transport pauses this producer and resumes it
+        when drained (then :meth:`resumeProducing` comes back here)."""
+        parts = self._stream
+        if parts is None or self._held or self.closed or self.closing:
+            return  # held output first: write_held comes back here
+        transport = self._transport
+        while parts:
+            if self.unsent_bytes > self._output_bound:
+                return
+            part = parts[0]
+            piece = part[: self._stream_slice]
+            transport.write(piece.tobytes())
+            if len(piece) == len(part):
+                parts.pop(0)
+            else:
+                parts[0] = part[len(piece) :]
+        self._stream_done()
+
+    def _stream_done(self) -> None:
+        """The answer from a shared body is all queued: what waited behind it goes on."""
+        body, self._stream, self._stream_body = self._stream_body, None, b""
+        self.owner.shared_answer_ended(self, body)
+        after, self._after_stream = self._after_stream, []
+        if after and not self.closed:
+            self._write(b"".join(after))
+        if self._stream is not None or self.closing or self.closed:
+            return  # another shared answer was waiting: it is being sent now
+        if self._paused_by_transport:
+            return  # resumeProducing goes on once the output drains
+        self.output_blocked = False
+        if self._kept is not None:
+            self._answer_kept_later()
+        elif not self._pending_held:
+            self._transport.resumeProducing()
+
+    def _drop_stream(self) -> None:
+        """A closing connection sends no more of an answer from a shared body."""
+        self._stream_next = None
+        self._after_stream = []
+        if self._stream is not None:
+            body, self._stream, self._stream_body = self._stream_body, None, b""
+            self.owner.shared_answer_ended(self, body)
+
     def _write(self, data: bytes) -> None:
         """Write ``data``, or hold it while the reactor hands out the ready sockets of a poll.
 
@@ -383,6 +538,9 @@ class NamesrvConnection(TwistedProtocol):
         machine that wake-up costs the sender as much as the rest of the lookup; in a burst
         most readers are still awake from the first answers.
         """
+        if self._stream is not None:  # behind the answer being sent from a shared body
+            self._after_stream.append(data)
+            return
         reactor = self.owner.dispatching_reactor
         if reactor is not None and reactor.dispatching:
             held = self._held
@@ -399,6 +557,8 @@ class NamesrvConnection(TwistedProtocol):
         held, self._held = self._held, None
         if held and not self.closed and not self.closing:
             self._write_now(held[0] if len(held) == 1 else b"".join(held))
+        if self._stream is not None:
+            self._pump()
         if self._kept is not None:
             self._answer_kept_later()
 
@@ -448,6 +608,7 @@ class NamesrvConnection(TwistedProtocol):
     def connectionLost(self, reason: Failure | None = None) -> None:
         self.closed = True
         self._drop_kept()
+        self._drop_stream()
         self.owner.connection_lost(self)
 
     # IPushProducer, driven by our own transport's write buffer.
@@ -458,11 +619,15 @@ class NamesrvConnection(TwistedProtocol):
 
     def resumeProducing(self) -> None:
         self._paused_by_transport = False
+        if self._stream is not None:  # its next slices; _stream_done goes on from there
+            self._pump()
+            return
         if self._kept is not None:  # they come first; reading resumes once they are answered
             self._answer_kept_later()
             return
         self.output_blocked = False
-        self._transport.resumeProducing()
+        if not self._pending_held:  # else pending_ended resumes reading
+            self._transport.resumeProducing()
 
     def stopProducing(self) -> None:
         self.output_blocked = True

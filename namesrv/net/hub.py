@@ -48,9 +48,10 @@ class ConnectionHub:
         never_evict: Callable[[NamesrvConnection], object],
     ) -> None:
         """``reactor`` runs the calls of the next turn; ``clock`` tells the time; a connection
-        for which ``keeps_idle`` is true is never closed for being idle, nor to admit another
-        at the total bound; nor is one for which ``never_evict`` is true (a broker's channel,
-        a request being served over several turns)."""
+        for which ``keeps_idle`` is true (it holds subscriptions) is never closed for being
+        idle, and is closed to admit another at the total bound only after its host's others;
+        one for which ``never_evict`` is true (a broker's channel, a request being served over
+        several turns) is never closed to admit another."""
         self.config = config
         self._reactor = reactor
         self._clock = clock
@@ -63,12 +64,19 @@ class ConnectionHub:
         self._never_evict = never_evict
         self.peer_log = RateLimitedLog(log, clock)
         """Lines a peer can provoke, paced per kind."""
-        self.admission = Admission(config, counters, self.peer_log, self._may_evict)
+        self.admission = Admission(
+            config, counters, self.peer_log, self._may_evict, subscribed=keeps_idle
+        )
         self.connections = self.admission.connections
         self.input = InputBounds(config, counters, self.peer_log)
         self.dispatching_reactor: PollState | None = None
         self._held_output: list[NamesrvConnection] = []
         """Connections holding output until the reactor's current poll is handled."""
+        self._shared: dict[int, list[Any]] = {}
+        """id of a body answers are sent from → [the body, how many connections send it]."""
+        self.shared_output = 0
+        """What answers sent from shared bodies may hold: each distinct body once, and the
+        output bound once per connection sending one (its queued slices)."""
 
     def now_ms(self) -> int:
         return int(self._clock.seconds() * 1000)
@@ -90,14 +98,9 @@ class ConnectionHub:
 
     def _may_evict(self, conn: NamesrvConnection) -> bool:
         """Whether ``conn`` may be closed to admit another at the total bound: not while it
-        is closing, holds input (part of a frame, requests waiting for output), holds a
-        subscription, or is one ``never_evict`` names."""
-        return not (
-            conn.closing
-            or self.input.holds(conn)
-            or self._keeps_idle(conn)
-            or self._never_evict(conn)
-        )
+        is closing, holds input (part of a frame, requests waiting for output or in service),
+        or is one ``never_evict`` names."""
+        return not (conn.closing or self.input.holds(conn) or self._never_evict(conn))
 
     def connection_lost(self, conn: NamesrvConnection) -> None:
         self.input.release(conn)
@@ -157,6 +160,33 @@ class ConnectionHub:
 
     def requests_dropped(self, conn: NamesrvConnection, count: int) -> None:
         self._counters["kept_requests_dropped"] += count
+
+    def shared_answer_admitted(self, body: bytes) -> bool:
+        """Whether one more connection may be sent an answer from ``body`` within
+        ``server.max_shared_output_bytes`` (a body already being sent costs only the
+        connection's output bound)."""
+        cost = self.config.output_buffer_bytes
+        if id(body) not in self._shared:
+            cost += len(body)
+        return self.shared_output + cost <= self.config.max_shared_output_bytes
+
+    def shared_answer_began(self, conn: NamesrvConnection, body: bytes) -> None:
+        entry = self._shared.get(id(body))
+        if entry is None:
+            entry = self._shared[id(body)] = [body, 0]
+            self.shared_output += len(body)
+        entry[1] += 1
+        self.shared_output += self.config.output_buffer_bytes
+
+    def shared_answer_ended(self, conn: NamesrvConnection, body: bytes) -> None:
+        entry = self._shared.get(id(body))
+        if entry is None:
+            return
+        self.shared_output -= self.config.output_buffer_bytes
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._shared[id(body)]
+            self.shared_output -= len(body)
 
     def hold_output_while_dispatching(self, reactor: PollState) -> None:
         """Hold output while ``reactor`` is dispatching a poll; with ``after_dispatch`` (the

@@ -1,8 +1,9 @@
 """Bounds on what a peer makes the server hold and wait for: input and time.
 
-Input: the bytes of partly received frames, and of whole requests a connection keeps until
-its output drains, count over all connections against ``server.max_buffered_input_bytes``;
-past it the connection holding the most is shed. Time: a frame begun must be complete within
+Input: the bytes of partly received frames, of whole requests a connection keeps until its
+output drains, and of requests served over several reactor turns (large registers), count over
+all connections against ``server.max_buffered_input_bytes``; past it the connection holding the
+most is shed. Time: a frame begun must be complete within
 ``server.frame_timeout_ms``, and a connection with no request for ``server.idle_timeout_ms``
 is closed unless it holds subscriptions.
 
@@ -49,9 +50,10 @@ class InputBounds:
         self, conn: NamesrvConnection, partial: int, kept: int, now_ms: int
     ) -> list[NamesrvConnection]:
         """Account ``conn``'s input: ``partial`` bytes of a frame in arrival (memory allocated,
-        not just received) and ``kept`` bytes of whole requests. Past the bound, the biggest
-        holders are released, counted and returned, to be closed, until the total is back
-        under it; a connection whose input shrank never causes a shed."""
+        not just received) and ``kept`` bytes of whole requests (kept or in service). Past
+        the bound, the biggest holders are released, counted and returned, to be closed,
+        until the total is back under it; a connection whose input shrank never causes a
+        shed."""
         held = partial + kept
         before = self._held.get(conn, 0)
         if not held and not before:
@@ -80,7 +82,7 @@ class InputBounds:
             self._peer_log.warning(
                 "input_bound",
                 "closing connection %s from %s: partly received frames and requests waiting "
-                "for their output to drain hold %d bytes over all connections, past "
+                "for their output or in service hold %d bytes over all connections, past "
                 "server.max_buffered_input_bytes=%d less one read; it held the most (%d)",
                 biggest.conn_id,
                 biggest.peer,

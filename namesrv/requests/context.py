@@ -16,6 +16,7 @@ from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.requests.acl import AccessControl
 from namesrv.routes.kv_config import KVConfig
+from namesrv.routes.listings import Listings
 from namesrv.routes.registry import RouteRegistry
 from namesrv.routes.route_bodies import RouteBodies
 from protocol.codes import ResponseCode, SerializeType
@@ -61,6 +62,8 @@ class Services:
     routes: RouteBodies
     subscriptions: SubscriptionRegistry
     detector: ChangeDetector
+    listings: Listings
+    """The whole-registry answers (topic lists, cluster info), encoded once per change."""
     on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
     acl: AccessControl | None = None
     operations: Callable[[int, RemotingCommand], RemotingCommand] | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests.commands import COMMANDS, Command
@@ -29,16 +29,28 @@ from namesrv.requests.handlers.server_config import ServerConfigHandlers
 from namesrv.requests.route_response_cache import RouteResponseCache
 from protocol.codes import ResponseCode, SerializeType
 from protocol.errors import ProtocolError
-from protocol.frame import RemotingCommand, SplitFrame, encode_command
+from protocol.frame import RemotingCommand, SplitFrame, encode_command, encode_command_head
 from protocol.register_table_reader import ChunkCache
 
-__all__ = ["Connection", "PendingResponse", "RequestProcessor", "Services"]
+__all__ = ["Connection", "PendingResponse", "RequestProcessor", "Services", "SharedAnswer"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Connection, RemotingCommand, Any], "RemotingCommand | PendingResponse"]
 _Served = tuple[Command, str, Handler, Callable[[dict[str, str]], Any] | None]
 """A served code's command, its name, its bound handler and its header's decoder."""
+
+SHARED_BODY_BYTES = 64 * 1024
+"""An answer whose body is at least this long is handed out as :class:`SharedAnswer`."""
+
+
+class SharedAnswer(NamedTuple):
+    """An encoded answer in two parts: the frame up to its body, and the body, which may be
+    shared with other answers (a listing of the whole registry): the connection sends it from
+    that object as its output drains, never copying it whole."""
+
+    head: bytes
+    body: bytes
 
 
 class RequestProcessor:
@@ -91,12 +103,17 @@ class RequestProcessor:
         """One step of a pending register: its response once it is done, else None."""
         return self.brokers.step(pending)
 
+    def abandon(self, pending: PendingResponse) -> None:
+        """Drop a pending register not yet applied: it changes nothing, is never answered."""
+        self.brokers.abandon(pending)
+
     def handle(
         self, conn: Connection, request: RemotingCommand, frame: bytes | SplitFrame
-    ) -> bytes | PendingResponse | None:
-        """The encoded answer to send; a :class:`PendingResponse` to step once per reactor
-        turn (even for a oneway request: its answer is then dropped); or None (a oneway
-        request, or a response frame from the peer, which is ignored)."""
+    ) -> bytes | SharedAnswer | PendingResponse | None:
+        """The encoded answer to send (a :class:`SharedAnswer` when its body is large); a
+        :class:`PendingResponse` to step once per reactor turn (even for a oneway request: its
+        answer is then dropped); or None (a oneway request, or a response frame from the peer,
+        which is ignored)."""
         if request.is_response:
             # A client without the extension answers a oneway frame it does not know (a
             # notification or GO_AWAY) with REQUEST_CODE_NOT_SUPPORTED: normal, not an error.
@@ -156,6 +173,8 @@ class RequestProcessor:
             return response
         if request.is_oneway:
             return None
+        if len(response.body) >= SHARED_BODY_BYTES and not command.cacheable_route_answer:
+            return SharedAnswer(encode_command_head(response), bytes(response.body))
         encoded = encode_command(response)
         if command.cacheable_route_answer and isinstance(frame, bytes):
             topic = request.ext_fields.get("topic", "")

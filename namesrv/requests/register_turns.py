@@ -4,6 +4,11 @@ A register whose body or topic table is large is answered over several turns: it
 read a slice at a time (:meth:`RequestProcessor.step`), and the registry applies its table a
 slice at a time (``RouteRegistry.run_jobs``). Other requests are read and answered between
 slices, so a broker with a hundred thousand topics never stalls lookups.
+
+A pending register holds its request's bytes until it is answered: they are charged to its
+connection (:meth:`Requester.pending_began`), which counts them as input and stops being read
+past its share. A register of a connection that closes is dropped, unless its table is already
+being applied (the registry has it then; only its answer is lost).
 """
 
 from __future__ import annotations
@@ -21,9 +26,26 @@ log = logging.getLogger(__name__)
 
 
 class Requester(Protocol):
-    """Where a register's answer goes."""
+    """Where a register's answer goes, and who holds its bytes meanwhile."""
+
+    closing: bool
+    closed: bool
 
     def send(self, data: bytes) -> None: ...
+
+    def pending_began(self, size: int) -> None:
+        """A request of ``size`` bytes is held until :meth:`pending_ended`."""
+
+    def pending_ended(self, size: int) -> None: ...
+
+
+class _Work:
+    __slots__ = ("conn", "pending", "size")
+
+    def __init__(self, conn: Requester, pending: PendingResponse, size: int) -> None:
+        self.conn = conn
+        self.pending = pending
+        self.size = size
 
 
 class RegisterTurns:
@@ -41,7 +63,7 @@ class RegisterTurns:
         self._registry = registry
         self._clock = clock
         self._counters = counters
-        self._works: list[tuple[Requester, PendingResponse]] = []
+        self._works: list[_Work] = []
         self._scheduled = False
         self._apply_next = False
         self._on_settled = on_settled
@@ -55,12 +77,29 @@ class RegisterTurns:
 
     def serving(self, conn: Requester) -> bool:
         """Whether a register of ``conn`` is still being read or applied."""
-        return any(c is conn for c, _pending in self._works)
+        return any(work.conn is conn for work in self._works)
 
-    def answer_when_applied(self, conn: Requester, pending: PendingResponse) -> None:
-        """Run ``pending`` by slices and send its answer to ``conn`` once it is applied."""
-        self._works.append((conn, pending))
+    def answer_when_applied(self, conn: Requester, pending: PendingResponse, size: int) -> None:
+        """Run ``pending`` by slices and send its answer to ``conn`` once it is applied; its
+        request's ``size`` bytes are charged to ``conn`` until then."""
+        self._works.append(_Work(conn, pending, size))
+        conn.pending_began(size)
         self.schedule()
+
+    def drop_connection(self, conn: Requester) -> int:
+        """``conn`` is gone: its registers not yet applied are dropped (counted); those whose
+        table the registry is applying run on, unanswered. Returns how many were dropped."""
+        dropped = 0
+        for work in [w for w in self._works if w.conn is conn and w.pending.last != "wait"]:
+            self._drop(work)
+            dropped += 1
+        return dropped
+
+    def _drop(self, work: _Work) -> None:
+        self._works.remove(work)
+        self._processor.abandon(work.pending)
+        self._counters["registers_dropped"] += 1
+        work.conn.pending_ended(work.size)
 
     def schedule(self) -> None:
         """Run a turn of register work soon, if there is any (the registry's own jobs too)."""
@@ -88,7 +127,8 @@ class RegisterTurns:
     def _reads_pending(self) -> bool:
         """Whether some register may read a slice now (see ``_run_works``)."""
         seen: set[tuple[str, str]] = set()
-        for _conn, pending in self._works:
+        for work in self._works:
+            pending = work.pending
             if pending.key in seen:
                 continue
             seen.add(pending.key)
@@ -101,8 +141,11 @@ class RegisterTurns:
         order, each address's registers one after the other; those waiting for their table to
         be applied just look whether it is."""
         seen: set[tuple[str, str]] = set()
-        for entry in list(self._works):
-            conn, pending = entry
+        for work in list(self._works):
+            conn, pending = work.conn, work.pending
+            if pending.last != "wait" and (conn.closing or conn.closed):
+                self._drop(work)  # its connection is going: nobody waits for it
+                continue
             if pending.key in seen:
                 continue  # an earlier register of this address is in flight
             seen.add(pending.key)
@@ -113,7 +156,8 @@ class RegisterTurns:
             response = self._processor.step(pending)
             if response is None:
                 continue
-            self._works.remove(entry)
+            self._works.remove(work)
+            conn.pending_ended(work.size)
             if not pending.request.is_oneway:
                 conn.send(encode_command(response))
 

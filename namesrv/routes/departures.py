@@ -113,6 +113,7 @@ class Departures:
             return Leaving(set(), [])
         for bid in ids:
             del group.addrs[bid]
+        self._announce.changed()
         if group.addrs:
             if group.read_only():  # no master under acting master: read-only
                 t.rewrite_perm(broker_name, lambda p: p & ~Perm.WRITE)

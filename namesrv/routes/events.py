@@ -40,13 +40,22 @@ BrokerListener = Callable[[BrokerEvent], None]
 
 class Announcer:
     """The registry's two outlets, shared by its parts: ``listener`` hears touched topics,
-    ``broker_listener`` (told after it) hears broker events; either may be None."""
+    ``broker_listener`` (told after it) hears broker events; either may be None.
 
-    __slots__ = ("broker_listener", "listener")
+    It also counts the registry's changes (:attr:`generation`): whatever is derived from the
+    whole registry (topic lists, cluster info) is valid while the count stands."""
+
+    __slots__ = ("broker_listener", "generation", "listener")
 
     def __init__(self, listener: Listener | None, broker_listener: BrokerListener | None) -> None:
         self.listener = listener
         self.broker_listener = broker_listener
+        self.generation = 0
+        """Moves on every change of the registry's topics, brokers or clusters."""
+
+    def changed(self) -> None:
+        """The registry changed in a way no topic report says (a broker group, a cluster)."""
+        self.generation += 1
 
     def topics(
         self, topics: Collection[str], cause: ChangeCause, *, in_order: bool = False
@@ -54,10 +63,13 @@ class Announcer:
         """Tell the listener; ``topics`` sorted first unless ``in_order`` (a job slice's list
         in its table's order, deterministic already). Returns the list told."""
         ordered = list(topics) if in_order else sorted(topics)
-        if ordered and self.listener is not None:
-            self.listener(ordered, cause)
+        if ordered:
+            self.generation += 1
+            if self.listener is not None:
+                self.listener(ordered, cause)
         return ordered
 
     def broker(self, event: BrokerEvent) -> None:
+        self.generation += 1
         if self.broker_listener is not None:
             self.broker_listener(event)

@@ -72,6 +72,9 @@ class RouteQueries:
         testing many topics with ``map``."""
         return self._t.holders.__contains__
 
+    def has_cluster(self, cluster: str) -> bool:
+        return cluster in self._t.clusters
+
     def all_topics(self) -> list[str]:
         return sorted(self._t.holders)
 

@@ -222,7 +222,10 @@ class Registration:
         is new to this address (a first registration) and whether the group changed. Like
         upstream, every register sets the group's acting-master flag and zone to its own."""
         t = self._t
-        t.clusters.setdefault(cluster, set()).add(broker_name)
+        members = t.clusters.setdefault(cluster, set())
+        if broker_name not in members:
+            members.add(broker_name)
+            self._announce.changed()
         group = t.brokers.get(broker_name)
         if group is None:
             group = t.brokers[broker_name] = BrokerGroup(cluster)
@@ -235,6 +238,8 @@ class Registration:
         group.enable_acting_master = acting_master
         group.zone_name = zone_name
         after = (group.addrs, acting_master, zone_name)
+        if before != after:
+            self._announce.changed()
         return group, first_registration, before != after
 
     def _write_table(

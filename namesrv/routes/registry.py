@@ -99,6 +99,7 @@ class RouteRegistry:
         self.route_exists = queries.route_exists
         self.zone_names = queries.zone_names
         self.route_exists_check = queries.route_exists_check
+        self.has_cluster = queries.has_cluster
         self.all_topics = queries.all_topics
         self.topics_by_cluster = queries.topics_by_cluster
         self.system_topics = queries.system_topics
@@ -118,6 +119,12 @@ class RouteRegistry:
     @broker_listener.setter
     def broker_listener(self, broker_listener: BrokerListener | None) -> None:
         self._announce.broker_listener = broker_listener
+
+    @property
+    def generation(self) -> int:
+        """Moves on every change of topics, broker groups or clusters: what is derived from
+        the whole registry stays valid while it stands."""
+        return self._announce.generation
 
     @property
     def slice_topics(self) -> int:

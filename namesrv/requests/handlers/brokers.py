@@ -94,6 +94,14 @@ class BrokerHandlers:
         self._done(pending)
         return response
 
+    def abandon(self, pending: PendingResponse) -> None:
+        """Drop a pending register whose table is not handed to the registry yet (its
+        connection closed): its steps end here, and the next register of its address runs."""
+        if pending.last == "wait":
+            raise ValueError("a register being applied cannot be abandoned")
+        pending.steps.close()
+        self._done(pending)
+
     def _done(self, pending: PendingResponse) -> None:
         self._in_flight[pending.key] -= 1
         if self._in_flight[pending.key] <= 0:

@@ -1,10 +1,17 @@
-"""Reads of routes and topics: a topic's route, the cluster, and the topic lists."""
+"""Reads of routes and topics: a topic's route, the cluster, and the topic lists.
+
+The cluster info and the topic lists come from :class:`~namesrv.routes.listings.Listings`:
+encoded once per registry change and shared by every answer until the next. A listing cut at
+``registry.max_listing_bytes`` is a SUCCESS in upstream's form whose remark says so, with the
+``listed`` and ``total`` header fields.
+"""
 
 from __future__ import annotations
 
 from namesrv.requests.context import Connection, Services, ok
+from namesrv.routes.listings import Listing
 from namesrv.routes.zones import requested_zone
-from protocol import bodies, headers
+from protocol import headers
 from protocol.codes import ResponseCode, Version
 from protocol.frame import RemotingCommand
 
@@ -31,39 +38,51 @@ class LookupHandlers:
             )
         return ok(req, ext, body)
 
+    def _listed(self, req: RemotingCommand, listing: Listing, what: str) -> RemotingCommand:
+        if not listing.cut:
+            return ok(req, body=listing.body)
+        limit = self.s.listings.max_bytes
+        return req.make_response(
+            ResponseCode.SUCCESS,
+            f"{what} cut at registry.max_listing_bytes={limit}: the first {listing.listed} of "
+            f"{listing.total} in sorted order",
+            {"listed": str(listing.listed), "total": str(listing.total)},
+            listing.body,
+        )
+
     def get_broker_cluster_info(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
-        return ok(req, body=bodies.encode_cluster_info(self.s.registry.cluster_info()))
+        return self._listed(req, self.s.listings.cluster_info(), "broker names")
 
     def get_all_topic_list(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
         if not self.s.config.registry.enable_all_topic_list:
             return req.make_response(ResponseCode.SYSTEM_ERROR, "disable")
-        return ok(req, body=bodies.encode_topic_list(self.s.registry.all_topics()))
+        return self._listed(req, self.s.listings.topics("all"), "topics")
 
     def get_topics_by_cluster(
         self, conn: Connection, req: RemotingCommand, h: headers.GetTopicsByClusterRequestHeader
     ) -> RemotingCommand:
-        return ok(req, body=bodies.encode_topic_list(self.s.registry.topics_by_cluster(h.cluster)))
+        return self._listed(req, self.s.listings.topics_by_cluster(h.cluster), "topics")
 
     def get_system_topic_list(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
-        return ok(req, body=bodies.encode_topic_list(self.s.registry.system_topics()))
+        return self._listed(req, self.s.listings.topics("system"), "topics")
 
     def get_unit_topic_list(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
-        return ok(req, body=bodies.encode_topic_list(self.s.registry.unit_topics()))
+        return self._listed(req, self.s.listings.topics("unit"), "topics")
 
     def get_has_unit_sub_topic_list(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
-        return ok(req, body=bodies.encode_topic_list(self.s.registry.has_unit_sub_topics()))
+        return self._listed(req, self.s.listings.topics("unit_sub"), "topics")
 
     def get_has_unit_sub_ununit_topic_list(
         self, conn: Connection, req: RemotingCommand, h: None
     ) -> RemotingCommand:
-        return ok(req, body=bodies.encode_topic_list(self.s.registry.has_unit_sub_ununit_topics()))
+        return self._listed(req, self.s.listings.topics("unit_sub_ununit"), "topics")

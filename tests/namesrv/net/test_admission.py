@@ -64,11 +64,21 @@ def test_running_out_of_descriptors_logs_once_per_episode(caplog):
 
 
 class Idle(Peer):
-    def __init__(self, conn_id: int, host: str, last_request_ms: int, *, kept: bool = False):
+    def __init__(
+        self,
+        conn_id: int,
+        host: str,
+        last_request_ms: int,
+        *,
+        kept: bool = False,
+        subscribed: bool = False,
+    ):
         super().__init__(conn_id, host)
         self.last_request_ms = last_request_ms
         self.kept = kept
-        """True: a subscribed client or a broker's channel (never closed to make room)."""
+        """True: a broker's channel, or a connection with a request in service (never closed
+        to make room)."""
+        self.subscribed = subscribed
 
 
 class Evictable:
@@ -87,7 +97,9 @@ def full_gate(peers: list[Idle], **server: Any) -> tuple[Admission, Counter[str]
     counters: Counter[str] = Counter()
     log = RateLimitedLog(logging.getLogger(__name__))
     may_evict = Evictable()
-    gate = Admission(ServerConfig(**server), counters, log, may_evict)
+    gate = Admission(
+        ServerConfig(**server), counters, log, may_evict, subscribed=lambda c: c.subscribed
+    )
     assert all(gate.admit(p) for p in peers) and gate.full
     return gate, counters, may_evict
 
@@ -107,7 +119,7 @@ def test_a_few_hosts_holding_the_total_bound_make_room_for_another_host():
     assert len(gate.connections) == 6 and counters["connections_refused.max_connections"] == 0
 
 
-def test_subscribed_clients_and_broker_channels_are_never_closed_to_make_room():
+def test_broker_channels_and_requests_in_service_are_never_closed_to_make_room():
     kept = [Idle(i, "10.0.0.1", 1, kept=True) for i in range(3)]
     idle = Idle(3, "10.0.0.1", 50)
     gate, _counters, _ = full_gate(
@@ -160,3 +172,21 @@ def test_no_room_is_made_between_hosts_holding_about_as_many():
     plain.admit(Idle(1, "10.0.0.1", 0))
     plain.admit(Idle(2, "10.0.0.1", 0))
     assert plain.make_room(Idle(3, "10.0.0.9", 0), now_ms=0) is None
+
+
+def test_a_subscribed_connection_goes_after_the_idle_ones_of_hosts_as_busy():
+    subscriber = Idle(0, "10.0.0.1", 1, subscribed=True)
+    idle = Idle(10, "10.0.0.2", 40)
+    gate, counters, _ = full_gate(
+        [subscriber, Idle(1, "10.0.0.1", 50, kept=True), idle, Idle(11, "10.0.0.2", 60)],
+        max_connections=4,
+        max_connections_per_host=4,
+    )
+    # Both hosts hold two: the unsubscribed one idle longest goes, not the older subscriber.
+    assert gate.make_room(Idle(20, "10.0.0.9", 100), now_ms=100) is idle
+    assert "subscribers_evicted" not in counters
+    gate.release(idle)
+    gate.admit(Idle(20, "10.0.0.9", 100))
+    # 10.0.0.1 is now the only host holding two: its subscriber goes, its broker stays.
+    assert gate.make_room(Idle(21, "10.0.0.8", 100), now_ms=100) is subscriber
+    assert counters["subscribers_evicted"] == 1
