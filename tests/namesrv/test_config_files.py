@@ -173,3 +173,12 @@ def test_an_unknown_toml_key_names_the_closest_one(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert err == "namesrv: unknown config key server.listn (did you mean server.listen?)\n"
+
+
+def test_docs_list_every_upstream_key_that_is_warned_not_refused():
+    from support.paths import REPO_ROOT
+
+    from namesrv.properties import UPSTREAM_UNUSED_KEYS
+
+    text = (REPO_ROOT / "docs" / "config.md").read_text(encoding="utf-8")
+    assert [key for key in sorted(UPSTREAM_UNUSED_KEYS) if f"`{key}`" not in text] == []
