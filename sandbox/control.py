@@ -42,9 +42,7 @@ class ControlLine(LineOnlyReceiver):
 
     def lineReceived(self, line: bytes) -> None:
         text = line.decode("utf-8", errors="replace").strip()
-        d: defer.Deferred[dict[str, Any]] = defer.Deferred.fromCoroutine(
-            self.control.handler(text)
-        )
+        d: defer.Deferred[dict[str, Any]] = defer.Deferred.fromCoroutine(self.control.handler(text))
         d.addErrback(lambda failure: {"error": str(failure.value)})
         d.addCallback(self._answer)
 

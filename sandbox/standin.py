@@ -148,7 +148,7 @@ class BrokerStandIn:
         self.stopping = False
         self.stopped: defer.Deferred[None] = defer.Deferred()
         self.on_topic_change: Callable[[str, str], None] = lambda verb, topic: None
-        """Told ``("created", topic)`` or ``("deleted", topic)`` after a topic admin request."""
+        """Told ``(verb, topic)`` after a topic admin request: created, updated or deleted."""
 
     @property
     def addr(self) -> str:
@@ -413,6 +413,7 @@ class BrokerStandIn:
             return cmd.make_response(
                 ResponseCode.INVALID_PARAMETER, "a topic needs a name and at least one queue"
             )
+        verb = "updated" if header.topic in self.topics else "created"
         self.topics[header.topic] = header.write_queue_nums
         if header.perm == 6:
             self.perms.pop(header.topic, None)
@@ -420,7 +421,7 @@ class BrokerStandIn:
             self.perms[header.topic] = header.perm
         self.counters["topics_created"] += 1
         self._topics_changed()
-        self.on_topic_change("created", header.topic)
+        self.on_topic_change(verb, header.topic)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:

@@ -68,7 +68,8 @@ def _masters(s: Session, info: ClusterInfo, cluster: str) -> Masters:
 
 
 def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -> bool:
-    """Put every broker's outcome in ``doc`` and, as text, on stdout (failures on stderr too);
+    """Put every broker's outcome in ``doc`` and, as text, the successes on stdout and the
+    failures on stderr (once: both often go to one terminal);
     True when all succeeded. The caller prints ``doc`` in JSON mode."""
     doc["brokers"] = [
         {"brokerName": o.broker_name, "addr": o.addr, "code": o.code, "remark": o.remark}
@@ -76,7 +77,8 @@ def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -
     ]
     if not s.as_json:
         for outcome in outcomes:
-            click.echo(outcome.describe())
+            if outcome.ok:
+                click.echo(outcome.describe())
     failed = [o for o in outcomes if not o.ok]
     for outcome in failed:
         click.echo(f"namesrv-admin: {outcome.describe()}", err=True)
