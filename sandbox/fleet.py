@@ -17,6 +17,8 @@ from twisted.internet import defer
 from sandbox.standin import BrokerStandIn
 
 RUNNING, STOPPED, FAILED = "running", "stopped", "failed"
+MAX_BROKERS = 64
+"""Brokers one sandbox holds at most, started or not: ``start`` of one more is refused."""
 
 HELP = {
     "stats [NAME]": "each broker's state, address, topics and the messages it received",
@@ -78,6 +80,8 @@ class Fleet:
         """Start ``name`` (a new broker, or one stopped); fires once its register was answered."""
         slot = self.slots.get(name)
         if slot is None:
+            if len(self.slots) >= MAX_BROKERS:
+                raise CommandError(f"a sandbox holds at most {MAX_BROKERS} brokers")
             slot = self.slots[name] = Slot(name, 0, dict(self.topics))
         elif slot.state == RUNNING:
             raise CommandError(f"broker {name} is running")

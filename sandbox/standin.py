@@ -213,8 +213,11 @@ class BrokerStandIn:
             self._register_loop.stop()
         unregistered = self._unregister_all()
         listening, self._listening = self._listening, None
-        if listening is not None:
-            listening.stopListening()
+        port_closed = (
+            defer.maybeDeferred(listening.stopListening)
+            if listening is not None
+            else defer.succeed(None)
+        )
 
         def close(_: Any) -> Any:
             if grace_ms <= 0:
@@ -222,6 +225,8 @@ class BrokerStandIn:
             return task.deferLater(self.clock, grace_ms / 1000.0, self._close_all)
 
         unregistered.addBoth(close)
+        # Stopped means the port is free again: a broker started at once can bind it.
+        unregistered.addBoth(lambda _: port_closed)
         unregistered.addBoth(lambda _: self.stopped.callback(None))
         return self.stopped
 

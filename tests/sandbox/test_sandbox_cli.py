@@ -141,3 +141,26 @@ def test_a_command_without_a_sandbox_says_so():
     done = run("sandbox", "stats", "--control", f"127.0.0.1:{free_port()}", "--wait", "0")
     assert done.returncode == 1
     assert "no sandbox answers at" in done.stderr
+
+
+def test_a_second_sandbox_joins_the_running_name_server(sandbox):
+    control = f"127.0.0.1:{free_port()}"
+    second = subprocess.Popen(
+        [sys.executable, "-m", "sandbox", "--namesrv", sandbox.namesrv, "--control", control,
+         "--broker", "broker-c", "--topic", "T:1", "--topic", "U"],
+        cwd=REPO_ROOT, env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        said = []
+        for line in second.stdout:  # type: ignore[union-attr]
+            said.append(line)
+            if "ready" in line:
+                break
+        assert said[0] == f"sandbox: using the name server at {sandbox.namesrv}\n"
+        assert brokers_of(sandbox, "T") == {"broker-a": 2, "broker-b": 2, "broker-c": 1}
+        assert brokers_of(sandbox, "U") == {"broker-c": 4}
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0
+    # It unregistered its broker on the way out.
+    assert brokers_of(sandbox, "T") == {"broker-a": 2, "broker-b": 2}
