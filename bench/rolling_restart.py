@@ -1,6 +1,6 @@
 """Rolling restarts under load, with GoAway and without.
 
-Part ``brokers``: one name server, three broker stand-ins (``tests/support/broker_standin.py``),
+Part ``brokers``: one name server, three broker stand-ins (``sandbox/standin.py``),
 a producer sending ``--messages`` at about ``--rate`` per second while the brokers restart one
 after the other (shut down with ``--grace-ms``, down for ``--down-ms``, back on the same port,
 ``--settle-ms`` before the next). With GoAway the stand-in announces its shutdown (7004) and the
@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.broker_standin import BrokerStandIn  # noqa: E402
 from twisted.internet import defer, task  # noqa: E402
 from twisted.internet.endpoints import connectProtocol  # noqa: E402
 
@@ -48,6 +47,7 @@ from namesrv.config import from_mapping  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
 from protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from protocol.frame import RemotingCommand  # noqa: E402
+from sandbox.standin import BrokerStandIn  # noqa: E402
 
 NAMES = ("broker-a", "broker-b", "broker-c")
 

@@ -3,6 +3,9 @@
     python examples/aio_route_service.py --namesrv 127.0.0.1:9876 --port 8080 --watch TopicTest
     curl localhost:8080/routes/TopicTest
 
+It listens on 127.0.0.1 only; ``--host 0.0.0.0`` (or one interface's address) serves other
+machines too.
+
 ``GET /routes/{topic}`` answers with the route the client holds (fetched on first use, then
 refetched whenever the name server notifies a change), so a change made at the name server
 shows in the next answer without restarting anything. ``--watch`` topics are followed with
@@ -94,12 +97,22 @@ def build_app(config: ClientConfig, watch: Sequence[str] = ()) -> web.Applicatio
     return app
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--namesrv", default="127.0.0.1:9876", help="HOST:PORT[;HOST:PORT]")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every "
+        "interface)",
+    )
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--watch", action="append", default=[], help="log this topic's changes")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     loop = None
     with contextlib.suppress(ImportError):
@@ -107,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         loop = uvloop.new_event_loop()
     app = build_app(ClientConfig(namesrv_addrs=args.namesrv), args.watch)
-    web.run_app(app, port=args.port, loop=loop)
+    web.run_app(app, host=args.host, port=args.port, loop=loop)
 
 
 if __name__ == "__main__":

@@ -130,7 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         server.listen()
     except CannotListenError as exc:
         where = f"{exc.interface or '0.0.0.0'}:{exc.port}"
-        print(f"namesrv: cannot listen on {where}: {exc.socketError}", file=sys.stderr)
+        which = (
+            "the metrics listener (--metrics, metrics.listen)"
+            if server.main_port_bound
+            else "the name-server listener (--listen, server.listen)"
+        )
+        print(f"namesrv: {which} cannot listen on {where}: {exc.socketError}", file=sys.stderr)
         return 1
     except TlsConfigError as exc:
         print(f"namesrv: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ never silently leaves a default in force.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -286,7 +287,9 @@ def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in known:
-            raise ConfigError(f"unknown config key {where}{key}")
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f" (did you mean {where}{close[0]}?)" if close else ""
+            raise ConfigError(f"unknown config key {where}{key}{hint}")
         default = getattr(cls(), key)
         item = known[key].metadata.get("item")
         if item is not None:

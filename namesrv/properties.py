@@ -1,14 +1,17 @@
 """Upstream's ``namesrv.properties``: the keys that mean something here, mapped onto our config.
 
 Operators moving from Apache's name server can start this one with their file unchanged. Keys
-with a counterpart are honoured; the rest (thread pools, Netty buffers, controller settings...)
-are listed once in a warning, never silently. The same declaration gives GET_NAMESRV_CONFIG
-the upstream keys it answers and UPDATE_NAMESRV_CONFIG the keys it may change at run time.
+with a counterpart are honoured; upstream's other keys (thread pools, Netty buffers, controller
+settings...) are listed once in a warning, never silently; any other key is refused, with the
+closest known key suggested, as a typo in the TOML file is: a mistyped ``listenPort`` must not
+leave a server on the default port. The same declaration gives GET_NAMESRV_CONFIG the upstream
+keys it answers and UPDATE_NAMESRV_CONFIG the keys it may change at run time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import os
 import re
@@ -115,20 +118,69 @@ _ACCEPTED_AS_IS = {
     "tls.server.need.client.auth": "none",
 }
 _BY_FIELD = {(k.section, k.field): k for k in UPSTREAM_KEYS.values()}
+UPSTREAM_UNUSED_KEYS = frozenset(
+    {
+        # NamesrvConfig
+        "rocketmqHome", "configStorePath", "productEnvName", "clusterTest",
+        "returnOrderTopicConfigToBroker", "clientRequestThreadPoolNums", "defaultThreadPoolNums",
+        "clientRequestThreadPoolQueueCapacity", "defaultThreadPoolQueueCapacity",
+        "unRegisterBrokerQueueCapacity", "supportActingMaster", "enableTopicList",
+        "notifyMinBrokerIdChanged", "enableControllerInNamesrv", "needWaitForService",
+        "waitSecondsForService", "configBlackList",
+        # NettyServerConfig
+        "serverWorkerThreads", "serverCallbackExecutorThreads", "serverSelectorThreads",
+        "serverOnewaySemaphoreValue", "serverAsyncSemaphoreValue",
+        "serverChannelMaxIdleTimeSeconds", "serverSocketSndBufSize", "serverSocketRcvBufSize",
+        "writeBufferHighWaterMark", "writeBufferLowWaterMark", "serverSocketBacklog",
+        "serverPooledByteBufAllocatorEnable", "enableShutdownGracefully",
+        "shutdownWaitTimeSeconds", "useEpollNativeSelector",
+        # NettyClientConfig (the name server's client side, for the controller)
+        "clientWorkerThreads", "clientCallbackExecutorThreads", "clientOnewaySemaphoreValue",
+        "clientAsyncSemaphoreValue", "connectTimeoutMillis", "channelNotActiveInterval",
+        "isScanAvailableNameSrv", "clientChannelMaxIdleTimeSeconds", "clientSocketSndBufSize",
+        "clientSocketRcvBufSize", "clientPooledByteBufAllocatorEnable",
+        "clientCloseSocketIfTimeout", "useTLS", "disableCallbackExecutor",
+        "disableNettyWorkerGroup", "maxReconnectIntervalTimeSeconds",
+        "enableReconnectForGoAway", "enableTransparentRetry",
+        # ControllerConfig, read when the controller runs in the name server
+        "controllerType", "controllerDLegerGroup", "controllerDLegerPeers",
+        "controllerDLegerSelfId", "controllerStorePath", "mappedFileSize",
+        "controllerThreadPoolNums", "controllerRequestThreadPoolQueueCapacity",
+        "electMasterMaxRetryCount", "enableElectUncleanMaster", "isProcessReadEvent",
+        "notifyBrokerRoleChanged", "scanInactiveMasterInterval",
+        # TLS settings of upstream's client side and test mode
+        "tls.test.mode.enable", "tls.config.file", "tls.server.keyPassword",
+        "tls.server.trustCertPath", "tls.client.keyPath", "tls.client.keyPassword",
+        "tls.client.certPath", "tls.client.authServer", "tls.client.trustCertPath",
+    }
+)  # fmt: skip
+"""Upstream keys this server has no use for: warned once and ignored. Any other key that is
+not declared above is refused (docs/config.md lists these)."""
 
 
 def to_mapping(props: dict[str, str]) -> dict[str, Any]:
     """The TOML-shaped mapping for :func:`namesrv.config.from_mapping`; warns of unused keys."""
     raw: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
+    typos: list[str] = []
     for key, value in props.items():
         known = UPSTREAM_KEYS.get(key)
         if known is not None:
             raw.setdefault(known.section, {})[known.field] = known.parse(key, value)
-        elif key in LISTEN_KEYS or _ACCEPTED_AS_IS.get(key) == value.strip():
+        elif key in _ACCEPTED_AS_IS:
+            if _ACCEPTED_AS_IS[key] != value.strip():
+                raise ConfigError(
+                    f"namesrv.properties: {key}={value.strip()} is not supported here "
+                    f"(only {_ACCEPTED_AS_IS[key]})"
+                )
+        elif key in LISTEN_KEYS:
             continue
-        else:
+        elif key in UPSTREAM_UNUSED_KEYS:
             unknown.append(key)
+        else:
+            typos.append(unknown_key(key))
+    if typos:
+        raise ConfigError("namesrv.properties: " + "; ".join(typos))
     if "listenPort" in props or "bindAddress" in props:
         port = _int("listenPort", props.get("listenPort", "9876"))
         host = props.get("bindAddress", "0.0.0.0").strip() or "0.0.0.0"
@@ -139,6 +191,17 @@ def to_mapping(props: dict[str, str]) -> dict[str, Any]:
             ", ".join(sorted(unknown)),
         )
     return raw
+
+
+def unknown_key(key: str) -> str:
+    """``unknown key K``, with the closest key this file may hold suggested: first among the
+    keys with a meaning here, then among upstream's others."""
+    meaningful = [*UPSTREAM_KEYS, *LISTEN_KEYS, *_ACCEPTED_AS_IS]
+    close = difflib.get_close_matches(key, meaningful, n=1) or difflib.get_close_matches(
+        key, sorted(UPSTREAM_UNUSED_KEYS), n=1
+    )
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown key {key}{hint}"
 
 
 def upstream_properties(config: NamesrvConfig) -> list[tuple[str, str]]:

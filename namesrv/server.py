@@ -435,6 +435,11 @@ class NameServer:
                 self.routes.set_order_message_enable(enabled), ChangeCause.ORDER_CONF
             )
 
+    @property
+    def main_port_bound(self) -> bool:
+        """The name-server port listens (``listen()`` binds it before the metrics port)."""
+        return self._port is not None
+
     def _listening(self) -> str | None:
         if self._port is None:
             return None

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 
 from namesrv.config import ConfigError, load
 from pipeline.long_lines import DEFAULT_MAX_LINE_BYTES, MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
@@ -36,8 +37,13 @@ def _non_negative(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="namesrv-pipeline",
+        usage="%(prog)s --journal DIR [--telemetry PATH ...] --out DIR [options]\n"
+        "       %(prog)s demo [--out DIR] [--seconds 60] [--master URL]",
         description="Propagation statistics, a report and tuned thresholds from the name "
         "server's journal and the clients' telemetry (a PySpark job).",
+        epilog="demo: run a name server, broker stand-ins and route clients on loopback for "
+        "--seconds, then write this report of them (into a new directory under the system "
+        "temp unless --out is given; see namesrv-pipeline demo --help).",
     )
     p.add_argument(
         "--journal",
@@ -132,6 +138,17 @@ def check_paths(args: argparse.Namespace) -> str | None:
     return None
 
 
+def demo_args(argv: list[str]) -> list[str]:
+    """The demo's arguments, with ``--out`` a new directory under the system temp when none
+    is given (said on stdout): the demo never writes into the working directory unasked."""
+    wants_help = any(a in ("-h", "--help") for a in argv)
+    if wants_help or any(a == "--out" or a.startswith("--out=") for a in argv):
+        return argv
+    out = tempfile.mkdtemp(prefix="namesrv-pipeline-demo-")
+    print(f"demo: writing into {out}", flush=True)
+    return [*argv, "--out", out]
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # py4j logs each gateway connection it opens and closes at INFO: noise between the job's
@@ -141,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["demo"]:
         from pipeline.demo.run import main as demo_main
 
-        return demo_main(argv[1:])
+        return demo_main(demo_args(argv[1:]))
     args = parser().parse_args(argv)
     try:
         load(args.config)

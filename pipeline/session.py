@@ -13,6 +13,8 @@ from pyspark.sql import SparkSession
 APP_NAME = "routepush-pipeline"
 POOLS = Path(__file__).with_name("scheduler_pools.xml")
 """The scheduler pools of ``pipeline.stats.summarize``."""
+LOG4J = Path(__file__).with_name("log4j2.properties")
+"""The driver's log config: warnings and errors, no start-up banner."""
 
 
 def local_heap_mib() -> int:
@@ -79,6 +81,7 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     """
     conf = SparkConf()
     conf.setIfMissing("spark.ui.showConsoleProgress", "false")
+    java_options = [f"-Dlog4j2.configurationFile={LOG4J.as_uri()}"]
     # A run generates about 90 classes; the default cache (100 entries, split into four LRU
     # segments of 25) evicts some within one run, so every run in a long-lived session
     # compiled a score of them again and the JVM's JIT compilers recompiled their code.
@@ -120,9 +123,10 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
         conf.setIfMissing("spark.sql.autoBroadcastJoinThreshold", f"{max(10, heap // 32)}m")
         collector = throughput_collector(os.environ, usable_cpus())
         if collector is not None:
-            conf.setIfMissing("spark.driver.extraJavaOptions", collector)
+            java_options.append(collector)
     elif shuffle_partitions is not None:
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    conf.setIfMissing("spark.driver.extraJavaOptions", " ".join(java_options))
     builder = SparkSession.builder.appName(APP_NAME).config(conf=conf)
     if master is not None:
         builder = builder.master(master)

@@ -8,6 +8,7 @@ Refusals print the server's response code and remark and exit 1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -36,25 +37,55 @@ EXIT_UNSUPPORTED = 2
 
 @dataclass(slots=True)
 class Session:
-    target: Target
+    """What the group's options set; ``namesrv`` may also come after the verb (``-n``), as
+    ``mqadmin`` takes it, so the target is built when a verb first needs it."""
+
+    namesrv: str | None
     as_json: bool
+    template: Target
+    """TLS, timeout and credentials; host and port come from ``namesrv``."""
+
+    @property
+    def target(self) -> Target:
+        if not self.namesrv:
+            raise click.UsageError(
+                "give the name server: -n/--namesrv HOST:PORT (before or after the verb) or "
+                "$NAMESRV_ADDR"
+            )
+        try:
+            host, port = split_hostport(self.namesrv.split(";")[0].strip())
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--namesrv") from exc
+        return dataclasses.replace(self.template, host=host, port=port)
 
     @property
     def where(self) -> str:
         return f"{self.target.host}:{self.target.port}"
 
-    def ask(self, code: RequestCode, ext: dict[str, str] | None = None) -> RemotingCommand:
+    def ask(
+        self, code: RequestCode, ext: dict[str, str] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
         """The name server's answer, whatever its code; exits when it cannot be reached."""
         try:
             with AdminClient(self.target) as client:
-                return client.call(code, ext)
+                return client.call(code, ext, body)
         except AdminConnectionError as exc:
             fail(str(exc), EXIT_REFUSED)
 
     def call(
-        self, code: RequestCode, ext: dict[str, str] | None = None, *, extension: bool = False
+        self,
+        code: RequestCode,
+        ext: dict[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        extension: bool = False,
     ) -> RemotingCommand:
-        response = self.ask(code, ext)
+        return self.checked(code, self.ask(code, ext, body), extension=extension)
+
+    def checked(
+        self, code: RequestCode, response: RemotingCommand, *, extension: bool = False
+    ) -> RemotingCommand:
+        """``response`` when it is a success; otherwise the command exits saying why."""
         if extension and response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             fail(
                 f"the name server at {self.where} does not support {code.name} ({int(code)}): "
@@ -112,11 +143,72 @@ json_option = click.option(
 pass_session = click.make_pass_decorator(Session)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _set_namesrv(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.find_object(Session).namesrv = value  # type: ignore[union-attr]
+
+
+MQADMIN_VERBS = {
+    "topicRoute": "topic-route",
+    "topicList": "topic-list",
+    "clusterList": "cluster-list",
+    "wipeWritePerm": "wipe-write-perm",
+    "addWritePerm": "add-write-perm",
+    "updateTopic": "update-topic",
+    "deleteTopic": "delete-topic",
+    "getNamesrvConfig": "namesrv-config",
+    "updateNamesrvConfig": "update-namesrv-config",
+}
+"""Upstream ``mqadmin`` verbs and the command each names here (same options, plus
+``mqadmin``'s short ones). The KV verbs have commands of their own: ``kv`` takes positional
+arguments, ``mqadmin`` takes ``-s``/``-k``/``-v``."""
+KV_VERBS = ("updateKvConfig", "getKvConfig", "deleteKvConfig")
+
+
+class AdminGroup(click.Group):
+    """Resolves ``mqadmin``'s verbs to our commands, lists both names in ``--help``, and gives
+    every command ``-n/--namesrv`` after the verb too."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not isinstance(cmd, click.Group) and not any(
+            "--namesrv" in getattr(p, "opts", ()) for p in cmd.params
+        ):
+            cmd.params.append(
+                click.Option(
+                    ["-n", "--namesrv"],
+                    metavar="HOST:PORT",
+                    expose_value=False,
+                    callback=_set_namesrv,
+                    help="Name server to ask (as before the verb).",
+                )
+            )
+        super().add_command(cmd, name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, MQADMIN_VERBS.get(cmd_name, cmd_name))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        aliases: dict[str, list[str]] = {}
+        for verb, name in MQADMIN_VERBS.items():
+            aliases.setdefault(name, []).append(verb)
+        if self.name == "main":
+            aliases["kv"] = list(KV_VERBS)
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            shown = ", ".join([name, *aliases.get(name, [])])
+            rows.append((shown, cmd.get_short_help_str(limit=80)))
+        if rows:
+            with formatter.section("Commands (and their mqadmin names)"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=AdminGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--namesrv",
     "-n",
-    required=True,
     envvar="NAMESRV_ADDR",
     metavar="HOST:PORT",
     help="Name server to ask (also $NAMESRV_ADDR; the first of a ;-list is used).",
@@ -149,7 +241,7 @@ pass_session = click.make_pass_decorator(Session)
 @click.pass_context
 def main(
     ctx: click.Context,
-    namesrv: str,
+    namesrv: str | None,
     as_json: bool,
     access_key: str | None,
     secret_key: str | None,
@@ -159,11 +251,11 @@ def main(
     tls_ca: str | None,
     timeout: float,
 ) -> None:
-    """Administer a RocketMQ name server."""
-    try:
-        host, port = split_hostport(namesrv.split(";")[0].strip())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--namesrv") from exc
+    """Administer a RocketMQ name server.
+
+    Upstream mqadmin's verbs name the same commands, with its short options
+    (namesrv-admin -n 127.0.0.1:9876 topicRoute -t TopicTest).
+    """
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("--access-key and --secret-key go together")
     creds = None
@@ -185,28 +277,50 @@ def main(
             except ValueError as exc:
                 raise click.BadParameter(str(exc), param_hint="--server-identity") from exc
     ctx.obj = Session(
+        namesrv,
+        as_json,
         Target(
-            host,
-            port,
+            "",
+            0,
             tls=tls or bool(tls_ca),
             tls_ca_file=tls_ca or "",
             timeout_s=timeout,
             credentials=creds,
         ),
-        as_json,
     )
 
 
+def one_of(what: str, argument: str | None, option: str | None, flag: str) -> str:
+    """The value given once: as the argument or, as ``mqadmin`` spells it, with ``flag``."""
+    if (argument is None) == (option is None):
+        raise click.UsageError(f"give the {what} once: as the argument or with {flag}")
+    return (argument or option or "").strip()
+
+
+def topic_absent(s: Session, topic: str, resp: RemotingCommand) -> None:
+    """Exit saying the topic does not exist when ``resp`` (a route lookup) says so."""
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        fail(
+            f"topic {topic} does not exist on the name server at {s.where}: "
+            f"TOPIC_NOT_EXIST ({int(ResponseCode.TOPIC_NOT_EXIST)}): {resp.remark or '-'}",
+            EXIT_REFUSED,
+        )
+
+
 @main.command("topic-route")
-@click.argument("topic")
+@click.argument("topic_arg", metavar="[TOPIC]", required=False)
+@click.option("--topic", "-t", help="The topic (or give it as the argument).")
 @json_option
 @pass_session
-def topic_route(s: Session, topic: str) -> None:
+def topic_route(s: Session, topic_arg: str | None, topic: str | None) -> None:
     """The route of TOPIC (GET_ROUTEINFO_BY_TOPIC)."""
-    resp = s.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    name = one_of("topic", topic_arg, topic, "--topic/-t")
+    resp = s.ask(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name})
+    topic_absent(s, name, resp)
+    resp = s.checked(RequestCode.GET_ROUTEINFO_BY_TOPIC, resp)
     route = _decoded("route", lambda: bodies.decode_route(resp.body))
     s.emit(
-        render.route_doc(topic, route, resp.ext_fields.get("routeVersion")),
+        render.route_doc(name, route, resp.ext_fields.get("routeVersion")),
         lambda: render.route_table(route),
     )
 
@@ -232,11 +346,24 @@ def cluster_list(s: Session) -> None:
 
 
 def _perm_verb(code: RequestCode, count_field: str, verb: str) -> Callable[..., None]:
-    @click.argument("broker")
+    @click.argument("broker_arg", metavar="[BROKER]", required=False)
+    @click.option("--broker-name", "-b", help="The broker name (or give it as the argument).")
+    @json_option
     @pass_session
-    def command(s: Session, broker: str) -> None:
+    def command(s: Session, broker_arg: str | None, broker_name: str | None) -> None:
+        broker = one_of("broker name", broker_arg, broker_name, "--broker-name/-b")
         resp = s.call(code, {"brokerName": broker})
         count = int(resp.ext_fields.get(count_field, "0") or 0)
+        if count == 0:
+            # Upstream answers success for a broker it does not know: say which it is.
+            info = s.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+            known = _decoded("cluster info", lambda: bodies.decode_cluster_info(info.body))
+            if broker not in known.broker_addr_table:
+                names = ", ".join(sorted(known.broker_addr_table)) or "none"
+                fail(
+                    f"the name server at {s.where} knows no broker {broker} (brokers: {names})",
+                    EXIT_REFUSED,
+                )
         s.emit(
             {"brokerName": broker, count_field: count},
             lambda: f"{verb} write perm of broker {broker}: {count} topics",
@@ -253,9 +380,30 @@ main.command("add-write-perm", help="Give write permission back to BROKER's topi
 )
 
 
-@main.group()
+@main.group(cls=AdminGroup)
 def kv() -> None:
     """KV config: get, put, delete, list."""
+
+
+def _kv_get(s: Session, namespace: str, key: str) -> None:
+    resp = s.call(RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key})
+    value = resp.ext_fields.get("value", "")
+    s.emit({"namespace": namespace, "key": key, "value": value}, lambda: value)
+
+
+def _kv_put(s: Session, namespace: str, key: str, value: str) -> None:
+    s.call(RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value})
+    s.emit(
+        {"namespace": namespace, "key": key, "value": value},
+        lambda: f"put {namespace}/{key}",
+    )
+
+
+def _kv_delete(s: Session, namespace: str, key: str) -> None:
+    s.call(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
+    s.emit(
+        {"namespace": namespace, "key": key, "deleted": True}, lambda: f"deleted {namespace}/{key}"
+    )
 
 
 @kv.command("get")
@@ -264,9 +412,7 @@ def kv() -> None:
 @json_option
 @pass_session
 def kv_get(s: Session, namespace: str, key: str) -> None:
-    resp = s.call(RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key})
-    value = resp.ext_fields.get("value", "")
-    s.emit({"namespace": namespace, "key": key, "value": value}, lambda: value)
+    _kv_get(s, namespace, key)
 
 
 @kv.command("put")
@@ -276,11 +422,7 @@ def kv_get(s: Session, namespace: str, key: str) -> None:
 @json_option
 @pass_session
 def kv_put(s: Session, namespace: str, key: str, value: str) -> None:
-    s.call(RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value})
-    s.emit(
-        {"namespace": namespace, "key": key, "value": value},
-        lambda: f"put {namespace}/{key}",
-    )
+    _kv_put(s, namespace, key, value)
 
 
 @kv.command("delete")
@@ -289,10 +431,7 @@ def kv_put(s: Session, namespace: str, key: str, value: str) -> None:
 @json_option
 @pass_session
 def kv_delete(s: Session, namespace: str, key: str) -> None:
-    s.call(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
-    s.emit(
-        {"namespace": namespace, "key": key, "deleted": True}, lambda: f"deleted {namespace}/{key}"
-    )
+    _kv_delete(s, namespace, key)
 
 
 @kv.command("list")
@@ -306,6 +445,41 @@ def kv_list(s: Session, namespace: str) -> None:
     s.emit(table, lambda: render.table(("KEY", "VALUE"), sorted(table.items())))
 
 
+namespace_option = click.option("--namespace", "-s", required=True, help="The KV namespace.")
+key_option = click.option("--key", "-k", required=True, help="The key.")
+
+
+@main.command("updateKvConfig", hidden=True)
+@namespace_option
+@key_option
+@click.option("--value", "-v", required=True, help="The value.")
+@json_option
+@pass_session
+def update_kv_config(s: Session, namespace: str, key: str, value: str) -> None:
+    """mqadmin's updateKvConfig: kv put."""
+    _kv_put(s, namespace, key, value)
+
+
+@main.command("getKvConfig", hidden=True)
+@namespace_option
+@key_option
+@json_option
+@pass_session
+def get_kv_config(s: Session, namespace: str, key: str) -> None:
+    """kv get, with mqadmin's options."""
+    _kv_get(s, namespace, key)
+
+
+@main.command("deleteKvConfig", hidden=True)
+@namespace_option
+@key_option
+@json_option
+@pass_session
+def delete_kv_config(s: Session, namespace: str, key: str) -> None:
+    """mqadmin's deleteKvConfig: kv delete."""
+    _kv_delete(s, namespace, key)
+
+
 @main.command("namesrv-config")
 @json_option
 @pass_session
@@ -315,6 +489,37 @@ def namesrv_config(s: Session) -> None:
     text = resp.body.decode("utf-8", errors="replace")
     pairs = [line.split("=", 1) for line in text.splitlines() if "=" in line]
     s.emit(dict(sorted((k, v) for k, v in pairs)), lambda: text.rstrip("\n"))
+
+
+@main.command("update-namesrv-config")
+@click.argument("pairs", metavar="[KEY=VALUE]...", nargs=-1)
+@click.option("--key", "-k", help="One key to change (mqadmin's form, with -v).")
+@click.option("--value", "-v", help="Its new value.")
+@json_option
+@pass_session
+def update_namesrv_config(
+    s: Session, pairs: tuple[str, ...], key: str | None, value: str | None
+) -> None:
+    """Change run-time settings (UPDATE_NAMESRV_CONFIG): upstream keys or dotted ones, e.g.
+    orderMessageEnable=true. The server refuses keys it cannot change while running."""
+    if (key is None) != (value is None):
+        raise click.UsageError("--key/-k and --value/-v go together")
+    changes: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise click.UsageError(f"expected KEY=VALUE, got {pair!r}")
+        changes[name.strip()] = text.strip()
+    if key is not None and value is not None:
+        changes[key.strip()] = value.strip()
+    if not changes:
+        raise click.UsageError("give KEY=VALUE pairs, or -k KEY -v VALUE")
+    body = "".join(f"{k}={v}\n" for k, v in changes.items()).encode()
+    s.call(RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+    s.emit(
+        {"updated": changes},
+        lambda: "\n".join(f"updated {k}={v}" for k, v in changes.items()),
+    )
 
 
 @main.command("push-status")

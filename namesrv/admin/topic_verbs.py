@@ -23,7 +23,17 @@ from namesrv.admin.broker_topics import (
     merged_order_conf,
     order_conf,
 )
-from namesrv.admin.cli import EXIT_REFUSED, Session, _decoded, fail, json_option, main, pass_session
+from namesrv.admin.cli import (
+    EXIT_REFUSED,
+    Session,
+    _decoded,
+    fail,
+    json_option,
+    main,
+    one_of,
+    pass_session,
+    topic_absent,
+)
 from protocol import bodies, headers
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
@@ -58,7 +68,8 @@ def _masters(s: Session, info: ClusterInfo, cluster: str) -> Masters:
 
 
 def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -> bool:
-    """Put every broker's outcome in ``doc`` and, as text, on stdout (failures on stderr too);
+    """Put every broker's outcome in ``doc`` and, as text, the successes on stdout and the
+    failures on stderr (once: both often go to one terminal);
     True when all succeeded. The caller prints ``doc`` in JSON mode."""
     doc["brokers"] = [
         {"brokerName": o.broker_name, "addr": o.addr, "code": o.code, "remark": o.remark}
@@ -66,7 +77,8 @@ def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -
     ]
     if not s.as_json:
         for outcome in outcomes:
-            click.echo(outcome.describe())
+            if outcome.ok:
+                click.echo(outcome.describe())
     failed = [o for o in outcomes if not o.ok]
     for outcome in failed:
         click.echo(f"namesrv-admin: {outcome.describe()}", err=True)
@@ -184,9 +196,9 @@ def _write_order_conf(
 def delete_topic(s: Session, topic_arg: str | None, topic: str | None, cluster: str | None) -> None:
     """Delete TOPIC on the brokers (DELETE_TOPIC_IN_BROKER) and the name server
     (DELETE_TOPIC_IN_NAMESRV)."""
-    if (topic_arg is None) == (topic is None):
-        raise click.UsageError("give the topic once: as the argument or with --topic/-t")
-    name = (topic_arg or topic or "").strip()
+    name = one_of("topic", topic_arg, topic, "--topic/-t")
+    # Upstream deletes a topic it does not know and answers success: say so instead.
+    topic_absent(s, name, s.ask(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}))
     doc: dict[str, object] = {"topic": name}
     if cluster is not None:
         brokers = _masters(s, _cluster_info(s), cluster).addrs

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from protocol.signing import Credentials, RequestSigner
+from protocol.tls_refusal import TLS_REQUIRED_REMARK, is_tls_refusal
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """Largest response frame accepted (a topic list of a big cluster fits many times over)."""
@@ -113,6 +114,8 @@ class AdminClient:
                 if not data:
                     raise AdminConnectionError(f"{where} closed the connection before answering")
                 for cmd in self._decoder.feed(data):
+                    if is_tls_refusal(cmd):
+                        raise AdminConnectionError(f"{TLS_REQUIRED_REMARK}: use --tls")
                     if cmd.is_response and cmd.opaque == request.opaque:
                         return cmd
         except TimeoutError as exc:

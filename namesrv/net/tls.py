@@ -3,7 +3,8 @@
 ``disabled`` leaves the port plaintext. ``permissive`` serves TLS and plaintext on one port,
 told apart by the first byte a client sends (0x16 opens a TLS handshake record; a remoting
 frame starts with its length, whose first byte is 0 for any frame under 16 MiB), as upstream's
-permissive mode does. ``enforcing`` refuses a connection whose first byte is not a handshake.
+permissive mode does. ``enforcing`` refuses a connection whose first byte is not a handshake,
+answering its first request with a frame that says TLS is required, then closing.
 No client certificate is asked for, as upstream's default (``tls.server.need.client.auth``).
 
 A TLS connection is under every bound a plaintext one is, from the moment TCP accepts it: the
@@ -21,6 +22,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 
 from namesrv.ops.log_limit import RateLimitedLog
+from protocol.tls_refusal import tls_required_frame
 
 TLS_HANDSHAKE_RECORD = 0x16
 
@@ -101,18 +103,19 @@ class _FirstByteRouter(Protocol):
             conn = self._conn
             if not data or conn is None or conn.closing:
                 return
-            inner = self._route(data[0])
+            inner = self._route(data)
             if inner is None:
                 return
         inner.dataReceived(data)
         if self._deadline is not None:
             self._check_handshake()
 
-    def _route(self, first: int) -> Any:
-        """Where this connection's bytes go, by its first; None: refused (enforcing)."""
+    def _route(self, data: bytes) -> Any:
+        """Where this connection's bytes go, by its first; None: refused (enforcing), with a
+        response frame naming the reason before the close."""
         routing = self._routing
         conn = self._conn
-        if first == TLS_HANDSHAKE_RECORD:
+        if data[0] == TLS_HANDSHAKE_RECORD:
             tls = TLSMemoryBIOProtocol(routing.tls_factory, conn, _connectWrapped=False)
             tls.makeConnection(self.transport)
             conn.start_tls(tls)
@@ -130,7 +133,8 @@ class _FirstByteRouter(Protocol):
                 conn.conn_id,
                 conn.peer,
             )
-            conn.close(abort=True)
+            conn.send(tls_required_frame(data))
+            conn.close(abort=False)
             return None
         routing.counters["tls.plaintext"] += 1
         self._inner = conn

@@ -167,3 +167,20 @@ def test_a_broker_refusal_is_reported_with_its_remark(world):
         refused.stderr
     )
     assert "conflict with system topic" in refused.stderr
+
+
+def test_the_same_mqadmin_lines_work_with_namesrv_admin(world):
+    """``namesrv-admin`` takes Apache ``mqadmin``'s command lines (after the program name)."""
+    port, work = world["port"], world["work"]
+    for value in ("true", "false"):
+        line = ("updateNamesrvConfig", "-n", f"127.0.0.1:{port}", "-k", "orderMessageEnable",
+                "-v", value)  # fmt: skip
+        ours = subprocess.run(
+            [sys.executable, "-m", "namesrv.admin", *line],
+            cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert ours.returncode == 0, ours.stderr
+        shown = apache.mqadmin(work, "getNamesrvConfig", "-n", f"127.0.0.1:{port}")
+        assert apache.properties_table(shown.stdout)["orderMessageEnable"] == value
+        assert f"orderMessageEnable={value}\n" in namesrv_admin(port, "getNamesrvConfig").stdout

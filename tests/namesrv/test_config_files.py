@@ -140,3 +140,45 @@ def serve_one_request(proc: subprocess.Popen[str], port: int) -> list[str]:
         proc.terminate()
         proc.wait(timeout=30)
     return seen
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("listenPrt=9886\n", "unknown key listenPrt (did you mean listenPort?)"),
+        ("orderMessageEnabled=true\n", "unknown key orderMessageEnabled (did you mean "
+         "orderMessageEnable?)"),
+        ("serverWorkerThread=8\n", "unknown key serverWorkerThread (did you mean "
+         "serverWorkerThreads?)"),
+        ("zzz=1\n", "unknown key zzz\n"),
+        ("tls.server.need.client.auth=require\n", "tls.server.need.client.auth=require is not "
+         "supported here (only none)"),
+    ],
+)  # fmt: skip
+def test_an_unknown_properties_key_stops_the_process_with_rc_2_and_the_closest_key(
+    tmp_path, text, message
+):
+    path = tmp_path / "namesrv.properties"
+    path.write_text(f"listenPort={free_port()}\nbindAddress=127.0.0.1\n{text}")
+    proc = spawn_namesrv("-c", str(path))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert err == f"namesrv: namesrv.properties: {message}".rstrip("\n") + "\n"
+
+
+def test_an_unknown_toml_key_names_the_closest_one(tmp_path):
+    path = tmp_path / "namesrv.toml"
+    path.write_text('[server]\nlistn = "127.0.0.1:1"\n')
+    proc = spawn_namesrv("-c", str(path))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert err == "namesrv: unknown config key server.listn (did you mean server.listen?)\n"
+
+
+def test_docs_list_every_upstream_key_that_is_warned_not_refused():
+    from support.paths import REPO_ROOT
+
+    from namesrv.properties import UPSTREAM_UNUSED_KEYS
+
+    text = (REPO_ROOT / "docs" / "config.md").read_text(encoding="utf-8")
+    assert [key for key in sorted(UPSTREAM_UNUSED_KEYS) if f"`{key}`" not in text] == []

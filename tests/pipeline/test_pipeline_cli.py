@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass, field
 
 import pytest
 
-from pipeline.cli import check_paths, main, parser
+from pipeline.cli import check_paths, demo_args, main, parser
 from pipeline.progress import Progress
 
 
@@ -122,3 +123,18 @@ def test_progress_counts_the_current_steps_stages_and_is_quiet_off_a_terminal():
         )
     assert stream.getvalue() == ""  # not a terminal
     assert context.properties["spark.jobGroup.id"] is None
+
+
+def test_help_lists_the_demo_and_the_demo_writes_under_the_system_temp_unless_told(
+    tmp_path, capsys, monkeypatch
+):
+    assert "namesrv-pipeline demo [--out DIR]" in parser().format_help()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    given = demo_args(["--seconds", "5"])
+    out = given[given.index("--out") + 1]
+    assert os.path.dirname(out) == str(tmp_path) and os.listdir(out) == []
+    assert capsys.readouterr().out == f"demo: writing into {out}\n"
+    assert demo_args(["--out", "mine"]) == ["--out", "mine"]
+    assert demo_args(["--out=mine"]) == ["--out=mine"]
+    assert demo_args(["--help"]) == ["--help"]
+    assert os.listdir(tmp_path) == [os.path.basename(out)]  # one directory, made once

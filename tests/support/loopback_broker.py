@@ -9,7 +9,7 @@ from twisted.internet import defer, reactor
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
-from support.broker_standin import BrokerStandIn, _ClientConn
+from sandbox.standin import BrokerStandIn, _ClientConn
 
 
 class FakeBroker(BrokerStandIn):

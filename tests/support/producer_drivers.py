@@ -21,8 +21,8 @@ from client_push import aio
 from client_push.config import ClientConfig
 from client_push.producer.config import ProducerConfig
 from client_push.producer.producer import Producer
+from sandbox.standin import BrokerStandIn
 from support.aio_loop import FakeClock, LoopThread
-from support.broker_standin import BrokerStandIn
 
 PRODUCER_KINDS = ("twisted", "asyncio", "uvloop")
 STEP_S = 0.02

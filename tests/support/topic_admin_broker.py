@@ -1,16 +1,14 @@
-"""A broker stand-in that also serves topic administration, as a RocketMQ broker does:
-UPDATE_AND_CREATE_TOPIC adds or replaces a topic and DELETE_TOPIC_IN_BROKER removes it, each
-followed by a register with a new data version, so the name server's routes follow."""
+"""The sandbox's broker stand-in, recording the topic admin requests it gets and able to refuse
+them, for the admin tool's tests."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand
 from protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
-from protocol.route_model import DataVersion
-from support.broker_standin import BrokerStandIn
+from sandbox.standin import BrokerStandIn
 
 
 class TopicAdminBroker(BrokerStandIn):
@@ -36,14 +34,7 @@ class TopicAdminBroker(BrokerStandIn):
         if self.refusal is not None:
             return cmd.make_response(*self.refusal)
         if cmd.code == RequestCode.UPDATE_AND_CREATE_TOPIC:
-            header = CreateTopicRequestHeader.from_wire(cmd.ext_fields)
-            self.created.append(header)
-            self.topics[header.topic] = header.write_queue_nums
+            self.created.append(CreateTopicRequestHeader.from_wire(cmd.ext_fields))
         else:
-            topic = DeleteTopicRequestHeader.from_wire(cmd.ext_fields).topic
-            self.deleted.append(topic)
-            self.topics.pop(topic, None)
-        old = self._data_version
-        self._data_version = DataVersion(old.state_version, old.timestamp, old.counter + 1)
-        self._register_all()
-        return cmd.make_response(ResponseCode.SUCCESS)
+            self.deleted.append(DeleteTopicRequestHeader.from_wire(cmd.ext_fields).topic)
+        return super()._answer(cmd)

@@ -67,3 +67,8 @@ async def test_the_endpoint_answers_with_the_route_and_shows_a_change_without_re
     await settle()
     # the first lookup and the absent topic's; the change itself cost no request
     assert server.stats()["handled.GET_ROUTEINFO_BY_TOPIC"] == 2
+
+
+def test_the_example_listens_on_loopback_unless_told_otherwise():
+    assert service.build_parser().parse_args([]).host == "127.0.0.1"
+    assert service.build_parser().parse_args(["--host", "0.0.0.0"]).host == "0.0.0.0"

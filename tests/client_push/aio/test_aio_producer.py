@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 import pytest_twisted
-from support.broker_standin import BrokerStandIn
 from twisted.internet import reactor
 
 from client_push import aio
 from client_push.errors import TopicNotExistError
 from client_push.producer.message import MessageError, SendStatus
+from sandbox.standin import BrokerStandIn
 
 
 @pytest_twisted.ensureDeferred

@@ -12,7 +12,6 @@ import sys
 
 import pytest
 import pytest_twisted
-from support.broker_standin import BrokerStandIn
 from support.paths import REPO_ROOT
 from support.process_output import Collect
 from support.server_fixtures import FakeSampler
@@ -21,6 +20,7 @@ from twisted.internet import reactor, task
 from client_push.cli.send import Progress, percentile, producer_config
 from namesrv.config import from_mapping
 from namesrv.server import NameServer
+from sandbox.standin import BrokerStandIn
 
 ROOT = REPO_ROOT
 

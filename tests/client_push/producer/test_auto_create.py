@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.broker_standin import BrokerStandIn
 from support.producer_drive import drive, run_for
 from twisted.internet import defer, reactor
 
@@ -20,6 +19,7 @@ from client_push.producer.producer import Producer, SendError
 from client_push.routes.route_cache import publish_info
 from protocol.codes import Perm, ResponseCode
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
+from sandbox.standin import BrokerStandIn
 
 ALL = int(Perm.READ | Perm.WRITE | Perm.INHERIT)
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.broker_standin import BrokerStandIn
 from support.producer_drive import drive, run_for
 from twisted.internet import defer, reactor
 
@@ -20,6 +19,7 @@ from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
 from client_push.producer.producer import Producer
 from client_push.producer.routing_core import NoMasterError
+from sandbox.standin import BrokerStandIn
 
 TICK_S = 0.1
 

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 from support import apache_rocketmq as apache
-from support.broker_standin import BrokerStandIn
 from support.process_output import Collect
 from twisted.internet import reactor
 
@@ -32,6 +31,7 @@ from client_push.producer.message import (
     send_header,
 )
 from protocol.frame import RemotingCommand, encode_command
+from sandbox.standin import BrokerStandIn
 
 pytestmark = pytest.mark.interop
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.broker_standin import BrokerStandIn
 from support.loopback_wait import until
 from support.producer_drive import drive
 from twisted.internet import defer, reactor, task
@@ -21,6 +20,7 @@ from client_push.producer.fault_table import FaultStrategyConfig
 from client_push.producer.message import MessageError, SendStatus
 from client_push.producer.producer import BrokerRefusedError, Producer, SendError
 from protocol.codes import ResponseCode
+from sandbox.standin import BrokerStandIn
 
 NAMES = ("broker-a", "broker-b", "broker-c")
 STEP_S = 0.02

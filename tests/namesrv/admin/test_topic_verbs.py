@@ -137,6 +137,8 @@ async def test_a_refusing_broker_is_named_with_its_remark_and_the_others_still_a
         f"broker broker-b at {b.addr}: refused, SYSTEM_ERROR (1): "
         "The specified topic is a system topic." in result.stderr
     )
+    assert "refused" not in result.stdout  # said once, on stderr
+    assert f"broker broker-a at {a.addr}: ok" in result.stdout
     assert kv(ns, "NEW") is None  # not every broker has it: no order conf
 
     await until_route(ns.port, "NEW", {"broker-a": 8})

@@ -17,7 +17,7 @@ from twisted.internet import threads
 from client_push.routes.client import RouteEvent
 from namesrv.config import ConfigError, from_mapping
 from namesrv.net.tls import TlsConfigError, server_options
-from protocol.codes import Perm, RequestCode
+from protocol.codes import Perm, RequestCode, ResponseCode
 
 
 def tls_server(cluster: Any, tmp_path: Any, mode: str) -> tuple[Any, int]:
@@ -63,7 +63,9 @@ async def test_permissive_serves_a_tls_watcher_and_a_plaintext_one_on_the_same_p
 async def test_enforcing_refuses_plaintext_and_serves_tls(cluster, tmp_path):
     server, port = tls_server(cluster, tmp_path, "enforcing")
     plain = await connect(port)
-    plain.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).addErrback(lambda _: None)
+    refused = await plain.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    assert refused.code == ResponseCode.NO_PERMISSION
+    assert refused.remark == "the server requires TLS (server.tls = enforcing): connect with TLS"
     await plain.lost
     secure = cluster.client(port, tls=True)
     events: list[RouteEvent] = []
@@ -91,6 +93,7 @@ async def test_admin_connects_with_tls(cluster, tmp_path):
         runner.invoke, main, ["--namesrv", f"127.0.0.1:{port}", "--timeout", "2", "topic-list"]
     )
     assert result.exit_code == 1
+    assert "the server requires TLS (server.tls = enforcing): use --tls" in result.stderr
 
 
 def test_tls_config_is_checked(tmp_path):

@@ -1,9 +1,13 @@
-"""A broker stand-in for tests and benchmarks: enough of a RocketMQ broker for a producer.
+"""A broker stand-in: enough of a RocketMQ broker for a producer, an admin tool and a name
+server to talk to. It is not a broker: it stores nothing, serves no consumer, and keeps only
+counters and the last ``keep_messages`` messages in memory.
 
 It registers its topics with the name servers on kept connections and re-registers every
 ``register_interval_s`` (upstream's 30 s), answers HEART_BEAT, UNREGISTER_CLIENT,
-GET_MAX_OFFSET (the detector's probe) and SEND_MESSAGE_V2 (decoding the message as a consumer
-would, counting it, giving it a queue offset), and can be told to misbehave:
+GET_MAX_OFFSET (the detector's probe), SEND_MESSAGE_V2 (decoding the message as a consumer
+would, counting it, giving it a queue offset), UPDATE_AND_CREATE_TOPIC and
+DELETE_TOPIC_IN_BROKER (each followed by a register with a new data version, as a broker
+registers a topic change), and can be told to misbehave:
 
 * ``slow(ms)``: every answer waits that long;
 * ``busy(code, remark)``: sends are answered with a busy code (probes still answered);
@@ -12,21 +16,15 @@ would, counting it, giving it a queue offset), and can be told to misbehave:
 * ``shutdown(grace_ms)``: GoAway (7004, oneway) to every client connection, unregister from the
   name servers, serve on for the grace period, then close; ``kill()`` is the abrupt stop.
 
-As a process (``python -m support.broker_standin`` with ``tests`` on the path) it reads one
-command a line on stdin (``slow 800``, ``busy``, ``black-hole``, ``normal``, ``refuse``,
-``accept``, ``stats``, ``shutdown [GRACE_MS]``, ``kill``), prints JSON answers, and shuts down
-gracefully on SIGTERM.
+``namesrv-sandbox`` (``sandbox.cli``) runs stand-ins as a process a user can drive.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import struct
-import sys
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet import defer, task
@@ -38,11 +36,12 @@ from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from protocol.push_codec import encode_go_away
 from protocol.route_model import DataVersion
-from support.fake_broker import register_request, topic_configs, unregister_request
+from sandbox.broker_requests import register_request, topic_configs, unregister_request
 
-log = logging.getLogger("broker_standin")
+log = logging.getLogger("sandbox.standin")
 
 NORMAL, SLOW, BUSY, BLACK_HOLE = "normal", "slow", "busy", "black-hole"
 BUSY_REMARK = "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while"
@@ -69,7 +68,8 @@ class _ClientConn(Protocol):
         except ProtocolError as exc:
             self.broker.counters["frames_refused"] += 1
             log.warning("dropping a client: %s", exc.remark)
-            self.transport.abortConnection()  # type: ignore[attr-defined]
+            transport: Any = self.transport
+            transport.abortConnection()
             return
         for cmd in commands:
             if not cmd.is_response:
@@ -77,7 +77,8 @@ class _ClientConn(Protocol):
 
     def write(self, cmd: RemotingCommand) -> None:
         if self.open:
-            self.transport.write(encode_command(cmd))  # type: ignore[union-attr]
+            transport: Any = self.transport
+            transport.write(encode_command(cmd))
 
 
 class _Factory(Factory):
@@ -146,6 +147,8 @@ class BrokerStandIn:
         )
         self.stopping = False
         self.stopped: defer.Deferred[None] = defer.Deferred()
+        self.on_topic_change: Callable[[str, str], None] = lambda verb, topic: None
+        """Told ``(verb, topic)`` after a topic admin request: created, updated or deleted."""
 
     @property
     def addr(self) -> str:
@@ -185,7 +188,8 @@ class BrokerStandIn:
         """Stop listening and drop every client connection: connects are refused."""
         self.counters["refuse"] += 1
         for conn in list(self._conns):
-            conn.transport.abortConnection()  # type: ignore[union-attr]
+            transport: Any = conn.transport
+            transport.abortConnection()
         listening, self._listening = self._listening, None
         if listening is None:
             return defer.succeed(None)
@@ -209,8 +213,11 @@ class BrokerStandIn:
             self._register_loop.stop()
         unregistered = self._unregister_all()
         listening, self._listening = self._listening, None
-        if listening is not None:
-            listening.stopListening()
+        port_closed = (
+            defer.maybeDeferred(listening.stopListening)
+            if listening is not None
+            else defer.succeed(None)
+        )
 
         def close(_: Any) -> Any:
             if grace_ms <= 0:
@@ -218,6 +225,8 @@ class BrokerStandIn:
             return task.deferLater(self.clock, grace_ms / 1000.0, self._close_all)
 
         unregistered.addBoth(close)
+        # Stopped means the port is free again: a broker started at once can bind it.
+        unregistered.addBoth(lambda _: port_closed)
         unregistered.addBoth(lambda _: self.stopped.callback(None))
         return self.stopped
 
@@ -236,7 +245,8 @@ class BrokerStandIn:
 
     def _close_all(self) -> None:
         for conn in list(self._conns):
-            conn.transport.loseConnection()  # type: ignore[union-attr]
+            transport: Any = conn.transport
+            transport.loseConnection()
         for proto in list(self._namesrv.values()):
             proto.close()
         self._namesrv.clear()
@@ -353,6 +363,10 @@ class BrokerStandIn:
             return cmd.make_response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
         if code == RequestCode.SEND_MESSAGE_V2:
             return self._send(cmd)
+        if code == RequestCode.UPDATE_AND_CREATE_TOPIC:
+            return self._create_topic(cmd)
+        if code == RequestCode.DELETE_TOPIC_IN_BROKER:
+            return self._delete_topic(cmd)
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} not supported"
         )
@@ -393,6 +407,51 @@ class BrokerStandIn:
             },
         )
 
+    def _create_topic(self, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC: the topic added or replaced (its write queue count, its
+        perm), then registered with the name servers at once."""
+        try:
+            header = CreateTopicRequestHeader.from_wire(cmd.ext_fields)
+        except (ProtocolError, ValueError) as exc:
+            return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
+        if not header.topic or header.write_queue_nums < 1:
+            return cmd.make_response(
+                ResponseCode.INVALID_PARAMETER, "a topic needs a name and at least one queue"
+            )
+        verb = "updated" if header.topic in self.topics else "created"
+        self.topics[header.topic] = header.write_queue_nums
+        if header.perm == 6:
+            self.perms.pop(header.topic, None)
+        else:
+            self.perms[header.topic] = header.perm
+        self.counters["topics_created"] += 1
+        self._topics_changed()
+        self.on_topic_change(verb, header.topic)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    def _delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER: the topic dropped, as a broker answers even for a topic it
+        does not hold, then the remaining topics registered."""
+        try:
+            topic = DeleteTopicRequestHeader.from_wire(cmd.ext_fields).topic
+        except (ProtocolError, ValueError) as exc:
+            return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
+        if self.topics.pop(topic, None) is not None:
+            self.perms.pop(topic, None)
+            self.counters["topics_deleted"] += 1
+            self._topics_changed()
+            self.on_topic_change("deleted", topic)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    def _topics_changed(self) -> None:
+        """A new data version, registered with every name server at once."""
+        self._data_version = DataVersion(
+            state_version=0,
+            timestamp=int(self.clock.seconds() * 1000),
+            counter=self._data_version.counter + 1,
+        )
+        self._register_all()
+
     def _create_on_send(self, topic: str, fields: dict[str, str]) -> bool:
         """Upstream's ``createTopicInSendMessageMethod``: queues at most the default topic's,
         its perm without inherit; then registered with the name servers at once."""
@@ -403,12 +462,7 @@ class BrokerStandIn:
         self.topics[topic] = min(_int(fields.get("d")), self.topics[default])
         self.perms[topic] = perm & ~1
         self.counters["topics_auto_created"] += 1
-        self._data_version = DataVersion(
-            state_version=0,
-            timestamp=int(self.clock.seconds() * 1000),
-            counter=self._data_version.counter + 1,
-        )
-        self._register_all()
+        self._topics_changed()
         return True
 
 
@@ -433,83 +487,12 @@ def _int(text: str | None) -> int:
         return -1
 
 
-# -- as a process -------------------------------------------------------------------------------
-
-
-def _parse_topics(specs: Sequence[str]) -> dict[str, int]:
+def parse_topics(specs: Sequence[str]) -> dict[str, int]:
+    """``NAME[:QUEUES]`` specs (4 queues when not given) to a topic table."""
     out = {}
     for spec in specs:
         name, _, queues = spec.partition(":")
+        if not name or (queues and not queues.isdigit()) or (queues and int(queues) < 1):
+            raise ValueError(f"a topic is NAME[:QUEUES], got {spec!r}")
         out[name] = int(queues or "4")
     return out
-
-
-def _command(broker: BrokerStandIn, line: str, reactor: Any) -> None:
-    words = line.split()
-    if not words:
-        return
-    verb, args = words[0], words[1:]
-    if verb == "slow":
-        broker.slow(int(args[0]) if args else 800)
-    elif verb == "busy":
-        broker.busy(int(args[0]) if args else ResponseCode.SYSTEM_BUSY)
-    elif verb == "black-hole":
-        broker.black_hole()
-    elif verb == "normal":
-        broker.normal()
-    elif verb == "refuse":
-        broker.refuse()
-    elif verb == "accept":
-        broker.accept()
-    elif verb == "shutdown":
-        broker.shutdown(int(args[0]) if args else 3_000).addBoth(lambda _: reactor.stop())
-    elif verb == "kill":
-        broker.kill().addBoth(lambda _: reactor.stop())
-    elif verb != "stats":
-        print(json.dumps({"error": f"unknown command {verb!r}"}), flush=True)
-        return
-    print(json.dumps(broker.stats()), flush=True)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.broker_standin")
-    parser.add_argument("--namesrv", default="", help="HOST:PORT;HOST:PORT")
-    parser.add_argument("--name", required=True, help="broker name")
-    parser.add_argument("--cluster", default="DefaultCluster")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--topic", action="append", default=[], metavar="NAME[:QUEUES]")
-    parser.add_argument("--grace-ms", type=int, default=3_000, help="GoAway grace on SIGTERM")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from twisted.internet import reactor, stdio
-    from twisted.protocols.basic import LineReceiver
-
-    addrs = [a for a in args.namesrv.split(";") if a]
-    broker = BrokerStandIn(
-        args.name,
-        _parse_topics(args.topic or ["TopicTest"]),
-        addrs,
-        port=args.port,
-        cluster=args.cluster,
-    )
-
-    class Control(LineReceiver):
-        delimiter = b"\n"
-
-        def lineReceived(self, line: bytes) -> None:
-            _command(broker, line.decode(errors="replace"), reactor)
-
-    def started(_: Any) -> None:
-        print(json.dumps({"ready": True, **broker.stats()}), flush=True)
-
-    broker.start().addCallback(started)
-    stdio.StandardIO(Control())
-    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
-        "before", "shutdown", lambda: broker.shutdown(args.grace_ms)
-    )
-    reactor.run()  # type: ignore[attr-defined]
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

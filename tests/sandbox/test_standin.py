@@ -1,24 +1,18 @@
 """The broker stand-in itself: registration on a kept connection, refusing connections, and the
-process form driven by stdin commands (the benchmarks rely on all three)."""
+topic admin requests a broker answers (the benchmarks and the sandbox rely on them)."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from typing import Any
 
 import pytest_twisted
-from support.broker_standin import BrokerStandIn
 from support.loopback_wait import until
-from support.paths import REPO_ROOT
 from support.wire_client import connect
-from twisted.internet import defer, protocol, reactor, task
+from twisted.internet import reactor
 from twisted.internet.error import ConnectionRefusedError
 
 from protocol.codes import RequestCode, ResponseCode
-
-ROOT = REPO_ROOT
+from sandbox.standin import BrokerStandIn
 
 
 def broker_names(server: Any) -> set[str]:
@@ -66,49 +60,32 @@ async def test_refuse_closes_the_port_and_accept_opens_it_again():
         await broker.kill()
 
 
-class Proc(protocol.ProcessProtocol):
-    def __init__(self) -> None:
-        self.lines: list[dict[str, Any]] = []
-        self.buf = b""
-        self.err = b""
-        self.ended: defer.Deferred[int] = defer.Deferred()
-
-    def outReceived(self, data: bytes) -> None:
-        self.buf += data
-        *complete, self.buf = self.buf.split(b"\n")
-        self.lines.extend(json.loads(line) for line in complete if line.strip())
-
-    def errReceived(self, data: bytes) -> None:
-        self.err += data
-
-    def processEnded(self, reason: Any) -> None:
-        self.ended.callback(reason.value.exitCode)
-
-
 @pytest_twisted.ensureDeferred
-async def test_as_a_process_it_takes_commands_on_stdin_and_unregisters_on_shutdown(cluster):
+async def test_topic_admin_requests_change_its_topics_and_register_them(cluster):
     server, port = cluster.start_server()
-    proc = Proc()
-    transport = reactor.spawnProcess(  # type: ignore[attr-defined]
-        proc,
-        sys.executable,
-        [sys.executable, "-m", "support.broker_standin", "--namesrv", f"127.0.0.1:{port}",
-         "--name", "broker-p", "--topic", "T:2"],
-        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"},
-        path=str(ROOT),
-    )  # fmt: skip
+    broker = BrokerStandIn("broker-x", {"T": 2}, [f"127.0.0.1:{port}"], reactor=reactor)
+    seen: list[tuple[str, str]] = []
+    broker.on_topic_change = lambda verb, topic: seen.append((verb, topic))
+    await broker.start()
     try:
-        await until(lambda: proc.lines and proc.lines[0].get("ready"), timeout=30)
-        assert "broker-p" in broker_names(server)
-        transport.write(b"busy\n")
-        await until(lambda: len(proc.lines) == 2)
-        assert proc.lines[1]["mode"] == "busy"
-        transport.write(b"shutdown 0\n")
-        code = await proc.ended
+        conn = await connect(broker.port)
+        create = {
+            "topic": "New", "defaultTopic": "TBW102", "readQueueNums": "3",
+            "writeQueueNums": "3", "perm": "4", "topicFilterType": "SINGLE_TAG", "order": "false",
+        }  # fmt: skip
+        answer = await conn.call(RequestCode.UPDATE_AND_CREATE_TOPIC, create)
+        assert answer.code == ResponseCode.SUCCESS
+        await until(lambda: "New" in server.registry.all_topics())
+        route = server.registry.get_route("New")
+        assert route is not None
+        assert [(q.write_queue_nums, q.perm) for q in route.queue_datas] == [(3, 4)]
+        answer = await conn.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "T"})
+        assert answer.code == ResponseCode.SUCCESS
+        await until(lambda: broker.counters["registered"] == 3)
+        assert broker.topics == {"New": 3}
+        bad = await conn.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "X"})
+        assert bad.code == ResponseCode.INVALID_PARAMETER
+        assert seen == [("created", "New"), ("deleted", "T")]
+        conn.transport.loseConnection()  # type: ignore[union-attr]
     finally:
-        if not proc.ended.called:
-            transport.signalProcess("KILL")
-            await proc.ended
-    assert code == 0, proc.err.decode()
-    await task.deferLater(reactor, 0.05, lambda: None)
-    assert "broker-p" not in broker_names(server)
+        await broker.kill()

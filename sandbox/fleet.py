@@ -1,0 +1,245 @@
+"""The stand-in brokers of one sandbox, and the commands that drive them.
+
+Each broker keeps its name, port and topics across a stop and a start, so a restarted broker
+comes back where it was, with the topics an admin tool gave it; what it counted before is kept
+in the sandbox's totals.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.internet import defer
+
+from sandbox.standin import BrokerStandIn
+
+RUNNING, STOPPED, FAILED = "running", "stopped", "failed"
+MAX_BROKERS = 64
+"""Brokers one sandbox holds at most, started or not: ``start`` of one more is refused."""
+
+HELP = {
+    "stats [NAME]": "each broker's state, address, topics and the messages it received",
+    "stop [NAME] [GRACE_MS]": "graceful stop: GoAway to clients, unregister, close (default 0)",
+    "fail [NAME]": "abrupt stop: connections dropped, no unregister (the name server sees them "
+    "close)",
+    "start NAME": "start a stopped or failed broker again (same port, same topics), or a new one",
+    "restart [NAME]": "stop, then start at once",
+    "slow NAME MS | busy NAME | normal NAME": "answers delayed, sends answered SYSTEM_BUSY, or "
+    "back to normal",
+    "help": "this list",
+}
+"""The commands, as the prompt, the control port and ``namesrv-sandbox COMMAND`` take them."""
+
+
+class CommandError(Exception):
+    """A command that cannot be done; its message says why."""
+
+
+@dataclass(slots=True)
+class Slot:
+    """One broker name: its stand-in while it runs, and what it counted in earlier runs."""
+
+    name: str
+    port: int
+    topics: dict[str, int]
+    perms: dict[str, int] = field(default_factory=dict)
+    broker: BrokerStandIn | None = None
+    state: str = STOPPED
+    earlier: Counter[str] = field(default_factory=Counter)
+
+    def received_by_topic(self) -> Counter[str]:
+        now = Counter(self.broker.by_topic) if self.broker is not None else Counter()
+        return self.earlier + now
+
+
+class Fleet:
+    """The brokers, by name, registered with ``namesrv_addrs`` in ``cluster``."""
+
+    def __init__(
+        self,
+        reactor: Any,
+        namesrv_addrs: Sequence[str],
+        cluster: str,
+        topics: dict[str, int],
+        *,
+        say: Callable[[str], None] = lambda text: None,
+    ) -> None:
+        self.reactor = reactor
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.cluster = cluster
+        self.topics = dict(topics)
+        self.say = say
+        self.slots: dict[str, Slot] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, name: str) -> defer.Deferred[dict[str, Any]]:
+        """Start ``name`` (a new broker, or one stopped); fires once its register was answered."""
+        slot = self.slots.get(name)
+        if slot is None:
+            if len(self.slots) >= MAX_BROKERS:
+                raise CommandError(f"a sandbox holds at most {MAX_BROKERS} brokers")
+            slot = self.slots[name] = Slot(name, 0, dict(self.topics))
+        elif slot.state == RUNNING:
+            raise CommandError(f"broker {name} is running")
+        broker = BrokerStandIn(
+            name,
+            slot.topics,
+            self.namesrv_addrs,
+            reactor=self.reactor,
+            port=slot.port,
+            cluster=self.cluster,
+        )
+        broker.perms = slot.perms
+        broker.on_topic_change = lambda verb, topic: self._topic_changed(slot, verb, topic)
+        slot.broker, slot.state = broker, RUNNING
+        # The stand-in takes a copy of its topic table: the slot follows the live one.
+        slot.topics = broker.topics
+
+        def started(_: Any) -> dict[str, Any]:
+            slot.port = broker.port
+            topics = ", ".join(f"{t}:{q}" for t, q in sorted(slot.topics.items()))
+            self.say(f"broker {name} at {broker.addr} registered {topics or 'no topics'}")
+            return self.describe(slot)
+
+        return broker.start().addCallback(started)
+
+    def stop(self, name: str, grace_ms: int = 0) -> defer.Deferred[dict[str, Any]]:
+        slot = self._running(name)
+        broker = slot.broker
+        assert broker is not None
+        self._retire(slot, STOPPED)
+        self.say(f"broker {name} stopping: GoAway to its clients, unregistered")
+        return broker.shutdown(grace_ms).addCallback(lambda _: self.describe(slot))
+
+    def fail(self, name: str) -> defer.Deferred[dict[str, Any]]:
+        slot = self._running(name)
+        broker = slot.broker
+        assert broker is not None
+        self._retire(slot, FAILED)
+        self.say(f"broker {name} failed: its connections dropped, no unregister")
+        return broker.kill().addCallback(lambda _: self.describe(slot))
+
+    async def restart(self, name: str) -> dict[str, Any]:
+        await self.stop(name)
+        return await self.start(name)
+
+    def stop_all(self, grace_ms: int = 0) -> defer.Deferred[None]:
+        running = [n for n, s in self.slots.items() if s.state == RUNNING]
+        ds = [self.stop(name, grace_ms) for name in running]
+        return defer.DeferredList(ds, consumeErrors=True).addCallback(lambda _: None)
+
+    def _retire(self, slot: Slot, state: str) -> None:
+        broker = slot.broker
+        if broker is not None:
+            slot.earlier += broker.by_topic
+            broker.by_topic.clear()
+        slot.state = state
+
+    def _running(self, name: str) -> Slot:
+        slot = self.slots.get(name)
+        if slot is None:
+            raise CommandError(f"no broker {name} (brokers: {', '.join(self.slots) or 'none'})")
+        if slot.state != RUNNING:
+            raise CommandError(f"broker {name} is {slot.state}")
+        return slot
+
+    def _topic_changed(self, slot: Slot, verb: str, topic: str) -> None:
+        queues = slot.topics.get(topic)
+        detail = f" ({queues} queues)" if queues is not None else ""
+        self.say(f"broker {slot.name} {verb} topic {topic}{detail}; registered again")
+
+    # -- reports --------------------------------------------------------------------------------
+
+    def describe(self, slot: Slot) -> dict[str, Any]:
+        by_topic = slot.received_by_topic()
+        mode = slot.broker.mode if slot.broker is not None and slot.state == RUNNING else None
+        return {
+            "broker": slot.name,
+            "state": slot.state,
+            "addr": f"127.0.0.1:{slot.port}",
+            "mode": mode,
+            "topics": dict(sorted(slot.topics.items())),
+            "received": sum(by_topic.values()),
+            "received_by_topic": dict(sorted(by_topic.items())),
+        }
+
+    def stats(self, names: Sequence[str] = ()) -> dict[str, Any]:
+        slots = [self._slot(n) for n in names] if names else list(self.slots.values())
+        brokers = [self.describe(s) for s in slots]
+        return {"brokers": brokers, "received": sum(b["received"] for b in brokers)}
+
+    def received_total(self) -> int:
+        return sum(sum(s.received_by_topic().values()) for s in self.slots.values())
+
+    def _slot(self, name: str) -> Slot:
+        slot = self.slots.get(name)
+        if slot is None:
+            raise CommandError(f"no broker {name} (brokers: {', '.join(self.slots) or 'none'})")
+        return slot
+
+    # -- commands -------------------------------------------------------------------------------
+
+    async def command(self, line: str) -> dict[str, Any]:
+        """One command line's answer; a command that cannot be done answers ``{"error": ...}``."""
+        words = line.split()
+        if not words:
+            return {}
+        try:
+            return await self._dispatch(words[0].lower(), words[1:])
+        except CommandError as exc:
+            return {"error": str(exc)}
+
+    async def _dispatch(self, verb: str, args: list[str]) -> dict[str, Any]:
+        if verb == "help":
+            return {"commands": HELP}
+        if verb == "stats":
+            return self.stats(args)
+        if verb == "start":
+            if len(args) != 1:
+                raise CommandError("start takes one broker name")
+            return await self.start(args[0])
+        if verb in ("stop", "fail", "restart"):
+            names = self._names(args[:1])
+            grace = _number(args[1]) if verb == "stop" and len(args) > 1 else 0
+            done = []
+            for name in names:
+                if verb == "stop":
+                    done.append(await self.stop(name, grace))
+                elif verb == "fail":
+                    done.append(await self.fail(name))
+                else:
+                    done.append(await self.restart(name))
+            return {"brokers": done}
+        if verb in ("slow", "busy", "normal"):
+            names = self._names(args[:1])
+            for name in names:
+                broker = self._running(name).broker
+                assert broker is not None
+                if verb == "slow":
+                    broker.slow(_number(args[1]) if len(args) > 1 else 800)
+                elif verb == "busy":
+                    broker.busy()
+                else:
+                    broker.normal()
+            return self.stats(names)
+        raise CommandError(f"unknown command {verb!r}; try help")
+
+    def _names(self, given: list[str]) -> list[str]:
+        """The named broker, or every running one when none is named."""
+        if given:
+            self._slot(given[0])
+            return given
+        running = [n for n, s in self.slots.items() if s.state == RUNNING]
+        if not running:
+            raise CommandError("no broker is running")
+        return running
+
+
+def _number(text: str) -> int:
+    if not text.isdigit():
+        raise CommandError(f"expected a number of milliseconds, got {text!r}")
+    return int(text)
