@@ -7,17 +7,17 @@ cache outside the repository. Skipped without it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from support import apache_rocketmq as apache
 from support.apache_rocketmq import start_namesrv
 from support.tls_certs import self_signed
 
 pytestmark = pytest.mark.interop
-LIB = os.environ.get("ROCKETMQ_LIB_DIR", "")
+LIB = apache.LIB
 if not LIB or not shutil.which("javac"):
     pytest.skip("ROCKETMQ_LIB_DIR (RocketMQ jars) and a JDK are needed", allow_module_level=True)
 
