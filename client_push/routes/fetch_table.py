@@ -220,6 +220,14 @@ class FetchTable(Generic[W]):
         if response.code != ResponseCode.SUCCESS:
             what = f"GET_ROUTEINFO_BY_TOPIC {topic}"
             return NameServerError(response.code, response.remark, what)
+        limit = self._session.config.max_route_body_bytes
+        if len(response.body or b"") > limit:
+            # Refused by size before decoding: decoding runs on the event loop.
+            self._counters["routes_refused"] += 1
+            return RouteClientError(
+                f"route of {topic} refused: its body of {len(response.body)} bytes is over "
+                f"max_route_body_bytes ({limit})"
+            )
         try:
             route = _decode_route(response.body)
         except ProtocolError as exc:

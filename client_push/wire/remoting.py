@@ -1,9 +1,14 @@
 """One remoting connection from the client's side: requests matched to responses by opaque.
 
-Twisted glue only: opaques and the answer to a server's request are the pure
-``request_table``'s. What the client does with a server-initiated request (NOTIFY, GO_AWAY) is
-the handler's business; this module guarantees that every request Deferred fires exactly once:
-with the response, a ``RequestTimeoutError``, or a ``ConnectionLostError``.
+Written once over the runtime (``client_push.runtime.interface``): the loop's adapter feeds
+it bytes and tells it when its transport's buffer is full. Every request's future ends exactly
+once: with the response, a ``RequestTimeoutError``, a ``ConnectionLostError``, or cancelled by
+its caller, which takes its entry and timer out of the table at once.
+
+Bounded whatever the peer does: requests in flight are limited by count and by bytes, and one
+past either limit fails at once (``RequestsInFlightError``); while the peer does not read
+(the transport's buffer above its mark) nothing more is written to it, and what waits to go
+out is part of those bytes; a malformed frame closes the connection with a paced warning.
 """
 
 from __future__ import annotations
@@ -11,124 +16,91 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from twisted.internet import defer, ssl
-from twisted.internet.abstract import isIPAddress, isIPv6Address
-from twisted.internet.endpoints import (
-    HostnameEndpoint,
-    TCP4ClientEndpoint,
-    TCP6ClientEndpoint,
-    wrapClientTLS,
-)
-from twisted.internet.protocol import Protocol
-from twisted.python.failure import Failure
-
-from client_push.config import ClientConfigError, split_addr
-from client_push.errors import ConnectionLostError, RequestTimeoutError
+from client_push.errors import ConnectionLostError, RequestsInFlightError, RequestTimeoutError
+from client_push.runtime.interface import Future, Runtime, Timer, Tls, Transport, settle, wait
+from client_push.wire.paced_log import PacedLog
 from client_push.wire.request_table import RequestTable, answer_server_request
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("client_push.wire.remoting")
 
-RequestHandler = Callable[["RemotingProtocol", RemotingCommand], "RemotingCommand | None"]
+RequestHandler = Callable[["RemotingConnection", RemotingCommand], "RemotingCommand | None"]
 """Handles a request the server initiated; returns the response to send (ignored for oneway)."""
 
 
-class RemotingProtocol(Protocol):
+@dataclass(frozen=True, slots=True)
+class ConnectionBounds:
+    max_frame_size: int = 16 * 1024 * 1024
+    max_requests: int = 10_000
+    """Requests sent on one connection and not yet answered."""
+    max_request_bytes: int = 64 * 1024 * 1024
+    """Their encoded bytes, those not yet written out included."""
+    write_buffer_bytes: int = 256 * 1024
+    """The transport's buffer above which the peer counts as not reading."""
+
+
+class RemotingConnection:
     def __init__(
         self,
-        clock: Any,
-        max_frame_size: int,
+        runtime: Runtime,
+        bounds: ConnectionBounds,
         on_request: RequestHandler | None = None,
         *,
         label: str = "?",
+        paced: PacedLog | None = None,
     ) -> None:
-        self._clock = clock
-        self._decoder = FrameDecoder(max_frame_size)
+        self._runtime = runtime
+        self._clock = runtime.clock
+        self.bounds = bounds
+        self._decoder = FrameDecoder(bounds.max_frame_size)
         self._on_request = on_request
-        self._pending: RequestTable[tuple[defer.Deferred[RemotingCommand], Any]] = RequestTable()
+        self._pending: RequestTable[tuple[Future[RemotingCommand], Timer, int]] = RequestTable()
+        self._transport: Transport | None = None
+        self._paused = False
+        self._outbox: list[bytes] = []
+        self._outbox_bytes = 0
+        self.pending_bytes = 0
+        """Encoded bytes of the requests in the table."""
         self.label = label
         self.connected = False
-        self.lost: defer.Deferred[None] = defer.Deferred()
-        """Fires (with None) when the connection closes, for whatever reason."""
-        self._drain_waiters: list[defer.Deferred[None]] = []
+        self.lost: Future[None] = runtime.future()
+        """Done (with None) when the connection closes, for whatever reason."""
         self.counters: Counter[str] = Counter()
+        self._paced = paced or PacedLog(log, self._clock.time)
 
     @property
     def pending(self) -> int:
-        """Requests sent and not yet answered, timed out or failed."""
+        """Requests sent and not yet answered, timed out, failed or cancelled."""
         return len(self._pending)
 
-    def connectionMade(self) -> None:
+    @property
+    def writing_paused(self) -> bool:
+        return self._paused
+
+    async def open(self, addr: str, timeout_ms: int, tls: Tls | None = None) -> RemotingConnection:
+        """Connect to ``addr``; ``ConnectionLostError`` when that fails within ``timeout_ms``."""
+        await self._runtime.connect(
+            addr, timeout_ms, self, tls=tls, write_buffer_bytes=self.bounds.write_buffer_bytes
+        )
+        return self
+
+    # -- the runtime's events ------------------------------------------------------------------
+
+    def connection_made(self, transport: Transport) -> None:
+        self._transport = transport
         self.connected = True
 
-    def when_drained(self) -> defer.Deferred[None]:
-        """Fires once no request is pending (at once when none is)."""
-        if not self._pending:
-            return defer.succeed(None)
-        d: defer.Deferred[None] = defer.Deferred()
-        self._drain_waiters.append(d)
-        return d
-
-    def _check_drained(self) -> None:
-        if not self._pending and self._drain_waiters:
-            waiters, self._drain_waiters = self._drain_waiters, []
-            for d in waiters:
-                d.callback(None)
-
-    def request(self, cmd: RemotingCommand, timeout_ms: int) -> defer.Deferred[RemotingCommand]:
-        """Send ``cmd`` (its opaque is assigned here) and fire with the matching response."""
-        if not self.connected:
-            return defer.fail(ConnectionLostError(f"not connected to {self.label}"))
-        opaque = self._pending.allocate()
-        cmd.opaque = opaque
-        d: defer.Deferred[RemotingCommand] = defer.Deferred()
-        timer = self._clock.callLater(timeout_ms / 1000.0, self._timed_out, opaque, cmd, timeout_ms)
-        self._pending.put(opaque, (d, timer))
-        self._write(encode_command(cmd))
-        self.counters["requests_sent"] += 1
-        return d
-
-    def oneway(self, cmd: RemotingCommand) -> None:
-        if self.connected:
-            self._write(encode_command(cmd))
-            self.counters["oneway_sent"] += 1
-
-    def close(self) -> None:
-        transport: Any = self.transport
-        if self.connected and transport is not None:
-            transport.loseConnection()
-
-    def abort(self) -> None:
-        transport: Any = self.transport
-        if transport is not None:
-            transport.abortConnection()
-
-    def _write(self, data: bytes) -> None:
-        transport: Any = self.transport
-        transport.write(data)
-
-    def _timed_out(self, opaque: int, cmd: RemotingCommand, timeout_ms: int) -> None:
-        entry = self._pending.pop(opaque)
-        if entry is None:
-            return
-        self.counters["requests_timed_out"] += 1
-        entry[0].errback(
-            RequestTimeoutError(
-                f"request code {cmd.code} to {self.label} got no response in {timeout_ms} ms"
-            )
-        )
-        self._check_drained()
-
-    def dataReceived(self, data: bytes) -> None:
+    def data_received(self, data: bytes) -> None:
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:
             self.counters["frames_refused"] += 1
-            log.warning("closing connection to %s: %s", self.label, exc.remark)
+            self._paced.warning("frame", "closing connection to %s: %s", self.label, exc.remark)
             self.abort()
             return
         for cmd in commands:
@@ -137,18 +109,130 @@ class RemotingProtocol(Protocol):
             else:
                 self._request(cmd)
 
+    def connection_lost(self, why: str) -> None:
+        self.connected = False
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        for future, timer, _size in self._pending.drain():
+            timer.cancel()
+            if not future.done():
+                future.set_exception(ConnectionLostError(f"connection to {self.label} lost: {why}"))
+        self.pending_bytes = 0
+        settle(self.lost, None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+        self.counters["writes_paused"] += 1
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        outbox, self._outbox, self._outbox_bytes = self._outbox, [], 0
+        for data in outbox:
+            self._write(data)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def request(self, cmd: RemotingCommand, timeout_ms: int) -> Future[RemotingCommand]:
+        """Send ``cmd`` (its opaque is assigned here); the future of the matching response."""
+        future: Future[RemotingCommand] = self._runtime.future()
+        if not self.connected:
+            future.set_exception(ConnectionLostError(f"not connected to {self.label}"))
+            return future
+        opaque = self._pending.allocate()
+        cmd.opaque = opaque
+        data = encode_command(cmd)
+        bounds = self.bounds
+        if (
+            len(self._pending) >= bounds.max_requests
+            or self.pending_bytes + len(data) > bounds.max_request_bytes
+        ):
+            self.counters["requests_refused_in_flight"] += 1
+            future.set_exception(
+                RequestsInFlightError(
+                    f"{len(self._pending)} requests ({self.pending_bytes} bytes) in flight to "
+                    f"{self.label}: at most {bounds.max_requests} requests and "
+                    f"{bounds.max_request_bytes} bytes"
+                )
+            )
+            return future
+        timer = self._clock.call_later(
+            timeout_ms / 1000.0, partial(self._timed_out, opaque, cmd.code, timeout_ms)
+        )
+        self._pending.put(opaque, (future, timer, len(data)))
+        self.pending_bytes += len(data)
+        future.add_done_callback(partial(self._given_up, opaque))
+        self._write(data, request=True)
+        self.counters["requests_sent"] += 1
+        return future
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        if self.connected:
+            self._write(encode_command(cmd))
+            self.counters["oneway_sent"] += 1
+
+    def close(self) -> None:
+        if self._transport is not None and self.connected:
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _write(self, data: bytes, *, request: bool = False) -> None:
+        if self._transport is None or not self.connected:
+            return
+        if not self._paused:
+            self._transport.write(data)
+            return
+        # The peer is not reading: hold it back. A request's bytes are in ``pending_bytes``
+        # already; anything else (an answer, a oneway) may hold at most the same bound.
+        if not request and self._outbox_bytes + len(data) > self.bounds.max_request_bytes:
+            self.counters["writes_dropped"] += 1
+            self._paced.warning("dropped", "%s does not read: a write was dropped", self.label)
+            return
+        self._outbox.append(data)
+        if not request:
+            self._outbox_bytes += len(data)
+
+    def _forget(self, entry: tuple[Future[RemotingCommand], Timer, int]) -> None:
+        entry[1].cancel()
+        self.pending_bytes -= entry[2]
+
+    def _given_up(self, opaque: int, future: Any) -> None:
+        """A cancelled request leaves nothing behind: its entry and timer go now; a late
+        answer is then counted as one."""
+        if not future.cancelled():
+            return
+        entry = self._pending.pop(opaque)
+        if entry is not None:
+            self._forget(entry)
+            self.counters["requests_cancelled"] += 1
+
+    def _timed_out(self, opaque: int, code: int, timeout_ms: int) -> None:
+        entry = self._pending.pop(opaque)
+        if entry is None:
+            return
+        self._forget(entry)
+        self.counters["requests_timed_out"] += 1
+        future = entry[0]
+        if not future.done():
+            future.set_exception(
+                RequestTimeoutError(
+                    f"request code {code} to {self.label} got no response in {timeout_ms} ms"
+                )
+            )
+
     def _response(self, cmd: RemotingCommand) -> None:
         entry = self._pending.pop(cmd.opaque)
         if entry is None:
-            # Its request timed out already; the caller has its answer.
+            # Timed out or given up already; the caller has its answer.
             self.counters["late_responses"] += 1
             log.debug("response with unknown opaque %d from %s dropped", cmd.opaque, self.label)
             return
-        d, timer = entry
-        if timer.active():
-            timer.cancel()
-        d.callback(cmd)
-        self._check_drained()
+        self._forget(entry)
+        future = entry[0]
+        if not future.done():
+            future.set_result(cmd)
 
     def _request(self, cmd: RemotingCommand) -> None:
         self.counters["requests_received"] += 1
@@ -158,54 +242,34 @@ class RemotingProtocol(Protocol):
         if response is not None and self.connected:
             self._write(encode_command(response))
 
-    def connectionLost(self, reason: Failure | None = None) -> None:
-        self.connected = False
-        why = reason.getErrorMessage() if reason is not None else "closed"
-        for d, timer in self._pending.drain():
-            if timer.active():
-                timer.cancel()
-            d.errback(ConnectionLostError(f"connection to {self.label} lost: {why}"))
-        self._check_drained()
-        if not self.lost.called:
-            self.lost.callback(None)
-
     def __repr__(self) -> str:
         state = "connected" if self.connected else "closed"
-        return f"<RemotingProtocol {self.label} {state} pending={self.pending}>"
+        return f"<RemotingConnection {self.label} {state} pending={self.pending}>"
 
 
-def endpoint_for(reactor: Any, addr: str, timeout_s: float, tls_ca_file: str | None = None) -> Any:
-    """A client endpoint for ``HOST:PORT``: IP literals connect directly, names are resolved.
+async def close_within(runtime: Runtime, conns: list[RemotingConnection], timeout_ms: int) -> None:
+    """Close ``conns``; those not closed within ``timeout_ms`` (a peer that does not read
+    keeps a graceful close waiting for ever) are aborted, and this returns."""
+    open_ = [c for c in conns if c.connected]
+    for conn in conns:
+        conn.close()
+    if not open_:
+        return
+    everything: Future[None] = runtime.future()
+    left = len(open_)
 
-    ``tls_ca_file`` not None wraps it in TLS: verified against that CA file when it names one,
-    encrypted without verification when it is empty (upstream's ``tls.test.mode.enable``).
-    """
-    host, port = split_addr(addr)
-    endpoint: Any
-    if isIPAddress(host):
-        endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=timeout_s)
-    elif isIPv6Address(host):
-        endpoint = TCP6ClientEndpoint(reactor, host, port, timeout=timeout_s)
-    else:
-        endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout_s)
-    if tls_ca_file is None:
-        return endpoint
-    return wrapClientTLS(client_tls_options(tls_ca_file, host), endpoint)
+    def one_lost(_f: Any) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            settle(everything, None)
 
-
-def client_tls_options(ca_file: str, hostname: str) -> Any:
-    if not ca_file:
-        return ssl.CertificateOptions(verify=False)
-    try:
-        with open(ca_file, "rb") as fh:
-            root = ssl.Certificate.loadPEM(fh.read())
-    except OSError as exc:
-        raise ClientConfigError(f"cannot read tls_ca_file {ca_file}: {exc.strerror}") from exc
-    return ssl.optionsForClientTLS(hostname, trustRoot=root)
-
-
-def describe(value: Any) -> str:
-    """A failure or exception as one line, for logs."""
-    if isinstance(value, Failure):
-        return f"{value.type.__name__}: {value.getErrorMessage()}"  # type: ignore[union-attr]
-    return f"{type(value).__name__}: {value}"
+    for conn in open_:
+        conn.lost.add_done_callback(one_lost)
+    await wait(runtime, everything, timeout_ms / 1000.0)
+    stuck = [c for c in open_ if not c.lost.done()]
+    for conn in stuck:
+        conn.counters["close_aborted"] += 1
+        conn.abort()
+    if stuck:
+        log.warning("%d connection(s) did not close within %d ms: aborted", len(stuck), timeout_ms)
