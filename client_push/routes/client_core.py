@@ -490,6 +490,7 @@ class RouteClientCore:
             connects=self._link.connects,
             connect_failures=self._link.connect_failures,
         )
+        out.update({f"wire.{k}": v for k, v in self._link.counters.items()})
         return out
 
     # -- the name server's requests and the link's events -------------------------------------

@@ -99,6 +99,7 @@ class FetchTable(Generic[W]):
         self._listeners = listeners
         self._counters = counters
         self._marks = marks
+        self._paced = session.paced
         self.inflight: dict[str, Fetch[W]] = {}
         self.stopped = False
 
@@ -186,10 +187,11 @@ class FetchTable(Generic[W]):
             del self.inflight[fetch.topic]
         waiters, fetch.waiters = fetch.waiters, []
         if isinstance(outcome, Exception) and not waiters and not self.stopped:
-            level = logging.DEBUG if isinstance(outcome, TopicNotExistError) else logging.WARNING
-            log.log(
-                level, "background fetch of %s (%s) failed: %s", fetch.topic, fetch.cause, outcome
-            )
+            what = "background fetch of %s (%s) failed: %s"
+            if isinstance(outcome, TopicNotExistError):
+                log.debug(what, fetch.topic, fetch.cause, outcome)
+            else:  # a server can fail every fetch: paced, each one counted (fetch_failed)
+                self._paced.warning("fetch", what, fetch.topic[:200], fetch.cause, outcome)
         follow_up = fetch.follow_up
         if follow_up is None or self.stopped or not self._cache.is_held(fetch.topic):
             return waiters, None

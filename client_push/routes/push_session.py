@@ -100,7 +100,8 @@ class PushSession:
         self._unsupported = False
         self._healthy = False
         self._connected_before = False
-        self._paced = PacedLog(log, clock)
+        self.paced = PacedLog(log, clock)
+        """Warnings a server can provoke at will (malformed frames, failing fetches), paced."""
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -261,7 +262,7 @@ class PushSession:
     def subscribe_unreadable(self, server: str, remark: str) -> list[Action]:
         """A SUBSCRIBE ack whose body cannot be read."""
         self.counters["subscribe_refused"] += 1
-        self._paced.warning("ack", "malformed SUBSCRIBE ack from %s: %s", server, remark)
+        self.paced.warning("ack", "malformed SUBSCRIBE ack from %s: %s", server, remark)
         out: list[Action] = []
         self._set_healthy(False, out)
         return out
@@ -325,7 +326,7 @@ class PushSession:
     def notification_unreadable(self, server: str, remark: str) -> list[Action]:
         """A change was announced but cannot be read: any held topic may be stale."""
         self.counters["notifications_unreadable"] += 1
-        self._paced.warning("notify", "malformed NOTIFY from %s: %s", server, remark)
+        self.paced.warning("notify", "malformed NOTIFY from %s: %s", server, remark)
         out: list[Action] = []
         self._refetch_all(GAP, None, out)
         return out

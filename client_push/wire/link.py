@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,6 +69,8 @@ class NameServerLink:
         self._state: LinkState[RemotingConnection] = LinkState(
             self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
         )
+        self.counters: Counter[str] = Counter()
+        """What the connections met, over all of them (``wire.*`` in the client's stats)."""
         self._connecting: dict[str, Task] = {}
         self._retry = Timer(runtime, self._connect)
         self._waiters: list[Future[RemotingConnection]] = []
@@ -223,7 +226,12 @@ class NameServerLink:
     async def _open(self, addr: str) -> None:
         cfg = self._config
         conn = RemotingConnection(
-            self._runtime, self._bounds, self._on_request, label=addr, paced=self._paced
+            self._runtime,
+            self._bounds,
+            self._on_request,
+            label=addr,
+            paced=self._paced,
+            counters=self.counters,
         )
         tls = Tls(cfg.tls_ca_file) if cfg.tls else None
         try:

@@ -14,7 +14,7 @@ out is part of those bytes; a malformed frame closes the connection with a paced
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -53,7 +53,10 @@ class RemotingConnection:
         *,
         label: str = "?",
         paced: PacedLog | None = None,
+        counters: Counter[str] | None = None,
     ) -> None:
+        """``counters``/``paced``: shared by the connections of one owner, so what a peer
+        provokes is counted and paced across its reconnects."""
         self._runtime = runtime
         self._clock = runtime.clock
         self.bounds = bounds
@@ -62,7 +65,7 @@ class RemotingConnection:
         self._pending: RequestTable[tuple[Future[RemotingCommand], Timer, int]] = RequestTable()
         self._transport: Transport | None = None
         self._paused = False
-        self._outbox: list[bytes] = []
+        self._outbox: deque[tuple[bytes, bool]] = deque()
         self._outbox_bytes = 0
         self.pending_bytes = 0
         """Encoded bytes of the requests in the table."""
@@ -70,7 +73,7 @@ class RemotingConnection:
         self.connected = False
         self.lost: Future[None] = runtime.future()
         """Done (with None) when the connection closes, for whatever reason."""
-        self.counters: Counter[str] = Counter()
+        self.counters: Counter[str] = Counter() if counters is None else counters
         self._paced = paced or PacedLog(log, self._clock.time)
 
     @property
@@ -125,10 +128,14 @@ class RemotingConnection:
         self.counters["writes_paused"] += 1
 
     def resume_writing(self) -> None:
+        """Write what was held back, in order, until the transport is full again."""
         self._paused = False
-        outbox, self._outbox, self._outbox_bytes = self._outbox, [], 0
-        for data in outbox:
-            self._write(data)
+        outbox = self._outbox
+        while outbox and not self._paused and self._transport is not None and self.connected:
+            data, counted = outbox.popleft()
+            if counted:
+                self._outbox_bytes -= len(data)
+            self._transport.write(data)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -181,7 +188,7 @@ class RemotingConnection:
     def _write(self, data: bytes, *, request: bool = False) -> None:
         if self._transport is None or not self.connected:
             return
-        if not self._paused:
+        if not self._paused and not self._outbox:
             self._transport.write(data)
             return
         # The peer is not reading: hold it back. A request's bytes are in ``pending_bytes``
@@ -190,7 +197,7 @@ class RemotingConnection:
             self.counters["writes_dropped"] += 1
             self._paced.warning("dropped", "%s does not read: a write was dropped", self.label)
             return
-        self._outbox.append(data)
+        self._outbox.append((data, not request))
         if not request:
             self._outbox_bytes += len(data)
 
