@@ -61,10 +61,10 @@ class ClientConfig:
     reconnect_max_ms: int = 10_000
     max_frame_size: int = 16 * MIB
     """Frames announcing more than this close the connection (upstream's frameMaxLength)."""
-    max_route_body_bytes: int = 4 * MIB
+    max_route_body_bytes: int = 1 * MIB
     """A route answer (or an inline route) with a body larger than this is refused before it is
-    decoded (the lookup fails with ``RouteTooLargeError``): decoding runs on the event loop, and
-    this bounds how long one route can hold it (docs/config.md gives the measured cost)."""
+    decoded (the lookup fails with ``RouteClientError``): decoding runs on the event loop, and
+    this bounds how long one route can hold it (docs/client-runtime.md gives the measured cost)."""
     max_requests_in_flight: int = 10_000
     """Requests sent on one name-server connection and not answered yet; one more fails at
     once with ``RequestsInFlightError`` (so do requests waiting for a connection past it)."""

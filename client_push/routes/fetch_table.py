@@ -10,7 +10,6 @@ hands back; a waiter is whatever the glue waits on (a Deferred, a Future).
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
