@@ -13,7 +13,6 @@ behind: nothing) are ``client_push.producer.producer_core``'s, the same as Twist
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
 from types import TracebackType
 
 from client_push.aio.client import RouteClient
@@ -59,35 +58,3 @@ class Producer(ProducerCore):
         """Stop the detector, fail the sends in flight and close the broker connections
         (within ``close_timeout_ms``)."""
         await self._close()
-
-    async def send(
-        self,
-        topic: str,
-        body: bytes,
-        *,
-        keys: Iterable[str] = (),
-        tags: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        timeout_ms: int | None = None,
-    ) -> SendResult:
-        """The ``SendResult`` once a broker stored the message. Raises ``MessageError``
-        (refused before sending), ``BrokerRefusedError``, ``SendError`` (no broker took it),
-        or what the route lookup raises (``TopicNotExistError``, ``NoMasterError``, ...)."""
-        result: SendResult = await self._send(
-            topic, body, keys, tags, properties, timeout_ms, oneway=False
-        )
-        return result
-
-    async def send_oneway(
-        self,
-        topic: str,
-        body: bytes,
-        *,
-        keys: Iterable[str] = (),
-        tags: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        timeout_ms: int | None = None,
-    ) -> None:
-        """Returns once the message is written to a broker's connection; no answer, no retry
-        (as upstream's ``sendOneway``)."""
-        await self._send(topic, body, keys, tags, properties, timeout_ms, oneway=True)

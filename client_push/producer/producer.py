@@ -4,13 +4,12 @@
     producer.start()
     result = await producer.send("TopicTest", b"hello", keys=["order-1"], tags="TagA")
 
-``send`` and ``send_oneway`` return Deferreds; the rules are ``producer_core``'s.
+``send`` and ``send_oneway`` return Deferreds; everything else is ``producer_core``'s.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from client_push.producer.config import ProducerConfig
@@ -45,48 +44,3 @@ class Producer(ProducerCore):
         """Close the broker connections and stop the detector; sends in flight fail. A
         Deferred that fires once the connections are closed (within ``close_timeout_ms``)."""
         return self._runtime.public(self._close())
-
-    def send(
-        self,
-        topic: str,
-        body: bytes,
-        *,
-        keys: Iterable[str] = (),
-        tags: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        timeout_ms: int | None = None,
-    ) -> Any:
-        """A Deferred of the ``SendResult`` once a broker stored the message; errbacks with
-        ``MessageError`` (refused before sending), ``BrokerRefusedError``, ``SendError`` (no
-        broker took it), or what the route lookup raises (``TopicNotExistError``, ...)."""
-        return self._runtime.public(
-            self._public(topic, body, keys, tags, properties, timeout_ms, False)
-        )
-
-    def send_oneway(
-        self,
-        topic: str,
-        body: bytes,
-        *,
-        keys: Iterable[str] = (),
-        tags: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        timeout_ms: int | None = None,
-    ) -> Any:
-        """A Deferred that fires once the message is written to a broker's connection; no
-        answer, no retry (as upstream's ``sendOneway``)."""
-        return self._runtime.public(
-            self._public(topic, body, keys, tags, properties, timeout_ms, True)
-        )
-
-    async def _public(
-        self,
-        topic: str,
-        body: bytes,
-        keys: Iterable[str],
-        tags: str | None,
-        properties: Mapping[str, str] | None,
-        timeout_ms: int | None,
-        oneway: bool,
-    ) -> Any:
-        return await self._send(topic, body, keys, tags, properties, timeout_ms, oneway=oneway)

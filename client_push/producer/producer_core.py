@@ -18,7 +18,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from client_push.producer import send_flow
 from client_push.producer.broker_conns import BrokerConnections
@@ -31,8 +31,6 @@ from client_push.runtime.interface import Future, Runtime, settle
 from client_push.wire.timer import Timer
 
 log = logging.getLogger("client_push.producer.producer")
-
-T = TypeVar("T")
 
 TIDY_INTERVAL_S = 30.0
 """How often connections to brokers that left every held route are closed."""
@@ -94,21 +92,59 @@ class ProducerCore:
 
     # -- sending -------------------------------------------------------------------------------
 
-    def _send(
+    def send(
         self,
+        topic: str,
+        body: bytes,
+        *,
+        keys: Iterable[str] = (),
+        tags: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """The ``SendResult`` once a broker stored the message, as the loop's awaitable (a
+        Deferred on Twisted). Fails with ``MessageError`` (refused before sending),
+        ``BrokerRefusedError``, ``SendError`` (no broker took it), or what the route lookup
+        raises (``TopicNotExistError``, ``NoMasterError``, ...)."""
+        flow = send_flow.send
+        return self._runtime.public(
+            self._send(flow, topic, body, keys, tags, properties, timeout_ms)
+        )
+
+    def send_oneway(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        keys: Iterable[str] = (),
+        tags: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """Done once the message is written to a broker's connection; no answer, no retry (as
+        upstream's ``sendOneway``)."""
+        flow = send_flow.send_oneway
+        return self._runtime.public(
+            self._send(flow, topic, body, keys, tags, properties, timeout_ms)
+        )
+
+    async def _send(
+        self,
+        flow: Callable[..., Awaitable[Any]],
         topic: str,
         body: bytes,
         keys: Iterable[str],
         tags: str | None,
         properties: Mapping[str, str] | None,
         timeout_ms: int | None,
-        *,
-        oneway: bool,
-    ) -> Awaitable[Any]:
+    ) -> Any:
         message = self._encode(topic, body, keys, tags, properties)
         timeout = self.config.send_timeout_ms if timeout_ms is None else timeout_ms
-        flow = send_flow.send_oneway if oneway else send_flow.send
-        return self._tracked(flow(self.core, self.routing, self, message, timeout))
+        self._sends += 1
+        try:
+            return await flow(self.core, self.routing, self, message, timeout)
+        finally:
+            self._sends -= 1
 
     def stats(self) -> dict[str, Any]:
         return self.core.stats(self.routing.stats(), self.connections.counters)
@@ -120,13 +156,6 @@ class ProducerCore:
         out.update(self.connections.outstanding())
         out.update(self.routing.outstanding())
         return out
-
-    async def _tracked(self, send: Awaitable[T]) -> T:
-        self._sends += 1
-        try:
-            return await send
-        finally:
-            self._sends -= 1
 
     def _encode(
         self,

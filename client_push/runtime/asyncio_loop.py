@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from client_push.config import split_addr
 from client_push.errors import ConnectionLostError
-from client_push.runtime.interface import Clock, Stream, Timer, Tls
+from client_push.runtime.interface import Clock, Stream, Target, Timer
 
 log = logging.getLogger("client_push.runtime")
 
@@ -103,31 +103,24 @@ class AsyncioRuntime:
     def call_later_real(self, delay: float, callback: Callable[[], None]) -> asyncio.Handle:
         return self.loop.call_later(max(0.0, delay), callback)
 
-    async def connect(
-        self,
-        addr: str,
-        timeout_ms: int,
-        stream: Stream,
-        *,
-        tls: Tls | None = None,
-        write_buffer_bytes: int = 64 * 1024,
-    ) -> None:
-        host, port = split_addr(addr)
+    async def connect(self, target: Target, stream: Stream) -> None:
+        host, port = split_addr(target.addr)
+        tls = target.tls
         context = None if tls is None else _tls_context(tls.ca_file)
         try:
             await asyncio.wait_for(
                 self.loop.create_connection(
-                    lambda: _StreamProtocol(stream, write_buffer_bytes),
+                    lambda: _StreamProtocol(stream, target.write_buffer_bytes),
                     host,
                     port,
                     ssl=context,
-                    server_hostname=host if context is not None and tls and tls.ca_file else None,
+                    server_hostname=host if tls is not None and tls.ca_file else None,
                 ),
-                max(timeout_ms, 1) / 1000.0,
+                max(target.timeout_ms, 1) / 1000.0,
             )
         except (TimeoutError, OSError) as exc:
             raise ConnectionLostError(
-                f"cannot connect to {addr}: {type(exc).__name__}: {exc}"
+                f"cannot connect to {target.addr}: {type(exc).__name__}: {exc}"
             ) from None
 
     def public(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:

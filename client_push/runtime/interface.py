@@ -96,6 +96,17 @@ class Tls:
     ca_file: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where to connect: ``HOST:PORT`` within ``timeout_ms``, with TLS or not, and the
+    transport buffer above which the peer counts as not reading."""
+
+    addr: str
+    timeout_ms: int
+    tls: Tls | None = None
+    write_buffer_bytes: int = 64 * 1024
+
+
 class Runtime(Protocol):
     @property
     def clock(self) -> Clock: ...
@@ -119,17 +130,8 @@ class Runtime(Protocol):
         """A timer on the loop's own time: it bounds real socket work (connect, close)."""
         ...
 
-    def connect(
-        self,
-        addr: str,
-        timeout_ms: int,
-        stream: Stream,
-        *,
-        tls: Tls | None = None,
-        write_buffer_bytes: int = 64 * 1024,
-    ) -> Awaitable[None]:
-        """Connect ``stream`` to ``HOST:PORT`` within ``timeout_ms``; raises
-        ``ConnectionLostError`` when that fails."""
+    def connect(self, target: Target, stream: Stream) -> Awaitable[None]:
+        """Connect ``stream``; raises ``ConnectionLostError`` when that fails in time."""
         ...
 
     def public(self, coro: Coroutine[Any, Any, T]) -> Any:

@@ -28,7 +28,7 @@ from twisted.python.failure import Failure
 
 from client_push.config import ClientConfigError, split_addr
 from client_push.errors import ConnectionLostError
-from client_push.runtime.interface import Stream, Tls
+from client_push.runtime.interface import Stream, Target
 
 log = logging.getLogger("client_push.runtime")
 
@@ -179,25 +179,17 @@ class TwistedRuntime:
     def call_later_real(self, delay: float, callback: Callable[[], None]) -> _Call:
         return _Call(self.reactor.callLater(max(0.0, delay), callback))
 
-    async def connect(
-        self,
-        addr: str,
-        timeout_ms: int,
-        stream: Stream,
-        *,
-        tls: Tls | None = None,
-        write_buffer_bytes: int = 64 * 1024,
-    ) -> None:
-        endpoint = endpoint_for(
-            self.reactor, addr, max(timeout_ms, 1) / 1000.0, None if tls is None else tls.ca_file
-        )
-        connecting = connectProtocol(endpoint, _StreamProtocol(stream, write_buffer_bytes))
-        deadline = self.call_later_real(max(timeout_ms, 1) / 1000.0, connecting.cancel)
+    async def connect(self, target: Target, stream: Stream) -> None:
+        timeout_s = max(target.timeout_ms, 1) / 1000.0
+        ca_file = None if target.tls is None else target.tls.ca_file
+        endpoint = endpoint_for(self.reactor, target.addr, timeout_s, ca_file)
+        connecting = connectProtocol(endpoint, _StreamProtocol(stream, target.write_buffer_bytes))
+        deadline = self.call_later_real(timeout_s, connecting.cancel)
         try:
             await connecting
         except Exception as exc:
             why = "timed out" if isinstance(exc, defer.CancelledError) else describe(exc)
-            raise ConnectionLostError(f"cannot connect to {addr}: {why}") from None
+            raise ConnectionLostError(f"cannot connect to {target.addr}: {why}") from None
         finally:
             deadline.cancel()
 

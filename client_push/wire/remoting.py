@@ -21,7 +21,16 @@ from functools import partial
 from typing import Any
 
 from client_push.errors import ConnectionLostError, RequestsInFlightError, RequestTimeoutError
-from client_push.runtime.interface import Future, Runtime, Timer, Tls, Transport, settle, wait
+from client_push.runtime.interface import (
+    Future,
+    Runtime,
+    Target,
+    Timer,
+    Tls,
+    Transport,
+    settle,
+    wait,
+)
 from client_push.wire.paced_log import PacedLog
 from client_push.wire.request_table import RequestTable, answer_server_request
 from protocol.errors import FrameError
@@ -87,9 +96,8 @@ class RemotingConnection:
 
     async def open(self, addr: str, timeout_ms: int, tls: Tls | None = None) -> RemotingConnection:
         """Connect to ``addr``; ``ConnectionLostError`` when that fails within ``timeout_ms``."""
-        await self._runtime.connect(
-            addr, timeout_ms, self, tls=tls, write_buffer_bytes=self.bounds.write_buffer_bytes
-        )
+        target = Target(addr, timeout_ms, tls, self.bounds.write_buffer_bytes)
+        await self._runtime.connect(target, self)
         return self
 
     # -- the runtime's events ------------------------------------------------------------------
