@@ -24,6 +24,7 @@ from client_push.producer.broker_wire import (
 from client_push.runtime.interface import Future, Runtime, Task, fail, settle
 from client_push.wire.remoting import (
     ConnectionBounds,
+    Deadline,
     RemotingConnection,
     RequestHandler,
     close_within,
@@ -138,8 +139,11 @@ class BrokerConnections:
             self._retire(conn)
             self.counters["connections_dropped"] += 1
 
-    async def stop(self) -> None:
-        """Close every connection; returns within ``close_timeout_ms`` whatever the brokers do."""
+    async def stop(self, deadline: Deadline | None = None) -> None:
+        """Close every connection; returns by ``deadline`` (default: ``close_timeout_ms`` from
+        now) whatever the brokers do."""
+        if deadline is None:
+            deadline = Deadline(self._runtime, self._close_timeout_ms)
         for connect in list(self._connecting.values()):
             if connect.task is not None:
                 connect.task.cancel()
@@ -147,7 +151,7 @@ class BrokerConnections:
         self._connecting.clear()
         conns = [*self._conns.stop(), *self._retired]
         self._retired.clear()
-        await close_within(self._runtime, conns, self._close_timeout_ms)
+        await close_within(self._runtime, conns, deadline)
 
     # -- connections ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from client_push.producer.send_core import SendCore, SendError
 from client_push.producer.shared_routing import SharedRouting
 from client_push.routes.client_core import RouteClientCore
 from client_push.runtime.interface import Future, Runtime, settle
+from client_push.wire.remoting import Deadline
 from client_push.wire.timer import Timer
 
 log = logging.getLogger("client_push.producer.producer")
@@ -86,9 +87,10 @@ class ProducerCore:
         """Stop the detector, fail the sends in flight (``ConnectionLostError`` inside, a
         ``SendError`` out) and close the broker connections, within ``close_timeout_ms``."""
         self._stopped = True
+        deadline = Deadline(self._runtime, self.config.close_timeout_ms)
         self._tidy.cancel()
         self.routing.stop()
-        await self.connections.stop()
+        await self.connections.stop(deadline)
 
     # -- sending -------------------------------------------------------------------------------
 

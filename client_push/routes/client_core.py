@@ -54,7 +54,7 @@ from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache,
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
 from client_push.runtime.interface import Runtime
 from client_push.wire.link import NameServerLink
-from client_push.wire.remoting import RemotingConnection
+from client_push.wire.remoting import Deadline, RemotingConnection
 from client_push.wire.timer import Timer
 from protocol.frame import RemotingCommand
 
@@ -181,6 +181,7 @@ class RouteClientCore:
         if self._stopped:
             return
         self._stopped = True
+        deadline = Deadline(self._runtime, self.config.close_timeout_ms)
         for stream in list(self._streams):
             stream.close()
         self._subscriptions.stop()
@@ -188,7 +189,7 @@ class RouteClientCore:
             timer.cancel()
         self._fetches.stop()
         try:
-            await self._link.stop()
+            await self._link.stop(deadline)
         finally:
             self._telemetry.close()
 
@@ -292,6 +293,7 @@ class RouteClientCore:
         return {
             "requests": sum(conn.pending for conn in link.connections),
             "request_bytes": sum(conn.pending_bytes for conn in link.connections),
+            "held_back_writes": sum(conn.held_back for conn in link.connections),
             "waiting_for_connection": link.waiting,
             "fetches": len(self._fetches.inflight),
             "fetch_tasks": len(self._fetches.requests),

@@ -148,20 +148,3 @@ def settle(future: Future[T], value: T) -> None:
 def fail(future: Future[Any], exc: BaseException) -> None:
     if not future.done():
         future.set_exception(exc)
-
-
-async def wait(runtime: Runtime, future: Future[T], timeout: float | None) -> T | None:
-    """``future``'s value, or None when ``timeout`` seconds of the runtime's real time pass
-    first (``future`` is left as it is)."""
-    if timeout is None:
-        return await future
-    gate: Future[None] = runtime.future()
-    future.add_done_callback(lambda _f: settle(gate, None))
-    timer = runtime.call_later_real(timeout, lambda: settle(gate, None))
-    try:
-        await gate
-    finally:
-        timer.cancel()
-    if future.done() and not future.cancelled():
-        return await future
-    return None

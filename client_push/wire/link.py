@@ -26,6 +26,7 @@ from client_push.wire.nameserver_selector import NameServerSelector
 from client_push.wire.paced_log import PacedLog
 from client_push.wire.remoting import (
     ConnectionBounds,
+    Deadline,
     RemotingConnection,
     RequestHandler,
     close_within,
@@ -116,9 +117,12 @@ class NameServerLink:
     def start(self) -> None:
         self._connect()
 
-    async def stop(self) -> None:
+    async def stop(self, deadline: Deadline | None = None) -> None:
         """Close every connection; pending requests fail with ``ConnectionLostError``. Returns
-        within ``close_timeout_ms``: a connection not closed by then is aborted."""
+        by ``deadline`` (default: ``close_timeout_ms`` from now): a connection not closed by
+        then is aborted."""
+        if deadline is None:
+            deadline = Deadline(self._runtime, self._config.close_timeout_ms)
         self._retry.cancel()
         conns = list(self._state.stop())
         for task in list(self._connecting.values()):
@@ -127,7 +131,7 @@ class NameServerLink:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             fail(waiter, ClientStoppedError("route client stopped"))
-        await close_within(self._runtime, conns, self._config.close_timeout_ms)
+        await close_within(self._runtime, conns, deadline)
 
     def update_addrs(self, addrs: Sequence[str]) -> None:
         """A new name-server list; a changed list moves the client (#3870 3.1.1.1)."""

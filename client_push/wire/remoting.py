@@ -13,8 +13,9 @@ out is part of those bytes; a malformed frame closes the connection with a paced
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections import Counter, deque
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -29,7 +30,6 @@ from client_push.runtime.interface import (
     Tls,
     Transport,
     settle,
-    wait,
 )
 from client_push.wire.paced_log import PacedLog
 from client_push.wire.request_table import RequestTable, answer_server_request
@@ -74,8 +74,13 @@ class RemotingConnection:
         self._pending: RequestTable[tuple[Future[RemotingCommand], Timer, int]] = RequestTable()
         self._transport: Transport | None = None
         self._paused = False
-        self._outbox: deque[tuple[bytes, bool]] = deque()
+        self._outbox: OrderedDict[int, bytes] = OrderedDict()
+        """Writes held back while the peer does not read, in order: a request's under its
+        opaque (it leaves with its table entry: a request timed out or given up is never
+        written), anything else under a negative key."""
+        self._outbox_keys = itertools.count(-1, -1)
         self._outbox_bytes = 0
+        """Bytes of the held-back writes that are not requests."""
         self.pending_bytes = 0
         """Encoded bytes of the requests in the table."""
         self.label = label
@@ -93,6 +98,11 @@ class RemotingConnection:
     @property
     def writing_paused(self) -> bool:
         return self._paused
+
+    @property
+    def held_back(self) -> int:
+        """Writes waiting for the peer to read."""
+        return len(self._outbox)
 
     async def open(self, addr: str, timeout_ms: int, tls: Tls | None = None) -> RemotingConnection:
         """Connect to ``addr``; ``ConnectionLostError`` when that fails within ``timeout_ms``."""
@@ -140,8 +150,8 @@ class RemotingConnection:
         self._paused = False
         outbox = self._outbox
         while outbox and not self._paused and self._transport is not None and self.connected:
-            data, counted = outbox.popleft()
-            if counted:
+            key, data = outbox.popitem(last=False)
+            if key < 0:
                 self._outbox_bytes -= len(data)
             self._transport.write(data)
 
@@ -176,7 +186,7 @@ class RemotingConnection:
         self._pending.put(opaque, (future, timer, len(data)))
         self.pending_bytes += len(data)
         future.add_done_callback(partial(self._given_up, opaque))
-        self._write(data, request=True)
+        self._write(data, opaque)
         self.counters["requests_sent"] += 1
         return future
 
@@ -193,25 +203,29 @@ class RemotingConnection:
         if self._transport is not None:
             self._transport.abort()
 
-    def _write(self, data: bytes, *, request: bool = False) -> None:
+    def _write(self, data: bytes, opaque: int | None = None) -> None:
+        """Write ``data`` (a request's when ``opaque`` is given), or hold it back while the
+        peer does not read."""
         if self._transport is None or not self.connected:
             return
         if not self._paused and not self._outbox:
             self._transport.write(data)
             return
-        # The peer is not reading: hold it back. A request's bytes are in ``pending_bytes``
-        # already; anything else (an answer, a oneway) may hold at most the same bound.
-        if not request and self._outbox_bytes + len(data) > self.bounds.max_request_bytes:
-            self.counters["writes_dropped"] += 1
-            self._paced.warning("dropped", "%s does not read: a write was dropped", self.label)
-            return
-        self._outbox.append((data, not request))
-        if not request:
+        # A request's bytes are in ``pending_bytes`` already; anything else (an answer, a
+        # oneway) may hold at most the same bound.
+        if opaque is None:
+            if self._outbox_bytes + len(data) > self.bounds.max_request_bytes:
+                self.counters["writes_dropped"] += 1
+                self._paced.warning("dropped", "%s does not read: a write was dropped", self.label)
+                return
             self._outbox_bytes += len(data)
+            opaque = next(self._outbox_keys)
+        self._outbox[opaque] = data
 
-    def _forget(self, entry: tuple[Future[RemotingCommand], Timer, int]) -> None:
+    def _forget(self, opaque: int, entry: tuple[Future[RemotingCommand], Timer, int]) -> None:
         entry[1].cancel()
         self.pending_bytes -= entry[2]
+        self._outbox.pop(opaque, None)
 
     def _given_up(self, opaque: int, future: Any) -> None:
         """A cancelled request leaves nothing behind: its entry and timer go now; a late
@@ -220,14 +234,14 @@ class RemotingConnection:
             return
         entry = self._pending.pop(opaque)
         if entry is not None:
-            self._forget(entry)
+            self._forget(opaque, entry)
             self.counters["requests_cancelled"] += 1
 
     def _timed_out(self, opaque: int, code: int, timeout_ms: int) -> None:
         entry = self._pending.pop(opaque)
         if entry is None:
             return
-        self._forget(entry)
+        self._forget(opaque, entry)
         self.counters["requests_timed_out"] += 1
         future = entry[0]
         if not future.done():
@@ -244,7 +258,7 @@ class RemotingConnection:
             self.counters["late_responses"] += 1
             log.debug("response with unknown opaque %d from %s dropped", cmd.opaque, self.label)
             return
-        self._forget(entry)
+        self._forget(cmd.opaque, entry)
         future = entry[0]
         if not future.done():
             future.set_result(cmd)
@@ -262,13 +276,33 @@ class RemotingConnection:
         return f"<RemotingConnection {self.label} {state} pending={self.pending}>"
 
 
-async def close_within(runtime: Runtime, conns: list[RemotingConnection], timeout_ms: int) -> None:
-    """Close ``conns``; those not closed within ``timeout_ms`` (a peer that does not read
-    keeps a graceful close waiting for ever) are aborted, and this returns."""
+class Deadline:
+    """A moment ``timeout_ms`` of the loop's own time from now (it bounds real socket work):
+    ``expired`` is done then. Started when a close begins, so everything the close does counts
+    against it."""
+
+    def __init__(self, runtime: Runtime, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.expired: Future[None] = runtime.future()
+        self._timer = runtime.call_later_real(timeout_ms / 1000.0, self._expire)
+
+    def _expire(self) -> None:
+        settle(self.expired, None)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+async def close_within(
+    runtime: Runtime, conns: list[RemotingConnection], deadline: Deadline
+) -> None:
+    """Close ``conns``; those not closed by ``deadline`` (a peer that does not read keeps a
+    graceful close waiting for ever) are aborted, and this returns."""
     open_ = [c for c in conns if c.connected]
     for conn in conns:
         conn.close()
     if not open_:
+        deadline.cancel()
         return
     everything: Future[None] = runtime.future()
     left = len(open_)
@@ -281,10 +315,14 @@ async def close_within(runtime: Runtime, conns: list[RemotingConnection], timeou
 
     for conn in open_:
         conn.lost.add_done_callback(one_lost)
-    await wait(runtime, everything, timeout_ms / 1000.0)
+    deadline.expired.add_done_callback(lambda _f: settle(everything, None))
+    await everything
+    deadline.cancel()
     stuck = [c for c in open_ if not c.lost.done()]
     for conn in stuck:
         conn.counters["close_aborted"] += 1
         conn.abort()
     if stuck:
-        log.warning("%d connection(s) did not close within %d ms: aborted", len(stuck), timeout_ms)
+        log.warning(
+            "%d connection(s) did not close within %d ms: aborted", len(stuck), deadline.timeout_ms
+        )

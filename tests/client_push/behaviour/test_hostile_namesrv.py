@@ -143,6 +143,11 @@ async def test_a_name_server_that_never_reads_pauses_writing_and_bounds_the_byte
     assert stats["wire.requests_refused_in_flight"] >= 1
     assert outcomes and set(outcomes) == {"RequestsInFlightError"}
     assert d.client.outstanding()["request_bytes"] > bound // 2  # it was full, not idle
+    assert d.client.outstanding()["held_back_writes"] > 0
+    # Requests that time out while held back leave with their bytes: never written later.
+    await d.advance(3.0)
+    await until(lambda: d.client.outstanding()["request_bytes"] == 0)
+    assert d.client.outstanding()["held_back_writes"] == 0
 
 
 @pytest_twisted.ensureDeferred
