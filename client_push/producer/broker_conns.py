@@ -22,6 +22,7 @@ from client_push.producer.broker_wire import (
     is_go_away,
 )
 from client_push.runtime.interface import Future, Runtime, Task, fail, settle
+from client_push.wire.paced_log import PacedLog
 from client_push.wire.remoting import (
     ConnectionBounds,
     Deadline,
@@ -42,9 +43,10 @@ async def kept_connection(
     bounds: ConnectionBounds,
     on_request: RequestHandler,
     counters: Counter[str],
+    paced: PacedLog,
 ) -> RemotingConnection:
     """A new connection to ``addr``, kept in ``conns`` until it closes."""
-    conn = RemotingConnection(runtime, bounds, on_request, label=addr)
+    conn = RemotingConnection(runtime, bounds, on_request, label=addr, paced=paced)
     try:
         await conn.open(addr, timeout_ms)
     except ConnectionLostError as exc:
@@ -90,6 +92,8 @@ class BrokerConnections:
         self._honour_go_away = honour_go_away
         self._close_timeout_ms = close_timeout_ms
         self._conns: KeptConnections[RemotingConnection] = KeptConnections()
+        self.paced = PacedLog(log, lambda: runtime.clock.time())
+        """One pace for the warnings of every connection, reopened ones included."""
         self._connecting: dict[str, _Connect] = {}
         self._retired: set[RemotingConnection] = set()
         self.counters: Counter[str] = Counter()
@@ -191,6 +195,7 @@ class BrokerConnections:
                 self._bounds,
                 self._on_request,
                 self.counters,
+                self.paced,
             )
         except self._runtime.cancelled_error:
             raise

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from client_push.config import ClientConfig, split_addr
-from client_push.errors import ClientStoppedError, RequestTimeoutError
+from client_push.errors import ClientStoppedError, RequestsInFlightError, RequestTimeoutError
 from client_push.runtime.interface import Future, Runtime, Task, Tls, fail, settle
 from client_push.wire.backoff import Backoff
 from client_push.wire.link_state import LinkOwner, LinkState
@@ -173,8 +173,9 @@ class NameServerLink:
         if conn is not None:
             return conn
         if len(self._waiters) >= self._bounds.max_requests:
-            raise RequestTimeoutError(
-                f"{len(self._waiters)} requests already wait for a connection to {self.addr}"
+            raise RequestsInFlightError(
+                f"{len(self._waiters)} requests already wait for a connection to {self.addr}: "
+                f"at most {self._bounds.max_requests}"
             )
         waiter: Future[RemotingConnection] = self._runtime.future()
         self._waiters.append(waiter)

@@ -262,3 +262,17 @@ async def test_a_route_over_the_body_bound_is_refused_before_it_is_decoded(rig):
     assert d.client.counters["routes_refused"] >= 1
     await d.get("Small")  # the client goes on serving
     assert d.client.cached_route("Small") is not None and d.client.cached_route("Big") is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_lookups_waiting_for_a_connection_are_bounded_too(rig):
+    server = rig.hostile(Deaf)
+    addr = server.addr
+    await defer.maybeDeferred(server.port.stopListening)  # nobody listens there any more
+    rig.ports.remove(server.port)
+    d = await rig.client(addr, max_requests_in_flight=5)
+    outcomes: list[str] = []
+    await d.ask([f"T{i}" for i in range(12)], outcomes)
+    await until(lambda: d.client.outstanding()["waiting_for_connection"] == 5)
+    await until(lambda: len(outcomes) == 7)
+    assert set(outcomes) == {"RequestsInFlightError"}
