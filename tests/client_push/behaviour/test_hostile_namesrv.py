@@ -214,7 +214,7 @@ async def test_malformed_frames_are_each_counted_and_their_warnings_paced(rig, c
     d = await rig.client(server.addr, reconnect_initial_ms=100, reconnect_max_ms=100)
     for i in range(1, 6):
         await until(lambda i=i: d.client.stats().get("wire.frames_refused", 0) == i)
-        await until(lambda: d.client.outstanding()["timers"] > 2)  # the reconnect is armed
+        await until(lambda: d.client._link.reconnect_pending)  # the reconnect is armed
         await d.advance(0.1)
     closing = [r for r in caplog.records if "closing connection" in r.getMessage()]
     assert d.client.stats()["wire.frames_refused"] >= 5
