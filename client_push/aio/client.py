@@ -8,8 +8,8 @@ timers) drives every timer, so tests run polls and expiry on a fake one.
 from __future__ import annotations
 
 import random
-from types import TracebackType
 
+from client_push.aio.context import StartedInContext
 from client_push.config import ClientConfig
 from client_push.routes.client_core import RouteClientCore, UnknownActionError
 from client_push.routes.telemetry import TelemetrySink
@@ -19,7 +19,7 @@ from client_push.runtime.interface import Clock
 __all__ = ["RouteClient", "UnknownActionError"]
 
 
-class RouteClient(RouteClientCore):
+class RouteClient(RouteClientCore, StartedInContext):
     _must_start = True
 
     def __init__(
@@ -31,18 +31,6 @@ class RouteClient(RouteClientCore):
         telemetry: TelemetrySink | None = None,
     ) -> None:
         super().__init__(config, AsyncioRuntime(clock), rng, telemetry)
-
-    async def __aenter__(self) -> RouteClient:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Stop timers, fail waiting lookups with ``ClientStoppedError``, end every

@@ -13,9 +13,9 @@ behind: nothing) are ``client_push.producer.producer_core``'s, the same as Twist
 from __future__ import annotations
 
 import random
-from types import TracebackType
 
 from client_push.aio.client import RouteClient
+from client_push.aio.context import StartedInContext
 from client_push.producer.config import ProducerConfig
 from client_push.producer.producer_core import ProducerCore
 from client_push.producer.send_core import BrokerRefusedError, SendError, SendResult
@@ -25,7 +25,7 @@ from client_push.runtime.interface import Clock
 __all__ = ["BrokerRefusedError", "Producer", "SendError", "SendResult"]
 
 
-class Producer(ProducerCore):
+class Producer(ProducerCore, StartedInContext):
     _must_start = True
 
     def __init__(
@@ -41,18 +41,6 @@ class Producer(ProducerCore):
         detector); default the route client's."""
         runtime = AsyncioRuntime(clock) if clock is not None else client._runtime
         super().__init__(client, group, config, runtime, rng)
-
-    async def __aenter__(self) -> Producer:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Stop the detector, fail the sends in flight and close the broker connections
