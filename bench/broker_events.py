@@ -58,7 +58,7 @@ MODES = ("before", "after", "after_lean")
 """after_lean: as after, with ``confirm_exact_departures = false`` on the clients."""
 
 received = Counter[str]()
-_original_data_received = remoting.RemotingProtocol.dataReceived
+_original_data_received = remoting.RemotingConnection.data_received
 
 
 def _counting_data_received(self: Any, data: bytes) -> None:
@@ -66,7 +66,7 @@ def _counting_data_received(self: Any, data: bytes) -> None:
     _original_data_received(self, data)
 
 
-remoting.RemotingProtocol.dataReceived = _counting_data_received  # type: ignore[method-assign]
+remoting.RemotingConnection.data_received = _counting_data_received  # type: ignore[method-assign]
 
 
 async def yield_reactor(seconds: float = 0.0) -> None:

@@ -36,13 +36,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from twisted.internet import defer, task  # noqa: E402
-from twisted.internet.endpoints import connectProtocol  # noqa: E402
 
 from client_push.config import ClientConfig  # noqa: E402
 from client_push.producer.config import ProducerConfig  # noqa: E402
 from client_push.producer.producer import Producer  # noqa: E402
 from client_push.routes.client import RouteClient  # noqa: E402
-from client_push.wire.remoting import RemotingProtocol, endpoint_for  # noqa: E402
+from client_push.runtime.twisted_loop import TwistedRuntime  # noqa: E402
+from client_push.wire.remoting import ConnectionBounds, RemotingConnection  # noqa: E402
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
 from protocol.codes import RequestCode, ResponseCode  # noqa: E402
@@ -176,8 +176,8 @@ async def brokers_part(reactor: Any, args: argparse.Namespace, go_away: bool) ->
 
 
 async def admin(reactor: Any, addr: str, cmd: RemotingCommand) -> RemotingCommand:
-    proto = RemotingProtocol(reactor, 16 * 1024 * 1024, label=addr)
-    await connectProtocol(endpoint_for(reactor, addr, 3.0), proto)
+    proto = RemotingConnection(TwistedRuntime(reactor), ConnectionBounds(), label=addr)
+    await proto.open(addr, 3_000)
     try:
         return await proto.request(cmd, 3_000)
     finally:

@@ -63,6 +63,22 @@ class ClientConfig:
     reconnect_max_ms: int = 10_000
     max_frame_size: int = 16 * MIB
     """Frames announcing more than this close the connection (upstream's frameMaxLength)."""
+    max_route_body_bytes: int = 1 * MIB
+    """A route answer (or an inline route) with a body larger than this is refused before it is
+    decoded (the lookup fails with ``RouteClientError``): decoding runs on the event loop, and
+    this bounds how long one route can hold it (docs/client-runtime.md gives the measured cost)."""
+    max_requests_in_flight: int = 10_000
+    """Requests sent on one name-server connection and not answered yet; one more fails at
+    once with ``RequestsInFlightError`` (so do requests waiting for a connection past it)."""
+    max_request_bytes_in_flight: int = 64 * MIB
+    """The encoded bytes of those requests, the ones held back from a peer that does not read
+    included; one more past it fails at once the same way."""
+    write_buffer_bytes: int = 256 * 1024
+    """A connection's transport buffer above this means the peer is not reading: nothing more
+    is written to it until it drains."""
+    close_timeout_ms: int = 3_000
+    """``stop``/``close`` returns within this: a connection whose peer has not let it close by
+    then (say, one that does not read) is aborted."""
     max_queue_nums: int = 1_024
     """A route with a broker's queue count above this fails its lookup (RouteClientError):
     the client builds one object per queue and will not do so for an absurd number."""
@@ -124,6 +140,11 @@ class ClientConfig:
             "departure_confirm_window_ms",
             "arrival_refetch_window_ms",
             "telemetry_memory_bytes",
+            "max_route_body_bytes",
+            "max_requests_in_flight",
+            "max_request_bytes_in_flight",
+            "write_buffer_bytes",
+            "close_timeout_ms",
         )
         for name in positive:
             value = getattr(self, name)

@@ -70,3 +70,8 @@ class ConnectionLostError(RouteClientError):
 
 class ClientStoppedError(RouteClientError):
     """The client was stopped; nothing more is sent."""
+
+
+class RequestsInFlightError(RouteClientError):
+    """A connection already has as many requests (or bytes) in flight as its bound allows;
+    the peer is slow or not reading."""

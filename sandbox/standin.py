@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet import defer, task
-from twisted.internet.endpoints import connectProtocol
 from twisted.internet.protocol import Factory, Protocol
 
 from client_push.producer.message import MessageError, ReceivedMessage, decode_send_request
-from client_push.wire.remoting import RemotingProtocol, describe, endpoint_for
+from client_push.runtime.twisted_loop import TwistedRuntime, describe
+from client_push.wire.remoting import ConnectionBounds, RemotingConnection
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
@@ -140,7 +140,7 @@ class BrokerStandIn:
         self._offsets: Counter[tuple[str, int]] = Counter()
         self._conns: set[_ClientConn] = set()
         self._listening: Any = None
-        self._namesrv: dict[str, RemotingProtocol] = {}
+        self._namesrv: dict[str, RemotingConnection] = {}
         self._register_loop: task.LoopingCall | None = None
         self._data_version = DataVersion(
             state_version=0, timestamp=int(self.clock.seconds() * 1000), counter=1
@@ -281,12 +281,13 @@ class BrokerStandIn:
         ds = [self._register(addr) for addr in self.namesrv_addrs]
         return defer.DeferredList(ds, consumeErrors=True).addCallback(lambda _: None)
 
-    async def _namesrv_conn(self, addr: str) -> RemotingProtocol:
+    async def _namesrv_conn(self, addr: str) -> RemotingConnection:
         proto = self._namesrv.get(addr)
         if proto is not None and proto.connected:
             return proto
-        proto = RemotingProtocol(self.clock, self.max_frame_size, label=addr)
-        await connectProtocol(endpoint_for(self.reactor, addr, 3.0), proto)
+        runtime = TwistedRuntime(self.reactor, self.clock)
+        bounds = ConnectionBounds(max_frame_size=self.max_frame_size)
+        proto = await RemotingConnection(runtime, bounds, label=addr).open(addr, 3_000)
         self._namesrv[addr] = proto
         return proto
 

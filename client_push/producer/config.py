@@ -20,6 +20,7 @@ from client_push.producer.message import (
     MessageError,
     check_topic,
 )
+from client_push.wire.remoting import ConnectionBounds
 
 MIB = 1024 * 1024
 
@@ -54,6 +55,16 @@ class ProducerConfig:
     go_away_answer_avoid_ms: int = 10_000
     """A 1500 answer announces no grace period: avoid the broker this long."""
     max_frame_size: int = 16 * MIB
+    max_requests_in_flight: int = 10_000
+    """Sends on one broker connection not answered yet; one more fails that attempt at once
+    (``RequestsInFlightError``, retried elsewhere like a connection error)."""
+    max_request_bytes_in_flight: int = 256 * MIB
+    """Their encoded bytes, those held back from a broker that does not read included."""
+    write_buffer_bytes: int = 1 * MIB
+    """A connection's transport buffer above this means the broker is not reading: nothing
+    more is written to it until it drains."""
+    close_timeout_ms: int = 3_000
+    """``stop``/``close`` returns within this; connections not closed by then are aborted."""
     unreachable_route_wait_ms: int = 1_000
     """After a connection error, a retry that would go to the same broker address again (no
     other group can take the send) first waits for the topic's next route at most this long:
@@ -73,6 +84,10 @@ class ProducerConfig:
             "busy_backoff_max_ms",
             "compress_over_bytes",
             "default_topic_queue_nums",
+            "max_requests_in_flight",
+            "max_request_bytes_in_flight",
+            "write_buffer_bytes",
+            "close_timeout_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ProducerConfigError(f"{name} must be positive, got {getattr(self, name)}")
@@ -101,6 +116,14 @@ class ProducerConfig:
         if not self.auto_create_topic:
             return None
         return AutoCreateTopic(self.create_topic_key, self.default_topic_queue_nums)
+
+    def bounds(self) -> ConnectionBounds:
+        return ConnectionBounds(
+            max_frame_size=self.max_frame_size,
+            max_requests=self.max_requests_in_flight,
+            max_request_bytes=self.max_request_bytes_in_flight,
+            write_buffer_bytes=self.write_buffer_bytes,
+        )
 
     def attempt_timeout(self) -> int:
         if self.attempt_timeout_ms:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Protocol
 
-from client_push.errors import ConnectionLostError, RequestTimeoutError
+from client_push.errors import ConnectionLostError, RequestsInFlightError, RequestTimeoutError
 from client_push.producer.message import EncodedMessage
 from client_push.producer.send_attempts import SendAttempts, Step
 from client_push.producer.send_core import SendCore, SendResult
@@ -132,7 +132,7 @@ async def _attempt(
         )
     try:
         response = await glue.connections.request(addr, request, plan.attempt_timeout(started))
-    except (ConnectionLostError, RequestTimeoutError) as exc:
+    except (ConnectionLostError, RequestTimeoutError, RequestsInFlightError) as exc:
         connection = isinstance(exc, ConnectionLostError)
         latency = glue.now_ms() - started
         core.unreachable(plan, queue, addr, describe(exc), latency, connection=connection)
@@ -167,6 +167,6 @@ async def send_oneway(
     started = glue.now_ms()
     try:
         await glue.connections.oneway(addr, request, timeout_ms)
-    except (ConnectionLostError, RequestTimeoutError) as exc:
+    except (ConnectionLostError, RequestTimeoutError, RequestsInFlightError) as exc:
         raise core.oneway_failed(queue, describe(exc), glue.now_ms() - started) from None
     core.oneway_sent()

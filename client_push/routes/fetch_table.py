@@ -10,7 +10,6 @@ hands back; a waiter is whatever the glue waits on (a Deferred, a Future).
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
@@ -99,6 +98,7 @@ class FetchTable(Generic[W]):
         self._listeners = listeners
         self._counters = counters
         self._marks = marks
+        self._paced = session.paced
         self.inflight: dict[str, Fetch[W]] = {}
         self.stopped = False
 
@@ -186,10 +186,11 @@ class FetchTable(Generic[W]):
             del self.inflight[fetch.topic]
         waiters, fetch.waiters = fetch.waiters, []
         if isinstance(outcome, Exception) and not waiters and not self.stopped:
-            level = logging.DEBUG if isinstance(outcome, TopicNotExistError) else logging.WARNING
-            log.log(
-                level, "background fetch of %s (%s) failed: %s", fetch.topic, fetch.cause, outcome
-            )
+            what = "background fetch of %s (%s) failed: %s"
+            if isinstance(outcome, TopicNotExistError):
+                log.debug(what, fetch.topic, fetch.cause, outcome)
+            else:  # a server can fail every fetch: paced, each one counted (fetch_failed)
+                self._paced.warning("fetch", what, fetch.topic[:200], fetch.cause, outcome)
         follow_up = fetch.follow_up
         if follow_up is None or self.stopped or not self._cache.is_held(fetch.topic):
             return waiters, None
@@ -220,6 +221,14 @@ class FetchTable(Generic[W]):
         if response.code != ResponseCode.SUCCESS:
             what = f"GET_ROUTEINFO_BY_TOPIC {topic}"
             return NameServerError(response.code, response.remark, what)
+        limit = self._session.config.max_route_body_bytes
+        if len(response.body or b"") > limit:
+            # Refused by size before decoding: decoding runs on the event loop.
+            self._counters["routes_refused"] += 1
+            return RouteClientError(
+                f"route of {topic} refused: its body of {len(response.body)} bytes is over "
+                f"max_route_body_bytes ({limit})"
+            )
         try:
             route = _decode_route(response.body)
         except ProtocolError as exc:

@@ -1,41 +1,29 @@
-"""Route requests in flight, on Twisted: the requests ``FetchTable`` asks for, sent over the
-``NameServerLink``, and the Deferreds of the callers joined to them.
+"""Route requests in flight: the requests ``FetchTable`` asks for, each a task over the
+``NameServerLink``, and the futures of the callers joined to them.
 
-What a fetch is, who joins it and what its answer does is the pure ``fetch_table``'s; this
-module only sends and settles.
+Written once over the runtime. What a fetch is, who joins it and what its answer does is the
+pure ``fetch_table``'s. A caller that gives up (its task cancelled) takes its future off the
+fetch; a fetch nobody waits for whose topic is no longer held is dropped with its request.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
-
-from twisted.internet import defer
-from twisted.python.failure import Failure
 
 from client_push.errors import ClientStoppedError, RouteClientError
-from client_push.routes.events import Listeners, log
+from client_push.routes.events import Listeners
 from client_push.routes.fetch_table import Fetch, FetchTable, route_request
 from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.push_session import PushSession
 from client_push.routes.route_cache import CachedRoute
-from client_push.wire.connection import NameServerLink
-from client_push.wire.remoting import describe
-from protocol.frame import RemotingCommand
+from client_push.runtime.interface import Future, Runtime, Task, fail, settle
+from client_push.wire.link import NameServerLink
 
-Waiter = defer.Deferred[CachedRoute]
-
-
-def log_unexpected(failure: Failure, counters: Counter[str], what: str) -> None:
-    """The errback of last resort: a bug in a callback is counted and logged, never lost."""
-    counters["internal_errors"] += 1
-    log.error("unexpected error %s: %s", what, failure.getTraceback())
+Waiter = Future[CachedRoute]
 
 
 class RouteFetches:
-    """The fetches in flight (``inflight``: topic → ``Fetch``) carried over the link."""
-
     def __init__(
         self,
         link: NameServerLink,
@@ -43,17 +31,19 @@ class RouteFetches:
         session: PushSession,
         listeners: Listeners,
         *,
-        clock: Any,
+        runtime: Runtime,
         counters: Counter[str],
         marks: Iterator[int],
     ) -> None:
         self._link = link
-        self._clock = clock
-        self._counters = counters
+        self._runtime = runtime
         self._table: FetchTable[Waiter] = FetchTable(
             routes, session, listeners, counters=counters, marks=marks
         )
         self.inflight = self._table.inflight
+        """topic → fetch in flight (for inspection)."""
+        self.requests: dict[Fetch[Waiter], Task] = {}
+        """The request task of each fetch in flight."""
 
     def fetch(
         self,
@@ -72,57 +62,68 @@ class RouteFetches:
             wanted_version=wanted_version,
         )
         if new:
-            d = self._link.request(route_request(topic))
-            d.addCallbacks(
-                self._fetched, self._fetch_failed, callbackArgs=(fetch,), errbackArgs=(fetch,)
-            )
-            d.addErrback(log_unexpected, self._counters, f"handling the route of {topic}")
+            task = self._runtime.spawn(self._request(fetch))
+            if not fetch.done:  # the request may be answered within ``spawn`` already
+                self.requests[fetch] = task
         return fetch
 
     def follow_up(
         self, topic: str, cause: str, notified_at_ms: int | None, wanted_version: int
     ) -> None:
-        """A change the fetch of ``topic`` in flight (if any) may be answered from before."""
         self._table.follow_up(topic, cause, notified_at_ms, wanted_version)
 
-    @staticmethod
-    def join(fetch: Fetch[Waiter]) -> Waiter:
-        """A Deferred of the fetch's route (or its error)."""
+    async def wait(self, fetch: Fetch[Waiter]) -> CachedRoute:
+        """The fetch's route (or its error); a cancelled caller leaves no future behind."""
         if fetch.done:
             if isinstance(fetch.outcome, CachedRoute):
-                return defer.succeed(fetch.outcome)
-            return defer.fail(fetch.outcome or RouteClientError(f"fetch of {fetch.topic} failed"))
-        waiter: Waiter = defer.Deferred()
+                return fetch.outcome
+            raise fetch.outcome or RouteClientError(f"fetch of {fetch.topic} failed")
+        waiter: Waiter = self._runtime.future()
         fetch.waiters.append(waiter)
-        return waiter
+        try:
+            return await waiter
+        finally:
+            if waiter in fetch.waiters:
+                fetch.waiters.remove(waiter)
+
+    def drop_if_unwanted(self, fetch: Fetch[Waiter]) -> None:
+        """Cancel the request of a fetch nobody waits for and whose topic is not held."""
+        if self._table.abandon(fetch):
+            task = self.requests.pop(fetch, None)
+            if task is not None:
+                task.cancel()
 
     def stop(self) -> None:
-        """Fail every fetch in flight with ``ClientStoppedError``; start no follow-ups."""
+        """Fail every fetch in flight with ``ClientStoppedError``; cancel their requests."""
         for fetch in self._table.stop():
             self._settle(fetch, ClientStoppedError("route client stopped"))
+        tasks = list(self.requests.values())
+        self.requests.clear()
+        for task in tasks:
+            task.cancel()
 
-    # -- answers -------------------------------------------------------------------------------
-
-    def _fetched(self, response: RemotingCommand, fetch: Fetch[Waiter]) -> None:
-        self._settle(fetch, self._table.answered(fetch, response, self._now_ms()))
-
-    def _fetch_failed(self, failure: Failure, fetch: Fetch[Waiter]) -> None:
-        error = (
-            failure.value
-            if isinstance(failure.value, Exception)
-            else RouteClientError(describe(failure))
-        )
-        self._settle(fetch, self._table.failed(error))
+    async def _request(self, fetch: Fetch[Waiter]) -> None:
+        try:
+            response = await self._link.request(route_request(fetch.topic))
+        except self._runtime.cancelled_error:
+            self.requests.pop(fetch, None)
+            raise
+        except Exception as exc:
+            outcome: CachedRoute | Exception = self._table.failed(exc)
+        else:
+            outcome = self._table.answered(fetch, response, self._now_ms())
+        self.requests.pop(fetch, None)
+        self._settle(fetch, outcome)
 
     def _settle(self, fetch: Fetch[Waiter], outcome: CachedRoute | Exception) -> None:
         waiters, again = self._table.finish(fetch, outcome)
         for waiter in waiters:
             if isinstance(outcome, Exception):
-                waiter.errback(outcome)
+                fail(waiter, outcome)
             else:
-                waiter.callback(outcome)
+                settle(waiter, outcome)
         if again is not None:
             self.fetch(again.topic, again.cause, notified_at_ms=again.notified_at_ms)
 
     def _now_ms(self) -> int:
-        return int(self._clock.seconds() * 1000)
+        return int(self._runtime.clock.time() * 1000)

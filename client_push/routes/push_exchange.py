@@ -73,7 +73,9 @@ def subscribe_failed(
     session: PushSession, server: str, batch: Sequence[str], cause: str, why: str
 ) -> list[Action]:
     """A SUBSCRIBE on the current connection that got no answer (``why``: timeout, loss)."""
-    log.warning("SUBSCRIBE of %d topics at %s failed: %s", len(batch), server, why)
+    session.paced.warning(
+        "subscribe", "SUBSCRIBE of %d topics at %s failed: %s", len(batch), server, why
+    )
     return session.subscribe_failed(batch, cause)
 
 

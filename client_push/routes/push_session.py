@@ -50,6 +50,7 @@ from client_push.routes.push_actions import (
 )
 from client_push.routes.push_tracker import PushTracker, Verdict, needs_refetch
 from client_push.routes.refetch_spread import SpreadQueue
+from client_push.wire.paced_log import PacedLog
 from protocol.bodies import decode_route
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
@@ -99,6 +100,8 @@ class PushSession:
         self._unsupported = False
         self._healthy = False
         self._connected_before = False
+        self.paced = PacedLog(log, clock)
+        """Warnings a server can provoke at will (malformed frames, failing fetches), paced."""
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -259,7 +262,7 @@ class PushSession:
     def subscribe_unreadable(self, server: str, remark: str) -> list[Action]:
         """A SUBSCRIBE ack whose body cannot be read."""
         self.counters["subscribe_refused"] += 1
-        log.warning("malformed SUBSCRIBE ack from %s: %s", server, remark)
+        self.paced.warning("ack", "malformed SUBSCRIBE ack from %s: %s", server, remark)
         out: list[Action] = []
         self._set_healthy(False, out)
         return out
@@ -322,7 +325,8 @@ class PushSession:
 
     def notification_unreadable(self, server: str, remark: str) -> list[Action]:
         """A change was announced but cannot be read: any held topic may be stale."""
-        log.warning("malformed NOTIFY from %s: %s", server, remark)
+        self.counters["notifications_unreadable"] += 1
+        self.paced.warning("notify", "malformed NOTIFY from %s: %s", server, remark)
         out: list[Action] = []
         self._refetch_all(GAP, None, out)
         return out
@@ -492,6 +496,10 @@ class PushSession:
     ) -> None:
         """A route sent inside its notification (for exactly ``version``, newer than held):
         install it with no request; an unreadable one takes the refetch path."""
+        if len(body) > self.config.max_route_body_bytes:
+            self.counters["routes_refused"] += 1
+            out.append(Refetch(topic, NOTIFY, version, emitted))
+            return
         try:
             route = decode_route(body)
         except ProtocolError as exc:

@@ -1,134 +1,127 @@
 """One remoting connection from the client's side: requests matched to responses by opaque.
 
-Twisted glue only: opaques and the answer to a server's request are the pure
-``request_table``'s. What the client does with a server-initiated request (NOTIFY, GO_AWAY) is
-the handler's business; this module guarantees that every request Deferred fires exactly once:
-with the response, a ``RequestTimeoutError``, or a ``ConnectionLostError``.
+Written once over the runtime (``client_push.runtime.interface``): the loop's adapter feeds
+it bytes and tells it when its transport's buffer is full. Every request's future ends exactly
+once: with the response, a ``RequestTimeoutError``, a ``ConnectionLostError``, or cancelled by
+its caller, which takes its entry and timer out of the table at once.
+
+Bounded whatever the peer does: requests in flight are limited by count and by bytes, and one
+past either limit fails at once (``RequestsInFlightError``); while the peer does not read
+(the transport's buffer above its mark) nothing more is written to it, and what waits to go
+out is part of those bytes; a malformed frame closes the connection with a paced warning.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from twisted.internet import defer, ssl
-from twisted.internet.abstract import isIPAddress, isIPv6Address
-from twisted.internet.endpoints import (
-    HostnameEndpoint,
-    TCP4ClientEndpoint,
-    TCP6ClientEndpoint,
-    wrapClientTLS,
+from client_push.errors import ConnectionLostError, RequestsInFlightError, RequestTimeoutError
+from client_push.runtime.interface import (
+    Future,
+    Runtime,
+    Target,
+    Timer,
+    Tls,
+    Transport,
+    settle,
 )
-from twisted.internet.protocol import Protocol
-from twisted.python.failure import Failure
-
-from client_push.config import ClientConfigError, split_addr
-from client_push.errors import ConnectionLostError, RequestTimeoutError
+from client_push.wire.paced_log import PacedLog
 from client_push.wire.request_table import RequestTable, answer_server_request
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("client_push.wire.remoting")
 
-RequestHandler = Callable[["RemotingProtocol", RemotingCommand], "RemotingCommand | None"]
+RequestHandler = Callable[["RemotingConnection", RemotingCommand], "RemotingCommand | None"]
 """Handles a request the server initiated; returns the response to send (ignored for oneway)."""
 
 
-class RemotingProtocol(Protocol):
+@dataclass(frozen=True, slots=True)
+class ConnectionBounds:
+    max_frame_size: int = 16 * 1024 * 1024
+    max_requests: int = 10_000
+    """Requests sent on one connection and not yet answered."""
+    max_request_bytes: int = 64 * 1024 * 1024
+    """Their encoded bytes, those not yet written out included."""
+    write_buffer_bytes: int = 256 * 1024
+    """The transport's buffer above which the peer counts as not reading."""
+
+
+class RemotingConnection:
     def __init__(
         self,
-        clock: Any,
-        max_frame_size: int,
+        runtime: Runtime,
+        bounds: ConnectionBounds,
         on_request: RequestHandler | None = None,
         *,
         label: str = "?",
+        paced: PacedLog | None = None,
+        counters: Counter[str] | None = None,
     ) -> None:
-        self._clock = clock
-        self._decoder = FrameDecoder(max_frame_size)
+        """``counters``/``paced``: shared by the connections of one owner, so what a peer
+        provokes is counted and paced across its reconnects."""
+        self._runtime = runtime
+        self._clock = runtime.clock
+        self.bounds = bounds
+        self._decoder = FrameDecoder(bounds.max_frame_size)
         self._on_request = on_request
-        self._pending: RequestTable[tuple[defer.Deferred[RemotingCommand], Any]] = RequestTable()
+        self._pending: RequestTable[tuple[Future[RemotingCommand], Timer, int]] = RequestTable()
+        self._transport: Transport | None = None
+        self._paused = False
+        self._outbox: OrderedDict[int, bytes] = OrderedDict()
+        """Writes held back while the peer does not read, in order: a request's under its
+        opaque (it leaves with its table entry: a request timed out or given up is never
+        written), anything else under a negative key."""
+        self._outbox_keys = itertools.count(-1, -1)
+        self._outbox_bytes = 0
+        """Bytes of the held-back writes that are not requests."""
+        self.pending_bytes = 0
+        """Encoded bytes of the requests in the table."""
         self.label = label
         self.connected = False
-        self.lost: defer.Deferred[None] = defer.Deferred()
-        """Fires (with None) when the connection closes, for whatever reason."""
-        self._drain_waiters: list[defer.Deferred[None]] = []
-        self.counters: Counter[str] = Counter()
+        self.lost: Future[None] = runtime.future()
+        """Done (with None) when the connection closes, for whatever reason."""
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self._paced = paced or PacedLog(log, self._clock.time)
 
     @property
     def pending(self) -> int:
-        """Requests sent and not yet answered, timed out or failed."""
+        """Requests sent and not yet answered, timed out, failed or cancelled."""
         return len(self._pending)
 
-    def connectionMade(self) -> None:
+    @property
+    def writing_paused(self) -> bool:
+        return self._paused
+
+    @property
+    def held_back(self) -> int:
+        """Writes waiting for the peer to read."""
+        return len(self._outbox)
+
+    async def open(self, addr: str, timeout_ms: int, tls: Tls | None = None) -> RemotingConnection:
+        """Connect to ``addr``; ``ConnectionLostError`` when that fails within ``timeout_ms``."""
+        target = Target(addr, timeout_ms, tls, self.bounds.write_buffer_bytes)
+        await self._runtime.connect(target, self)
+        return self
+
+    # -- the runtime's events ------------------------------------------------------------------
+
+    def connection_made(self, transport: Transport) -> None:
+        self._transport = transport
         self.connected = True
 
-    def when_drained(self) -> defer.Deferred[None]:
-        """Fires once no request is pending (at once when none is)."""
-        if not self._pending:
-            return defer.succeed(None)
-        d: defer.Deferred[None] = defer.Deferred()
-        self._drain_waiters.append(d)
-        return d
-
-    def _check_drained(self) -> None:
-        if not self._pending and self._drain_waiters:
-            waiters, self._drain_waiters = self._drain_waiters, []
-            for d in waiters:
-                d.callback(None)
-
-    def request(self, cmd: RemotingCommand, timeout_ms: int) -> defer.Deferred[RemotingCommand]:
-        """Send ``cmd`` (its opaque is assigned here) and fire with the matching response."""
-        if not self.connected:
-            return defer.fail(ConnectionLostError(f"not connected to {self.label}"))
-        opaque = self._pending.allocate()
-        cmd.opaque = opaque
-        d: defer.Deferred[RemotingCommand] = defer.Deferred()
-        timer = self._clock.callLater(timeout_ms / 1000.0, self._timed_out, opaque, cmd, timeout_ms)
-        self._pending.put(opaque, (d, timer))
-        self._write(encode_command(cmd))
-        self.counters["requests_sent"] += 1
-        return d
-
-    def oneway(self, cmd: RemotingCommand) -> None:
-        if self.connected:
-            self._write(encode_command(cmd))
-            self.counters["oneway_sent"] += 1
-
-    def close(self) -> None:
-        transport: Any = self.transport
-        if self.connected and transport is not None:
-            transport.loseConnection()
-
-    def abort(self) -> None:
-        transport: Any = self.transport
-        if transport is not None:
-            transport.abortConnection()
-
-    def _write(self, data: bytes) -> None:
-        transport: Any = self.transport
-        transport.write(data)
-
-    def _timed_out(self, opaque: int, cmd: RemotingCommand, timeout_ms: int) -> None:
-        entry = self._pending.pop(opaque)
-        if entry is None:
-            return
-        self.counters["requests_timed_out"] += 1
-        entry[0].errback(
-            RequestTimeoutError(
-                f"request code {cmd.code} to {self.label} got no response in {timeout_ms} ms"
-            )
-        )
-        self._check_drained()
-
-    def dataReceived(self, data: bytes) -> None:
+    def data_received(self, data: bytes) -> None:
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:
             self.counters["frames_refused"] += 1
-            log.warning("closing connection to %s: %s", self.label, exc.remark)
+            self._paced.warning("frame", "closing connection to %s: %s", self.label, exc.remark)
             self.abort()
             return
         for cmd in commands:
@@ -137,18 +130,138 @@ class RemotingProtocol(Protocol):
             else:
                 self._request(cmd)
 
+    def connection_lost(self, why: str) -> None:
+        self.connected = False
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        for future, timer, _size in self._pending.drain():
+            timer.cancel()
+            if not future.done():
+                future.set_exception(ConnectionLostError(f"connection to {self.label} lost: {why}"))
+        self.pending_bytes = 0
+        settle(self.lost, None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+        self.counters["writes_paused"] += 1
+
+    def resume_writing(self) -> None:
+        """Write what was held back, in order, until the transport is full again."""
+        self._paused = False
+        outbox = self._outbox
+        while outbox and not self._paused and self._transport is not None and self.connected:
+            key, data = outbox.popitem(last=False)
+            if key < 0:
+                self._outbox_bytes -= len(data)
+            self._transport.write(data)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def request(self, cmd: RemotingCommand, timeout_ms: int) -> Future[RemotingCommand]:
+        """Send ``cmd`` (its opaque is assigned here); the future of the matching response."""
+        future: Future[RemotingCommand] = self._runtime.future()
+        if not self.connected:
+            future.set_exception(ConnectionLostError(f"not connected to {self.label}"))
+            return future
+        opaque = self._pending.allocate()
+        cmd.opaque = opaque
+        data = encode_command(cmd)
+        bounds = self.bounds
+        if (
+            len(self._pending) >= bounds.max_requests
+            or self.pending_bytes + len(data) > bounds.max_request_bytes
+        ):
+            self.counters["requests_refused_in_flight"] += 1
+            future.set_exception(
+                RequestsInFlightError(
+                    f"{len(self._pending)} requests ({self.pending_bytes} bytes) in flight to "
+                    f"{self.label}: at most {bounds.max_requests} requests and "
+                    f"{bounds.max_request_bytes} bytes"
+                )
+            )
+            return future
+        timer = self._clock.call_later(
+            timeout_ms / 1000.0, partial(self._timed_out, opaque, cmd.code, timeout_ms)
+        )
+        self._pending.put(opaque, (future, timer, len(data)))
+        self.pending_bytes += len(data)
+        future.add_done_callback(partial(self._given_up, opaque))
+        self._write(data, opaque)
+        self.counters["requests_sent"] += 1
+        return future
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        if self.connected:
+            self._write(encode_command(cmd))
+            self.counters["oneway_sent"] += 1
+
+    def close(self) -> None:
+        if self._transport is not None and self.connected:
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _write(self, data: bytes, opaque: int | None = None) -> None:
+        """Write ``data`` (a request's when ``opaque`` is given), or hold it back while the
+        peer does not read."""
+        if self._transport is None or not self.connected:
+            return
+        if not self._paused and not self._outbox:
+            self._transport.write(data)
+            return
+        # A request's bytes are in ``pending_bytes`` already; anything else (an answer, a
+        # oneway) may hold at most the same bound.
+        if opaque is None:
+            if self._outbox_bytes + len(data) > self.bounds.max_request_bytes:
+                self.counters["writes_dropped"] += 1
+                self._paced.warning("dropped", "%s does not read: a write was dropped", self.label)
+                return
+            self._outbox_bytes += len(data)
+            opaque = next(self._outbox_keys)
+        self._outbox[opaque] = data
+
+    def _forget(self, opaque: int, entry: tuple[Future[RemotingCommand], Timer, int]) -> None:
+        entry[1].cancel()
+        self.pending_bytes -= entry[2]
+        self._outbox.pop(opaque, None)
+
+    def _given_up(self, opaque: int, future: Any) -> None:
+        """A cancelled request leaves nothing behind: its entry and timer go now; a late
+        answer is then counted as one."""
+        if not future.cancelled():
+            return
+        entry = self._pending.pop(opaque)
+        if entry is not None:
+            self._forget(opaque, entry)
+            self.counters["requests_cancelled"] += 1
+
+    def _timed_out(self, opaque: int, code: int, timeout_ms: int) -> None:
+        entry = self._pending.pop(opaque)
+        if entry is None:
+            return
+        self._forget(opaque, entry)
+        self.counters["requests_timed_out"] += 1
+        future = entry[0]
+        if not future.done():
+            future.set_exception(
+                RequestTimeoutError(
+                    f"request code {code} to {self.label} got no response in {timeout_ms} ms"
+                )
+            )
+
     def _response(self, cmd: RemotingCommand) -> None:
         entry = self._pending.pop(cmd.opaque)
         if entry is None:
-            # Its request timed out already; the caller has its answer.
+            # Timed out or given up already; the caller has its answer.
             self.counters["late_responses"] += 1
             log.debug("response with unknown opaque %d from %s dropped", cmd.opaque, self.label)
             return
-        d, timer = entry
-        if timer.active():
-            timer.cancel()
-        d.callback(cmd)
-        self._check_drained()
+        self._forget(cmd.opaque, entry)
+        future = entry[0]
+        if not future.done():
+            future.set_result(cmd)
 
     def _request(self, cmd: RemotingCommand) -> None:
         self.counters["requests_received"] += 1
@@ -158,54 +271,58 @@ class RemotingProtocol(Protocol):
         if response is not None and self.connected:
             self._write(encode_command(response))
 
-    def connectionLost(self, reason: Failure | None = None) -> None:
-        self.connected = False
-        why = reason.getErrorMessage() if reason is not None else "closed"
-        for d, timer in self._pending.drain():
-            if timer.active():
-                timer.cancel()
-            d.errback(ConnectionLostError(f"connection to {self.label} lost: {why}"))
-        self._check_drained()
-        if not self.lost.called:
-            self.lost.callback(None)
-
     def __repr__(self) -> str:
         state = "connected" if self.connected else "closed"
-        return f"<RemotingProtocol {self.label} {state} pending={self.pending}>"
+        return f"<RemotingConnection {self.label} {state} pending={self.pending}>"
 
 
-def endpoint_for(reactor: Any, addr: str, timeout_s: float, tls_ca_file: str | None = None) -> Any:
-    """A client endpoint for ``HOST:PORT``: IP literals connect directly, names are resolved.
+class Deadline:
+    """A moment ``timeout_ms`` of the loop's own time from now (it bounds real socket work):
+    ``expired`` is done then. Started when a close begins, so everything the close does counts
+    against it."""
 
-    ``tls_ca_file`` not None wraps it in TLS: verified against that CA file when it names one,
-    encrypted without verification when it is empty (upstream's ``tls.test.mode.enable``).
-    """
-    host, port = split_addr(addr)
-    endpoint: Any
-    if isIPAddress(host):
-        endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=timeout_s)
-    elif isIPv6Address(host):
-        endpoint = TCP6ClientEndpoint(reactor, host, port, timeout=timeout_s)
-    else:
-        endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout_s)
-    if tls_ca_file is None:
-        return endpoint
-    return wrapClientTLS(client_tls_options(tls_ca_file, host), endpoint)
+    def __init__(self, runtime: Runtime, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.expired: Future[None] = runtime.future()
+        self._timer = runtime.call_later_real(timeout_ms / 1000.0, self._expire)
+
+    def _expire(self) -> None:
+        settle(self.expired, None)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
-def client_tls_options(ca_file: str, hostname: str) -> Any:
-    if not ca_file:
-        return ssl.CertificateOptions(verify=False)
-    try:
-        with open(ca_file, "rb") as fh:
-            root = ssl.Certificate.loadPEM(fh.read())
-    except OSError as exc:
-        raise ClientConfigError(f"cannot read tls_ca_file {ca_file}: {exc.strerror}") from exc
-    return ssl.optionsForClientTLS(hostname, trustRoot=root)
+async def close_within(
+    runtime: Runtime, conns: list[RemotingConnection], deadline: Deadline
+) -> None:
+    """Close ``conns``; those not closed by ``deadline`` (a peer that does not read keeps a
+    graceful close waiting for ever) are aborted, and this returns."""
+    open_ = [c for c in conns if c.connected]
+    for conn in conns:
+        conn.close()
+    if not open_:
+        deadline.cancel()
+        return
+    everything: Future[None] = runtime.future()
+    left = len(open_)
 
+    def one_lost(_f: Any) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            settle(everything, None)
 
-def describe(value: Any) -> str:
-    """A failure or exception as one line, for logs."""
-    if isinstance(value, Failure):
-        return f"{value.type.__name__}: {value.getErrorMessage()}"  # type: ignore[union-attr]
-    return f"{type(value).__name__}: {value}"
+    for conn in open_:
+        conn.lost.add_done_callback(one_lost)
+    deadline.expired.add_done_callback(lambda _f: settle(everything, None))
+    await everything
+    deadline.cancel()
+    stuck = [c for c in open_ if not c.lost.done()]
+    for conn in stuck:
+        conn.counters["close_aborted"] += 1
+        conn.abort()
+    if stuck:
+        log.warning(
+            "%d connection(s) did not close within %d ms: aborted", len(stuck), deadline.timeout_ms
+        )

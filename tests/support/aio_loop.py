@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
-from twisted.internet import defer, reactor
+from twisted.internet import defer, reactor, task
 
 T = TypeVar("T")
 
@@ -90,6 +90,14 @@ class LoopThread:
 
         return self.run(cancel_it())
 
+    def result(self, task: asyncio.Task[T]) -> defer.Deferred[T]:
+        """What ``task`` ends with (awaited on the loop)."""
+
+        async def wait() -> T:
+            return await task
+
+        return self.run(wait())
+
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
@@ -142,6 +150,56 @@ class FakeTimer:
     def fire(self) -> None:
         self.cancelled = True
         self._callback()
+
+
+class ReactorLoop:
+    """The same face as ``LoopThread`` for the Twisted client: its coroutines run on the
+    reactor (driven by Deferreds), its tasks are Deferreds."""
+
+    kind = "twisted"
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> defer.Deferred[T]:
+        return defer.ensureDeferred(coro)
+
+    def call(self, function: Callable[..., T], *args: Any) -> defer.Deferred[T]:
+        return defer.maybeDeferred(function, *args)
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> defer.Deferred[defer.Deferred[T]]:
+        return defer.succeed(defer.ensureDeferred(coro))  # type: ignore[arg-type]
+
+    async def _cancel(self, task: defer.Deferred[Any]) -> bool:
+        task.cancel()
+        try:
+            await task
+        except defer.CancelledError:
+            return True
+        return False
+
+    def cancel(self, task: defer.Deferred[Any]) -> defer.Deferred[bool]:
+        return defer.ensureDeferred(self._cancel(task))
+
+    def result(self, task: defer.Deferred[T]) -> defer.Deferred[T]:
+        return task
+
+    def stop(self) -> None:
+        pass
+
+
+class PendingClock(task.Clock):
+    """``task.Clock`` that says, like ``FakeClock``, how many timers are armed."""
+
+    def pending(self) -> int:
+        return sum(1 for call in self.getDelayedCalls() if call.active())
+
+
+@pytest.fixture(params=("twisted", *LOOP_KINDS))
+def any_loop(request: pytest.FixtureRequest) -> Iterator[LoopThread | ReactorLoop]:
+    """The reactor, plain asyncio and uvloop: where a client of each kind runs."""
+    loop: LoopThread | ReactorLoop = (
+        ReactorLoop() if request.param == "twisted" else LoopThread(request.param)
+    )
+    yield loop
+    loop.stop()
 
 
 @pytest.fixture(params=LOOP_KINDS)

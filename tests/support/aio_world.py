@@ -1,7 +1,8 @@
-"""Asyncio route clients on a ``LoopThread`` against a ``FakeNamesrv`` on the reactor.
+"""Route clients on a loop (a ``LoopThread`` of asyncio or uvloop, or the reactor itself:
+``ReactorLoop``) against a ``FakeNamesrv`` on the reactor.
 
 ``AioWorld.run`` and ``call`` hand work to the loop and are awaited from a Twisted test;
-clients made here run on a ``FakeClock`` each and are closed by ``close``.
+clients made here run on a fake clock each and are closed by ``close``.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from twisted.internet import reactor
+
 from client_push import aio
 from client_push.config import ClientConfig
-from support.aio_loop import FakeClock, LoopThread
+from client_push.routes.client import RouteClient
+from support.aio_loop import FakeClock, LoopThread, PendingClock, ReactorLoop
 from support.fake_namesrv import FakeNamesrv
 
 PERIODIC_TIMERS = 3
@@ -19,32 +23,41 @@ PERIODIC_TIMERS = 3
 
 
 class AioWorld:
-    def __init__(self, loop: LoopThread) -> None:
+    def __init__(self, loop: LoopThread | ReactorLoop) -> None:
         self.loop = loop
         self.run = loop.run
         self.call = loop.call
         self.ns = FakeNamesrv()
         self.ns.listen()
-        self.clients: list[aio.RouteClient] = []
-        self.clocks: dict[int, FakeClock] = {}
+        self.clients: list[Any] = []
+        self.clocks: dict[int, Any] = {}
 
-    async def client(self, **overrides: Any) -> aio.RouteClient:
-        clock = FakeClock()
+    async def client(self, **overrides: Any) -> Any:
         config = ClientConfig(namesrv_addrs=(self.ns.addr,), **overrides)
-        client = aio.RouteClient(config, clock=clock, rng=random.Random(3))
+        client: Any
+        if self.loop.kind == "twisted":
+            clock: Any = PendingClock()
+            client = RouteClient(config, reactor, random.Random(3), clock=clock)
+            client.start()
+        else:
+            clock = FakeClock()
+            client = aio.RouteClient(config, clock=clock, rng=random.Random(3))
+            await self.run(client.__aenter__())
         self.clients.append(client)
         self.clocks[id(client)] = clock
-        await self.run(client.__aenter__())
         return client
 
-    def clock(self, client: aio.RouteClient) -> FakeClock:
+    def clock(self, client: Any) -> Any:
         return self.clocks[id(client)]
+
+    async def close_client(self, client: Any) -> None:
+        await self.run(client._close())
 
     async def outstanding(self, client: aio.RouteClient) -> dict[str, int]:
         return await self.call(client.outstanding)
 
     async def close(self) -> None:
         for client in self.clients:
-            await self.run(client.close())
+            await self.close_client(client)
         if self.ns._listening.connected:
             await self.ns.close()

@@ -22,7 +22,7 @@ from client_push.config import ClientConfig
 from client_push.producer.config import ProducerConfig
 from client_push.producer.producer import Producer
 from sandbox.standin import BrokerStandIn
-from support.aio_loop import FakeClock, LoopThread
+from support.aio_loop import FakeClock, LoopThread, ReactorLoop
 
 PRODUCER_KINDS = ("twisted", "asyncio", "uvloop")
 STEP_S = 0.02
@@ -130,6 +130,11 @@ class ProducerDriver:
 
 class TwistedProducerDriver(ProducerDriver):
     kind = "twisted"
+    loop = ReactorLoop()
+
+    async def armed(self) -> int:
+        """Timers armed on the clock (the cluster's: the name server's count too)."""
+        return sum(1 for call in self.cluster.clock.getDelayedCalls() if call.active())
 
     async def start(self, config: ProducerConfig) -> None:
         self.client = self.cluster.client(self.port)
@@ -159,7 +164,7 @@ class TwistedProducerDriver(ProducerDriver):
         return function(*args)
 
     async def stop(self) -> None:
-        self.producer.stop()
+        await self.producer.stop()
 
 
 class AsyncioProducerDriver(ProducerDriver):
@@ -195,6 +200,10 @@ class AsyncioProducerDriver(ProducerDriver):
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         return await self.loop.call(function, *args)
+
+    async def armed(self) -> int:
+        """Timers armed on the producer's and the client's fake clock."""
+        return await self.loop.call(self.clock.pending)
 
     async def stop(self) -> None:
         if self.producer is not None:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -42,6 +43,11 @@ class RouteDriver(Protocol):
 
     async def update_addrs(self, addrs: list[str]) -> None: ...
 
+    async def ask(self, topics: list[str], outcomes: list[str]) -> None:
+        """Start a lookup of each topic without waiting for it; as each ends, the name of
+        its outcome (``ok`` or the error's type) is appended to ``outcomes``."""
+        ...
+
     async def stop(self) -> None: ...
 
 
@@ -72,6 +78,13 @@ class TwistedDriver:
     async def update_addrs(self, addrs: list[str]) -> None:
         self.client.update_namesrv_addrs(addrs)
 
+    async def ask(self, topics: list[str], outcomes: list[str]) -> None:
+        for topic in topics:
+            d = defer.ensureDeferred(self.client.get_route(topic))
+            d.addCallbacks(
+                lambda _: outcomes.append("ok"), lambda f: outcomes.append(f.type.__name__)
+            )
+
     async def stop(self) -> None:
         await self.client.stop()
 
@@ -82,6 +95,7 @@ class AsyncioDriver:
         self.loop = loop
         self.clock = FakeClock()
         self.client = aio.RouteClient(config, clock=self.clock, rng=random.Random(7))
+        self.tasks: set[asyncio.Task[None]] = set()
         self.events: list[RouteEvent] = []
         self.brokers: list[BrokerEvent] = []
 
@@ -102,6 +116,21 @@ class AsyncioDriver:
 
     async def update_addrs(self, addrs: list[str]) -> None:
         await self.loop.call(self.client.update_namesrv_addrs, addrs)
+
+    async def ask(self, topics: list[str], outcomes: list[str]) -> None:
+        async def one(topic: str) -> None:
+            try:
+                await self.client.get_route(topic)
+            except Exception as exc:
+                outcomes.append(type(exc).__name__)
+            else:
+                outcomes.append("ok")
+
+        async def start_all() -> None:
+            for topic in topics:
+                self.tasks.add(asyncio.get_running_loop().create_task(one(topic)))
+
+        await self.loop.run(start_all())
 
     async def stop(self) -> None:
         await self.loop.run(self.client.close())

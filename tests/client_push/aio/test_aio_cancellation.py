@@ -1,11 +1,11 @@
 """Clean cancellation in the asyncio route client: a lookup given up or a stream closed leaves
 no request, timer, waiter, listener or subscription behind (checked in the client's tables and
-at the name server). Run on plain asyncio and on uvloop."""
+at the name server). Run on Twisted, plain asyncio and uvloop: the client is one."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import pytest_twisted
@@ -20,29 +20,20 @@ GET = RequestCode.GET_ROUTEINFO_BY_TOPIC
 
 
 @pytest.fixture
-def world(loop_thread) -> Iterator[AioWorld]:
-    w = AioWorld(loop_thread)
+def world(any_loop) -> Iterator[AioWorld]:
+    w = AioWorld(any_loop)
     yield w
     pytest_twisted.blockon(defer.ensureDeferred(w.close()))
 
 
-async def spawn_lookup(world: AioWorld, client, topic: str) -> asyncio.Task:
-    async def start() -> asyncio.Task:
-        return asyncio.get_running_loop().create_task(client.get_route(topic))
-
-    return await world.run(start())
+async def spawn_lookup(world: AioWorld, client, topic: str) -> Any:
+    """A lookup started as a task of the client's loop (a Deferred on Twisted)."""
+    return await world.loop.spawn(client.get_route(topic))
 
 
-async def cancel(world: AioWorld, task: asyncio.Task) -> bool:
-    async def cancel_it() -> bool:
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            return True
-        return False
-
-    return await world.run(cancel_it())
+async def cancel(world: AioWorld, task: Any) -> bool:
+    """Cancel the task on its loop; True once it has ended cancelled."""
+    return await world.loop.cancel(task)
 
 
 def nothing_left(out: dict[str, int]) -> dict[str, int]:
@@ -87,14 +78,10 @@ async def test_a_cancelled_lookup_leaves_the_fetch_to_another_caller_of_the_same
     assert (out["fetches"], out["fetch_waiters"], out["requests"]) == (1, 1, 1)
     world.ns.hold_gets = False
     world.ns.release_gets()
-    entry = await world.run(_result(second))
+    entry = await world.loop.result(second)
     assert entry.version == 1
     assert world.ns.count(GET) == 1
     assert nothing_left(await world.outstanding(client)) == {"held_topics": 1, "subscribed": 1}
-
-
-async def _result(task: asyncio.Task):
-    return await task
 
 
 @pytest_twisted.ensureDeferred

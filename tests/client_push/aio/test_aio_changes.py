@@ -1,10 +1,9 @@
 """``RouteClient.changes``: the async iterator of route states, its per-topic bound and its
-closing; and the action runner's refusal of an action it has no handler for. Run on plain
-asyncio and on uvloop against the frame-speaking fake name server."""
+closing; and the action runner's refusal of an action it has no handler for. Run on Twisted,
+plain asyncio and uvloop against the frame-speaking fake name server."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,8 +20,8 @@ from protocol.push_codec import ChangeKind
 
 
 @pytest.fixture
-def world(loop_thread) -> Iterator[AioWorld]:
-    w = AioWorld(loop_thread)
+def world(any_loop) -> Iterator[AioWorld]:
+    w = AioWorld(any_loop)
     yield w
     pytest_twisted.blockon(defer.ensureDeferred(w.close()))
 
@@ -100,7 +99,7 @@ async def test_closing_the_client_ends_a_reader_waiting_for_a_change(world):
         return len([c async for c in stream])
 
     reader = world.run(read_all())
-    await world.run(client.close())
+    await world.close_client(client)
     assert await reader == 0
 
 
@@ -127,25 +126,14 @@ async def test_cancelling_the_reading_task_closes_its_stream(world):
     world.ns.set_route("T", make_route())
     stream = await world.call(client.changes, ["T"])
 
-    async def start_reader() -> asyncio.Task:
-        async def read() -> None:
-            async for _ in stream:
-                pass
+    async def read() -> None:
+        async for _ in stream:
+            pass
 
-        return asyncio.get_running_loop().create_task(read())
-
-    reader = await world.run(start_reader())
+    reader = await world.loop.spawn(read())
     await until(lambda: client.cached_route("T") is not None and stream.waiting == 0)
 
-    async def cancel_reader() -> bool:
-        reader.cancel()
-        try:
-            await reader
-        except asyncio.CancelledError:
-            return True
-        return False
-
-    assert await world.run(cancel_reader())
+    assert await world.loop.cancel(reader)
     assert stream.closed
     out = await world.outstanding(client)
     assert (out["streams"], out["route_listeners"]) == (0, 0)

@@ -1,7 +1,8 @@
 """Clean cancellation in the asyncio producer: a send cancelled while its request is in flight,
 while it waits for a route with a master, or while it waits for a first probe answer leaves no
 request, timer, wait or listener behind (the producer's, the connection pool's, the routing's
-and the route client's tables, and the injected clock's armed timers). Plain asyncio and uvloop.
+and the route client's tables, and the injected clock's armed timers). On Twisted, plain
+asyncio and uvloop: the producer is one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.loopback_wait import until
-from support.producer_drivers import AsyncioProducerDriver
+from support.producer_drivers import PRODUCER_KINDS, AsyncioProducerDriver, producer_driver
 from twisted.internet import defer
 
 from client_push.producer.config import ProducerConfig
@@ -23,12 +24,13 @@ from client_push.producer.fault_table import FaultStrategyConfig
 NO_DETECTOR = FaultStrategyConfig(detector_enabled=False)
 
 
-@pytest.fixture
-def rig(cluster: Any, loop_thread: Any) -> Iterator[AsyncioProducerDriver]:
-    driver = AsyncioProducerDriver(cluster, loop_thread)
+@pytest.fixture(params=PRODUCER_KINDS)
+def rig(cluster: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    driver, cleanup = producer_driver(request.param, cluster)
     driver.server()
     yield driver
     pytest_twisted.blockon(defer.ensureDeferred(driver.close()))
+    cleanup()
 
 
 async def spawn_send(rig: AsyncioProducerDriver) -> asyncio.Task[Any]:
@@ -48,7 +50,7 @@ async def tables(rig: AsyncioProducerDriver) -> dict[str, int]:
     client = await rig.call(rig.client.outstanding)
     out["client_route_listeners"] = client["route_listeners"]
     out["client_requests"] = client["requests"]
-    out["timers"] = await rig.call(rig.clock.pending)
+    out["timers"] = await rig.armed()
     return out
 
 

@@ -11,10 +11,11 @@ import pytest
 import pytest_twisted
 from support.loopback_broker import FakeBroker
 from support.loopback_wait import settle, until
-from twisted.internet import reactor, task
+from twisted.internet import defer, reactor, task
 
 from client_push.producer.broker_probe import BrokerProber
 from client_push.producer.fault_table import FaultStrategyConfig
+from client_push.runtime.twisted_loop import TwistedRuntime
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import encode_go_away
 
@@ -29,7 +30,8 @@ class Detector:
         self.clock = task.Clock()
         self.go_aways: list[tuple[str, int]] = []
         self.prober = BrokerProber(
-            reactor, self.clock, lambda addr, grace: self.go_aways.append((addr, grace))
+            TwistedRuntime(reactor, self.clock),
+            lambda addr, grace: self.go_aways.append((addr, grace)),
         )
 
     async def probe(self, addr: str) -> bool:
@@ -79,7 +81,7 @@ async def test_an_error_answer_still_shows_the_broker_is_reachable(brokers):
 @pytest_twisted.ensureDeferred
 async def test_a_silent_broker_fails_at_the_timeout_and_its_connection_is_reused(brokers):
     det, broker = brokers(answer=None)
-    result = det.prober.probe(broker.addr, TOPIC, TIMEOUT_MS)
+    result = defer.ensureDeferred(det.prober.probe(broker.addr, TOPIC, TIMEOUT_MS))
     await until(lambda: len(broker.probes) == 1)
     det.clock.advance(TIMEOUT_MS / 1000 - 0.001)
     assert not result.called
@@ -95,7 +97,7 @@ async def test_a_silent_broker_fails_at_the_timeout_and_its_connection_is_reused
 @pytest_twisted.ensureDeferred
 async def test_at_most_one_probe_per_broker_is_in_flight(brokers):
     det, broker = brokers(answer=None)
-    first = det.prober.probe(broker.addr, TOPIC, TIMEOUT_MS)
+    first = defer.ensureDeferred(det.prober.probe(broker.addr, TOPIC, TIMEOUT_MS))
     assert await det.probe(broker.addr) is False  # skipped, not sent
     await settle()
     assert len(broker.probes) == 1 and det.counter("probes_skipped") == 1

@@ -292,10 +292,10 @@ async def test_a_departed_broker_is_avoided_until_the_route_shows_it_back(rig):
     # the route without it, then with it again: back at once, before departed_avoid_ms
     client = rig.cluster.clients[-1]
     await rig.brokers["broker-a"].kill()
-    await rig.drive(client._join(client._fetch("T", "poll")))
+    await rig.drive(defer.ensureDeferred(client._fetches.wait(client._fetches.fetch("T", "poll"))))
     await rig.send_many(producer, 2)
     await rig.add_broker("broker-a")
-    await rig.drive(client._join(client._fetch("T", "poll")))
+    await rig.drive(defer.ensureDeferred(client._fetches.wait(client._fetches.fetch("T", "poll"))))
     results = await rig.send_many(producer, 10)
     assert "broker-a" in {r.queue.broker_name for r in results}
     assert producer.routing.stats()["brokers_returned"] == 1
@@ -356,7 +356,7 @@ async def test_connections_to_brokers_that_left_every_route_are_closed(rig):
     a._register_loop.stop()  # type: ignore[union-attr]
     await a._unregister_all()  # leaves the route but keeps serving
     client = rig.cluster.clients[-1]
-    await rig.drive(client._join(client._fetch("T", "poll")))
+    await rig.drive(defer.ensureDeferred(client._fetches.wait(client._fetches.fetch("T", "poll"))))
     rig.clock.advance(30)
     await until(lambda: producer.connections.connections == 1)
     assert producer.connections.counters["connections_dropped"] == 1

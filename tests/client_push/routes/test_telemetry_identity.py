@@ -1,15 +1,17 @@
 """Every telemetry line names the client that wrote it (``client_id``, ``host``), so a reader
-of many files (the pipeline's report) can call each client what its operator calls it."""
+of many files (the pipeline's report) can call each client what its operator calls it: the
+Twisted client and the asyncio one (plain and uvloop) alike."""
 
 from __future__ import annotations
 
 import json
 import socket
 
+import pytest
 import pytest_twisted
-from support.fake_namesrv import FakeNamesrv, get, make_client, make_route
+from support.fake_namesrv import FakeNamesrv, make_route
 from support.loopback_wait import until
-from twisted.internet import task
+from support.route_drivers import DRIVER_KINDS, driver_factory
 
 from client_push.routes.telemetry import JsonLinesTelemetry, RefetchRecord
 
@@ -27,19 +29,22 @@ def test_each_line_carries_the_identity_the_sink_was_given(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("kind", DRIVER_KINDS)
 @pytest_twisted.ensureDeferred
-async def test_the_route_client_writes_its_configured_id_and_its_host(tmp_path):
+async def test_the_route_client_writes_its_configured_id_and_its_host(tmp_path, kind):
     ns = FakeNamesrv()
     ns.listen()
     path = tmp_path / "telemetry.jsonl"
-    client = make_client([ns.addr], task.Clock(), telemetry_path=str(path), client_id="svc-1")
-    client.start()
+    make, cleanup = driver_factory(kind)
+    driver = make([ns.addr], telemetry_path=str(path), client_id="svc-1")
+    await driver.start()
     try:
         ns.set_route("T", make_route())
-        await get(client, "T")
+        await driver.get("T")
         await until(lambda: path.exists() and path.read_text().count("\n") == 1)
     finally:
-        await client.stop()
+        await driver.stop()
         await ns.close()
+        cleanup()
     [line] = [json.loads(text) for text in path.read_text().splitlines()]
     assert (line["client_id"], line["host"]) == ("svc-1", socket.gethostname())

@@ -7,10 +7,10 @@ import struct
 import pytest
 import pytest_twisted
 from twisted.internet import defer, protocol, reactor, task
-from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 
 from client_push.errors import ConnectionLostError, RequestTimeoutError
-from client_push.wire.remoting import RemotingProtocol
+from client_push.runtime.twisted_loop import TwistedRuntime
+from client_push.wire.remoting import ConnectionBounds, RemotingConnection
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
@@ -61,15 +61,17 @@ def link():
     clock = task.Clock()
     handled: list[RemotingCommand] = []
 
-    def on_request(proto: RemotingProtocol, cmd: RemotingCommand) -> RemotingCommand | None:
+    def on_request(proto: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
         handled.append(cmd)
         if cmd.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED:
             return cmd.make_response(ResponseCode.SUCCESS)
         return None
 
-    client = RemotingProtocol(clock, 4096, on_request, label="test")
-    endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port.getHost().port)  # type: ignore[attr-defined]
-    pytest_twisted.blockon(connectProtocol(endpoint, client))
+    runtime = TwistedRuntime(reactor, clock)
+    bounds = ConnectionBounds(max_frame_size=4096)
+    client = RemotingConnection(runtime, bounds, on_request, label="test")
+    addr = f"127.0.0.1:{port.getHost().port}"  # type: ignore[attr-defined]
+    pytest_twisted.blockon(defer.ensureDeferred(client.open(addr, 3000)))
     peer = pytest_twisted.blockon(factory.connected)
     yield client, peer, factory, clock, handled
     client.close()

@@ -12,22 +12,22 @@ nobody looked up since is no longer held (it is unsubscribed at once).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 
 from client_push.routes.events import RouteEvent
+from client_push.runtime.interface import Future, Runtime, settle
 
 RouteChange = RouteEvent
 """A route state learned: a route (``exists``) with its version, or the topic's absence."""
 
 
 class RouteChanges:
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_close: Callable[[], None]) -> None:
-        self._loop = loop
+    def __init__(self, runtime: Runtime, on_close: Callable[[], None]) -> None:
+        self._runtime = runtime
         self._on_close = on_close
         self._pending: dict[str, RouteChange] = {}
-        self._wakeup: asyncio.Future[None] | None = None
+        self._wakeup: Future[None] | None = None
         self.closed = False
         self.coalesced = 0
         """States replaced unread by a newer one of their topic."""
@@ -44,16 +44,15 @@ class RouteChanges:
         if change.topic in self._pending:
             self.coalesced += 1
         self._pending[change.topic] = change
-        wakeup = self._wakeup
-        if wakeup is not None and not wakeup.done():
-            wakeup.set_result(None)
+        if self._wakeup is not None:
+            settle(self._wakeup, None)
 
     async def next(self) -> RouteChange:
         """The next state; ``StopAsyncIteration`` once closed."""
         while not self._pending:
             if self.closed:
                 raise StopAsyncIteration
-            self._wakeup = self._loop.create_future()
+            self._wakeup = self._runtime.future()
             try:
                 await self._wakeup
             finally:
@@ -82,9 +81,8 @@ class RouteChanges:
         self.closed = True
         self._pending.clear()
         self._on_close()
-        wakeup = self._wakeup
-        if wakeup is not None and not wakeup.done():
-            wakeup.set_result(None)
+        if self._wakeup is not None:
+            settle(self._wakeup, None)
 
     async def aclose(self) -> None:
         self.close()

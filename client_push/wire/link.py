@@ -1,62 +1,80 @@
-"""The connection to the chosen name server, on asyncio: connect, reconnect with backoff,
-move on GoAway.
+"""The connection to the chosen name server: connect, reconnect with backoff, move on GoAway.
 
-The same rules as the Twisted ``client_push.wire.connection``, from the same pure parts
-(``LinkState`` says which connection serves and when a left one closes, the
-``NameServerSelector`` picks, ``Backoff`` spaces reconnects): the owner sees three events
-(connected, disconnected, switching away) and one call (``request``), which waits for a
-connection when there is none and retries once on a new connection when a server answers
-GO_AWAY (1500), as upstream's ``enableReconnectForGoAway``. A request whose caller is
-cancelled leaves no waiter, timer or table entry behind.
+Written once over the runtime. The rules (which connection serves, when a left one closes) are
+the pure ``link_state``'s, the pick the ``NameServerSelector``'s, the spacing of reconnects
+``Backoff``'s. The owner sees three events (connected, disconnected, switching away) and one
+call (``request``), which waits for a connection when there is none and retries once on a new
+connection when a server answers GO_AWAY (1500), as upstream's
+``enableReconnectForGoAway``. A request whose caller is cancelled leaves no waiter, timer or
+table entry behind. ``stop`` returns within ``close_timeout_ms`` whatever the servers do.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import ssl
+from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
-from client_push.aio.clock import Clock, Timer
-from client_push.aio.remoting import RemotingConnection, RequestHandler
 from client_push.config import ClientConfig, split_addr
-from client_push.errors import ClientStoppedError, RequestTimeoutError
+from client_push.errors import ClientStoppedError, RequestsInFlightError, RequestTimeoutError
+from client_push.runtime.interface import Future, Runtime, Task, Tls, fail, settle
 from client_push.wire.backoff import Backoff
 from client_push.wire.link_state import LinkOwner, LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
+from client_push.wire.paced_log import PacedLog
+from client_push.wire.remoting import (
+    ConnectionBounds,
+    Deadline,
+    RemotingConnection,
+    RequestHandler,
+    close_within,
+)
 from client_push.wire.request_signing import request_signer, signed
+from client_push.wire.timer import Timer
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 
 log = logging.getLogger("client_push.wire.connection")
 
 
+def client_bounds(config: ClientConfig) -> ConnectionBounds:
+    return ConnectionBounds(
+        max_frame_size=config.max_frame_size,
+        max_requests=config.max_requests_in_flight,
+        max_request_bytes=config.max_request_bytes_in_flight,
+        write_buffer_bytes=config.write_buffer_bytes,
+    )
+
+
 class NameServerLink:
-    """The asyncio side of ``LinkState``: sockets, the reconnect timer, waiting requests."""
+    """``LinkState`` carried out: sockets, the reconnect timer, waiting requests."""
 
     def __init__(
         self,
         config: ClientConfig,
-        loop: asyncio.AbstractEventLoop,
-        clock: Clock,
+        runtime: Runtime,
         rng: random.Random,
         on_request: RequestHandler,
         owner: LinkOwner[RemotingConnection],
     ) -> None:
         self._config = config
-        self._loop = loop
-        self._clock = clock
+        self._runtime = runtime
         self._on_request = on_request
         self._owner = owner
+        self._bounds = client_bounds(config)
+        self._paced = PacedLog(log, lambda: runtime.clock.time())
         self.selector = NameServerSelector(config.namesrv_addrs, rng)
         self._signer = request_signer(config)
         self._state: LinkState[RemotingConnection] = LinkState(
             self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
         )
-        self._connecting: dict[str, asyncio.Task[None]] = {}
-        self._retry = Timer(clock, self._connect)
-        self._waiters: list[asyncio.Future[RemotingConnection]] = []
+        self.counters: Counter[str] = Counter()
+        """What the connections met, over all of them (``wire.*`` in the client's stats)."""
+        self._connecting: dict[str, Task] = {}
+        self._retry = Timer(runtime, self._connect)
+        self._waiters: list[Future[RemotingConnection]] = []
 
     # -- state -----------------------------------------------------------------------------
 
@@ -99,22 +117,21 @@ class NameServerLink:
     def start(self) -> None:
         self._connect()
 
-    async def stop(self) -> None:
-        """Close every connection; pending requests fail with ``ConnectionLostError``."""
+    async def stop(self, deadline: Deadline | None = None) -> None:
+        """Close every connection; pending requests fail with ``ConnectionLostError``. Returns
+        by ``deadline`` (default: ``close_timeout_ms`` from now): a connection not closed by
+        then is aborted."""
+        if deadline is None:
+            deadline = Deadline(self._runtime, self._config.close_timeout_ms)
         self._retry.cancel()
-        conns = self._state.stop()
+        conns = list(self._state.stop())
         for task in list(self._connecting.values()):
             task.cancel()
+        self._connecting.clear()
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            if not waiter.done():
-                waiter.set_exception(ClientStoppedError("route client stopped"))
-        for conn in conns:
-            conn.close()
-        if conns:
-            await asyncio.gather(*(conn.lost for conn in conns), return_exceptions=True)
-        if self._connecting:
-            await asyncio.gather(*self._connecting.values(), return_exceptions=True)
+            fail(waiter, ClientStoppedError("route client stopped"))
+        await close_within(self._runtime, conns, deadline)
 
     def update_addrs(self, addrs: Sequence[str]) -> None:
         """A new name-server list; a changed list moves the client (#3870 3.1.1.1)."""
@@ -155,16 +172,20 @@ class NameServerLink:
         conn = self._state.usable()
         if conn is not None:
             return conn
-        waiter: asyncio.Future[RemotingConnection] = self._loop.create_future()
+        if len(self._waiters) >= self._bounds.max_requests:
+            raise RequestsInFlightError(
+                f"{len(self._waiters)} requests already wait for a connection to {self.addr}: "
+                f"at most {self._bounds.max_requests}"
+            )
+        waiter: Future[RemotingConnection] = self._runtime.future()
         self._waiters.append(waiter)
 
         def expire() -> None:
-            if not waiter.done():
-                waiter.set_exception(
-                    RequestTimeoutError(f"no connection to {self.addr} within {timeout_ms} ms")
-                )
+            fail(
+                waiter, RequestTimeoutError(f"no connection to {self.addr} within {timeout_ms} ms")
+            )
 
-        timer = self._clock.call_later(timeout_ms / 1000.0, expire)
+        timer = self._runtime.clock.call_later(timeout_ms / 1000.0, expire)
         try:
             return await waiter
         finally:
@@ -177,9 +198,12 @@ class NameServerLink:
     def go_away(
         self, conn: RemotingConnection, alternatives: Sequence[str], *, still_serving: bool = True
     ) -> None:
-        """The server behind ``conn`` is stopping: move new requests elsewhere (a oneway
-        GO_AWAY's server still serves until another connection is up, ``still_serving``; one
-        that answered GO_AWAY only finishes what it has in flight)."""
+        """The server behind ``conn`` is stopping: move new requests elsewhere.
+
+        A oneway GO_AWAY promises service for a grace period, so until another connection is
+        up the old one still takes requests (``still_serving``); a GO_AWAY *answer* (1500)
+        refuses them, so that connection only finishes what it has in flight.
+        """
         if self._state.go_away(conn, alternatives):
             self._move(going_away=True, fallback=still_serving)
 
@@ -192,6 +216,7 @@ class NameServerLink:
         self._connect()
 
     def _maybe_close_drained(self, conn: RemotingConnection) -> None:
+        """A connection switched away from closes once its in-flight requests are done."""
         if self._state.drained(conn):
             conn.close()
 
@@ -201,33 +226,28 @@ class NameServerLink:
         if self._state.stopped or self.selector.current in self._connecting:
             return
         addr = self._state.connecting()
-        task = self._loop.create_task(self._open(addr))
-        self._connecting[addr] = task
-        task.add_done_callback(lambda _: self._connecting.pop(addr, None))
+        self._connecting[addr] = self._runtime.spawn(self._open(addr))
 
     async def _open(self, addr: str) -> None:
         cfg = self._config
-        host, port = split_addr(addr)
-        context = _tls_context(cfg.tls_ca_file) if cfg.tls else None
+        conn = RemotingConnection(
+            self._runtime,
+            self._bounds,
+            self._on_request,
+            label=addr,
+            paced=self._paced,
+            counters=self.counters,
+        )
+        tls = Tls(cfg.tls_ca_file) if cfg.tls else None
         try:
-            # The connect deadline is the loop's own: it bounds real socket work.
-            _, conn = await asyncio.wait_for(
-                self._loop.create_connection(
-                    lambda: RemotingConnection(
-                        self._loop, self._clock, cfg.max_frame_size, self._on_request, label=addr
-                    ),
-                    host,
-                    port,
-                    ssl=context,
-                    server_hostname=host if context is not None and cfg.tls_ca_file else None,
-                ),
-                cfg.request_timeout_ms / 1000.0,
-            )
-        except asyncio.CancelledError:
+            await conn.open(addr, cfg.request_timeout_ms, tls)
+        except self._runtime.cancelled_error:
             raise
         except Exception as exc:
+            self._connecting.pop(addr, None)
             self._connect_failed(addr, exc)
             return
+        self._connecting.pop(addr, None)
         self._connected(conn, addr)
 
     def _connected(self, conn: RemotingConnection, addr: str) -> None:
@@ -238,11 +258,10 @@ class NameServerLink:
         log.info("connected to name server %s", addr)
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(conn)
+            settle(waiter, conn)
         self._owner.on_connected(conn, addr)
 
-    def _connect_failed(self, addr: str, exc: BaseException) -> None:
+    def _connect_failed(self, addr: str, exc: Any) -> None:
         if self._state.stopped:
             return
         log.warning("cannot connect to name server %s: %s: %s", addr, type(exc).__name__, exc)
@@ -265,14 +284,3 @@ class NameServerLink:
         delay = self._state.reconnect_delay_ms()
         log.info("reconnecting to %s in %d ms", self.selector.current, delay)
         self._retry.arm(delay / 1000.0)
-
-
-def _tls_context(ca_file: str) -> ssl.SSLContext:
-    """Verified against ``ca_file``; without one, encrypted and unverified (upstream's
-    ``tls.test.mode.enable``)."""
-    if ca_file:
-        return ssl.create_default_context(cafile=ca_file)
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
