@@ -79,10 +79,14 @@ def decode_data_version(body: bytes) -> DataVersion:
     return data_version_from(fastjson.loads(body))
 
 
-def check_part_size(part: _SizedT, what: str, limit: int = MAX_PART_BYTES) -> _SizedT:
-    """``part``, when it is at most ``limit`` bytes long; else :class:`LimitError`."""
+def check_part_size(
+    part: _SizedT, what: str, limit: int = MAX_PART_BYTES, name: str | None = None
+) -> _SizedT:
+    """``part``, when it is at most ``limit`` bytes long; else :class:`LimitError` (its bound
+    named ``name``, by default after ``what``)."""
     if len(part) > limit:
-        raise LimitError(f"{what} is {len(part)} bytes, longer than {limit}", f"{what}_bytes")
+        bound = name if name is not None else f"{what}_bytes"
+        raise LimitError(f"{what} is {len(part)} bytes, longer than {limit}", bound)
     return part
 
 
@@ -283,9 +287,9 @@ def inflate_steps(
         size += len(piece)
         if size > limit:
             raise LimitError(
-                f"compressed register body inflates past {limit} bytes "
-                f"({len(data)} bytes sent; at most {MAX_INFLATED_BYTES} bytes and "
-                f"{max_ratio} times the body from {INFLATE_FLOOR_BYTES} bytes on)",
+                f"compressed register body inflates past {limit} bytes ({len(data)} bytes "
+                f"sent; it may inflate {max_ratio} times (registry.register_max_inflate_ratio) "
+                f"from {INFLATE_FLOOR_BYTES} bytes on, to {MAX_INFLATED_BYTES} at most)",
                 "register_max_inflate_ratio",
             )
         pieces.append(piece)

@@ -407,9 +407,11 @@ def _fast_plain_steps(
     limits: ReadLimits,
 ) -> Generator[None, None, RegisterTable]:
     shape = register_table_reader.outline(data)
-    yield  # skipping a large body's parts is a step's work
+    if len(data) > chunk_bytes:
+        yield  # skipping a large body's parts is a step's work
     data_version, mapping, servers = shape.decoded(MAX_DATA_VERSION_BYTES, MAX_PART_BYTES)
-    yield
+    if len(shape.mapping) + len(shape.filter_server_list) > chunk_bytes:
+        yield  # and so is decoding large parts
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
