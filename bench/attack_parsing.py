@@ -201,7 +201,10 @@ def big_attributes(port: int) -> dict[str, object]:
 
 
 ROWS: list[tuple[str, Callable[[int], dict[str, object]]]] = [
-    ("compressed REGISTER_BROKER, 48 KiB of escaped quotes as its data version", quadratic_register),
+    (
+        "compressed REGISTER_BROKER, 48 KiB of escaped quotes as its data version",
+        quadratic_register,
+    ),
     ("QUERY_DATA_VERSION, 16 KiB of escaped quotes", quadratic_data_version),
     ("compressed REGISTER_BROKER of 2.2 million topics", many_topics),
     ("80 compressed bombs (70 MiB of zeros each)", bombs),

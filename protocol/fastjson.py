@@ -198,6 +198,9 @@ def _check_depth(text: str) -> None:
     raw = text.encode("utf-8", "surrogatepass")
     skeleton = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
     brackets = _QUOTED.sub(b"", skeleton)
+    unterminated = brackets.find(b'"')  # a string never closed holds the rest
+    if unterminated >= 0:
+        brackets = brackets[:unterminated]
     if len(brackets) <= MAX_DEPTH:
         return
     depth = max(accumulate(map(_STEP.__getitem__, brackets)), default=0)

@@ -33,9 +33,7 @@ def _server(overrides: dict[str, Any]) -> Iterator[Running]:
     raw: dict[str, Any] = {"server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0}}
     raw["registry"] = overrides
     clock = task.Clock()
-    server = NameServer(
-        from_mapping(raw), reactor, clock=clock, sampler=FakeSampler(), epoch="e1"
-    )
+    server = NameServer(from_mapping(raw), reactor, clock=clock, sampler=FakeSampler(), epoch="e1")
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     try:
         yield Running(server, port, clock, FakeSampler())
@@ -217,7 +215,7 @@ def test_oversized_parts_are_refused_before_they_are_parsed(make_server):
     broker = yield connect(ns.port)
     ext = {"brokerName": "b", "brokerAddr": "10.0.0.1:10911", "clusterName": "c"}
     ext["brokerId"] = "0"
-    body = b'"' + b"\\\"" * (register_body.MAX_DATA_VERSION_BYTES // 2)
+    body = b'"' + b'\\"' * (register_body.MAX_DATA_VERSION_BYTES // 2)
     cmd = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, ext, body)
     resp = yield answered(ns, broker, cmd)
     assert resp.code == ResponseCode.INVALID_PARAMETER
