@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Generator, Sized
+from collections.abc import Callable, Generator, Sized
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -269,11 +269,16 @@ def inflate_limit(compressed_bytes: int, max_ratio: int = MAX_INFLATE_RATIO) -> 
 
 
 def inflate_steps(
-    data: bytes, max_ratio: int = MAX_INFLATE_RATIO, slice_bytes: int = INFLATE_SLICE_BYTES
+    data: bytes,
+    max_ratio: int = MAX_INFLATE_RATIO,
+    slice_bytes: int = INFLATE_SLICE_BYTES,
+    check_head: Callable[[bytes], None] | None = None,
 ) -> Generator[None, None, bytes]:
     """Inflate a compressed register body ``slice_bytes`` at a time, yielding between slices;
     returns the inflated bytes. Past :func:`inflate_limit` it stops and raises
-    :class:`LimitError`: a bomb costs what it inflated up to then, and no more."""
+    :class:`LimitError`: a bomb costs what it inflated up to then, and no more.
+    ``check_head`` is given the first slice, to refuse the body by its head before the rest
+    is inflated."""
     limit = inflate_limit(len(data), max_ratio)
     inflater = zlib.decompressobj()
     pieces: list[bytes] = []
@@ -293,6 +298,8 @@ def inflate_steps(
                 "register_max_inflate_ratio",
             )
         pieces.append(piece)
+        if check_head is not None and len(pieces) == 1:
+            check_head(piece)
         if inflater.eof:
             return b"".join(pieces)
         pending = inflater.unconsumed_tail

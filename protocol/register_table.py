@@ -129,7 +129,8 @@ def register_body_steps(
     is inflated a slice at a time, a step each.
     """
     if compressed:
-        inflated = yield from inflate_steps(data, limits.max_inflate_ratio)
+        head = partial(_check_head, limits=limits)
+        inflated = yield from inflate_steps(data, limits.max_inflate_ratio, check_head=head)
         try:
             return (
                 yield from _fast_compressed_steps(
@@ -166,6 +167,18 @@ def register_body_steps(
         table = _table_from_doc(doc, limits)
     check_topic_count(len(table.topic_queues), limits)
     return table
+
+
+def _check_head(head: bytes, limits: ReadLimits) -> None:
+    """The topic count a compressed body declares after its data version, checked as soon as
+    the first slice is inflated (a head too short to hold it is read in full later)."""
+    reader = Inflated(head)
+    try:
+        reader.chunk("dataVersion")
+        count = reader.int32("topic count")
+    except BodyError:
+        return
+    check_topic_count(count, limits)
 
 
 def check_topic_count(count: int, limits: ReadLimits) -> None:
