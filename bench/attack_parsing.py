@@ -186,15 +186,24 @@ def send(port: int, payload: Payload) -> dict[str, object]:
         answer = roundtrip(sock, payload["command"])[0]
         outcome.update(answer=answer.code, remark=(answer.remark or "")[:100])
     else:
-        for frame in payload["frames"]:
+        frames = payload["frames"]
+        for frame in frames:
             sock.sendall(frame)
-        outcome.update(
-            requests=len(payload["frames"]), answers=answers(sock, len(payload["frames"]))
-        )
-    sock.close()
+        outcome.update(requests=len(frames), answers=answers(sock, len(frames)))
+    # Looked at before the attacker's connection closes (a closed channel unregisters it).
     if "check_topic" in payload:
         outcome["attacker_topic_known"] = topic_known(port, payload["check_topic"])
+    outcome["attacker_registered"] = attacker_registered(port)
+    sock.close()
     return outcome
+
+
+def attacker_registered(port: int) -> bool:
+    """Whether the attacking broker is in the cluster info: the registry changed."""
+    sock = connect(port)
+    answer = roundtrip(sock, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))[0]
+    sock.close()
+    return b'"attacker"' in answer.body
 
 
 ROWS: list[tuple[str, Callable[[], Payload]]] = [
