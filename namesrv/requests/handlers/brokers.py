@@ -61,9 +61,12 @@ class BrokerHandlers:
         self, conn: Connection, req: RemotingCommand, h: headers.RegisterBrokerRequestHeader
     ) -> RemotingCommand | PendingResponse:
         """REGISTER_BROKER. A small body is read and applied now; a large one (past
-        ``registry.register_read_slice_bytes``), a large table, or a register from an address
-        whose earlier register is still in flight, is a :class:`PendingResponse` the server
-        steps once per reactor turn (:meth:`step`)."""
+        ``registry.register_read_slice_bytes``), a large table, a small compressed body that
+        inflates large, or a register from an address whose earlier register is still in
+        flight, is a :class:`PendingResponse` the server steps once per reactor turn
+        (:meth:`step`). A register past a registry bound (``registry.max_topics_per_broker``
+        and the others of :class:`~protocol.register_table.ReadLimits`, and
+        ``registry.max_total_topics``) is refused whole before anything of it is applied."""
         validation.check_address("brokerAddr", h.broker_addr)
         validation.check_address("haServerAddr", h.ha_server_addr, required=False)
         key = (h.cluster_name, h.broker_addr)
