@@ -228,3 +228,26 @@ def test_oversized_parts_are_refused_before_they_are_parsed(make_server):
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert "filterServerList" in resp.remark
     assert ns.server.registry.topic_count == 0
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        b'"attributes" :{"a":"%s"}',
+        b'"attr\\u0069butes":{"a":"%s"}',
+        b'"attributes":{"attributes":{},"a":"%s"}',
+    ],
+    ids=["space before the colon", "escaped key", "nested key"],
+)
+@pytest_twisted.inlineCallbacks
+def test_long_attributes_are_found_however_their_key_is_written(make_server, spelling):
+    ns = make_server(max_topic_attributes_bytes=1_000)
+    broker = yield connect(ns.port)
+    body = plain_body(["Small", "Big"], 1)
+    usual = b'"attributes":{},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":'
+    usual += b'"SINGLE_TAG","topicName":"Big"'
+    assert usual in body
+    body = body.replace(usual, usual.replace(b'"attributes":{}', spelling % (b"v" * 1_000)))
+    resp = yield answered(ns, broker, register(body))
+    refused_at(ns, resp, "max_topic_attributes_bytes")
+    assert ns.server.registry.topic_count == 0
