@@ -106,6 +106,23 @@ class RegistryConfig:
     """Topic-table chunks read lately, charged at their JSON size: a chunk seen again (the
     next register of the same broker, or a broker with the same topics) is not decoded again,
     and one the broker's table already holds is not applied again. 0 turns it off."""
+    max_topics_per_broker: int = 1_000_000
+    """A REGISTER_BROKER whose table holds more topics is refused whole. Upstream's largest
+    reported broker holds about 60,000; a million still registers (and costs about 200 MiB)."""
+    max_total_topics: int = 2_000_000
+    """A REGISTER_BROKER or REGISTER_TOPIC_IN_NAMESRV that would take the distinct topics of
+    the registry past this is refused whole (about 400 MiB of route tables at the bound)."""
+    max_topic_name_bytes: int = 127
+    """A topic name longer than this in a register is refused; upstream's ``TopicValidator``
+    allows 127 (ASCII) characters, so the bound can only be lowered."""
+    max_topic_attributes_bytes: int = 16 * KIB
+    """A topic config whose attributes (their JSON text as sent) are longer is refused with its
+    register. Upstream's attributes are a few short pairs (message type, queue type, cleanup
+    policy): well under 1 KiB."""
+    register_max_inflate_ratio: int = 128
+    """A compressed register body may inflate to this many times its size (from 1 MiB on; at
+    most 64 MiB): real topic tables inflate 15 to 60 times, a compression bomb about 1,000, so
+    a bomb is refused after inflating this much of it, at a cost in proportion to its size."""
     heap_trim_after_ms: int = 1_000
     """Once register tables applied in slices have been done this long, the C heap's free
     pages go back to the system (glibc's ``malloc_trim``): what reading and applying them
@@ -341,6 +358,11 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("registry.register_chunk_cache_bytes", r.register_chunk_cache_bytes, 0, 2**40),
         ("registry.max_listing_bytes", r.max_listing_bytes, 1 * KIB, 2**31 - 1),
         ("registry.heap_trim_after_ms", r.heap_trim_after_ms, 0, 86_400_000),
+        ("registry.max_topics_per_broker", r.max_topics_per_broker, 1, 2**31 - 1),
+        ("registry.max_total_topics", r.max_total_topics, 1, 2**31 - 1),
+        ("registry.max_topic_name_bytes", r.max_topic_name_bytes, 1, 127),
+        ("registry.max_topic_attributes_bytes", r.max_topic_attributes_bytes, 2, 2**31 - 1),
+        ("registry.register_max_inflate_ratio", r.register_max_inflate_ratio, 2, 1_032),
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
         ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),

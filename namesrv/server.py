@@ -500,6 +500,7 @@ class NameServer:
         handled["GET_ROUTEINFO_BY_TOPIC"] += self.route_responses.hits
         out.update({f"handled.{k}": v for k, v in handled.items() if v})
         out.update({f"refused.{k}": v for k, v in self.processor.refused.items()})
+        out.update({f"limit_refusals.{k}": v for k, v in self.processor.limit_refusals.items()})
         out["brokers"] = self.registry.broker_count
         out["topics"] = self.registry.topic_count
         out["subscriptions"] = self.subscriptions.total

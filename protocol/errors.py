@@ -55,3 +55,14 @@ class BodyError(ProtocolError):
 
     def __init__(self, remark: str, code: int = ResponseCode.INVALID_PARAMETER) -> None:
         super().__init__(remark, code)
+
+
+class LimitError(BodyError):
+    """A body is past a size or count limit: refused whole, before the rest of it is read.
+
+    ``limit`` names the bound (a config key, or a format bound of the protocol layer), for the
+    counter and the log line that say what was refused and why."""
+
+    def __init__(self, remark: str, limit: str) -> None:
+        super().__init__(remark)
+        self.limit = limit

@@ -21,11 +21,16 @@ from protocol.errors import BodyError
 MAX_DEPTH = 64
 """Deepest object/array nesting :func:`loads` accepts; no RocketMQ body nests past 6."""
 
-# A whole string literal (consumed so nothing inside it is touched), or a bare integer key:
-# digits right after ``{`` or ``,`` (plus whitespace) and right before ``:``.
-_STRING_OR_BARE_KEY = re.compile(
-    r'"[^"\\]*(?:\\.[^"\\]*)*"|(?<=[{,])([ \t\r\n]*)(-?[0-9]+)(?=[ \t\r\n]*:)', re.DOTALL
-)
+_STRINGS = re.compile(r'("(?:[^"\\]++|\\.)*+"?)', re.DOTALL)
+"""A string literal, to its closing quote (or, unterminated, as far as it goes): possessive and
+matching wherever a quote is, so one left-to-right pass examines each character once."""
+_BARE_KEYS = re.compile(r"(?<=[{,])[ \t\r\n]*+(-?[0-9]++)(?=[ \t\r\n]*+:)")
+"""A bare integer key, in text whose string literals are cut out: digits after ``{`` or ``,``
+and before ``:`` (whitespace around). Possessive: a try examines the run of whitespace and
+digits after one ``{`` or ``,``, and such runs do not overlap."""
+_HOLE = "\x00"
+"""Stands for a string literal while keys are found outside them: no valid JSON has it
+outside a string."""
 _STEP = {ord("{"): 1, ord("["): 1, ord("}"): -1, ord("]"): -1}
 _QUOTED = re.compile(rb'"[^"]*"')
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
@@ -114,8 +119,8 @@ def loads(data: bytes | str) -> Any:
     try:
         return _parse(text)
     except ValueError as first:
-        rewritten = _STRING_OR_BARE_KEY.sub(_quote_bare_key, text)
-        if rewritten == text:
+        rewritten = text if not _at_bare_key(first, text) else quote_bare_keys(text)[0]
+        if rewritten is text:
             raise BodyError(f"invalid JSON body: {_describe(first)}") from first
         try:
             return _parse(rewritten)
@@ -133,11 +138,46 @@ def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _quote_bare_key(match: re.Match[str]) -> str:
-    digits = match.group(2)
-    if digits is None:
-        return match.group(0)
-    return f'{match.group(1)}"{digits}"'
+def quote_bare_keys(text: str) -> tuple[str, int]:
+    """``text`` with fastjson's bare integer keys quoted (``{0:"a"}`` becomes ``{"0":"a"}``,
+    whitespace before such a key dropped), and the number of characters its passes examined;
+    ``text`` itself when it has no bare key (or holds a NUL outside its strings: not JSON).
+
+    A fixed number of passes, each in C and each linear: split the string literals out;
+    join what lies between them with a hole character; split that at the bare keys; join the
+    pieces with quotes (the pieces alternate text and key, so each key gets a quote either
+    side); put the literals back into the holes. The patterns are possessive and anchored by a
+    quote or by ``{``/``,``, so no pass examines a character more than twice, whatever the
+    quotes, escapes, backslash runs or digit runs: the count returned is what tests hold to a
+    linear bound.
+    """
+    parts = _STRINGS.split(text)
+    between = parts[0::2]
+    joined = _HOLE.join(between)
+    examined = 2 * len(text)  # the literals split out (each character once, a quote twice)
+    if joined.count(_HOLE) != len(between) - 1:
+        return text, examined + len(joined)
+    pieces = _BARE_KEYS.split(joined)
+    examined += 3 * len(joined)  # the hole count, and runs after ``{``/``,`` tried twice
+    if len(pieces) == 1:
+        return text, examined
+    quoted = '"'.join(pieces).split(_HOLE)
+    parts[0::2] = quoted
+    rewritten = "".join(parts)
+    return rewritten, examined + 2 * len(rewritten)
+
+
+def _at_bare_key(exc: ValueError, text: str) -> bool:
+    """Whether the parse failed where an object key was due and digits stand: fastjson's form
+    (anything else fails the same way after the rewrite, which is then not tried)."""
+    return (
+        isinstance(exc, json.JSONDecodeError)
+        and exc.msg.startswith("Expecting property name")
+        and text[exc.pos : exc.pos + 1] in _KEY_STARTS
+    )
+
+
+_KEY_STARTS = frozenset("-0123456789")
 
 
 def _describe(exc: ValueError) -> str:
@@ -158,6 +198,9 @@ def _check_depth(text: str) -> None:
     raw = text.encode("utf-8", "surrogatepass")
     skeleton = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
     brackets = _QUOTED.sub(b"", skeleton)
+    unterminated = brackets.find(b'"')  # a string never closed holds the rest
+    if unterminated >= 0:
+        brackets = brackets[:unterminated]
     if len(brackets) <= MAX_DEPTH:
         return
     depth = max(accumulate(map(_STEP.__getitem__, brackets)), default=0)

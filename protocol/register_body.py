@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable, Generator, Sized
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from protocol import fastjson
 from protocol.codes import CURRENT_VERSION, Version
-from protocol.errors import BodyError
+from protocol.errors import BodyError, LimitError
 from protocol.json_fields import (
     DECIMAL,
     as_list,
@@ -29,12 +30,24 @@ from protocol.route_model import (
 )
 
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
-
-
 """A compressed register body may not inflate past this: a zip bomb costs one refusal."""
+MAX_INFLATE_RATIO = 128
+"""Nor past this many times its own size (from :data:`INFLATE_FLOOR_BYTES` on): real topic
+tables inflate 15 to 60 times, a bomb up to about 1,000, and a bomb is refused after
+inflating this much of it, so a refusal costs in proportion to the bytes that were sent."""
+INFLATE_FLOOR_BYTES = 1 << 20
+"""Any compressed body may inflate this far, whatever its ratio."""
+INFLATE_SLICE_BYTES = 1 << 20
+"""Inflated per step of :func:`inflate_steps`: a few milliseconds."""
+MAX_PART_BYTES = 1 << 20
+"""A register body's data version, filter-server list and each static-topic mapping info may
+not be longer: each is parsed whole, so its length bounds the time it takes."""
+MAX_DATA_VERSION_BYTES = 64 * 1024
+"""A data version (three numbers) as a QUERY_DATA_VERSION body or a register body's part."""
 
 
 INT32 = struct.Struct(">i")
+_SizedT = TypeVar("_SizedT", bound=Sized)
 
 
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -62,7 +75,19 @@ def decode_data_version(body: bytes) -> DataVersion:
     """A QUERY_DATA_VERSION body; an empty body is the zero version."""
     if not body:
         return DataVersion()
+    check_part_size(body, "dataVersion", MAX_DATA_VERSION_BYTES)
     return data_version_from(fastjson.loads(body))
+
+
+def check_part_size(
+    part: _SizedT, what: str, limit: int = MAX_PART_BYTES, name: str | None = None
+) -> _SizedT:
+    """``part``, when it is at most ``limit`` bytes long; else :class:`LimitError` (its bound
+    named ``name``, by default after ``what``)."""
+    if len(part) > limit:
+        bound = name if name is not None else f"{what}_bytes"
+        raise LimitError(f"{what} is {len(part)} bytes, longer than {limit}", bound)
+    return part
 
 
 def topic_config_doc(tc: TopicConfig) -> dict[str, Any]:
@@ -227,22 +252,65 @@ class Inflated:
         return value
 
 
-def inflate(data: bytes) -> bytes:
+def inflate(data: bytes, max_ratio: int = MAX_INFLATE_RATIO) -> bytes:
+    """A compressed register body inflated whole (see :func:`inflate_steps`)."""
+    steps = inflate_steps(data, max_ratio)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            inflated: bytes = done.value
+            return inflated
+
+
+def inflate_limit(compressed_bytes: int, max_ratio: int = MAX_INFLATE_RATIO) -> int:
+    """How far a compressed body of this size may inflate."""
+    return min(MAX_INFLATED_BYTES, max(INFLATE_FLOOR_BYTES, max_ratio * compressed_bytes))
+
+
+def inflate_steps(
+    data: bytes,
+    max_ratio: int = MAX_INFLATE_RATIO,
+    slice_bytes: int = INFLATE_SLICE_BYTES,
+    check_head: Callable[[bytes], None] | None = None,
+) -> Generator[None, None, bytes]:
+    """Inflate a compressed register body ``slice_bytes`` at a time, yielding between slices;
+    returns the inflated bytes. Past :func:`inflate_limit` it stops and raises
+    :class:`LimitError`: a bomb costs what it inflated up to then, and no more.
+    ``check_head`` is given the first slice, to refuse the body by its head before the rest
+    is inflated."""
+    limit = inflate_limit(len(data), max_ratio)
     inflater = zlib.decompressobj()
-    try:
-        out = inflater.decompress(data, MAX_INFLATED_BYTES)
-    except zlib.error as exc:
-        raise BodyError(f"compressed register body does not inflate: {exc}") from None
-    if inflater.unconsumed_tail or (not inflater.eof and len(out) >= MAX_INFLATED_BYTES):
-        raise BodyError(f"compressed register body inflates past {MAX_INFLATED_BYTES} bytes")
-    if not inflater.eof:
-        raise BodyError("compressed register body is truncated")
-    return out
+    pieces: list[bytes] = []
+    size = 0
+    pending = data
+    while True:
+        try:
+            piece = inflater.decompress(pending, min(slice_bytes, limit + 1 - size))
+        except zlib.error as exc:
+            raise BodyError(f"compressed register body does not inflate: {exc}") from None
+        size += len(piece)
+        if size > limit:
+            raise LimitError(
+                f"compressed register body inflates past {limit} bytes ({len(data)} bytes "
+                f"sent; it may inflate {max_ratio} times (registry.register_max_inflate_ratio) "
+                f"from {INFLATE_FLOOR_BYTES} bytes on, to {MAX_INFLATED_BYTES} at most)",
+                "register_max_inflate_ratio",
+            )
+        pieces.append(piece)
+        if check_head is not None and len(pieces) == 1:
+            check_head(piece)
+        if inflater.eof:
+            return b"".join(pieces)
+        pending = inflater.unconsumed_tail
+        if not piece and not pending:
+            raise BodyError("compressed register body is truncated")
+        yield
 
 
 def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
     reader = Inflated(inflate(data))
-    data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
+    data_version = data_version_part(reader)
     count = reader.int32("topic count")
     table: dict[str, TopicConfig] = {}
     for _ in range(count):
@@ -260,11 +328,38 @@ def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
 
 def compressed_tail(reader: Inflated, broker_version: int) -> tuple[list[str], dict[str, Any]]:
     """The filter servers and (from 5.x brokers) static-topic mapping infos after the topic
-    records of an inflated compressed body."""
-    servers = as_list(fastjson.loads(reader.chunk("filterServerList")), "filterServerList")
+    records of an inflated compressed body (see :func:`compressed_tail_steps`)."""
+    steps = compressed_tail_steps(reader, broker_version)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            tail: tuple[list[str], dict[str, Any]] = done.value
+            return tail
+
+
+def compressed_tail_steps(
+    reader: Inflated, broker_version: int, slice_bytes: int = MAX_PART_BYTES
+) -> Generator[None, None, tuple[list[str], dict[str, Any]]]:
+    """:func:`compressed_tail`, yielding after each ``slice_bytes`` or so of mapping infos
+    parsed; each part is at most :data:`MAX_PART_BYTES` long."""
+    servers_text = check_part_size(reader.chunk("filterServerList"), "filterServerList")
+    servers = as_list(fastjson.loads(servers_text), "filterServerList")
     mapping: dict[str, Any] = {}
     if broker_version >= Version.V5_0_0 and reader.pos < len(reader.data):
+        parsed = 0
         for _ in range(reader.int32("mapping count")):
-            info = as_object(fastjson.loads(reader.chunk("mapping info")), "TopicQueueMappingInfo")
+            text = check_part_size(reader.chunk("mapping info"), "topicQueueMappingInfo")
+            info = as_object(fastjson.loads(text), "TopicQueueMappingInfo")
             mapping[str(info.get("topic", ""))] = info
+            parsed += len(text)
+            if parsed >= slice_bytes:
+                parsed = 0
+                yield
     return [str(s) for s in servers], mapping
+
+
+def data_version_part(reader: Inflated) -> DataVersion:
+    """The data version that opens an inflated compressed body."""
+    text = check_part_size(reader.chunk("dataVersion"), "dataVersion", MAX_DATA_VERSION_BYTES)
+    return data_version_from(fastjson.loads(text))

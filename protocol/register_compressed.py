@@ -27,7 +27,13 @@ from protocol import fastjson
 from protocol.errors import BodyError
 from protocol.json_fields import DECIMAL
 from protocol.register_body import TOPIC_FILTER_TYPES
-from protocol.register_table_reader import NotFast, TablePart, TableSink, content_cut
+from protocol.register_table_reader import (
+    NotFast,
+    TablePart,
+    TableSink,
+    attributes_too_long,
+    content_cut,
+)
 
 _PREFIX = re.compile(rb"\x00([\x00-\xff]{3})")
 """A record's length prefix (a big-endian int32 below 16 MiB): split on it, its three low
@@ -165,7 +171,13 @@ def _part(key: tuple[int, int], contents: list[bytes], end: int, sink: TableSink
     if not _FILTER_TYPES.issuperset(tokens[4::period]):
         raise NotFast
     if period == 7:
-        _check_attributes(set(tokens[5::7]))
+        attributes = tokens[5::7]
+        limit = sink.max_attributes_bytes
+        if max(map(len, attributes)) > limit:
+            at = next(i for i, text in enumerate(attributes) if len(text) > limit)
+            name = tokens[at * period].decode(errors="replace")
+            raise attributes_too_long(name, len(attributes[at]), limit)
+        _check_attributes(set(attributes))
     try:
         names = list(map(bytes.decode, tokens[0::period]))
     except UnicodeDecodeError:

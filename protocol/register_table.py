@@ -8,18 +8,24 @@ import json
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, NamedTuple
 
 from protocol import fastjson, register_compressed, register_table_reader
-from protocol.errors import BodyError
+from protocol.errors import BodyError, LimitError
 from protocol.json_fields import as_list, as_object, load_object, or_empty
 from protocol.register_body import (
     INT32,
+    MAX_DATA_VERSION_BYTES,
+    MAX_INFLATE_RATIO,
+    MAX_PART_BYTES,
     TOPIC_FILTER_TYPES,
     Inflated,
-    compressed_tail,
+    compressed_tail_steps,
     data_version_from,
+    data_version_part,
     inflate,
+    inflate_steps,
     topic_config_from,
     topic_config_from_text,
 )
@@ -52,6 +58,25 @@ class RegisterTable:
     parts: tuple[register_table_reader.TablePart, ...] | None = field(default=None, compare=False)
     """The table's chunks as read, in order, when every chunk was read the usual way and no
     topic is listed twice: what lets the registry skip chunks it applied already."""
+
+
+class ReadLimits(NamedTuple):
+    """What a register body may hold, checked as it is read: past one, :class:`LimitError`
+    before the rest is read."""
+
+    max_topics: int = 1 << 62
+    """Topic configs in its table (of a compressed body: as it declares before them)."""
+    max_attributes_bytes: int = 1 << 62
+    """One topic's attributes: their JSON text as sent (re-encoded compactly where the body
+    is read the general way)."""
+    max_inflate_ratio: int = MAX_INFLATE_RATIO
+    """A compressed body may inflate this many times its size (see ``inflate_limit``)."""
+    max_general_bytes: int = 1 << 62
+    """A plain body not in the usual form (which the fast read takes in slices) is read whole
+    by the general path: only up to this size."""
+
+
+NO_LIMITS = ReadLimits()
 
 
 def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
@@ -87,6 +112,7 @@ def register_body_steps(
     topics_per_step: int,
     bytes_per_step: int | None = None,
     chunk_cache: register_table_reader.ChunkCache | None = None,
+    limits: ReadLimits = NO_LIMITS,
 ) -> Generator[None, None, RegisterTable]:
     """Read a register body ``topics_per_step`` topic configs (of a plain body: about
     ``bytes_per_step`` bytes) at a time: a generator that yields between steps and returns the
@@ -98,23 +124,36 @@ def register_body_steps(
     tuple. Anything unusual (a quoted number, a null, an attribute) takes the full decoder's
     path, which converts it or refuses it with the same error as before; a body the C parser
     refuses (fastjson's bare integer keys) is read whole by :func:`fastjson.loads`.
+
+    ``limits`` are checked as the body is read (see :class:`ReadLimits`); a compressed body
+    is inflated a slice at a time, a step each.
     """
     if compressed:
-        inflated = inflate(data)
+        head = partial(_check_head, limits=limits)
+        inflated = yield from inflate_steps(data, limits.max_inflate_ratio, check_head=head)
         try:
             return (
                 yield from _fast_compressed_steps(
-                    inflated, broker_version, topics_per_step, chunk_cache
+                    inflated, broker_version, topics_per_step, chunk_cache, limits
                 )
             )
         except register_table_reader.NotFast:
             pass
-        return (yield from _compressed_steps(inflated, broker_version, topics_per_step))
+        return (yield from _compressed_steps(inflated, broker_version, topics_per_step, limits))
     chunk = bytes_per_step or max(1, topics_per_step) * _CHARS_PER_TOPIC
     try:
-        return (yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62)), chunk_cache))
+        return (
+            yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62)), chunk_cache, limits)
+        )
     except register_table_reader.NotFast:
         pass
+    if len(data) > limits.max_general_bytes:
+        raise LimitError(
+            f"RegisterBrokerBody of {len(data)} bytes is not in the usual form (standard JSON "
+            f"as upstream brokers write it), which is read only up to {limits.max_general_bytes}"
+            " bytes (registry.register_read_slice_bytes)",
+            "register_read_slice_bytes",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -122,11 +161,33 @@ def register_body_steps(
     if not text.strip():
         raise BodyError("RegisterBrokerBody body is empty")
     try:
-        return (yield from _plain_steps(text, topics_per_step))
+        table = yield from _plain_steps(text, topics_per_step, limits)
     except _NotPlain:
-        pass
-    doc = load_object(data, "RegisterBrokerBody")  # fastjson's form, or the precise error
-    return _table_from_doc(doc)
+        doc = load_object(data, "RegisterBrokerBody")  # fastjson's form, or the precise error
+        table = _table_from_doc(doc, limits)
+    check_topic_count(len(table.topic_queues), limits)
+    return table
+
+
+def _check_head(head: bytes, limits: ReadLimits) -> None:
+    """The topic count a compressed body declares after its data version, checked as soon as
+    the first slice is inflated (a head too short to hold it is read in full later)."""
+    reader = Inflated(head)
+    try:
+        reader.chunk("dataVersion")
+        count = reader.int32("topic count")
+    except BodyError:
+        return
+    check_topic_count(count, limits)
+
+
+def check_topic_count(count: int, limits: ReadLimits) -> None:
+    if count > limits.max_topics:
+        raise LimitError(
+            f"RegisterBrokerBody holds {count} topics, more than {limits.max_topics} "
+            "(registry.max_topics_per_broker)",
+            "max_topics_per_broker",
+        )
 
 
 class _NotPlain(Exception):
@@ -207,6 +268,7 @@ def _table_steps(
     specs: dict[TopicQueueSpec, TopicQueueSpec],
     renamed: dict[str, str],
     topics_per_step: int,
+    add: Callable[[dict[str, TopicQueueSpec], dict[Any, Any], dict[str, str], Any], None],
 ) -> Generator[None, None, int]:
     """Read the topicConfigTable object at ``pos`` into ``table``, a chunk of members at a
     time; returns the position after it.
@@ -228,7 +290,7 @@ def _table_steps(
                 parsed, end = _SCANNER("{" + text[start:], 0)
             except (ValueError, StopIteration, RecursionError):
                 break
-            _add_specs(table, specs, renamed, parsed)
+            add(table, specs, renamed, parsed)
             return start - 1 + end
         cut = -1
         search_from = start + chunk_chars
@@ -248,7 +310,7 @@ def _table_steps(
             break
         if cut < 0:
             break
-        _add_specs(table, specs, renamed, parsed)
+        add(table, specs, renamed, parsed)
         start = cut + 1
         yield
     # Unusual text: the rest member by member (a failure there reads the body the slow way).
@@ -258,7 +320,7 @@ def _table_steps(
         name, vat = next(entries)
         while True:
             tc, vend = _value(text, vat)
-            _add_specs(table, specs, renamed, {name: tc})
+            add(table, specs, renamed, {name: tc})
             count += 1
             if count % topics_per_step == 0:
                 yield
@@ -273,11 +335,18 @@ def _add_specs(
     specs: dict[TopicQueueSpec, TopicQueueSpec],
     renamed: dict[str, str],
     parsed: dict[str, Any],
+    max_attributes_bytes: int = 1 << 62,
 ) -> None:
     for name, tc in parsed.items():
         spec = _quick_spec(tc, name)
         if spec is None:
             full = topic_config_from(tc, name)
+            if full.attributes:
+                length = len(fastjson.dumps(full.attributes))
+                if length > max_attributes_bytes:
+                    raise register_table_reader.attributes_too_long(
+                        name, length, max_attributes_bytes
+                    )
             spec = TopicQueueSpec(
                 full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
             )
@@ -286,7 +355,10 @@ def _add_specs(
         table[name] = specs.setdefault(spec, spec)
 
 
-def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, RegisterTable]:
+def _plain_steps(
+    text: str, topics_per_step: int, limits: ReadLimits
+) -> Generator[None, None, RegisterTable]:
+    add = partial(_add_specs, max_attributes_bytes=limits.max_attributes_bytes)
     pos = _WS.match(text).end()  # type: ignore[union-attr]
     top: dict[str, Any] = {}
     wrapper: dict[str, Any] = {}
@@ -307,7 +379,7 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
                             table.clear()
                             renamed.clear()
                             wend = yield from _table_steps(
-                                text, wat, table, specs, renamed, topics_per_step
+                                text, wat, table, specs, renamed, topics_per_step, add
                             )
                             wrapper.pop("topicConfigTable", None)
                         else:
@@ -342,17 +414,29 @@ def _plain_steps(text: str, topics_per_step: int) -> Generator[None, None, Regis
 
 
 def _fast_plain_steps(
-    data: bytes, chunk_bytes: int, cache: register_table_reader.ChunkCache | None
+    data: bytes,
+    chunk_bytes: int,
+    cache: register_table_reader.ChunkCache | None,
+    limits: ReadLimits,
 ) -> Generator[None, None, RegisterTable]:
     shape = register_table_reader.outline(data)
+    if len(data) > chunk_bytes:
+        yield  # skipping a large body's parts is a step's work
+    data_version, mapping, servers = shape.decoded(MAX_DATA_VERSION_BYTES, MAX_PART_BYTES)
+    if len(shape.mapping) + len(shape.filter_server_list) > chunk_bytes:
+        yield  # and so is decoding large parts
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec, cache)
-    yield from register_table_reader.table_steps(shape.table, chunk_bytes, sink)
-    read = _register_table(
-        table, specs, renamed, shape.data_version, shape.mapping, shape.filter_server_list
+    add = partial(_add_specs, max_attributes_bytes=limits.max_attributes_bytes)
+    sink = register_table_reader.TableSink(
+        table, specs, renamed, add, TopicQueueSpec, cache, limits.max_attributes_bytes
     )
+    for _ in register_table_reader.table_steps(shape.table, chunk_bytes, sink):
+        check_topic_count(len(table), limits)
+        yield
+    check_topic_count(len(table), limits)
+    read = _register_table(table, specs, renamed, data_version, mapping, servers)
     parts = sink.parts
     if parts is None or sum(len(part.names) for part in parts) != len(table):
         return read  # a chunk read the general way, or a topic listed twice
@@ -381,7 +465,7 @@ def _register_table(
     )
 
 
-def _table_from_doc(doc: dict[str, Any]) -> RegisterTable:
+def _table_from_doc(doc: dict[str, Any], limits: ReadLimits = NO_LIMITS) -> RegisterTable:
     what = "topicConfigSerializeWrapper"
     wrapper_doc = as_object(or_empty(doc.get(what)), what)
     table_doc = as_object(or_empty(wrapper_doc.get("topicConfigTable")), "topicConfigTable")
@@ -391,7 +475,8 @@ def _table_from_doc(doc: dict[str, Any]) -> RegisterTable:
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     table: dict[str, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    _add_specs(table, specs, renamed, {str(name): tc for name, tc in table_doc.items()})
+    parsed = {str(name): tc for name, tc in table_doc.items()}
+    _add_specs(table, specs, renamed, parsed, limits.max_attributes_bytes)
     return _register_table(
         table,
         specs,
@@ -436,20 +521,25 @@ def _fast_compressed_steps(
     broker_version: int,
     topics_per_step: int,
     cache: register_table_reader.ChunkCache | None,
+    limits: ReadLimits,
 ) -> Generator[None, None, RegisterTable]:
     """An inflated compressed body whose records are in the usual form, read in chunks of
     records (see :mod:`protocol.register_compressed`); raises ``NotFast`` otherwise."""
     reader = Inflated(inflated)
-    data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
+    data_version = data_version_part(reader)
     count = reader.int32("topic count")
+    check_topic_count(count, limits)
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    sink = register_table_reader.TableSink(table, specs, renamed, _add_specs, TopicQueueSpec, cache)
+    add = partial(_add_specs, max_attributes_bytes=limits.max_attributes_bytes)
+    sink = register_table_reader.TableSink(
+        table, specs, renamed, add, TopicQueueSpec, cache, limits.max_attributes_bytes
+    )
     chunk_bytes = max(1, min(topics_per_step, 1 << 40)) * _COMPRESSED_CHARS_PER_TOPIC
     records = register_compressed.Records(inflated, reader.pos, count)
     reader.pos = yield from register_compressed.records_steps(records, chunk_bytes, sink)
-    servers, mapping = compressed_tail(reader, broker_version)
+    servers, mapping = yield from compressed_tail_steps(reader, broker_version)
     read = RegisterTable(table, data_version, servers, mapping, tuple(specs), {})
     parts = sink.parts
     if parts is None or sum(len(part.names) for part in parts) != len(table):
@@ -463,12 +553,14 @@ into bytes."""
 
 
 def _compressed_steps(
-    inflated: bytes, broker_version: int, topics_per_step: int
+    inflated: bytes, broker_version: int, topics_per_step: int, limits: ReadLimits = NO_LIMITS
 ) -> Generator[None, None, RegisterTable]:
     """The general read of an inflated compressed body, topic by topic."""
     reader = Inflated(inflated)
-    data_version = data_version_from(fastjson.loads(reader.chunk("dataVersion")))
+    data_version = data_version_part(reader)
     count = reader.int32("topic count")
+    check_topic_count(count, limits)
+    max_attributes = limits.max_attributes_bytes
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     table: dict[str, TopicQueueSpec] = {}
     unpack = INT32.unpack_from
@@ -503,6 +595,10 @@ def _compressed_steps(
             name = parts[0]
             spec = TopicQueueSpec(int(parts[1]), int(parts[2]), int(parts[3]), 0)
         else:
+            if len(parts) == 6 and len(parts[5].encode()) > max_attributes:
+                raise register_table_reader.attributes_too_long(
+                    parts[0], len(parts[5].encode()), max_attributes
+                )
             tc = topic_config_from_text(text)
             name = tc.topic_name
             spec = TopicQueueSpec(tc.read_queue_nums, tc.write_queue_nums, tc.perm, 0)
@@ -510,5 +606,5 @@ def _compressed_steps(
         if len(table) % topics_per_step == 0:
             yield
     reader.pos = pos
-    servers, mapping = compressed_tail(reader, broker_version)
+    servers, mapping = yield from compressed_tail_steps(reader, broker_version)
     return RegisterTable(table, data_version, servers, mapping, tuple(specs), {})

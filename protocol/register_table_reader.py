@@ -27,6 +27,8 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from protocol import fastjson
+from protocol.errors import LimitError
+from protocol.register_body import check_part_size
 
 WS = b" \t\n\r"
 
@@ -47,24 +49,35 @@ class _TopicConfigWire(msgspec.Struct, gc=False):
     topicFilterType: Literal["SINGLE_TAG", "MULTI_TAG"] | None = None
     topicSysFlag: int = 0
     order: bool | None = None
-    attributes: dict[str, str] | None = None
+    attributes: msgspec.Raw = msgspec.Raw(b"null")
+    """Left raw: the name server keeps none of it, and its length is checked as sent."""
+
+
+_NULL = msgspec.Raw(b"null")
 
 
 class _WrapperWire(msgspec.Struct):
-    topicConfigTable: msgspec.Raw = msgspec.Raw(b"null")
-    dataVersion: Any = None
-    topicQueueMappingInfoMap: Any = None
+    """The parts besides the table are left raw too: each is decoded (in a step of its own)
+    once its length is known to be within bounds."""
+
+    topicConfigTable: msgspec.Raw = _NULL
+    dataVersion: msgspec.Raw = _NULL
+    topicQueueMappingInfoMap: msgspec.Raw = _NULL
 
 
 class _BodyWire(msgspec.Struct):
     topicConfigSerializeWrapper: _WrapperWire | None = None
-    filterServerList: Any = None
+    filterServerList: msgspec.Raw = _NULL
 
 
 _BODY = msgspec.json.Decoder(_BodyWire)
 _TABLE = msgspec.json.Decoder(dict[str, _TopicConfigWire])
 _NAME_OF = operator.attrgetter("topicName")
 _SPEC_OF = operator.attrgetter("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
+_ATTRIBUTES_OF = operator.attrgetter("attributes")
+_USUAL_ATTRIBUTES = (ord("{"), ord("n"))
+"""The first byte of attributes read the usual way: an object, or null (msgspec checked the
+syntax); anything else takes the general decoder, which names the error."""
 _ENTRY_CUT = re.compile(rb'\},"([^"\\]*)":\{')
 """Where one topic config likely ends and the next begins (fastjson writes ``attributes``
 first, so a nested object never precedes a key whose value is an object)."""
@@ -77,16 +90,37 @@ _CUT_LOOKAHEAD = 64
 to or removed from a table changes only the chunk holding it, not every later one."""
 
 
+_ANY = msgspec.json.Decoder()
+
+
 class Outline:
-    """The body's small parts, decoded; its topic table still raw."""
+    """The body's parts, raw: its topic table, and the small parts (see :meth:`decoded`)."""
 
     __slots__ = ("data_version", "filter_server_list", "mapping", "table")
 
-    def __init__(self, table: memoryview, data_version: Any, mapping: Any, servers: Any) -> None:
+    def __init__(
+        self,
+        table: memoryview,
+        data_version: msgspec.Raw,
+        mapping: msgspec.Raw,
+        servers: msgspec.Raw,
+    ) -> None:
         self.table = table
         self.data_version = data_version
         self.mapping = mapping
         self.filter_server_list = servers
+
+    def decoded(self, max_data_version: int, max_part: int) -> tuple[Any, Any, Any]:
+        """(data version, mapping infos, filter servers) decoded, each refused with
+        :class:`LimitError` past its bound before it is."""
+        parts = (
+            (self.data_version, "dataVersion", max_data_version),
+            (self.mapping, "topicQueueMappingInfoMap", max_part),
+            (self.filter_server_list, "filterServerList", max_part),
+        )
+        for raw, what, limit in parts:
+            check_part_size(raw, what, limit)
+        return tuple(_ANY.decode(raw) for raw, _what, _limit in parts)
 
 
 def outline(data: bytes) -> Outline:
@@ -176,7 +210,16 @@ class TableSink:
     once one was not); ``cache``, when given, supplies chunks read before and keeps new ones.
     """
 
-    __slots__ = ("add_general", "cache", "make_spec", "out", "parts", "renamed", "specs")
+    __slots__ = (
+        "add_general",
+        "cache",
+        "make_spec",
+        "max_attributes_bytes",
+        "out",
+        "parts",
+        "renamed",
+        "specs",
+    )
 
     def __init__(
         self,
@@ -186,8 +229,11 @@ class TableSink:
         add_general: Callable[[dict[str, Any], dict[Any, Any], dict[str, str], Any], None],
         make_spec: Callable[..., Any],
         cache: ChunkCache | None = None,
+        max_attributes_bytes: int = 1 << 62,
     ) -> None:
         self.out = out
+        self.max_attributes_bytes = max_attributes_bytes
+        """A topic's attributes, as sent, may be no longer (else :class:`LimitError`)."""
         self.specs = specs
         self.renamed = renamed
         self.add_general = add_general
@@ -203,7 +249,8 @@ class TableSink:
         if part is None:
             try:
                 decoded = _TABLE.decode(chunk)
-            except msgspec.ValidationError:
+                part = self._part(key, decoded, chunk)
+            except (msgspec.ValidationError, _Unusual):
                 try:
                     general = json.loads(chunk, parse_constant=fastjson.refuse_constant)
                 except (ValueError, RecursionError):
@@ -217,7 +264,6 @@ class TableSink:
                 if guess:
                     return False
                 raise NotFast from None
-            part = self._part(key, decoded)
             if cache is not None:
                 cache.put(part)
         self.add_part(part)
@@ -233,7 +279,9 @@ class TableSink:
         if self.parts is not None:
             self.parts.append(part)
 
-    def _part(self, key: tuple[int, int], decoded: dict[str, _TopicConfigWire]) -> TablePart:
+    def _part(
+        self, key: tuple[int, int], decoded: dict[str, _TopicConfigWire], chunk: bytes
+    ) -> TablePart:
         keys = list(decoded)
         values = list(decoded.values())
         names = list(map(_NAME_OF, values))
@@ -242,6 +290,13 @@ class TableSink:
             for name_key, name in zip(keys, names, strict=True):
                 if name and name != name_key:
                     renamed[name_key] = name
+        if not _no_attributes(chunk):
+            raws = list(map(_ATTRIBUTES_OF, values))
+            joined = b"".join(raws)
+            if joined.count(b"{}") * 2 + joined.count(b"null") * 4 != len(joined):
+                # Not all ``{}`` or null (each raw is one JSON value, so text made of these
+                # two tokens alone is a run of them): the distinct texts are looked at.
+                self._check_attributes(set(map(bytes, raws)), keys, values)
         specs = self.specs
         numbers = list(map(_SPEC_OF, values))
         shared: dict[Any, Any] = {}
@@ -251,6 +306,45 @@ class TableSink:
         return TablePart(
             key, keys, list(map(shared.__getitem__, numbers)), renamed, tuple(shared.values())
         )
+
+    def _check_attributes(
+        self, distinct: set[bytes], keys: list[str], values: list[_TopicConfigWire]
+    ) -> None:
+        """Each distinct attributes text of a chunk: not longer than the bound (else
+        :class:`LimitError` naming the first topic past it), and an object or null (else
+        :class:`_Unusual`, for the general decoder)."""
+        limit = self.max_attributes_bytes
+        if max(map(len, distinct)) > limit:
+            for name, value in zip(keys, values, strict=True):
+                length = len(value.attributes)
+                if length > limit:
+                    raise attributes_too_long(name, length, limit)
+        if not all(text[0] in _USUAL_ATTRIBUTES for text in distinct):
+            raise _Unusual
+
+
+def _no_attributes(chunk: bytes) -> bool:
+    """Whether every ``attributes`` of a chunk (valid JSON: msgspec decoded it) is ``{}`` or
+    null, told from its bytes in C: without a backslash every quote delimits a string, so
+    each ``"attributes"`` is a whole string (a key, or a value), and each is the key of one of
+    the two (any other use of the string, or a space before its colon, sends the chunk to the
+    check of each topic)."""
+    if b"\\" in chunk:
+        return False
+    strings = chunk.count(b'"attributes"')
+    return strings == chunk.count(b'"attributes":{}') + chunk.count(b'"attributes":null')
+
+
+class _Unusual(Exception):
+    """A chunk decoded, but not in the usual form: the general decoder reads it."""
+
+
+def attributes_too_long(name: str, length: int, limit: int) -> LimitError:
+    return LimitError(
+        f"topicConfigTable[{name[:130]!r}].attributes is {length} bytes, longer than "
+        f"{limit} (registry.max_topic_attributes_bytes)",
+        "max_topic_attributes_bytes",
+    )
 
 
 def table_steps(

@@ -28,7 +28,7 @@ from namesrv.requests.handlers.push import PushHandlers
 from namesrv.requests.handlers.server_config import ServerConfigHandlers
 from namesrv.requests.route_response_cache import RouteResponseCache
 from protocol.codes import ResponseCode, SerializeType
-from protocol.errors import ProtocolError
+from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command, encode_command_head
 from protocol.register_table_reader import ChunkCache
 
@@ -72,7 +72,9 @@ class RequestProcessor:
         self.refused: Counter[str] = Counter()
         self._log = RateLimitedLog(log, services.clock)
         """A peer decides how many requests get refused: its lines are paced per request."""
-        self.brokers = BrokerHandlers(services, self.refused)
+        self.brokers = BrokerHandlers(services, self.refused, self._log)
+        self.limit_refusals = self.brokers.limit_refusals
+        """Requests refused at a size or count bound, by the bound's name."""
         parts = (
             KvHandlers(services),
             self.brokers,
@@ -153,6 +155,8 @@ class RequestProcessor:
             self.handled[name] += 1
         except ProtocolError as exc:
             self.refused[name] += 1
+            if isinstance(exc, LimitError):
+                self.limit_refusals[exc.limit] += 1
             self._log.log(logging.INFO, name, "refused %s from %s: %s", name, conn.peer, exc.remark)
             response = request.make_response(exc.code, exc.remark)
         except Exception as exc:  # a bug must cost one request, not the connection

@@ -7,13 +7,14 @@ refused whole with INVALID_PARAMETER and a remark naming the field, and nothing 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from namesrv.push.subscriptions import TOPIC_NAME_MAX_LENGTH, SubscriptionError, validate_topic_name
 from protocol.codes import Perm, ResponseCode
-from protocol.errors import ProtocolError
+from protocol.errors import LimitError, ProtocolError
 from protocol.route_model import QueueData, TopicConfig
 
 ALL_PERM_BITS = Perm.INHERIT | Perm.WRITE | Perm.READ | Perm.PRIORITY
@@ -70,20 +71,47 @@ def check_topic_configs(topic_configs: Mapping[str, TopicConfig], max_queue_nums
         check_queues(field, tc.read_queue_nums, tc.write_queue_nums, tc.perm, max_queue_nums)
 
 
-_NAME = rf"[A-Za-z0-9_%|-]{{1,{TOPIC_NAME_MAX_LENGTH}}}"
-_NAMES = re.compile(rf"(?:{_NAME}\n)*{_NAME}")
+@functools.cache
+def _names_pattern(max_bytes: int) -> re.Pattern[str]:
+    name = rf"[A-Za-z0-9_%|-]{{1,{max_bytes}}}"
+    return re.compile(rf"(?:{name}\n)*{name}")
 
 
-def check_topic_names(names: list[str]) -> None:
-    """:func:`check_topic` for a slice of a register's table keys, in one C regex match; the
-    first bad name is then found and named as :func:`check_topic_configs` would."""
+def check_topic_names(names: list[str], max_bytes: int = TOPIC_NAME_MAX_LENGTH) -> None:
+    """:func:`check_topic` for a slice of a register's table keys, in one C regex match, each
+    name at most ``max_bytes`` long (``registry.max_topic_name_bytes``; the characters allowed
+    are ASCII); the first bad name is then found and named as :func:`check_topic_configs`
+    would."""
     if not names:
         return
     joined = "\n".join(names)
-    if joined.count("\n") == len(names) - 1 and _NAMES.fullmatch(joined) is not None:
+    pattern = _names_pattern(max_bytes)
+    if joined.count("\n") == len(names) - 1 and pattern.fullmatch(joined) is not None:
         return
     for name in names:
-        check_topic(f"topicConfigTable[{name[:130]!r}]", name)
+        field = f"topicConfigTable[{name[:130]!r}]"
+        check_topic(field, name)
+        check_name_length(field, name, max_bytes)
+
+
+def check_name_length(field: str, name: str, max_bytes: int) -> None:
+    if len(name) > max_bytes:
+        raise LimitError(
+            f"{field}: topic name is {len(name)} bytes, longer than {max_bytes} "
+            "(registry.max_topic_name_bytes)",
+            "max_topic_name_bytes",
+        )
+
+
+def check_total_topics(topic_count: int, unknown: int, max_total: int) -> None:
+    """A register that adds ``unknown`` topics to the registry's ``topic_count`` may not take
+    it past ``max_total`` (``registry.max_total_topics``)."""
+    if unknown and topic_count + unknown > max_total:
+        raise LimitError(
+            f"the register would add {unknown} topics to the {topic_count} the name server "
+            f"holds, more than {max_total} in all (registry.max_total_topics)",
+            "max_total_topics",
+        )
 
 
 def check_topic_specs(

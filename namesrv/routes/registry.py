@@ -145,3 +145,7 @@ class RouteRegistry:
     @property
     def topic_count(self) -> int:
         return len(self.tables.holders)
+
+    def unknown_topics(self, names: list[str]) -> int:
+        """How many of ``names`` (distinct) the registry holds no route of (in C)."""
+        return len(names) - sum(map(self.tables.holders.__contains__, names))

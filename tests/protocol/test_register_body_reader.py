@@ -197,9 +197,9 @@ def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monke
     general: list[int] = []
     add_specs = register_table._add_specs
 
-    def counting(table, specs, renamed, parsed):  # type: ignore[no-untyped-def]
+    def counting(table, specs, renamed, parsed, **limits):  # type: ignore[no-untyped-def]
         general.append(len(parsed))
-        add_specs(table, specs, renamed, parsed)
+        add_specs(table, specs, renamed, parsed, **limits)
 
     monkeypatch.setattr(register_table, "_plain_steps", _never)
     monkeypatch.setattr(register_table, "_add_specs", counting)

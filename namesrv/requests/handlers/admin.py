@@ -10,6 +10,7 @@ from namesrv.requests.context import Connection, Services, ok
 from protocol import bodies, headers
 from protocol.errors import BodyError
 from protocol.frame import RemotingCommand
+from protocol.register_body import check_part_size
 
 
 class AdminHandlers:
@@ -60,11 +61,15 @@ class AdminHandlers:
     def register_topic_in_namesrv(
         self, conn: Connection, req: RemotingCommand, h: headers.RegisterTopicRequestHeader
     ) -> RemotingCommand:
+        config = self.s.config.registry
+        check_part_size(req.body, "REGISTER_TOPIC_IN_NAMESRV body", name="route_body_bytes")
         route = bodies.decode_route(req.body)
         if not route.queue_datas:
             raise BodyError(f"REGISTER_TOPIC_IN_NAMESRV for {h.topic} carries no queueDatas")
-        validation.check_queue_datas(
-            h.topic, route.queue_datas, self.s.config.registry.max_queue_nums
-        )
+        validation.check_queue_datas(h.topic, route.queue_datas, config.max_queue_nums)
+        validation.check_name_length("topic", h.topic, config.max_topic_name_bytes)
+        registry = self.s.registry
+        unknown = registry.unknown_topics([h.topic])
+        validation.check_total_topics(registry.topic_count, unknown, config.max_total_topics)
         self.s.registry.register_topic(h.topic, route.queue_datas)
         return ok(req)

@@ -10,12 +10,13 @@ from collections import Counter
 from collections.abc import Generator
 from typing import Any
 
+from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Connection, PendingResponse, Services, ok
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
 from protocol import bodies, headers, register_body, register_table, register_version
 from protocol.codes import ResponseCode
-from protocol.errors import ProtocolError
+from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.register_table_reader import ChunkCache
 from protocol.route_model import DataVersion
@@ -29,10 +30,23 @@ log = logging.getLogger(__name__)
 
 
 class BrokerHandlers:
-    def __init__(self, services: Services, refused: Counter[str]) -> None:
-        """``refused`` counts the registers refused once they were pending (by code name)."""
+    def __init__(
+        self, services: Services, refused: Counter[str], peer_log: RateLimitedLog | None = None
+    ) -> None:
+        """``refused`` counts the registers refused once they were pending (by code name);
+        ``peer_log`` paces the lines about them (a peer decides how many there are)."""
         self.s = services
         self._refused = refused
+        self._log = peer_log if peer_log is not None else RateLimitedLog(log, services.clock)
+        registry = services.config.registry
+        self.limits = register_table.ReadLimits(
+            max_topics=registry.max_topics_per_broker,
+            max_attributes_bytes=registry.max_topic_attributes_bytes,
+            max_inflate_ratio=registry.register_max_inflate_ratio,
+            max_general_bytes=registry.register_read_slice_bytes,
+        )
+        self.limit_refusals: Counter[str] = Counter()
+        """Registers refused at a size or count bound, by the bound's name."""
         self.register_bodies_read = 0
         """Register bodies parsed; an identical heartbeat body is not."""
         self.register_versions_only = 0
@@ -47,9 +61,12 @@ class BrokerHandlers:
         self, conn: Connection, req: RemotingCommand, h: headers.RegisterBrokerRequestHeader
     ) -> RemotingCommand | PendingResponse:
         """REGISTER_BROKER. A small body is read and applied now; a large one (past
-        ``registry.register_read_slice_bytes``), a large table, or a register from an address
-        whose earlier register is still in flight, is a :class:`PendingResponse` the server
-        steps once per reactor turn (:meth:`step`)."""
+        ``registry.register_read_slice_bytes``), a large table, a small compressed body that
+        inflates large, or a register from an address whose earlier register is still in
+        flight, is a :class:`PendingResponse` the server steps once per reactor turn
+        (:meth:`step`). A register past a registry bound (``registry.max_topics_per_broker``
+        and the others of :class:`~protocol.register_table.ReadLimits`, and
+        ``registry.max_total_topics``) is refused whole before anything of it is applied."""
         validation.check_address("brokerAddr", h.broker_addr)
         validation.check_address("haServerAddr", h.ha_server_addr, required=False)
         key = (h.cluster_name, h.broker_addr)
@@ -83,7 +100,15 @@ class BrokerHandlers:
                 acl.accepted(request.code, pending.signer, request.ext_fields)
         except ProtocolError as exc:
             self._refused["REGISTER_BROKER"] += 1
-            log.info("refused REGISTER_BROKER from %s: %s", pending.key[1], exc.remark)
+            if isinstance(exc, LimitError):
+                self.limit_refusals[exc.limit] += 1
+            self._log.log(
+                logging.INFO,
+                "REGISTER_BROKER",
+                "refused REGISTER_BROKER from %s: %s",
+                pending.key[1],
+                exc.remark,
+            )
             response = pending.request.make_response(exc.code, exc.remark)
         except Exception as exc:  # a bug must cost one request, not the server
             self._refused["REGISTER_BROKER"] += 1
@@ -117,9 +142,12 @@ class BrokerHandlers:
         """Read, check and apply one register; yields ``"read"`` after each slice of reading
         and ``"wait"`` while its table is applied by the registry's jobs."""
         registry = self.s.registry
+        config = self.s.config.registry
         body = bytes(req.body)
-        chunk = self.s.config.registry.register_read_slice_bytes if large else len(body) + 1
-        topics_per_step = registry.slice_topics if large else 1 << 62
+        # Slices of content whatever the body's size: a small compressed body may inflate
+        # large, and then its reading yields like a large one's (and the register is pending).
+        chunk = config.register_read_slice_bytes
+        topics_per_step = registry.slice_topics
         crc = 0
         view = memoryview(body)
         for offset in range(0, len(body), _HASH_SLICE_BYTES):  # in C, a few ms per slice
@@ -174,8 +202,9 @@ class BrokerHandlers:
                     h.compressed,
                     req.version,
                     topics_per_step=topics_per_step,
-                    bytes_per_step=chunk if large else None,
+                    bytes_per_step=chunk,
                     chunk_cache=self.chunk_cache,
+                    limits=self.limits,
                 )
                 while True:
                     try:
@@ -191,11 +220,21 @@ class BrokerHandlers:
                     names = cache.unchecked_names(table.parts)
                 else:
                     names = list(table.topic_queues)
-                per_step = topics_per_step if large else len(names) + 1
-                for start in range(0, len(names), per_step):
-                    validation.check_topic_names(names[start : start + per_step])
-                    if large:
+                for start in range(0, len(names), topics_per_step):
+                    if start:
                         yield "read"
+                    piece = names[start : start + topics_per_step]
+                    validation.check_topic_names(piece, config.max_topic_name_bytes)
+                topic_count = registry.topic_count
+                unknown = 0
+                if topic_count + len(table.topic_queues) > config.max_total_topics:
+                    # Near the bound: the topics new to the registry are counted.
+                    everything = list(table.topic_queues)
+                    for start in range(0, len(everything), topics_per_step):
+                        yield "read"
+                        piece = everything[start : start + topics_per_step]
+                        unknown += registry.unknown_topics(piece)
+                validation.check_total_topics(topic_count, unknown, config.max_total_topics)
                 for name, other in table.renamed.items():
                     field = f"topicConfigTable[{name[:130]!r}]"
                     raise validation.RegisterError(
