@@ -26,9 +26,9 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from namesrv.config import NamesrvConfig, from_mapping, load
 from namesrv.server import NameServer
-from pipeline.config_toml import to_toml
 from pipeline.demo.registrant import Broker, RouteChanges
 from pipeline.demo.wire import Peer, connect
+from pipeline.report.config_toml import to_toml
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand, encode_command
 from protocol.push_codec import encode_subscribe

@@ -15,12 +15,12 @@ from pyspark.sql import functions as F
 from support.pipeline_records import T0, DegradedRun, journal_file, write_lines
 
 from namesrv.config import NamesrvConfig
-from pipeline.inputs import JournalSource, read_journal, read_telemetry
-from pipeline.plots import tick_series
-from pipeline.replay import replay
-from pipeline.stats import summarize
-from pipeline.summary import Episode, InputQuality, Summary
-from pipeline.tuning import Recommendation, Targets, recommend
+from pipeline.report.plots import tick_series
+from pipeline.report.summary import Episode, InputQuality, Summary
+from pipeline.report.tuning import Recommendation, Targets, recommend
+from pipeline.spark.aggregations import summarize
+from pipeline.spark.inputs import JournalSource, read_journal, read_telemetry
+from pipeline.spark.replay_grid import replay
 
 RUN = DegradedRun()
 CONFIG = NamesrvConfig(push=replace(NamesrvConfig().push, tick_interval_ms=200))

@@ -8,7 +8,7 @@ from twisted.internet import defer
 
 from client_push.routes.client import RouteClient
 from pipeline.cli import parser
-from pipeline.job import run
+from pipeline.spark.job import run
 from protocol.codes import RequestCode, ResponseCode
 
 CLIENTS = 3

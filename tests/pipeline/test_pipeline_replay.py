@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("pyspark")
 
 from namesrv.config import NamesrvConfig
-from pipeline.replay import Release, ReplayResult, releases, scenarios
-from pipeline.report import render
-from pipeline.summary import Distribution, Episode, InputQuality, Summary
-from pipeline.tuning import Recommendation
+from pipeline.report.markdown import render
+from pipeline.report.summary import Distribution, Episode, InputQuality, Summary
+from pipeline.report.tuning import Recommendation
+from pipeline.spark.replay_grid import Release, ReplayResult, releases, scenarios
 
 BASE = NamesrvConfig()
 

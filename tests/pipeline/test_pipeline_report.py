@@ -15,11 +15,11 @@ import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
 from PIL import Image
 
-from pipeline.html_report import render_html
-from pipeline.plot_kit import at_least_floor, figure, log_ms_axis
-from pipeline.plots import plots
-from pipeline.report import render
-from pipeline.summary import (
+from pipeline.report.html import render_html
+from pipeline.report.markdown import render
+from pipeline.report.plot_kit import at_least_floor, figure, log_ms_axis
+from pipeline.report.plots import plots
+from pipeline.report.summary import (
     CDF_POINTS,
     Charts,
     Distribution,

@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.summary import MatchWindow
+from pipeline.report.summary import MatchWindow
 
 
 def fetch_table(
@@ -112,9 +112,9 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
                 "last_learned_ms": F.lit(None).cast("long"),
             }
         )
-    learned = per_change.groupBy(F.col("h").alias("line")).agg(
-        F.sum("n").alias("clients"),
-        F.min("lo").cast(T.LongType()).alias("first_learned_ms"),
-        F.max("m").cast(T.LongType()).alias("last_learned_ms"),
+    learned = per_change.groupBy(F.col("bucket").alias("line")).agg(
+        F.sum("count").alias("clients"),
+        F.min("smallest").cast(T.LongType()).alias("first_learned_ms"),
+        F.max("largest").cast(T.LongType()).alias("last_learned_ms"),
     )
     return base.join(learned, "line", "left").drop("line").fillna(0, subset=["clients"])

@@ -2,7 +2,7 @@
 as PNG bytes. Each plot comes with its title and one sentence on how to read it.
 
 This module holds the journal's plots and the list of all of them; the telemetry's are in
-``pipeline.plots_propagation``. Plain values in, bytes out: no Spark here.
+``pipeline.report.plots_propagation``. Plain values in, bytes out: no Spark here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from pipeline.plot_kit import (
+from pipeline.report.plot_kit import (
     DEGRADED_COLOR,
     Plot,
     beside,
@@ -19,8 +19,14 @@ from pipeline.plot_kit import (
     shade_degraded,
     time_axis,
 )
-from pipeline.plots_propagation import detection_and_delivery, propagation_distribution, top_clients
-from pipeline.summary import Summary
+from pipeline.report.plots_propagation import (
+    detection_and_delivery,
+    propagation_distribution,
+    top_clients,
+)
+from pipeline.report.plots_whatif import whatif_plots
+from pipeline.report.replay_model import ReplayResult
+from pipeline.report.summary import Summary
 
 __all__ = ["PLOTTERS", "Plot", "Plotter", "journal_plots", "plots", "tick_series"]
 
@@ -257,7 +263,13 @@ def journal_plots(s: Summary) -> dict[Plotter, Plot | None]:
     return {plot: plot(s) for plot in PLOTTERS if plot in JOURNAL_PLOTTERS}
 
 
-def plots(s: Summary, drawn: Mapping[Plotter, Plot | None] | None = None) -> list[Plot]:
-    """Every plot the summary has data for; those in ``drawn`` are taken from it."""
+def plots(
+    s: Summary,
+    drawn: Mapping[Plotter, Plot | None] | None = None,
+    replayed: ReplayResult | None = None,
+) -> list[Plot]:
+    """Every plot the summary has data for (those in ``drawn`` taken from it), then the
+    replay's what-if curves."""
     done = drawn or {}
-    return [p for p in (done[f] if f in done else f(s) for f in PLOTTERS) if p is not None]
+    found = [p for p in (done[f] if f in done else f(s) for f in PLOTTERS) if p is not None]
+    return found + whatif_plots(replayed)

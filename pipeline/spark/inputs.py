@@ -21,14 +21,14 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.long_lines import (
+from pipeline.sources import JournalSource
+from pipeline.spark.long_lines import (
     DEFAULT_MAX_LINE_BYTES,
     HADOOP_MAX_LINE,
     Reader,
     local_reader,
     oversized_lines,
 )
-from pipeline.sources import JournalSource
 
 __all__ = ["InputError", "JournalSource", "Parsed", "read_journal", "read_telemetry"]
 
@@ -166,7 +166,7 @@ def _read_json(
     spark: SparkSession, files: Sequence[str], schema: T.StructType, max_line_bytes: int
 ) -> DataFrame:
     """The files' lines parsed; a line of ``max_line_bytes`` or more is not held in memory
-    whole (``pipeline.long_lines``)."""
+    whole (``pipeline.spark.long_lines``)."""
     if not files:
         return spark.createDataFrame([], schema)
     return (
@@ -239,7 +239,7 @@ class Parsed:
     clients: Mapping[int, str] = field(default_factory=dict)
     """The telemetry's ``client`` ids and the files they stand for."""
     oversized: int = 0
-    """Lines too long to be records (``pipeline.long_lines``), left out unread."""
+    """Lines too long to be records (``pipeline.spark.long_lines``), left out unread."""
 
     @property
     def usable(self) -> DataFrame:

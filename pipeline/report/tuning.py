@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from namesrv.config import NamesrvConfig
-from pipeline.summary import SPREAD_CAUSES, Distribution, Summary
+from pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
 
 MIN_SAMPLES = 20
 """Fewer notified fetches than this say nothing about the tick."""
