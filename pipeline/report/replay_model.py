@@ -8,12 +8,12 @@ to a change, without the refetches clients spread on purpose):
 - learned by push (causes ``PUSH_CAUSES``; a suppressed change too, when a NOTIFY of its
   topic brought it): the name server's part is replayed. The change is detected at the first
   tick at or after its registry mutation (ticks every ``push.tick_interval_ms`` from the
-  journal's first record). If its name server's push is degraded then, it goes out at the span's recovery plus the client's place
-  in the backlog drain: the place it had in the recorded drain (stretched by the ratio of the
-  recovery rates), or the whole drain for a change the recording did not hold (a version
-  the replay holds behind a later one of its topic reaches the client with it: the client
-  then holds it or newer). The client's part (the NOTIFY
-  emitted to the route applied) is the recorded distribution of those fetches;
+  journal's first record). If its name server's push is degraded then, it goes out at the
+  span's recovery plus the client's place in the backlog drain: the place it had in the
+  recorded drain (stretched by the ratio of the recovery rates), or the whole drain for a
+  change the recording did not hold (a version the replay holds behind a later one of its
+  topic reaches the client with it: the client then holds it or newer). The client's part
+  (the NOTIFY emitted to the route applied) is drawn from the recorded ones of those fetches;
 - learned otherwise (a poll, a version check, a lookup): the recorded lag, which no replayed
   key changes.
 

@@ -170,7 +170,7 @@ def test_a_summary_without_data_gives_a_page_without_plots():
     s = Summary(journal=InputQuality(0, 0, 0, 0), telemetry=None)
     page = render_html(s, plots(s), render(s, []))
     assert embedded_images(page) == []
-    assert "No client telemetry tied to journal changes" in page
+    assert "unknown (no client telemetry tied to the journal" in page
 
 
 def test_histogram_percentiles_are_the_values_of_their_rank():
