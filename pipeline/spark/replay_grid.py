@@ -65,7 +65,9 @@ class _Tested:
 def _tested(current: NamesrvConfig, config: NamesrvConfig, s: Summary) -> _Tested:
     last = s.last_ts_ms or s.first_ts_ms or 0
     spans = tuple(releases(s.episodes, current, config, last))
-    return _Tested(config.push.tick_interval_ms, spans, drain_stretch(current, config))
+    # Without a span nothing drains: the recovery rate then changes nothing.
+    stretch = drain_stretch(current, config) if spans else 1.0
+    return _Tested(config.push.tick_interval_ms, spans, stretch)
 
 
 def _pushed(per_change: DataFrame, changes: DataFrame) -> DataFrame:
@@ -194,9 +196,10 @@ def replay(
         changes, per_change, inputs, s, current, {n: tested[n] for n in first_of.values()}
     )
     result = {name: figures[computed_as[name]] for name in configs}
+    # Without telemetry there is nothing to replay: the cost side is left out with it.
     cost = frames_per_tick(
         journal,
-        sorted({c.push.tick_interval_ms for c in configs.values()}),
+        sorted({c.push.tick_interval_ms for c in configs.values()}) if inputs else [],
         s.first_ts_ms,
         s.frames_per_tick.max,
     )
@@ -207,7 +210,7 @@ def replay(
             value_of(current, key),
             suggested.get(key, value_of(current, key)),
             [
-                GridPoint(v, result[f"{key}={v}"], cost[cfg.push.tick_interval_ms])
+                GridPoint(v, result[f"{key}={v}"], cost.get(cfg.push.tick_interval_ms))
                 for v, cfg in values.items()
             ],
         )
