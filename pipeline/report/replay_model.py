@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from namesrv.config import ConfigError, NamesrvConfig, PressureConfig
-from pipeline.report.summary import Distribution, Episode, per_name_server
+from pipeline.report.summary import Distribution, Episode, Summary, per_name_server
 from pipeline.report.tuning import Recommendation, tuned
+from pipeline.report.tuning import end_to_end as recorded_end_to_end
 
 PUSH_CAUSES = ("notify", "inline")
 """Learning causes whose timing the replay models: the fetch a NOTIFY caused, or the route
@@ -206,6 +207,35 @@ def _arrays(counts: Mapping[float, int]) -> tuple[np.ndarray, np.ndarray]:
         np.fromiter(counts.keys(), dtype=float, count=len(counts)),
         np.fromiter(counts.values(), dtype=float, count=len(counts)),
     )
+
+
+def missing_readings(
+    s: Summary, telemetry: bool, recommendations: Sequence[Recommendation]
+) -> str | None:
+    """What keeps the replay of ``s`` from a verdict whatever its figures: too few
+    client-versions, or readings the journal lacks; None when nothing does."""
+    count = recorded_end_to_end(s).count
+    if not telemetry or not count:
+        return "no client telemetry tied to the journal's changes: nothing to replay against"
+    if count < MIN_REPLAYED:
+        return f"only {count} client-versions were recorded, {MIN_REPLAYED} needed"
+    if s.changes_without_mutation_time:
+        return (
+            f"{s.changes_without_mutation_time:,} changes lack their mutation time "
+            "(`mutated_at_ms`): their wait for the tick is unknown"
+        )
+    unread = sum(
+        1
+        for e in s.episodes
+        if e.recovered_at_ms is not None
+        and (e.recovered_cpu_percent is None or e.recovered_memory_percent is None)
+    )
+    if unread and any(r.changed and r.key in (CPU_LOW, MEMORY_LOW) for r in recommendations):
+        return (
+            f"{unread} recoveries lack their CPU or memory reading: where a tested low mark "
+            "would have ended push's degradation is unknown"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ from pyspark.sql import types as T
 
 from namesrv.config import NamesrvConfig
 from pipeline.report.replay_model import (
-    MIN_REPLAYED,
     PUSH_CAUSES,
     Calibration,
     Curve,
@@ -32,6 +31,7 @@ from pipeline.report.replay_model import (
     drain_stretch,
     end_to_end,
     grid,
+    missing_readings,
     releases,
     scenarios,
     value_of,
@@ -222,7 +222,7 @@ def replay(
         {name: result[name] for name in named},
         {name: cfg.push.tick_interval_ms for name, cfg in named.items()},
         curves,
-        _missing(s, inputs, recommendations),
+        missing_readings(s, inputs is not None, recommendations),
     )
 
 
@@ -245,35 +245,6 @@ def _figures(
         current.push.tick_interval_ms,
     )
     return {name: end_to_end(parts[name], inputs.client, inputs.kept) for name in tested}
-
-
-def _missing(
-    s: Summary, inputs: ReplayInputs | None, recommendations: Sequence[Recommendation]
-) -> str | None:
-    """What keeps the replay from a verdict whatever its figures."""
-    count = recorded_end_to_end(s).count
-    if inputs is None or not count:
-        return "no client telemetry tied to the journal's changes: nothing to replay against"
-    if count < MIN_REPLAYED:
-        return f"only {count} client-versions were recorded, {MIN_REPLAYED} needed"
-    if s.changes_without_mutation_time:
-        return (
-            f"{s.changes_without_mutation_time:,} changes lack their mutation time "
-            "(`mutated_at_ms`): their wait for the tick is unknown"
-        )
-    pressure = {"pressure.cpu_low_percent", "pressure.memory_low_percent"}
-    unread = sum(
-        1
-        for e in s.episodes
-        if e.recovered_at_ms is not None
-        and (e.recovered_cpu_percent is None or e.recovered_memory_percent is None)
-    )
-    if unread and any(r.changed and r.key in pressure for r in recommendations):
-        return (
-            f"{unread} recoveries lack their CPU or memory reading: where a tested low mark "
-            "would have ended push's degradation is unknown"
-        )
-    return None
 
 
 __all__ = ["ReplayInputs", "frames_per_tick", "replay"]

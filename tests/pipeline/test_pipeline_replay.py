@@ -18,6 +18,7 @@ from pipeline.report.replay_model import (
     ReplayResult,
     end_to_end,
     grid,
+    missing_readings,
     releases,
     scenarios,
 )
@@ -162,3 +163,21 @@ def test_the_replay_result_round_trips_through_json():
         "end_to_end": {"count": 1_372, "p50": 59.0, "p90": 96.0, "p99": 1_400.0, "max": 1_500.0},
         "frames_per_tick": 4.2,
     }
+
+
+def test_a_replay_needs_telemetry_enough_client_versions_and_mutation_times():
+    s = Summary(journal=InputQuality(1, 10, 0, 0), telemetry=InputQuality(1, 10, 0, 0))
+    assert "no client telemetry" in (missing_readings(s, False, []) or "")
+    s.propagation_unspread = Distribution(5, 10.0, 20.0, 30.0, 30.0)
+    assert missing_readings(s, True, []) == "only 5 client-versions were recorded, 20 needed"
+    s.propagation_unspread = Distribution(500, 10.0, 20.0, 30.0, 30.0)
+    assert missing_readings(s, True, []) is None
+    s.changes_without_mutation_time = 3
+    assert "3 changes lack their mutation time" in (missing_readings(s, True, []) or "")
+    s.changes_without_mutation_time = 0
+    s.episodes = [replace(episode(1_000, 2_000, 10.0), recovered_cpu_percent=None)]
+    lower = [Recommendation("pressure.cpu_low_percent", 75.0, 40.0, "")]
+    assert missing_readings(s, True, []) is None  # no low mark replayed: the gap is harmless
+    assert "1 recoveries lack their CPU or memory reading" in (
+        missing_readings(s, True, lower) or ""
+    )
