@@ -103,6 +103,54 @@ class Storm:
         d.addCallbacks(self._one, lambda _failure: None)
 
 
+async def _drive(
+    reactor: Any,
+    seconds: float,
+    changes: RouteChanges,
+    slow: Peer,
+    storm: Storm,
+    topics: list[str],
+    say: Any,
+) -> int:
+    """Route changes every ``CHANGE_EVERY_S`` for ``seconds``, the slow subscriber and the
+    pressure windows opened and closed on the way; the changes made."""
+    start = reactor.seconds()
+    windows = {
+        "slow": (0.15 * seconds, 0.4 * seconds),
+        "pressure": (0.55 * seconds, 0.75 * seconds),
+    }
+    state = {"slow": False, "pressure": False}
+    made = 0
+    while (elapsed := reactor.seconds() - start) < seconds:
+        for name, (begin, end) in windows.items():
+            inside = begin <= elapsed < end
+            if inside == state[name]:
+                continue
+            state[name] = inside
+            if name == "slow" and inside:
+                say("demo: a subscriber stops reading")
+                slow.pause_reading()
+                # One frame written many times: the answers pile up unread, at little
+                # cost to this process (whose CPU is the name server's).
+                lookup = RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[0]}, opaque=1 << 30
+                )
+                slow.write_raw(encode_command(lookup) * SLOW_FLOOD)
+            elif name == "slow":
+                say("demo: the subscriber reads again")
+                slow.resume_reading()
+            elif inside:
+                say("demo: pressure window: a storm of route lookups")
+                storm.start()
+            else:
+                say("demo: pressure window over")
+                storm.running = False
+        await changes.next()
+        made += 1
+        await _sleep(reactor, CHANGE_EVERY_S)
+    return made
+
+
 async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> Recording:
     """Run the system for ``seconds`` and record its journal and telemetry under ``work``."""
     work.mkdir(parents=True, exist_ok=True)
@@ -162,40 +210,7 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
         say(f"demo: {len(brokers)} brokers, {len(topics)} topics, {CLIENTS} route clients")
 
         changes = RouteChanges(brokers, rng)
-        start = reactor.seconds()
-        windows = {
-            "slow": (0.15 * seconds, 0.4 * seconds),
-            "pressure": (0.55 * seconds, 0.75 * seconds),
-        }
-        state = {"slow": False, "pressure": False}
-        made = 0
-        while (elapsed := reactor.seconds() - start) < seconds:
-            for name, (begin, end) in windows.items():
-                inside = begin <= elapsed < end
-                if inside == state[name]:
-                    continue
-                state[name] = inside
-                if name == "slow" and inside:
-                    say("demo: a subscriber stops reading")
-                    slow.pause_reading()
-                    # One frame written many times: the answers pile up unread, at little
-                    # cost to this process (whose CPU is the name server's).
-                    lookup = RemotingCommand.request(
-                        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[0]}, opaque=1 << 30
-                    )
-                    slow.write_raw(encode_command(lookup) * SLOW_FLOOD)
-                elif name == "slow":
-                    say("demo: the subscriber reads again")
-                    slow.resume_reading()
-                elif inside:
-                    say("demo: pressure window: a storm of route lookups")
-                    storm.start()
-                else:
-                    say("demo: pressure window over")
-                    storm.running = False
-            await changes.next()
-            made += 1
-            await _sleep(reactor, CHANGE_EVERY_S)
+        made = await _drive(reactor, seconds, changes, slow, storm, topics, say)
         say(f"demo: {made} route changes made; settling")
         log.debug("name server counters: %s", dict(server.counters))
         await _sleep(reactor, 2.0)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+from matplotlib.axes import Axes
+
 from pipeline.report.plot_kit import (
     DEGRADED_COLOR,
     Plot,
@@ -137,14 +139,11 @@ def notifications_per_tick(s: Summary) -> Plot | None:
     )
 
 
-def degradation_timeline(s: Summary) -> Plot | None:
-    if not s.episodes or s.first_ts_ms is None:
-        return None
+def _drains(s: Summary, div: float, cpu_ax: Axes, mem_ax: Axes) -> None:
+    """Each backlog drain after a recovery, shaded on both panels, annotated on the upper."""
+    assert s.first_ts_ms is not None
     last = s.last_ts_ms or s.first_ts_ms
-    div, unit = time_axis(s.first_ts_ms, last)
     x0 = s.first_ts_ms
-    # One panel per reading: CPU and memory markers at the same transition never overlap.
-    fig, (cpu_ax, mem_ax) = figure(2, share_x=True)
     drained_once = False
     for e in s.episodes:
         end = ((e.recovered_at_ms or last) - x0) / div
@@ -167,6 +166,17 @@ def degradation_timeline(s: Summary) -> Plot | None:
                 ha="left",
                 va="top",
             )
+
+
+def degradation_timeline(s: Summary) -> Plot | None:
+    if not s.episodes or s.first_ts_ms is None:
+        return None
+    last = s.last_ts_ms or s.first_ts_ms
+    div, unit = time_axis(s.first_ts_ms, last)
+    x0 = s.first_ts_ms
+    # One panel per reading: CPU and memory markers at the same transition never overlap.
+    fig, (cpu_ax, mem_ax) = figure(2, share_x=True)
+    _drains(s, div, cpu_ax, mem_ax)
     for ax, name, color, marker, reading in (
         (cpu_ax, "CPU", "tab:red", "^", lambda e: (e.cpu_percent, e.recovered_cpu_percent)),
         (

@@ -14,7 +14,14 @@ from three aggregations whose small results are collected:
    figure per cause from those groups, not from a fact per line). Those per-change groups stay
    in Spark (cached with the others) and make the per-change table with the journal's changes.
 
-3 runs beside 1 and 2. Only aggregates (and the few degradation records) reach the driver;
+3 runs beside 1 and 2, in a thread of its own from the start: each leaves the cores idle at
+times (planning on the driver, a stage's last tasks), which the other fills. The journal's
+cache is filled by whichever job reads it first; the other waits for it. Each pass has a
+scheduler pool of its own: under Spark's FIFO order the journal's short grouped-figure stage
+waited behind every task of the telemetry's long one, so the journal's figures (and the plots
+drawn from them) came only after it, when one core was idle; with fair pools that stage takes
+the first free task slot. Each aggregation returns the summary's fields it found; the summary
+is put together from them. Only aggregates (and the few degradation records) reach the driver;
 their size does not grow with the input (the per-client groups with the number of files,
 which the driver lists anyway). Distributions come from histograms
 (``summary.Histogram``): exact to the millisecond (or frame, or byte) below 2,048, within
@@ -473,18 +480,7 @@ def summarize(
     told each of ``STEPS`` before it runs; ``on_journal`` gets the summary of the journal's
     figures as soon as they are in, while the telemetry's may still be computed; ``on_table``
     gets the per-change table as soon as it can be computed, from the thread that computed
-    it, while the rest may still run.
-
-    The telemetry's pass runs in its own thread from the start, beside the journal's two
-    (the totals, then the grouped figures, whose time buckets need the first and last
-    record): each leaves the cores idle at times (planning on the driver, a stage's last
-    tasks), which the other fills. The journal's cache is filled by whichever job reads it
-    first; the other waits for it.
-
-    Each pass has a scheduler pool of its own: under Spark's FIFO order the journal's short
-    grouped-figure stage waited behind every task of the telemetry's long one, so the
-    journal's figures (and the plots drawn from them) came only after it, when one core was
-    idle; with fair pools that stage takes the first free task slot.
+    it, while the rest may still run. The passes run side by side (the module's docstring).
     """
     on_step(STEPS[0])
     changes = journal.usable.where(F.col("event") == "route_changed")

@@ -252,18 +252,36 @@ def _status(corrupt: Column, known: Column, valid: Column) -> Column:
     )
 
 
-def read_journal(
-    spark: SparkSession,
-    sources: Sequence[JournalSource],
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> Parsed:
-    """Every journal line, with ``namesrv`` naming its source (null when unnamed).
+_JOURNAL_COLUMNS = (
+    "namesrv",
+    "ts_ms",
+    "event",
+    "topic",
+    "version",
+    "kind",
+    "cause",
+    "causes",
+    "notify",
+    "mutated_at_ms",
+    "rules",
+    "frames",
+    "bytes",
+    "degraded",
+    "cpu_percent",
+    "memory_percent",
+    "pending_connections",
+    "duration_ms",
+    "conn",
+    "pending_topics",
+    "topic_names",
+)
 
-    ``topics`` comes out typed per event: ``topic_names`` (the size of the list in subscribe,
-    unsubscribe) and ``topic_count`` (notification_sent).
-    """
-    if not sources:
-        raise InputError("no journal directory given")
+
+def _journal_lines(
+    spark: SparkSession, sources: Sequence[JournalSource], max_line_bytes: int
+) -> tuple[DataFrame, int, int]:
+    """Every source's ``journal-*.jsonl`` lines, raw, with ``namesrv``; the files read and
+    the lines too long to read."""
     frames: list[DataFrame] = []
     files = oversized = 0
     for source in sources:
@@ -283,6 +301,22 @@ def read_journal(
     raw = frames[0]
     for more in frames[1:]:
         raw = raw.unionByName(more)
+    return raw, files, oversized
+
+
+def read_journal(
+    spark: SparkSession,
+    sources: Sequence[JournalSource],
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Parsed:
+    """Every journal line, with ``namesrv`` naming its source (null when unnamed).
+
+    ``topics`` comes out typed per event: ``topic_names`` (the size of the list in subscribe,
+    unsubscribe) and ``topic_count`` (notification_sent).
+    """
+    if not sources:
+        raise InputError("no journal directory given")
+    raw, files, oversized = _journal_lines(spark, sources, max_line_bytes)
     names = F.from_json(F.col("topics"), T.ArrayType(T.StringType()))
     raw = (
         _route_changes_rows(raw, names)
@@ -308,33 +342,10 @@ def read_journal(
         F.col("event").isin(*KNOWN_EVENTS),
         valid & F.col("ts_ms").isNotNull(),
     )
-    frame = raw.select(
-        status.alias("status"),
-        # Names the line (so a change) uniquely within the run: the telemetry's figures per
-        # change are grouped by it. Fixed once cached; recomputed alike (partition, position).
-        F.monotonically_increasing_id().alias("line"),
-        "namesrv",
-        "ts_ms",
-        "event",
-        "topic",
-        "version",
-        "kind",
-        "cause",
-        "causes",
-        "notify",
-        "mutated_at_ms",
-        "rules",
-        "frames",
-        "bytes",
-        "degraded",
-        "cpu_percent",
-        "memory_percent",
-        "pending_connections",
-        "duration_ms",
-        "conn",
-        "pending_topics",
-        "topic_names",
-    ).cache()
+    # ``line`` names the line (so a change) uniquely within the run: the telemetry's figures
+    # per change are grouped by it. Fixed once cached; recomputed alike (partition, position).
+    line = F.monotonically_increasing_id().alias("line")
+    frame = raw.select(status.alias("status"), line, *_JOURNAL_COLUMNS).cache()
     named = any(source.namesrv is not None for source in sources)
     return Parsed(frame, files, named, oversized=oversized)
 

@@ -1,5 +1,12 @@
 """How client fetches are tied to the journal changes they reflect, and the per-change table
-built from the telemetry's per-change groups. Spark DataFrames in and out."""
+built from the telemetry's per-change groups. Spark DataFrames in and out.
+
+The candidate changes of one (topic, version) travel as one array (versions restart with the
+name server, and several journals may name the same pair). One equi-join on a 64-bit hash of
+the pair, no shuffle after it: a long key is looked up in a plain array-backed map where a
+(name, number) key took a generic hash map and a byte-wise compare per line. Pairs whose
+hashes collide share an array, and a candidate counts only for its own pair.
+"""
 
 from __future__ import annotations
 
@@ -10,28 +17,9 @@ from pyspark.sql import types as T
 from pipeline.report.summary import MatchWindow
 
 
-def fetch_table(
-    changes: DataFrame, telemetry: DataFrame, window: MatchWindow, named: bool = True
-) -> DataFrame:
-    """Every telemetry line; those with news (``inputs.read_telemetry``) tied (``matched``)
-    to the journal change they reflect, or not.
-
-    The candidate changes of one (topic, version) travel as one array (versions restart with
-    the name server, and several journals may name the same pair); the latest detected within
-    the window wins. One equi-join on a 64-bit hash of the pair, no shuffle after it: a long
-    key is looked up in a plain array-backed map where a (name, number) key took a generic
-    hash map and a byte-wise compare per line. Pairs whose hashes collide share an array, and
-    a candidate counts only for its own pair. ``change`` names the journal line of the change
-    (``inputs.read_journal``), ``changed_at_ms`` its detection (the record's time),
-    ``mutated_at_ms`` the first registry mutation behind it (its detection when the journal
-    does not say), ``lag_ms`` end to end. Unless some journal is ``named`` for a name server,
-    the telemetry's ``namesrv`` is not even parsed.
-    """
-    if not named:
-        telemetry = telemetry.drop("namesrv").withColumn(
-            "namesrv", F.lit(None).cast(T.StringType())
-        )
-    candidates = changes.groupBy(F.xxhash64("topic", "version").alias("pair")).agg(
+def _candidates(changes: DataFrame) -> DataFrame:
+    """The journal's changes grouped by a 64-bit hash of their (topic, version)."""
+    return changes.groupBy(F.xxhash64("topic", "version").alias("pair")).agg(
         F.collect_list(
             F.struct(
                 F.col("topic").alias("topic"),
@@ -44,6 +32,26 @@ def fetch_table(
             )
         ).alias("cands")
     )
+
+
+def fetch_table(
+    changes: DataFrame, telemetry: DataFrame, window: MatchWindow, named: bool = True
+) -> DataFrame:
+    """Every telemetry line; those with news (``inputs.read_telemetry``) tied (``matched``)
+    to the journal change they reflect, or not.
+
+    The candidate changes of one (topic, version) travel as one array (the module's
+    docstring says why); the latest detected within the window wins. ``change`` names the
+    journal line of the change (``inputs.read_journal``), ``changed_at_ms`` its detection (the record's time),
+    ``mutated_at_ms`` the first registry mutation behind it (its detection when the journal
+    does not say), ``lag_ms`` end to end. Unless some journal is ``named`` for a name server,
+    the telemetry's ``namesrv`` is not even parsed.
+    """
+    if not named:
+        telemetry = telemetry.drop("namesrv").withColumn(
+            "namesrv", F.lit(None).cast(T.StringType())
+        )
+    candidates = _candidates(changes)
     learned_at = F.col("fetched_at_ms")
 
     def fits(c: Column) -> Column:
