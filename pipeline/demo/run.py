@@ -151,8 +151,8 @@ async def _drive(
     return made
 
 
-async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> Recording:
-    """Run the system for ``seconds`` and record its journal and telemetry under ``work``."""
+def _prepare(work: Path) -> Path:
+    """``work`` emptied of an earlier recording, with the demo's config written; its path."""
     work.mkdir(parents=True, exist_ok=True)
     for old in ("journal", "telemetry"):
         shutil.rmtree(work / old, ignore_errors=True)
@@ -162,6 +162,29 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
         to_toml(demo_config(work), {}, "name server config of namesrv-pipeline demo"),
         encoding="utf-8",
     )
+    return config_path
+
+
+async def _client(reactor: Any, namesrv: str, work: Path, i: int, topics: list[str]) -> RouteClient:
+    """Route client ``i``, telemetry on, holding ``topics``."""
+    client = RouteClient(
+        ClientConfig(
+            namesrv_addrs=(namesrv,),
+            telemetry_path=str(work / "telemetry" / f"client-{i}.jsonl"),
+            client_id=f"demo-client-{i}",
+        ),
+        reactor,
+        random.Random(i),
+    )
+    client.start()
+    for topic in topics:
+        await client.get_route(topic)
+    return client
+
+
+async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> Recording:
+    """Run the system for ``seconds`` and record its journal and telemetry under ``work``."""
+    config_path = _prepare(work)
     server = NameServer(load(config_path), reactor)
     listening: Any = server.listen()
     port = listening.getHost().port
@@ -184,19 +207,7 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
             await broker.connect(reactor, port)
             await broker.register()
         for i in range(CLIENTS):
-            client = RouteClient(
-                ClientConfig(
-                    namesrv_addrs=(namesrv,),
-                    telemetry_path=str(work / "telemetry" / f"client-{i}.jsonl"),
-                    client_id=f"demo-client-{i}",
-                ),
-                reactor,
-                random.Random(i),
-            )
-            client.start()
-            clients.append(client)
-            for topic in topics[i % 3 :: 2]:
-                await client.get_route(topic)
+            clients.append(await _client(reactor, namesrv, work, i, topics[i % 3 :: 2]))
         slow = await connect(reactor, port)
         peers.append(slow)
         ack = await slow.call(

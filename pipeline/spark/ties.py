@@ -42,10 +42,9 @@ def fetch_table(
 
     The candidate changes of one (topic, version) travel as one array (the module's
     docstring says why); the latest detected within the window wins. ``change`` names the
-    journal line of the change (``inputs.read_journal``), ``changed_at_ms`` its detection (the record's time),
-    ``mutated_at_ms`` the first registry mutation behind it (its detection when the journal
-    does not say), ``lag_ms`` end to end. Unless some journal is ``named`` for a name server,
-    the telemetry's ``namesrv`` is not even parsed.
+    change's journal line, ``changed_at_ms`` its detection, ``mutated_at_ms`` the first
+    registry mutation behind it (its detection when the journal does not say), ``lag_ms`` end
+    to end. Unless a journal is ``named`` for a name server, ``namesrv`` is not even parsed.
     """
     if not named:
         telemetry = telemetry.drop("namesrv").withColumn(
