@@ -9,8 +9,8 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T
 
+from pipeline.report.replay_model import Release
 from pipeline.report.summary import Span
-from pipeline.spark.replay_grid import Release
 from pipeline.spark.spans import MAX_TABLE_ROWS, span_values
 
 ROWS = T.StructType(

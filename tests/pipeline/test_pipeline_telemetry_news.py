@@ -57,7 +57,7 @@ def figures(spark, journal: Path, telemetry: Path) -> tuple[dict[str, Any], list
     doc = s.to_json()
     # clients are named by their files, which differ between the layouts compared
     doc["charts"]["top_clients"] = [c[1:] for c in doc["charts"]["top_clients"]]
-    rows = sorted(tuple(r) for r in table.drop("namesrv").collect())
+    rows = sorted(tuple(r) for r in table.changes.drop("namesrv").collect())
     return doc, rows
 
 

@@ -40,6 +40,8 @@ class Fleet:
     degraded: dict[str, tuple[Degraded, ...]] = field(default_factory=dict)
     journal_degradation: bool = True
     """False: the journal lost its degradation records (the telemetry still shows the holds)."""
+    config_tick_ms: int | None = None
+    """The tick the config file given to the job says (None: the one the fleet ran with)."""
     seed: int = 7
 
 
@@ -211,7 +213,7 @@ def write_recording(root: Path, fleet: Fleet) -> Recording:
             )
     config = root / "namesrv.toml"
     config.write_text(
-        f"[push]\ntick_interval_ms = {fleet.tick_ms}\n"
+        f"[push]\ntick_interval_ms = {fleet.config_tick_ms or fleet.tick_ms}\n"
         f"recovery_notifications_per_second = {fleet.recovery_per_s}\n",
         encoding="utf-8",
     )
