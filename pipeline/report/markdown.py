@@ -278,7 +278,7 @@ REPLAY_MODEL = (
     "push is degraded (the spans the tested pressure thresholds give on the recorded CPU and "
     "memory readings), then sent at its recorded place in the backlog drain (stretched by the "
     "tested recovery rate); plus a client part "
-    "drawn from the recorded NOTIFY-to-route times. Any other (a poll, a version check, a "
+    "drawn from the recorded delivery of notified fetches. Any other (a poll, a version check, a "
     "lookup) keeps its recorded lag: no replayed key changes it."
 )
 

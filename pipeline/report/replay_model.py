@@ -13,7 +13,8 @@ to a change, without the refetches clients spread on purpose):
   recorded drain (stretched by the ratio of the recovery rates), or the whole drain for a
   change the recording did not hold (a version the replay holds behind a later one of its
   topic reaches the client with it: the client then holds it or newer). The client's part
-  (the NOTIFY emitted to the route applied) is drawn from the recorded ones of those fetches;
+  (the NOTIFY emitted to the route applied) is drawn from the recorded delivery of notified
+  fetches;
 - learned otherwise (a poll, a version check, a lookup): the recorded lag, which no replayed
   key changes.
 

@@ -281,7 +281,6 @@ def _telemetry_fact_list() -> list[Column]:
     # Pushed (the replay models its timing): a NOTIFY brought it (a suppressed change too, when
     # a held NOTIFY of an earlier change of its topic went out after it and the fetch found it).
     pushed = matched & cause.isin(*PUSH_CAUSES) & delivery.isNotNull()
-    unspread = matched & ~cause.isin(*SPREAD_CAUSES)
     return [
         # Every line, and the lag of its client's matched ones: one group per (client,
         # status, cause, news), few, where a fact per figure was two per line.
@@ -301,8 +300,6 @@ def _telemetry_fact_list() -> list[Column]:
         fact(matched, "after", name=cause, value=after),
         fact(matched, "ask", name=cause, value=F.col("requested_at_ms") - detected),
         fact(matched & ~F.col("notify"), "quiet", value=lag),
-        fact(pushed, "replay_client", value=delivery),
-        fact(unspread & ~pushed, "replay_kept", value=lag),
         # Keyed by the change's journal line and the lines' cause, and for a pushed line the
         # NOTIFY's emission less the detection (the replay's input). A change's detection is
         # the same for every line that learned it: summed in ``total``, it gives the
@@ -427,15 +424,20 @@ def _telemetry_groups(
     )
     read = _read_telemetry(rows, detected)
     fields, charts = _telemetry_fields(read, telemetry)
-    counts = {
-        part: dict(read.hists[(f"replay_{part}", "")].counts)
-        if (f"replay_{part}", "") in read.hists
-        else {}
-        for part in ("client", "kept")
-    }
-    return TelemetryFigures(
-        fields, charts, per_change, ReplayInputs(counts["client"], counts["kept"])
-    )
+    return TelemetryFigures(fields, charts, per_change, _replay_inputs(read.hists))
+
+
+def _replay_inputs(hists: dict[tuple[str, str], Histogram]) -> ReplayInputs:
+    """The replay's histograms from the telemetry's figures (no fact of their own: each fact
+    per line costs every line): the client's part is the delivery of notified fetches, the
+    kept lags those of every learning cause the replay does not model."""
+    delivery = hists.get(("delivery", ""))
+    kept: dict[float, int] = {}
+    for (figure, cause), hist in hists.items():
+        if figure == "lag" and cause not in (*PUSH_CAUSES, *SPREAD_CAUSES, "all"):
+            for bucket, n in hist.counts.items():
+                kept[bucket] = kept.get(bucket, 0) + n
+    return ReplayInputs({} if delivery is None else dict(delivery.counts), kept)
 
 
 STEPS = ("journal and telemetry: parsed, tied and aggregated",)
