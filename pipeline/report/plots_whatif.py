@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from pipeline.report.plot_kit import Plot, beside, figure, png
+from pipeline.report.plot_kit import Plot, figure, png
 from pipeline.report.replay_model import (
     CPU_LOW,
     MEMORY_LOW,
@@ -56,6 +56,9 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
     label, scale = _AXIS[curve.key]
     fig, (ax,) = figure()
     xs = [float(p.value) for p in points]
+    p90s = [math.nan if p.end_to_end.p90 is None else p.end_to_end.p90 for p in points]
+    ax.plot(xs, p90s, marker=".", color="tab:blue", alpha=0.45, ls=":",
+            label="end-to-end p90, replayed")  # fmt: skip
     p99s = [math.nan if p.end_to_end.p99 is None else p.end_to_end.p99 for p in points]
     ax.plot(xs, p99s, marker="o", color="tab:blue",
             label="end-to-end p99, replayed")  # fmt: skip
@@ -84,7 +87,8 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
         handles += right.get_legend_handles_labels()[0]
     verdict = "" if replayed.no_verdict is None else " (no verdict: see the replay)"
     ax.set_title(f"{curve.key}: end-to-end p99 and cost per value{verdict}", fontsize=10)
-    beside(ax, handles)
+    # Below the axes: beside them it would cover the right axis' label.
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
     return Plot(f"whatif-{curve.key}", _title(curve.key), _HOW_TO_READ[curve.key], png(fig))
 
 
