@@ -49,7 +49,7 @@ def _inline(text: str) -> str:
 
 
 def markdown_tables(md: str) -> str:
-    """The subset of Markdown ``report.render`` writes: headings, paragraphs, pipe tables."""
+    """The subset of Markdown ``markdown.render`` writes: headings, paragraphs, pipe tables."""
     out: list[str] = []
     lines = md.splitlines()
     i = 0

@@ -229,7 +229,7 @@ class Parsed:
     """One input as compact columns, every line, with ``status``: ``ok``, ``corrupt``,
     ``invalid`` or ``unknown`` (an event type this job does not know). The journal's frame is
     cached here, filled by the first Spark job that reads it; the telemetry (with ``news``) is
-    read once, by the aggregation that ties it to the journal (``stats.summarize``), and not
+    read once, by the aggregation that ties it to the journal (``aggregations.summarize``), and not
     cached."""
 
     frame: DataFrame
@@ -436,7 +436,7 @@ def read_telemetry(
     if without is not None:
         frames.append(learned_versions(parsed(without, TELEMETRY_REQUIRED)))
     frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    # Not cached: one aggregation reads it (``stats.summarize``).
+    # Not cached: one aggregation reads it (``aggregations.summarize``).
     return Parsed(frame, len(files), clients=clients, oversized=oversized)
 
 
