@@ -22,8 +22,10 @@ NS = "127.0.0.1:9876"
 
 
 def analyse(spark, journals, telemetry=None, window=None):
+    """The summary and the per-change table."""
     t = read_telemetry(spark, telemetry) if telemetry else None
-    return summarize(read_journal(spark, journals), t, window)
+    s, tables = summarize(read_journal(spark, journals), t, window)
+    return s, tables.changes
 
 
 def test_unusable_lines_are_counted_and_left_out(spark, tmp_path):
