@@ -46,8 +46,8 @@ from pathlib import Path
 import psutil
 
 from pipeline.cli import parser
-from pipeline.job import run
-from pipeline.session import spark_session
+from pipeline.spark.job import run
+from pipeline.spark.session import spark_session
 
 T0 = 1_700_000_000_000
 

@@ -16,10 +16,10 @@ import sys
 import tempfile
 
 from namesrv.config import ConfigError, load
-from pipeline.long_lines import DEFAULT_MAX_LINE_BYTES, MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
+from pipeline.report.summary import MatchWindow
+from pipeline.report.tuning import Targets
 from pipeline.sources import JournalSource
-from pipeline.summary import MatchWindow
-from pipeline.tuning import Targets
+from pipeline.spark.long_lines import DEFAULT_MAX_LINE_BYTES, MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
 
 log = logging.getLogger("pipeline")
 
@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"namesrv-pipeline: {problem}", file=sys.stderr)
         return 2
     try:
-        from pipeline.job import InputError, run
-        from pipeline.session import spark_session
+        from pipeline.spark.job import InputError, run
+        from pipeline.spark.session import spark_session
     except ImportError as exc:
         print(
             f"namesrv-pipeline: {exc}; install the pipeline's dependencies with "

@@ -26,9 +26,9 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from namesrv.config import NamesrvConfig, from_mapping, load
 from namesrv.server import NameServer
-from pipeline.config_toml import to_toml
 from pipeline.demo.registrant import Broker, RouteChanges
 from pipeline.demo.wire import Peer, connect
+from pipeline.report.config_toml import to_toml
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand, encode_command
 from protocol.push_codec import encode_subscribe
@@ -103,8 +103,56 @@ class Storm:
         d.addCallbacks(self._one, lambda _failure: None)
 
 
-async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> Recording:
-    """Run the system for ``seconds`` and record its journal and telemetry under ``work``."""
+async def _drive(
+    reactor: Any,
+    seconds: float,
+    changes: RouteChanges,
+    slow: Peer,
+    storm: Storm,
+    topics: list[str],
+    say: Any,
+) -> int:
+    """Route changes every ``CHANGE_EVERY_S`` for ``seconds``, the slow subscriber and the
+    pressure windows opened and closed on the way; the changes made."""
+    start = reactor.seconds()
+    windows = {
+        "slow": (0.15 * seconds, 0.4 * seconds),
+        "pressure": (0.55 * seconds, 0.75 * seconds),
+    }
+    state = {"slow": False, "pressure": False}
+    made = 0
+    while (elapsed := reactor.seconds() - start) < seconds:
+        for name, (begin, end) in windows.items():
+            inside = begin <= elapsed < end
+            if inside == state[name]:
+                continue
+            state[name] = inside
+            if name == "slow" and inside:
+                say("demo: a subscriber stops reading")
+                slow.pause_reading()
+                # One frame written many times: the answers pile up unread, at little
+                # cost to this process (whose CPU is the name server's).
+                lookup = RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[0]}, opaque=1 << 30
+                )
+                slow.write_raw(encode_command(lookup) * SLOW_FLOOD)
+            elif name == "slow":
+                say("demo: the subscriber reads again")
+                slow.resume_reading()
+            elif inside:
+                say("demo: pressure window: a storm of route lookups")
+                storm.start()
+            else:
+                say("demo: pressure window over")
+                storm.running = False
+        await changes.next()
+        made += 1
+        await _sleep(reactor, CHANGE_EVERY_S)
+    return made
+
+
+def _prepare(work: Path) -> Path:
+    """``work`` emptied of an earlier recording, with the demo's config written; its path."""
     work.mkdir(parents=True, exist_ok=True)
     for old in ("journal", "telemetry"):
         shutil.rmtree(work / old, ignore_errors=True)
@@ -114,6 +162,29 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
         to_toml(demo_config(work), {}, "name server config of namesrv-pipeline demo"),
         encoding="utf-8",
     )
+    return config_path
+
+
+async def _client(reactor: Any, namesrv: str, work: Path, i: int, topics: list[str]) -> RouteClient:
+    """Route client ``i``, telemetry on, holding ``topics``."""
+    client = RouteClient(
+        ClientConfig(
+            namesrv_addrs=(namesrv,),
+            telemetry_path=str(work / "telemetry" / f"client-{i}.jsonl"),
+            client_id=f"demo-client-{i}",
+        ),
+        reactor,
+        random.Random(i),
+    )
+    client.start()
+    for topic in topics:
+        await client.get_route(topic)
+    return client
+
+
+async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> Recording:
+    """Run the system for ``seconds`` and record its journal and telemetry under ``work``."""
+    config_path = _prepare(work)
     server = NameServer(load(config_path), reactor)
     listening: Any = server.listen()
     port = listening.getHost().port
@@ -136,19 +207,7 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
             await broker.connect(reactor, port)
             await broker.register()
         for i in range(CLIENTS):
-            client = RouteClient(
-                ClientConfig(
-                    namesrv_addrs=(namesrv,),
-                    telemetry_path=str(work / "telemetry" / f"client-{i}.jsonl"),
-                    client_id=f"demo-client-{i}",
-                ),
-                reactor,
-                random.Random(i),
-            )
-            client.start()
-            clients.append(client)
-            for topic in topics[i % 3 :: 2]:
-                await client.get_route(topic)
+            clients.append(await _client(reactor, namesrv, work, i, topics[i % 3 :: 2]))
         slow = await connect(reactor, port)
         peers.append(slow)
         ack = await slow.call(
@@ -162,40 +221,7 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
         say(f"demo: {len(brokers)} brokers, {len(topics)} topics, {CLIENTS} route clients")
 
         changes = RouteChanges(brokers, rng)
-        start = reactor.seconds()
-        windows = {
-            "slow": (0.15 * seconds, 0.4 * seconds),
-            "pressure": (0.55 * seconds, 0.75 * seconds),
-        }
-        state = {"slow": False, "pressure": False}
-        made = 0
-        while (elapsed := reactor.seconds() - start) < seconds:
-            for name, (begin, end) in windows.items():
-                inside = begin <= elapsed < end
-                if inside == state[name]:
-                    continue
-                state[name] = inside
-                if name == "slow" and inside:
-                    say("demo: a subscriber stops reading")
-                    slow.pause_reading()
-                    # One frame written many times: the answers pile up unread, at little
-                    # cost to this process (whose CPU is the name server's).
-                    lookup = RemotingCommand.request(
-                        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[0]}, opaque=1 << 30
-                    )
-                    slow.write_raw(encode_command(lookup) * SLOW_FLOOD)
-                elif name == "slow":
-                    say("demo: the subscriber reads again")
-                    slow.resume_reading()
-                elif inside:
-                    say("demo: pressure window: a storm of route lookups")
-                    storm.start()
-                else:
-                    say("demo: pressure window over")
-                    storm.running = False
-            await changes.next()
-            made += 1
-            await _sleep(reactor, CHANGE_EVERY_S)
+        made = await _drive(reactor, seconds, changes, slow, storm, topics, say)
         say(f"demo: {made} route changes made; settling")
         log.debug("name server counters: %s", dict(server.counters))
         await _sleep(reactor, 2.0)

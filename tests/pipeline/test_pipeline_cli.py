@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from pipeline.cli import check_paths, demo_args, main, parser
-from pipeline.progress import Progress
+from pipeline.spark.progress import Progress
 
 
 def args(tmp_path, *extra: str):

@@ -15,12 +15,12 @@ from pyspark.sql import functions as F
 from support.pipeline_records import T0, DegradedRun, journal_file, write_lines
 
 from namesrv.config import NamesrvConfig
-from pipeline.inputs import JournalSource, read_journal, read_telemetry
-from pipeline.plots import tick_series
-from pipeline.replay import replay
-from pipeline.stats import summarize
-from pipeline.summary import Episode, InputQuality, Summary
-from pipeline.tuning import Recommendation, Targets, recommend
+from pipeline.report.plots import tick_series
+from pipeline.report.replay_model import ReplayResult
+from pipeline.report.tuning import Recommendation, Targets, recommend
+from pipeline.spark.aggregations import summarize
+from pipeline.spark.inputs import JournalSource, read_journal, read_telemetry
+from pipeline.spark.replay_grid import replay
 
 RUN = DegradedRun()
 CONFIG = NamesrvConfig(push=replace(NamesrvConfig().push, tick_interval_ms=200))
@@ -32,8 +32,18 @@ def analysed(spark, tmp_path_factory):
     journal_file(root / "j", RUN.journal())
     write_lines(root / "t" / "client-1.jsonl", RUN.telemetry())
     journal = read_journal(spark, [JournalSource(str(root / "j"))])
-    s, _ = summarize(journal, read_telemetry(spark, [str(root / "t")]))
-    return s, journal.usable.where(F.col("event") == "route_changed")
+    s, tables = summarize(journal, read_telemetry(spark, [str(root / "t")]))
+    return s, (journal, tables)
+
+
+def replayed(analysed, recs: list[Recommendation], target: int) -> ReplayResult:
+    s, (journal, tables) = analysed
+    changes = journal.usable.where(F.col("event") == "route_changed")
+    result = replay(
+        changes, journal.usable, tables.per_change, tables.replay, s, CONFIG, recs, Targets(target)
+    )
+    assert result is not None
+    return result
 
 
 def test_changes_detected_while_push_was_degraded_count_as_held(analysed):
@@ -76,45 +86,23 @@ def test_the_tick_is_not_raised_while_the_end_to_end_p99_misses_its_target(analy
 
 
 def test_the_replay_verdict_matches_the_hand_computed_case(analysed):
-    s, changes = analysed
-    # Current thresholds: 90 changes wait 170 ms for the tick, the 10 held ones until the
-    # drain ends (T0 + 60.5 s), 10,470 .. 1,470 ms; plus the 5 ms delivery p99. Rank 99 of
-    # 100: 1,475 + 8 x 1,000.
-    result = replay(changes, s, CONFIG, [], Targets(1_500))
-    assert result is not None
+    # Current thresholds: 90 changes wait 170 ms for the tick; the 10 held ones go out at
+    # their recorded place in the drain (501 ms after the recovery at T0 + 60 s): 10,471 ..
+    # 1,471 ms; plus the 5 ms the client took. Rank 99 of 100: 1,476 + 8 x 1,000, as recorded.
+    result = replayed(analysed, [], 1_500)
     current = result.scenarios["current"]
     assert current.count == RUN.changes
     assert current.p50 == 175
-    assert current.p99 == pytest.approx(9_475, rel=1e-3)
+    assert current.p99 == pytest.approx(9_476, rel=1e-3)
+    assert result.calibration.recorded.p99 == pytest.approx(9_476, rel=1e-3)
+    assert abs(result.calibration.error or 1) < 0.01
     assert result.met is False
-    assert replay(changes, s, CONFIG, [], Targets(10_000)).met is True  # type: ignore[union-attr]
+    assert replayed(analysed, [], 10_000).met is True
     # A CPU low mark under the 10 % the recovering sample read: push never comes back, so
-    # changes 50..99 wait to the journal's end (T0 + 99,200 ms); rank 99 is change 51's.
+    # changes 50..99 wait to the journal's end (T0 + 99,200 ms), the recorded ones at their
+    # place in the drain after it; rank 99 is change 51's.
     lower = Recommendation("pressure.cpu_low_percent", 75.0, 5.0, "test")
-    lowered = replay(changes, s, CONFIG, [lower], Targets(10_000))
-    assert lowered is not None
+    lowered = replayed(analysed, [lower], 10_000)
     alone = lowered.scenarios["pressure.cpu_low_percent alone"]
-    assert alone.p99 == pytest.approx(99_201 - 51_030 + 5, rel=1e-3)
+    assert alone.p99 == pytest.approx(99_201 + 501 - 51_030 + 5, rel=1e-3)
     assert lowered.met is False
-
-
-def test_of_the_changes_of_one_topic_held_in_one_span_only_the_last_is_counted(spark):
-    # Push off from 1,000 to 5,000 ms, drained at 5,100. Topic A changes at 1,100 and 2,100
-    # (held: clients get only the second, 3,000 ms after it), B at 6,000 (sent at its tick).
-    s = replace(
-        Summary(journal=InputQuality(1, 4, 0, 0), telemetry=None),
-        first_ts_ms=0,
-        last_ts_ms=9_000,
-        changes=3,
-        episodes=[Episode(None, 1_000, 95.0, 40.0, 5_000, 1, 100, 1, False, 5.0, 40.0)],
-    )
-    rows = [("A", 1_100), ("A", 2_100), ("B", 6_000)]
-    changes = spark.createDataFrame(
-        [(None, t, m, m, ["register"], True) for t, m in rows],
-        "namesrv string, topic string, mutated_at_ms long, ts_ms long, causes array<string>,"
-        " notify boolean",
-    )
-    result = replay(changes, s, CONFIG, [], Targets(1_500))
-    assert result is not None
-    current = result.scenarios["current"]
-    assert (current.count, current.p50, current.max) == (2, 0.0, 3_000.0)

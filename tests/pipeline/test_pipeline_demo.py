@@ -20,7 +20,7 @@ from namesrv.config import load
 from namesrv.server import NameServer
 from pipeline.cli import parser
 from pipeline.demo.run import analysis_args, record
-from pipeline.job import run
+from pipeline.spark.job import run
 
 
 def plot_images(page: str) -> list[bytes]:

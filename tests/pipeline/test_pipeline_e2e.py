@@ -8,7 +8,7 @@ from twisted.internet import defer
 
 from client_push.routes.client import RouteClient
 from pipeline.cli import parser
-from pipeline.job import run
+from pipeline.spark.job import run
 from protocol.codes import RequestCode, ResponseCode
 
 CLIENTS = 3
@@ -60,6 +60,6 @@ async def test_journal_and_telemetry_of_a_real_run_give_its_propagation(cluster,
     assert f"{CLIENTS} subscribed connections closed" in report
     assert f"{2 * CLIENTS} client-versions tied to a journal change; 0 not" in report
     # the clients ask for inline routes (the default): every change came with its route
-    assert f"| propagation, inline | {2 * CLIENTS} |" in report
+    assert f"| end to end, learned by inline | {2 * CLIENTS} |" in report
     assert "100.0% of them learned inline" in report
-    assert f"| delivery (notified fetches) | {2 * CLIENTS} |" in report
+    assert f"| delivery: NOTIFY emitted to route applied | {2 * CLIENTS} |" in report

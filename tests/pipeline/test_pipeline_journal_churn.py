@@ -14,7 +14,7 @@ from twisted.internet import reactor, task
 
 from namesrv.ops.journal_routes import ROUTE_CHANGES_EVENT
 from pipeline.cli import parser
-from pipeline.job import run
+from pipeline.spark.job import run
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import encode_subscribe
 

@@ -9,9 +9,9 @@ from itertools import groupby
 from support.pipeline_records import fetch, journal_file, write_lines
 
 from pipeline.cli import parser
-from pipeline.inputs import JournalSource, read_journal
-from pipeline.job import run
-from pipeline.stats import summarize
+from pipeline.spark.aggregations import summarize
+from pipeline.spark.inputs import JournalSource, read_journal
+from pipeline.spark.job import run
 
 T0 = 1_700_000_000_000
 

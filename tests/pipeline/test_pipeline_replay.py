@@ -1,5 +1,6 @@
 """The replay's pure half: the degraded spans other thresholds would have given, the scenarios
-it runs, and how the report states its verdict."""
+and grid it runs, the replayed distribution, the calibration that decides whether there is a
+verdict, and how the report states it. No Spark here."""
 
 from __future__ import annotations
 
@@ -7,13 +8,22 @@ from dataclasses import replace
 
 import pytest
 
-pytest.importorskip("pyspark")
-
 from namesrv.config import NamesrvConfig
-from pipeline.replay import Release, ReplayResult, releases, scenarios
-from pipeline.report import render
-from pipeline.summary import Distribution, Episode, InputQuality, Summary
-from pipeline.tuning import Recommendation
+from pipeline.report.markdown import render
+from pipeline.report.replay_model import (
+    Calibration,
+    Curve,
+    GridPoint,
+    Release,
+    ReplayResult,
+    end_to_end,
+    grid,
+    missing_readings,
+    releases,
+    scenarios,
+)
+from pipeline.report.summary import Distribution, Episode, InputQuality, Summary
+from pipeline.report.tuning import Recommendation
 
 BASE = NamesrvConfig()
 
@@ -69,21 +79,105 @@ def test_scenarios_are_current_tuned_and_each_replayed_suggestion_alone():
     assert tested["push.tick_interval_ms alone"].push.tick_interval_ms == 500
 
 
-def test_the_report_states_the_replay_verdict_per_scenario():
-    s = Summary(journal=InputQuality(1, 10, 0, 0), telemetry=None)
-    result = ReplayResult(
+def result(recorded_p99: float, replayed_p99: float, tuned_p99: float, missing=None):
+    current = Distribution(1_372, 98.0, 191.0, replayed_p99, 2_400.0)
+    return ReplayResult(
         1_500,
-        6.0,
-        2_422.0,
-        {
-            "current": Distribution(100, 300.0, 900.0, 2_400.0, 3_000.0),
-            "tuned": Distribution(100, 200.0, 700.0, 1_400.0, 2_000.0),
-        },
-        {"current": 1_000, "tuned": 500},
+        Calibration(Distribution(1_372, 101.0, 191.0, recorded_p99, 2_401.0), current),
+        {"current": current, "tuned": Distribution(1_372, 90.0, 150.0, tuned_p99, 1_500.0)},
+        {"current": 200, "tuned": 100},
+        [
+            Curve(
+                "push.tick_interval_ms",
+                200,
+                100,
+                [
+                    GridPoint(100, Distribution(1_372, 59.0, 96.0, 1_400.0, 1_500.0), 4.2),
+                    GridPoint(200, current, 4.2),
+                    GridPoint(1_000, Distribution(1_372, 493.0, 950.0, 2_300.0, 2_500.0), 4.8),
+                ],
+            )
+        ],
+        missing,
     )
-    assert result.met is True
-    text = render(s, [], result)
-    assert "the 1,500 ms end-to-end target would have been **met**" in text
-    assert "| current | 1,000 | 100 | 300 | 900 | 2,400 | 3,000 | missed |" in text
-    assert "| tuned | 500 | 100 | 200 | 700 | 1,400 | 2,000 | met |" in text
-    assert "recorded end-to-end p99 (without the deliberate spread) was 2,422 ms" in text
+
+
+def test_the_report_opens_with_the_targets_figure_and_the_verdict_with_its_model_error():
+    s = Summary(journal=InputQuality(1, 10, 0, 0), telemetry=InputQuality(1, 10, 0, 0))
+    s.propagation_unspread = Distribution(1_372, 101.0, 191.0, 2_202.0, 2_401.0)
+    r = result(2_202.0, 2_199.0, 1_400.0)
+    assert r.met is True and r.no_verdict is None
+    text = render(s, [], r)
+    head = text.split("## ", 1)[0]
+    assert "**End-to-end p99 2,202 ms against the 1,500 ms target: missed**" in head
+    assert "p99 1,400 ms, target met (model error -0.1% at p99)" in head
+    assert "| recorded | 1,372 | 101 | 191 | 2,202 | 2,401 |" in text
+    assert "| replayed, current thresholds | 1,372 | 98 | 191 | 2,199 | 2,400 |" in text
+    assert "| tuned | 100 | 1,372 | 90 | 150 | 1,400 | 1,500 | met |" in text
+    assert "| `push.tick_interval_ms` | 100 (suggested) | 59 | 96 | 1,400 | 4.2 |" in text
+    assert "| `push.tick_interval_ms` | 200 (current) |" in text
+
+
+def test_a_model_off_the_recording_by_more_than_a_tenth_gives_no_verdict():
+    r = result(2_202.0, 5_624.0, 1_400.0)
+    assert r.calibration.error == pytest.approx(5_624 / 2_202 - 1)
+    assert r.met is None
+    assert r.no_verdict is not None and "misses the recorded p99 by +155%" in r.no_verdict
+    s = Summary(journal=InputQuality(1, 10, 0, 0), telemetry=None)
+    text = render(s, [], r)
+    assert "Replay: no verdict (the model misses the recorded p99 by +155%" in text
+    assert "| tuned | 100 | 1,372 | 90 | 150 | 1,400 | 1,500 | - |" in text  # shown, not judged
+
+
+def test_missing_readings_give_no_verdict_whatever_the_figures():
+    r = result(2_202.0, 2_202.0, 1_400.0, missing="only 5 client-versions were recorded")
+    assert r.met is None and r.no_verdict == "only 5 client-versions were recorded"
+
+
+def test_the_replayed_distribution_adds_a_client_part_to_each_server_part_by_hand():
+    # server parts 100 and 200 ms, client parts 0 and 10 ms (equally often): 100, 110, 200,
+    # 210 ms, each a quarter; plus two kept lags of 5,000 ms
+    d = end_to_end({100.0: 2, 200.0: 2}, {0.0: 1, 10.0: 1}, {})
+    assert (d.count, d.p50, d.p90, d.p99, d.max) == (4, 110.0, 210.0, 210.0, 210.0)
+    kept = end_to_end({100.0: 2, 200.0: 2}, {0.0: 1, 10.0: 1}, {5_000.0: 2})
+    assert (kept.count, kept.p50, kept.p99, kept.max) == (6, 200.0, 5_000.0, 5_000.0)
+    alone = end_to_end({100.0: 3}, {}, {})
+    assert (alone.count, alone.p99) == (3, 100.0)
+
+
+def test_the_grid_holds_round_values_the_current_and_the_suggested_one():
+    recs = [Recommendation("push.tick_interval_ms", 1_000, 350, "")]
+    points = grid(BASE, recs)
+    assert list(points["push.tick_interval_ms"]) == [100, 200, 350, 500, 1_000]
+    # low marks as shares of the high one (90 % CPU by default), the current one included
+    assert list(points["pressure.cpu_low_percent"]) == [18.0, 36.0, 54.0, 72.0, 75.0]
+    assert list(points["pressure.sample_interval_ms"]) == [500, 1_000, 2_000, 4_000]
+    assert points["push.tick_interval_ms"][350].push.tick_interval_ms == 350
+
+
+def test_the_replay_result_round_trips_through_json():
+    r = result(2_202.0, 2_199.0, 1_400.0)
+    assert ReplayResult.from_json(r.to_json()) == r
+    assert r.to_json()["grid"][0]["points"][0] == {
+        "value": 100,
+        "end_to_end": {"count": 1_372, "p50": 59.0, "p90": 96.0, "p99": 1_400.0, "max": 1_500.0},
+        "frames_per_tick": 4.2,
+    }
+
+
+def test_a_replay_needs_telemetry_enough_client_versions_and_mutation_times():
+    s = Summary(journal=InputQuality(1, 10, 0, 0), telemetry=InputQuality(1, 10, 0, 0))
+    assert "no client telemetry" in (missing_readings(s, False, []) or "")
+    s.propagation_unspread = Distribution(5, 10.0, 20.0, 30.0, 30.0)
+    assert missing_readings(s, True, []) == "only 5 client-versions were recorded, 20 needed"
+    s.propagation_unspread = Distribution(500, 10.0, 20.0, 30.0, 30.0)
+    assert missing_readings(s, True, []) is None
+    s.changes_without_mutation_time = 3
+    assert "3 changes lack their mutation time" in (missing_readings(s, True, []) or "")
+    s.changes_without_mutation_time = 0
+    s.episodes = [replace(episode(1_000, 2_000, 10.0), recovered_cpu_percent=None)]
+    lower = [Recommendation("pressure.cpu_low_percent", 75.0, 40.0, "")]
+    assert missing_readings(s, True, []) is None  # no low mark replayed: the gap is harmless
+    assert "1 recoveries lack their CPU or memory reading" in (
+        missing_readings(s, True, lower) or ""
+    )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 
 import pytest
@@ -15,11 +18,21 @@ import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
 from PIL import Image
 
-from pipeline.html_report import render_html
-from pipeline.plot_kit import at_least_floor, figure, log_ms_axis
-from pipeline.plots import plots
-from pipeline.report import render
-from pipeline.summary import (
+from pipeline.report.html import render_html
+from pipeline.report.markdown import render
+from pipeline.report.outputs import Findings
+from pipeline.report.plot_kit import at_least_floor, figure, log_ms_axis
+from pipeline.report.plots import plots
+from pipeline.report.plots_whatif import whatif_plots
+from pipeline.report.replay_model import (
+    CPU_LOW,
+    TICK,
+    Calibration,
+    Curve,
+    GridPoint,
+    ReplayResult,
+)
+from pipeline.report.summary import (
     CDF_POINTS,
     Charts,
     Distribution,
@@ -170,7 +183,7 @@ def test_a_summary_without_data_gives_a_page_without_plots():
     s = Summary(journal=InputQuality(0, 0, 0, 0), telemetry=None)
     page = render_html(s, plots(s), render(s, []))
     assert embedded_images(page) == []
-    assert "No client telemetry tied to journal changes" in page
+    assert "unknown (no client telemetry tied to the journal" in page
 
 
 def test_histogram_percentiles_are_the_values_of_their_rank():
@@ -188,3 +201,58 @@ def test_the_report_gives_the_share_of_changes_learned_inline():
     assert "75.0% of them learned inline (6: the route came in the notification" in render(s, [])
     s.learned_changes = s.learned_inline = 0
     assert "learned inline" not in render(s, [])
+
+
+def replay_result() -> ReplayResult:
+    current = Distribution(1_000, 100.0, 190.0, 1_700.0, 2_400.0)
+
+    def at(p99: float) -> Distribution:
+        return Distribution(1_000, 100.0, 190.0, p99, p99 + 100)
+
+    def curve(key: str, now: float, suggested: float, points: dict[float, float]) -> Curve:
+        grid = [GridPoint(v, at(p), 4.0 + v / 1000) for v, p in points.items()]
+        return Curve(key, now, suggested, grid)
+
+    return ReplayResult(
+        1_500,
+        Calibration(Distribution(1_000, 101.0, 191.0, 1_650.0, 2_401.0), current),
+        {"current": current, "tuned": at(1_450.0)},
+        {"current": 500, "tuned": 200},
+        [
+            curve(TICK, 500, 200, {100: 1_200.0, 200: 1_450.0, 500: 1_700.0, 1_000: 2_300.0}),
+            curve(CPU_LOW, 75.0, 75.0, {18.0: 9_000.0, 36.0: 4_000.0, 75.0: 1_700.0}),
+        ],
+    )
+
+
+def test_the_report_renders_from_a_summary_json_alone_without_spark(tmp_path):
+    """The report half needs nothing of Spark: a summary.json is enough, in a process where
+    importing pyspark fails."""
+    found = Findings(full_summary(), [], replay_result())
+    (tmp_path / "summary.json").write_text(json.dumps(found.to_json()))
+    blocked = (
+        "import sys, runpy; sys.modules['pyspark'] = None; sys.modules['py4j'] = None; "
+        f"sys.argv = ['report', {str(tmp_path / 'summary.json')!r}, {str(tmp_path / 'out')!r}]; "
+        "runpy.run_module('pipeline.report', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert len(embedded_images(page)) == 7 + 2  # the summary's plots and two what-if curves
+    assert 'id="whatif-push.tick_interval_ms"' in page
+    assert "End-to-end p99 40 ms against the 1,500 ms target: met" in page
+    assert "target met (model error +3.0% at p99)" in page
+    again = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert Findings.from_json(again) == found
+
+
+def test_each_what_if_picture_marks_the_current_and_suggested_values_and_the_target():
+    r = replay_result()
+    pictures = whatif_plots(r)
+    assert [p.key for p in pictures] == [f"whatif-{TICK}", f"whatif-{CPU_LOW}"]
+    assert all(not_blank(p.png) for p in pictures)
+    assert all(p.how_to_read.count(". ") == 0 and p.how_to_read.endswith(".") for p in pictures)
+    page = render_html(full_summary(), pictures, render(full_summary(), [], r), r)
+    assert page.count("<figcaption>") == 2

@@ -1,4 +1,4 @@
-"""Span lookups on the journal's timeline (``pipeline.spans.span_values``): the value of the
+"""Span lookups on the journal's timeline (``pipeline.spark.spans.span_values``): the value of the
 span of the row's name server that holds its time, or null."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T
 
-from pipeline.replay import Release
-from pipeline.spans import MAX_TABLE_ROWS, span_values
-from pipeline.summary import Span
+from pipeline.report.replay_model import Release
+from pipeline.report.summary import Span
+from pipeline.spark.spans import MAX_TABLE_ROWS, span_values
 
 ROWS = T.StructType(
     [

@@ -13,7 +13,7 @@ import pytest
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
 from pipeline.cli import parser
-from pipeline.job import run
+from pipeline.spark.job import run
 
 JOB_TIMEOUT_S = 420
 

@@ -10,8 +10,14 @@ from typing import Any
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
 from client_push.routes.telemetry import JsonLinesTelemetry, RefetchRecord
-from pipeline.inputs import HEAD_BYTES, JournalSource, _carries_news, read_journal, read_telemetry
-from pipeline.stats import summarize
+from pipeline.spark.aggregations import summarize
+from pipeline.spark.inputs import (
+    HEAD_BYTES,
+    JournalSource,
+    _carries_news,
+    read_journal,
+    read_telemetry,
+)
 
 JOURNAL = [
     changed(10_000, "T", 1, kind="CREATED"),
@@ -51,7 +57,7 @@ def figures(spark, journal: Path, telemetry: Path) -> tuple[dict[str, Any], list
     doc = s.to_json()
     # clients are named by their files, which differ between the layouts compared
     doc["charts"]["top_clients"] = [c[1:] for c in doc["charts"]["top_clients"]]
-    rows = sorted(tuple(r) for r in table.drop("namesrv").collect())
+    rows = sorted(tuple(r) for r in table.changes.drop("namesrv").collect())
     return doc, rows
 
 

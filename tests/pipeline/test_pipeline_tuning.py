@@ -7,10 +7,9 @@ from dataclasses import replace
 import pytest
 
 from namesrv.config import NamesrvConfig, load
-from pipeline.config_toml import to_toml
-from pipeline.inputs import JournalSource
-from pipeline.report import render
-from pipeline.summary import (
+from pipeline.report.config_toml import to_toml
+from pipeline.report.markdown import render
+from pipeline.report.summary import (
     Distribution,
     Episode,
     InputQuality,
@@ -18,7 +17,8 @@ from pipeline.summary import (
     Transition,
     pair_episodes,
 )
-from pipeline.tuning import Targets, loosens, recommend, tuned
+from pipeline.report.tuning import Targets, loosens, recommend, tuned
+from pipeline.spark.inputs import JournalSource
 
 QUALITY = InputQuality(files=1, lines=10, corrupt=0, invalid=0)
 

@@ -2,7 +2,7 @@
 as PNG bytes. Each plot comes with its title and one sentence on how to read it.
 
 This module holds the journal's plots and the list of all of them; the telemetry's are in
-``pipeline.plots_propagation``. Plain values in, bytes out: no Spark here.
+``pipeline.report.plots_propagation``. Plain values in, bytes out: no Spark here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from pipeline.plot_kit import (
+from matplotlib.axes import Axes
+
+from pipeline.report.plot_kit import (
     DEGRADED_COLOR,
     Plot,
     beside,
@@ -19,8 +21,14 @@ from pipeline.plot_kit import (
     shade_degraded,
     time_axis,
 )
-from pipeline.plots_propagation import detection_and_delivery, propagation_distribution, top_clients
-from pipeline.summary import Summary
+from pipeline.report.plots_propagation import (
+    detection_and_delivery,
+    propagation_distribution,
+    top_clients,
+)
+from pipeline.report.plots_whatif import whatif_plots
+from pipeline.report.replay_model import ReplayResult
+from pipeline.report.summary import Summary
 
 __all__ = ["PLOTTERS", "Plot", "Plotter", "journal_plots", "plots", "tick_series"]
 
@@ -131,14 +139,11 @@ def notifications_per_tick(s: Summary) -> Plot | None:
     )
 
 
-def degradation_timeline(s: Summary) -> Plot | None:
-    if not s.episodes or s.first_ts_ms is None:
-        return None
+def _drains(s: Summary, div: float, cpu_ax: Axes, mem_ax: Axes) -> None:
+    """Each backlog drain after a recovery, shaded on both panels, annotated on the upper."""
+    assert s.first_ts_ms is not None
     last = s.last_ts_ms or s.first_ts_ms
-    div, unit = time_axis(s.first_ts_ms, last)
     x0 = s.first_ts_ms
-    # One panel per reading: CPU and memory markers at the same transition never overlap.
-    fig, (cpu_ax, mem_ax) = figure(2, share_x=True)
     drained_once = False
     for e in s.episodes:
         end = ((e.recovered_at_ms or last) - x0) / div
@@ -161,6 +166,17 @@ def degradation_timeline(s: Summary) -> Plot | None:
                 ha="left",
                 va="top",
             )
+
+
+def degradation_timeline(s: Summary) -> Plot | None:
+    if not s.episodes or s.first_ts_ms is None:
+        return None
+    last = s.last_ts_ms or s.first_ts_ms
+    div, unit = time_axis(s.first_ts_ms, last)
+    x0 = s.first_ts_ms
+    # One panel per reading: CPU and memory markers at the same transition never overlap.
+    fig, (cpu_ax, mem_ax) = figure(2, share_x=True)
+    _drains(s, div, cpu_ax, mem_ax)
     for ax, name, color, marker, reading in (
         (cpu_ax, "CPU", "tab:red", "^", lambda e: (e.cpu_percent, e.recovered_cpu_percent)),
         (
@@ -257,7 +273,13 @@ def journal_plots(s: Summary) -> dict[Plotter, Plot | None]:
     return {plot: plot(s) for plot in PLOTTERS if plot in JOURNAL_PLOTTERS}
 
 
-def plots(s: Summary, drawn: Mapping[Plotter, Plot | None] | None = None) -> list[Plot]:
-    """Every plot the summary has data for; those in ``drawn`` are taken from it."""
+def plots(
+    s: Summary,
+    drawn: Mapping[Plotter, Plot | None] | None = None,
+    replayed: ReplayResult | None = None,
+) -> list[Plot]:
+    """Every plot the summary has data for (those in ``drawn`` taken from it), then the
+    replay's what-if curves."""
     done = drawn or {}
-    return [p for p in (done[f] if f in done else f(s) for f in PLOTTERS) if p is not None]
+    found = [p for p in (done[f] if f in done else f(s) for f in PLOTTERS) if p is not None]
+    return found + whatif_plots(replayed)

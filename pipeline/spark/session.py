@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 APP_NAME = "routepush-pipeline"
 POOLS = Path(__file__).with_name("scheduler_pools.xml")
-"""The scheduler pools of ``pipeline.stats.summarize``."""
+"""The scheduler pools of ``pipeline.spark.aggregations.summarize``."""
 LOG4J = Path(__file__).with_name("log4j2.properties")
 """The driver's log config: warnings and errors, no start-up banner."""
 
@@ -91,8 +91,8 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     # driver time spent building the job's expressions.
     conf.setIfMissing("spark.python.sql.dataFrameDebugging.enabled", "false")
     # The job runs its journal and telemetry passes side by side, each in a pool of its own
-    # (``pipeline.stats.summarize``): fair pools let the short stages of one pass run between
-    # the tasks of the other's long stage.
+    # (``pipeline.spark.aggregations.summarize``): fair pools let the short stages of one pass
+    # run between the tasks of the other's long stage.
     conf.setIfMissing("spark.scheduler.mode", "FAIR")
     conf.setIfMissing("spark.scheduler.allocation.file", str(POOLS))
     # Under spark-submit the JVM is already up (it started this process and said where to

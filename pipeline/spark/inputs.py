@@ -21,14 +21,14 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.long_lines import (
+from pipeline.sources import JournalSource
+from pipeline.spark.long_lines import (
     DEFAULT_MAX_LINE_BYTES,
     HADOOP_MAX_LINE,
     Reader,
     local_reader,
     oversized_lines,
 )
-from pipeline.sources import JournalSource
 
 __all__ = ["InputError", "JournalSource", "Parsed", "read_journal", "read_telemetry"]
 
@@ -166,7 +166,7 @@ def _read_json(
     spark: SparkSession, files: Sequence[str], schema: T.StructType, max_line_bytes: int
 ) -> DataFrame:
     """The files' lines parsed; a line of ``max_line_bytes`` or more is not held in memory
-    whole (``pipeline.long_lines``)."""
+    whole (``pipeline.spark.long_lines``)."""
     if not files:
         return spark.createDataFrame([], schema)
     return (
@@ -229,7 +229,7 @@ class Parsed:
     """One input as compact columns, every line, with ``status``: ``ok``, ``corrupt``,
     ``invalid`` or ``unknown`` (an event type this job does not know). The journal's frame is
     cached here, filled by the first Spark job that reads it; the telemetry (with ``news``) is
-    read once, by the aggregation that ties it to the journal (``stats.summarize``), and not
+    read once, by the aggregation that ties it to the journal (``aggregations.summarize``), and not
     cached."""
 
     frame: DataFrame
@@ -239,7 +239,7 @@ class Parsed:
     clients: Mapping[int, str] = field(default_factory=dict)
     """The telemetry's ``client`` ids and the files they stand for."""
     oversized: int = 0
-    """Lines too long to be records (``pipeline.long_lines``), left out unread."""
+    """Lines too long to be records (``pipeline.spark.long_lines``), left out unread."""
 
     @property
     def usable(self) -> DataFrame:
@@ -252,18 +252,36 @@ def _status(corrupt: Column, known: Column, valid: Column) -> Column:
     )
 
 
-def read_journal(
-    spark: SparkSession,
-    sources: Sequence[JournalSource],
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> Parsed:
-    """Every journal line, with ``namesrv`` naming its source (null when unnamed).
+_JOURNAL_COLUMNS = (
+    "namesrv",
+    "ts_ms",
+    "event",
+    "topic",
+    "version",
+    "kind",
+    "cause",
+    "causes",
+    "notify",
+    "mutated_at_ms",
+    "rules",
+    "frames",
+    "bytes",
+    "degraded",
+    "cpu_percent",
+    "memory_percent",
+    "pending_connections",
+    "duration_ms",
+    "conn",
+    "pending_topics",
+    "topic_names",
+)
 
-    ``topics`` comes out typed per event: ``topic_names`` (the size of the list in subscribe,
-    unsubscribe) and ``topic_count`` (notification_sent).
-    """
-    if not sources:
-        raise InputError("no journal directory given")
+
+def _journal_lines(
+    spark: SparkSession, sources: Sequence[JournalSource], max_line_bytes: int
+) -> tuple[DataFrame, int, int]:
+    """Every source's ``journal-*.jsonl`` lines, raw, with ``namesrv``; the files read and
+    the lines too long to read."""
     frames: list[DataFrame] = []
     files = oversized = 0
     for source in sources:
@@ -283,6 +301,22 @@ def read_journal(
     raw = frames[0]
     for more in frames[1:]:
         raw = raw.unionByName(more)
+    return raw, files, oversized
+
+
+def read_journal(
+    spark: SparkSession,
+    sources: Sequence[JournalSource],
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Parsed:
+    """Every journal line, with ``namesrv`` naming its source (null when unnamed).
+
+    ``topics`` comes out typed per event: ``topic_names`` (the size of the list in subscribe,
+    unsubscribe) and ``topic_count`` (notification_sent).
+    """
+    if not sources:
+        raise InputError("no journal directory given")
+    raw, files, oversized = _journal_lines(spark, sources, max_line_bytes)
     names = F.from_json(F.col("topics"), T.ArrayType(T.StringType()))
     raw = (
         _route_changes_rows(raw, names)
@@ -308,33 +342,10 @@ def read_journal(
         F.col("event").isin(*KNOWN_EVENTS),
         valid & F.col("ts_ms").isNotNull(),
     )
-    frame = raw.select(
-        status.alias("status"),
-        # Names the line (so a change) uniquely within the run: the telemetry's figures per
-        # change are grouped by it. Fixed once cached; recomputed alike (partition, position).
-        F.monotonically_increasing_id().alias("line"),
-        "namesrv",
-        "ts_ms",
-        "event",
-        "topic",
-        "version",
-        "kind",
-        "cause",
-        "causes",
-        "notify",
-        "mutated_at_ms",
-        "rules",
-        "frames",
-        "bytes",
-        "degraded",
-        "cpu_percent",
-        "memory_percent",
-        "pending_connections",
-        "duration_ms",
-        "conn",
-        "pending_topics",
-        "topic_names",
-    ).cache()
+    # ``line`` names the line (so a change) uniquely within the run: the telemetry's figures
+    # per change are grouped by it. Fixed once cached; recomputed alike (partition, position).
+    line = F.monotonically_increasing_id().alias("line")
+    frame = raw.select(status.alias("status"), line, *_JOURNAL_COLUMNS).cache()
     named = any(source.namesrv is not None for source in sources)
     return Parsed(frame, files, named, oversized=oversized)
 
@@ -425,7 +436,7 @@ def read_telemetry(
     if without is not None:
         frames.append(learned_versions(parsed(without, TELEMETRY_REQUIRED)))
     frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    # Not cached: one aggregation reads it (``stats.summarize``).
+    # Not cached: one aggregation reads it (``aggregations.summarize``).
     return Parsed(frame, len(files), clients=clients, oversized=oversized)
 
 

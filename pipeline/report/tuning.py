@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from namesrv.config import NamesrvConfig
-from pipeline.summary import SPREAD_CAUSES, Distribution, Summary
+from pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
 
 MIN_SAMPLES = 20
 """Fewer notified fetches than this say nothing about the tick."""
@@ -177,6 +177,16 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
             f"the tick wait falls from at most {tick} to {fitting} ms: end-to-end p99 about "
             f"{tick - fitting} ms shorter",
         )
+    return _tick_kept_or_raised(s, tick, fitting, target, over)
+
+
+def _tick_kept_or_raised(
+    s: Summary, tick: int, fitting: int, target: int, over: str
+) -> Recommendation:
+    """A tick that meets the target with delivery: raised when it is at most half of what
+    the target allows, else kept."""
+    key, d, e2e = "push.tick_interval_ms", s.delivery, end_to_end(s)
+    assert d.p99 is not None
     # Raising the tick adds its growth to every change's wait: the end-to-end p99 must keep
     # the target with that added.
     headroom = None if e2e.p99 is None else _floor10(tick + target - e2e.p99)
@@ -329,26 +339,30 @@ def _pressure(s: Summary, cfg: NamesrvConfig) -> list[Recommendation]:
         ("cpu", by_cpu, p.cpu_low_percent, p.cpu_high_percent),
         ("memory", by_memory, p.memory_low_percent, p.memory_high_percent),
     ):
-        key = f"pressure.{name}_low_percent"
-        wider = round(max(5.0, high - 2 * (high - low)), 1)
-        if count and wider < low:
-            out.append(
-                Recommendation(
-                    key,
-                    low,
-                    wider,
-                    f"{count} episodes began on {name}; recovering only below {wider} widens "
-                    "the hysteresis",
-                    effect=f"push comes back only under {wider} % {name} (was {low} %): fewer "
-                    "episodes in a row, each possibly longer",
-                )
-            )
-        elif count:
-            why = f"kept: the {name} hysteresis is already {high - low:.1f} points wide"
-            out.append(Recommendation(key, low, low, why))
-        else:
-            out.append(Recommendation(key, low, low, f"kept: no episode began on {name}"))
+        out.append(_low_mark(name, count, low, high))
     return out
+
+
+def _low_mark(name: str, count: int, low: float, high: float) -> Recommendation:
+    """The low mark of a resource ``count`` flapping episodes began on: widened to
+    ``high - 2 * (high - low)`` (at least 5 %)."""
+    key = f"pressure.{name}_low_percent"
+    wider = round(max(5.0, high - 2 * (high - low)), 1)
+    if count and wider < low:
+        return Recommendation(
+            key,
+            low,
+            wider,
+            f"{count} episodes began on {name}; recovering only below {wider} widens "
+            "the hysteresis",
+            effect=f"push comes back only under {wider} % {name} (was {low} %): fewer "
+            "episodes in a row, each possibly longer",
+        )
+    if count:
+        return Recommendation(
+            key, low, low, f"kept: the {name} hysteresis is already {high - low:.1f} points wide"
+        )
+    return Recommendation(key, low, low, f"kept: no episode began on {name}")
 
 
 def tuned(config: NamesrvConfig, recommendations: list[Recommendation]) -> NamesrvConfig:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 
@@ -271,6 +271,50 @@ class Summary:
             out["telemetry"]["used"] = self.telemetry.used
         out["episodes"] = [dict(asdict(e), degraded_ms=e.degraded_ms) for e in self.episodes]
         return out
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Summary:
+        """The summary ``to_json`` wrote (``summary.json``'s ``summary``)."""
+        nested: dict[str, Callable[[Any], Any]] = {
+            "journal": _quality,
+            "telemetry": lambda q: None if q is None else _quality(q),
+            "slowest": lambda rows: [SlowConnection(**r) for r in rows],
+            "episodes": lambda rows: [Episode(**_known(Episode, r)) for r in rows],
+            "charts": _charts,
+        }
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in doc:
+                continue
+            raw = doc[f.name]
+            if f.name in nested:
+                values[f.name] = nested[f.name](raw)
+            elif isinstance(raw, dict) and raw and all(isinstance(v, dict) for v in raw.values()):
+                values[f.name] = {k: Distribution(**v) for k, v in raw.items()}
+            elif isinstance(raw, dict) and "p99" in raw:
+                values[f.name] = Distribution(**raw)
+            else:
+                values[f.name] = raw
+        return cls(**values)
+
+
+def _known(cls: Any, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw``'s fields that ``cls`` takes (to_json adds derived ones, such as ``used``)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in raw.items() if k in names}
+
+
+def _quality(raw: Mapping[str, Any]) -> InputQuality:
+    return InputQuality(**_known(InputQuality, raw))
+
+
+def _charts(raw: Mapping[str, Any]) -> Charts:
+    """JSON gives lists where the charts hold tuples."""
+    values: dict[str, Any] = {
+        k: v if not isinstance(v, list) else [tuple(row) for row in v]
+        for k, v in _known(Charts, raw).items()
+    }
+    return Charts(**values)
 
 
 def distribution(row: Any) -> Distribution:

@@ -3,44 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig, load
-from pipeline.client_names import client_labels
-from pipeline.config_toml import to_toml
-from pipeline.html_report import render_html
-from pipeline.inputs import InputError, JournalSource, read_journal, read_telemetry
-from pipeline.plots import Plot, Plotter, journal_plots, plots
-from pipeline.progress import Progress
-from pipeline.replay import ReplayResult, replay
-from pipeline.report import render
-from pipeline.stats import STEPS, summarize
-from pipeline.summary import MatchWindow, Summary
-from pipeline.tuning import Recommendation, Targets, recommend, tuned
+from pipeline.report.config_toml import to_toml
+from pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
+from pipeline.report.plots import Plot, Plotter, journal_plots
+from pipeline.report.summary import MatchWindow, Summary
+from pipeline.report.tuning import Targets, recommend, tuned
+from pipeline.spark.aggregations import STEPS, Tables, summarize
+from pipeline.spark.client_names import client_labels
+from pipeline.spark.inputs import InputError, JournalSource, Parsed, read_journal, read_telemetry
+from pipeline.spark.progress import Progress
+from pipeline.spark.replay_grid import replay
 
 __all__ = ["InputError", "Outputs", "run"]
 
-REPORT = "report.md"
-REPORT_HTML = "report.html"
-SUMMARY = "summary.json"
-TUNED_CONFIG = "namesrv-tuned.toml"
 CHANGES = "changes"
-
-
-@dataclass(frozen=True, slots=True)
-class Outputs:
-    report: Path
-    html: Path
-    summary: Path
-    config: Path
-    changes: str
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
@@ -87,7 +71,7 @@ def _run(
 
     try:
         with Progress(spark, len(STEPS) + 1) as progress:
-            summary, _ = summarize(
+            summary, kept = summarize(
                 journal,
                 telemetry,
                 MatchWindow(args.clock_skew_ms, args.max_lag_ms),
@@ -97,15 +81,8 @@ def _run(
                 write_table,
             )
             progress.step("per-change table, replay, report and plots")
-            # The ten clients shown are named as their telemetry names them.
-            names = client_labels(spark, [c for c, _, _, _ in summary.charts.top_clients])
-            summary.charts.top_clients = [
-                (names[c], n, mean, worst) for c, n, mean, worst in summary.charts.top_clients
-            ]
-            recs = recommend(summary, current, Targets(args.target_p99_ms))
-            changes = journal.usable.where(F.col("event") == "route_changed")
-            replayed = replay(changes, summary, current, recs, Targets(args.target_p99_ms))
-            outputs = _write(args, current, out, tables, summary, drawn, recs, replayed)
+            found = _findings(spark, journal, summary, kept, current, args.target_p99_ms)
+            outputs = _write(args, current, out, tables, found, drawn)
     finally:
         for writer in writers:
             writer.join()
@@ -114,43 +91,44 @@ def _run(
     return outputs
 
 
+def _findings(
+    spark: SparkSession,
+    journal: Parsed,
+    summary: Summary,
+    kept: Tables,
+    current: NamesrvConfig,
+    target_p99_ms: int,
+) -> Findings:
+    """The suggestions and the replay of the summary's journal."""
+    # The ten clients shown are named as their telemetry names them.
+    shown = summary.charts.top_clients
+    names = client_labels(spark, [c for c, _, _, _ in shown])
+    named = [(names[c], n, mean, worst) for c, n, mean, worst in shown]
+    summary = replace(summary, charts=replace(summary.charts, top_clients=named))
+    targets = Targets(target_p99_ms)
+    recs = recommend(summary, current, targets)
+    changes = journal.usable.where(F.col("event") == "route_changed")
+    replayed = replay(
+        changes, journal.usable, kept.per_change, kept.replay, summary, current, recs, targets
+    )
+    return Findings(summary, recs, replayed)
+
+
 def _write(
     args: argparse.Namespace,
     current: NamesrvConfig,
     out: Path,
     tables: str,
-    summary: Summary,
+    found: Findings,
     drawn: dict[Plotter, Plot | None],
-    recs: list[Recommendation],
-    replayed: ReplayResult | None,
 ) -> Outputs:
-    outputs = Outputs(out / REPORT, out / REPORT_HTML, out / SUMMARY, out / TUNED_CONFIG, tables)
-    markdown = render(summary, recs, replayed)
-    outputs.report.write_text(markdown, encoding="utf-8")
-    outputs.html.write_text(
-        render_html(summary, plots(summary, drawn), markdown, replayed), encoding="utf-8"
-    )
-    outputs.summary.write_text(
-        json.dumps(
-            {
-                "summary": summary.to_json(),
-                "recommendations": [_rec_json(r) for r in recs],
-                "replay": None if replayed is None else replayed.to_json(),
-            },
-            indent=2,
-            sort_keys=True,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    report, html, summary = write_report(out, found, drawn)
+    outputs = Outputs(report, html, summary, out / TUNED_CONFIG, tables)
     header = (
         "name server config tuned by namesrv-pipeline from its journal and client telemetry\n"
         f"base: {args.config or 'embedded defaults'}; reasons in {REPORT}"
     )
+    recs = found.recommendations
     notes = {r.key: f"tuned from {r.current}: {r.reason}" for r in recs if r.changed}
     outputs.config.write_text(to_toml(tuned(current, recs), notes, header), encoding="utf-8")
     return outputs
-
-
-def _rec_json(r: Recommendation) -> dict[str, Any]:
-    return dict(asdict(r), changed=r.changed)

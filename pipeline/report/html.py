@@ -7,13 +7,12 @@ import base64
 import html
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from pipeline.plots import Plot
-from pipeline.summary import Distribution, Summary
-
-if TYPE_CHECKING:  # the page stays free of Spark: it only reads the replay's result
-    from pipeline.replay import ReplayResult
+from pipeline.report.headline import headline
+from pipeline.report.plot_kit import Plot
+from pipeline.report.replay_model import ReplayResult
+from pipeline.report.summary import Summary
+from pipeline.report.tuning import Targets
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;
@@ -21,8 +20,8 @@ max-width:1000px;color:#222;line-height:1.45;padding:0 1em}
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.2em .6em}
 th{background:#f3f3f3}td.r,th.r{text-align:right}figure{margin:1.5em 0}
 figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:.92em;color:#444}
-.head{display:flex;gap:1em;flex-wrap:wrap}.head div{border:1px solid #ccc;border-radius:6px;
-padding:.6em 1em;min-width:12em}.head b{font-size:1.5em;display:block}code{background:#f3f3f3}
+.head{border:2px solid #ccc;border-radius:6px;padding:.6em 1em}.head>b{font-size:1.5em;
+display:block}.head.met{border-color:#2a2}.head.missed{border-color:#c22}code{background:#f3f3f3}
 """
 
 
@@ -30,48 +29,16 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} ms"
 
 
-def _tile(label: str, d: Distribution, note: str) -> str:
+def headline_html(s: Summary, replayed: ReplayResult | None = None) -> str:
+    """The headline (``pipeline.report.headline``): the target's figure, met or missed, and
+    the replay's verdict with its model error."""
+    h = headline(s, replayed, Targets())
+    state = {True: "met", False: "missed", None: "unknown"}[h.met]
+    notes = "".join(f"<p>{_inline(n)}</p>" for n in h.notes)
     return (
-        f"<div><span>{html.escape(label)}</span><b>p50 {_ms(d.p50)}</b>"
-        f"p99 {_ms(d.p99)} &middot; {d.count:,} {html.escape(note)}</div>"
+        f'<div class="head {state}"><b>{html.escape(h.figure)}</b>'
+        f"<p>{html.escape(h.scope)}</p><p><b>{html.escape(h.replay)}</b></p>{notes}</div>"
     )
-
-
-def headline(s: Summary, replayed: ReplayResult | None = None) -> str:
-    """End to end first, then its two parts, then what they include and the replay's
-    verdict."""
-    if "all" not in s.propagation:
-        return "<p>No client telemetry tied to journal changes: no propagation figures.</p>"
-    tiles = [
-        _tile("change to client holds it (end to end)", s.propagation["all"], "client-versions"),
-        _tile("of which detection (mutation to tick)", s.propagation_detection["all"], "the same"),
-        _tile("of which delivery (tick to client)", s.propagation_delivery["all"], "the same"),
-    ]
-    note = ""
-    if s.changes_without_mutation_time:
-        note = (
-            f"<p>{s.changes_without_mutation_time:,} changes come from a journal without "
-            "<code>mutated_at_ms</code>: for them propagation starts at detection.</p>"
-        )
-    if s.propagation_unspread.count and s.propagation_unspread != s.propagation["all"]:
-        note += (
-            "<p>Without the refetches clients spread on purpose after broker arrivals and "
-            f"departures: p50 {_ms(s.propagation_unspread.p50)}, p99 "
-            f"{_ms(s.propagation_unspread.p99)} (the figure the tuning holds to the target).</p>"
-        )
-    if s.held_changes:
-        note += (
-            f"<p>These figures include {s.held_changes:,} changes held while push was "
-            "degraded (sent only with the backlog after recovery).</p>"
-        )
-    if replayed is not None and replayed.met is not None:
-        tuned = replayed.scenarios["tuned"]
-        note += (
-            f"<p>Replay of the journal with the suggested thresholds: end-to-end p99 "
-            f"{_ms(tuned.p99)} against the {replayed.target_ms:,} ms target, "
-            f"<b>{'met' if replayed.met else 'missed'}</b> (see the replay table).</p>"
-        )
-    return f'<div class="head">{"".join(tiles)}</div>{note}'
 
 
 def _inline(text: str) -> str:
@@ -82,7 +49,7 @@ def _inline(text: str) -> str:
 
 
 def markdown_tables(md: str) -> str:
-    """The subset of Markdown ``report.render`` writes: headings, paragraphs, pipe tables."""
+    """The subset of Markdown ``markdown.render`` writes: headings, paragraphs, pipe tables."""
     out: list[str] = []
     lines = md.splitlines()
     i = 0
@@ -130,12 +97,13 @@ def render_html(
         "</figure>"
         for p in plots
     )
-    body = markdown_tables(markdown.removeprefix("# Route push report\n"))
+    # The Markdown's headline is the page's own, above the plots.
+    body = markdown_tables("## " + markdown.split("\n## ", 1)[-1])
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>Route push report</title>"
         f"<style>{_STYLE}</style></head><body>\n"
         "<h1>Route push report</h1>\n"
-        f"{headline(s, replayed)}\n<h2>Plots</h2>\n{figures}\n"
+        f"{headline_html(s, replayed)}\n<h2>Plots</h2>\n{figures}\n"
         f"<h2>Tables</h2>\n{body}\n</body></html>\n"
     )

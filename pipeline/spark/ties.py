@@ -1,5 +1,12 @@
 """How client fetches are tied to the journal changes they reflect, and the per-change table
-built from the telemetry's per-change groups. Spark DataFrames in and out."""
+built from the telemetry's per-change groups. Spark DataFrames in and out.
+
+The candidate changes of one (topic, version) travel as one array (versions restart with the
+name server, and several journals may name the same pair). One equi-join on a 64-bit hash of
+the pair, no shuffle after it: a long key is looked up in a plain array-backed map where a
+(name, number) key took a generic hash map and a byte-wise compare per line. Pairs whose
+hashes collide share an array, and a candidate counts only for its own pair.
+"""
 
 from __future__ import annotations
 
@@ -7,31 +14,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.summary import MatchWindow
+from pipeline.report.summary import MatchWindow
 
 
-def fetch_table(
-    changes: DataFrame, telemetry: DataFrame, window: MatchWindow, named: bool = True
-) -> DataFrame:
-    """Every telemetry line; those with news (``inputs.read_telemetry``) tied (``matched``)
-    to the journal change they reflect, or not.
-
-    The candidate changes of one (topic, version) travel as one array (versions restart with
-    the name server, and several journals may name the same pair); the latest detected within
-    the window wins. One equi-join on a 64-bit hash of the pair, no shuffle after it: a long
-    key is looked up in a plain array-backed map where a (name, number) key took a generic
-    hash map and a byte-wise compare per line. Pairs whose hashes collide share an array, and
-    a candidate counts only for its own pair. ``change`` names the journal line of the change
-    (``inputs.read_journal``), ``changed_at_ms`` its detection (the record's time),
-    ``mutated_at_ms`` the first registry mutation behind it (its detection when the journal
-    does not say), ``lag_ms`` end to end. Unless some journal is ``named`` for a name server,
-    the telemetry's ``namesrv`` is not even parsed.
-    """
-    if not named:
-        telemetry = telemetry.drop("namesrv").withColumn(
-            "namesrv", F.lit(None).cast(T.StringType())
-        )
-    candidates = changes.groupBy(F.xxhash64("topic", "version").alias("pair")).agg(
+def _candidates(changes: DataFrame) -> DataFrame:
+    """The journal's changes grouped by a 64-bit hash of their (topic, version)."""
+    return changes.groupBy(F.xxhash64("topic", "version").alias("pair")).agg(
         F.collect_list(
             F.struct(
                 F.col("topic").alias("topic"),
@@ -44,6 +32,25 @@ def fetch_table(
             )
         ).alias("cands")
     )
+
+
+def fetch_table(
+    changes: DataFrame, telemetry: DataFrame, window: MatchWindow, named: bool = True
+) -> DataFrame:
+    """Every telemetry line; those with news (``inputs.read_telemetry``) tied (``matched``)
+    to the journal change they reflect, or not.
+
+    The candidate changes of one (topic, version) travel as one array (the module's
+    docstring says why); the latest detected within the window wins. ``change`` names the
+    change's journal line, ``changed_at_ms`` its detection, ``mutated_at_ms`` the first
+    registry mutation behind it (its detection when the journal does not say), ``lag_ms`` end
+    to end. Unless a journal is ``named`` for a name server, ``namesrv`` is not even parsed.
+    """
+    if not named:
+        telemetry = telemetry.drop("namesrv").withColumn(
+            "namesrv", F.lit(None).cast(T.StringType())
+        )
+    candidates = _candidates(changes)
     learned_at = F.col("fetched_at_ms")
 
     def fits(c: Column) -> Column:
@@ -112,9 +119,9 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
                 "last_learned_ms": F.lit(None).cast("long"),
             }
         )
-    learned = per_change.groupBy(F.col("h").alias("line")).agg(
-        F.sum("n").alias("clients"),
-        F.min("lo").cast(T.LongType()).alias("first_learned_ms"),
-        F.max("m").cast(T.LongType()).alias("last_learned_ms"),
+    learned = per_change.groupBy(F.col("bucket").alias("line")).agg(
+        F.sum("count").alias("clients"),
+        F.min("smallest").cast(T.LongType()).alias("first_learned_ms"),
+        F.max("largest").cast(T.LongType()).alias("last_learned_ms"),
     )
     return base.join(learned, "line", "left").drop("line").fillna(0, subset=["clients"])
