@@ -1,4 +1,4 @@
-"""Issue #4's must-show behaviours: RouteClient against the real name server over loopback.
+"""RouteClient against the real name server over loopback.
 
 Server and client share one ``task.Clock``: advancing it by the server's tick runs change
 detection and the client's timers alike. A test "broker" registers topics with REGISTER_BROKER

@@ -1,7 +1,7 @@
 """A hostile client over loopback: every input is bounded, and everyone else keeps being served.
 
-Each test replays one row of the hostile-client findings (issue 9) against a real server on
-loopback whose timers run on a ``task.Clock``.
+Each test replays one hostile-client attack (an input meant to exhaust a bound) against a real
+server on loopback whose timers run on a ``task.Clock``.
 """
 
 from __future__ import annotations

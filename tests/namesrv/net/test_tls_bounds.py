@@ -1,4 +1,4 @@
-"""TLS connections under every bound a plaintext one is, written as the attacks (issue 29):
+"""TLS connections under every bound a plaintext one is, written as the attacks:
 silent connections from one host, handshakes that never start or never finish.
 
 Sockets are loopback; the server's timers (idle, frame and handshake timeouts) run on a fake

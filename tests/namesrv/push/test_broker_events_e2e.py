@@ -1,4 +1,4 @@
-"""Issue #10's must-show behaviours: broker departures and arrivals reach RouteClients.
+"""Broker departures and arrivals reach RouteClients.
 
 Server and clients share one ``task.Clock`` (``route_cluster``); sockets are real loopback. Time
 is the fake clock's: "within a tick + 100 ms" means the clock moved by at most that while the

@@ -1,4 +1,4 @@
-"""Issue #10, server side: broker arrivals and departures as one entry per broker.
+"""Broker arrivals and departures, server side: each is pushed as one entry per broker.
 
 Wire-level tests against the real server over loopback (timers on a fake clock), plus unit tests
 of the per-connection broker debt (``BrokerEventBook``) through the change detector.

@@ -1,4 +1,4 @@
-"""Issue #3's must-show behaviours: route push over loopback against the real server.
+"""Route push over loopback against the real server.
 
 Timers run on a fake clock (``ns.clock.advance`` is one tick); sockets are real. To prove a
 connection received *nothing*, a test makes a request on it afterwards: the server writes a

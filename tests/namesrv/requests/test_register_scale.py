@@ -1,4 +1,4 @@
-"""Issue #8's must-show behaviours: registers of large brokers cost what changed and never stall.
+"""Registers of large brokers cost what changed and never stall.
 
 Sockets are real (loopback); timers and the register slices run on a fake clock, so a test
 decides when the next slice of a large register runs (``clock.advance(0)`` is one reactor turn

@@ -1,4 +1,4 @@
-"""Issue #2's must-show behaviours, over loopback against the real server."""
+"""Route lookups, registers and deletes over loopback against the real server."""
 
 from __future__ import annotations
 
