@@ -16,9 +16,11 @@ import pytest
 import pytest_twisted
 from support.fake_namesrv import FakeNamesrv, make_route
 from support.paths import REPO_ROOT
-from twisted.internet import threads
+from twisted.internet import reactor, threads
 
 DOCS = ("README.md", "docs/asyncio.md")
+WAIT_S = 60.0
+"""How long a program may take to print its first line."""
 
 
 def programs() -> list[tuple[str, str]]:
@@ -45,13 +47,18 @@ async def test_the_program_runs_as_written(where: str, program: str) -> None:
     ns.set_route("TopicTest", make_route())
     source = program.replace("127.0.0.1:9876", ns.addr)
     assert source != program  # the address is the only change
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    # Unbuffered, so a line printed reaches the pipe at once (the program is unchanged).
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", source], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
+    # A program that never prints fails the test instead of holding the run.
+    watchdog = reactor.callLater(WAIT_S, proc.kill)  # type: ignore[attr-defined]
     try:
         first = await threads.deferToThread(proc.stdout.readline)  # type: ignore[union-attr]
     finally:
+        if watchdog.active():
+            watchdog.cancel()
         if proc.poll() is None:
             proc.terminate()
         _, err = await threads.deferToThread(proc.communicate)
