@@ -74,8 +74,12 @@ def _pushed(per_change: DataFrame, changes: DataFrame) -> DataFrame:
     """Pushed client-versions (a NOTIFY brought them), per change and emission offset
     (the NOTIFY's emission less the detection): mutation ``m``, detection ``d``, offset ``e``,
     count ``n``."""
+    # The shuffle is asked for: whether Spark would add it itself depends on what it knows of
+    # the cached groups' partitioning when the query starts, which the order the job's
+    # threads filled the cache in decides, and each answer is different generated code.
     groups = (
         per_change.where(F.col("name").isin(*PUSH_CAUSES) & F.col("at").isNotNull())
+        .repartition("bucket", "at")
         .groupBy(F.col("bucket").alias("line"), F.col("at").alias("e"))
         .agg(F.sum("count").alias("n"))
     )
