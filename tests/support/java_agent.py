@@ -10,6 +10,7 @@ cache outside the repository by ``tools/rocketmq_jars.py``).
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import threading
 import time
@@ -23,6 +24,10 @@ from support.paths import REPO_ROOT
 AGENT_DIR = REPO_ROOT / "bridges" / "java-agent"
 AGENT_JAR = AGENT_DIR / "target" / "rocketmq-routepush-agent.jar"
 LEGACY_LIB = cached_lib("4.9.7", "ROCKETMQ_LEGACY_LIB_DIR")
+if os.environ.get("CI") and not LEGACY_LIB:
+    raise RuntimeError(
+        "CI: the RocketMQ 4.9.x client jars (jar cache or ROCKETMQ_LEGACY_LIB_DIR) are missing"
+    )
 PROBE_JVM = ["-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 NO_POLL_MS = 600_000
 """A client poll interval no test outlives: what such a client learns, it learned by push."""
