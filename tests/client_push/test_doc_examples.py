@@ -1,8 +1,9 @@
 """The complete programs of README.md and docs/asyncio.md (those that run a loop) run as they
 are written, against a name server over loopback, on both loops: only the address changes.
 
-Each runs in a process of its own; a program that listens for ever (``async for change in
-changes``) is ended once it has printed the route state it was shown.
+Each runs in a process of its own. A program that listens for ever (``async for change in
+changes``) is ended once it has printed the route state it was shown; any other program runs to
+its own end and must exit cleanly (ending it from outside would race its own shutdown).
 """
 
 from __future__ import annotations
@@ -54,16 +55,22 @@ async def test_the_program_runs_as_written(where: str, program: str) -> None:
     )
     # A program that never prints fails the test instead of holding the run.
     watchdog = reactor.callLater(WAIT_S, proc.kill)  # type: ignore[attr-defined]
+    listens_for_ever = "async for" in program
     try:
         first = await threads.deferToThread(proc.stdout.readline)  # type: ignore[union-attr]
+        if listens_for_ever and proc.poll() is None:
+            proc.terminate()
+        _, err = await threads.deferToThread(proc.communicate)
     finally:
         if watchdog.active():
             watchdog.cancel()
         if proc.poll() is None:
-            proc.terminate()
-        _, err = await threads.deferToThread(proc.communicate)
+            proc.kill()
+            await threads.deferToThread(proc.wait)
         await ns.close()
     words = first.decode().split()
     assert words, err.decode()[-2000:]
     assert "1" in words or "TopicTest" in words  # the route's version, or its topic
     assert "Traceback" not in err.decode()
+    if not listens_for_ever:
+        assert proc.returncode == 0, err.decode()[-2000:]

@@ -101,7 +101,20 @@ public class RealClientTest {
             watcher.stop();
         } finally {
             Thread.currentThread().setContextClassLoader(before);
+            awaitNettyThreads();
             loader.close();
+        }
+    }
+
+    /**
+     * The client's Netty threads finish their last tasks after shutdown returns; the loader is
+     * closed only once they have ended, or a late task cannot load its classes.
+     */
+    private static void awaitNettyThreads() throws InterruptedException {
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().startsWith("NettyClient")) {
+                t.join(10000);
+            }
         }
     }
 
