@@ -1,6 +1,8 @@
 """The aiohttp example of the README (examples/aio_route_service.py) against the real name
 server in this process: its endpoint answers with a topic's route, and a change made at the
-name server shows in the next answers without restarting anything."""
+name server shows in the next answers without restarting anything.
+
+The app's route client runs on the loop thread; its state is read there (``loop_thread.call``)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 import pytest_twisted
 from aiohttp import test_utils
 from support.examples import load_example
-from support.loopback_wait import settle, until
+from support.loopback_wait import until, until_read
 
 from client_push.config import ClientConfig
 from protocol.codes import Perm
@@ -38,6 +40,7 @@ async def test_the_endpoint_answers_with_the_route_and_shows_a_change_without_re
     server, port = cluster.start_server()
     broker = await cluster.broker(port, "TopicTest")
     cluster.tick()
+    without_app = server.stats()["connections"]
     http = await loop_thread.run(open_app(port, ["TopicTest"]))
     try:
         status, body = await loop_thread.run(get_json(http, "/routes/TopicTest"))
@@ -45,26 +48,33 @@ async def test_the_endpoint_answers_with_the_route_and_shows_a_change_without_re
         assert body["topic"] == "TopicTest" and body["writable_queues"] > 0
         assert all(q["perm"] & Perm.WRITE for q in body["queues"])
         route_client = http.app[service.ROUTE_CLIENT]
-        await until(lambda: route_client.push_active)
+        await until_read(lambda: loop_thread.call(lambda: route_client.push_active))
 
         await cluster.wipe(broker)  # the change, made through the name server
         cluster.tick()
-        await until(lambda: route_client.cached_route("TopicTest").version > body["version"])
+        await until_read(
+            lambda: loop_thread.call(
+                lambda: route_client.cached_route("TopicTest").version > body["version"]
+            )
+        )
         status, after = await loop_thread.run(get_json(http, "/routes/TopicTest"))
         assert status == 200
         assert after["version"] > body["version"]
         assert after["writable_queues"] == 0
         assert not any(q["perm"] & Perm.WRITE for q in after["queues"])
         # learned by push (the route inside the notification), not by a fetch or a poll
-        assert route_client.counters["routes_inline"] == 1
-        assert route_client.counters["fetch.notify"] == 0
-        await until(lambda: "(inline)" in caplog.text)  # the watcher logged it as it arrived
+        counters = await loop_thread.call(route_client.counters.copy)
+        assert counters["routes_inline"] == 1
+        assert counters["fetch.notify"] == 0
+        # The watcher logged it as it arrived (on the loop thread, where the log is read).
+        await until_read(lambda: loop_thread.call(lambda: "(inline)" in caplog.text))
 
         status, missing = await loop_thread.run(get_json(http, "/routes/NoSuchTopic"))
         assert status == 404 and "does not exist" in missing["error"]
     finally:
         await loop_thread.run(http.close())
-    await settle()
+    # The server has read all the client sent once it has seen its connection close.
+    await until(lambda: server.stats()["connections"] == without_app)
     # the first lookup and the absent topic's; the change itself cost no request
     assert server.stats()["handled.GET_ROUTEINFO_BY_TOPIC"] == 2
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.loopback_wait import settle, until
+from support.loopback_wait import server_side, until
 from support.tls_certs import client_hello, self_signed
 from support.wire_client import WireClient, connect
 from twisted.internet import reactor, ssl
@@ -36,11 +36,20 @@ def advance(ns: Any, seconds: int) -> None:
         ns.clock.advance(1)
 
 
+def none_closing(ns: Any, clients: list[WireClient]) -> bool:
+    """The server holds every one of ``clients`` open and has decided to close none.
+
+    Its timeouts run on the fake clock and decide as it moves, so right after an advance this
+    is exact; no wait can show it better."""
+    conns = [server_side(ns.server, c) for c in clients]
+    return all(conn is not None and not conn.closing for conn in conns)
+
+
 async def closed_at(ns: Any, clients: list[WireClient], second: int) -> None:
     """Advance the clock to ``second``: ``clients`` stay open until then, and close at it."""
+    await until(lambda: all(server_side(ns.server, c) is not None for c in clients))  # accepted
     advance(ns, second - 1)
-    await settle()
-    assert all(c.connected for c in clients)
+    assert none_closing(ns, clients)
     advance(ns, 1)
     await until(lambda: not any(c.connected for c in clients))
 
@@ -106,9 +115,9 @@ async def test_permissive_holds_silent_and_plaintext_connections_to_the_idle_tim
     silent = await connect(ns.port)
     plain = await connect(ns.port)
     assert (await plain.call(RequestCode.GET_BROKER_CLUSTER_INFO)).code == ResponseCode.SUCCESS
+    await until(lambda: server_side(ns.server, silent) is not None)  # accepted
     advance(ns, 5)  # past the handshake timeout: neither is a TLS connection
-    await settle()
-    assert silent.connected and plain.connected
+    assert none_closing(ns, [silent, plain])
     assert (await plain.call(RequestCode.GET_BROKER_CLUSTER_INFO)).code == ResponseCode.SUCCESS
     advance(ns, 1)
     await until(lambda: not silent.connected)
@@ -129,8 +138,7 @@ async def test_a_finished_handshake_is_not_timed_out_and_frames_are_still_timed(
     client = await connect_tls(ns.port)
     assert (await client.call(RequestCode.GET_BROKER_CLUSTER_INFO)).code == ResponseCode.SUCCESS
     advance(ns, 3)  # past the handshake timeout
-    await settle()
-    assert client.connected
+    assert none_closing(ns, [client])
     assert (await client.call(RequestCode.GET_BROKER_CLUSTER_INFO)).code == ResponseCode.SUCCESS
     client.transport.write(struct.pack(">II", 100, 20) + b'{"code":')  # a frame begun
     await until(lambda: ns.server.stats()["buffered_input_bytes"] > 0)
@@ -179,7 +187,8 @@ async def test_a_tls_route_client_is_served_and_stays_past_the_handshake_timeout
     await until(lambda: len(events) == 1 and client.push_active)
     for _ in range(5):
         cluster.tick()
-    await settle()
+    # Timeouts decide as the clock moves: none of the server's connections is closing.
+    assert not any(conn.closing for conn in server.connections.values())
     assert client.push_active
     stats = server.stats()
     assert stats["tls.handshake"] == 1

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from prometheus_client.parser import text_string_to_metric_families
-from support.loopback_wait import settle, until
+from support.loopback_wait import until
 from twisted.internet import defer, protocol, reactor, threads
 from twisted.web import http as http_module
 
@@ -149,9 +149,18 @@ def test_a_request_trickled_byte_by_byte_is_cut_at_the_idle_timeout(make_server)
     ns = make_server({"metrics": {"listen": "127.0.0.1:0", "idle_timeout_ms": 1_000}})
     [slow] = yield open_clients(metrics_port(ns), 1)
     yield defer.ensureDeferred(until(lambda: open_metrics_connections(ns) == 1))
-    for byte in b"GET /me":
+    [server_side] = ns.server.metrics_port.factory.protocols
+    read = bytearray()  # what the server's side has read, noted as the transport hands it on
+    deliver = server_side.dataReceived
+
+    def note_read(data: bytes) -> None:
+        read.extend(data)
+        deliver(data)
+
+    server_side.dataReceived = note_read
+    for sent, byte in enumerate(b"GET /me", 1):
         slow.transport.write(bytes([byte]))
-        yield defer.ensureDeferred(settle())  # delivered, yet no request completes
+        yield defer.ensureDeferred(until(lambda n=sent: len(read) == n))  # read, yet unanswered
         ns.clock.advance(0.125)
     assert not slow.lost.called
     ns.clock.advance(0.125)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import unregister_request
-from support.loopback_wait import settle, until
+from support.loopback_wait import until
 
 from client_push.routes.client import BrokerEvent, RouteClient, RouteEvent
 from namesrv.server import NameServer
@@ -53,6 +53,15 @@ def holds_without(client: RouteClient, broker: str, topics: list[str] = TOPICS) 
         if any(b.broker_name == broker for b in entry.route.broker_datas):
             return False
     return True
+
+
+def quiet(server: NameServer, clients: list[RouteClient]) -> bool:
+    """Nothing is in flight between the server and ``clients``: every notification the server
+    sent has been read and every request a client sent has been answered. The fake clock
+    moves only by the test's hand, so what the clients do next waits for it."""
+    read = sum(c.counters["notify_received"] for c in clients)
+    answered = all(c.outstanding()["requests"] == 0 for c in clients)
+    return answered and read == server.stats().get("notifications_sent", 0)
 
 
 async def two_brokers_and_clients(cluster: Any, clients: int, **server: Any) -> Any:
@@ -110,8 +119,9 @@ async def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_ref
     await a.request(unregister_request(broker_addr=A_ADDR))
     cluster.tick()
     await until(lambda: all(holds_without(c, "broker-a") for c in pool), timeout=20)
+    await until(lambda: quiet(ns, pool), timeout=20)
     cluster.clock.advance(0.1)  # tick + 100 ms: still no request
-    await settle()
+    await until(lambda: quiet(ns, pool), timeout=20)  # whatever the step set off has landed
     assert all(holds_without(c, "broker-a") and holds(c, "broker-b") for c in pool)
     assert gets(ns) == requests_before and client_fetches(pool) == fetches_before
     assert events[-1].cause == "broker_gone" and events[-1].exists
@@ -175,16 +185,16 @@ async def test_channel_close_and_expiry_are_dropped_like_an_unregister(cluster, 
 async def test_with_the_rule_off_the_departure_is_silent_and_learned_by_the_version_check(
     cluster,
 ):
-    _ns, _port, a, _b, pool = await two_brokers_and_clients(
+    ns, _port, a, _b, pool = await two_brokers_and_clients(
         cluster, 3, push={"broker_events": {"unregister": False}}
     )
     await a.request(unregister_request(broker_addr=A_ADDR))
     cluster.tick()
-    await settle()
+    await until(lambda: quiet(ns, pool))
     assert all(holds(c, "broker-a") for c in pool)  # the seed's silent behaviour
     for _ in range(29):
         cluster.clock.advance(1.0)
-        await settle()
+        await until(lambda: quiet(ns, pool))
     await until(lambda: all(holds_without(c, "broker-a") for c in pool))
     assert all(c.counters["fetch.version_check"] == len(TOPICS) for c in pool)
 
@@ -200,7 +210,7 @@ async def test_with_push_degraded_during_a_departure_clients_learn_it_within_30_
     await a.request(unregister_request(broker_addr=A_ADDR))
     for _ in range(30):
         cluster.clock.advance(1.0)
-        await settle()
+        await until(lambda: quiet(ns, pool))
         if all(holds_without(c, "broker-a") for c in pool):
             break
     await until(lambda: all(holds_without(c, "broker-a") for c in pool))
