@@ -1,9 +1,13 @@
-"""docs/architecture.md names files that exist: its "where to change what" table and its room
-tables are how a newcomer finds the code, so a moved or renamed module must fail here."""
+"""docs/architecture.md is how a newcomer finds the code: its "where to change what" table names
+files that exist, and each package's room table names every module of the package, one row each
+with what it holds, and nothing that is not there. A module added, moved or renamed without its
+row fails here, naming the rows to add or drop."""
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 from support.paths import REPO_ROOT
 
@@ -15,22 +19,68 @@ CHANGES = (
     "a new producer fault rule",
     "a new pipeline figure",
 )
+PACKAGES = ("protocol", "namesrv", "client_push", "sandbox", "pipeline")
+MODULE_CELL = re.compile(r"`([\w/]+\.py)`")
 
 
-def _section(title: str) -> str:
+def _section(heading: str) -> str:
+    """The text under the ``## `` heading that starts with ``heading``, to the next one."""
     text = ARCHITECTURE.read_text(encoding="utf-8")
-    start = text.index(f"## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end >= 0 else len(text)]
+    match = re.search(rf"^## {re.escape(heading)}.*$", text, flags=re.MULTILINE)
+    assert match, f"docs/architecture.md has no section '## {heading}'"
+    end = text.find("\n## ", match.end())
+    return text[match.end() : end if end >= 0 else len(text)]
+
+
+def _rows(section: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| ---")
+    ]
+
+
+def _only_a_docstring(path: Path) -> bool:
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    return all(
+        (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        or (isinstance(node, ast.ImportFrom) and node.module == "__future__")
+        for node in body
+    )
+
+
+def _modules(package: str) -> tuple[set[str], set[str]]:
+    """The package's modules (paths relative to it) that its table must name, and those it may
+    name: an ``__init__.py`` that is only a docstring holds nothing a reader looks for."""
+    root = REPO_ROOT / package
+    required, optional = set(), set()
+    for path in root.rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
+        name = path.relative_to(root).as_posix()
+        if path.name == "__init__.py" and _only_a_docstring(path):
+            optional.add(name)
+        else:
+            required.add(name)
+    return required, optional
+
+
+def _named(package: str) -> dict[str, str]:
+    """Module -> what the room table says it holds, from the rows of the package's section."""
+    rows = _rows(_section(f"{package}/"))
+    assert rows and rows[0][0] == "module", f"{package}/: no room table"
+    named: dict[str, str] = {}
+    for cells in rows[1:]:
+        modules = MODULE_CELL.findall(cells[0])
+        assert len(modules) == 1, f"{package}/: a row names one module, not {cells[0]!r}"
+        assert len(cells) > 1 and cells[1], f"{package}/: {modules[0]} says nothing it holds"
+        assert modules[0] not in named, f"{package}/: {modules[0]} has two rows"
+        named[modules[0]] = cells[1]
+    return named
 
 
 def test_where_to_change_what_names_existing_files_for_each_change() -> None:
-    rows = {
-        cells[0]: cells[1]
-        for line in _section("Where to change what").splitlines()
-        if line.startswith("| ") and not line.startswith("| ---")
-        for cells in [[c.strip() for c in line.strip("|").split("|")]]
-    }
+    rows = {cells[0]: cells[1] for cells in _rows(_section("Where to change what"))}
     for change in CHANGES:
         paths = re.findall(r"`([\w/]+\.(?:py|proto))`", rows[change])
         assert paths, f"no file named for {change!r}"
@@ -38,16 +88,13 @@ def test_where_to_change_what_names_existing_files_for_each_change() -> None:
             assert (REPO_ROOT / path).is_file(), f"{change!r} names {path}, which does not exist"
 
 
-def test_every_module_the_room_tables_name_exists() -> None:
-    for package in ("protocol", "namesrv", "client_push"):
-        section = _section(f"{package}/")
-        for line in section.splitlines():
-            if not line.startswith("| ") or line.startswith("| ---"):
-                continue
-            room = line.strip("|").split("|")[0].strip().strip("`")
-            base = REPO_ROOT / package
-            if room.endswith("/"):
-                base = base / room.rstrip("/")
-            for name in re.findall(r"`([\w/]+\.py)`", line):
-                candidates = [base / name, REPO_ROOT / package / name, REPO_ROOT / name]
-                assert any(p.is_file() for p in candidates), f"{package}: {name} does not exist"
+def test_the_room_tables_name_every_module_and_only_modules_that_exist() -> None:
+    problems = []
+    for package in PACKAGES:
+        required, optional = _modules(package)
+        named = set(_named(package))
+        for module in sorted(required - named):
+            problems.append(f"{package}/{module}: no row; add one: | `{module}` | what it holds |")
+        for module in sorted(named - required - optional):
+            problems.append(f"{package}/{module}: a row, but no such module; drop or move it")
+    assert not problems, "docs/architecture.md's room tables:\n" + "\n".join(problems)
