@@ -1,4 +1,5 @@
-"""Replay the hostile-client findings of issue 9 against a live name server and report its RSS.
+"""Replay hostile-client attacks (each an input meant to exhaust a bound) against a live name
+server and report its RSS.
 
 Each row attacks a fresh ``python -m namesrv`` on loopback with its default bounds (the rows
 about stalled and idle connections shorten the idle and frame timeouts to 3 s, so the run does
@@ -206,7 +207,7 @@ ROWS: list[tuple[str, Callable[..., dict[str, object]], str, int]] = [
     (
         "100 connections x 10,000 made-up topics",
         made_up_subscriptions,
-        "push.max_subscriptions_per_host: 100,000 x ~460 B (the issue's figure per subscription)",
+        "push.max_subscriptions_per_host: 100,000 x ~460 B (a subscription's cost)",
         100_000 * 460,
     ),
 ]

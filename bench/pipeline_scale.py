@@ -1,7 +1,7 @@
 """How long the pipeline takes on a journal and telemetry of a given size, in local mode.
 
-Three figures, each against its target (issue 13) and beside the floor of the same run, a plain
-Spark line count of the same files (what any job reading them pays):
+Three figures, each against its target and beside the floor of the same run, a plain Spark
+line count of the same files (what any job reading them pays):
 
 1. ``--changes`` route changes (90 % notified) with the telemetry of ``--clients`` clients
    learning every change, on ``local[*]``: target 100,000 changes / 2 M telemetry lines <= 15 s

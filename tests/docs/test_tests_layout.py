@@ -1,11 +1,15 @@
-"""The test tree's own rules: helpers live in tests/support/, and no test module imports
-another (a helper two tests share belongs in support/, where a reader looks for it)."""
+"""The test tree's own rules: helpers live in tests/support/, no test module imports another
+(a helper two tests share belongs in support/, where a reader looks for it), and tests and
+benchmarks say what they check or measure, not which tracker entry asked for it."""
 
 from __future__ import annotations
 
 import ast
+import re
 
-from support.paths import TESTS_DIR
+from support.paths import REPO_ROOT, TESTS_DIR
+
+TRACKER_REFERENCE = re.compile(r"\bissues?\s+#?\d+|(?<![\w&/\[])#\d{2,}\b", re.IGNORECASE)
 
 
 def _python_files() -> list:
@@ -39,3 +43,14 @@ def test_no_test_module_imports_another_test_module() -> None:
                 if name.split(".")[-1].startswith("test_")
             ]
     assert offenders == []
+
+
+def test_tests_and_benchmarks_name_no_tracker_references() -> None:
+    paths = [*_python_files(), *(REPO_ROOT / "bench").rglob("*.py")]
+    hits = [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+        for path in paths
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if TRACKER_REFERENCE.search(line)
+    ]
+    assert hits == [], "say what is checked or measured, not which issue asked:\n" + "\n".join(hits)

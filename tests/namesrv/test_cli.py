@@ -239,7 +239,7 @@ libc.malloc.argtypes = [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "tuned":
     assert tune_allocator()
-else:  # a low fixed mmap threshold, as before: the control that shows what the probe tells apart
+else:  # glibc's starting mmap threshold, held fixed: the control the probe must tell apart
     assert libc.mallopt(-3, 128 << 10)
 info = libc.mallinfo2
 libc.free(libc.malloc(15 << 20))  # one register's body, dropped

@@ -19,7 +19,7 @@ ACL = {
 
 
 def independent_sign(cmd: RemotingCommand, access_key: str, secret_key: str) -> RemotingCommand:
-    """The signing rule as the issue states it, written without the server's helpers."""
+    """Upstream's signing rule (``AclClientRPCHook``), written without the server's helpers."""
     fields = dict(cmd.ext_fields)
     fields["AccessKey"] = access_key
     content = b""
