@@ -15,9 +15,13 @@ import tempfile
 from pipeline.analysis import analyse
 from pipeline.report.summary import MatchWindow
 from pipeline.report.tuning import Targets
-from pipeline.request import AnalysisRequest
+from pipeline.request import (
+    DEFAULT_MAX_LINE_BYTES,
+    MAX_MAX_LINE_BYTES,
+    MIN_MAX_LINE_BYTES,
+    AnalysisRequest,
+)
 from pipeline.sources import JournalSource
-from pipeline.spark.long_lines import DEFAULT_MAX_LINE_BYTES, MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
 
 
 def _non_negative(text: str) -> int:

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from pipeline.report.summary import MatchWindow
 from pipeline.report.tuning import Targets
 from pipeline.sources import JournalSource
-from pipeline.spark.long_lines import DEFAULT_MAX_LINE_BYTES
+
+DEFAULT_MAX_LINE_BYTES = 64 * 2**20
+"""A line this long or longer is no record (``pipeline.spark.long_lines``). Far above any
+record the name server or the client writes (a subscribe record lists the topics of one request
+frame, at most ``server.max_frame_size``, 16 MiB by default)."""
+
+MIN_MAX_LINE_BYTES = 1024
+MAX_MAX_LINE_BYTES = 2**31 - 1
+"""Hadoop's line reader takes the maximum as a Java int."""
 
 
 @dataclass(frozen=True, slots=True)
