@@ -45,7 +45,7 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.cli import parser
+from pipeline.cli import parse
 from pipeline.spark.job import run
 from pipeline.spark.session import spark_session
 
@@ -202,7 +202,7 @@ def timed(call: Callable[[], object]) -> tuple[float, float]:
 def measure(master: str, inputs: list[str], out: Path, runs: int) -> list[tuple[float, ...]]:
     """(floor s, job s, job cpu s) per run, in one fresh JVM on ``master``."""
     spark = spark_session(master)
-    args = parser().parse_args([*inputs, "--out", str(out)])
+    args = parse([*inputs, "--out", str(out)])
     paths = [p for p in inputs if not p.startswith("--")]
     results: list[tuple[float, ...]] = []
     try:

@@ -8,20 +8,20 @@ not start (no Java, or the cluster is unreachable).
 from __future__ import annotations
 
 import argparse
-import glob
 import logging
-import os
-import re
 import sys
 import tempfile
 
-from namesrv.config import ConfigError, load
+from pipeline.analysis import analyse
 from pipeline.report.summary import MatchWindow
 from pipeline.report.tuning import Targets
+from pipeline.request import (
+    DEFAULT_MAX_LINE_BYTES,
+    MAX_MAX_LINE_BYTES,
+    MIN_MAX_LINE_BYTES,
+    AnalysisRequest,
+)
 from pipeline.sources import JournalSource
-from pipeline.spark.long_lines import DEFAULT_MAX_LINE_BYTES, MAX_MAX_LINE_BYTES, MIN_MAX_LINE_BYTES
-
-log = logging.getLogger("pipeline")
 
 
 def _non_negative(text: str) -> int:
@@ -105,37 +105,24 @@ def _max_line_bytes(text: str) -> int:
     return value
 
 
-def _local(path: str) -> str | None:
-    """The local file-system path of ``path``, or None for another file system (hdfs://...)."""
-    if path.startswith("file:"):
-        return path.removeprefix("file:").removeprefix("//")
-    return None if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) else path
+def request(args: argparse.Namespace) -> AnalysisRequest:
+    """The analysis ``args`` (from ``parser``) ask for."""
+    return AnalysisRequest(
+        journals=tuple(JournalSource.parse(text) for text in args.journal),
+        out=args.out,
+        telemetry=tuple(args.telemetry),
+        config=args.config,
+        tables_out=args.tables_out,
+        master=args.master,
+        targets=Targets(args.target_p99_ms),
+        window=MatchWindow(args.clock_skew_ms, args.max_lag_ms),
+        max_line_bytes=args.max_line_bytes,
+    )
 
 
-def check_paths(args: argparse.Namespace) -> str | None:
-    """What is wrong with the local input and output paths, found before Spark starts (it
-    takes seconds); None when nothing is. Paths on other file systems are checked by the job."""
-    for text in args.journal:
-        directory = _local(JournalSource.parse(text).directory)
-        if directory is None:
-            continue
-        if not os.path.exists(directory):
-            return f"journal directory {directory} does not exist"
-        if not os.path.isdir(directory):
-            return f"journal directory {directory} is not a directory"
-    for text in args.telemetry:
-        path = _local(text)
-        if path is not None and not os.path.exists(path) and not glob.glob(path):
-            return f"telemetry path {path} does not exist"
-    out = _local(args.out)
-    if out is not None:
-        try:
-            os.makedirs(out, exist_ok=True)
-        except OSError as exc:
-            return f"cannot create --out {out}: {exc.strerror or exc}"
-        if not os.access(out, os.W_OK):
-            return f"--out {out} is not writable"
-    return None
+def parse(argv: list[str]) -> AnalysisRequest:
+    """The analysis the command line ``argv`` asks for (argparse exits on bad arguments)."""
+    return request(parser().parse_args(argv))
 
 
 def demo_args(argv: list[str]) -> list[str]:
@@ -159,49 +146,4 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.demo.run import main as demo_main
 
         return demo_main(demo_args(argv[1:]))
-    args = parser().parse_args(argv)
-    try:
-        load(args.config)
-    except ConfigError as exc:
-        print(f"namesrv-pipeline: {exc}", file=sys.stderr)
-        return 2
-    problem = check_paths(args)
-    if problem is not None:
-        print(f"namesrv-pipeline: {problem}", file=sys.stderr)
-        return 2
-    try:
-        from pipeline.spark.job import InputError, run
-        from pipeline.spark.session import spark_session
-    except ImportError as exc:
-        print(
-            f"namesrv-pipeline: {exc}; install the pipeline's dependencies with "
-            "pip install 'rocketmq-routepush[pipeline]'",
-            file=sys.stderr,
-        )
-        return 2
-
-    try:
-        spark = spark_session(args.master)
-    except Exception as exc:  # pyspark raises its own types for a JVM that will not start
-        print(
-            f"namesrv-pipeline: cannot start Spark ({exc}); Java 17 or newer must be on PATH "
-            "or in JAVA_HOME, and a --master cluster must be reachable",
-            file=sys.stderr,
-        )
-        return 3
-    try:
-        outputs = run(spark, args)
-    except (InputError, ConfigError) as exc:
-        print(f"namesrv-pipeline: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # --out not writable
-        print(f"namesrv-pipeline: cannot write the outputs: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        spark.stop()
-    log.info("report: %s", outputs.html)
-    log.info("report (Markdown): %s", outputs.report)
-    log.info("summary: %s", outputs.summary)
-    log.info("tuned config: %s", outputs.config)
-    log.info("per-change table: %s", outputs.changes)
-    return 0
+    return analyse(parse(argv))

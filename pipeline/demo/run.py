@@ -26,9 +26,12 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from namesrv.config import NamesrvConfig, from_mapping, load
 from namesrv.server import NameServer
+from pipeline.analysis import analyse
 from pipeline.demo.registrant import Broker, RouteChanges
 from pipeline.demo.wire import Peer, connect
 from pipeline.report.config_toml import to_toml
+from pipeline.request import AnalysisRequest
+from pipeline.sources import JournalSource
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand, encode_command
 from protocol.push_codec import encode_subscribe
@@ -250,17 +253,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def analysis_args(rec: Recording, out: Path) -> list[str]:
-    return [
-        "--journal",
-        f"{rec.namesrv}={rec.journal}",
-        "--telemetry",
-        str(rec.telemetry),
-        "--config",
-        str(rec.config),
-        "--out",
-        str(out),
-    ]
+def analysis(rec: Recording, out: Path, master: str | None = None) -> AnalysisRequest:
+    """The analysis of ``rec``: its journal tied to its name server's address, its telemetry,
+    and the config the name server ran with as the current values."""
+    return AnalysisRequest(
+        journals=(JournalSource(str(rec.journal), rec.namesrv),),
+        out=str(out),
+        telemetry=(str(rec.telemetry),),
+        config=str(rec.config),
+        master=master,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -306,11 +308,8 @@ def main(argv: list[str]) -> int:
     if "rec" not in outcome:
         print("namesrv-pipeline demo: interrupted", file=sys.stderr)
         return 1
-    from pipeline.cli import main as pipeline_main
-
-    extra = ["--master", args.master] if args.master else []
     print("demo: analysing the recording with Spark", flush=True)
-    code = pipeline_main([*analysis_args(outcome["rec"], out), *extra])
+    code = analyse(analysis(outcome["rec"], out, args.master))
     if code == 0:
         print(f"demo: report: {(out / 'report.html').resolve()}")
         print(f"demo: tuned config: {(out / 'namesrv-tuned.toml').resolve()}")

@@ -21,14 +21,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipeline.request import DEFAULT_MAX_LINE_BYTES
 from pipeline.sources import JournalSource
-from pipeline.spark.long_lines import (
-    DEFAULT_MAX_LINE_BYTES,
-    HADOOP_MAX_LINE,
-    Reader,
-    local_reader,
-    oversized_lines,
-)
+from pipeline.spark.long_lines import HADOOP_MAX_LINE, Reader, local_reader, oversized_lines
 
 __all__ = ["InputError", "JournalSource", "Parsed", "read_journal", "read_telemetry"]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,11 +13,12 @@ from namesrv.config import NamesrvConfig, load
 from pipeline.report.config_toml import to_toml
 from pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
 from pipeline.report.plots import Plot, Plotter, journal_plots
-from pipeline.report.summary import MatchWindow, Summary
+from pipeline.report.summary import Summary
 from pipeline.report.tuning import Targets, recommend, tuned
+from pipeline.request import AnalysisRequest
 from pipeline.spark.aggregations import STEPS, Tables, summarize
 from pipeline.spark.client_names import client_labels
-from pipeline.spark.inputs import InputError, JournalSource, Parsed, read_journal, read_telemetry
+from pipeline.spark.inputs import InputError, Parsed, read_journal, read_telemetry
 from pipeline.spark.progress import Progress
 from pipeline.spark.replay_grid import replay
 
@@ -27,17 +27,17 @@ __all__ = ["InputError", "Outputs", "run"]
 CHANGES = "changes"
 
 
-def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
-    """The job on an existing session (``args`` from ``pipeline.cli.parser``); raises
-    InputError or ConfigError on unusable input, OSError when ``--out`` cannot be written.
-    It clears the session's cache when done."""
-    current = load(args.config)
-    out = Path(args.out)
+def run(spark: SparkSession, request: AnalysisRequest) -> Outputs:
+    """The job ``request`` asks for, on an existing session (its ``master`` is the session's
+    business); raises InputError or ConfigError on unusable input, OSError when ``out``
+    cannot be written. It clears the session's cache when done."""
+    current = load(request.config)
+    out = Path(request.out)
     out.mkdir(parents=True, exist_ok=True)
-    tables = args.tables_out or str((out / CHANGES).resolve())
+    tables = request.tables_out or str((out / CHANGES).resolve())
 
     try:
-        return _run(spark, args, current, out, tables)
+        return _run(spark, request, current, out, tables)
     finally:
         # The job caches what it reads; a later run in the same session must read the files
         # afresh, and a long-lived session must not keep the data.
@@ -45,11 +45,11 @@ def run(spark: SparkSession, args: argparse.Namespace) -> Outputs:
 
 
 def _run(
-    spark: SparkSession, args: argparse.Namespace, current: NamesrvConfig, out: Path, tables: str
+    spark: SparkSession, request: AnalysisRequest, current: NamesrvConfig, out: Path, tables: str
 ) -> Outputs:
-    limit = args.max_line_bytes
-    journal = read_journal(spark, [JournalSource.parse(j) for j in args.journal], limit)
-    telemetry = read_telemetry(spark, args.telemetry, limit) if args.telemetry else None
+    limit = request.max_line_bytes
+    journal = read_journal(spark, request.journals, limit)
+    telemetry = read_telemetry(spark, request.telemetry, limit) if request.telemetry else None
     drawn: dict[Plotter, Plot | None] = {}
     failed: list[BaseException] = []
     writers: list[InheritableThread] = []
@@ -74,15 +74,15 @@ def _run(
             summary, kept = summarize(
                 journal,
                 telemetry,
-                MatchWindow(args.clock_skew_ms, args.max_lag_ms),
+                request.window,
                 progress.step,
                 # The journal's plots are drawn while Spark computes the telemetry's figures.
                 lambda s: drawn.update(journal_plots(s)),
                 write_table,
             )
             progress.step("per-change table, replay, report and plots")
-            found = _findings(spark, journal, summary, kept, current, args.target_p99_ms)
-            outputs = _write(args, current, out, tables, found, drawn)
+            found = _findings(spark, journal, summary, kept, current, request.targets)
+            outputs = _write(request, current, out, tables, found, drawn)
     finally:
         for writer in writers:
             writer.join()
@@ -97,7 +97,7 @@ def _findings(
     summary: Summary,
     kept: Tables,
     current: NamesrvConfig,
-    target_p99_ms: int,
+    targets: Targets,
 ) -> Findings:
     """The suggestions and the replay of the summary's journal."""
     # The ten clients shown are named as their telemetry names them.
@@ -105,7 +105,6 @@ def _findings(
     names = client_labels(spark, [c for c, _, _, _ in shown])
     named = [(names[c], n, mean, worst) for c, n, mean, worst in shown]
     summary = replace(summary, charts=replace(summary.charts, top_clients=named))
-    targets = Targets(target_p99_ms)
     recs = recommend(summary, current, targets)
     changes = journal.usable.where(F.col("event") == "route_changed")
     replayed = replay(
@@ -115,7 +114,7 @@ def _findings(
 
 
 def _write(
-    args: argparse.Namespace,
+    request: AnalysisRequest,
     current: NamesrvConfig,
     out: Path,
     tables: str,
@@ -126,7 +125,7 @@ def _write(
     outputs = Outputs(report, html, summary, out / TUNED_CONFIG, tables)
     header = (
         "name server config tuned by namesrv-pipeline from its journal and client telemetry\n"
-        f"base: {args.config or 'embedded defaults'}; reasons in {REPORT}"
+        f"base: {request.config or 'embedded defaults'}; reasons in {REPORT}"
     )
     recs = found.recommendations
     notes = {r.key: f"tuned from {r.current}: {r.reason}" for r in recs if r.changed}

@@ -17,14 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-DEFAULT_MAX_LINE_BYTES = 64 * 2**20
-"""Far above any record the name server or the client writes (a subscribe record lists the
-topics of one request frame, at most ``server.max_frame_size``, 16 MiB by default)."""
-
-MIN_MAX_LINE_BYTES = 1024
-MAX_MAX_LINE_BYTES = 2**31 - 1
-"""Hadoop's line reader takes the maximum as a Java int."""
-
 HADOOP_MAX_LINE = "mapreduce.input.linerecordreader.line.maxlength"
 
 PROBE_BYTES = 64 * 1024

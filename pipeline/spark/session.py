@@ -100,30 +100,7 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"
     if master is not None and master.startswith("local"):
-        # The driver and executors share this host: keep Spark off the machine's other
-        # interfaces and without its web UI.
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        conf.set("spark.ui.enabled", "false")
-        # Four tasks per core, of even size, in every stage that reads the files or a shuffle:
-        # a stage of three tasks on two cores runs its last task alone, and more, smaller
-        # tasks keep every core busy to a stage's end. (Adaptive execution would merge the
-        # shuffle's partitions back to as few as the data's size needs.)
-        tasks = 4 * local_cores(master)
-        conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or tasks))
-        conf.setIfMissing("spark.sql.adaptive.coalescePartitions.enabled", "false")
-        conf.setIfMissing("spark.sql.files.minPartitionNum", str(tasks))
-        # The one JVM is driver and executors: Spark's 1 GiB default leaves a few hundred MiB
-        # for the journal's cache, and a journal of millions of events then goes to disk.
-        heap = local_heap_mib()
-        conf.setIfMissing("spark.driver.memory", f"{heap}m")
-        # A broadcast costs no network here, only heap: the journal's changes (one row per
-        # change, the telemetry's join partner) are broadcast up to 1/32 of it, so the
-        # telemetry's lines are never shuffled to meet them (Spark's 10 MiB default holds
-        # about 100,000 changes, depending on their topics' names).
-        conf.setIfMissing("spark.sql.autoBroadcastJoinThreshold", f"{max(10, heap // 32)}m")
-        collector = throughput_collector(os.environ, usable_cpus())
-        if collector is not None:
-            java_options.append(collector)
+        java_options += _local_settings(conf, master, shuffle_partitions)
     elif shuffle_partitions is not None:
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     conf.setIfMissing("spark.driver.extraJavaOptions", " ".join(java_options))
@@ -133,3 +110,34 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _local_settings(conf: SparkConf, master: str, shuffle_partitions: int | None) -> list[str]:
+    """``conf`` set for a ``local`` master, where the driver and the executors are one JVM on
+    this host; the JVM options that go with it."""
+    java_options: list[str] = []
+    # The driver and executors share this host: keep Spark off the machine's other
+    # interfaces and without its web UI.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    conf.set("spark.ui.enabled", "false")
+    # Four tasks per core, of even size, in every stage that reads the files or a shuffle:
+    # a stage of three tasks on two cores runs its last task alone, and more, smaller
+    # tasks keep every core busy to a stage's end. (Adaptive execution would merge the
+    # shuffle's partitions back to as few as the data's size needs.)
+    tasks = 4 * local_cores(master)
+    conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or tasks))
+    conf.setIfMissing("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    conf.setIfMissing("spark.sql.files.minPartitionNum", str(tasks))
+    # The one JVM is driver and executors: Spark's 1 GiB default leaves a few hundred MiB
+    # for the journal's cache, and a journal of millions of events then goes to disk.
+    heap = local_heap_mib()
+    conf.setIfMissing("spark.driver.memory", f"{heap}m")
+    # A broadcast costs no network here, only heap: the journal's changes (one row per
+    # change, the telemetry's join partner) are broadcast up to 1/32 of it, so the
+    # telemetry's lines are never shuffled to meet them (Spark's 10 MiB default holds
+    # about 100,000 changes, depending on their topics' names).
+    conf.setIfMissing("spark.sql.autoBroadcastJoinThreshold", f"{max(10, heap // 32)}m")
+    collector = throughput_collector(os.environ, usable_cpus())
+    if collector is not None:
+        java_options.append(collector)
+    return java_options

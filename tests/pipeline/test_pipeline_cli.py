@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pipeline.cli import check_paths, demo_args, main, parser
+from pipeline.analysis import check_paths
+from pipeline.cli import demo_args, main, parse, parser
 from pipeline.spark.progress import Progress
 
 
 def args(tmp_path, *extra: str):
-    return parser().parse_args(["--out", str(tmp_path / "out"), *extra])
+    return parse(["--out", str(tmp_path / "out"), *extra])
 
 
 def test_local_paths_are_checked_before_spark_starts(tmp_path, capsys):
@@ -45,9 +46,7 @@ def test_local_paths_are_checked_before_spark_starts(tmp_path, capsys):
     )
     # other file systems are the job's to check
     assert check_paths(args(tmp_path, "--journal", "hdfs:///namesrv/journal")) is None
-    blocked = parser().parse_args(
-        ["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "file" / "out")]
-    )
+    blocked = parse(["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "file" / "out")])
     assert "cannot create --out" in (check_paths(blocked) or "")
     for bad in ("12", "-1", str(2**31), "lots"):
         with pytest.raises(SystemExit):

@@ -18,8 +18,7 @@ import matplotlib.image as mpimg
 
 from namesrv.config import load
 from namesrv.server import NameServer
-from pipeline.cli import parser
-from pipeline.demo.run import analysis_args, record
+from pipeline.demo.run import analysis, record
 from pipeline.spark.job import run
 
 
@@ -47,7 +46,7 @@ async def test_demo_records_the_system_and_its_report_shows_it(spark, tmp_path):
     assert "slow_subscriber_skipped" in events, said
     assert len(list(rec.telemetry.glob("client-*.jsonl"))) == 4
 
-    outputs = run(spark, parser().parse_args(analysis_args(rec, tmp_path / "out")))
+    outputs = run(spark, analysis(rec, tmp_path / "out"))
     images = plot_images(outputs.html.read_text())
     assert len(images) >= 5
     assert all(has_content(png) for png in images)

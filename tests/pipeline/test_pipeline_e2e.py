@@ -7,7 +7,7 @@ from support.loopback_wait import until
 from twisted.internet import defer
 
 from client_push.routes.client import RouteClient
-from pipeline.cli import parser
+from pipeline.cli import parse
 from pipeline.spark.job import run
 from protocol.codes import RequestCode, ResponseCode
 
@@ -41,7 +41,7 @@ async def test_journal_and_telemetry_of_a_real_run_give_its_propagation(cluster,
         await until(lambda v=version: all(held(c, "T") == v for c in clients))
     await cluster.close()
 
-    args = parser().parse_args(
+    args = parse(
         [
             "--journal",
             f"127.0.0.1:{port}={journal}",

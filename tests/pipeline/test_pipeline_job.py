@@ -12,7 +12,7 @@ import pytest
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
 from namesrv.config import load
-from pipeline.cli import parser
+from pipeline.cli import parse
 from pipeline.report.summary import MatchWindow
 from pipeline.spark.aggregations import summarize
 from pipeline.spark.inputs import InputError, JournalSource, read_journal, read_telemetry
@@ -376,7 +376,7 @@ def test_run_writes_report_summary_tuned_config_and_change_table(spark, tmp_path
         [fetch("T", i + 1, "notify", 1_000 * i + 734, notified=1_000 * i) for i in range(30)],
     )
     (tmp_path / "base.toml").write_text('[server]\nlisten = "127.0.0.1:9999"\n')
-    args = parser().parse_args(
+    args = parse(
         [
             "--journal",
             str(tmp_path / "j"),
@@ -428,7 +428,7 @@ def test_cli_refuses_bad_config_and_missing_journal_with_exit_2(tmp_path):
 
 
 def test_a_second_run_in_one_session_reads_the_files_afresh(spark, tmp_path):
-    args = parser().parse_args(["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "o")])
+    args = parse(["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "o")])
     path = journal_file(tmp_path / "j", [changed(1_000, "T", 1)])
     assert "1 changes, 1 of them notified" in run(spark, args).report.read_text()
     write_lines(path, [changed(1_000 * i, "T", i) for i in range(1, 4)])
@@ -450,7 +450,7 @@ def test_end_to_end_propagation_runs_from_the_mutation_and_splits_into_its_parts
     journal_file(tmp_path / "j", records)
     write_lines(tmp_path / "t.jsonl", fetches)
     args = ["--journal", str(tmp_path / "j"), "--telemetry", str(tmp_path / "t.jsonl")]
-    outputs = run(spark, parser().parse_args([*args, "--out", str(tmp_path / "out")]))
+    outputs = run(spark, parse([*args, "--out", str(tmp_path / "out")]))
     s = json.loads(outputs.summary.read_text())["summary"]
     assert (s["propagation"]["all"]["p50"], s["propagation"]["all"]["p99"]) == (50.0, 99.0)
     detection = sorted(t // 3 for t in e2e)
@@ -489,7 +489,7 @@ def test_a_second_run_in_one_session_generates_no_new_code(spark, tmp_path):
         [fetch("T", 1, "first", 1_100), fetch("T", 2, "notify", 2_050, notified=2_000)],
     )
     paths = ["--journal", str(tmp_path / "j"), "--telemetry", str(tmp_path / "t")]
-    args = parser().parse_args([*paths, "--out", str(tmp_path / "o")])
+    args = parse([*paths, "--out", str(tmp_path / "o")])
     compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
     run(spark, args)
     before = compiled.METRIC_COMPILATION_TIME().getCount()

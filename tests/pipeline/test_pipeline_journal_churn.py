@@ -13,7 +13,7 @@ from support.wire_client import connect
 from twisted.internet import reactor, task
 
 from namesrv.ops.journal_routes import ROUTE_CHANGES_EVENT
-from pipeline.cli import parser
+from pipeline.cli import parse
 from pipeline.spark.job import run
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import encode_subscribe
@@ -104,9 +104,7 @@ def test_a_10000_topic_churn_in_one_tick_is_whole_in_the_journal_and_the_summary
     assert kept < 300 and cut["events"] == {"subscribe": 300 - kept}
     yield server.stop(grace_ms=0)  # writes what is left
 
-    outputs = run(
-        spark, parser().parse_args(["--journal", str(journal), "--out", str(tmp_path / "out")])
-    )
+    outputs = run(spark, parse(["--journal", str(journal), "--out", str(tmp_path / "out")]))
     s = json.loads(outputs.summary.read_text())["summary"]
     assert s["changes"] == 2 * TOPICS  # created by the register, then the wipe
     assert s["changes_by_cause"] == {"broker_startup": TOPICS, "wipe_write_perm": TOPICS}

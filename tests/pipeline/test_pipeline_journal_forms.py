@@ -8,7 +8,7 @@ from itertools import groupby
 
 from support.pipeline_records import fetch, journal_file, write_lines
 
-from pipeline.cli import parser
+from pipeline.cli import parse
 from pipeline.spark.aggregations import summarize
 from pipeline.spark.inputs import JournalSource, read_journal
 from pipeline.spark.job import run
@@ -88,9 +88,7 @@ def test_both_forms_of_the_same_changes_give_the_same_summary_and_table(spark, t
     outputs = {}
     for form in ("old", "new"):
         args = ["--journal", str(tmp_path / form), "--telemetry", str(tmp_path / "t")]
-        outputs[form] = run(
-            spark, parser().parse_args([*args, "--out", str(tmp_path / f"o-{form}")])
-        )
+        outputs[form] = run(spark, parse([*args, "--out", str(tmp_path / f"o-{form}")]))
     old, new = (json.loads(outputs[f].summary.read_text()) for f in ("old", "new"))
     assert new == old
     s = new["summary"]

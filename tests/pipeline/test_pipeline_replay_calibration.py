@@ -15,7 +15,7 @@ pytest.importorskip("pyspark")
 
 from support.replay_journals import Degraded, Fleet, write_recording
 
-from pipeline.cli import parser
+from pipeline.cli import parse
 from pipeline.spark.job import run
 
 NS = "127.0.0.1:9876"
@@ -47,7 +47,7 @@ def replayed(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     for name, fleet in FLEETS.items():
         root = tmp_path_factory.mktemp(name)
         rec = write_recording(root, fleet)
-        run(spark, parser().parse_args(rec.args(root / "out")))
+        run(spark, parse(rec.args(root / "out")))
         out[name] = json.loads(Path(root / "out" / "summary.json").read_text())["replay"]
     return out
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
-from pipeline.cli import parser
+from pipeline.cli import parse
 from pipeline.spark.job import run
 
 JOB_TIMEOUT_S = 420
@@ -85,7 +85,7 @@ def test_the_job_on_a_standalone_cluster_gives_local_modes_outputs(
     shared = cluster.root / "shared"  # every worker of this machine sees it
     paths = inputs(shared)
     local = tmp_path / "local"
-    run(spark, parser().parse_args([*paths, "--out", str(local)]))  # the local session
+    run(spark, parse([*paths, "--out", str(local)]))  # the local session
     out = shared / "cluster"
     job([*paths, "--out", str(out), "--master", cluster.master_url], env=cluster.env())
 
