@@ -22,7 +22,7 @@ from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer
 from namesrv.routes.tables import MAX_INTERNED, PartsMemo, QueueSpec, RouteTables, Spec
 from protocol.codes import Perm
-from protocol.register_table_reader import TablePart
+from protocol.register.chunk_cache import TablePart
 from protocol.route_model import DataVersion, QueueData
 
 DEFAULT_SLICE_TOPICS = 2_000

@@ -30,7 +30,7 @@ from namesrv.routes.tables import (
     now_ms,
 )
 from protocol.push_events import BrokerChangeKind
-from protocol.register_table_reader import TablePart
+from protocol.register.chunk_cache import TablePart
 from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)

@@ -14,11 +14,12 @@ from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Connection, PendingResponse, Services, ok
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
-from protocol import bodies, headers, register_body, register_table, register_version
+from protocol import bodies, headers, register_body
 from protocol.codes import ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.register_table_reader import ChunkCache
+from protocol.register import lean_read, version_cut
+from protocol.register.chunk_cache import ChunkCache
 from protocol.route_model import DataVersion
 
 _HASH_SLICE_BYTES = 4 << 20
@@ -39,7 +40,7 @@ class BrokerHandlers:
         self._refused = refused
         self._log = peer_log if peer_log is not None else RateLimitedLog(log, services.clock)
         registry = services.config.registry
-        self.limits = register_table.ReadLimits(
+        self.limits = lean_read.ReadLimits(
             max_topics=registry.max_topics_per_broker,
             max_attributes_bytes=registry.max_topic_attributes_bytes,
             max_inflate_ratio=registry.register_max_inflate_ratio,
@@ -65,7 +66,7 @@ class BrokerHandlers:
         inflates large, or a register from an address whose earlier register is still in
         flight, is a :class:`PendingResponse` the server steps once per reactor turn
         (:meth:`step`). A register past a registry bound (``registry.max_topics_per_broker``
-        and the others of :class:`~protocol.register_table.ReadLimits`, and
+        and the others of :class:`~protocol.register.lean_read.ReadLimits`, and
         ``registry.max_total_topics``) is refused whole before anything of it is applied."""
         validation.check_address("brokerAddr", h.broker_addr)
         validation.check_address("haServerAddr", h.ha_server_addr, required=False)
@@ -157,9 +158,9 @@ class BrokerHandlers:
         if h.body_crc32 != 0 and crc & 0x7FFFFFFF != h.body_crc32:
             raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
         digest: bytes | None = None
-        table_key: register_version.TableKey | None = None
+        table_key: version_cut.TableKey | None = None
         same_table = False
-        topic_configs: dict[str, register_table.TopicQueueSpec] | None
+        topic_configs: dict[str, lean_read.TopicQueueSpec] | None
         filter_servers: list[str]
         mapping: dict[str, Any]
         if body:
@@ -167,8 +168,8 @@ class BrokerHandlers:
                 hash(body)  # kept by the body: the cut then hashes its tail alone
                 yield "read"  # hashing 16 MB is a few milliseconds of its own
             # A plain body is cut around its data version: the same bytes around it say the
-            # same table (see protocol.register_version).
-            found = None if h.compressed else register_version.cut(body)
+            # same table (see protocol.register.version_cut).
+            found = None if h.compressed else version_cut.cut(body)
             # Tells the heartbeat (the very body of the last register) apart: length, CRC-32
             # and the interpreter's keyed SipHash of the bytes (in C), which a broker cannot
             # steer into a collision without the process's secret key; of a cut body, the
@@ -197,7 +198,7 @@ class BrokerHandlers:
                 table_key, same_table = found.key, True
             else:
                 self.register_bodies_read += 1
-                reading = register_table.register_body_steps(
+                reading = lean_read.register_body_steps(
                     body,
                     h.compressed,
                     req.version,
@@ -210,7 +211,7 @@ class BrokerHandlers:
                     try:
                         next(reading)
                     except StopIteration as done:
-                        table: register_table.RegisterTable = done.value
+                        table: lean_read.RegisterTable = done.value
                         break
                     yield "read"
                 # Checked whole before anything is applied (names a slice at a time, in C); the
@@ -246,7 +247,7 @@ class BrokerHandlers:
                 if table.parts is not None and cache is not None:
                     cache.checked(table.parts)
                 topic_configs, data_version = table.topic_queues, table.data_version
-                if found is not None and register_version.certify(body, found, data_version):
+                if found is not None and version_cut.certify(body, found, data_version):
                     table_key = found.key
                 parts = table.parts
                 filter_servers = table.filter_server_list

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
-from protocol import fastjson, register_compressed, register_table_reader
+from protocol import fastjson
 from protocol.errors import BodyError, LimitError
 from protocol.json_fields import as_list, as_object, load_object, or_empty
+from protocol.register import compressed_fast, plain_fast
+from protocol.register.chunk_cache import ChunkCache, TablePart
 from protocol.register_body import (
     INT32,
     MAX_DATA_VERSION_BYTES,
@@ -55,7 +57,7 @@ class RegisterTable:
     """The distinct specs of ``topic_queues`` (what a range check needs to look at)."""
     renamed: dict[str, str] = field(default_factory=dict)
     """Table keys whose topic config names another topic (key -> its ``topicName``)."""
-    parts: tuple[register_table_reader.TablePart, ...] | None = field(default=None, compare=False)
+    parts: tuple[TablePart, ...] | None = field(default=None, compare=False)
     """The table's chunks as read, in order, when every chunk was read the usual way and no
     topic is listed twice: what lets the registry skip chunks it applied already."""
 
@@ -111,7 +113,7 @@ def register_body_steps(
     *,
     topics_per_step: int,
     bytes_per_step: int | None = None,
-    chunk_cache: register_table_reader.ChunkCache | None = None,
+    chunk_cache: ChunkCache | None = None,
     limits: ReadLimits = NO_LIMITS,
 ) -> Generator[None, None, RegisterTable]:
     """Read a register body ``topics_per_step`` topic configs (of a plain body: about
@@ -119,7 +121,7 @@ def register_body_steps(
     :class:`RegisterTable`, or raises :class:`BodyError`.
 
     A plain body in the usual form is decoded by msgspec into typed structs
-    (:mod:`protocol.register_table_reader`); otherwise the JSON (or the inflated chunks) is
+    (:mod:`protocol.register.plain_fast`); otherwise the JSON (or the inflated chunks) is
     parsed in C, value by value, with only type checks per topic. Equal specs are one shared
     tuple. Anything unusual (a quoted number, a null, an attribute) takes the full decoder's
     path, which converts it or refuses it with the same error as before; a body the C parser
@@ -137,7 +139,7 @@ def register_body_steps(
                     inflated, broker_version, topics_per_step, chunk_cache, limits
                 )
             )
-        except register_table_reader.NotFast:
+        except plain_fast.NotFast:
             pass
         return (yield from _compressed_steps(inflated, broker_version, topics_per_step, limits))
     chunk = bytes_per_step or max(1, topics_per_step) * _CHARS_PER_TOPIC
@@ -145,7 +147,7 @@ def register_body_steps(
         return (
             yield from _fast_plain_steps(data, max(1, min(chunk, 1 << 62)), chunk_cache, limits)
         )
-    except register_table_reader.NotFast:
+    except plain_fast.NotFast:
         pass
     if len(data) > limits.max_general_bytes:
         raise LimitError(
@@ -344,9 +346,7 @@ def _add_specs(
             if full.attributes:
                 length = len(fastjson.dumps(full.attributes))
                 if length > max_attributes_bytes:
-                    raise register_table_reader.attributes_too_long(
-                        name, length, max_attributes_bytes
-                    )
+                    raise plain_fast.attributes_too_long(name, length, max_attributes_bytes)
             spec = TopicQueueSpec(
                 full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
             )
@@ -416,10 +416,10 @@ def _plain_steps(
 def _fast_plain_steps(
     data: bytes,
     chunk_bytes: int,
-    cache: register_table_reader.ChunkCache | None,
+    cache: ChunkCache | None,
     limits: ReadLimits,
 ) -> Generator[None, None, RegisterTable]:
-    shape = register_table_reader.outline(data)
+    shape = plain_fast.outline(data)
     if len(data) > chunk_bytes:
         yield  # skipping a large body's parts is a step's work
     data_version, mapping, servers = shape.decoded(MAX_DATA_VERSION_BYTES, MAX_PART_BYTES)
@@ -429,10 +429,10 @@ def _fast_plain_steps(
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
     add = partial(_add_specs, max_attributes_bytes=limits.max_attributes_bytes)
-    sink = register_table_reader.TableSink(
+    sink = plain_fast.TableSink(
         table, specs, renamed, add, TopicQueueSpec, cache, limits.max_attributes_bytes
     )
-    for _ in register_table_reader.table_steps(shape.table, chunk_bytes, sink):
+    for _ in plain_fast.table_steps(shape.table, chunk_bytes, sink):
         check_topic_count(len(table), limits)
         yield
     check_topic_count(len(table), limits)
@@ -520,11 +520,11 @@ def _fast_compressed_steps(
     inflated: bytes,
     broker_version: int,
     topics_per_step: int,
-    cache: register_table_reader.ChunkCache | None,
+    cache: ChunkCache | None,
     limits: ReadLimits,
 ) -> Generator[None, None, RegisterTable]:
     """An inflated compressed body whose records are in the usual form, read in chunks of
-    records (see :mod:`protocol.register_compressed`); raises ``NotFast`` otherwise."""
+    records (see :mod:`protocol.register.compressed_fast`); raises ``NotFast`` otherwise."""
     reader = Inflated(inflated)
     data_version = data_version_part(reader)
     count = reader.int32("topic count")
@@ -533,12 +533,12 @@ def _fast_compressed_steps(
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
     add = partial(_add_specs, max_attributes_bytes=limits.max_attributes_bytes)
-    sink = register_table_reader.TableSink(
+    sink = plain_fast.TableSink(
         table, specs, renamed, add, TopicQueueSpec, cache, limits.max_attributes_bytes
     )
     chunk_bytes = max(1, min(topics_per_step, 1 << 40)) * _COMPRESSED_CHARS_PER_TOPIC
-    records = register_compressed.Records(inflated, reader.pos, count)
-    reader.pos = yield from register_compressed.records_steps(records, chunk_bytes, sink)
+    records = compressed_fast.Records(inflated, reader.pos, count)
+    reader.pos = yield from compressed_fast.records_steps(records, chunk_bytes, sink)
     servers, mapping = yield from compressed_tail_steps(reader, broker_version)
     read = RegisterTable(table, data_version, servers, mapping, tuple(specs), {})
     parts = sink.parts
@@ -596,7 +596,7 @@ def _compressed_steps(
             spec = TopicQueueSpec(int(parts[1]), int(parts[2]), int(parts[3]), 0)
         else:
             if len(parts) == 6 and len(parts[5].encode()) > max_attributes:
-                raise register_table_reader.attributes_too_long(
+                raise plain_fast.attributes_too_long(
                     parts[0], len(parts[5].encode()), max_attributes
                 )
             tc = topic_config_from_text(text)
