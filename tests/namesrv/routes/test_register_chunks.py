@@ -17,6 +17,7 @@ from support.register_bodies import compressed_body, plain_body, topic_names
 from twisted.internet.task import Clock
 
 from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.registration import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.codes import Perm
 from protocol.register import lean_read
@@ -64,19 +65,21 @@ def submit(
 ) -> Any:
     """REGISTER_BROKER of ``table`` (None: the heartbeat, the very body of the last one)."""
     return reg.register_broker(
-        cluster_name="C1",
-        broker_addr=addr,
-        broker_name=name,
-        broker_id=broker_id,
-        ha_server_addr="10.0.0.1:10912",
-        topic_configs=None if table is None else table.topic_queues,
-        data_version=DataVersion(0, version, version),
-        filter_server_list=[],
-        heartbeat_timeout_ms=None,
-        enable_acting_master=acting,
-        channel=addr,
-        topic_queue_mapping_info={},
-        table_parts=None if table is None else table.parts,
+        RegisterRequest(
+            cluster_name="C1",
+            broker_addr=addr,
+            broker_name=name,
+            broker_id=broker_id,
+            ha_server_addr="10.0.0.1:10912",
+            topic_configs=None if table is None else table.topic_queues,
+            data_version=DataVersion(0, version, version),
+            filter_server_list=[],
+            heartbeat_timeout_ms=None,
+            enable_acting_master=acting,
+            channel=addr,
+            topic_queue_mapping_info={},
+            table_parts=None if table is None else table.parts,
+        )
     )
 
 
