@@ -131,17 +131,11 @@ def register_body_steps(
     is inflated a slice at a time, a step each.
     """
     if compressed:
-        head = partial(_check_head, limits=limits)
-        inflated = yield from inflate_steps(data, limits.max_inflate_ratio, check_head=head)
-        try:
-            return (
-                yield from _fast_compressed_steps(
-                    inflated, broker_version, topics_per_step, chunk_cache, limits
-                )
+        return (
+            yield from _compressed_body_steps(
+                data, broker_version, topics_per_step, chunk_cache, limits
             )
-        except plain_fast.NotFast:
-            pass
-        return (yield from _compressed_steps(inflated, broker_version, topics_per_step, limits))
+        )
     chunk = bytes_per_step or max(1, topics_per_step) * _CHARS_PER_TOPIC
     try:
         return (
@@ -149,6 +143,37 @@ def register_body_steps(
         )
     except plain_fast.NotFast:
         pass
+    return (yield from _general_plain_steps(data, topics_per_step, limits))
+
+
+def _compressed_body_steps(
+    data: bytes,
+    broker_version: int,
+    topics_per_step: int,
+    cache: ChunkCache | None,
+    limits: ReadLimits,
+) -> Generator[None, None, RegisterTable]:
+    """A compressed body inflated a slice per step, its records read the fast way when they
+    are in the usual form, else by the general reader."""
+    head = partial(_check_head, limits=limits)
+    inflated = yield from inflate_steps(data, limits.max_inflate_ratio, check_head=head)
+    try:
+        return (
+            yield from _fast_compressed_steps(
+                inflated, broker_version, topics_per_step, cache, limits
+            )
+        )
+    except plain_fast.NotFast:
+        pass
+    return (yield from _compressed_steps(inflated, broker_version, topics_per_step, limits))
+
+
+def _general_plain_steps(
+    data: bytes, topics_per_step: int, limits: ReadLimits
+) -> Generator[None, None, RegisterTable]:
+    """A plain body not in the usual form: the C scanner value by value, or, for a body it
+    refuses, the whole document by :func:`fastjson.loads`; only up to
+    ``limits.max_general_bytes``."""
     if len(data) > limits.max_general_bytes:
         raise LimitError(
             f"RegisterBrokerBody of {len(data)} bytes is not in the usual form (standard JSON "
@@ -264,36 +289,56 @@ _CHARS_PER_TOPIC = 128
 
 
 def _table_steps(
-    text: str,
-    pos: int,
-    table: dict[str, TopicQueueSpec],
-    specs: dict[TopicQueueSpec, TopicQueueSpec],
-    renamed: dict[str, str],
-    topics_per_step: int,
-    add: Callable[[dict[str, TopicQueueSpec], dict[Any, Any], dict[str, str], Any], None],
+    text: str, pos: int, sink: plain_fast.TableSink, topics_per_step: int
 ) -> Generator[None, None, int]:
-    """Read the topicConfigTable object at ``pos`` into ``table``, a chunk of members at a
-    time; returns the position after it.
+    """Read the topicConfigTable object at ``pos`` into ``sink``, a chunk of members at a
+    time (see :func:`_chunk_steps`), the rest member by member when the chunks' cuts fail;
+    returns the position after it."""
+    start = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text.startswith("}", start):
+        return start + 1
+    start, end = yield from _chunk_steps(text, start, sink, topics_per_step)
+    if end >= 0:
+        return end
+    # Unusual text: the rest member by member (a failure there reads the body the slow way).
+    entries = _members(text, start, at_member=True)
+    count = 0
+    try:
+        name, vat = next(entries)
+        while True:
+            tc, vend = _value(text, vat)
+            sink.add_parsed({name: tc})
+            count += 1
+            if count % topics_per_step == 0:
+                yield
+            name, vat = entries.send(vend)
+    except StopIteration as stop:
+        end_pos: int = stop.value
+    return end_pos
+
+
+def _chunk_steps(
+    text: str, start: int, sink: plain_fast.TableSink, topics_per_step: int
+) -> Generator[None, None, tuple[int, int]]:
+    """The table's members from ``start``, a chunk at a time: (where reading stopped, the
+    position after the table), the latter -1 when a chunk's cut could not be found.
 
     A chunk ends where :data:`_ENTRY_CUT` guesses a member ends, and is parsed whole by the
     C parser as ``{chunk}``. The guess needs no trust: a chunk that parses as an object is a
     prefix of the members ending outside any string at depth zero, so the comma after it
     separates members of the table. A guess that does not parse is retried further on; after
-    a few, the rest is read member by member.
+    a few, the caller reads the rest member by member.
     """
     chunk_chars = max(1, topics_per_step) * _CHARS_PER_TOPIC
-    start = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
-    if text.startswith("}", start):
-        return start + 1
     size = len(text)
     while True:
         if size - start <= 2 * chunk_chars:  # the last chunk: up to the table's own end
             try:
                 parsed, end = _SCANNER("{" + text[start:], 0)
             except (ValueError, StopIteration, RecursionError):
-                break
-            add(table, specs, renamed, parsed)
-            return start - 1 + end
+                return start, -1
+            sink.add_parsed(parsed)
+            return start, start - 1 + end
         cut = -1
         search_from = start + chunk_chars
         for _ in range(4):
@@ -311,25 +356,10 @@ def _table_steps(
             cut = found.start() + 1  # the comma between two members
             break
         if cut < 0:
-            break
-        add(table, specs, renamed, parsed)
+            return start, -1
+        sink.add_parsed(parsed)
         start = cut + 1
         yield
-    # Unusual text: the rest member by member (a failure there reads the body the slow way).
-    entries = _members(text, start, at_member=True)
-    count = 0
-    try:
-        name, vat = next(entries)
-        while True:
-            tc, vend = _value(text, vat)
-            add(table, specs, renamed, {name: tc})
-            count += 1
-            if count % topics_per_step == 0:
-                yield
-            name, vat = entries.send(vend)
-    except StopIteration as stop:
-        end_pos: int = stop.value
-    return end_pos
 
 
 def _add_specs(
@@ -365,6 +395,7 @@ def _plain_steps(
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
+    sink = plain_fast.TableSink(table, specs, renamed, add, TopicQueueSpec)
     members = _members(text, pos)
     end = -1
     try:
@@ -378,9 +409,7 @@ def _plain_steps(
                         if wkey == "topicConfigTable" and text.startswith("{", wat):
                             table.clear()
                             renamed.clear()
-                            wend = yield from _table_steps(
-                                text, wat, table, specs, renamed, topics_per_step, add
-                            )
+                            wend = yield from _table_steps(text, wat, sink, topics_per_step)
                             wrapper.pop("topicConfigTable", None)
                         else:
                             value, wend = _value(text, wat)

@@ -176,6 +176,10 @@ class TableSink:
         self.cache = cache
         self.parts: list[TablePart] | None = []
 
+    def add_parsed(self, parsed: dict[str, Any]) -> None:
+        """Add members parsed by the standard library, through the general per-topic reader."""
+        self.add_general(self.out, self.specs, self.renamed, parsed)
+
     def add_chunk(self, chunk: bytes, *, guess: bool = False) -> bool:
         """Add one chunk of members; False when a guessed cut was wrong (nothing added)."""
         key = (len(chunk), hash(chunk))
