@@ -8,7 +8,7 @@ separator token and split at the spaces once, so every field is a column taken b
 topic no Python function runs: the names are decoded by ``map(bytes.decode, ...)``, the queue
 numbers checked once per distinct ``(read, write, perm)`` triple, the filter types and
 attributes once per distinct value. Chunks are cut by content and kept in the same
-:class:`~protocol.chunk_cache.ChunkCache` as plain bodies, so a chunk seen before is
+:class:`~protocol.register.chunk_cache.ChunkCache` as plain bodies, so a chunk seen before is
 not read again and the registry can skip chunks it applied already.
 
 Anything else (a record of 16 MiB or more, a NUL or newline in a record, a signed number,

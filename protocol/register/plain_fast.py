@@ -4,13 +4,14 @@ A broker with 100,000 topics sends a 16 MB body; reading it with the standard li
 and a Python call per topic config took most of a second. Here the outer document is decoded
 with the topic table left raw (msgspec skips over it in C), and the table is decoded a chunk of
 members at a time straight into typed structs, whose four numbers become the shared
-:class:`~protocol.bodies.TopicQueueSpec` values by C-level ``map``/``zip``: per topic no Python
-function runs.
+:class:`~protocol.register.read_table.TopicQueueSpec` values by C-level ``map``/``zip``: per
+topic no Python function runs.
 
 Only the usual form is read here: standard JSON whose topic configs have integer counts and the
 expected field types. Anything else raises :class:`NotFast` before any of the body is used, or
 sends just the chunk holding it to the general decoder, so a body reads exactly as
-:func:`protocol.bodies.register_body_steps`'s general path would read it, errors included.
+:func:`protocol.register.lean_read.register_body_steps`'s general path would read it, errors
+included.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from protocol import (
 )
 from protocol.codes import CURRENT_VERSION
 from protocol.errors import ProtocolError
-from protocol.register import compressed_fast, lean_read, plain_fast
+from protocol.register import compressed_fast, lean_read, plain_fast, plain_general
 
 SIZES = (2_000, 8_000, 32_000, 128_000)
 WORK_PER_BYTE = 12
@@ -103,8 +103,8 @@ class Work:
         mp.setattr(json, "loads", sized(json.loads))
         mp.setattr(fastjson, "quote_bare_keys", scanner(fastjson.quote_bare_keys))
         mp.setattr(fastjson, "_check_depth", sized(fastjson._check_depth))
-        mp.setattr(lean_read, "_SCANNER", spanned(lean_read._SCANNER))
-        mp.setattr(lean_read, "scanstring", spanned(lean_read.scanstring))
+        mp.setattr(plain_general, "_SCANNER", spanned(plain_general._SCANNER))
+        mp.setattr(plain_general, "scanstring", spanned(plain_general.scanstring))
         for name in ("_BODY", "_TABLE", "_ANY"):
             mp.setattr(plain_fast, name, Decoder(getattr(plain_fast, name)))
         mp.setattr(compressed_fast, "_PREFIX", Splitter(compressed_fast._PREFIX))

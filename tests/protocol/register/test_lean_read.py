@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, Version
-from protocol.register import lean_read
+from protocol.register import lean_read, plain_general, read_table
 from protocol.route_model import DataVersion, TopicConfig
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
@@ -180,8 +180,8 @@ def _fastjson_body(count: int, unusual: int | None = None) -> bytes:
 
 def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
     data = _fastjson_body(2_000)
-    monkeypatch.setattr(lean_read, "_plain_steps", _never)
-    monkeypatch.setattr(lean_read, "_add_specs", _never)
+    monkeypatch.setattr(plain_general, "plain_steps", _never)
+    monkeypatch.setattr(read_table, "add_specs", _never)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
     full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
@@ -192,14 +192,14 @@ def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
 def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monkeypatch):
     data = _fastjson_body(2_000, unusual=1_500)
     general: list[int] = []
-    add_specs = lean_read._add_specs
+    add_specs = read_table.add_specs
 
     def counting(table, specs, renamed, parsed, **limits):  # type: ignore[no-untyped-def]
         general.append(len(parsed))
         add_specs(table, specs, renamed, parsed, **limits)
 
-    monkeypatch.setattr(lean_read, "_plain_steps", _never)
-    monkeypatch.setattr(lean_read, "_add_specs", counting)
+    monkeypatch.setattr(plain_general, "plain_steps", _never)
+    monkeypatch.setattr(read_table, "add_specs", counting)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
     full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
