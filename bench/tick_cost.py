@@ -26,7 +26,7 @@ from twisted.internet import task  # noqa: E402
 
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.push.pressure import Sample  # noqa: E402
-from namesrv.routes.registration import RegisterRequest  # noqa: E402
+from namesrv.routes.register_request import RegisterRequest  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
 from protocol.codes import SerializeType  # noqa: E402
 from protocol.route_model import DataVersion, TopicConfig  # noqa: E402

@@ -26,7 +26,7 @@ from enum import Enum
 
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Services, ok
-from namesrv.routes.registration import RegisterRequest
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
 from protocol import bodies, headers
 from protocol.codes import ResponseCode

@@ -11,7 +11,7 @@ for an address new to its group, one arrival event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +19,7 @@ from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent
 from namesrv.routes.register_jobs import RegisterJob, RegisterJobs, RegistryStats
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.tables import (
     MASTER_ID,
     AddrKey,
@@ -30,7 +31,6 @@ from namesrv.routes.tables import (
     now_ms,
 )
 from protocol.push_events import BrokerChangeKind
-from protocol.register.chunk_cache import TablePart
 from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)
@@ -49,38 +49,6 @@ class RegisterResult:
     """Topics whose route this register changed (what the listener was told so far)."""
     job: RegisterJob | None = None
     """Set when the topic table is applied in slices: answer once it is done."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RegisterRequest:
-    """One REGISTER_BROKER as the registry applies it: the broker that registers, and what its
-    body holds (or that it is the body of the address's last register)."""
-
-    cluster_name: str
-    broker_addr: str
-    broker_name: str
-    broker_id: int
-    ha_server_addr: str
-    topic_configs: Mapping[str, QueueSpec] | None
-    """None: the very body of this address's last register (see
-    :meth:`Registration.body_unchanged`), its table not read."""
-    data_version: DataVersion
-    filter_server_list: list[str]
-    heartbeat_timeout_ms: int | None
-    enable_acting_master: bool
-    channel: object
-    """The broker's connection (hashable), None when it has none to close."""
-    topic_queue_mapping_info: Mapping[str, Any]
-    body_digest: bytes | None = None
-    """What makes two bodies the same (see :meth:`Registration.body_unchanged`)."""
-    table_parts: Sequence[TablePart] | None = None
-    """The table's chunks as read: a master's register skips the chunks its table already
-    holds as they are (the usual re-register after one topic changed)."""
-    zone_name: str | None = None
-    table_key: Hashable | None = None
-    """The body's identity but for its data version."""
-    same_table: bool = False
-    """Only the data version is new (see :meth:`Registration.table_unchanged`)."""
 
 
 def _as_last_register(
@@ -287,17 +255,10 @@ class Registration:
             self._stats.register_fast_paths += 1
             return touched, None
         topic_configs: Mapping[str, QueueSpec] = {} if table is None else table
-        names, specs = self._jobs.unapplied_columns(topic_configs, parts, memo, read_only, lacking)
+        columns = self._jobs.unapplied_columns(topic_configs, parts, memo, read_only, lacking)
         t.applied_parts.pop(broker_name, None)  # until this table is applied
         job = RegisterJob(
-            broker_name,
-            names,
-            specs,
-            rewrite_all=rewrite_all,
-            read_only=read_only,
-            mapping=mapping_info if rewrite_all else {},
-            data_version=request.data_version,
-            cause=cause,
+            request, columns, rewrite_all=rewrite_all, read_only=read_only, cause=cause
         )
         if parts is not None:
             job.memo = (frozenset(part.key for part in parts), read_only)

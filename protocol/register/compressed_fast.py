@@ -30,9 +30,9 @@ from protocol.register.chunk_cache import TablePart
 from protocol.register.plain_fast import (
     NotFast,
     TableSink,
-    attributes_too_long,
     content_cut,
 )
+from protocol.register.read_table import TopicQueueSpec, attributes_too_long
 from protocol.register_body import TOPIC_FILTER_TYPES
 
 _PREFIX = re.compile(rb"\x00([\x00-\xff]{3})")
@@ -188,7 +188,7 @@ def _part(key: tuple[int, int], contents: list[bytes], end: int, sink: TableSink
     for distinct in dict.fromkeys(numbers):  # in order of first use, as the general reader
         values = _spec_numbers(distinct)
         spec = specs.get(values)
-        shared[distinct] = spec if spec is not None else sink.make_spec(*values)
+        shared[distinct] = spec if spec is not None else TopicQueueSpec(*values)
     return TablePart(
         key, names, list(map(shared.__getitem__, numbers)), {}, tuple(shared.values()), end
     )

@@ -147,10 +147,7 @@ def _fast_plain_steps(
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    add = partial(read_table.add_specs, max_attributes_bytes=limits.max_attributes_bytes)
-    sink = plain_fast.TableSink(
-        table, specs, renamed, add, TopicQueueSpec, cache, limits.max_attributes_bytes
-    )
+    sink = plain_fast.TableSink(table, specs, renamed, cache, limits.max_attributes_bytes)
     for _ in plain_fast.table_steps(shape.table, chunk_bytes, sink):
         check_topic_count(len(table), limits)
         yield
@@ -178,10 +175,7 @@ def _fast_compressed_steps(
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    add = partial(read_table.add_specs, max_attributes_bytes=limits.max_attributes_bytes)
-    sink = plain_fast.TableSink(
-        table, specs, renamed, add, TopicQueueSpec, cache, limits.max_attributes_bytes
-    )
+    sink = plain_fast.TableSink(table, specs, renamed, cache, limits.max_attributes_bytes)
     chunk_bytes = max(1, min(topics_per_step, 1 << 40)) * _COMPRESSED_CHARS_PER_TOPIC
     records = compressed_fast.Records(inflated, reader.pos, count)
     reader.pos = yield from compressed_fast.records_steps(records, chunk_bytes, sink)
@@ -242,7 +236,7 @@ def _compressed_steps(
             spec = TopicQueueSpec(int(parts[1]), int(parts[2]), int(parts[3]), 0)
         else:
             if len(parts) == 6 and len(parts[5].encode()) > max_attributes:
-                raise plain_fast.attributes_too_long(
+                raise read_table.attributes_too_long(
                     parts[0], len(parts[5].encode()), max_attributes
                 )
             tc = topic_config_from_text(text)

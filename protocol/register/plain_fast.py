@@ -20,14 +20,15 @@ import json
 import operator
 import re
 import zlib
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any, Literal
 
 import msgspec
 
 from protocol import fastjson
-from protocol.errors import LimitError
+from protocol.register import read_table
 from protocol.register.chunk_cache import ChunkCache, TablePart
+from protocol.register.read_table import TopicQueueSpec, attributes_too_long
 from protocol.register_body import check_part_size
 
 WS = b" \t\n\r"
@@ -140,16 +141,14 @@ def outline(data: bytes) -> Outline:
 
 class TableSink:
     """Where the chunks of a topic table go: ``out`` (topic -> shared spec), the distinct
-    ``specs``, ``renamed`` keys, and the general per-topic reader for unusual chunks.
+    ``specs`` and ``renamed`` keys; an unusual chunk goes to the general per-topic reader.
 
     ``parts`` lists the chunks read, in order, while every chunk was read the usual way (None
     once one was not); ``cache``, when given, supplies chunks read before and keeps new ones.
     """
 
     __slots__ = (
-        "add_general",
         "cache",
-        "make_spec",
         "max_attributes_bytes",
         "out",
         "parts",
@@ -162,8 +161,6 @@ class TableSink:
         out: dict[str, Any],
         specs: dict[Any, Any],
         renamed: dict[str, str],
-        add_general: Callable[[dict[str, Any], dict[Any, Any], dict[str, str], Any], None],
-        make_spec: Callable[..., Any],
         cache: ChunkCache | None = None,
         max_attributes_bytes: int = 1 << 62,
     ) -> None:
@@ -172,14 +169,13 @@ class TableSink:
         """A topic's attributes, as sent, may be no longer (else :class:`LimitError`)."""
         self.specs = specs
         self.renamed = renamed
-        self.add_general = add_general
-        self.make_spec = make_spec
         self.cache = cache
         self.parts: list[TablePart] | None = []
 
     def add_parsed(self, parsed: dict[str, Any]) -> None:
         """Add members parsed by the standard library, through the general per-topic reader."""
-        self.add_general(self.out, self.specs, self.renamed, parsed)
+        limit = self.max_attributes_bytes
+        read_table.add_specs(self.out, self.specs, self.renamed, parsed, max_attributes_bytes=limit)
 
     def add_chunk(self, chunk: bytes, *, guess: bool = False) -> bool:
         """Add one chunk of members; False when a guessed cut was wrong (nothing added)."""
@@ -197,7 +193,7 @@ class TableSink:
                     if guess:
                         return False
                     raise NotFast from None
-                self.add_general(self.out, self.specs, self.renamed, general)
+                self.add_parsed(general)
                 self.parts = None
                 return True
             except (msgspec.DecodeError, UnicodeDecodeError):
@@ -242,7 +238,7 @@ class TableSink:
         shared: dict[Any, Any] = {}
         for distinct in dict.fromkeys(numbers):
             spec = specs.get(distinct)
-            shared[distinct] = spec if spec is not None else self.make_spec(*distinct)
+            shared[distinct] = spec if spec is not None else TopicQueueSpec(*distinct)
         return TablePart(
             key, keys, list(map(shared.__getitem__, numbers)), renamed, tuple(shared.values())
         )
@@ -277,14 +273,6 @@ def _no_attributes(chunk: bytes) -> bool:
 
 class _Unusual(Exception):
     """A chunk decoded, but not in the usual form: the general decoder reads it."""
-
-
-def attributes_too_long(name: str, length: int, limit: int) -> LimitError:
-    return LimitError(
-        f"topicConfigTable[{name[:130]!r}].attributes is {length} bytes, longer than "
-        f"{limit} (registry.max_topic_attributes_bytes)",
-        "max_topic_attributes_bytes",
-    )
 
 
 def table_steps(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Generator
-from functools import partial
 from typing import Any
 
 from protocol import fastjson
@@ -176,14 +175,15 @@ def _chunk_steps(
 def plain_steps(
     text: str, topics_per_step: int, limits: ReadLimits
 ) -> Generator[None, None, RegisterTable]:
-    add = partial(add_specs, max_attributes_bytes=limits.max_attributes_bytes)
     pos = _WS.match(text).end()  # type: ignore[union-attr]
     top: dict[str, Any] = {}
     wrapper: dict[str, Any] = {}
     table: dict[str, TopicQueueSpec] = {}
     specs: dict[TopicQueueSpec, TopicQueueSpec] = {}
     renamed: dict[str, str] = {}
-    sink = plain_fast.TableSink(table, specs, renamed, add, TopicQueueSpec)
+    sink = plain_fast.TableSink(
+        table, specs, renamed, max_attributes_bytes=limits.max_attributes_bytes
+    )
     members = _members(text, pos)
     end = -1
     try:

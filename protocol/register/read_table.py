@@ -11,7 +11,6 @@ from typing import Any, NamedTuple
 from protocol import fastjson
 from protocol.errors import BodyError, LimitError
 from protocol.json_fields import as_list, or_empty
-from protocol.register import plain_fast
 from protocol.register.chunk_cache import TablePart
 from protocol.register_body import (
     MAX_INFLATE_RATIO,
@@ -92,7 +91,7 @@ def add_specs(
             if full.attributes:
                 length = len(fastjson.dumps(full.attributes))
                 if length > max_attributes_bytes:
-                    raise plain_fast.attributes_too_long(name, length, max_attributes_bytes)
+                    raise attributes_too_long(name, length, max_attributes_bytes)
             spec = TopicQueueSpec(
                 full.read_queue_nums, full.write_queue_nums, full.perm, full.topic_sys_flag
             )
@@ -150,3 +149,11 @@ def _quick_spec(tc: Any, key: str) -> TopicQueueSpec | None:
     ):
         return None
     return TopicQueueSpec(read, write, perm, flag)
+
+
+def attributes_too_long(name: str, length: int, limit: int) -> LimitError:
+    return LimitError(
+        f"topicConfigTable[{name[:130]!r}].attributes is {length} bytes, longer than "
+        f"{limit} (registry.max_topic_attributes_bytes)",
+        "max_topic_attributes_bytes",
+    )

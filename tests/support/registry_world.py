@@ -9,7 +9,7 @@ from typing import Any
 from twisted.internet.task import Clock
 
 from namesrv.routes.change_cause import ChangeCause
-from namesrv.routes.registration import RegisterRequest
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.codes import PERM_READ_WRITE
 from protocol.route_model import DataVersion, TopicConfig

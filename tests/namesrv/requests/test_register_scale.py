@@ -21,7 +21,7 @@ from twisted.internet import defer, reactor, task
 from namesrv.config import from_mapping
 from namesrv.push.change_detector import SETTLE_CHECK
 from namesrv.push.tick import QUIET_SETTLE_DEFERRALS
-from namesrv.routes.registration import RegisterRequest
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.server import NameServer
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode

@@ -17,7 +17,7 @@ from support.register_bodies import compressed_body, plain_body, topic_names
 from twisted.internet.task import Clock
 
 from namesrv.routes.change_cause import ChangeCause
-from namesrv.routes.registration import RegisterRequest
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.codes import Perm
 from protocol.register import lean_read

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from support.registry_world import Recorder
 from twisted.internet.task import Clock
 
-from namesrv.routes.registration import RegisterRequest
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.route_model import DataVersion, QueueData, TopicConfig
 
