@@ -34,7 +34,7 @@ from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.register import lean_read, version_cut
 from protocol.register.chunk_cache import ChunkCache
-from protocol.register.lean_read import ReadLimits, RegisterTable
+from protocol.register.read_table import ReadLimits, RegisterTable
 from protocol.route_model import DataVersion
 
 HASH_SLICE_BYTES = 4 << 20

@@ -15,7 +15,7 @@ from protocol.codes import ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.register.chunk_cache import ChunkCache
-from protocol.register.lean_read import ReadLimits
+from protocol.register.read_table import ReadLimits
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,6 @@ class BrokerHandlers:
         return self.stages.chunk_cache
 
     @property
-    def limits(self) -> ReadLimits:
-        return self.stages.limits
-
-    @property
     def register_bodies_read(self) -> int:
         """Register bodies parsed; an identical heartbeat body is not."""
         return self.stages.bodies_read
@@ -73,7 +69,7 @@ class BrokerHandlers:
         flight, is a :class:`PendingResponse` the server steps once per reactor turn
         (:meth:`step`) through the stages of :mod:`namesrv.requests.register_stages`. A
         register past a registry bound (``registry.max_topics_per_broker`` and the others of
-        :class:`~protocol.register.lean_read.ReadLimits`, and ``registry.max_total_topics``) is
+        :class:`~protocol.register.read_table.ReadLimits`, and ``registry.max_total_topics``) is
         refused whole before anything of it is applied."""
         validation.check_address("brokerAddr", h.broker_addr)
         validation.check_address("haServerAddr", h.ha_server_addr, required=False)
