@@ -26,6 +26,7 @@ from twisted.internet import task  # noqa: E402
 
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.push.pressure import Sample  # noqa: E402
+from namesrv.routes.register_request import RegisterRequest  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
 from protocol.codes import SerializeType  # noqa: E402
 from protocol.route_model import DataVersion, TopicConfig  # noqa: E402
@@ -62,18 +63,20 @@ def build(args: argparse.Namespace) -> tuple[NameServer, task.Clock, list[str], 
     for b, name in enumerate(brokers):
         mine = topics[b * per_broker : (b + 1) * per_broker]
         server.registry.register_broker(
-            cluster_name="bench",
-            broker_addr=f"10.0.{b // 250}.{b % 250}:10911",
-            broker_name=name,
-            broker_id=0,
-            ha_server_addr="",
-            topic_configs={t: TopicConfig(topic_name=t) for t in mine},
-            data_version=DataVersion(0, 1, 1),
-            filter_server_list=[],
-            heartbeat_timeout_ms=None,
-            enable_acting_master=False,
-            channel=None,
-            topic_queue_mapping_info={},
+            RegisterRequest(
+                cluster_name="bench",
+                broker_addr=f"10.0.{b // 250}.{b % 250}:10911",
+                broker_name=name,
+                broker_id=0,
+                ha_server_addr="",
+                topic_configs={t: TopicConfig(topic_name=t) for t in mine},
+                data_version=DataVersion(0, 1, 1),
+                filter_server_list=[],
+                heartbeat_timeout_ms=None,
+                enable_acting_master=False,
+                channel=None,
+                topic_queue_mapping_info={},
+            )
         )
     server.tick()  # settle start-up registrations
     rng = random.Random(7)

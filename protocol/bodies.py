@@ -1,6 +1,6 @@
 """Body codecs: the JSON bodies of the name server's answers (routes, cluster info, topic lists,
 KV tables, broker member groups). The REGISTER_BROKER body is in :mod:`protocol.register_body`
-(the full decode) and :mod:`protocol.register_table` (the name server's lean read).
+(the full decode) and :mod:`protocol.register.lean_read` (the name server's lean read).
 
 Wire names are upstream's; Python objects are the dataclasses of :mod:`protocol.route_model`.
 Decoders accept what any upstream version writes (fastjson's unquoted keys, missing optional

@@ -30,7 +30,7 @@ from namesrv.requests.route_response_cache import RouteResponseCache
 from protocol.codes import ResponseCode, SerializeType
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command, encode_command_head
-from protocol.register_table_reader import ChunkCache
+from protocol.register.chunk_cache import ChunkCache
 
 __all__ = ["Connection", "PendingResponse", "RequestProcessor", "Services", "SharedAnswer"]
 

@@ -20,9 +20,10 @@ from typing import Any
 
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.tables import MAX_INTERNED, PartsMemo, QueueSpec, RouteTables, Spec
 from protocol.codes import Perm
-from protocol.register_table_reader import TablePart
+from protocol.register.chunk_cache import TablePart
 from protocol.route_model import DataVersion, QueueData
 
 DEFAULT_SLICE_TOPICS = 2_000
@@ -106,29 +107,27 @@ class RegisterJob:
 
     def __init__(
         self,
-        broker_name: str,
-        names: list[str],
-        specs: list[Any],
+        request: RegisterRequest,
+        columns: tuple[list[str], list[Any]],
         *,
         rewrite_all: bool,
         read_only: bool,
-        mapping: Mapping[str, Any],
-        data_version: DataVersion,
         cause: ChangeCause = ChangeCause.REGISTER,
     ) -> None:
-        self.broker_name = broker_name
+        """``columns``: the topics to write and their spec tuples, in the table's order. The
+        static-topic mapping infos are written only when ``rewrite_all``."""
+        self.broker_name = request.broker_name
         self.queue_data: _QueueDataOf | None = None
         self.cause = cause
         """What the topics its slices change are reported with (a start-up stays silent)."""
-        self.names = names
-        self.specs = specs
+        self.names, self.specs = columns
         """The table's topics and their spec tuples, in its order; ``applied`` of them are."""
-        self.total = len(names)
+        self.total = len(self.names)
         self.applied = 0
         self.rewrite_all = rewrite_all
         self.read_only = read_only
-        self.mapping = mapping
-        self.data_version = data_version
+        self.mapping: Mapping[str, Any] = request.topic_queue_mapping_info if rewrite_all else {}
+        self.data_version: DataVersion = request.data_version
         self.done = False
         self.cancelled = False
         self.memo: PartsMemo | None = None

@@ -11,14 +11,15 @@ for an address new to its group, one arrival event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent
 from namesrv.routes.register_jobs import RegisterJob, RegisterJobs, RegistryStats
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.tables import (
     MASTER_ID,
     AddrKey,
@@ -30,7 +31,6 @@ from namesrv.routes.tables import (
     now_ms,
 )
 from protocol.push_events import BrokerChangeKind
-from protocol.register_table_reader import TablePart
 from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,22 @@ class RegisterResult:
     """Topics whose route this register changed (what the listener was told so far)."""
     job: RegisterJob | None = None
     """Set when the topic table is applied in slices: answer once it is done."""
+
+
+def _as_last_register(
+    request: RegisterRequest, previous: LiveBroker, filter_servers: list[str]
+) -> RegisterRequest:
+    """A register carrying the body of the address's last one: its filter servers, identity
+    and (unless only the data version is new) data version and digest are taken from then."""
+    if request.same_table:
+        return replace(request, filter_server_list=filter_servers, table_key=previous.table_key)
+    return replace(
+        request,
+        filter_server_list=filter_servers,
+        table_key=previous.table_key,
+        data_version=previous.data_version,
+        body_digest=previous.body_digest,
+    )
 
 
 def register_cause(previous: LiveBroker | None, topic_configs: Mapping[str, Any]) -> ChangeCause:
@@ -89,119 +105,96 @@ class Registration:
         self._expiry_ms = broker_expiry_ms
         self._delete_with_registration = delete_topic_with_broker_registration
 
-    def register_broker(
-        self,
-        *,
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int,
-        ha_server_addr: str,
-        topic_configs: Mapping[str, QueueSpec] | None,
-        data_version: DataVersion,
-        filter_server_list: list[str],
-        heartbeat_timeout_ms: int | None,
-        enable_acting_master: bool,
-        channel: object,
-        topic_queue_mapping_info: Mapping[str, Any],
-        body_digest: bytes | None = None,
-        table_parts: Sequence[TablePart] | None = None,
-        zone_name: str | None = None,
-        table_key: Hashable | None = None,
-        same_table: bool = False,
-    ) -> RegisterResult:
+    def register_broker(self, request: RegisterRequest) -> RegisterResult:
         """REGISTER_BROKER, as upstream's ``registerBroker``; also the broker's heartbeat.
 
-        ``topic_configs`` None says the body is the very one of this address's last register
-        (see :meth:`body_unchanged`): data version, table and filter servers are taken from
-        then, and the table costs no per-topic work. With ``same_table`` (see
+        ``request.topic_configs`` None says the body is the very one of this address's last
+        register (see :meth:`body_unchanged`): data version, table and filter servers are taken
+        from then, and the table costs no per-topic work. With ``same_table`` (see
         :meth:`table_unchanged`) only the data version is new: the table written from that
         body is still whole, so rewriting it, as a new version asks, would change nothing. A
         body with the same data version but other bytes is checked topic by topic for topics
-        we lack, as upstream does. ``table_key`` is the body's identity but for its version.
-
-        ``table_parts``, the table's chunks as read, lets a master's register skip the chunks
-        its table already holds as they are (the usual re-register after one topic changed).
+        we lack, as upstream does.
         """
         t = self._t
-        key = (cluster_name, broker_addr)
+        key = (request.cluster_name, request.broker_addr)
         previous = t.live.get(key)
-        table_given = topic_configs is not None
-        if topic_configs is None:
-            topic_configs = {}
-            if previous is not None:  # the body of the last register: take it from then
-                filter_server_list = t.filters.get(key, [])
-                table_key = previous.table_key
-                if not same_table:
-                    data_version = previous.data_version
-                    body_digest = previous.body_digest
-        group = t.brokers.get(broker_name)
-        if group is not None and self._stale_claim(group, key, broker_id, data_version):
+        if request.topic_configs is None and previous is not None:
+            request = _as_last_register(request, previous, t.filters.get(key, []))
+        name = request.broker_name
+        group = t.brokers.get(name)
+        if group is not None and self._stale_claim(group, key, request):
             return RegisterResult(None, None, [])
 
         touched: set[str] = set()
-        if previous is not None and previous.broker_name != broker_name:
-            touched = self._leave_other_name(previous.broker_name, broker_addr)
-        group, first_registration, group_changed = self._join_group(
-            cluster_name, broker_name, broker_id, broker_addr, enable_acting_master, zone_name
-        )
+        if previous is not None and previous.broker_name != name:
+            touched = self._leave_other_name(previous.broker_name, request.broker_addr)
+        group, first_registration, group_changed = self._join_group(request)
         if group_changed:
-            touched.update(t.tables.get(broker_name, ()))
-        cause = register_cause(previous, topic_configs)
+            touched.update(t.tables.get(name, ()))
+        cause = register_cause(previous, request.topic_configs or {})
         job: RegisterJob | None = None
-        is_master = broker_id == MASTER_ID
-        is_prime_slave = prime_slave(group, broker_id, enable_acting_master)
+        is_master = request.broker_id == MASTER_ID
+        is_prime_slave = prime_slave(group, request.broker_id, request.enable_acting_master)
         if is_master or is_prime_slave:
-            written, job = self._write_table(
-                broker_name,
-                topic_configs if table_given else None,
-                topic_queue_mapping_info,
-                table_parts,
-                rewrite_all=(
-                    first_registration
-                    or previous is None
-                    or previous.data_version != data_version
-                    or broker_name in t.unsettled
-                ),
-                read_only=is_prime_slave,
-                data_version=data_version,
-                cause=cause,
-                same_table=same_table,
+            rewrite_all = (
+                first_registration
+                or previous is None
+                or previous.data_version != request.data_version
+                or name in t.unsettled
             )
+            written, job = self._write_table(request, rewrite_all, is_prime_slave, cause)
             touched.update(written)
 
-        t.set_live(
-            key,
-            LiveBroker(
-                broker_name=broker_name,
-                last_update_ms=now_ms(self._clock),
-                timeout_ms=(
-                    heartbeat_timeout_ms  # the broker's own, when it gives one
-                    if heartbeat_timeout_ms is not None and heartbeat_timeout_ms > 0
-                    else self._expiry_ms
-                ),
-                data_version=data_version,
-                channel=channel,
-                ha_server_addr=ha_server_addr,
-                body_digest=body_digest,
-                table_key=table_key,
-            ),
-        )
-        if t.filters.get(key, _NO_SERVERS) != filter_server_list:
-            touched |= self._set_filters(key, filter_server_list)
-        master_addr, ha_addr = (None, None) if is_master else self._master_of(group, cluster_name)
+        t.set_live(key, self._live_entry(request))
+        if t.filters.get(key, _NO_SERVERS) != request.filter_server_list:
+            touched |= self._set_filters(key, request.filter_server_list)
+        cluster = request.cluster_name
+        master_addr, ha_addr = (None, None) if is_master else self._master_of(group, cluster)
 
         changed = self._announce.topics(touched, cause)
         if first_registration and self._announce.broker_listener is not None:
-            # A table applied in slices reports its topics later: they are the event's too.
-            topics = tuple(changed) if job is None else (*changed, *topic_configs)
-            arrived = ((broker_id, broker_addr),)
-            self._announce.broker(
-                BrokerEvent(
-                    BrokerChangeKind.ARRIVED, cause, cluster_name, broker_name, arrived, topics
-                )
-            )
+            self._announce_arrival(request, cause, changed, job)
         return RegisterResult(ha_addr, master_addr, changed, job)
+
+    def _live_entry(self, request: RegisterRequest) -> LiveBroker:
+        timeout_ms = request.heartbeat_timeout_ms
+        return LiveBroker(
+            broker_name=request.broker_name,
+            last_update_ms=now_ms(self._clock),
+            timeout_ms=(
+                timeout_ms  # the broker's own, when it gives one
+                if timeout_ms is not None and timeout_ms > 0
+                else self._expiry_ms
+            ),
+            data_version=request.data_version,
+            channel=request.channel,
+            ha_server_addr=request.ha_server_addr,
+            body_digest=request.body_digest,
+            table_key=request.table_key,
+        )
+
+    def _announce_arrival(
+        self,
+        request: RegisterRequest,
+        cause: ChangeCause,
+        changed: list[str],
+        job: RegisterJob | None,
+    ) -> None:
+        """One event for an address new to its group. A table applied in slices reports its
+        topics later: they are the event's too."""
+        topics = tuple(changed) if job is None else (*changed, *(request.topic_configs or {}))
+        arrived = ((request.broker_id, request.broker_addr),)
+        self._announce.broker(
+            BrokerEvent(
+                BrokerChangeKind.ARRIVED,
+                cause,
+                request.cluster_name,
+                request.broker_name,
+                arrived,
+                topics,
+            )
+        )
 
     def _leave_other_name(self, old_name: str, broker_addr: str) -> set[str]:
         """One address serves one broker name: registering under another one moves it out of
@@ -209,19 +202,15 @@ class Registration:
         topics are reported by the slices that unlist it)."""
         return self._departures.leave_group(old_name, broker_addr, ChangeCause.REGISTER).touched
 
-    def _join_group(
-        self,
-        cluster: str,
-        broker_name: str,
-        broker_id: int,
-        addr: str,
-        acting_master: bool,
-        zone_name: str | None,
-    ) -> tuple[BrokerGroup, bool, bool]:
-        """Put ``addr`` in its broker group as ``broker_id``; returns the group, whether the id
+    def _join_group(self, request: RegisterRequest) -> tuple[BrokerGroup, bool, bool]:
+        """Put the address in its broker group as its id; returns the group, whether the id
         is new to this address (a first registration) and whether the group changed. Like
         upstream, every register sets the group's acting-master flag and zone to its own."""
         t = self._t
+        cluster, broker_name = request.cluster_name, request.broker_name
+        broker_id = request.broker_id
+        addr, acting_master = request.broker_addr, request.enable_acting_master
+        zone_name = request.zone_name
         members = t.clusters.setdefault(cluster, set())
         if broker_name not in members:
             members.add(broker_name)
@@ -243,47 +232,33 @@ class Registration:
         return group, first_registration, before != after
 
     def _write_table(
-        self,
-        broker_name: str,
-        table: Mapping[str, QueueSpec] | None,
-        mapping_info: Mapping[str, Any],
-        parts: Sequence[TablePart] | None,
-        *,
-        rewrite_all: bool,
-        read_only: bool,
-        data_version: DataVersion,
-        cause: ChangeCause,
-        same_table: bool = False,
+        self, request: RegisterRequest, rewrite_all: bool, read_only: bool, cause: ChangeCause
     ) -> tuple[set[str], RegisterJob | None]:
-        """A master's (or prime slave's) table, ``table`` None for the last register's body
-        (``same_table``: with a new data version, the table it wrote still whole).
+        """A master's (or prime slave's) table, ``request.topic_configs`` None for the last
+        register's body (``same_table``: with a new data version, the table it wrote still
+        whole).
 
         As upstream: every topic when ``rewrite_all`` (data version moved, first registration,
         the last table not fully applied), otherwise only topics the broker lacks. Returns the
         topics changed now, and the job still applying a large table.
         """
         t = self._t
+        broker_name, table = request.broker_name, request.topic_configs
+        mapping_info, parts = request.topic_queue_mapping_info, request.table_parts
         memo = t.applied_parts.get(broker_name)
         touched: set[str] = set()
         if self._delete_with_registration and table is not None and not mapping_info:
             touched = self._drop_unlisted(broker_name, table)
         lacking = broker_name in t.lacking
         self._jobs.supersede(broker_name)
-        if not (rewrite_all or lacking or table) or (same_table and not lacking):
+        if not (rewrite_all or lacking or table) or (request.same_table and not lacking):
             self._stats.register_fast_paths += 1
             return touched, None
         topic_configs: Mapping[str, QueueSpec] = {} if table is None else table
-        names, specs = self._jobs.unapplied_columns(topic_configs, parts, memo, read_only, lacking)
+        columns = self._jobs.unapplied_columns(topic_configs, parts, memo, read_only, lacking)
         t.applied_parts.pop(broker_name, None)  # until this table is applied
         job = RegisterJob(
-            broker_name,
-            names,
-            specs,
-            rewrite_all=rewrite_all,
-            read_only=read_only,
-            mapping=mapping_info if rewrite_all else {},
-            data_version=data_version,
-            cause=cause,
+            request, columns, rewrite_all=rewrite_all, read_only=read_only, cause=cause
         )
         if parts is not None:
             job.memo = (frozenset(part.key for part in parts), read_only)
@@ -321,15 +296,14 @@ class Registration:
             return None, None
         return master, live.ha_server_addr
 
-    def _stale_claim(
-        self, group: BrokerGroup, key: AddrKey, broker_id: int, data_version: DataVersion
-    ) -> bool:
+    def _stale_claim(self, group: BrokerGroup, key: AddrKey, request: RegisterRequest) -> bool:
         """Whether a live broker with a newer state version holds this id (upstream refuses).
 
         The refused address, if it was registered, is removed as its register would otherwise
         have moved it (upstream drops its live entry and its other id).
         """
         cluster, addr = key
+        broker_id, data_version = request.broker_id, request.data_version
         holder = group.addrs.get(broker_id)
         if holder is None or holder == addr:
             return False
@@ -351,62 +325,48 @@ class Registration:
             self._departures.remove_addr(key, (), ChangeCause.REGISTER)
         return True
 
-    def body_unchanged(
-        self,
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int,
-        body_digest: bytes,
-    ) -> bool:
+    def body_unchanged(self, request: RegisterRequest, body_digest: bytes) -> bool:
         """Whether a register body with this digest may skip reading its table: it is the very
         body this address last registered, that register's table is fully applied, and no
         topic was deleted under the broker since (DELETE_TOPIC: the table must be read to put
         it back, as upstream's heartbeat does)."""
-        t = self._t
-        live = t.live.get((cluster_name, broker_addr))
-        group = t.brokers.get(broker_name)
-        return (
-            live is not None
-            and group is not None
-            and group.addrs.get(broker_id) == broker_addr
-            and live.body_digest == body_digest
-            and live.broker_name == broker_name
-            and broker_name not in t.unsettled
-            and broker_name not in t.lacking
-        )
+        live = self._last_entry(request)
+        return live is not None and live.body_digest == body_digest
 
-    def table_unchanged(
-        self,
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int,
-        table_key: Hashable,
-        enable_acting_master: bool,
-    ) -> bool:
+    def table_unchanged(self, request: RegisterRequest, table_key: Hashable) -> bool:
         """Whether a register body whose identity but for its data version is ``table_key`` may
         skip reading its table: the body this address last registered had the same key, and the
         table written from it is still whole (its chunk memo stands: no wipe, deletion or topic
         written since, nothing pending, written for the same read-only state)."""
-        t = self._t
-        live = t.live.get((cluster_name, broker_addr))
-        group = t.brokers.get(broker_name)
-        if (
-            live is None
-            or group is None
-            or live.table_key != table_key
-            or live.broker_name != broker_name
-            or group.addrs.get(broker_id) != broker_addr
-            or broker_name in t.unsettled
-            or broker_name in t.lacking
-        ):
+        live = self._last_entry(request)
+        if live is None or live.table_key != table_key:
             return False
-        is_prime_slave = prime_slave(group, broker_id, enable_acting_master)
+        t = self._t
+        broker_name, broker_id = request.broker_name, request.broker_id
+        group = t.brokers[broker_name]
+        is_prime_slave = prime_slave(group, broker_id, request.enable_acting_master)
         if not (broker_id == MASTER_ID or is_prime_slave):
             return True  # a slave's table is not written
         memo = t.applied_parts.get(broker_name)
         return memo is not None and memo[1] == is_prime_slave
+
+    def _last_entry(self, request: RegisterRequest) -> LiveBroker | None:
+        """The live entry of the register's address when its last register stands as it was
+        applied: same broker name and id, its table fully applied, no topic deleted since."""
+        t = self._t
+        live = t.live.get((request.cluster_name, request.broker_addr))
+        name = request.broker_name
+        group = t.brokers.get(name)
+        if (
+            live is None
+            or group is None
+            or live.broker_name != name
+            or group.addrs.get(request.broker_id) != request.broker_addr
+            or name in t.unsettled
+            or name in t.lacking
+        ):
+            return None
+        return live
 
     def broker_heartbeat(self, *, cluster_name: str, broker_addr: str) -> None:
         """BROKER_HEARTBEAT: refresh the live entry, if there is one."""

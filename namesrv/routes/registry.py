@@ -35,9 +35,9 @@ from namesrv.routes.topic_admin import TopicAdmin
 class RouteRegistry:
     """Topic routes, broker membership and broker liveness of one name server.
 
-    ``channel`` values passed to :meth:`register_broker` must be hashable (the server passes a
-    connection id); None means the broker has no channel to close. Methods never raise on
-    unknown names: they change nothing and return 0 or empty.
+    A register's ``channel`` (see :class:`~namesrv.routes.registration.RegisterRequest`) must be
+    hashable (the server passes a connection id); None means the broker has no channel to
+    close. Methods never raise on unknown names: they change nothing and return 0 or empty.
 
     ``delete_topic_with_broker_registration`` mirrors upstream's NamesrvConfig switch of that
     name (default off there too): when on, a master's register removes its queue data from

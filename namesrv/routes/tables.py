@@ -86,7 +86,7 @@ class LiveBroker:
     body_digest: bytes | None = None
     """Digest of the register body this entry came from: an identical body is a heartbeat."""
     table_key: Hashable | None = None
-    """Identity of that body but for its data version (``protocol.register_version``), when
+    """Identity of that body but for its data version (``protocol.register.version_cut``), when
     certified: a body with the same key differs from it only in the version."""
 
 
@@ -131,7 +131,7 @@ class RouteTables:
         """Brokers whose last register's table is not fully applied: the next rewrites all."""
         self.applied_parts: dict[str, PartsMemo] = {}
         """broker name → the chunks its table holds exactly (as read by
-        :mod:`protocol.register_table_reader`): a register listing one of them again skips it.
+        :mod:`protocol.register.plain_fast`): a register listing one of them again skips it.
         Forgotten as soon as anything else writes the table."""
         self.lacking: set[str] = set()
         """Brokers that lost topics outside a register (DELETE_TOPIC): the next register, even

@@ -9,9 +9,10 @@ import zlib
 
 import pytest
 
-from protocol import bodies, register_body, register_table
+from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, ResponseCode, Version
 from protocol.errors import BodyError
+from protocol.register import lean_read
 from protocol.route_model import (
     BrokerData,
     ClusterInfo,
@@ -325,7 +326,7 @@ def test_malformed_compressed_register_body_is_a_body_error(data, remark):
         register_body.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
     assert info.value.code == ResponseCode.INVALID_PARAMETER
     with pytest.raises(BodyError, match=remark):  # the name server's lean reader alike
-        register_table.read_register_body(data, True, CURRENT_VERSION)
+        lean_read.read_register_body(data, True, CURRENT_VERSION)
 
 
 def test_zip_bomb_past_the_inflate_bound_is_refused():
@@ -339,7 +340,7 @@ def test_zip_bomb_past_the_inflate_bound_is_refused():
     with pytest.raises(BodyError, match="inflates past"):
         register_body.RegisterBrokerBody.from_wire(bomb, True, CURRENT_VERSION)
     with pytest.raises(BodyError, match="inflates past"):
-        register_table.read_register_body(bomb, True, CURRENT_VERSION)
+        lean_read.read_register_body(bomb, True, CURRENT_VERSION)
 
 
 @pytest.mark.parametrize(
@@ -360,7 +361,7 @@ def test_malformed_plain_register_body_is_a_body_error(body):
     with pytest.raises(BodyError) as info:
         register_body.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
     with pytest.raises(BodyError, match=re.escape(info.value.remark)):
-        register_table.read_register_body(body, False, CURRENT_VERSION)
+        lean_read.read_register_body(body, False, CURRENT_VERSION)
 
 
 # -- data version, cluster info, topic list, KV table, member group -------------------------

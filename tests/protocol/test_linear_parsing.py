@@ -24,12 +24,10 @@ from protocol import (
     fastjson,
     header_codec,
     register_body,
-    register_compressed,
-    register_table,
-    register_table_reader,
 )
 from protocol.codes import CURRENT_VERSION
 from protocol.errors import ProtocolError
+from protocol.register import compressed_fast, lean_read, plain_fast, plain_general
 
 SIZES = (2_000, 8_000, 32_000, 128_000)
 WORK_PER_BYTE = 12
@@ -105,11 +103,11 @@ class Work:
         mp.setattr(json, "loads", sized(json.loads))
         mp.setattr(fastjson, "quote_bare_keys", scanner(fastjson.quote_bare_keys))
         mp.setattr(fastjson, "_check_depth", sized(fastjson._check_depth))
-        mp.setattr(register_table, "_SCANNER", spanned(register_table._SCANNER))
-        mp.setattr(register_table, "scanstring", spanned(register_table.scanstring))
+        mp.setattr(plain_general, "_SCANNER", spanned(plain_general._SCANNER))
+        mp.setattr(plain_general, "scanstring", spanned(plain_general.scanstring))
         for name in ("_BODY", "_TABLE", "_ANY"):
-            mp.setattr(register_table_reader, name, Decoder(getattr(register_table_reader, name)))
-        mp.setattr(register_compressed, "_PREFIX", Splitter(register_compressed._PREFIX))
+            mp.setattr(plain_fast, name, Decoder(getattr(plain_fast, name)))
+        mp.setattr(compressed_fast, "_PREFIX", Splitter(compressed_fast._PREFIX))
         mp.setattr(register_body.zlib, "decompressobj", Inflater)
 
 
@@ -257,7 +255,7 @@ def _compressed(n: int, record: Callable[[int], bytes], data_version: bytes = b"
 
 def _read(compressed: bool) -> Callable[[bytes], Any]:
     def read(data: bytes) -> Any:
-        steps = register_table.register_body_steps(
+        steps = lean_read.register_body_steps(
             data, compressed, CURRENT_VERSION, topics_per_step=500, bytes_per_step=16_384
         )
         for _ in steps:
@@ -305,7 +303,7 @@ def test_a_large_register_is_read_in_steps_of_bounded_work(monkeypatch):
     """A compressed register that inflates to about 8 MiB: no step between two yields costs
     more than a slice of inflating or a chunk of records, whatever the body's size."""
     data = _compressed(8 << 20, lambda i: b"T%07d 8 8 6 SINGLE_TAG {}" % i)
-    steps = register_table.register_body_steps(
+    steps = lean_read.register_body_steps(
         data, True, CURRENT_VERSION, topics_per_step=5_000, bytes_per_step=1 << 19
     )
     per_step = []

@@ -9,6 +9,7 @@ from typing import Any
 from twisted.internet.task import Clock
 
 from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.codes import PERM_READ_WRITE
 from protocol.route_model import DataVersion, TopicConfig
@@ -69,18 +70,20 @@ class World:
         mapping: dict[str, Any] | None = None,
     ):
         return self.registry.register_broker(
-            cluster_name=cluster,
-            broker_addr=addr,
-            broker_name=name,
-            broker_id=broker_id,
-            ha_server_addr=addr.replace("10911", "10912"),
-            topic_configs=topics,
-            data_version=version,
-            filter_server_list=filters or [],
-            heartbeat_timeout_ms=timeout,
-            enable_acting_master=acting,
-            channel=channel,
-            topic_queue_mapping_info=mapping or {},
+            RegisterRequest(
+                cluster_name=cluster,
+                broker_addr=addr,
+                broker_name=name,
+                broker_id=broker_id,
+                ha_server_addr=addr.replace("10911", "10912"),
+                topic_configs=topics,
+                data_version=version,
+                filter_server_list=filters or [],
+                heartbeat_timeout_ms=timeout,
+                enable_acting_master=acting,
+                channel=channel,
+                topic_queue_mapping_info=mapping or {},
+            )
         )
 
 

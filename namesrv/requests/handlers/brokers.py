@@ -4,27 +4,18 @@ data-version query and member group."""
 from __future__ import annotations
 
 import logging
-import struct
-import zlib
 from collections import Counter
-from collections.abc import Generator
-from typing import Any
 
 from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Connection, PendingResponse, Services, ok
-from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
-from protocol import bodies, headers, register_body, register_table, register_version
+from namesrv.requests.register_stages import RegisterBody, RegisterStages, broker_request
+from protocol import bodies, headers, register_body
 from protocol.codes import ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand
-from protocol.register_table_reader import ChunkCache
-from protocol.route_model import DataVersion
-
-_HASH_SLICE_BYTES = 4 << 20
-"""CRC-32 of a large register body per reactor turn: a few milliseconds."""
-_DIGEST = struct.Struct(">cQIq")
-"""(form, length, CRC-32, hash) of a register body: what makes two bodies the same."""
+from protocol.register.chunk_cache import ChunkCache
+from protocol.register.read_table import ReadLimits
 
 log = logging.getLogger(__name__)
 
@@ -39,23 +30,35 @@ class BrokerHandlers:
         self._refused = refused
         self._log = peer_log if peer_log is not None else RateLimitedLog(log, services.clock)
         registry = services.config.registry
-        self.limits = register_table.ReadLimits(
+        limits = ReadLimits(
             max_topics=registry.max_topics_per_broker,
             max_attributes_bytes=registry.max_topic_attributes_bytes,
             max_inflate_ratio=registry.register_max_inflate_ratio,
             max_general_bytes=registry.register_read_slice_bytes,
         )
+        cache_bytes = registry.register_chunk_cache_bytes
+        self.stages = RegisterStages(
+            services, limits, ChunkCache(cache_bytes) if cache_bytes > 0 else None
+        )
         self.limit_refusals: Counter[str] = Counter()
         """Registers refused at a size or count bound, by the bound's name."""
-        self.register_bodies_read = 0
+        self._in_flight: Counter[tuple[str, str]] = Counter()
+
+    @property
+    def chunk_cache(self) -> ChunkCache | None:
+        """Register-table chunks read lately (see ``registry.register_chunk_cache_bytes``)."""
+        return self.stages.chunk_cache
+
+    @property
+    def register_bodies_read(self) -> int:
         """Register bodies parsed; an identical heartbeat body is not."""
-        self.register_versions_only = 0
+        return self.stages.bodies_read
+
+    @property
+    def register_versions_only(self) -> int:
         """Registers whose body differed from the broker's last one only in the data version:
         not parsed either."""
-        cache_bytes = services.config.registry.register_chunk_cache_bytes
-        self.chunk_cache = ChunkCache(cache_bytes) if cache_bytes > 0 else None
-        """Register-table chunks read lately (see ``registry.register_chunk_cache_bytes``)."""
-        self._in_flight: Counter[tuple[str, str]] = Counter()
+        return self.stages.versions_only
 
     def register_broker(
         self, conn: Connection, req: RemotingCommand, h: headers.RegisterBrokerRequestHeader
@@ -64,16 +67,18 @@ class BrokerHandlers:
         ``registry.register_read_slice_bytes``), a large table, a small compressed body that
         inflates large, or a register from an address whose earlier register is still in
         flight, is a :class:`PendingResponse` the server steps once per reactor turn
-        (:meth:`step`). A register past a registry bound (``registry.max_topics_per_broker``
-        and the others of :class:`~protocol.register_table.ReadLimits`, and
-        ``registry.max_total_topics``) is refused whole before anything of it is applied."""
+        (:meth:`step`) through the stages of :mod:`namesrv.requests.register_stages`. A
+        register past a registry bound (``registry.max_topics_per_broker`` and the others of
+        :class:`~protocol.register.read_table.ReadLimits`, and ``registry.max_total_topics``) is
+        refused whole before anything of it is applied."""
         validation.check_address("brokerAddr", h.broker_addr)
         validation.check_address("haServerAddr", h.ha_server_addr, required=False)
         key = (h.cluster_name, h.broker_addr)
         # A compressed body inflates to about 16 times its size (20-40 for real tables).
         weight = len(req.body) * (16 if h.compressed else 1)
         large = weight > self.s.config.registry.register_read_slice_bytes
-        steps = self._register_steps(conn, req, h, large)
+        body = RegisterBody(bytes(req.body), h.compressed, req.version, h.body_crc32, large)
+        steps = self.stages.steps(req, body, broker_request(h, conn.conn_id))
         if large or self._in_flight[key]:
             self._in_flight[key] += 1
             return PendingResponse(steps, key)
@@ -131,165 +136,6 @@ class BrokerHandlers:
         self._in_flight[pending.key] -= 1
         if self._in_flight[pending.key] <= 0:
             del self._in_flight[pending.key]
-
-    def _register_steps(
-        self,
-        conn: Connection,
-        req: RemotingCommand,
-        h: headers.RegisterBrokerRequestHeader,
-        large: bool,
-    ) -> Generator[str, None, RemotingCommand]:
-        """Read, check and apply one register; yields ``"read"`` after each slice of reading
-        and ``"wait"`` while its table is applied by the registry's jobs."""
-        registry = self.s.registry
-        config = self.s.config.registry
-        body = bytes(req.body)
-        # Slices of content whatever the body's size: a small compressed body may inflate
-        # large, and then its reading yields like a large one's (and the register is pending).
-        chunk = config.register_read_slice_bytes
-        topics_per_step = registry.slice_topics
-        crc = 0
-        view = memoryview(body)
-        for offset in range(0, len(body), _HASH_SLICE_BYTES):  # in C, a few ms per slice
-            crc = zlib.crc32(view[offset : offset + _HASH_SLICE_BYTES], crc)
-            if large:
-                yield "read"
-        if h.body_crc32 != 0 and crc & 0x7FFFFFFF != h.body_crc32:
-            raise ProtocolError("crc32 not match", ResponseCode.SYSTEM_ERROR)
-        digest: bytes | None = None
-        table_key: register_version.TableKey | None = None
-        same_table = False
-        topic_configs: dict[str, register_table.TopicQueueSpec] | None
-        filter_servers: list[str]
-        mapping: dict[str, Any]
-        if body:
-            if large:
-                hash(body)  # kept by the body: the cut then hashes its tail alone
-                yield "read"  # hashing 16 MB is a few milliseconds of its own
-            # A plain body is cut around its data version: the same bytes around it say the
-            # same table (see protocol.register_version).
-            found = None if h.compressed else register_version.cut(body)
-            # Tells the heartbeat (the very body of the last register) apart: length, CRC-32
-            # and the interpreter's keyed SipHash of the bytes (in C), which a broker cannot
-            # steer into a collision without the process's secret key; of a cut body, the
-            # hashes of the bytes around the version and the version.
-            whole = hash(body) if found is None else hash(found)
-            digest = _DIGEST.pack(b"c" if h.compressed else b"p", len(body), crc, whole)
-            parts = None
-            if large:
-                yield "read"  # and the tail's hash, a few more
-            if registry.body_unchanged(
-                h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, digest
-            ):
-                # The heartbeat: the very body of this broker's last register, not read again.
-                topic_configs, data_version, filter_servers, mapping = None, DataVersion(), [], {}
-            elif found is not None and registry.table_unchanged(
-                h.cluster_name,
-                h.broker_addr,
-                h.broker_name,
-                h.broker_id,
-                found.key,
-                h.enable_acting_master,
-            ):
-                # The last register's body with another data version: its table is whole.
-                self.register_versions_only += 1
-                topic_configs, data_version, filter_servers, mapping = None, found.version, [], {}
-                table_key, same_table = found.key, True
-            else:
-                self.register_bodies_read += 1
-                reading = register_table.register_body_steps(
-                    body,
-                    h.compressed,
-                    req.version,
-                    topics_per_step=topics_per_step,
-                    bytes_per_step=chunk,
-                    chunk_cache=self.chunk_cache,
-                    limits=self.limits,
-                )
-                while True:
-                    try:
-                        next(reading)
-                    except StopIteration as done:
-                        table: register_table.RegisterTable = done.value
-                        break
-                    yield "read"
-                # Checked whole before anything is applied (names a slice at a time, in C); the
-                # names of chunks that passed before are not checked again.
-                cache = self.chunk_cache
-                if table.parts is not None and cache is not None:
-                    names = cache.unchecked_names(table.parts)
-                else:
-                    names = list(table.topic_queues)
-                for start in range(0, len(names), topics_per_step):
-                    if start:
-                        yield "read"
-                    piece = names[start : start + topics_per_step]
-                    validation.check_topic_names(piece, config.max_topic_name_bytes)
-                topic_count = registry.topic_count
-                unknown = 0
-                if topic_count + len(table.topic_queues) > config.max_total_topics:
-                    # Near the bound: the topics new to the registry are counted.
-                    everything = list(table.topic_queues)
-                    for start in range(0, len(everything), topics_per_step):
-                        yield "read"
-                        piece = everything[start : start + topics_per_step]
-                        unknown += registry.unknown_topics(piece)
-                validation.check_total_topics(topic_count, unknown, config.max_total_topics)
-                for name, other in table.renamed.items():
-                    field = f"topicConfigTable[{name[:130]!r}]"
-                    raise validation.RegisterError(
-                        f"{field}.topicName {other[:130]!r} differs from its key"
-                    )
-                validation.check_topic_specs(
-                    table.topic_queues, table.specs, self.s.config.registry.max_queue_nums
-                )
-                if table.parts is not None and cache is not None:
-                    cache.checked(table.parts)
-                topic_configs, data_version = table.topic_queues, table.data_version
-                if found is not None and register_version.certify(body, found, data_version):
-                    table_key = found.key
-                parts = table.parts
-                filter_servers = table.filter_server_list
-                mapping = table.topic_queue_mapping_info_map
-        else:
-            topic_configs, data_version, filter_servers, mapping = {}, DataVersion(), [], {}
-            parts = None
-        for i, addr in enumerate(filter_servers):
-            validation.check_address(f"filterServerList[{i}]", addr)
-        acl = self.s.acl
-        if acl is not None and acl.enabled:
-            # Checked again where it is applied: a register checked before another one took
-            # the address (both pending) must not move it.
-            acl.check_address(
-                req.code, "REGISTER_BROKER", h.cluster_name, h.broker_name, h.broker_addr
-            )
-        result = registry.register_broker(
-            cluster_name=h.cluster_name,
-            broker_addr=h.broker_addr,
-            broker_name=h.broker_name,
-            broker_id=h.broker_id,
-            ha_server_addr=h.ha_server_addr,
-            topic_configs=topic_configs,
-            data_version=data_version,
-            filter_server_list=filter_servers,
-            heartbeat_timeout_ms=h.heartbeat_timeout_millis,
-            enable_acting_master=h.enable_acting_master,
-            channel=conn.conn_id,
-            topic_queue_mapping_info=mapping,
-            body_digest=digest,
-            table_parts=parts,
-            zone_name=h.zone_name,
-            table_key=table_key,
-            same_table=same_table,
-        )
-        ext = headers.RegisterBrokerResponseHeader(
-            ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
-        ).to_wire()
-        order_conf = self.s.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        response = ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
-        while result.job is not None and not result.job.done:
-            yield "wait"
-        return response
 
     def unregister_broker(
         self, conn: Connection, req: RemotingCommand, h: headers.UnregisterBrokerRequestHeader

@@ -21,11 +21,13 @@ from twisted.internet import defer, reactor, task
 from namesrv.config import from_mapping
 from namesrv.push.change_detector import SETTLE_CHECK
 from namesrv.push.tick import QUIET_SETTLE_DEFERRALS
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.server import NameServer
-from protocol import bodies, register_table
+from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.push_codec import ChangeKind, decode_notification, encode_subscribe
+from protocol.register import lean_read
 from protocol.route_model import DataVersion
 
 TICK = 1.0
@@ -445,22 +447,24 @@ def test_a_broker_re_registering_while_its_old_table_is_dropped_keeps_its_new_to
 
     clock = task.Clock()
     registry = RouteRegistry(clock, slice_topics=10)
-    table = {n: register_table.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+    table = {n: lean_read.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
 
-    def register_a(topics: dict[str, register_table.TopicQueueSpec], version: int) -> None:
+    def register_a(topics: dict[str, lean_read.TopicQueueSpec], version: int) -> None:
         registry.register_broker(
-            cluster_name="C",
-            broker_addr="a:1",
-            broker_name="broker-a",
-            broker_id=0,
-            ha_server_addr="a:2",
-            topic_configs=topics,
-            data_version=DataVersion(0, version, version),
-            filter_server_list=[],
-            heartbeat_timeout_ms=None,
-            enable_acting_master=False,
-            channel=1,
-            topic_queue_mapping_info={},
+            RegisterRequest(
+                cluster_name="C",
+                broker_addr="a:1",
+                broker_name="broker-a",
+                broker_id=0,
+                ha_server_addr="a:2",
+                topic_configs=topics,
+                data_version=DataVersion(0, version, version),
+                filter_server_list=[],
+                heartbeat_timeout_ms=None,
+                enable_acting_master=False,
+                channel=1,
+                topic_queue_mapping_info={},
+            )
         )
 
     register_a(table, 1)
@@ -514,20 +518,22 @@ def test_broker_events_of_sliced_tables_name_every_topic_they_will_touch():
 
     events = []
     registry = RouteRegistry(task.Clock(), slice_topics=10, broker_listener=events.append)
-    table = {n: register_table.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+    table = {n: lean_read.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
     result = registry.register_broker(
-        cluster_name="C",
-        broker_addr="a:1",
-        broker_name="broker-a",
-        broker_id=0,
-        ha_server_addr="a:2",
-        topic_configs=table,
-        data_version=DataVersion(0, 1, 1),
-        filter_server_list=[],
-        heartbeat_timeout_ms=None,
-        enable_acting_master=False,
-        channel=1,
-        topic_queue_mapping_info={},
+        RegisterRequest(
+            cluster_name="C",
+            broker_addr="a:1",
+            broker_name="broker-a",
+            broker_id=0,
+            ha_server_addr="a:2",
+            topic_configs=table,
+            data_version=DataVersion(0, 1, 1),
+            filter_server_list=[],
+            heartbeat_timeout_ms=None,
+            enable_acting_master=False,
+            channel=1,
+            topic_queue_mapping_info={},
+        )
     )
     assert result.job is not None
     while registry.run_jobs():

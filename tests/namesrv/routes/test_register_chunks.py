@@ -17,25 +17,26 @@ from support.register_bodies import compressed_body, plain_body, topic_names
 from twisted.internet.task import Clock
 
 from namesrv.routes.change_cause import ChangeCause
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
-from protocol import register_table
 from protocol.codes import Perm
-from protocol.register_table_reader import ChunkCache, TablePart
+from protocol.register import lean_read
+from protocol.register.chunk_cache import ChunkCache, TablePart
 from protocol.route_model import DataVersion
 
 CHUNK = 16 * 1024
 """Bytes per chunk in these tests: a 10,000-topic table is about a hundred chunks."""
 
 
-def read(body: bytes, cache: ChunkCache | None = None) -> register_table.RegisterTable:
-    steps = register_table.register_body_steps(
+def read(body: bytes, cache: ChunkCache | None = None) -> lean_read.RegisterTable:
+    steps = lean_read.register_body_steps(
         body, False, 500, topics_per_step=1_000, bytes_per_step=CHUNK, chunk_cache=cache
     )
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            table: register_table.RegisterTable = done.value
+            table: lean_read.RegisterTable = done.value
             return table
 
 
@@ -54,7 +55,7 @@ def registry(slice_topics: int = 1_000) -> tuple[RouteRegistry, Heard]:
 
 def submit(
     reg: RouteRegistry,
-    table: register_table.RegisterTable | None,
+    table: lean_read.RegisterTable | None,
     version: int,
     *,
     name: str = "broker-a",
@@ -64,25 +65,25 @@ def submit(
 ) -> Any:
     """REGISTER_BROKER of ``table`` (None: the heartbeat, the very body of the last one)."""
     return reg.register_broker(
-        cluster_name="C1",
-        broker_addr=addr,
-        broker_name=name,
-        broker_id=broker_id,
-        ha_server_addr="10.0.0.1:10912",
-        topic_configs=None if table is None else table.topic_queues,
-        data_version=DataVersion(0, version, version),
-        filter_server_list=[],
-        heartbeat_timeout_ms=None,
-        enable_acting_master=acting,
-        channel=addr,
-        topic_queue_mapping_info={},
-        table_parts=None if table is None else table.parts,
+        RegisterRequest(
+            cluster_name="C1",
+            broker_addr=addr,
+            broker_name=name,
+            broker_id=broker_id,
+            ha_server_addr="10.0.0.1:10912",
+            topic_configs=None if table is None else table.topic_queues,
+            data_version=DataVersion(0, version, version),
+            filter_server_list=[],
+            heartbeat_timeout_ms=None,
+            enable_acting_master=acting,
+            channel=addr,
+            topic_queue_mapping_info={},
+            table_parts=None if table is None else table.parts,
+        )
     )
 
 
-def register(
-    reg: RouteRegistry, table: register_table.RegisterTable, version: int, **kw: Any
-) -> None:
+def register(reg: RouteRegistry, table: lean_read.RegisterTable, version: int, **kw: Any) -> None:
     """:func:`submit`, with its table applied to the end."""
     result = submit(reg, table, version, **kw)
     while result.job is not None and not result.job.done:
@@ -103,7 +104,7 @@ def test_a_table_is_read_in_parts_that_list_every_topic_once_in_order():
     table = read(plain_body(names, 1))
     assert table.parts is not None and len(table.parts) > 20
     assert [n for part in table.parts for n in part.names] == names
-    assert table == register_table.read_register_body(plain_body(names, 1), False, 500)
+    assert table == lean_read.read_register_body(plain_body(names, 1), False, 500)
 
 
 def test_adding_one_topic_changes_only_the_chunks_near_it():
@@ -123,9 +124,7 @@ def test_a_cached_read_equals_a_fresh_one_and_decodes_nothing_again():
     assert first.parts is not None
     misses = cache.misses
     again = read(plain_body(topic_names(10_000), 7), cache)  # another version, same table
-    assert again == register_table.read_register_body(
-        plain_body(topic_names(10_000), 7), False, 500
-    )
+    assert again == lean_read.read_register_body(plain_body(topic_names(10_000), 7), False, 500)
     assert cache.misses == misses and cache.hits == len(first.parts)
 
 
@@ -270,15 +269,13 @@ def test_a_heartbeat_between_two_registers_keeps_the_memo():
 # -- compressed bodies -----------------------------------------------------------------------------
 
 
-def compressed_read(body: bytes, cache: ChunkCache | None = None) -> register_table.RegisterTable:
-    steps = register_table.register_body_steps(
-        body, True, 479, topics_per_step=500, chunk_cache=cache
-    )
+def compressed_read(body: bytes, cache: ChunkCache | None = None) -> lean_read.RegisterTable:
+    steps = lean_read.register_body_steps(body, True, 479, topics_per_step=500, chunk_cache=cache)
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            table: register_table.RegisterTable = done.value
+            table: lean_read.RegisterTable = done.value
             return table
 
 
@@ -336,7 +333,7 @@ def test_compressed_registers_leave_the_state_the_general_reader_would(seed):
             )
             addr = "10.0.0.1:10911" if name == "broker-a" else "10.0.0.2:10911"
             fast = compressed_read(body, cache)
-            general = register_table.read_compressed_general(body, 479)
+            general = lean_read.read_compressed_general(body, 479)
             assert fast == general
             register(fast_reg, fast, version, name=name, addr=addr)
             register(general_reg, replace(general, parts=None), version, name=name, addr=addr)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from support.registry_world import Recorder
 from twisted.internet.task import Clock
 
+from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.route_model import DataVersion, QueueData, TopicConfig
 
@@ -105,11 +106,15 @@ def apply(
     elif name == "reregister":
         if registered:
             earlier = registered[kw["index"] % len(registered)]
-            registry.register_broker(**{**earlier, "filter_server_list": kw["filter_server_list"]})
+            registry.register_broker(
+                RegisterRequest(**{**earlier, "filter_server_list": kw["filter_server_list"]})
+            )
     else:
         if name == "register_broker":
             registered.append(kw)
-        getattr(registry, name)(**kw)
+            registry.register_broker(RegisterRequest(**kw))
+        else:
+            getattr(registry, name)(**kw)
 
 
 def check_tables_agree(registry: RouteRegistry) -> None:

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import register_body, register_table
+from protocol import register_body
 from protocol.errors import BodyError
-from protocol.register_table_reader import ChunkCache
+from protocol.register import lean_read
+from protocol.register.chunk_cache import ChunkCache
 
 V4, V5 = 400, 479  # a 4.9.x broker (no mapping section) and a 5.3.3 one
 
@@ -95,7 +96,7 @@ def outcome(read: Any) -> tuple[Any, ...]:
 
 
 def fast(data: bytes, version: int, topics_per_step: int, cache: ChunkCache | None) -> Any:
-    steps = register_table.register_body_steps(
+    steps = lean_read.register_body_steps(
         data, True, version, topics_per_step=topics_per_step, chunk_cache=cache
     )
     while True:
@@ -110,7 +111,7 @@ SHARED_CACHE = ChunkCache(1 << 20)
 
 
 def check_agrees(data: bytes, version: int, topics_per_step: int) -> tuple[Any, ...]:
-    general = outcome(lambda: register_table.read_compressed_general(data, version))
+    general = outcome(lambda: lean_read.read_compressed_general(data, version))
     for cache in (None, SHARED_CACHE, SHARED_CACHE):  # uncached, then read and found again
         assert outcome(lambda c=cache: fast(data, version, topics_per_step, c)) == general
     try:  # the full decoder reads the same topics, or refuses with the same error
@@ -167,7 +168,7 @@ def test_the_usual_forms_take_the_fast_path_by_chunks():
         read = fast(data, version, 200, cache)
         assert read.parts is not None and len(read.parts) > 5  # content-cut chunks
         assert [n for p in read.parts for n in p.names] == names
-        assert read == register_table.read_compressed_general(data, version)
+        assert read == lean_read.read_compressed_general(data, version)
         misses = cache.misses
         assert fast(data, version, 200, cache) == read
         assert cache.misses == misses  # every chunk found again, none decoded
@@ -194,6 +195,6 @@ def test_a_compressed_table_is_cut_by_content():
 
 @pytest.mark.parametrize("junk", [b"", b"not zlib at all", zlib.compress(b"\x00\x00\x00")])
 def test_bad_zlib_and_short_bodies_are_refused_with_the_general_readers_error(junk):
-    expected = outcome(lambda: register_table.read_compressed_general(junk, V5))
+    expected = outcome(lambda: lean_read.read_compressed_general(junk, V5))
     assert expected[0] == "refused"
     assert outcome(lambda: fast(junk, V5, 1 << 62, None)) == expected

@@ -8,12 +8,12 @@ separator token and split at the spaces once, so every field is a column taken b
 topic no Python function runs: the names are decoded by ``map(bytes.decode, ...)``, the queue
 numbers checked once per distinct ``(read, write, perm)`` triple, the filter types and
 attributes once per distinct value. Chunks are cut by content and kept in the same
-:class:`~protocol.register_table_reader.ChunkCache` as plain bodies, so a chunk seen before is
+:class:`~protocol.register.chunk_cache.ChunkCache` as plain bodies, so a chunk seen before is
 not read again and the registry can skip chunks it applied already.
 
 Anything else (a record of 16 MiB or more, a NUL or newline in a record, a signed number,
 attributes with spaces, records of both forms in one chunk, a malformed record) raises
-:class:`~protocol.register_table_reader.NotFast` before the table is used, and the body is
+:class:`~protocol.register.plain_fast.NotFast` before the table is used, and the body is
 read by the general per-topic reader, with its results and errors.
 """
 
@@ -26,14 +26,14 @@ from typing import Any
 from protocol import fastjson
 from protocol.errors import BodyError
 from protocol.json_fields import DECIMAL
-from protocol.register_body import TOPIC_FILTER_TYPES
-from protocol.register_table_reader import (
+from protocol.register.chunk_cache import TablePart
+from protocol.register.plain_fast import (
     NotFast,
-    TablePart,
     TableSink,
-    attributes_too_long,
     content_cut,
 )
+from protocol.register.read_table import TopicQueueSpec, attributes_too_long
+from protocol.register_body import TOPIC_FILTER_TYPES
 
 _PREFIX = re.compile(rb"\x00([\x00-\xff]{3})")
 """A record's length prefix (a big-endian int32 below 16 MiB): split on it, its three low
@@ -188,7 +188,7 @@ def _part(key: tuple[int, int], contents: list[bytes], end: int, sink: TableSink
     for distinct in dict.fromkeys(numbers):  # in order of first use, as the general reader
         values = _spec_numbers(distinct)
         spec = specs.get(values)
-        shared[distinct] = spec if spec is not None else sink.make_spec(*values)
+        shared[distinct] = spec if spec is not None else TopicQueueSpec(*values)
     return TablePart(
         key, names, list(map(shared.__getitem__, numbers)), {}, tuple(shared.values()), end
     )

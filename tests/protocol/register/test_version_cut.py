@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from protocol import register_table, register_version
 from protocol.codes import CURRENT_VERSION
+from protocol.register import lean_read, version_cut
 from protocol.route_model import DataVersion
 
 
@@ -43,8 +43,8 @@ def body_of(version: DataVersion, names: list[str], *, v4: bool = False, **extra
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def read(body: bytes) -> register_table.RegisterTable:
-    return register_table.read_register_body(body, False, CURRENT_VERSION)
+def read(body: bytes) -> lean_read.RegisterTable:
+    return lean_read.read_register_body(body, False, CURRENT_VERSION)
 
 
 @pytest.mark.parametrize("v4", [False, True], ids=["5.x", "4.x"])
@@ -52,18 +52,18 @@ def test_bodies_differing_only_in_the_version_share_a_key_and_certify(v4):
     names = [f"T{i}" for i in range(50)]
     a = body_of(DataVersion(0, 1_700_000_000_000, 9), names, v4=v4)
     b = body_of(DataVersion(0 if v4 else 3, 1_700_000_000_123, 10), names, v4=v4)  # one digit more
-    cut_a, cut_b = register_version.cut(a), register_version.cut(b)
+    cut_a, cut_b = version_cut.cut(a), version_cut.cut(b)
     assert cut_a is not None and cut_b is not None
     assert cut_a.key == cut_b.key
     assert cut_b.version == read(b).data_version
-    assert register_version.certify(a, cut_a, read(a).data_version)
+    assert version_cut.certify(a, cut_a, read(a).data_version)
 
 
 def test_another_table_gets_another_key():
     names = [f"T{i}" for i in range(50)]
-    a = register_version.cut(body_of(DataVersion(0, 5, 5), names))
-    b = register_version.cut(body_of(DataVersion(0, 5, 5), [*names, "T50"]))
-    c = register_version.cut(body_of(DataVersion(0, 5, 5), names, attributes={"k": "v"}))
+    a = version_cut.cut(body_of(DataVersion(0, 5, 5), names))
+    b = version_cut.cut(body_of(DataVersion(0, 5, 5), [*names, "T50"]))
+    c = version_cut.cut(body_of(DataVersion(0, 5, 5), names, attributes={"k": "v"}))
     assert a is not None and b is not None and c is not None
     assert len({a.key, b.key, c.key}) == 3
 
@@ -78,9 +78,9 @@ def test_another_table_gets_another_key():
     ],
 )
 def test_bodies_the_cut_could_misread_are_not_certified(why, body):
-    found = register_version.cut(body)
+    found = version_cut.cut(body)
     assert found is not None
-    assert not register_version.certify(body, found, read(body).data_version), why
+    assert not version_cut.certify(body, found, read(body).data_version), why
 
 
 def test_a_decoy_read_as_another_version_is_not_certified():
@@ -91,10 +91,10 @@ def test_a_decoy_read_as_another_version_is_not_certified():
         b'"topicConfigSerializeWrapper":{"data\\u0056ersion":'
         b'{"counter":7,"stateVersion":0,"timestamp":7},"topicConfigTable":{"A":{"perm":6}}}}'
     )
-    found = register_version.cut(body)
+    found = version_cut.cut(body)
     assert found is not None and found.version == DataVersion(0, 1, 1)
     assert read(body).data_version == DataVersion(0, 7, 7)
-    assert not register_version.certify(body, found, read(body).data_version)
+    assert not version_cut.certify(body, found, read(body).data_version)
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_a_decoy_read_as_another_version_is_not_certified():
     ],
 )
 def test_versions_not_in_fastjson_form_are_not_cut(text):
-    assert register_version.cut(text) is None
+    assert version_cut.cut(text) is None
 
 
 versions = st.one_of(
@@ -158,17 +158,17 @@ def test_a_certified_key_means_only_the_version_differs(
             if decoy != "top"
             else (b1.replace(b'{"dataVersion":{"counter', b'{"data\\u0056ersion":{"counter', 1))
         )
-    found = register_version.cut(b1)
+    found = version_cut.cut(b1)
     assume(found is not None)
     assert found is not None
     first = read(b1)
-    certified = register_version.certify(b1, found, first.data_version)
+    certified = version_cut.certify(b1, found, first.data_version)
     if real == "plain" and decoy is None and b"\\" not in b1 and v1 != DataVersion():
         assert certified  # the usual body: the shortcut must not be refused
     end = len(b1) - found.key.after
     text = json.dumps(fastjson_version(v2), separators=(",", ":")).encode()
     b2 = b1[: found.key.start] + text + b1[end:]
-    again = register_version.cut(b2)
+    again = version_cut.cut(b2)
     assert again is not None and again.key == found.key
     if certified:
         second = read(b2)
@@ -184,7 +184,7 @@ def test_a_large_body_hashed_through_a_view_keys_as_a_small_one_would():
     a, b = body_of(DataVersion(0, 5, 5), names), body_of(DataVersion(0, 6, 66), names)
     c = body_of(DataVersion(0, 5, 5), names[:-1])
     assert len(a) > 1 << 20
-    cuts = [register_version.cut(x) for x in (a, b, c)]
+    cuts = [version_cut.cut(x) for x in (a, b, c)]
     assert all(cuts)
     assert cuts[0].key == cuts[1].key != cuts[2].key  # type: ignore[union-attr]
-    assert register_version.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
+    assert version_cut.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]

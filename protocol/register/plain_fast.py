@@ -4,13 +4,14 @@ A broker with 100,000 topics sends a 16 MB body; reading it with the standard li
 and a Python call per topic config took most of a second. Here the outer document is decoded
 with the topic table left raw (msgspec skips over it in C), and the table is decoded a chunk of
 members at a time straight into typed structs, whose four numbers become the shared
-:class:`~protocol.bodies.TopicQueueSpec` values by C-level ``map``/``zip``: per topic no Python
-function runs.
+:class:`~protocol.register.read_table.TopicQueueSpec` values by C-level ``map``/``zip``: per
+topic no Python function runs.
 
 Only the usual form is read here: standard JSON whose topic configs have integer counts and the
 expected field types. Anything else raises :class:`NotFast` before any of the body is used, or
 sends just the chunk holding it to the general decoder, so a body reads exactly as
-:func:`protocol.bodies.register_body_steps`'s general path would read it, errors included.
+:func:`protocol.register.lean_read.register_body_steps`'s general path would read it, errors
+included.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ import json
 import operator
 import re
 import zlib
-from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable
-from itertools import chain
-from typing import Any, Literal, NamedTuple
+from collections.abc import Generator
+from typing import Any, Literal
 
 import msgspec
 
 from protocol import fastjson
-from protocol.errors import LimitError
+from protocol.register import read_table
+from protocol.register.chunk_cache import ChunkCache, TablePart
+from protocol.register.read_table import TopicQueueSpec, attributes_too_long
 from protocol.register_body import check_part_size
 
 WS = b" \t\n\r"
@@ -138,82 +139,16 @@ def outline(data: bytes) -> Outline:
     )
 
 
-class TablePart(NamedTuple):
-    """One chunk of a topic table as read: its identity (length and the process's keyed hash
-    of its bytes), its topics and their shared specs in order, and keys renamed in it."""
-
-    key: tuple[int, int]
-    names: list[str]
-    specs: list[Any]
-    renamed: dict[str, str]
-    distinct: tuple[Any, ...]
-    end: int = -1
-    """Of a compressed body's records: where in the chunk its records end (a last chunk
-    carries the body's tail after them); -1 for a chunk of a plain body."""
-
-
-class ChunkCache:
-    """Topic-table chunks read lately, by identity, so a chunk seen before (in this broker's
-    last register, or another broker's with the same topics) is not decoded again.
-
-    Bounded by ``max_bytes``, each chunk charged at its JSON size (more than its decoded
-    lists hold), least recently used first out.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self.hits = 0
-        self.misses = 0
-        self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
-        self._checked: set[tuple[int, int]] = set()
-        """Cached chunks whose topic names passed the register's checks."""
-
-    def __len__(self) -> int:
-        return len(self._parts)
-
-    def get(self, key: tuple[int, int]) -> TablePart | None:
-        part = self._parts.get(key)
-        if part is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._parts.move_to_end(key)
-        return part
-
-    def put(self, part: TablePart) -> None:
-        size = part.key[0]
-        if size > self.max_bytes or part.key in self._parts:
-            return
-        self._parts[part.key] = part
-        self.bytes += size
-        while self.bytes > self.max_bytes:
-            _, old = self._parts.popitem(last=False)
-            self.bytes -= old.key[0]
-            self._checked.discard(old.key)
-
-    def unchecked_names(self, parts: Iterable[TablePart]) -> list[str]:
-        """The topic names of ``parts`` not known to pass the checks, in order."""
-        checked = self._checked
-        return list(chain.from_iterable(p.names for p in parts if p.key not in checked))
-
-    def checked(self, parts: Iterable[TablePart]) -> None:
-        """``parts`` passed the checks of a register; those cached need not be checked again."""
-        self._checked.update(p.key for p in parts if p.key in self._parts)
-
-
 class TableSink:
     """Where the chunks of a topic table go: ``out`` (topic -> shared spec), the distinct
-    ``specs``, ``renamed`` keys, and the general per-topic reader for unusual chunks.
+    ``specs`` and ``renamed`` keys; an unusual chunk goes to the general per-topic reader.
 
     ``parts`` lists the chunks read, in order, while every chunk was read the usual way (None
     once one was not); ``cache``, when given, supplies chunks read before and keeps new ones.
     """
 
     __slots__ = (
-        "add_general",
         "cache",
-        "make_spec",
         "max_attributes_bytes",
         "out",
         "parts",
@@ -226,8 +161,6 @@ class TableSink:
         out: dict[str, Any],
         specs: dict[Any, Any],
         renamed: dict[str, str],
-        add_general: Callable[[dict[str, Any], dict[Any, Any], dict[str, str], Any], None],
-        make_spec: Callable[..., Any],
         cache: ChunkCache | None = None,
         max_attributes_bytes: int = 1 << 62,
     ) -> None:
@@ -236,10 +169,13 @@ class TableSink:
         """A topic's attributes, as sent, may be no longer (else :class:`LimitError`)."""
         self.specs = specs
         self.renamed = renamed
-        self.add_general = add_general
-        self.make_spec = make_spec
         self.cache = cache
         self.parts: list[TablePart] | None = []
+
+    def add_parsed(self, parsed: dict[str, Any]) -> None:
+        """Add members parsed by the standard library, through the general per-topic reader."""
+        limit = self.max_attributes_bytes
+        read_table.add_specs(self.out, self.specs, self.renamed, parsed, max_attributes_bytes=limit)
 
     def add_chunk(self, chunk: bytes, *, guess: bool = False) -> bool:
         """Add one chunk of members; False when a guessed cut was wrong (nothing added)."""
@@ -257,7 +193,7 @@ class TableSink:
                     if guess:
                         return False
                     raise NotFast from None
-                self.add_general(self.out, self.specs, self.renamed, general)
+                self.add_parsed(general)
                 self.parts = None
                 return True
             except (msgspec.DecodeError, UnicodeDecodeError):
@@ -302,7 +238,7 @@ class TableSink:
         shared: dict[Any, Any] = {}
         for distinct in dict.fromkeys(numbers):
             spec = specs.get(distinct)
-            shared[distinct] = spec if spec is not None else self.make_spec(*distinct)
+            shared[distinct] = spec if spec is not None else TopicQueueSpec(*distinct)
         return TablePart(
             key, keys, list(map(shared.__getitem__, numbers)), renamed, tuple(shared.values())
         )
@@ -337,14 +273,6 @@ def _no_attributes(chunk: bytes) -> bool:
 
 class _Unusual(Exception):
     """A chunk decoded, but not in the usual form: the general decoder reads it."""
-
-
-def attributes_too_long(name: str, length: int, limit: int) -> LimitError:
-    return LimitError(
-        f"topicConfigTable[{name[:130]!r}].attributes is {length} bytes, longer than "
-        f"{limit} (registry.max_topic_attributes_bytes)",
-        "max_topic_attributes_bytes",
-    )
 
 
 def table_steps(

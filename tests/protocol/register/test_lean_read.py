@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import bodies, register_body, register_table
+from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, Version
+from protocol.register import lean_read, plain_general, read_table
 from protocol.route_model import DataVersion, TopicConfig
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
@@ -27,15 +28,15 @@ configs = st.builds(
 tables = st.dictionaries(names.filter(lambda n: " " not in n), configs, max_size=30)
 
 
-def expected(body: register_body.RegisterBrokerBody) -> register_table.RegisterTable:
+def expected(body: register_body.RegisterBrokerBody) -> lean_read.RegisterTable:
     wrapper = body.topic_config_serialize_wrapper
     table = {
-        name: register_table.TopicQueueSpec(
+        name: lean_read.TopicQueueSpec(
             tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
         )
         for name, tc in wrapper.topic_config_table.items()
     }
-    return register_table.RegisterTable(
+    return lean_read.RegisterTable(
         table,
         wrapper.data_version,
         list(body.filter_server_list),
@@ -58,7 +59,7 @@ def test_lean_reader_agrees_with_the_full_decoder(table, compressed, servers):
     wrapper = register_body.TopicConfigSerializeWrapper(with_names(table), DataVersion(1, 2, 3))
     data = register_body.RegisterBrokerBody(wrapper, servers).to_wire(compressed)
     full = register_body.RegisterBrokerBody.from_wire(data, compressed, CURRENT_VERSION)
-    assert register_table.read_register_body(data, compressed, CURRENT_VERSION) == expected(full)
+    assert lean_read.read_register_body(data, compressed, CURRENT_VERSION) == expected(full)
 
 
 @pytest.mark.parametrize("indent", [None, 2])
@@ -78,7 +79,7 @@ def test_whitespace_unknown_fields_and_quoted_numbers_read_as_the_full_decoder(i
     }
     data = json.dumps(doc, indent=indent).encode()
     full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
-    assert register_table.read_register_body(data, False, CURRENT_VERSION) == expected(full)
+    assert lean_read.read_register_body(data, False, CURRENT_VERSION) == expected(full)
 
 
 def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
@@ -88,7 +89,7 @@ def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
         b'"topicQueueMappingInfoMap":{"T":{"topic":"T","currIdMap":{0:"b"}}}}}'
     )
     full = register_body.RegisterBrokerBody.from_wire(data, False, Version.V5_0_0)
-    lean = register_table.read_register_body(data, False, Version.V5_0_0)
+    lean = lean_read.read_register_body(data, False, Version.V5_0_0)
     assert lean == expected(full)
     assert lean.topic_queue_mapping_info_map["T"]["currIdMap"] == {"0": "b"}
 
@@ -98,9 +99,7 @@ def test_steps_yield_between_slices_of_topics(compressed):
     table = {f"T{i}": TopicConfig(f"T{i}", 4, 4, 6) for i in range(1_000)}
     wrapper = register_body.TopicConfigSerializeWrapper(table, DataVersion(0, 1, 1))
     data = register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed)
-    steps = register_table.register_body_steps(
-        data, compressed, CURRENT_VERSION, topics_per_step=100
-    )
+    steps = lean_read.register_body_steps(data, compressed, CURRENT_VERSION, topics_per_step=100)
     yields = 0
     while True:
         try:
@@ -129,9 +128,7 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
     }
     doc = {"topicConfigSerializeWrapper": {"topicConfigTable": table}}
     data = json.dumps(doc, separators=(",", ":")).encode()
-    steps = register_table.register_body_steps(
-        data, False, CURRENT_VERSION, topics_per_step=per_step
-    )
+    steps = lean_read.register_body_steps(data, False, CURRENT_VERSION, topics_per_step=per_step)
     while True:
         try:
             next(steps)
@@ -142,13 +139,13 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
     assert lean == expected(full)
 
 
-def _read(data: bytes, **steps: int) -> register_table.RegisterTable:
-    reading = register_table.register_body_steps(data, False, CURRENT_VERSION, **steps)
+def _read(data: bytes, **steps: int) -> lean_read.RegisterTable:
+    reading = lean_read.register_body_steps(data, False, CURRENT_VERSION, **steps)
     while True:
         try:
             next(reading)
         except StopIteration as done:
-            table: register_table.RegisterTable = done.value
+            table: lean_read.RegisterTable = done.value
             return table
 
 
@@ -183,8 +180,8 @@ def _fastjson_body(count: int, unusual: int | None = None) -> bytes:
 
 def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
     data = _fastjson_body(2_000)
-    monkeypatch.setattr(register_table, "_plain_steps", _never)
-    monkeypatch.setattr(register_table, "_add_specs", _never)
+    monkeypatch.setattr(plain_general, "plain_steps", _never)
+    monkeypatch.setattr(read_table, "add_specs", _never)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
     full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
@@ -195,14 +192,14 @@ def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
 def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monkeypatch):
     data = _fastjson_body(2_000, unusual=1_500)
     general: list[int] = []
-    add_specs = register_table._add_specs
+    add_specs = read_table.add_specs
 
     def counting(table, specs, renamed, parsed, **limits):  # type: ignore[no-untyped-def]
         general.append(len(parsed))
         add_specs(table, specs, renamed, parsed, **limits)
 
-    monkeypatch.setattr(register_table, "_plain_steps", _never)
-    monkeypatch.setattr(register_table, "_add_specs", counting)
+    monkeypatch.setattr(plain_general, "plain_steps", _never)
+    monkeypatch.setattr(read_table, "add_specs", counting)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
     full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)

@@ -1,0 +1,44 @@
+"""One REGISTER_BROKER as the registry takes it: the value the register's stages build and
+:meth:`~namesrv.routes.registration.Registration.register_broker` applies."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from namesrv.routes.tables import QueueSpec
+from protocol.register.chunk_cache import TablePart
+from protocol.route_model import DataVersion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterRequest:
+    """One REGISTER_BROKER as the registry applies it: the broker that registers, and what its
+    body holds (or that it is the body of the address's last register)."""
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+    ha_server_addr: str
+    topic_configs: Mapping[str, QueueSpec] | None
+    """None: the very body of this address's last register (see
+    ``Registration.body_unchanged``), its table not read."""
+    data_version: DataVersion
+    filter_server_list: list[str]
+    heartbeat_timeout_ms: int | None
+    enable_acting_master: bool
+    channel: object
+    """The broker's connection (hashable), None when it has none to close."""
+    topic_queue_mapping_info: Mapping[str, Any]
+    body_digest: bytes | None = None
+    """What makes two bodies the same (see ``Registration.body_unchanged``)."""
+    table_parts: Sequence[TablePart] | None = None
+    """The table's chunks as read: a master's register skips the chunks its table already
+    holds as they are (the usual re-register after one topic changed)."""
+    zone_name: str | None = None
+    table_key: Hashable | None = None
+    """The body's identity but for its data version."""
+    same_table: bool = False
+    """Only the data version is new (see ``Registration.table_unchanged``)."""
