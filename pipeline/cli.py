@@ -15,7 +15,8 @@ import re
 import sys
 import tempfile
 
-from namesrv.config import ConfigError, load
+from namesrv.config import ConfigError
+from namesrv.config_file import load
 from pipeline.report.summary import MatchWindow
 from pipeline.report.tuning import Targets
 from pipeline.sources import JournalSource
