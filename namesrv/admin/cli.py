@@ -422,5 +422,5 @@ def run() -> None:
     main(prog_name="namesrv-admin")
 
 
-for _verb in topic_verbs.VERBS:
+for _verb in topic_verbs.VERBS:  # the verbs that address the brokers of a cluster too
     main.add_command(_verb)
