@@ -23,10 +23,11 @@ from client_push.errors import (
 )
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
-from client_push.producer.message import MessageError, SendStatus
 from client_push.producer.queue_select import NoWritableQueueError
+from client_push.producer.send_answer import SendStatus
 from client_push.routes.events import BrokerEvent, RouteEvent
 from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo
+from protocol.message import MessageError
 
 if TYPE_CHECKING:
     from client_push.producer.producer import BrokerRefusedError, Producer, SendError, SendResult

@@ -11,7 +11,8 @@ import sys
 from importlib import resources
 from typing import Any
 
-from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, load, parse_listen
+from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, parse_listen
+from namesrv.config_file import load
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Name-server configuration: embedded defaults, overridden by an optional TOML file.
+"""Name-server configuration: embedded defaults, overridden by an optional file (``config_file``).
 
 Every value here is documented in ``docs/config.md``; a file may set any subset. Unknown keys
 and values of the wrong type are refused at start-up with a message naming the key, so a typo
@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
-import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 from protocol.signing import SERVER_IDENTITY, SERVER_IDENTITY_MAX_CHARS
@@ -558,27 +556,3 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 def from_mapping(raw: dict[str, Any]) -> NamesrvConfig:
     return _build(NamesrvConfig, raw, "")
-
-
-def load(path: str | Path | None) -> NamesrvConfig:
-    """The embedded defaults, overlaid with the file at ``path`` when one is given: our TOML,
-    or an upstream ``namesrv.properties`` (by its extension, or by having no TOML table)."""
-    if path is None:
-        return NamesrvConfig()
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-    from namesrv import properties
-
-    text = data.decode("utf-8", errors="replace")
-    if properties.looks_like_properties(str(path), text):
-        # Properties files are ISO-8859-1 by upstream's loader; \uXXXX escapes cover the rest.
-        props = properties.parse_properties(data.decode("latin-1"))
-        return from_mapping(properties.to_mapping(props))
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    return from_mapping(raw)

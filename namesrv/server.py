@@ -243,7 +243,7 @@ class NameServer:
         if hasattr(self.reactor, "after_dispatch"):  # the lean reactor: answers go in bursts
             self.hub.hold_output_while_dispatching(self.reactor)
         if cfg.metrics.listen:
-            from namesrv.ops.metrics import listen_metrics
+            from namesrv.net.metrics_http import listen_metrics
 
             self.metrics_port = listen_metrics(self.reactor, cfg.metrics.listen, self)
         self.hub.admission.start()

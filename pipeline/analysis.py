@@ -13,7 +13,8 @@ import os
 import re
 import sys
 
-from namesrv.config import ConfigError, load
+from namesrv.config import ConfigError
+from namesrv.config_file import load
 from pipeline.request import AnalysisRequest
 
 log = logging.getLogger("pipeline")

@@ -30,13 +30,13 @@ from typing import Any
 from twisted.internet import defer, task
 from twisted.internet.protocol import Factory, Protocol
 
-from client_push.producer.message import MessageError, ReceivedMessage, decode_send_request
 from client_push.runtime.twisted_loop import TwistedRuntime, describe
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from protocol.message import MessageError, ReceivedMessage, decode_send_request
 from protocol.push_codec import encode_go_away
 from protocol.route_model import DataVersion
 from sandbox.broker_requests import register_request, topic_configs, unregister_request

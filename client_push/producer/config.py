@@ -14,13 +14,8 @@ from typing import Any
 
 from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.fault_table import FaultConfigError, FaultStrategyConfig
-from client_push.producer.message import (
-    DEFAULT_TOPIC,
-    DEFAULT_TOPIC_QUEUE_NUMS,
-    MessageError,
-    check_topic,
-)
 from client_push.wire.remoting import ConnectionBounds
+from protocol.message import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, MessageError, check_topic
 
 MIB = 1024 * 1024
 

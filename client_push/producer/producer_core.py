@@ -23,13 +23,13 @@ from typing import Any
 from client_push.producer import send_flow
 from client_push.producer.broker_conns import BrokerConnections
 from client_push.producer.config import ProducerConfig
-from client_push.producer.message import EncodedMessage
 from client_push.producer.send_core import SendCore, SendError
 from client_push.producer.shared_routing import SharedRouting
 from client_push.routes.client_core import RouteClientCore
 from client_push.runtime.interface import Future, Runtime, settle
 from client_push.wire.remoting import Deadline
 from client_push.wire.timer import Timer
+from protocol.message import EncodedMessage
 
 log = logging.getLogger("client_push.producer.producer")
 

@@ -30,7 +30,7 @@ from enum import Enum
 
 from client_push.producer.auto_create import AutoCreateTopic, refusal
 from client_push.producer.config import ProducerConfig
-from client_push.producer.message import Answer
+from client_push.producer.send_answer import Answer
 
 
 class Step(Enum):

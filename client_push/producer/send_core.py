@@ -37,21 +37,13 @@ from client_push.errors import RouteClientError
 from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultTable, SendOutcome
-from client_push.producer.message import (
-    Answer,
-    EncodedMessage,
-    MessageIdGenerator,
-    SendStatus,
-    classify,
-    encode_message,
-    parse_stored,
-    send_header,
-)
+from client_push.producer.send_answer import Answer, SendStatus, classify, parse_stored
 from client_push.producer.send_attempts import Decision, SendAttempts, Step
 from client_push.routes.route_cache import MessageQueue
 from protocol.codes import RequestCode
 from protocol.errors import HeaderError
 from protocol.frame import RemotingCommand
+from protocol.message import EncodedMessage, MessageIdGenerator, encode_message, send_header
 
 
 class SendError(RouteClientError):

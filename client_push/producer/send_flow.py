@@ -16,11 +16,11 @@ from functools import partial
 from typing import Protocol
 
 from client_push.errors import ConnectionLostError, RequestsInFlightError, RequestTimeoutError
-from client_push.producer.message import EncodedMessage
 from client_push.producer.send_attempts import SendAttempts, Step
 from client_push.producer.send_core import SendCore, SendResult
 from client_push.routes.route_cache import MessageQueue
 from protocol.frame import RemotingCommand
+from protocol.message import EncodedMessage
 
 Cancel = Callable[[], None]
 

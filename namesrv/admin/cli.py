@@ -8,139 +8,26 @@ Refusals print the server's response code and remark and exit 1.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NoReturn
 
 import click
 
-from namesrv.admin import render
-from namesrv.admin.wire import (
-    AdminClient,
-    AdminConnectionError,
-    Credentials,
-    Target,
-    split_hostport,
+from namesrv.admin import render, topic_verbs
+from namesrv.admin.session import (
+    EXIT_REFUSED,
+    Session,
+    decoded,
+    fail,
+    json_option,
+    one_of,
+    pass_session,
+    topic_absent,
 )
+from namesrv.admin.wire import Credentials, Target
 from protocol import bodies
-from protocol.codes import RequestCode, ResponseCode
-from protocol.errors import ProtocolError
-from protocol.frame import RemotingCommand
+from protocol.codes import RequestCode
 from protocol.signing import SignatureForm, check_server_identity
-
-EXIT_REFUSED = 1
-EXIT_UNSUPPORTED = 2
-
-
-@dataclass(slots=True)
-class Session:
-    """What the group's options set; ``namesrv`` may also come after the verb (``-n``), as
-    ``mqadmin`` takes it, so the target is built when a verb first needs it."""
-
-    namesrv: str | None
-    as_json: bool
-    template: Target
-    """TLS, timeout and credentials; host and port come from ``namesrv``."""
-
-    @property
-    def target(self) -> Target:
-        if not self.namesrv:
-            raise click.UsageError(
-                "give the name server: -n/--namesrv HOST:PORT (before or after the verb) or "
-                "$NAMESRV_ADDR"
-            )
-        try:
-            host, port = split_hostport(self.namesrv.split(";")[0].strip())
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--namesrv") from exc
-        return dataclasses.replace(self.template, host=host, port=port)
-
-    @property
-    def where(self) -> str:
-        return f"{self.target.host}:{self.target.port}"
-
-    def ask(
-        self, code: RequestCode, ext: dict[str, str] | None = None, body: bytes = b""
-    ) -> RemotingCommand:
-        """The name server's answer, whatever its code; exits when it cannot be reached."""
-        try:
-            with AdminClient(self.target) as client:
-                return client.call(code, ext, body)
-        except AdminConnectionError as exc:
-            fail(str(exc), EXIT_REFUSED)
-
-    def call(
-        self,
-        code: RequestCode,
-        ext: dict[str, str] | None = None,
-        body: bytes = b"",
-        *,
-        extension: bool = False,
-    ) -> RemotingCommand:
-        return self.checked(code, self.ask(code, ext, body), extension=extension)
-
-    def checked(
-        self, code: RequestCode, response: RemotingCommand, *, extension: bool = False
-    ) -> RemotingCommand:
-        """``response`` when it is a success; otherwise the command exits saying why."""
-        if extension and response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-            fail(
-                f"the name server at {self.where} does not support {code.name} ({int(code)}): "
-                "it is not a route-push name server, or push is disabled there "
-                f"(remark: {response.remark or '-'})",
-                EXIT_UNSUPPORTED,
-            )
-        if response.code != ResponseCode.SUCCESS:
-            fail(
-                f"{code.name} refused by {self.where}: {_code_name(response.code)} "
-                f"({response.code}): {response.remark or '-'}",
-                EXIT_REFUSED,
-            )
-        return response
-
-    def emit(self, doc: Any, text: Callable[[], str]) -> None:
-        click.echo(render.as_json(doc) if self.as_json else text())
-
-
-def _code_name(code: int) -> str:
-    try:
-        return ResponseCode(code).name
-    except ValueError:
-        return "UNKNOWN"
-
-
-def fail(message: str, code: int) -> NoReturn:
-    click.echo(f"namesrv-admin: {message}", err=True)
-    sys.exit(code)
-
-
-def _decoded(what: str, decode: Callable[[], Any]) -> Any:
-    try:
-        return decode()
-    except (ProtocolError, ValueError) as exc:
-        fail(f"cannot decode the {what} the server sent: {exc}", EXIT_REFUSED)
-
-
-def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.find_object(Session).as_json = True  # type: ignore[union-attr]
-
-
-json_option = click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    expose_value=False,
-    callback=_set_json,
-    help="Print JSON instead of a table (also accepted before the verb).",
-)
-"""``--json`` after the verb too, as ``topic-route T --json``; the group's option sets the same."""
-
-
-pass_session = click.make_pass_decorator(Session)
 
 
 def _set_namesrv(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -290,23 +177,6 @@ def main(
     )
 
 
-def one_of(what: str, argument: str | None, option: str | None, flag: str) -> str:
-    """The value given once: as the argument or, as ``mqadmin`` spells it, with ``flag``."""
-    if (argument is None) == (option is None):
-        raise click.UsageError(f"give the {what} once: as the argument or with {flag}")
-    return (argument or option or "").strip()
-
-
-def topic_absent(s: Session, topic: str, resp: RemotingCommand) -> None:
-    """Exit saying the topic does not exist when ``resp`` (a route lookup) says so."""
-    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-        fail(
-            f"topic {topic} does not exist on the name server at {s.where}: "
-            f"TOPIC_NOT_EXIST ({int(ResponseCode.TOPIC_NOT_EXIST)}): {resp.remark or '-'}",
-            EXIT_REFUSED,
-        )
-
-
 @main.command("topic-route")
 @click.argument("topic_arg", metavar="[TOPIC]", required=False)
 @click.option("--topic", "-t", help="The topic (or give it as the argument).")
@@ -318,7 +188,7 @@ def topic_route(s: Session, topic_arg: str | None, topic: str | None) -> None:
     resp = s.ask(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name})
     topic_absent(s, name, resp)
     resp = s.checked(RequestCode.GET_ROUTEINFO_BY_TOPIC, resp)
-    route = _decoded("route", lambda: bodies.decode_route(resp.body))
+    route = decoded("route", lambda: bodies.decode_route(resp.body))
     s.emit(
         render.route_doc(name, route, resp.ext_fields.get("routeVersion")),
         lambda: render.route_table(route),
@@ -331,7 +201,7 @@ def topic_route(s: Session, topic_arg: str | None, topic: str | None) -> None:
 def topic_list(s: Session) -> None:
     """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
     resp = s.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-    topics = sorted(_decoded("topic list", lambda: bodies.decode_topic_list(resp.body)))
+    topics = sorted(decoded("topic list", lambda: bodies.decode_topic_list(resp.body)))
     s.emit(topics, lambda: render.table(("TOPIC",), [(t,) for t in topics]))
 
 
@@ -341,7 +211,7 @@ def topic_list(s: Session) -> None:
 def cluster_list(s: Session) -> None:
     """Clusters, their brokers and addresses (GET_BROKER_CLUSTER_INFO)."""
     resp = s.call(RequestCode.GET_BROKER_CLUSTER_INFO)
-    info = _decoded("cluster info", lambda: bodies.decode_cluster_info(resp.body))
+    info = decoded("cluster info", lambda: bodies.decode_cluster_info(resp.body))
     s.emit(render.cluster_doc(info), lambda: render.cluster_table(info))
 
 
@@ -357,7 +227,7 @@ def _perm_verb(code: RequestCode, count_field: str, verb: str) -> Callable[..., 
         if count == 0:
             # Upstream answers success for a broker it does not know: say which it is.
             info = s.call(RequestCode.GET_BROKER_CLUSTER_INFO)
-            known = _decoded("cluster info", lambda: bodies.decode_cluster_info(info.body))
+            known = decoded("cluster info", lambda: bodies.decode_cluster_info(info.body))
             if broker not in known.broker_addr_table:
                 names = ", ".join(sorted(known.broker_addr_table)) or "none"
                 fail(
@@ -441,7 +311,7 @@ def kv_delete(s: Session, namespace: str, key: str) -> None:
 def kv_list(s: Session, namespace: str) -> None:
     """Every key of NAMESPACE (GET_KVLIST_BY_NAMESPACE)."""
     resp = s.call(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace})
-    table = _decoded("KV table", lambda: bodies.decode_kv_table(resp.body))
+    table = decoded("KV table", lambda: bodies.decode_kv_table(resp.body))
     s.emit(table, lambda: render.table(("KEY", "VALUE"), sorted(table.items())))
 
 
@@ -528,7 +398,7 @@ def update_namesrv_config(
 def push_status(s: Session) -> None:
     """Route-push state: tick, degraded mode, notification debt, counters (extension)."""
     resp = s.call(RequestCode.GET_PUSH_STATUS, extension=True)
-    status = _decoded("push status", lambda: json.loads(resp.body))
+    status = decoded("push status", lambda: json.loads(resp.body))
     s.emit(status, lambda: render.push_status_table(status))
 
 
@@ -543,7 +413,7 @@ def subscriptions(s: Session, topic: str | None, limit: int) -> None:
     if topic:
         ext["topic"] = topic
     resp = s.call(RequestCode.GET_SUBSCRIPTIONS, ext, extension=True)
-    doc = _decoded("subscription list", lambda: json.loads(resp.body))
+    doc = decoded("subscription list", lambda: json.loads(resp.body))
     s.emit(doc, lambda: render.subscriptions_table(doc))
 
 
@@ -552,5 +422,5 @@ def run() -> None:
     main(prog_name="namesrv-admin")
 
 
-# The verbs that also address brokers register themselves on ``main``.
-from namesrv.admin import topic_verbs  # noqa: E402, F401
+for _verb in topic_verbs.VERBS:  # the verbs that address the brokers of a cluster too
+    main.add_command(_verb)

@@ -5,6 +5,9 @@ server's cluster info, each is asked in turn, and each broker's outcome is print
 with the broker's response code and remark). The command exits 1 when any broker refused or
 could not be reached; then neither the order conf is written nor the name server's route
 deleted, so a rerun finishes the job.
+
+The commands are listed in ``VERBS``; the command group adds them (``cli``), so this module
+needs nothing of the group.
 """
 
 from __future__ import annotations
@@ -23,13 +26,12 @@ from namesrv.admin.broker_topics import (
     merged_order_conf,
     order_conf,
 )
-from namesrv.admin.cli import (
+from namesrv.admin.session import (
     EXIT_REFUSED,
     Session,
-    _decoded,
+    decoded,
     fail,
     json_option,
-    main,
     one_of,
     pass_session,
     topic_absent,
@@ -42,7 +44,7 @@ from protocol.route_model import ClusterInfo
 
 def _cluster_info(s: Session) -> ClusterInfo:
     resp = s.call(RequestCode.GET_BROKER_CLUSTER_INFO)
-    return _decoded("cluster info", lambda: bodies.decode_cluster_info(resp.body))
+    return decoded("cluster info", lambda: bodies.decode_cluster_info(resp.body))
 
 
 def _cluster_info_if_any(s: Session) -> ClusterInfo:
@@ -85,7 +87,7 @@ def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -
     return not failed
 
 
-@main.command("update-topic")
+@click.command("update-topic")
 @click.option("--topic", "-t", required=True, help="The topic to create or update.")
 @click.option("--cluster", "-c", help="On every master broker of this cluster.")
 @click.option("--broker", "-b", "broker_addr", metavar="HOST:PORT", help="On this broker only.")
@@ -182,7 +184,7 @@ def _write_order_conf(
     return value
 
 
-@main.command("delete-topic")
+@click.command("delete-topic")
 @click.argument("topic_arg", metavar="[TOPIC]", required=False)
 @click.option("--topic", "-t", help="The topic to delete (or give it as the argument).")
 @click.option(
@@ -221,3 +223,7 @@ def delete_topic(s: Session, topic_arg: str | None, topic: str | None, cluster: 
         click.echo(render.as_json(doc))
     else:
         click.echo(f"deleted topic {name} from the name server")
+
+
+VERBS = (update_topic, delete_topic)
+"""The commands of this module, which ``namesrv-admin``'s group adds to its own."""

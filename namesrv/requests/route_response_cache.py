@@ -2,8 +2,9 @@
 
 Clients ask for the same routes over and over (every 30 s per topic per client, more on
 push), with request frames that differ only in ``opaque``. This cache keys a request by its
-raw JSON header with the opaque digits cut out, and holds the response frame split around its
-own opaque, so a repeat request is answered by one dictionary lookup and a splice.
+raw JSON header with the opaque digits cut out (its shape) and holds the response as a
+frame template (``protocol.frame.TemplateAnswers``), so a repeat request is answered by one
+dictionary lookup and a splice of its opaque.
 
 It is a view of :class:`~namesrv.routes.route_bodies.RouteBodies` plus the topic's route
 version, and is dropped with them: the server invalidates both for every topic the registry
@@ -19,15 +20,10 @@ in practice, so a legitimate working set refills it at once).
 
 from __future__ import annotations
 
-import re
-import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from protocol.codes import RequestCode, ResponseCode, SerializeType
-from protocol.frame import RemotingCommand, encode_command
-
-_OPAQUE = re.compile(rb'"opaque":(-?[0-9]+)')
-_PREFIX = struct.Struct(">II")
+from protocol.frame import FrameTemplate, RemotingCommand, TemplateAnswers, encode_command
 
 CACHEABLE_EXT_FIELDS = frozenset(
     {"topic", "acceptStandardJsonOnly", "lo", "ns", "nsd", "bname", "oway"}
@@ -41,58 +37,36 @@ MAX_SHAPE_BYTES = 1024
 """Request headers longer than this are answered but not cached."""
 
 ENTRY_OVERHEAD_BYTES = 400
-"""What an entry costs beyond its byte strings (dict slot, tuple, list slot, int objects)."""
+"""What an entry costs beyond its byte strings (dict slot, template object, list slot, ints)."""
 
 
 class RouteResponseCache:
+    answer: Callable[[bytes], bytes | None]
+    """The response to a frame (without its length prefix), or None: go decode."""
+
     def __init__(self, max_entries: int = 65_536, max_bytes: int = 64 * 1024 * 1024) -> None:
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._entries: dict[bytes, tuple[bytes, bytes, bytes, int, int]] = {}
-        """request shape → (response header before the opaque digits, header after, body,
-        header length without the digits, frame length without them)."""
+        self._answers = TemplateAnswers()
+        self.answer = self._answers.answer  # the lookup path: no call in between
         self._shapes_of_topic: dict[str, list[bytes]] = {}
-        self.hits = 0
         self.stores = 0
         self.resets = 0
         self.uncacheable = 0
         """Successful answers not stored: unusual header fields or an oversized header."""
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._answers)
+
+    @property
+    def hits(self) -> int:
+        return self._answers.hits
 
     @property
     def size_bytes(self) -> int:
         """What the entries hold, counted as ``max_bytes`` counts it."""
         return self._bytes
-
-    def answer(self, frame: bytes) -> bytes | None:
-        """The response to ``frame`` (a frame without its length prefix), or None: go decode."""
-        size = len(frame)
-        # JSON (type byte 0) and no body: the header runs to the end of the frame.
-        if size < 4 or frame[0] or size != 4 + int.from_bytes(frame[1:4], "big"):
-            return None
-        start = frame.find(b'"opaque":', 4) + 9
-        if start == 8 or start >= size:
-            return None
-        end = start + 1  # the first character may be "-"
-        size_limit = min(size, start + 12)
-        while end < size_limit and 47 < frame[end] < 58:
-            end += 1
-        if not 47 < frame[end - 1] < 58:
-            return None
-        entry = self._entries.get(frame[4:start] + frame[end:])
-        if entry is None:
-            return None
-        digits = frame[start:end]
-        lead = 1 if digits[0] == 45 else 0  # "-"
-        if digits[lead] == 48 and end - start > lead + 1:  # a leading zero is not JSON
-            return None
-        head, tail, body, header_base, frame_base = entry
-        self.hits += 1
-        n = end - start
-        return b"".join((_PREFIX.pack(frame_base + n, header_base + n), head, digits, tail, body))
 
     def store(
         self,
@@ -111,7 +85,6 @@ class RouteResponseCache:
             or response.code != ResponseCode.SUCCESS
             or request.serialize_type != SerializeType.JSON
             or request.body
-            or len(frame) != 4 + int.from_bytes(frame[1:4], "big")
         ):
             return
         if (
@@ -121,36 +94,23 @@ class RouteResponseCache:
         ):
             self.uncacheable += 1
             return
-        header = frame[4:]
-        matches = list(_OPAQUE.finditer(header))
-        if len(matches) != 1 or header.count(b'"opaque"') != 1:
+        shape = TemplateAnswers.shape(frame, request.opaque)
+        if shape is None:
             return
-        start, end = matches[0].span(1)
-        if header[start:end] != str(request.opaque).encode():
+        template = FrameTemplate.of(encode_command(response) if encoded is None else encoded)
+        if template is None:
             return
-        if encoded is None:
-            encoded = encode_command(response)
-        response_header_length = int.from_bytes(encoded[5:8], "big")
-        response_header = encoded[8 : 8 + response_header_length]
-        own = list(_OPAQUE.finditer(response_header))
-        if len(own) != 1:
-            return
-        r_start, r_end = own[0].span(1)
-        shape = header[:start] + header[end:]
-        head, tail = response_header[:r_start], response_header[r_end:]
-        body = encoded[8 + response_header_length :]
-        cost = _cost(shape, head, tail, body)
+        cost = _cost(shape, template)
         if cost > self._max_bytes:
             self.uncacheable += 1
             return
-        old = self._entries.pop(shape, None)
+        old = self._answers.pop(shape)
         if old is not None:
-            self._bytes -= _cost(shape, old[0], old[1], old[2])
-        elif len(self._entries) >= self._max_entries or self._bytes + cost > self._max_bytes:
+            self._bytes -= _cost(shape, old)
+        elif len(self._answers) >= self._max_entries or self._bytes + cost > self._max_bytes:
             self.clear()
             self.resets += 1
-        header_base = len(head) + len(tail)
-        self._entries[shape] = (head, tail, body, header_base, 4 + header_base + len(body))
+        self._answers.put(shape, template)
         self._bytes += cost
         shapes = self._shapes_of_topic.setdefault(topic, [])
         if old is None:
@@ -158,7 +118,7 @@ class RouteResponseCache:
         self.stores += 1
 
     def clear(self) -> None:
-        self._entries.clear()
+        self._answers.clear()
         self._shapes_of_topic.clear()
         self._bytes = 0
 
@@ -166,10 +126,10 @@ class RouteResponseCache:
         shapes_of_topic = self._shapes_of_topic
         for topic in shapes_of_topic.keys() & topics if shapes_of_topic else ():
             for shape in shapes_of_topic.pop(topic):
-                entry = self._entries.pop(shape, None)
-                if entry is not None:
-                    self._bytes -= _cost(shape, entry[0], entry[1], entry[2])
+                template = self._answers.pop(shape)
+                if template is not None:
+                    self._bytes -= _cost(shape, template)
 
 
-def _cost(shape: bytes, head: bytes, tail: bytes, body: bytes) -> int:
-    return len(shape) + len(head) + len(tail) + len(body) + ENTRY_OVERHEAD_BYTES
+def _cost(shape: bytes, template: FrameTemplate) -> int:
+    return len(shape) + template.nbytes + ENTRY_OVERHEAD_BYTES

@@ -24,7 +24,8 @@ from twisted.internet import defer, task
 
 from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
-from namesrv.config import NamesrvConfig, from_mapping, load
+from namesrv.config import NamesrvConfig, from_mapping
+from namesrv.config_file import load
 from namesrv.server import NameServer
 from pipeline.analysis import analyse
 from pipeline.demo.registrant import Broker, RouteChanges

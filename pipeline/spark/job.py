@@ -9,7 +9,8 @@ from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from namesrv.config import NamesrvConfig, load
+from namesrv.config import NamesrvConfig
+from namesrv.config_file import load
 from pipeline.report.config_toml import to_toml
 from pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
 from pipeline.report.plots import Plot, Plotter, journal_plots

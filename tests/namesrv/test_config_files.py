@@ -13,7 +13,8 @@ import pytest
 from support.namesrv_process import spawn_namesrv
 
 from namesrv.cli import default_config_text, main
-from namesrv.config import ConfigError, NamesrvConfig, from_mapping, load
+from namesrv.config import ConfigError, NamesrvConfig, from_mapping
+from namesrv.config_file import load
 from namesrv.properties import parse_properties
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command

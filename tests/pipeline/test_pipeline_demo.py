@@ -16,7 +16,7 @@ pytest.importorskip("matplotlib")
 
 import matplotlib.image as mpimg
 
-from namesrv.config import load
+from namesrv.config_file import load
 from namesrv.server import NameServer
 from pipeline.demo.run import analysis, record
 from pipeline.spark.job import run

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
-from namesrv.config import load
+from namesrv.config_file import load
 from pipeline.cli import parse
 from pipeline.report.summary import MatchWindow
 from pipeline.spark.aggregations import summarize

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from namesrv.config import NamesrvConfig, load
+from namesrv.config import NamesrvConfig
+from namesrv.config_file import load
 from pipeline.report.config_toml import to_toml
 from pipeline.report.markdown import render
 from pipeline.report.summary import (

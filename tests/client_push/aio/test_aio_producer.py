@@ -10,7 +10,8 @@ from twisted.internet import reactor
 
 from client_push import aio
 from client_push.errors import TopicNotExistError
-from client_push.producer.message import MessageError, SendStatus
+from client_push.producer.send_answer import SendStatus
+from protocol.message import MessageError
 from sandbox.standin import BrokerStandIn
 
 

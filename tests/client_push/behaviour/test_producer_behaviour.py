@@ -19,8 +19,8 @@ from twisted.internet import defer
 from client_push.errors import TopicNotExistError
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig
-from client_push.producer.message import SendStatus
 from client_push.producer.routing_core import NoMasterError
+from client_push.producer.send_answer import SendStatus
 from client_push.producer.send_core import SendError
 from protocol.codes import Perm, ResponseCode
 

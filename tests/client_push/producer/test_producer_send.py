@@ -17,9 +17,10 @@ from twisted.internet import defer, reactor, task
 
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig
-from client_push.producer.message import MessageError, SendStatus
 from client_push.producer.producer import BrokerRefusedError, Producer, SendError
+from client_push.producer.send_answer import SendStatus
 from protocol.codes import ResponseCode
+from protocol.message import MessageError
 from sandbox.standin import BrokerStandIn
 
 NAMES = ("broker-a", "broker-b", "broker-c")

@@ -24,13 +24,8 @@ from support import apache_rocketmq as apache
 from support.process_output import Collect
 from twisted.internet import reactor
 
-from client_push.producer.message import (
-    MessageIdGenerator,
-    decode_properties,
-    encode_message,
-    send_header,
-)
 from protocol.frame import RemotingCommand, encode_command
+from protocol.message import MessageIdGenerator, decode_properties, encode_message, send_header
 from sandbox.standin import BrokerStandIn
 
 pytestmark = pytest.mark.interop
