@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from twisted.internet import defer, reactor, task
@@ -20,9 +20,43 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from client_push.routes.events import BrokerEvent, RouteEvent
 from client_push.routes.route_cache import CachedRoute
+from protocol.frame import RemotingCommand
 from support.aio_loop import FakeClock, LoopThread
+from support.fake_namesrv import FakeNamesrv, make_route
+from support.loopback_wait import until
 
 DRIVER_KINDS = ("twisted", "asyncio", "uvloop")
+
+BARRIER_CODE = 99_901
+"""A request code no name server knows: it is answered REQUEST_CODE_NOT_SUPPORTED at once."""
+
+TURNS_BEFORE_BARRIER = 3
+"""Loop turns the barrier yields first, so tasks the client spawned before it (a fetch, a
+SUBSCRIBE) have written their requests ahead of it."""
+
+
+async def round_trip(client: Any) -> None:
+    """Run in the client's loop: one request on its current name-server connection, answered.
+
+    The connection is ordered both ways, so once it is answered the name server has received
+    every request the client wrote before it, and the client has processed every frame the
+    server sent before the answer: what did not happen by then will not come from those.
+    """
+    for _ in range(TURNS_BEFORE_BARRIER):
+        await _one_turn(client)
+    response = await client._link.request(RemotingCommand.request(BARRIER_CODE), 10_000)
+    assert response.code != 0, "the barrier request was not refused"
+
+
+async def _one_turn(client: Any) -> None:
+    done = client._runtime.future()
+    client._runtime.call_soon(lambda: done.set_result(None))
+    await done
+
+
+def barrier(client: Any) -> defer.Deferred[None]:
+    """``round_trip`` for a Twisted client, as a Deferred."""
+    return defer.ensureDeferred(round_trip(client))
 
 
 class RouteDriver(Protocol):
@@ -46,6 +80,19 @@ class RouteDriver(Protocol):
     async def ask(self, topics: list[str], outcomes: list[str]) -> None:
         """Start a lookup of each topic without waiting for it; as each ends, the name of
         its outcome (``ok`` or the error's type) is appended to ``outcomes``."""
+        ...
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:
+        """Run a coroutine of the client's (``client.get_publish_info(t)``) on its loop."""
+        ...
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Call ``function`` on the client's loop."""
+        ...
+
+    async def barrier(self) -> None:
+        """``round_trip`` on the client's loop: requests it wrote so far have been received
+        by the name server, and frames the server sent so far have been processed."""
         ...
 
     async def stop(self) -> None: ...
@@ -84,6 +131,15 @@ class TwistedDriver:
             d.addCallbacks(
                 lambda _: outcomes.append("ok"), lambda f: outcomes.append(f.type.__name__)
             )
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:
+        return defer.ensureDeferred(coro)
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return function(*args)
+
+    async def barrier(self) -> None:
+        await barrier(self.client)
 
     async def stop(self) -> None:
         await self.client.stop()
@@ -132,6 +188,15 @@ class AsyncioDriver:
 
         await self.loop.run(start_all())
 
+    def run(self, coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:
+        return self.loop.run(coro)
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await self.loop.call(function, *args)
+
+    async def barrier(self) -> None:
+        await self.loop.run(round_trip(self.client))
+
     async def stop(self) -> None:
         await self.loop.run(self.client.close())
 
@@ -152,3 +217,46 @@ def driver_factory(kind: str) -> tuple[Callable[..., RouteDriver], Callable[[], 
             loop.stop()
 
     return make, cleanup
+
+
+class World:
+    """Fake name servers and clients of one kind; all stopped after the test."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._make, self._cleanup = driver_factory(kind)
+        self.servers: list[FakeNamesrv] = []
+        self.drivers: list[RouteDriver] = []
+
+    def server(self, *, push: bool = True, epoch: str = "e1", port: int = 0) -> FakeNamesrv:
+        ns = FakeNamesrv(epoch=epoch, push=push)
+        ns.listen(port)
+        self.servers.append(ns)
+        return ns
+
+    async def client(self, *servers: FakeNamesrv, **overrides: Any) -> RouteDriver:
+        driver = self._make([ns.addr for ns in servers], **overrides)
+        self.drivers.append(driver)
+        await driver.start()
+        return driver
+
+    async def close(self) -> None:
+        try:
+            for driver in self.drivers:
+                assert driver.client.counters["internal_errors"] == 0
+        finally:
+            for driver in self.drivers:
+                await driver.stop()
+            for ns in self.servers:
+                if ns._listening is not None and ns._listening.connected:
+                    await ns.close()
+            self._cleanup()
+
+
+async def held(d: RouteDriver, ns: FakeNamesrv, topic: str) -> None:
+    """``topic`` has a route at ``ns``, the client holds it and push for it is acknowledged."""
+    if topic not in ns.routes:
+        ns.set_route(topic, make_route())
+    await d.get(topic)
+    await until(lambda: topic in ns.subscribed() and d.client.push_active)
+    await d.barrier()  # the SUBSCRIBE's answer is processed too
