@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.loopback_wait import settle, until
+from support.loopback_wait import until
+from support.route_drivers import barrier
 from twisted.internet import defer
 
 from client_push.errors import TopicNotExistError
@@ -65,11 +66,11 @@ async def test_with_push_disabled_on_the_server_the_change_is_seen_at_the_next_p
     client.add_listener("T", events.append)
     await until(lambda: len(events) == 1)
     await until(lambda: client.counters["subscribe_sent"] == 1)
-    await settle()
+    await barrier(client)
     assert not client.push_active
     await cluster.wipe(broker)
     cluster.clock.advance(29.0)
-    await settle()
+    await barrier(client)
     assert len(events) == 1
     cluster.clock.advance(1.0)
     await until(lambda: len(events) == 2)
@@ -226,7 +227,7 @@ async def test_hundred_concurrent_first_lookups_send_one_route_request(cluster):
     results = await defer.gatherResults([get(client, "T") for _ in range(100)])
     assert len({id(r) for r in results}) == 1
     await until(lambda: client.push_active)
-    await settle()
+    await barrier(client)
     assert gets(server) == 1
 
 
