@@ -24,6 +24,7 @@ from protocol.frame import RemotingCommand
 from support.aio_loop import FakeClock, LoopThread
 from support.fake_namesrv import FakeNamesrv, make_route
 from support.loopback_wait import until
+from support.route_cluster import TICK_S
 
 DRIVER_KINDS = ("twisted", "asyncio", "uvloop")
 
@@ -52,6 +53,16 @@ async def _one_turn(client: Any) -> None:
     done = client._runtime.future()
     client._runtime.call_soon(lambda: done.set_result(None))
     await done
+
+
+async def all_answered(d: RouteDriver, timeout: float = 5.0) -> None:
+    """Wait until the client has no request in flight (read on its own loop): every request
+    its timers sent has been answered, whatever order the server answers in."""
+    for _ in range(round(timeout / 0.005)):
+        if (await d.call(d.client.outstanding))["requests"] == 0:
+            return
+        await task.deferLater(reactor, 0.005, lambda: None)
+    raise AssertionError("requests still in flight")
 
 
 def barrier(client: Any) -> defer.Deferred[None]:
@@ -101,8 +112,8 @@ class RouteDriver(Protocol):
 class TwistedDriver:
     kind = "twisted"
 
-    def __init__(self, config: ClientConfig) -> None:
-        self.clock = task.Clock()
+    def __init__(self, config: ClientConfig, clock: task.Clock | None = None) -> None:
+        self.clock = clock if clock is not None else task.Clock()
         self.client = RouteClient(config, reactor, random.Random(7), clock=self.clock)
         self.events: list[RouteEvent] = []
         self.brokers: list[BrokerEvent] = []
@@ -146,10 +157,10 @@ class TwistedDriver:
 
 
 class AsyncioDriver:
-    def __init__(self, config: ClientConfig, loop: LoopThread) -> None:
+    def __init__(self, config: ClientConfig, loop: LoopThread, start: float = 0.0) -> None:
         self.kind = loop.kind
         self.loop = loop
-        self.clock = FakeClock()
+        self.clock = FakeClock(start)
         self.client = aio.RouteClient(config, clock=self.clock, rng=random.Random(7))
         self.tasks: set[asyncio.Task[None]] = set()
         self.events: list[RouteEvent] = []
@@ -201,16 +212,19 @@ class AsyncioDriver:
         await self.loop.run(self.client.close())
 
 
-def driver_factory(kind: str) -> tuple[Callable[..., RouteDriver], Callable[[], None]]:
+def driver_factory(
+    kind: str, clock: task.Clock | None = None
+) -> tuple[Callable[..., RouteDriver], Callable[[], None]]:
     """``make(addrs, **config overrides)`` for clients of ``kind``, and the cleanup of the
-    loop they share (the drivers themselves are stopped by the caller)."""
+    loop they share (the drivers themselves are stopped by the caller). ``clock``: the one a
+    Twisted client runs on (an asyncio client's fake clock starts at its time)."""
     loop = LoopThread(kind) if kind != "twisted" else None
 
     def make(addrs: list[str], **overrides: Any) -> RouteDriver:
         config = ClientConfig(namesrv_addrs=tuple(addrs), **overrides)
         if loop is None:
-            return TwistedDriver(config)
-        return AsyncioDriver(config, loop)
+            return TwistedDriver(config, clock)
+        return AsyncioDriver(config, loop, 0.0 if clock is None else float(clock.seconds()))
 
     def cleanup() -> None:
         if loop is not None:
@@ -260,3 +274,39 @@ async def held(d: RouteDriver, ns: FakeNamesrv, topic: str) -> None:
     await d.get(topic)
     await until(lambda: topic in ns.subscribed() and d.client.push_active)
     await d.barrier()  # the SUBSCRIBE's answer is processed too
+
+
+class ClusterClients:
+    """Route clients of one kind against the real name servers of a ``Cluster``, on the
+    cluster's time line: a Twisted client runs on the cluster's clock, an asyncio one on a fake
+    clock that ``advance`` moves together with it."""
+
+    def __init__(self, kind: str, cluster: Any) -> None:
+        self.kind = kind
+        self.cluster = cluster
+        self._make, self._cleanup = driver_factory(kind, cluster.clock)
+        self.drivers: list[RouteDriver] = []
+
+    async def client(self, *ports: int, **overrides: Any) -> RouteDriver:
+        driver = self._make([f"127.0.0.1:{port}" for port in ports], **overrides)
+        self.drivers.append(driver)
+        await driver.start()
+        return driver
+
+    async def advance(self, seconds: float) -> None:
+        """The cluster's clock (its name servers, Twisted clients), then every asyncio
+        client's."""
+        self.cluster.clock.advance(seconds)
+        for driver in self.drivers:
+            if driver.kind != "twisted":
+                await driver.advance(seconds)
+
+    async def tick(self) -> None:
+        await self.advance(TICK_S)
+
+    async def close(self) -> None:
+        try:
+            for driver in self.drivers:
+                await driver.stop()
+        finally:
+            self._cleanup()
