@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any, Self
+from typing import Self
+
+from client_push.routes.closing import ClosedOnExit
 
 
-class StartedInContext:
+class StartedInContext(ClosedOnExit):
     """Mixed in after the class that supplies ``start`` and ``close``."""
 
     def start(self) -> None:
@@ -15,14 +16,9 @@ class StartedInContext:
     async def close(self) -> None:
         raise NotImplementedError
 
+    async def aclose(self) -> None:
+        await self.close()
+
     async def __aenter__(self) -> Self:
         self.start()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Any:
-        await self.close()

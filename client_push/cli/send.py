@@ -18,9 +18,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any
 
+from client_push.cli.loops import add_loop_option, faces, run
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
 from client_push.producer.config import ProducerConfig, ProducerConfigError, from_mapping
 from client_push.producer.fault_table import FaultConfigError, FaultStrategyConfig
+from client_push.producer.send_core import SendError
+from client_push.runtime.interface import Future, Runtime, settle
 
 EXIT_FAILED_SENDS = 1
 
@@ -73,6 +76,7 @@ def add_parser(commands: Any) -> None:
         metavar="FILE",
         help="with --tls, verify name servers against this CA (default: do not verify)",
     )
+    add_loop_option(send)
     send.add_argument("-v", "--verbose", action="store_true", help="log connection events")
 
 
@@ -128,21 +132,20 @@ class Progress:
 
 
 async def run_send(
-    reactor: Any,
+    runtime: Runtime,
+    loop: str,
     client_config: ClientConfig,
     config: ProducerConfig,
     args: argparse.Namespace,
     err: IO[str],
+    stop: Future[None],
 ) -> dict[str, Any]:
-    """Send ``args.count`` messages with ``args.concurrency`` in flight; the summary."""
-    from twisted.internet import defer
-
-    from client_push.producer.producer import Producer, SendError
-    from client_push.routes.client import RouteClient
-
+    """Send ``args.count`` messages with ``args.concurrency`` in flight; the summary. Once
+    ``stop`` settles (SIGINT, SIGTERM) no new send starts; those in flight end first."""
+    on = faces(loop)
     rng = random.Random()
-    client = RouteClient(client_config, reactor, rng)
-    producer = Producer(client, args.group, config, reactor=reactor, rng=rng)
+    client = on.route_client(client_config, rng=rng)
+    producer = on.producer(client, args.group, config, rng=rng)
     client.start()
     producer.start()
     body = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(args.size))
@@ -152,8 +155,8 @@ async def run_send(
     state = {"next": 0, "done": 0, "failed": 0}
     started = time.perf_counter()
 
-    async def worker() -> None:
-        while state["next"] < args.count:
+    async def worker(ended: Future[None]) -> None:
+        while state["next"] < args.count and not stop.done():
             state["next"] += 1
             t0 = time.perf_counter()
             try:
@@ -165,14 +168,18 @@ async def run_send(
                 errors[kind if isinstance(exc, SendError) else f"{kind}: {exc}"[:200]] += 1
             state["done"] += 1
             progress.update(state["done"], state["failed"])
+        settle(ended, None)
 
-    workers = [defer.ensureDeferred(worker()) for _ in range(max(1, args.concurrency))]
-    await defer.gatherResults(workers, consumeErrors=True)
+    workers = [runtime.future() for _ in range(max(1, args.concurrency))]
+    for ended in workers:
+        runtime.spawn(worker(ended))
+    for ended in workers:
+        await ended
     elapsed = time.perf_counter() - started
     progress.update(state["done"], state["failed"], force=True)
     stats = producer.stats()
-    producer.stop()
-    await client.stop()
+    await on.close(producer)
+    await on.close(client)
     latencies.sort()
     return {
         "topic": args.topic,
@@ -220,18 +227,11 @@ def main(parser: argparse.ArgumentParser, args: argparse.Namespace, out: IO[str]
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from twisted.internet import defer, task
 
-    summary: dict[str, Any] = {}
+    async def go(runtime: Runtime, stop: Future[None]) -> dict[str, Any]:
+        return await run_send(runtime, args.loop, client_config, config, args, sys.stderr, stop)
 
-    async def go(reactor: Any) -> None:
-        summary.update(await run_send(reactor, client_config, config, args, sys.stderr))
-
-    try:
-        task.react(lambda reactor: defer.ensureDeferred(go(reactor)))
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            raise
+    summary = run(args.loop, go)
     out.write(json.dumps(summary, sort_keys=True) + "\n")
     out.flush()
     return EXIT_FAILED_SENDS if summary.get("failed") else 0

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from client_push.cli import send as send_cli
+from client_push.cli.loops import add_loop_option, faces, run
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
-from client_push.routes.client import RouteClient
 from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import MASTER_ID
+from client_push.runtime.interface import Future, Runtime
 
 EXIT_USAGE = 2
 
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --tls, verify servers against this CA (default: encrypt, do not verify)",
     )
+    add_loop_option(watch)
     watch.add_argument("-v", "--verbose", action="store_true", help="log connection events")
     send_cli.add_parser(commands)
     return parser
@@ -117,18 +119,24 @@ def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     raise AssertionError("unreachable")
 
 
-def run_watch(config: ClientConfig, topics: Sequence[str], out: IO[str], reactor: Any) -> None:
-    """Watch ``topics`` on ``reactor`` until it stops; the client is stopped before shutdown."""
-    client = RouteClient(config, reactor)
+async def run_watch(
+    loop: str, config: ClientConfig, topics: Sequence[str], out: IO[str], stop: Future[None]
+) -> None:
+    """Watch ``topics`` on ``loop`` until ``stop`` settles, then close the client."""
+    on = faces(loop)
+    client = on.route_client(config)
 
     def printer(event: RouteEvent) -> None:
         out.write(json.dumps(event_line(event), separators=(",", ":")) + "\n")
         out.flush()
 
     client.start()
-    for topic in dict.fromkeys(topics):
-        client.add_listener(topic, printer)
-    reactor.addSystemEventTrigger("before", "shutdown", client.stop)
+    try:
+        for topic in dict.fromkeys(topics):
+            client.add_listener(topic, printer)
+        await stop
+    finally:
+        await on.close(client)
 
 
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
@@ -145,9 +153,10 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from twisted.internet import reactor
 
-    # The reactor's own handlers turn SIGINT and SIGTERM into a clean stop.
-    run_watch(config, topics, out or sys.stdout, reactor)
-    reactor.run()  # type: ignore[misc]
+    async def go(_runtime: Runtime, stop: Future[None]) -> None:
+        await run_watch(args.loop, config, topics, out or sys.stdout, stop)
+
+    # SIGINT and SIGTERM settle ``stop``: the client closes, then the loop ends.
+    run(args.loop, go)
     return 0

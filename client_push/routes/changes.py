@@ -13,8 +13,8 @@ nobody looked up since is no longer held (it is unsubscribed at once).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from types import TracebackType
 
+from client_push.routes.closing import ClosedOnExit
 from client_push.routes.events import RouteEvent
 from client_push.runtime.interface import Future, Runtime, settle
 
@@ -22,7 +22,7 @@ RouteChange = RouteEvent
 """A route state learned: a route (``exists``) with its version, or the topic's absence."""
 
 
-class RouteChanges:
+class RouteChanges(ClosedOnExit):
     def __init__(self, runtime: Runtime, on_close: Callable[[], None]) -> None:
         self._runtime = runtime
         self._on_close = on_close
@@ -85,15 +85,4 @@ class RouteChanges:
             settle(self._wakeup, None)
 
     async def aclose(self) -> None:
-        self.close()
-
-    async def __aenter__(self) -> RouteChanges:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
         self.close()

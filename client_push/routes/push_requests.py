@@ -8,7 +8,7 @@ the connection that answered.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from client_push.config import ClientConfig
@@ -87,7 +87,8 @@ class PushRequests:
     def unsubscribe(self, conn: RemotingConnection, topics: Sequence[str]) -> None:
         for cmd in unsubscribe_requests(topics, self._config.subscribe_batch_size):
             self._counters["unsubscribe_sent"] += 1
-            self._spawn(self._unsubscribe(conn, cmd))
+            # Written now: the connection being left closes as soon as nothing is in flight.
+            self._spawn(self._unsubscribe(conn, self._link.send_now(conn, cmd)))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         box: list[Task] = []
@@ -124,9 +125,11 @@ class PushRequests:
         if self._link.is_current(conn) and not self._stopped:
             self._run(subscribe_answered(self._session, conn.label, batch, cause, response), conn)
 
-    async def _unsubscribe(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
+    async def _unsubscribe(
+        self, conn: RemotingConnection, answer: Awaitable[RemotingCommand]
+    ) -> None:
         try:
-            response = await self._link.send_on(conn, cmd)
+            response = await answer
         except self._runtime.cancelled_error:
             raise
         except Exception as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import ssl
 import time
 from collections.abc import Callable, Coroutine
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from client_push.config import split_addr
 from client_push.errors import ConnectionLostError
-from client_push.runtime.interface import Clock, Stream, Target, Timer
+from client_push.runtime.interface import Clock, Future, Main, Stream, Target, Timer, settle
 
 log = logging.getLogger("client_push.runtime")
 
@@ -125,6 +126,34 @@ class AsyncioRuntime:
 
     def public(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
         return coro
+
+
+def run(main: Main[T], *, uvloop: bool = False) -> T:
+    """Run ``main`` on a new asyncio loop (a uvloop one with ``uvloop``) until it returns.
+
+    SIGINT and SIGTERM settle the ``stop`` future ``main`` receives, so a program closes its
+    clients itself before the loop ends.
+    """
+    factory = None
+    if uvloop:
+        import uvloop as uvloop_module
+
+        factory = uvloop_module.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(_with_signals(main))
+
+
+async def _with_signals(main: Main[T]) -> T:
+    runtime = AsyncioRuntime()
+    stop: Future[None] = runtime.future()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        runtime.loop.add_signal_handler(signum, settle, stop, None)
+    try:
+        return await main(runtime, stop)
+    finally:
+        for signum in signals:
+            runtime.loop.remove_signal_handler(signum)
 
 
 def _tls_context(ca_file: str) -> ssl.SSLContext:

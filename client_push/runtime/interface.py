@@ -140,6 +140,11 @@ class Runtime(Protocol):
         ...
 
 
+Main = Callable[["Runtime", Future[None]], Coroutine[Any, Any, T]]
+"""A program run by an adapter's ``run``: it gets the runtime and a future that settles when
+the process is asked to stop (SIGINT, SIGTERM)."""
+
+
 def settle(future: Future[T], value: T) -> None:
     if not future.done():
         future.set_result(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -28,7 +29,7 @@ from twisted.python.failure import Failure
 
 from client_push.config import ClientConfigError, split_addr
 from client_push.errors import ConnectionLostError
-from client_push.runtime.interface import Stream, Target
+from client_push.runtime.interface import Future, Main, Stream, Target, settle
 
 log = logging.getLogger("client_push.runtime")
 
@@ -195,6 +196,39 @@ class TwistedRuntime:
 
     def public(self, coro: Coroutine[Any, Any, T]) -> defer.Deferred[T]:
         return defer.Deferred.fromCoroutine(coro)
+
+
+def run(main: Main[T]) -> T:
+    """Run ``main`` on the global reactor until it returns; its result, or its error raised.
+
+    SIGINT and SIGTERM settle the ``stop`` future ``main`` receives (the reactor's own handlers,
+    which would stop it under ``main``'s feet, are not installed), so a program closes its
+    clients itself before the reactor stops.
+    """
+    from twisted.internet import reactor as global_reactor
+
+    reactor: Any = global_reactor
+    runtime = TwistedRuntime(reactor)
+    stop: Future[None] = runtime.future()
+    ended: list[Any] = []
+
+    def begin() -> None:
+        d = defer.Deferred.fromCoroutine(main(runtime, stop))
+        d.addBoth(ended.append)
+        d.addBoth(lambda _: reactor.stop())
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        reactor.callFromThread(settle, stop, None)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    reactor.callWhenRunning(begin)
+    reactor.run(installSignalHandlers=False)
+    if not ended:
+        raise RuntimeError("the reactor stopped before the program ended")
+    if isinstance(ended[0], Failure):
+        ended[0].raiseException()
+    return ended[0]
 
 
 def _log_task_error(failure: Failure) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from client_push.config import ClientConfig, split_addr
@@ -159,10 +159,23 @@ class NameServerLink:
         self, conn: RemotingConnection, cmd: RemotingCommand, timeout_ms: int | None = None
     ) -> RemotingCommand:
         """Send on one given connection (say, a last UNSUBSCRIBE on the one being left)."""
+        return await self.send_now(conn, cmd, timeout_ms)
+
+    def send_now(
+        self, conn: RemotingConnection, cmd: RemotingCommand, timeout_ms: int | None = None
+    ) -> Awaitable[RemotingCommand]:
+        """``send_on``, written before this returns: a connection being left, closed once its
+        requests are done, still carries it though the awaiting task runs later."""
+        answer = conn.request(
+            signed(self._signer, cmd), timeout_ms or self._config.request_timeout_ms
+        )
+        return self._answered_on(conn, answer)
+
+    async def _answered_on(
+        self, conn: RemotingConnection, answer: Awaitable[RemotingCommand]
+    ) -> RemotingCommand:
         try:
-            return await conn.request(
-                signed(self._signer, cmd), timeout_ms or self._config.request_timeout_ms
-            )
+            return await answer
         finally:
             self._maybe_close_drained(conn)
 

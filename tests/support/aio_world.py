@@ -18,6 +18,31 @@ from client_push.routes.client import RouteClient
 from support.aio_loop import FakeClock, LoopThread, PendingClock, ReactorLoop
 from support.fake_namesrv import FakeNamesrv
 
+
+async def started_client(
+    loop: LoopThread | ReactorLoop, config: ClientConfig, rng: random.Random | None = None
+) -> Any:
+    """A route client of ``loop``'s kind on the real clock, started where it runs: the Twisted
+    one on the reactor, the asyncio one entered (``async with``) on its loop."""
+    if loop.kind == "twisted":
+        client: Any = RouteClient(config, reactor, rng)
+        client.start()
+        return client
+    client = aio.RouteClient(config, rng=rng)
+    await loop.run(client.__aenter__())
+    return client
+
+
+async def close_clients(loop: LoopThread | ReactorLoop, clients: list[Any]) -> None:
+    """Close ``clients`` (from ``started_client``) one after the other where they run."""
+
+    async def close_all() -> None:
+        for client in clients:
+            await client._close()
+
+    await loop.run(close_all())
+
+
 PERIODIC_TIMERS = 3
 """Timers a started asyncio client always has armed: poll, expiry check, version check."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from twisted.internet import defer, reactor, task
@@ -20,9 +20,54 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from client_push.routes.events import BrokerEvent, RouteEvent
 from client_push.routes.route_cache import CachedRoute
+from protocol.frame import RemotingCommand
 from support.aio_loop import FakeClock, LoopThread
+from support.fake_namesrv import FakeNamesrv, make_route
+from support.loopback_wait import until
+from support.route_cluster import TICK_S
 
 DRIVER_KINDS = ("twisted", "asyncio", "uvloop")
+
+BARRIER_CODE = 99_901
+"""A request code no name server knows: it is answered REQUEST_CODE_NOT_SUPPORTED at once."""
+
+TURNS_BEFORE_BARRIER = 3
+"""Loop turns the barrier yields first, so tasks the client spawned before it (a fetch, a
+SUBSCRIBE) have written their requests ahead of it."""
+
+
+async def round_trip(client: Any) -> None:
+    """Run in the client's loop: one request on its current name-server connection, answered.
+
+    The connection is ordered both ways, so once it is answered the name server has received
+    every request the client wrote before it, and the client has processed every frame the
+    server sent before the answer: what did not happen by then will not come from those.
+    """
+    for _ in range(TURNS_BEFORE_BARRIER):
+        await _one_turn(client)
+    response = await client._link.request(RemotingCommand.request(BARRIER_CODE), 10_000)
+    assert response.code != 0, "the barrier request was not refused"
+
+
+async def _one_turn(client: Any) -> None:
+    done = client._runtime.future()
+    client._runtime.call_soon(lambda: done.set_result(None))
+    await done
+
+
+async def all_answered(d: RouteDriver, timeout: float = 5.0) -> None:
+    """Wait until the client has no request in flight (read on its own loop): every request
+    its timers sent has been answered, whatever order the server answers in."""
+    for _ in range(round(timeout / 0.005)):
+        if (await d.call(d.client.outstanding))["requests"] == 0:
+            return
+        await task.deferLater(reactor, 0.005, lambda: None)
+    raise AssertionError("requests still in flight")
+
+
+def barrier(client: Any) -> defer.Deferred[None]:
+    """``round_trip`` for a Twisted client, as a Deferred."""
+    return defer.ensureDeferred(round_trip(client))
 
 
 class RouteDriver(Protocol):
@@ -48,14 +93,27 @@ class RouteDriver(Protocol):
         its outcome (``ok`` or the error's type) is appended to ``outcomes``."""
         ...
 
+    def run(self, coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:
+        """Run a coroutine of the client's (``client.get_publish_info(t)``) on its loop."""
+        ...
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Call ``function`` on the client's loop."""
+        ...
+
+    async def barrier(self) -> None:
+        """``round_trip`` on the client's loop: requests it wrote so far have been received
+        by the name server, and frames the server sent so far have been processed."""
+        ...
+
     async def stop(self) -> None: ...
 
 
 class TwistedDriver:
     kind = "twisted"
 
-    def __init__(self, config: ClientConfig) -> None:
-        self.clock = task.Clock()
+    def __init__(self, config: ClientConfig, clock: task.Clock | None = None) -> None:
+        self.clock = clock if clock is not None else task.Clock()
         self.client = RouteClient(config, reactor, random.Random(7), clock=self.clock)
         self.events: list[RouteEvent] = []
         self.brokers: list[BrokerEvent] = []
@@ -85,15 +143,24 @@ class TwistedDriver:
                 lambda _: outcomes.append("ok"), lambda f: outcomes.append(f.type.__name__)
             )
 
+    def run(self, coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:
+        return defer.ensureDeferred(coro)
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return function(*args)
+
+    async def barrier(self) -> None:
+        await barrier(self.client)
+
     async def stop(self) -> None:
         await self.client.stop()
 
 
 class AsyncioDriver:
-    def __init__(self, config: ClientConfig, loop: LoopThread) -> None:
+    def __init__(self, config: ClientConfig, loop: LoopThread, start: float = 0.0) -> None:
         self.kind = loop.kind
         self.loop = loop
-        self.clock = FakeClock()
+        self.clock = FakeClock(start)
         self.client = aio.RouteClient(config, clock=self.clock, rng=random.Random(7))
         self.tasks: set[asyncio.Task[None]] = set()
         self.events: list[RouteEvent] = []
@@ -132,23 +199,114 @@ class AsyncioDriver:
 
         await self.loop.run(start_all())
 
+    def run(self, coro: Coroutine[Any, Any, Any]) -> defer.Deferred[Any]:
+        return self.loop.run(coro)
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await self.loop.call(function, *args)
+
+    async def barrier(self) -> None:
+        await self.loop.run(round_trip(self.client))
+
     async def stop(self) -> None:
         await self.loop.run(self.client.close())
 
 
-def driver_factory(kind: str) -> tuple[Callable[..., RouteDriver], Callable[[], None]]:
+def driver_factory(
+    kind: str, clock: task.Clock | None = None
+) -> tuple[Callable[..., RouteDriver], Callable[[], None]]:
     """``make(addrs, **config overrides)`` for clients of ``kind``, and the cleanup of the
-    loop they share (the drivers themselves are stopped by the caller)."""
+    loop they share (the drivers themselves are stopped by the caller). ``clock``: the one a
+    Twisted client runs on (an asyncio client's fake clock starts at its time)."""
     loop = LoopThread(kind) if kind != "twisted" else None
 
     def make(addrs: list[str], **overrides: Any) -> RouteDriver:
         config = ClientConfig(namesrv_addrs=tuple(addrs), **overrides)
         if loop is None:
-            return TwistedDriver(config)
-        return AsyncioDriver(config, loop)
+            return TwistedDriver(config, clock)
+        return AsyncioDriver(config, loop, 0.0 if clock is None else float(clock.seconds()))
 
     def cleanup() -> None:
         if loop is not None:
             loop.stop()
 
     return make, cleanup
+
+
+class World:
+    """Fake name servers and clients of one kind; all stopped after the test."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._make, self._cleanup = driver_factory(kind)
+        self.servers: list[FakeNamesrv] = []
+        self.drivers: list[RouteDriver] = []
+
+    def server(self, *, push: bool = True, epoch: str = "e1", port: int = 0) -> FakeNamesrv:
+        ns = FakeNamesrv(epoch=epoch, push=push)
+        ns.listen(port)
+        self.servers.append(ns)
+        return ns
+
+    async def client(self, *servers: FakeNamesrv, **overrides: Any) -> RouteDriver:
+        driver = self._make([ns.addr for ns in servers], **overrides)
+        self.drivers.append(driver)
+        await driver.start()
+        return driver
+
+    async def close(self) -> None:
+        try:
+            for driver in self.drivers:
+                assert driver.client.counters["internal_errors"] == 0
+        finally:
+            for driver in self.drivers:
+                await driver.stop()
+            for ns in self.servers:
+                if ns._listening is not None and ns._listening.connected:
+                    await ns.close()
+            self._cleanup()
+
+
+async def held(d: RouteDriver, ns: FakeNamesrv, topic: str) -> None:
+    """``topic`` has a route at ``ns``, the client holds it and push for it is acknowledged."""
+    if topic not in ns.routes:
+        ns.set_route(topic, make_route())
+    await d.get(topic)
+    await until(lambda: topic in ns.subscribed() and d.client.push_active)
+    await d.barrier()  # the SUBSCRIBE's answer is processed too
+
+
+class ClusterClients:
+    """Route clients of one kind against the real name servers of a ``Cluster``, on the
+    cluster's time line: a Twisted client runs on the cluster's clock, an asyncio one on a fake
+    clock that ``advance`` moves together with it."""
+
+    def __init__(self, kind: str, cluster: Any) -> None:
+        self.kind = kind
+        self.cluster = cluster
+        self._make, self._cleanup = driver_factory(kind, cluster.clock)
+        self.drivers: list[RouteDriver] = []
+
+    async def client(self, *ports: int, **overrides: Any) -> RouteDriver:
+        driver = self._make([f"127.0.0.1:{port}" for port in ports], **overrides)
+        self.drivers.append(driver)
+        await driver.start()
+        return driver
+
+    async def advance(self, seconds: float) -> None:
+        """The cluster's clock (its name servers, Twisted clients), then every asyncio
+        client's."""
+        self.cluster.clock.advance(seconds)
+        for driver in self.drivers:
+            if driver.kind != "twisted":
+                await driver.advance(seconds)
+
+    async def tick(self) -> None:
+        await self.advance(TICK_S)
+
+    async def close(self) -> None:
+        try:
+            for driver in self.drivers:
+                await driver.stop()
+        finally:
+            self._cleanup()

@@ -61,7 +61,9 @@ async def test_a_message_reaches_the_broker_intact_and_oneway_sends_are_written_
         "TagA",
         "v",
     )
-    assert got.uniq_key == result.msg_id and got.producer_group == "pg"
+    assert got.uniq_key == result.msg_id and len(result.msg_id) == 32
+    assert result.queue.broker_name == "broker-a" and result.queue_offset == 0
+    assert got.queue_id == result.queue.queue_id and got.producer_group == "pg"
     big = bytes(range(256)) * 64
     await rig.send("T", big)
     assert broker.messages[-1].body == big and broker.messages[-1].sys_flag & 0x1
@@ -69,6 +71,7 @@ async def test_a_message_reaches_the_broker_intact_and_oneway_sends_are_written_
     await rig.finish(rig.start_oneway("T", b"fire", tags="TagO"))
     await until(lambda: broker.received == 3)
     assert broker.messages[-1].body == b"fire" and rig.producer.counters["oneway_sent"] == 1
+    assert rig.producer.counters["retries"] == 0 and broker.counters["requests.310"] == 3
 
 
 # -- fault isolation -------------------------------------------------------------------------------

@@ -7,71 +7,18 @@ Client timers run on a fake clock the test advances; only bytes move on their ow
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 import pytest_twisted
 from support.departures import ONLY_B, TWO, departure
-from support.fake_namesrv import FakeNamesrv, make_route
-from support.loopback_wait import settle, until
-from support.route_drivers import DRIVER_KINDS, RouteDriver, driver_factory
-from twisted.internet import defer
+from support.fake_namesrv import make_route
+from support.loopback_wait import until
+from support.route_drivers import RouteDriver, held
 
 from client_push.errors import TopicNotExistError
 from protocol.codes import Perm, RequestCode
 from protocol.push_codec import ChangeKind
 
 GET = RequestCode.GET_ROUTEINFO_BY_TOPIC
-
-
-class World:
-    """Fake name servers and clients of one kind; all stopped after the test."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._make, self._cleanup = driver_factory(kind)
-        self.servers: list[FakeNamesrv] = []
-        self.drivers: list[RouteDriver] = []
-
-    def server(self, *, push: bool = True, epoch: str = "e1", port: int = 0) -> FakeNamesrv:
-        ns = FakeNamesrv(epoch=epoch, push=push)
-        ns.listen(port)
-        self.servers.append(ns)
-        return ns
-
-    async def client(self, *servers: FakeNamesrv, **overrides: Any) -> RouteDriver:
-        driver = self._make([ns.addr for ns in servers], **overrides)
-        self.drivers.append(driver)
-        await driver.start()
-        return driver
-
-    async def close(self) -> None:
-        try:
-            for driver in self.drivers:
-                assert driver.client.counters["internal_errors"] == 0
-        finally:
-            for driver in self.drivers:
-                await driver.stop()
-            for ns in self.servers:
-                if ns._listening is not None and ns._listening.connected:
-                    await ns.close()
-            self._cleanup()
-
-
-@pytest.fixture(params=DRIVER_KINDS)
-def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    w = World(request.param)
-    yield w
-    pytest_twisted.blockon(defer.ensureDeferred(w.close()))
-
-
-async def held(d: RouteDriver, ns: FakeNamesrv, topic: str) -> None:
-    """``topic`` has a route at ``ns``, the client holds it and push for it is acknowledged."""
-    if topic not in ns.routes:
-        ns.set_route(topic, make_route())
-    await d.get(topic)
-    await until(lambda: topic in ns.subscribed() and d.client.push_active)
 
 
 def version(d: RouteDriver, topic: str) -> int | None:
@@ -103,7 +50,7 @@ async def test_notify_of_a_version_already_held_sends_no_request(world):
     await held(d, ns, "T")
     ns.notify([("T", 1, ChangeKind.UPDATED)])
     await until(lambda: d.client.counters["notify_already_held"] == 1)
-    await settle()
+    await d.barrier()
     assert ns.count(GET) == 1
 
 
@@ -142,7 +89,7 @@ async def test_a_server_without_push_is_polled_every_30_s(world):
     await d.get("T")
     await d.listen("T")
     await until(lambda: ns.count(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED) == 1)
-    await settle()
+    await d.barrier()
     ns.set_route("T", make_route(perm=Perm.READ))
     await d.advance(30.0)
     await until(lambda: len(d.events) == 2)
@@ -158,7 +105,7 @@ async def test_while_push_works_the_full_poll_waits_120_s_and_version_checks_run
     await held(d, ns, "T")
     for _ in range(11):  # 110 s: version checks (re-SUBSCRIBE), no route request
         await d.advance(10.0)
-        await settle()
+        await d.barrier()
     assert ns.count(GET) == 1
     assert d.client.counters["version_checks"] >= 3
     await d.advance(10.0)
@@ -195,7 +142,7 @@ async def test_an_idle_topic_expires_and_is_unsubscribed_at_the_name_server(worl
     for _ in range(30):
         await d.advance(10.0)
         await d.get("busy")
-        await settle()  # version checks and polls answered before the clock jumps again
+        await d.barrier()  # version checks and polls answered before the clock jumps again
     await until(lambda: ns.subscribed() == {"busy"})
     assert ns.count(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED) >= 1
     assert d.client.held_topics() == ["busy"]

@@ -19,6 +19,7 @@ from support.server_fixtures import FakeSampler
 from support.wire_client import connect
 from twisted.internet import defer, protocol, reactor, task
 
+from client_push.cli.loops import LOOPS
 from client_push.cli.watch import event_line
 from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
@@ -81,6 +82,7 @@ def test_absence_is_a_line_with_exists_false_and_no_brokers():
         (("watch", "--namesrv", "no-port", "--topic", "T"), "HOST:PORT"),
         (("watch", "--namesrv", "h:1", "--topic", "T", "--poll-ms", "0"), "poll_interval_ms"),
         (("watch", "--namesrv", "h:1", "--topic", "T", "--poll-ms", "x"), "invalid int"),
+        (("watch", "--namesrv", "h:1", "--topic", "T", "--loop", "gevent"), "invalid choice"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_usage_error(args, complaint):
@@ -139,21 +141,23 @@ def spawn_watcher(*args: str) -> tuple[Watcher, Any]:
     return watcher, process
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize(
     ("stop_signal", "flags", "cause"),
     [(signal.SIGINT, (), "inline"), (signal.SIGTERM, ("--no-inline-routes",), "notify")],
 )
 @pytest_twisted.ensureDeferred
 async def test_watcher_prints_initial_route_absence_and_a_pushed_change_then_exits_0(
-    served, stop_signal, flags, cause
+    served, stop_signal, flags, cause, loop
 ):
     server, port, clock = served
     broker = await connect(port)
     resp = await broker.request(register_request(topic_configs("T")))
     assert resp.code == ResponseCode.SUCCESS
     watcher, process = spawn_watcher(
-        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--topic", "Missing", *flags
-    )
+        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--topic", "Missing", *flags,
+        "--loop", loop,
+    )  # fmt: skip
     try:
         await until(lambda: len(watcher.lines) == 2 and server.subscriptions.total == 2)
         by_topic = {line["topic"]: line for line in watcher.lines}
@@ -184,8 +188,9 @@ async def test_watcher_prints_initial_route_absence_and_a_pushed_change_then_exi
     assert code == 0, watcher.stderr.decode()
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest_twisted.ensureDeferred
-async def test_watcher_against_a_server_without_push_sees_the_change_at_its_poll():
+async def test_watcher_against_a_server_without_push_sees_the_change_at_its_poll(loop):
     clock = task.Clock()
     raw = {
         "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0},
@@ -197,7 +202,7 @@ async def test_watcher_against_a_server_without_push_sees_the_change_at_its_poll
     broker = await connect(port)
     await broker.request(register_request(topic_configs("T")))
     watcher, process = spawn_watcher(
-        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--poll-ms", "300"
+        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--poll-ms", "300", "--loop", loop
     )
     try:
         await until(lambda: len(watcher.lines) == 1)
@@ -213,8 +218,9 @@ async def test_watcher_against_a_server_without_push_sees_the_change_at_its_poll
     assert code == 0, watcher.stderr.decode()
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest_twisted.ensureDeferred
-async def test_watcher_prints_a_departed_broker_gone_at_the_next_tick(served):
+async def test_watcher_prints_a_departed_broker_gone_at_the_next_tick(served, loop):
     server, port, clock = served
     broker = await connect(port)
     await broker.request(register_request(topic_configs("T")))
@@ -223,7 +229,9 @@ async def test_watcher_prints_a_departed_broker_gone_at_the_next_tick(served):
         register_request(topic_configs("T"), broker_name="broker-b", broker_addr="10.0.0.2:10911")
     )
     clock.advance(1.0)
-    watcher, process = spawn_watcher("--namesrv", f"127.0.0.1:{port}", "--topic", "T")
+    watcher, process = spawn_watcher(
+        "--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--loop", loop
+    )
     try:
         await until(lambda: len(watcher.lines) == 1 and server.subscriptions.total == 1)
         assert set(watcher.lines[0]["brokers"]) == {"broker-a", "broker-b"}

@@ -17,6 +17,7 @@ from support.process_output import Collect
 from support.server_fixtures import FakeSampler
 from twisted.internet import reactor, task
 
+from client_push.cli.loops import LOOPS
 from client_push.cli.send import Progress, percentile, producer_config
 from namesrv.config import from_mapping
 from namesrv.server import NameServer
@@ -43,8 +44,9 @@ def served():
     pytest_twisted.blockon(server.stop(grace_ms=0))
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest_twisted.ensureDeferred
-async def test_send_prints_one_summary_with_where_first_attempts_went(served):
+async def test_send_prints_one_summary_with_where_first_attempts_went(served, loop):
     brokers = [
         BrokerStandIn(name, {"T": 2}, [f"127.0.0.1:{served}"], reactor=reactor, clock=task.Clock())
         for name in ("broker-a", "broker-b")
@@ -58,7 +60,8 @@ async def test_send_prints_one_summary_with_where_first_attempts_went(served):
         sys.executable,
         [sys.executable, "-m", "client_push", "send", "--namesrv", f"127.0.0.1:{served}",
          "--topic", "T", "--count", "40", "--size", "5000", "--concurrency", "4",
-         "--keys", "k1", "k2", "--tags", "TagA", "--strategy", "5x", "--no-detector"],
+         "--keys", "k1", "k2", "--tags", "TagA", "--strategy", "5x", "--no-detector",
+         "--loop", loop],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         path=str(ROOT),
     )  # fmt: skip
@@ -80,12 +83,13 @@ async def test_send_prints_one_summary_with_where_first_attempts_went(served):
     assert brokers[0].received == 40 and run.err == b""  # no progress bar off a terminal
 
 
-def test_a_topic_nobody_serves_fails_every_send_and_exits_1(tmp_path):
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_topic_nobody_serves_fails_every_send_and_exits_1(tmp_path, loop):
     config = tmp_path / "p.toml"
     config.write_text("[producer]\nsend_timeout_ms = 300\nretries = 0\n")
     done = subprocess.run(
         [sys.executable, "-m", "client_push", "send", "--namesrv", "127.0.0.1:1",
-         "--topic", "T", "--count", "3", "--config", str(config)],
+         "--topic", "T", "--count", "3", "--config", str(config), "--loop", loop],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

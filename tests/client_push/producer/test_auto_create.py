@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.producer_drive import drive, run_for
+from support.producer_drive import drive
 from twisted.internet import defer, reactor
 
 from client_push.errors import TopicNotExistError
@@ -17,7 +17,7 @@ from client_push.producer.config import ProducerConfig, ProducerConfigError, fro
 from client_push.producer.fault_table import FaultStrategyConfig
 from client_push.producer.producer import Producer, SendError
 from client_push.routes.route_cache import publish_info
-from protocol.codes import Perm, ResponseCode
+from protocol.codes import Perm
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
 from sandbox.standin import BrokerStandIn
 
@@ -71,46 +71,6 @@ def world(cluster):
     w = World(cluster)
     yield w
     pytest_twisted.blockon(defer.ensureDeferred(w.close()))
-
-
-@pytest_twisted.ensureDeferred
-async def test_off_by_default_a_send_to_an_unknown_topic_fails_with_topic_not_exist(world):
-    await world.broker("broker-a", enable=True)
-    producer = world.producer()
-    with pytest.raises(TopicNotExistError):
-        await drive(world.clock, producer.send("NEW", b"x"))
-    assert "NEW" not in world.brokers[0].topics
-
-
-@pytest_twisted.ensureDeferred
-async def test_on_the_send_goes_through_tbw102_and_the_broker_creates_the_topic(world):
-    broker = await world.broker("broker-a", enable=True)
-    producer = world.producer(auto_create_topic=True, default_topic_queue_nums=3)
-    result = await drive(world.clock, producer.send("NEW", b"first"))
-    assert result.queue.topic == "NEW" and 0 <= result.queue.queue_id < 3
-    assert broker.topics["NEW"] == 3 and broker.perms["NEW"] == int(Perm.READ | Perm.WRITE)
-    assert (broker.last_send_fields["c"], broker.last_send_fields["d"]) == ("TBW102", "3")
-    assert broker.messages[-1].topic == "NEW" and broker.messages[-1].body == b"first"
-    assert producer.routing.via_default_topic("NEW")
-
-    # The broker registered the topic; the name server announces it to the client holding it.
-    await run_for(world.clock, 1.0)
-    await drive(world.clock, producer.send("NEW", b"second"))
-    assert not producer.routing.via_default_topic("NEW")
-    entry = world.cluster.clients[-1].cached_route("NEW")
-    assert entry is not None and entry.route.queue_datas[0].write_queue_nums == 3
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_broker_that_does_not_allow_it_is_reported_with_what_it_must_allow(world):
-    await world.broker("broker-a", enable=False)
-    producer = world.producer(auto_create_topic=True)
-    with pytest.raises(SendError) as caught:
-        await drive(world.clock, producer.send("NEW", b"x"))
-    text = str(caught.value)
-    assert "broker broker-a did not create topic NEW from TBW102" in text
-    assert "autoCreateTopicEnable=true" in text and "inherit" in text
-    assert caught.value.code == ResponseCode.TOPIC_NOT_EXIST
 
 
 @pytest_twisted.ensureDeferred

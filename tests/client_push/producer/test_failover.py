@@ -18,7 +18,6 @@ from twisted.internet import defer, reactor
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
 from client_push.producer.producer import Producer
-from client_push.producer.routing_core import NoMasterError
 from sandbox.standin import BrokerStandIn
 
 TICK_S = 0.1
@@ -86,50 +85,6 @@ def failover(cluster):
     f = Failover(cluster)
     yield f
     pytest_twisted.blockon(defer.ensureDeferred(f.close()))
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_send_to_a_group_without_master_waits_and_goes_to_the_new_master_at_once(
-    failover,
-):
-    await failover.start()
-    producer = failover.make_producer(send_timeout_ms=10_000)
-    assert (await failover.send()).queue.broker_name == "broker-a"
-    assert failover.master.received == 1
-    await failover.kill_master()
-
-    pending = producer.send("T", b"during the election")
-    await run_for(failover.clock, 3.0)  # longer than a whole attempt's share, shorter than send
-    assert not pending.called  # waiting, not failing with "no writable queue"
-    assert producer.routing.stats()["awaiting_master"] >= 1
-
-    promoted_at = failover.clock.seconds()
-    await failover.slave.promote()
-    result = await drive(failover.clock, pending)
-    took_s = failover.clock.seconds() - promoted_at
-    assert result.queue.broker_name == "broker-a" and result.attempts == 1
-    assert (
-        failover.slave.received == 1 and failover.slave.messages[-1].body == b"during the election"
-    )
-    assert took_s <= 2 * TICK_S  # the announcement's tick, not a poll or the send's timeout
-    assert producer.counters["failed"] == 0
-    assert (await failover.send()).attempts == 1 and failover.slave.received == 2
-
-
-@pytest_twisted.ensureDeferred
-async def test_without_a_new_master_the_send_fails_at_its_timeout_naming_the_group(failover):
-    await failover.start()
-    producer = failover.make_producer()
-    await failover.send()
-    await failover.kill_master()
-    started = failover.clock.seconds()
-    with pytest.raises(NoMasterError) as caught:
-        await failover.send(timeout_ms=2_000)
-    waited_s = failover.clock.seconds() - started
-    assert 2.0 <= waited_s < 2.0 + 3 * TICK_S
-    assert caught.value.groups == ("broker-a",)
-    assert "broker-a has no master" in str(caught.value) and "2000 ms" in str(caught.value)
-    assert producer.counters["failed_no_route"] == 1
 
 
 @pytest_twisted.ensureDeferred

@@ -4,7 +4,6 @@ and the producer, every timer on the cluster's fake clock (connections are real)
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -85,27 +84,6 @@ def rig(cluster):
     r = Rig(cluster)
     yield r
     pytest_twisted.blockon(defer.ensureDeferred(r.close()))
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_message_reaches_the_broker_with_body_keys_tags_and_properties_intact(rig):
-    await rig.start(("broker-a",))
-    producer = rig.producer()
-    result = await rig.drive(
-        producer.send("T", b"hello", keys=["k1", "k2"], tags="TagA", properties={"p": "v"})
-    )
-    assert result.status is SendStatus.SEND_OK and result.attempts == 1
-    assert result.queue.broker_name == "broker-a" and result.queue_offset == 0
-    got = rig.brokers["broker-a"].messages[-1]
-    assert (got.body, got.keys, got.tags) == (b"hello", ("k1", "k2"), "TagA")
-    assert got.properties["p"] == "v"
-    assert got.uniq_key == result.msg_id and len(result.msg_id) == 32
-    assert got.queue_id == result.queue.queue_id and got.producer_group == "pg"
-
-    big = bytes(range(256)) * 64
-    await rig.drive(producer.send("T", big))
-    got = rig.brokers["broker-a"].messages[-1]
-    assert got.body == big and got.sys_flag & 0x1  # sent compressed, read back whole
 
 
 @pytest_twisted.ensureDeferred
@@ -224,52 +202,6 @@ async def test_bad_messages_fail_before_anything_is_sent(rig):
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_broker_going_away_gets_no_new_sends_and_finishes_those_in_flight(rig):
-    await rig.start(("broker-a", "broker-b"))
-    producer = rig.producer(ProducerConfig(fault=FaultStrategyConfig(detector_enabled=False)))
-    await rig.send_many(producer, 8)  # both connections open
-    a = rig.brokers["broker-a"]
-    a.slow(300)
-    in_flight = [producer.send("T", b"x%d" % i) for i in range(8)]  # 4 on each broker
-    stopped = a.shutdown(grace_ms=5_000)
-    await until(lambda: producer.counters["go_away_received"] == 1)
-    results = [await rig.drive(d) for d in in_flight]
-    assert all(r.status is SendStatus.SEND_OK and r.attempts == 1 for r in results)
-    assert Counter(r.queue.broker_name for r in results) == {"broker-a": 4, "broker-b": 4}
-    after = await rig.send_many(producer, 20)
-    assert Counter(r.queue.broker_name for r in after) == {"broker-b": 20}
-    await rig.drive(stopped)
-    # back on the same port and in the route: used again once its grace is over
-    await rig.add_broker("broker-a", port=a.port)
-    rig.clock.advance(6)
-    again = await rig.send_many(producer, 20)
-    assert {r.queue.broker_name for r in again} == {"broker-a", "broker-b"}
-
-
-@pytest.mark.parametrize("detector", [False, True])
-@pytest_twisted.ensureDeferred
-async def test_a_go_away_answer_retries_elsewhere_and_avoids_the_broker(rig, detector):
-    await rig.start(("broker-a", "broker-b"))
-    producer = rig.producer(
-        ProducerConfig(
-            go_away_answer_avoid_ms=10_000,
-            fault=FaultStrategyConfig(detector_enabled=detector),
-        )
-    )
-    a = rig.brokers["broker-a"]
-    a.answer_go_away = True
-    a.stopping = True
-    results = await rig.send_many(producer, 20)
-    assert {r.queue.broker_name for r in results} == {"broker-b"}
-    assert a.received == 0 and producer.counters["failed"] == 0
-    if detector:  # its first probe got the 1500 answer, before any send went there
-        assert producer.counters["answers_go_away"] == 0
-        assert producer.routing.stats()["brokers_going_away"] == 1
-    else:
-        assert producer.counters["answers_go_away"] == 1
-
-
-@pytest_twisted.ensureDeferred
 async def test_with_go_away_ignored_sends_keep_going_to_the_leaving_broker(rig):
     await rig.start(("broker-a", "broker-b"))
     producer = rig.producer(
@@ -361,19 +293,6 @@ async def test_connections_to_brokers_that_left_every_route_are_closed(rig):
     rig.clock.advance(30)
     await until(lambda: producer.connections.connections == 1)
     assert producer.connections.counters["connections_dropped"] == 1
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_oneway_send_is_written_once_and_gets_no_answer(rig):
-    await rig.start(("broker-a",))
-    producer = rig.producer()
-    await rig.drive(producer.send_oneway("T", b"fire", keys=["k"], tags="TagO"))
-    broker = rig.brokers["broker-a"]
-    await until(lambda: broker.received == 1)
-    got = broker.messages[-1]
-    assert (got.body, got.keys, got.tags) == (b"fire", ("k",), "TagO")
-    assert producer.counters["oneway_sent"] == 1 and producer.counters["retries"] == 0
-    assert broker.counters["requests.310"] == 1
 
 
 @pytest_twisted.ensureDeferred

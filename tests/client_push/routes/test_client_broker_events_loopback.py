@@ -9,7 +9,8 @@ import pytest
 import pytest_twisted
 from support.departures import ONLY_B, TWO, departure
 from support.fake_namesrv import FakeNamesrv, Harness, get, held, make_client
-from support.loopback_wait import settle, until
+from support.loopback_wait import until
+from support.route_drivers import barrier
 from twisted.internet import task
 
 from protocol.codes import Perm, RequestCode
@@ -53,7 +54,7 @@ async def test_an_exact_step_is_adopted_and_the_confirmation_finds_the_same_rout
     assert brokers[0].topics == ("T",)
     harness.clock.advance(11.5)  # past the confirmation delay and window
     await until(lambda: gets(harness.ns) == 2)
-    await settle()
+    await barrier(harness.client)
     assert harness.client.counters["fetch.confirm"] == 1
     assert harness.client.cached_route("T").route == ONLY_B  # type: ignore[union-attr]
 
@@ -107,12 +108,12 @@ async def test_a_departure_in_a_frame_after_a_gap_is_applied_and_everything_refe
 @pytest_twisted.ensureDeferred
 async def test_the_version_check_finds_a_change_push_never_delivered_within_30_s(harness):
     await held(harness, "T")
-    await settle()
+    await barrier(harness.client)
     subscribes = harness.ns.count(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED)
     version = harness.ns.set_route("T", ONLY_B)  # silently: no NOTIFY
     for _ in range(30):
         harness.clock.advance(1.0)
-        await settle()
+        await barrier(harness.client)
     await until(lambda: harness.client.cached_route("T").version == version)  # type: ignore[union-attr]
     assert harness.client.counters["fetch.version_check"] == 1
     assert harness.ns.count(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED) == subscribes + 1

@@ -10,7 +10,8 @@ from typing import Any
 import pytest_twisted
 from support.departures import ONLY_B, TWO, departure
 from support.fake_namesrv import get, make_route, started_client
-from support.loopback_wait import settle, until
+from support.loopback_wait import until
+from support.route_drivers import barrier
 
 from client_push.routes.telemetry import ENTRY_OVERHEAD_BYTES, JsonLinesTelemetry, RefetchRecord
 from protocol.codes import RequestCode
@@ -170,7 +171,7 @@ async def test_a_topic_held_again_after_expiry_compares_with_its_record_from_bef
         ns.set_route("T", make_route(queues=2))
         await get(client, "T")  # a new version since: news
         await get(client, "U")  # the same as before: none
-        await settle()
+        await barrier(client)
     finally:
         await client.stop()
         await ns.close()

@@ -1,5 +1,6 @@
-"""200 asyncio route clients subscribed to one topic over loopback, against the real name
-server in this process: after one change, every client holds the new route.
+"""200 route clients of one kind (Twisted, asyncio, uvloop) subscribed to one topic over
+loopback, against the real name server in this process: after one change, every client holds
+the new route.
 
 With inline routes the notification carries the route itself and the server counts zero
 GET_ROUTEINFO_BY_TOPIC requests; with them off each client refetches once (one request per
@@ -8,14 +9,13 @@ client, counted by the server).
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 import pytest
 import pytest_twisted
+from support.aio_world import close_clients, started_client
 from support.loopback_wait import until
 
-from client_push import aio
 from client_push.config import ClientConfig
 from protocol.codes import Perm
 
@@ -39,27 +39,22 @@ def client_config(port: int, inline: bool) -> ClientConfig:
 
 @pytest_twisted.ensureDeferred
 async def test_after_one_change_every_one_of_200_clients_holds_the_new_route(
-    cluster, loop_thread, inline_routes
+    cluster, any_loop, inline_routes
 ):
     server, port = cluster.start_server()
     broker = await cluster.broker(port, TOPIC)
     cluster.tick()
-    clients = [
-        aio.RouteClient(client_config(port, inline_routes), rng=random.Random(i))
-        for i in range(CLIENTS)
-    ]
+    config = client_config(port, inline_routes)
+    clients = [await started_client(any_loop, config, random.Random(i)) for i in range(CLIENTS)]
 
-    async def start_all() -> list[int]:
-        for client in clients:
-            await client.__aenter__()
-        routes = await asyncio.gather(*(c.get_route(TOPIC) for c in clients))
-        return [r.version for r in routes]
+    async def lookups() -> list[int]:
+        return [(await c.get_route(TOPIC)).version for c in clients]
 
     def gets() -> int:
         return server.stats().get("handled.GET_ROUTEINFO_BY_TOPIC", 0)
 
     try:
-        versions = await loop_thread.run(start_all())
+        versions = await any_loop.run(lookups())
         assert len(set(versions)) == 1
         before = versions[0]
         await until(lambda: all(c.push_active for c in clients), timeout=20.0)
@@ -78,8 +73,4 @@ async def test_after_one_change_every_one_of_200_clients_holds_the_new_route(
         assert sum(c.counters["fetch.notify"] for c in clients) == refetches
         assert sum(c.counters["routes_inline"] for c in clients) == CLIENTS - refetches
     finally:
-
-        async def close_all() -> None:
-            await asyncio.gather(*(c.close() for c in clients))
-
-        await loop_thread.run(close_all())
+        await close_clients(any_loop, clients)
