@@ -16,6 +16,7 @@ import grimp
 
 PACKAGES = ("protocol", "namesrv", "client_push", "pipeline", "sandbox")
 
+
 def _cycles(graph: grimp.ImportGraph, modules: Iterable[str]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
