@@ -145,6 +145,7 @@ class ChangeDetector:
         on_event: EventHook | None = None,
         broker_events: BrokerEventBook | None = None,
         clock_ms: Callable[[], int] | None = None,
+        report_routes: bool = True,
     ) -> None:
         self._exists = route_exists
         self.broker_events = broker_events
@@ -152,10 +153,10 @@ class ChangeDetector:
         self._subs = subscriptions
         self._epoch = epoch
         self.on_event = on_event
-        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later.
+        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md).
         Without ``report_routes``, suppressions of topics nobody subscribes to come as one
         ``suppressed_counts`` event per settle batch (``{"rules": {rule: count}}``)."""
-        self.report_routes = True
+        self.report_routes = report_routes
         """Whether ``on_event`` gets a ``route_changed`` event per settled topic; off when no one
         records them (no journal), which spares a 100,000-topic register 100,000 dicts."""
         self._silent_mask = sum(
