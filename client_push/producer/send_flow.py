@@ -134,13 +134,16 @@ async def _attempt(
         response = await glue.connections.request(addr, request, plan.attempt_timeout(started))
     except (ConnectionLostError, RequestTimeoutError, RequestsInFlightError) as exc:
         connection = isinstance(exc, ConnectionLostError)
-        latency = glue.now_ms() - started
-        core.unreachable(plan, queue, addr, describe(exc), latency, connection=connection)
+        now = glue.now_ms()
+        core.unreachable(
+            plan, queue, addr, describe(exc), now - started, now, connection=connection
+        )
         return None
     finally:
         if unwatch is not None:
             unwatch()
-    outcome = core.answered(plan, message, queue, response, glue.now_ms() - started)
+    now = glue.now_ms()
+    outcome = core.answered(plan, message, queue, response, now - started, now)
     if isinstance(outcome, SendResult):
         return outcome
     if outcome.step is Step.RETRY and outcome.delay_ms:
@@ -168,5 +171,6 @@ async def send_oneway(
     try:
         await glue.connections.oneway(addr, request, timeout_ms)
     except (ConnectionLostError, RequestTimeoutError, RequestsInFlightError) as exc:
-        raise core.oneway_failed(queue, describe(exc), glue.now_ms() - started) from None
+        now = glue.now_ms()
+        raise core.oneway_failed(queue, describe(exc), now - started, now) from None
     core.oneway_sent()
