@@ -61,22 +61,22 @@ class SharedRouting(RoutingFlow):
         client's). ``auto_create``: send to topics without a route through the default topic's
         route (``auto_create`` module); None: such sends fail with ``TopicNotExistError``."""
         core = RoutingCore(config, rng, Counter())
-        self.loop = RoutingLoop(runtime or client.runtime, client, core)
-        super().__init__(client, core, self.loop, auto_create=auto_create)
-        self.prober = self.loop.prober
+        self._loop = RoutingLoop(runtime or client.runtime, client, core)
+        super().__init__(client, core, self._loop, auto_create=auto_create)
+        self.prober = self._loop.prober
 
     def start(self) -> None:
         """Follow the route client's broker events, and start the detector (when enabled);
         selection works without either."""
-        self.loop.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop the detector and its probes; waiting selections go on without waiting."""
-        self.loop.stop()
+        self._loop.stop()
 
     def outstanding(self) -> dict[str, int]:
         """Waits and probes under way (for tests and debugging)."""
-        return self.loop.outstanding()
+        return self._loop.outstanding()
 
     def stats(self) -> dict[str, int]:
         out = dict(self.counters)
