@@ -99,8 +99,8 @@ class RoutingFlow:
         in time, and ``NoWritableQueueError`` when the route has no writable queue for another
         reason.
         """
-        started = now = self._glue.now_ms()
         core, glue = self.core, self._glue
+        started = now = glue.now_ms()
         while True:
             try:
                 entry = await self._client.get_route(topic)

@@ -15,6 +15,8 @@ here, so they count, isolate and fail alike. Events in and decisions out:
   else the ``Decision`` for the next attempt (``AVOID``: a GoAway answer, already reported;
   ``RETRY`` after ``delay_ms``); raises ``SendError`` / ``BrokerRefusedError`` when the send
   must end;
+* ``unanswered(broker_name, waited_ms, now_ms)`` -> an attempt still unanswered at an isolating
+  latency (``watch_after_ms``): the broker is isolated at once;
 * ``exhausted(plan, message)`` -> the ``SendError`` of a send out of attempts or time;
 * ``oneway_failed(queue, detail, latency_ms, now_ms)`` -> the ``SendError`` of a oneway send;
 * ``go_away(addr, grace_ms)`` -> a broker's GoAway on a send connection, reported for the
@@ -103,6 +105,8 @@ class FaultReports(Protocol):
         self, broker_name: str, latency_ms: int, outcome: SendOutcome, now_ms: int
     ) -> None: ...
 
+    def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None: ...
+
     def first_isolating_latency(self) -> int | None: ...
 
 
@@ -129,7 +133,7 @@ class SendCore:
         """Broker address -> the broker name sends to it went to (whose GoAway it is)."""
         self.watch_after_ms = faults.first_isolating_latency() if config.fault.enabled else None
         """How long an attempt may wait unanswered before its broker is isolated as slow (the
-        caller then calls the routing's ``report_waiting``); None: never."""
+        caller then calls ``unanswered``); None: never."""
 
     def encode(
         self,
@@ -169,6 +173,11 @@ class SendCore:
         )
 
     # -- one send's events ---------------------------------------------------------------------
+
+    def unanswered(self, broker_name: str, waited_ms: int, now_ms: int) -> None:
+        """An attempt to ``broker_name`` is still unanswered after ``waited_ms``: the broker is
+        isolated as that slow at once."""
+        self.faults.waiting(broker_name, waited_ms, now_ms)
 
     def no_route(self) -> None:
         """The selection raised (no route, no master in time): the send fails with it."""

@@ -101,6 +101,15 @@ def test_a_refused_message_ends_the_send_and_a_malformed_store_is_not_retried():
     assert core.counters["malformed_answers"] == 1 and len(reports.table) == 0
 
 
+def test_an_attempt_still_unanswered_at_an_isolating_latency_isolates_its_broker_at_once():
+    core, reports, _plan = setup()
+    waited = core.watch_after_ms
+    assert waited == reports.table.first_isolating_latency() == 550
+    core.unanswered("broker-a", waited, 100)
+    assert not reports.table.is_available("broker-a", 100)
+    assert reports.table.counters == {"reported.waiting": 1}
+
+
 def test_a_go_away_on_a_send_connection_reaches_the_broker_sent_to_there():
     core, reports, _plan = setup()
     core.addr_names["10.0.0.1:10911"] = "broker-a"
