@@ -32,6 +32,31 @@ def split_addr(addr: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
+_POSITIVE = (
+    "poll_interval_ms",
+    "poll_interval_with_push_ms",
+    "topic_idle_expiry_ms",
+    "expiry_check_interval_ms",
+    "request_timeout_ms",
+    "reconnect_initial_ms",
+    "reconnect_max_ms",
+    "max_frame_size",
+    "max_queue_nums",
+    "max_route_queues",
+    "subscribe_batch_size",
+    "version_check_interval_ms",
+    "departure_confirm_window_ms",
+    "arrival_refetch_window_ms",
+    "telemetry_memory_bytes",
+    "max_route_body_bytes",
+    "max_requests_in_flight",
+    "max_request_bytes_in_flight",
+    "write_buffer_bytes",
+    "close_timeout_ms",
+)
+"""The settings that must be positive."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
     namesrv_addrs: tuple[str, ...]
@@ -124,29 +149,7 @@ class ClientConfig:
             raise ClientConfigError("namesrv_addrs must name at least one name server")
         for addr in self.namesrv_addrs:
             split_addr(addr)
-        positive = (
-            "poll_interval_ms",
-            "poll_interval_with_push_ms",
-            "topic_idle_expiry_ms",
-            "expiry_check_interval_ms",
-            "request_timeout_ms",
-            "reconnect_initial_ms",
-            "reconnect_max_ms",
-            "max_frame_size",
-            "max_queue_nums",
-            "max_route_queues",
-            "subscribe_batch_size",
-            "version_check_interval_ms",
-            "departure_confirm_window_ms",
-            "arrival_refetch_window_ms",
-            "telemetry_memory_bytes",
-            "max_route_body_bytes",
-            "max_requests_in_flight",
-            "max_request_bytes_in_flight",
-            "write_buffer_bytes",
-            "close_timeout_ms",
-        )
-        for name in positive:
+        for name in _POSITIVE:
             value = getattr(self, name)
             if value <= 0:
                 raise ClientConfigError(f"{name} must be positive, got {value}")
@@ -159,6 +162,15 @@ class ClientConfig:
             raise ClientConfigError(
                 f"negative_ttl_ms must not be negative, got {self.negative_ttl_ms}"
             )
+        self._check_credentials()
+        if self.reconnect_max_ms < self.reconnect_initial_ms:
+            raise ClientConfigError(
+                f"reconnect_max_ms ({self.reconnect_max_ms}) must be at least "
+                f"reconnect_initial_ms ({self.reconnect_initial_ms})"
+            )
+
+    def _check_credentials(self) -> None:
+        """Signing needs both keys, a known form and, in the strong form, the servers' identity."""
         if bool(self.access_key) != bool(self.secret_key):
             raise ClientConfigError("access_key and secret_key go together")
         if self.signature not in ("strong", "upstream"):
@@ -175,8 +187,3 @@ class ClientConfig:
                 check_server_identity(self.server_identity)
             except ValueError as exc:
                 raise ClientConfigError(f"server_identity: {exc}") from None
-        if self.reconnect_max_ms < self.reconnect_initial_ms:
-            raise ClientConfigError(
-                f"reconnect_max_ms ({self.reconnect_max_ms}) must be at least "
-                f"reconnect_initial_ms ({self.reconnect_initial_ms})"
-            )

@@ -326,10 +326,39 @@ def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
     return replace(cls(), **values)  # type: ignore[type-var]
 
 
+_Range = tuple[str, int | float, int | float, int | float]
+"""A key's name, value, lowest and highest allowed value."""
+
+
 def _validate(cfg: NamesrvConfig) -> None:
-    s, r, p, j = cfg.server, cfg.registry, cfg.push, cfg.journal
-    ranges: list[tuple[str, int | float, int | float, int | float]] = [
-        # name, value, lowest, highest
+    s, j = cfg.server, cfg.journal
+    ranges = [
+        *_server_ranges(s),
+        *_registry_ranges(cfg.registry),
+        *_push_ranges(cfg.push),
+        *_ops_ranges(cfg),
+    ]
+    for name, value, lowest, highest in ranges:
+        if not lowest <= value <= highest:
+            raise ConfigError(
+                f"config key {name} must be between {lowest} and {highest}, got {value}"
+            )
+    if 0 < j.max_total_bytes < j.max_file_bytes:
+        raise ConfigError(
+            f"config key journal.max_total_bytes ({j.max_total_bytes}) must be 0 or at least "
+            f"journal.max_file_bytes ({j.max_file_bytes})"
+        )
+    _validate_pressure(cfg.pressure)
+    parse_listen(s.listen)
+    for addr in s.go_away_alternatives:
+        _check_addr("server.go_away_alternatives", addr)
+    _validate_metrics(cfg.metrics)
+    _validate_tls(s)
+    _validate_acl(cfg.acl)
+
+
+def _server_ranges(s: ServerConfig) -> list[_Range]:
+    ranges: list[_Range] = [
         ("server.max_frame_size", s.max_frame_size, 64 * KIB, 2**31 - 1),
         ("server.max_header_size", s.max_header_size, 1 * KIB, min(s.max_frame_size, 0xFFFFFF)),
         ("server.frame_timeout_ms", s.frame_timeout_ms, 10, 3_600_000),
@@ -347,6 +376,14 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("server.max_shared_output_bytes", s.max_shared_output_bytes, 0, 2**62),
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
         ("server.tls_handshake_timeout_ms", s.tls_handshake_timeout_ms, 10, 3_600_000),
+    ]
+    if s.idle_timeout_ms != 0:
+        ranges.append(("server.idle_timeout_ms", s.idle_timeout_ms, 10, 2**31 - 1))
+    return ranges
+
+
+def _registry_ranges(r: RegistryConfig) -> list[_Range]:
+    return [
         ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
         ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
         ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),
@@ -361,6 +398,11 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("registry.max_topic_name_bytes", r.max_topic_name_bytes, 1, 127),
         ("registry.max_topic_attributes_bytes", r.max_topic_attributes_bytes, 2, 2**31 - 1),
         ("registry.register_max_inflate_ratio", r.register_max_inflate_ratio, 2, 1_032),
+    ]
+
+
+def _push_ranges(p: PushConfig) -> list[_Range]:
+    return [
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
         ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),
@@ -394,6 +436,13 @@ def _validate(cfg: NamesrvConfig) -> None:
             1,
             3_600_000,
         ),
+    ]
+
+
+def _ops_ranges(cfg: NamesrvConfig) -> list[_Range]:
+    """The pressure monitor's, the journal's and the metrics port's."""
+    j = cfg.journal
+    return [
         ("pressure.sample_interval_ms", cfg.pressure.sample_interval_ms, 10, 3_600_000),
         ("journal.max_file_bytes", j.max_file_bytes, 4 * KIB, 2**62),
         ("journal.max_files", j.max_files, 0, 1_000_000),
@@ -403,19 +452,9 @@ def _validate(cfg: NamesrvConfig) -> None:
         ("metrics.max_connections", cfg.metrics.max_connections, 1, 100_000),
         ("metrics.idle_timeout_ms", cfg.metrics.idle_timeout_ms, 10, 3_600_000),
     ]
-    if s.idle_timeout_ms != 0:
-        ranges.append(("server.idle_timeout_ms", s.idle_timeout_ms, 10, 2**31 - 1))
-    for name, value, lowest, highest in ranges:
-        if not lowest <= value <= highest:
-            raise ConfigError(
-                f"config key {name} must be between {lowest} and {highest}, got {value}"
-            )
-    if 0 < j.max_total_bytes < j.max_file_bytes:
-        raise ConfigError(
-            f"config key journal.max_total_bytes ({j.max_total_bytes}) must be 0 or at least "
-            f"journal.max_file_bytes ({j.max_file_bytes})"
-        )
-    pr = cfg.pressure
+
+
+def _validate_pressure(pr: PressureConfig) -> None:
     for kind, low, high in (
         ("cpu", pr.cpu_low_percent, pr.cpu_high_percent),
         ("memory", pr.memory_low_percent, pr.memory_high_percent),
@@ -425,12 +464,6 @@ def _validate(cfg: NamesrvConfig) -> None:
                 f"pressure.{kind}_low_percent ({low}) and pressure.{kind}_high_percent ({high}) "
                 "must satisfy 0 < low <= high <= 100"
             )
-    parse_listen(s.listen)
-    for addr in s.go_away_alternatives:
-        _check_addr("server.go_away_alternatives", addr)
-    _validate_metrics(cfg.metrics)
-    _validate_tls(s)
-    _validate_acl(cfg.acl)
 
 
 def _check_addr(name: str, addr: str) -> None:

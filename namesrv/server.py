@@ -21,7 +21,7 @@ from typing import Any
 from twisted.internet import defer, task
 from twisted.internet.interfaces import IListeningPort
 
-from namesrv.config import NamesrvConfig
+from namesrv.config import JournalConfig, NamesrvConfig
 from namesrv.net import transport
 from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
@@ -87,26 +87,43 @@ class NameServer:
         self.clock = clock if clock is not None else reactor
         self.counters: Counter[str] = Counter()
         self.epoch = epoch or secrets.token_hex(8)
-        self.journal: EventJournal | NullJournal
-        journaled = bool(cfg.journal.directory)
-        if cfg.journal.directory:
-            self.journal = EventJournal(
-                cfg.journal.directory,
-                max_file_bytes=cfg.journal.max_file_bytes,
-                max_files=cfg.journal.max_files,
-                max_total_bytes=cfg.journal.max_total_bytes,
-                max_records_per_second=cfg.journal.max_records_per_second,
-                max_topics_per_record=cfg.journal.max_topics_per_record,
-                clock_ms=self._now_ms,
-            )
-        else:
-            self.journal = NullJournal()
+        self.journal = self._open_journal(cfg.journal)
+        self._build_routes(cfg)
+        self._build_push(cfg, journaled=bool(cfg.journal.directory))
+        self._build_requests(cfg)
+        self._build_ticker(cfg, sampler, timer)
+        self.hub = self._build_hub(cfg)
+        self.connections: dict[int, NamesrvConnection] = self.hub.connections
+        """Open connections by id (the hub's admission keeps them)."""
+        self._port: IListeningPort | None = None
+        self.metrics_port: IListeningPort | None = None
+        self._loops: list[task.LoopingCall] = []
+        self._stopping: defer.Deferred[None] | None = None
+
+    # -- the parts, each given what it needs when it is built ----------------------------------
+
+    def _open_journal(self, cfg: JournalConfig) -> EventJournal | NullJournal:
+        if not cfg.directory:
+            return NullJournal()
+        return EventJournal(
+            cfg.directory,
+            max_file_bytes=cfg.max_file_bytes,
+            max_files=cfg.max_files,
+            max_total_bytes=cfg.max_total_bytes,
+            max_records_per_second=cfg.max_records_per_second,
+            max_topics_per_record=cfg.max_topics_per_record,
+            clock_ms=self._now_ms,
+        )
+
+    def _build_routes(self, cfg: NamesrvConfig) -> None:
+        """The route tables, the KV config and the route bodies and answers derived from them."""
         self.registry = RouteRegistry(
             self.clock,
             broker_expiry_ms=cfg.registry.broker_expiry_ms,
             listener=self._routes_touched,
             delete_topic_with_broker_registration=cfg.registry.delete_topic_with_broker_registration,
             slice_topics=cfg.registry.register_slice_topics,
+            broker_listener=self._broker_event,
         )
         self.kv = KVConfig(on_change=self._kv_changed, max_bytes=cfg.registry.max_kv_config_bytes)
         if cfg.registry.kv_config_path:
@@ -115,6 +132,9 @@ class NameServer:
         self.routes = RouteBodies(
             self.registry, self.kv, order_message_enable=cfg.registry.order_message_enable
         )
+
+    def _build_push(self, cfg: NamesrvConfig, *, journaled: bool) -> None:
+        """Subscriptions, broker events and the change detector."""
         self.subscriptions = SubscriptionRegistry(
             cfg.push.max_topics_per_connection,
             cfg.push.max_total_subscriptions,
@@ -130,13 +150,15 @@ class NameServer:
             self.subscriptions,
             cfg.push.suppress,
             self.epoch,
+            on_event=self._detector_event,
             broker_events=self.broker_events,
             # Per-topic journal records (and the mark times they carry) only with a journal.
             clock_ms=self._now_ms if journaled else None,
+            report_routes=journaled,
         )
-        self.detector.on_event = self._detector_event
-        self.detector.report_routes = journaled
-        self.registry.broker_listener = self._broker_event
+
+    def _build_requests(self, cfg: NamesrvConfig) -> None:
+        """Access control, the request processor and the registers answered over turns."""
         self.acl = AccessControl(cfg.acl)
         self._services = Services(
             config=cfg,
@@ -170,6 +192,11 @@ class NameServer:
             self.counters,
             on_settled=self.heap_trim.settled,
         )
+
+    def _build_ticker(
+        self, cfg: NamesrvConfig, sampler: Callable[[], Sample] | None, timer: Callable[[], float]
+    ) -> None:
+        """The push tick and the memory pressure that slows it."""
         self.tick_durations = DurationHistogram()
         self.ticker = Ticker(
             cfg.push,
@@ -194,9 +221,11 @@ class NameServer:
         self.pressure = PressureMonitor(
             sampler or PsutilSampler(), cfg.pressure, on_transition=self.ticker.pressure_changed
         )
-        self.hub = ConnectionHub(
+
+    def _build_hub(self, cfg: NamesrvConfig) -> ConnectionHub:
+        return ConnectionHub(
             cfg.server,
-            reactor=reactor,
+            reactor=self.reactor,
             clock=self.clock,
             counters=self.counters,
             route_cache=self.route_responses,
@@ -207,12 +236,6 @@ class NameServer:
                 self.registry.has_channel(conn.conn_id) or self.register_turns.serving(conn)
             ),
         )
-        self.connections: dict[int, NamesrvConnection] = self.hub.connections
-        """Open connections by id (the hub's admission keeps them)."""
-        self._port: IListeningPort | None = None
-        self.metrics_port: IListeningPort | None = None
-        self._loops: list[task.LoopingCall] = []
-        self._stopping: defer.Deferred[None] | None = None
 
     @property
     def buffered_input(self) -> int:

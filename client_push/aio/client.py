@@ -20,8 +20,6 @@ __all__ = ["RouteClient", "UnknownActionError"]
 
 
 class RouteClient(RouteClientCore, StartedInContext):
-    _must_start = True
-
     def __init__(
         self,
         config: ClientConfig,
@@ -30,7 +28,7 @@ class RouteClient(RouteClientCore, StartedInContext):
         rng: random.Random | None = None,
         telemetry: TelemetrySink | None = None,
     ) -> None:
-        super().__init__(config, AsyncioRuntime(clock), rng, telemetry)
+        super().__init__(config, AsyncioRuntime(clock), rng, telemetry, must_start=True)
 
     async def close(self) -> None:
         """Stop timers, fail waiting lookups with ``ClientStoppedError``, end every

@@ -26,8 +26,6 @@ __all__ = ["BrokerRefusedError", "Producer", "SendError", "SendResult"]
 
 
 class Producer(ProducerCore, StartedInContext):
-    _must_start = True
-
     def __init__(
         self,
         client: RouteClient,
@@ -39,8 +37,8 @@ class Producer(ProducerCore, StartedInContext):
     ) -> None:
         """``clock``: every timer of the producer (attempt timeouts, backoffs, waits, the
         detector); default the route client's."""
-        runtime = AsyncioRuntime(clock) if clock is not None else client._runtime
-        super().__init__(client, group, config, runtime, rng)
+        runtime = AsyncioRuntime(clock) if clock is not None else client.runtime
+        super().__init__(client, group, config, runtime, rng, must_start=True)
 
     async def close(self) -> None:
         """Stop the detector, fail the sends in flight and close the broker connections

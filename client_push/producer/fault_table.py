@@ -29,6 +29,7 @@ table is bounded by the brokers of held routes.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -133,6 +134,8 @@ class FaultItem:
 class FaultTable:
     config: FaultStrategyConfig = field(default_factory=FaultStrategyConfig)
     _items: dict[str, FaultItem] = field(default_factory=dict)
+    counters: Counter[str] = field(default_factory=Counter)
+    """``reported.<outcome>`` and ``reported.waiting``: the reports the table was given."""
 
     def __len__(self) -> int:
         return len(self._items)
@@ -143,6 +146,7 @@ class FaultTable:
     def report(self, broker_name: str, latency_ms: int, outcome: SendOutcome, now_ms: int) -> None:
         """A send to ``broker_name`` finished: record its latency and what it tells (nothing
         with the strategy off)."""
+        self.counters[f"reported.{outcome.value}"] += 1
         if not self.config.enabled:
             return
         latency_ms = max(0, int(latency_ms))
@@ -276,6 +280,7 @@ class FaultTable:
     def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None:
         """A send to the broker has waited ``latency_ms`` without an answer: it is at least
         that slow, so isolate it now rather than when the answer (or timeout) comes."""
+        self.counters["reported.waiting"] += 1
         if not self.config.enabled:
             return
         isolation = self.config.isolation_for(latency_ms)

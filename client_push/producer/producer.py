@@ -37,7 +37,7 @@ class Producer(ProducerCore):
         """``reactor``/``clock``: the producer's sockets and timers (default: the route
         client's)."""
         given = reactor is not None or clock is not None
-        runtime = TwistedRuntime(reactor, clock) if given else client._runtime
+        runtime = TwistedRuntime(reactor, clock) if given else client.runtime
         super().__init__(client, group, config, runtime, rng, routing)
 
     def stop(self) -> Any:

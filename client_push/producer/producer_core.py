@@ -38,9 +38,6 @@ TIDY_INTERVAL_S = 30.0
 
 
 class ProducerCore:
-    _must_start = False
-    """Whether sends before ``start`` are an error (asyncio) or allowed (Twisted)."""
-
     def __init__(
         self,
         client: RouteClientCore,
@@ -49,8 +46,13 @@ class ProducerCore:
         runtime: Runtime,
         rng: random.Random | None = None,
         routing: SharedRouting | None = None,
+        *,
+        must_start: bool = False,
     ) -> None:
+        """``must_start``: sends before ``start`` are an error (asyncio) rather than allowed
+        (Twisted)."""
         self.config = config = config or ProducerConfig()
+        self._must_start = must_start
         self.group = group
         self._runtime = runtime
         rng = rng or random.Random()
@@ -64,7 +66,7 @@ class ProducerCore:
             honour_go_away=config.honour_go_away,
             close_timeout_ms=config.close_timeout_ms,
         )
-        self.core = SendCore(config, group, rng, self.routing)
+        self.core = SendCore(config, group, rng, self.routing, self.routing.table)
         self.counters = self.core.counters
         self.first_attempts_by_broker = self.core.first_attempts_by_broker
         self.statuses = self.core.statuses

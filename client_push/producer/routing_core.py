@@ -18,8 +18,6 @@ Events in
       a first-answer wait ran out its ``first_probe_wait_ms``; True when it was still open.
   ``wait_given_up(wait)``
       the selection holding a first-answer wait was cancelled.
-  ``report_send(name, latency_ms, outcome, now_ms)``, ``report_waiting(name, waited_ms, now_ms)``
-      how a send went, or that it is still unanswered.
   ``broker_going_away(name, grace_ms, now_ms)``, ``addr_going_away(addr, grace_ms, now_ms)``
       a broker's GoAway (on a send connection, on a probe connection).
   ``broker_event(event, now_ms)``, ``broker_gone(name, now_ms, gone_addrs)``
@@ -57,7 +55,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
+from client_push.producer.fault_table import FaultStrategyConfig, FaultTable
 from client_push.producer.queue_select import NoWritableQueueError, QueueSelector
 from client_push.routes.events import BrokerEvent
 from client_push.routes.route_cache import MASTER_ID, MessageQueue, PublishInfo
@@ -157,9 +155,10 @@ class RoutingCore:
         counters: Counter[str] | None = None,
     ) -> None:
         self.config = config or FaultStrategyConfig()
-        self.table = FaultTable(self.config)
-        self.selector = QueueSelector(self.table, rng)
         self.counters: Counter[str] = Counter() if counters is None else counters
+        self.table = FaultTable(self.config, counters=self.counters)
+        """How sends went is reported here directly (``FaultTable.report``/``waiting``)."""
+        self.selector = QueueSelector(self.table, rng)
         self.detecting = False
         self._addr_names: dict[str, str] = {}
         self.departed: dict[str, _Departure] = {}
@@ -268,17 +267,7 @@ class RoutingCore:
             self.counters["selected_last_broker_again"] += 1
         return queue
 
-    # -- what happened to sends and brokers ------------------------------------------------------
-
-    def report_send(
-        self, broker_name: str, latency_ms: int, outcome: SendOutcome, now_ms: int
-    ) -> None:
-        self.counters[f"reported.{outcome.value}"] += 1
-        self.table.report(broker_name, latency_ms, outcome, now_ms)
-
-    def report_waiting(self, broker_name: str, waited_ms: int, now_ms: int) -> None:
-        self.counters["reported.waiting"] += 1
-        self.table.waiting(broker_name, waited_ms, now_ms)
+    # -- what happened to brokers ------------------------------------------------------------------
 
     def broker_going_away(self, broker_name: str, grace_ms: int, now_ms: int) -> None:
         self.counters["brokers_going_away"] += 1

@@ -2,24 +2,17 @@
 default topic's for auto-creation), the selection loop with its waits, and what sends and
 brokers report.
 
-Pure: it awaits only what the route client and the subclass hand it, so Twisted's
+Pure: it awaits only what the route client and its glue hand it, so Twisted's
 ``client_push.producer.routing.ProducerRouting`` and asyncio's
-``client_push.aio.producer_routing.ProducerRouting`` are this class plus their loop's timers,
-probes and waits. Every decision is ``RoutingCore``'s. A subclass supplies:
-
-* ``_now_ms()``: the time on its clock;
-* ``_probe_first(probe)``: probe a broker a first time now, then call ``_first_probed``;
-* ``_wait_for_first_answer(wait)``: until ``_end_wait(wait)`` or ``first_probe_wait_ms``;
-* ``wait_for_route(topic, timeout_ms)``: True with the topic's next route state, False at the
-  timeout.
+``client_push.aio.producer_routing.ProducerRouting`` run this very code. Every decision is
+``RoutingCore``'s; the loop's part (``RoutingGlue``: its clock, first probes and waits) and the
+route client (``RouteSource``) are given to the constructor.
 """
 
 from __future__ import annotations
 
-import random
-from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from client_push.errors import TopicNotExistError
 from client_push.producer.auto_create import AutoCreateTopic, BorrowedRoutes
@@ -34,7 +27,7 @@ from client_push.producer.routing_core import (
     held_brokers,
     master_addr,
 )
-from client_push.routes.events import BrokerEvent, BrokerListener, RouteListener
+from client_push.routes.events import BrokerListener, RouteListener
 from client_push.routes.route_cache import CachedRoute, MessageQueue, PublishInfo
 from protocol.route_model import TopicRouteData
 
@@ -53,42 +46,44 @@ class RouteSource(Protocol):
     def add_broker_listener(self, callback: BrokerListener) -> Callable[[], None]: ...
 
 
+class RoutingGlue(Protocol):
+    """What the routing's event loop supplies."""
+
+    def now_ms(self) -> int: ...
+
+    def probe_first(self, probe: Probe) -> None:
+        """Probe a broker a first time now; its answer goes to ``RoutingCore.first_probed``."""
+        ...
+
+    def wait_for_first_answer(self, wait: FirstAnswerWait) -> Awaitable[None]:
+        """Until ``wait`` ends (an answer, its probes all failed) or ``first_probe_wait_ms``."""
+        ...
+
+    def wait_for_route(self, topic: str, timeout_ms: int) -> Awaitable[bool]:
+        """True with the topic's next route state, False at the timeout."""
+        ...
+
+
 class RoutingFlow:
     def __init__(
         self,
         client: RouteSource,
-        config: FaultStrategyConfig | None = None,
+        core: RoutingCore,
+        glue: RoutingGlue,
         *,
-        rng: random.Random | None = None,
         auto_create: AutoCreateTopic | None = None,
     ) -> None:
         """``auto_create``: send to topics without a route through the default topic's route
         (``auto_create`` module); None: such sends fail with ``TopicNotExistError``."""
         self._client = client
-        self.counters: Counter[str] = Counter()
-        self.core = RoutingCore(config, rng, self.counters)
-        self.config: FaultStrategyConfig = self.core.config
-        self.table: FaultTable = self.core.table
-        self.selector: QueueSelector = self.core.selector
+        self._glue = glue
+        self.core = core
+        self.counters = core.counters
+        self.config: FaultStrategyConfig = core.config
+        self.table: FaultTable = core.table
+        self.selector: QueueSelector = core.selector
         self.auto_create = auto_create
         self._borrowed = None if auto_create is None else BorrowedRoutes(auto_create, self.counters)
-
-    # -- the subclass's part -------------------------------------------------------------------
-
-    def _now_ms(self) -> int:
-        raise NotImplementedError
-
-    def _probe_first(self, probe: Probe) -> None:
-        raise NotImplementedError
-
-    def _wait_for_first_answer(self, wait: FirstAnswerWait) -> Awaitable[Any]:
-        raise NotImplementedError
-
-    def wait_for_route(self, topic: str, timeout_ms: int) -> Awaitable[bool]:
-        raise NotImplementedError
-
-    def _end_wait(self, wait: FirstAnswerWait) -> None:
-        raise NotImplementedError
 
     # -- selection -----------------------------------------------------------------------------
 
@@ -104,8 +99,8 @@ class RoutingFlow:
         in time, and ``NoWritableQueueError`` when the route has no writable queue for another
         reason.
         """
-        started = now = self._now_ms()
-        core = self.core
+        core, glue = self.core, self._glue
+        started = now = glue.now_ms()
         while True:
             try:
                 entry = await self._client.get_route(topic)
@@ -120,23 +115,23 @@ class RoutingFlow:
                     self._borrowed.own_route(topic)
             if core.detecting or core.departed:  # else route_used has nothing to do
                 for probe in core.route_used(topic, info, route, now):
-                    self._probe_first(probe)
+                    glue.probe_first(probe)
             if core.first_probing:  # else no selection waits for a first answer
                 wait = core.first_answer_wait(info, last_broker_name)
                 if wait is not None:
-                    await self._wait_for_first_answer(wait)
-                    now = self._now_ms()
+                    await glue.wait_for_first_answer(wait)
+                    now = glue.now_ms()
             choice = core.select(info, route, last_broker_name, now)
             if type(choice) is MessageQueue:
                 return choice
             assert isinstance(choice, AwaitMaster)
-            now = self._now_ms()
+            now = glue.now_ms()
             waited = now - started
             if waited >= wait_ms:
                 self.counters["no_master_in_time"] += 1
                 raise NoMasterError(choice, wait_ms)
-            await self.wait_for_route(topic, wait_ms - waited)
-            now = self._now_ms()
+            await glue.wait_for_route(topic, wait_ms - waited)
+            now = glue.now_ms()
 
     async def _borrowed_route(
         self, topic: str, borrowed: BorrowedRoutes
@@ -162,59 +157,45 @@ class RoutingFlow:
             return None
         return master_addr(self._borrowed.route(topic), broker_name)
 
+    def wait_for_route(self, topic: str, timeout_ms: int) -> Awaitable[bool]:
+        """True with the next route state the client learns for ``topic`` (a push, a poll, a
+        departure dropped locally), False after ``timeout_ms`` or once the routing stops."""
+        return self._glue.wait_for_route(topic, timeout_ms)
+
     # -- what happened to sends and brokers ----------------------------------------------------
 
     def report_send(
         self, broker_name: str, latency_ms: int, outcome: SendOutcome = SendOutcome.OK
     ) -> None:
         """How a send to ``broker_name`` went; slow or failed sends isolate the broker."""
-        self.core.report_send(broker_name, latency_ms, outcome, self._now_ms())
+        self.table.report(broker_name, latency_ms, outcome, self._glue.now_ms())
 
     def report_waiting(self, broker_name: str, waited_ms: int) -> None:
         """A send to ``broker_name`` is still unanswered after ``waited_ms``."""
-        self.core.report_waiting(broker_name, waited_ms, self._now_ms())
+        self.table.waiting(broker_name, waited_ms, self._glue.now_ms())
 
     def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
         """A broker announced a graceful shutdown (to the application's send connection, say):
         new sends avoid it for the grace period and until it answers a probe again."""
-        self.core.broker_going_away(broker_name, grace_ms, self._now_ms())
+        self.core.broker_going_away(broker_name, grace_ms, self._glue.now_ms())
 
     def broker_gone(self, broker_name: str) -> None:
         """The name server announced the broker left (unregistered, expired, its channel
         closed): new sends avoid it until a route shows it back, at most
         ``departed_avoid_ms``. The hook for the route client's broker-departure events."""
-        self.core.broker_gone(broker_name, self._now_ms())
-
-    def _broker_event(self, event: BrokerEvent) -> None:
-        self.core.broker_event(event, self._now_ms())
-
-    def _broker_addr_going_away(self, addr: str, grace_ms: int) -> None:
-        self.core.addr_going_away(addr, grace_ms, self._now_ms())
-
-    # -- the detector --------------------------------------------------------------------------
+        self.core.broker_gone(broker_name, self._glue.now_ms())
 
     def held_broker_addrs(self) -> dict[str, tuple[str, str]]:
         """Broker name -> (master address, one topic it serves), over every held route."""
-        routes = []
-        for topic in self._client.held_topics():
-            entry = self._client.cached_route(topic)
-            if entry is not None:
-                routes.append((topic, entry.route))
-        return held_brokers(routes)
+        return held_broker_addrs(self._client)
 
-    def _due_probes(self) -> list[Probe]:
-        """A detector round: the probes due now (the prober keeps only the addresses it
-        still probes)."""
-        held = self.held_broker_addrs()
-        return self.core.detect_round(held, set(self._client.held_topics()), self._now_ms())
 
-    def _probed(self, ok: bool, name: str) -> None:
-        self.core.probed(name, ok, self._now_ms())
-
-    def _first_probed(self, ok: bool, name: str) -> None:
-        for wait in self.core.first_probed(name, ok, self._now_ms()):
-            self._end_wait(wait)
-
-    def _wait_expired(self, wait: FirstAnswerWait) -> None:
-        if self.core.wait_expired(wait):
-            self._end_wait(wait)
+def held_broker_addrs(client: RouteSource) -> dict[str, tuple[str, str]]:
+    """Broker name -> (master address, one topic it serves), over every route ``client``
+    holds."""
+    routes = []
+    for topic in client.held_topics():
+        entry = client.cached_route(topic)
+        if entry is not None:
+            routes.append((topic, entry.route))
+    return held_brokers(routes)

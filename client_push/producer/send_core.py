@@ -1,24 +1,30 @@
 """What one send is, whatever event loop carries it: the request, what an answer or a failure
 means, what is counted and reported to the fault strategy.
 
-Pure: no Twisted, no asyncio; the caller passes latencies measured on its clock. Both
+Pure: no Twisted, no asyncio; the caller passes latencies and the time measured on its clock. Both
 producers (Twisted's ``client_push.producer.producer`` and asyncio's
 ``client_push.aio.producer``) run the same loop over ``SendAttempts`` and hand every outcome
 here, so they count, isolate and fail alike. Events in and decisions out:
 
 * ``encode(topic, body, ...)`` -> the ``EncodedMessage`` (``MessageError`` before sending);
 * ``request(message, queue, oneway=...)`` -> the SEND_MESSAGE_V2 command of one attempt;
-* ``unreachable(plan, queue, addr, detail, latency_ms, connection=...)`` -> no connection or
-  no answer in time: the broker is reported unreachable, the plan moves on;
-* ``answered(plan, message, queue, response, latency_ms)`` -> a ``SendResult`` when stored,
+* ``unreachable(plan, queue, addr, detail, latency_ms, now_ms, connection=...)`` -> no
+  connection or no answer in time: the broker is reported unreachable, the plan moves on;
+* ``answered(plan, message, queue, response, latency_ms, now_ms)`` -> a ``SendResult`` when
+  stored,
   else the ``Decision`` for the next attempt (``AVOID``: a GoAway answer, already reported;
   ``RETRY`` after ``delay_ms``); raises ``SendError`` / ``BrokerRefusedError`` when the send
   must end;
+* ``unanswered(broker_name, waited_ms, now_ms)`` -> an attempt still unanswered at an isolating
+  latency (``watch_after_ms``): the broker is isolated at once;
 * ``exhausted(plan, message)`` -> the ``SendError`` of a send out of attempts or time;
-* ``oneway_failed(queue, detail, latency_ms)`` -> the ``SendError`` of a oneway send;
+* ``oneway_failed(queue, detail, latency_ms, now_ms)`` -> the ``SendError`` of a oneway send;
 * ``go_away(addr, grace_ms)`` -> a broker's GoAway on a send connection, reported for the
   broker last sent to at ``addr`` (``addr_names``, kept by the send loop); ``tidy(held)``
   forgets the addresses no held route names.
+
+Every report of how an attempt went is one call to the fault table (``FaultReports``), given
+to the constructor with the routing it belongs to.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Any, Protocol
 from client_push.errors import RouteClientError
 from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.config import ProducerConfig
-from client_push.producer.fault_table import FaultTable, SendOutcome
+from client_push.producer.fault_table import SendOutcome
 from client_push.producer.send_answer import Answer, SendStatus, classify, parse_stored
 from client_push.producer.send_attempts import Decision, SendAttempts, Step
 from client_push.routes.route_cache import MessageQueue
@@ -73,41 +79,53 @@ class SendResult:
 
 
 class Routing(Protocol):
-    """What the send core tells a producer's routing (either loop's ``ProducerRouting``)."""
+    """What the send core asks and tells a producer's routing (either loop's
+    ``ProducerRouting``)."""
 
     @property
     def auto_create(self) -> AutoCreateTopic | None: ...
-
-    @property
-    def table(self) -> FaultTable: ...
-
-    def report_send(self, broker_name: str, latency_ms: int, outcome: SendOutcome) -> None: ...
 
     def broker_going_away(self, broker_name: str, grace_ms: int) -> None: ...
 
     def via_default_topic(self, topic: str) -> bool: ...
 
 
+class FaultReports(Protocol):
+    """The routing's fault table (``fault_table.FaultTable``), as the send core reports to it."""
+
+    def report(
+        self, broker_name: str, latency_ms: int, outcome: SendOutcome, now_ms: int
+    ) -> None: ...
+
+    def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None: ...
+
+    def first_isolating_latency(self) -> int | None: ...
+
+
 class SendCore:
     def __init__(
-        self, config: ProducerConfig, group: str, rng: random.Random, routing: Routing
+        self,
+        config: ProducerConfig,
+        group: str,
+        rng: random.Random,
+        routing: Routing,
+        faults: FaultReports,
     ) -> None:
         if not group:
             raise ValueError("producer group must not be empty")
         self.config = config
         self.group = group
         self.routing = routing
+        self.faults = faults
         self.counters: Counter[str] = Counter()
         self.first_attempts_by_broker: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self._ids = MessageIdGenerator(local_ip(), os.getpid(), rng.getrandbits(31))
         self.addr_names: dict[str, str] = {}
         """Broker address -> the broker name sends to it went to (whose GoAway it is)."""
-        self.watch_after_ms = (
-            routing.table.first_isolating_latency() if config.fault.enabled else None
-        )
+        self.watch_after_ms = faults.first_isolating_latency() if config.fault.enabled else None
         """How long an attempt may wait unanswered before its broker is isolated as slow (the
-        caller then calls the routing's ``report_waiting``); None: never."""
+        caller then calls ``unanswered``); None: never."""
 
     def encode(
         self,
@@ -148,6 +166,11 @@ class SendCore:
 
     # -- one send's events ---------------------------------------------------------------------
 
+    def unanswered(self, broker_name: str, waited_ms: int, now_ms: int) -> None:
+        """An attempt to ``broker_name`` is still unanswered after ``waited_ms``: the broker is
+        isolated as that slow at once."""
+        self.faults.waiting(broker_name, waited_ms, now_ms)
+
     def no_route(self) -> None:
         """The selection raised (no route, no master in time): the send fails with it."""
         self.counters["failed"] += 1
@@ -163,11 +186,12 @@ class SendCore:
         addr: str,
         detail: str,
         latency_ms: int,
+        now_ms: int,
         *,
         connection: bool,
     ) -> None:
         """``connection``: no connection (refused, lost), rather than no answer in time."""
-        self.routing.report_send(queue.broker_name, latency_ms, SendOutcome.UNREACHABLE)
+        self.faults.report(queue.broker_name, latency_ms, SendOutcome.UNREACHABLE, now_ms)
         self.counters["attempts_unreachable"] += 1
         plan.unreachable(queue.broker_name, addr, detail, connection=connection)
 
@@ -178,10 +202,13 @@ class SendCore:
         queue: MessageQueue,
         response: RemotingCommand,
         latency_ms: int,
+        now_ms: int,
     ) -> SendResult | Decision:
         answer = classify(response.code, response.remark)
         if answer is Answer.STORED:
-            return self._stored(message, queue, response, latency_ms, plan.attempts)
+            result = self._stored(message, queue, response, plan.attempts)
+            self.faults.report(queue.broker_name, latency_ms, SendOutcome.OK, now_ms)
+            return result
         routing = self.routing
         auto_create = routing.auto_create
         via_default = None
@@ -195,7 +222,7 @@ class SendCore:
             if self.config.honour_go_away:
                 routing.broker_going_away(queue.broker_name, self.config.go_away_answer_avoid_ms)
             return decision
-        routing.report_send(queue.broker_name, latency_ms, SendOutcome.FAILED)
+        self.faults.report(queue.broker_name, latency_ms, SendOutcome.FAILED, now_ms)
         if answer is Answer.BUSY:
             self.counters["answers_busy"] += 1
         elif answer is Answer.RETRY:
@@ -219,7 +246,6 @@ class SendCore:
         message: EncodedMessage,
         queue: MessageQueue,
         response: RemotingCommand,
-        latency_ms: int,
         attempts: int,
     ) -> SendResult:
         try:
@@ -233,7 +259,6 @@ class SendCore:
                 attempts,
                 response.code,
             ) from None
-        self.routing.report_send(queue.broker_name, latency_ms, SendOutcome.OK)
         self.counters["sent_ok"] += 1
         self.statuses[stored.status.value] += 1
         return SendResult(
@@ -255,8 +280,10 @@ class SendCore:
     def oneway_no_address(broker_name: str) -> SendError:
         return SendError(f"broker {broker_name} has no master address in the route", 1)
 
-    def oneway_failed(self, queue: MessageQueue, detail: str, latency_ms: int) -> SendError:
-        self.routing.report_send(queue.broker_name, latency_ms, SendOutcome.UNREACHABLE)
+    def oneway_failed(
+        self, queue: MessageQueue, detail: str, latency_ms: int, now_ms: int
+    ) -> SendError:
+        self.faults.report(queue.broker_name, latency_ms, SendOutcome.UNREACHABLE, now_ms)
         self.counters["oneway_failed"] += 1
         return SendError(f"oneway send to {queue.broker_name} failed: {detail}", 1)
 

@@ -12,7 +12,6 @@ request, the answers, the counts); the loop's glue supplies the I/O and the cloc
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Protocol
 
 from client_push.errors import ConnectionLostError, RequestsInFlightError, RequestTimeoutError
@@ -63,8 +62,6 @@ class Selection(Protocol):
 
     def wait_for_route(self, topic: str, timeout_ms: int) -> Awaitable[bool]: ...
 
-    def report_waiting(self, broker_name: str, waited_ms: int) -> None: ...
-
 
 def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
@@ -103,7 +100,7 @@ async def send(
         if addr is None:
             plan.no_address(queue.broker_name)
             continue
-        result = await _attempt(core, routing, glue, message, queue, addr, plan)
+        result = await _attempt(core, glue, message, queue, addr, plan)
         if result is not None:
             return result
     raise core.exhausted(plan, message)
@@ -111,7 +108,6 @@ async def send(
 
 async def _attempt(
     core: SendCore,
-    routing: Selection,
     glue: SenderGlue,
     message: EncodedMessage,
     queue: MessageQueue,
@@ -127,20 +123,25 @@ async def _attempt(
     watch_after = core.watch_after_ms
     unwatch = None
     if watch_after is not None:
-        unwatch = glue.call_later(
-            watch_after, partial(routing.report_waiting, queue.broker_name, watch_after)
-        )
+
+        def watchdog() -> None:
+            core.unanswered(queue.broker_name, watch_after, glue.now_ms())
+
+        unwatch = glue.call_later(watch_after, watchdog)
     try:
         response = await glue.connections.request(addr, request, plan.attempt_timeout(started))
     except (ConnectionLostError, RequestTimeoutError, RequestsInFlightError) as exc:
         connection = isinstance(exc, ConnectionLostError)
-        latency = glue.now_ms() - started
-        core.unreachable(plan, queue, addr, describe(exc), latency, connection=connection)
+        now = glue.now_ms()
+        core.unreachable(
+            plan, queue, addr, describe(exc), now - started, now, connection=connection
+        )
         return None
     finally:
         if unwatch is not None:
             unwatch()
-    outcome = core.answered(plan, message, queue, response, glue.now_ms() - started)
+    now = glue.now_ms()
+    outcome = core.answered(plan, message, queue, response, now - started, now)
     if isinstance(outcome, SendResult):
         return outcome
     if outcome.step is Step.RETRY and outcome.delay_ms:
@@ -168,5 +169,6 @@ async def send_oneway(
     try:
         await glue.connections.oneway(addr, request, timeout_ms)
     except (ConnectionLostError, RequestTimeoutError, RequestsInFlightError) as exc:
-        raise core.oneway_failed(queue, describe(exc), glue.now_ms() - started) from None
+        now = glue.now_ms()
+        raise core.oneway_failed(queue, describe(exc), now - started, now) from None
     core.oneway_sent()

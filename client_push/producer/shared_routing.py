@@ -18,14 +18,15 @@ and a selection for a route none of whose brokers has answered yet waits (at mos
 answer rather than round-robin onto brokers nobody has heard from.
 
 Written once over the runtime: the lookups, the selection loop and the reports are
-``routing_flow.RoutingFlow``'s, every decision ``routing_core.RoutingCore``'s; this class runs
-the detector's timer and probes and holds the waits, each taken back at once when the send
-waiting on it is cancelled.
+``routing_flow.RoutingFlow``'s, every decision ``routing_core.RoutingCore``'s; ``RoutingLoop``
+is the flow's glue on the runtime: it runs the detector's timer and probes and holds the waits,
+each taken back at once when the send waiting on it is cancelled.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -33,10 +34,15 @@ from typing import Any
 from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.broker_probe import BrokerProber
 from client_push.producer.fault_table import FaultStrategyConfig
-from client_push.producer.routing_core import FirstAnswerWait, Probe, log
-from client_push.producer.routing_flow import RoutingFlow
+from client_push.producer.routing_core import (
+    FirstAnswerWait,
+    Probe,
+    RoutingCore,
+    log,
+)
+from client_push.producer.routing_flow import RoutingFlow, held_broker_addrs
 from client_push.routes.client_core import RouteClientCore
-from client_push.routes.events import CACHED, RouteEvent
+from client_push.routes.events import CACHED, BrokerEvent, RouteEvent
 from client_push.runtime.interface import Future, Runtime, Task, settle
 from client_push.wire.timer import Timer
 
@@ -54,11 +60,45 @@ class SharedRouting(RoutingFlow):
         """``runtime``: the loop and clock of the detector and the waits (default: the route
         client's). ``auto_create``: send to topics without a route through the default topic's
         route (``auto_create`` module); None: such sends fail with ``TopicNotExistError``."""
-        super().__init__(client, config, rng=rng, auto_create=auto_create)
-        self._client: RouteClientCore = client
-        self._runtime = rt = runtime or client._runtime
-        self.prober = BrokerProber(rt, self._broker_addr_going_away)
-        self._detector = Timer(rt, self._detect_round)
+        core = RoutingCore(config, rng, Counter())
+        self._loop = RoutingLoop(runtime or client.runtime, client, core)
+        super().__init__(client, core, self._loop, auto_create=auto_create)
+        self.prober = self._loop.prober
+
+    def start(self) -> None:
+        """Follow the route client's broker events, and start the detector (when enabled);
+        selection works without either."""
+        self._loop.start()
+
+    def stop(self) -> None:
+        """Stop the detector and its probes; waiting selections go on without waiting."""
+        self._loop.stop()
+
+    def outstanding(self) -> dict[str, int]:
+        """Waits and probes under way (for tests and debugging)."""
+        return self._loop.outstanding()
+
+    def stats(self) -> dict[str, int]:
+        out = dict(self.counters)
+        out.update({f"probe.{k}": v for k, v in self.prober.counters.items()})
+        out["fault_items"] = len(self.table)
+        out["probe_connections"] = self.prober.connections
+        return out
+
+
+class RoutingLoop:
+    """The routing's glue on a runtime (``routing_flow.RoutingGlue``): the detector's timer and
+    probes, the first-answer and route waits, the route client's broker events, all told to
+    the ``RoutingCore``."""
+
+    def __init__(self, runtime: Runtime, client: RouteClientCore, core: RoutingCore) -> None:
+        self._runtime = runtime
+        self._client = client
+        self._core = core
+        self._config = core.config
+        self.counters = core.counters
+        self.prober = BrokerProber(runtime, self._broker_addr_going_away)
+        self._detector = Timer(runtime, self._detect_round)
         self._started = False
         self._remove_listener: Callable[[], None] | None = None
         self._first_waits: dict[FirstAnswerWait, Future[None]] = {}
@@ -68,18 +108,15 @@ class SharedRouting(RoutingFlow):
         self._probes: set[Task] = set()
 
     def start(self) -> None:
-        """Follow the route client's broker events, and start the detector (when enabled);
-        selection works without either."""
         if self._started:
             return
         self._started = True
         self._remove_listener = self._client.add_broker_listener(self._broker_event)
-        if self.core.detector_wanted:
-            self._detector.arm(self.config.detect_interval_ms / 1000.0)
-            self.core.start_detector()
+        if self._core.detector_wanted:
+            self._detector.arm(self._config.detect_interval_ms / 1000.0)
+            self._core.start_detector()
 
     def stop(self) -> None:
-        """Stop the detector and its probes; waiting selections go on without waiting."""
         if self._remove_listener is not None:
             self._remove_listener()
             self._remove_listener = None
@@ -89,34 +126,27 @@ class SharedRouting(RoutingFlow):
         for probe in probes:
             probe.cancel()
         self.prober.stop()
-        for wait in self.core.stop_detector():
+        for wait in self._core.stop_detector():
             self._end_wait(wait)
         for waiters in list(self._route_waiters.values()):
             for done in list(waiters):
                 settle(done, False)
 
     def outstanding(self) -> dict[str, int]:
-        """Waits and probes under way (for tests and debugging)."""
         return {
             "first_answer_waits": len(self._first_waits),
-            "core_first_answer_waits": self.core.open_waits,
+            "core_first_answer_waits": self._core.open_waits,
             "route_waits": sum(len(w) for w in self._route_waiters.values()),
             "route_listeners": len(self._route_listeners),
             "probes": len(self._probes),
         }
 
-    def stats(self) -> dict[str, int]:
-        out = dict(self.counters)
-        out.update({f"probe.{k}": v for k, v in self.prober.counters.items()})
-        out["fault_items"] = len(self.table)
-        out["probe_connections"] = self.prober.connections
-        return out
+    def now_ms(self) -> int:
+        return int(self._runtime.clock.time() * 1000)
 
     # -- waits ---------------------------------------------------------------------------------
 
     async def wait_for_route(self, topic: str, timeout_ms: int) -> bool:
-        """True with the next route state the client learns for ``topic`` (a push, a poll, a
-        departure dropped locally), False after ``timeout_ms`` or on ``stop``."""
         done: Future[bool] = self._runtime.future()
         waiters = self._route_waiters.get(topic)
         if waiters is None:
@@ -141,41 +171,64 @@ class SharedRouting(RoutingFlow):
             for done in list(self._route_waiters.get(topic, ())):
                 settle(done, True)
 
-    async def _wait_for_first_answer(self, wait: FirstAnswerWait) -> None:
+    async def wait_for_first_answer(self, wait: FirstAnswerWait) -> None:
         done: Future[None] = self._runtime.future()
         self._first_waits[wait] = done
-        timer = self._call_later(self.config.first_probe_wait_ms, partial(self._wait_expired, wait))
+        timer = self._call_later(
+            self._config.first_probe_wait_ms, partial(self._wait_expired, wait)
+        )
         try:
             await done
         finally:
             timer.cancel()
             if self._first_waits.pop(wait, None) is not None:
-                self.core.wait_given_up(wait)
+                self._core.wait_given_up(wait)
+
+    def _wait_expired(self, wait: FirstAnswerWait) -> None:
+        if self._core.wait_expired(wait):
+            self._end_wait(wait)
 
     def _end_wait(self, wait: FirstAnswerWait) -> None:
         done = self._first_waits.pop(wait, None)
         if done is not None:
             settle(done, None)
 
+    # -- brokers' events -----------------------------------------------------------------------
+
+    def _broker_event(self, event: BrokerEvent) -> None:
+        self._core.broker_event(event, self.now_ms())
+
+    def _broker_addr_going_away(self, addr: str, grace_ms: int) -> None:
+        self._core.addr_going_away(addr, grace_ms, self.now_ms())
+
     # -- the detector --------------------------------------------------------------------------
 
     def _detect_round(self) -> None:
         try:
-            probes = self._due_probes()
-            self.prober.retain(self.core.probe_addrs())
+            held = held_broker_addrs(self._client)
+            held_topics = set(self._client.held_topics())
+            probes = self._core.detect_round(held, held_topics, self.now_ms())
+            self.prober.retain(self._core.probe_addrs())
             for probe in probes:
                 self._spawn_probe(probe, self._probed)
         except Exception:  # the detector must survive anything one round meets
             self.counters["detect_errors"] += 1
             log.exception("broker detection round failed")
         if self._started and self._remove_listener is not None:
-            self._detector.arm(self.config.detect_interval_ms / 1000.0)
+            self._detector.arm(self._config.detect_interval_ms / 1000.0)
 
-    def _probe_first(self, probe: Probe) -> None:
+    def probe_first(self, probe: Probe) -> None:
         self._spawn_probe(probe, self._first_probed)
 
+    def _probed(self, ok: bool, name: str) -> None:
+        self._core.probed(name, ok, self.now_ms())
+
+    def _first_probed(self, ok: bool, name: str) -> None:
+        for wait in self._core.first_probed(name, ok, self.now_ms()):
+            self._end_wait(wait)
+
     def _spawn_probe(self, probe: Probe, done: Callable[[bool, str], None]) -> None:
-        timeout = self.config.detect_timeout_ms
+        timeout = self._config.detect_timeout_ms
         box: list[Task] = []
 
         async def run() -> None:
@@ -191,10 +244,5 @@ class SharedRouting(RoutingFlow):
             box.append(task)
             self._probes.add(task)
 
-    # -- helpers -------------------------------------------------------------------------------
-
     def _call_later(self, delay_ms: int, call: Callable[[], None]) -> Any:
         return self._runtime.clock.call_later(delay_ms / 1000.0, call)
-
-    def _now_ms(self) -> int:
-        return int(self._runtime.clock.time() * 1000)

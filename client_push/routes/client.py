@@ -41,4 +41,4 @@ class RouteClient(RouteClientCore):
     def stop(self) -> Any:
         """A Deferred that fires once timers are stopped, waiting lookups failed with
         ``ClientStoppedError`` and connections closed (within ``close_timeout_ms``)."""
-        return self._runtime.public(self._close())
+        return self.runtime.public(self._close())

@@ -76,18 +76,20 @@ def client_identity(config: ClientConfig) -> dict[str, str]:
 class RouteClientCore:
     """Holds topic routes for the producers and consumers of one process."""
 
-    _must_start = False
-    """Whether lookups before ``start`` are an error (asyncio) or wait for it (Twisted)."""
-
     def __init__(
         self,
         config: ClientConfig,
         runtime: Runtime,
         rng: random.Random | None = None,
         telemetry: TelemetrySink | None = None,
+        *,
+        must_start: bool = False,
     ) -> None:
+        """``must_start``: lookups before ``start`` are an error (asyncio) rather than waiting
+        for it (Twisted)."""
         self.config = config
         self._runtime = runtime
+        self._must_start = must_start
         self._rng = rng or random.Random()
         self.counters: Counter[str] = Counter()
         self._cache = RouteCache(
@@ -104,6 +106,26 @@ class RouteClientCore:
         self._streams: set[RouteChanges] = set()
         self._link = link = NameServerLink(config, runtime, self._rng, self._handle_request, self)
         self._routes = HeldRoutes(self._cache, self._negative, self._telemetry, lambda: link.addr)
+        self._build_push(identity["client_id"])
+        self._spread_timer = Timer(runtime, self._run_spread)
+        self._poll_timer = Timer(runtime, self._poll)
+        self._expiry_timer = Timer(runtime, self._expiry_tick)
+        self._version_check_timer = Timer(runtime, self._version_check_tick)
+        self._timers = (
+            self._spread_timer,
+            self._poll_timer,
+            self._expiry_timer,
+            self._version_check_timer,
+        )
+        self._actions = self._action_handlers()
+        """One handler per action type; each wire action is dropped without a connection."""
+        self._started = False
+        self._stopped = False
+
+    def _build_push(self, client_id: str) -> None:
+        """The push session and the two parts that carry its requests: route fetches and
+        SUBSCRIBE/UNSUBSCRIBE."""
+        config, runtime, link = self.config, self._runtime, self._link
         marks = itertools.count(1)
         self._session = PushSession(
             config,
@@ -129,19 +151,11 @@ class RouteClientCore:
             self._run,
             runtime=runtime,
             counters=self.counters,
-            client_id=identity["client_id"],
+            client_id=client_id,
         )
-        self._spread_timer = Timer(runtime, self._run_spread)
-        self._poll_timer = Timer(runtime, self._poll)
-        self._expiry_timer = Timer(runtime, self._expiry_tick)
-        self._version_check_timer = Timer(runtime, self._version_check_tick)
-        self._timers = (
-            self._spread_timer,
-            self._poll_timer,
-            self._expiry_timer,
-            self._version_check_timer,
-        )
-        self._actions: dict[type, Callable[[Any, C | None], None]] = {
+
+    def _action_handlers(self) -> dict[type, Callable[[Any, C | None], None]]:
+        return {
             Refetch: self._refetch,
             InstallRoute: lambda action, _conn: self._install(action),
             FollowUp: self._follow_up,
@@ -152,9 +166,11 @@ class RouteClientCore:
             SendUnsubscribe: self._send_unsubscribe,
             MoveTo: self._move_to,
         }
-        """One handler per action type; each wire action is dropped without a connection."""
-        self._started = False
-        self._stopped = False
+
+    @property
+    def runtime(self) -> Runtime:
+        """The event loop and clock the client runs on (a producer's default)."""
+        return self._runtime
 
     # -- lifecycle -----------------------------------------------------------------------------
 

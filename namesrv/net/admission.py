@@ -156,6 +156,19 @@ class Admission:
         no_room = self._no_room
         if no_room is not None and now_ms < no_room[0] and on_host >= no_room[1]:
             return None
+        found = self._victim(on_host)
+        if found is None:
+            self._no_room = (now_ms + NO_ROOM_RETRY_MS, on_host)
+            return None
+        self._no_room = None
+        victim, count = found
+        self._evicted(victim, count, newcomer, on_host, now_ms)
+        return victim
+
+    def _victim(self, on_host: int) -> tuple[NamesrvConnection, int] | None:
+        """The connection to evict for a newcomer whose host holds ``on_host``, with how many
+        its host holds (``make_room``'s rule); None: no host may give one."""
+        assert self._may_evict is not None
         # Hosts by how many they hold, the busiest first; hosts holding as many are one rank.
         busier: dict[int, list[dict[int, NamesrvConnection]]] = {}
         for conns in self._of_host.values():
@@ -176,13 +189,20 @@ class Admission:
                 default=None,
             )
             if victim is not None:
-                break
-        else:
-            self._no_room = (now_ms + NO_ROOM_RETRY_MS, on_host)
-            return None
-        self._no_room = None
+                return victim, count
+        return None
+
+    def _evicted(
+        self,
+        victim: NamesrvConnection,
+        count: int,
+        newcomer: NamesrvConnection,
+        on_host: int,
+        now_ms: int,
+    ) -> None:
+        """Count and log the eviction of ``victim`` (its host holds ``count``)."""
         self._counters["connections_evicted.max_connections"] += 1
-        held = subscribed is not None and bool(subscribed(victim))
+        held = self._subscribed is not None and bool(self._subscribed(victim))
         if held:
             self._counters["subscribers_evicted"] += 1
         self._peer_log.warning(
@@ -200,7 +220,6 @@ class Admission:
             newcomer.host,
             on_host,
         )
-        return victim
 
     def twisted_log_event(self, event: dict[str, Any]) -> None:
         """Twisted reports accept() failures (file descriptors out) only to its own log."""

@@ -226,39 +226,56 @@ class NamesrvConnection(TwistedProtocol):
     def _received(self, data: bytes, kept: list[bytes | SplitFrame] | None = None) -> None:
         """Answer the frames of ``data`` in order until the output reaches the bound, keeping
         the rest; or, given ``kept``, answer those (``data`` is then empty)."""
-        owner = self.owner
         if kept is None:
-            try:
-                frames = self.decoder.feed_raw(data)
-            except FrameError as exc:
-                self._report_input()
-                owner.stream_refused(self, exc)
-                return
-            if self._input_reported or self.decoder.allocated:  # the usual read holds nothing
-                self._report_input()
-            if not frames:
-                announced = self.decoder.pending_header_length
-                if announced is not None and announced > self.max_header_size and not self.closing:
-                    owner.stream_refused(
-                        self,
-                        FrameError(
-                            f"header of {announced} bytes exceeds the limit of "
-                            f"{self.max_header_size}",
-                            kind="header_too_large",
-                        ),
-                    )
-                return
-            if self.closing:
-                return
-            if self._kept is not None:  # a wrapper (TLS) handing on more of a read after a stop
-                self._kept.extend(frames)
-                self._count_kept()
-                return
-            if self._pending_held:  # not read meanwhile: a wrapper's rest of a read
-                self._keep(iter(frames), output=False)
-                return
+            frames = self._frames_to_answer(data)
+            if frames is not None:
+                self._answer(frames)
         else:
-            frames = kept
+            self._answer(kept)
+
+    def _frames_to_answer(self, data: bytes) -> list[bytes | SplitFrame] | None:
+        """The whole frames ``data`` completes, to answer now; None when there are none or
+        they must wait (the stream is refused, the connection closes, or earlier frames are
+        kept)."""
+        try:
+            frames = self.decoder.feed_raw(data)
+        except FrameError as exc:
+            self._report_input()
+            self.owner.stream_refused(self, exc)
+            return None
+        if self._input_reported or self.decoder.allocated:  # the usual read holds nothing
+            self._report_input()
+        if not frames:
+            self._refuse_oversized_header()
+            return None
+        if self.closing:
+            return None
+        if self._kept is not None:  # a wrapper (TLS) handing on more of a read after a stop
+            self._kept.extend(frames)
+            self._count_kept()
+            return None
+        if self._pending_held:  # not read meanwhile: a wrapper's rest of a read
+            self._keep(iter(frames), output=False)
+            return None
+        return frames
+
+    def _refuse_oversized_header(self) -> None:
+        """A frame in arrival announces a header over ``max_header_size``: refused before its
+        header arrives."""
+        announced = self.decoder.pending_header_length
+        if announced is not None and announced > self.max_header_size and not self.closing:
+            self.owner.stream_refused(
+                self,
+                FrameError(
+                    f"header of {announced} bytes exceeds the limit of {self.max_header_size}",
+                    kind="header_too_large",
+                ),
+            )
+
+    def _answer(self, frames: list[bytes | SplitFrame]) -> None:
+        """Answer ``frames`` in order until the output reaches the bound; the rest are kept.
+        The route cache answers the lookups it knows without a decode (the hot path)."""
+        owner = self.owner
         self.last_request_ms = owner.now_ms()
         answer_from_cache = owner.route_cache.answer
         frame_received = owner.frame_received
@@ -304,15 +321,18 @@ class NamesrvConnection(TwistedProtocol):
                         self._keep(frame_iter)
                         return
         finally:
-            # One write per read, however many frames it held: one syscall, and the reactor
-            # adds and drops write interest once (usually not at all: see _write).
-            self._out = None
-            if out and not self.closed:
-                self._write(out[0] if len(out) == 1 else b"".join(out))
-            if self._stream_next is not None:
-                self._start_stream()
-            if self._kept is not None:
-                self._answer_kept_later()
+            self._read_answered(out)
+
+    def _read_answered(self, out: list[bytes]) -> None:
+        """One write per read, however many frames it held: one syscall, and the reactor adds
+        and drops write interest once (usually not at all: see _write)."""
+        self._out = None
+        if out and not self.closed:
+            self._write(out[0] if len(out) == 1 else b"".join(out))
+        if self._stream_next is not None:
+            self._start_stream()
+        if self._kept is not None:
+            self._answer_kept_later()
 
     def _report_input(self) -> None:
         """Tell the owner what input this connection holds (it may shed one, this one too).

@@ -145,6 +145,7 @@ class ChangeDetector:
         on_event: EventHook | None = None,
         broker_events: BrokerEventBook | None = None,
         clock_ms: Callable[[], int] | None = None,
+        report_routes: bool = True,
     ) -> None:
         self._exists = route_exists
         self.broker_events = broker_events
@@ -152,10 +153,10 @@ class ChangeDetector:
         self._subs = subscriptions
         self._epoch = epoch
         self.on_event = on_event
-        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md); may be set later.
+        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md).
         Without ``report_routes``, suppressions of topics nobody subscribes to come as one
         ``suppressed_counts`` event per settle batch (``{"rules": {rule: count}}``)."""
-        self.report_routes = True
+        self.report_routes = report_routes
         """Whether ``on_event`` gets a ``route_changed`` event per settled topic; off when no one
         records them (no journal), which spares a 100,000-topic register 100,000 dicts."""
         self._silent_mask = sum(
@@ -277,12 +278,22 @@ class ChangeDetector:
         owes_brokers = book is not None and book.pending_connections > 0
         if degraded or not (self._debt or owes_brokers):
             return []
+        return self._notify(now_ms, can_send, max_notifications, book if owes_brokers else None)
+
+    def _notify(
+        self,
+        now_ms: int,
+        can_send: Callable[[Conn], bool],
+        max_notifications: int | None,
+        book: BrokerEventBook | None,
+    ) -> list[Notification]:
+        """One notification per owed connection that ``can_send``, at most
+        ``max_notifications``; ``book``: it owes broker events too (None: it owes none)."""
         built: list[Notification] = []
         served: list[Conn] = []
         owed: Iterable[Conn] = self._debt
         window_ms = 0
-        if owes_brokers:
-            assert book is not None
+        if book is not None:
             owed = list(self._debt) + [c for c in book.debtors() if c not in self._debt]
             window_ms = book.refetch_window_ms()
         no_debt: dict[str, _Pending] = {}
@@ -292,7 +303,7 @@ class ChangeDetector:
             debt = self._debt.get(conn, no_debt)
             held = self._subs.topics_of(conn)
             changes = tuple([entry.change for topic, entry in debt.items() if topic in held])
-            brokers = book.owed(conn, held, window_ms) if owes_brokers and book is not None else ()
+            brokers = book.owed(conn, held, window_ms) if book is not None else ()
             if not changes and not brokers:
                 served.append(conn)
                 continue
@@ -307,7 +318,7 @@ class ChangeDetector:
             served.append(conn)
         for conn in served:
             self._pending_pairs -= len(self._debt.pop(conn, no_debt))
-            if owes_brokers and book is not None:
+            if book is not None:
                 book.served(conn)
         self.stats.notifications_built += len(built)
         return built

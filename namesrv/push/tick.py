@@ -91,31 +91,16 @@ class Ticker:
     def _tick(self) -> None:
         detector = self._detector
         continuation = self._continuation
-        if continuation is not None:
-            if continuation.active():
-                continuation.cancel()
-            self._continuation = None
-        elif not (detector.dirty_count or detector.pending_connections or self.recovering):
+        if continuation is None and not (
+            detector.dirty_count or detector.pending_connections or self.recovering
+        ):
             detector.stats.ticks += 1  # idle: nothing marked, nobody owed (what tick() finds)
             self._journal.flush()
             return
-        if continuation is None:  # a scheduled tick decides for its continuations too
-            defer = bool(self._registers_pending()) and (
-                self._quiet_deferrals < QUIET_SETTLE_DEFERRALS
-            )
-            self._quiet_deferrals = self._quiet_deferrals + 1 if defer else 0
-            self._defers = defer
-            if self._inline is not None:
-                self._inline.new_tick()  # inline budgets are per tick, continuations included
+        self._begin(continuation)
         defer = self._defers
         push = self._config
-        budget = push.notify_slice_connections
-        rate_limited = False
-        if self.recovering:
-            per_tick = push.recovery_notifications_per_second
-            recovery = max(1, per_tick * push.tick_interval_ms // 1000)
-            rate_limited = recovery <= budget
-            budget = min(budget, recovery)
+        budget, rate_limited = self._budget()
         now_ms = self._now_ms()
         timer = self._timer
         settle_until = timer() + push.settle_slice_ms / 1000.0
@@ -141,18 +126,44 @@ class Ticker:
             if self.recovering:
                 self._recovery_frames += len(notes)
         if self.recovering and detector.pending_connections == 0:
-            self.recovering = False
-            duration_ms = now_ms - self._recovery_started_ms
-            log.info(
-                "route push recovered: the backlog of missed changes is delivered "
-                "(%d frames in %d ms)",
-                self._recovery_frames,
-                duration_ms,
-            )
-            self._journal.record(
-                "backlog_drained", frames=self._recovery_frames, duration_ms=duration_ms
-            )
+            self._recovered(now_ms)
         self._journal.flush()
+
+    def _begin(self, continuation: Any) -> None:
+        """Start a continuation, or a scheduled tick with work: a scheduled tick decides for
+        its continuations whether settling is deferred."""
+        if continuation is not None:
+            if continuation.active():
+                continuation.cancel()
+            self._continuation = None
+            return
+        defer = bool(self._registers_pending()) and (self._quiet_deferrals < QUIET_SETTLE_DEFERRALS)
+        self._quiet_deferrals = self._quiet_deferrals + 1 if defer else 0
+        self._defers = defer
+        if self._inline is not None:
+            self._inline.new_tick()  # inline budgets are per tick, continuations included
+
+    def _budget(self) -> tuple[int, bool]:
+        """The frames this turn may build, and whether the recovery rate is what limits it."""
+        push = self._config
+        budget = push.notify_slice_connections
+        if not self.recovering:
+            return budget, False
+        per_tick = push.recovery_notifications_per_second
+        recovery = max(1, per_tick * push.tick_interval_ms // 1000)
+        return min(budget, recovery), recovery <= budget
+
+    def _recovered(self, now_ms: int) -> None:
+        self.recovering = False
+        duration_ms = now_ms - self._recovery_started_ms
+        log.info(
+            "route push recovered: the backlog of missed changes is delivered (%d frames in %d ms)",
+            self._recovery_frames,
+            duration_ms,
+        )
+        self._journal.record(
+            "backlog_drained", frames=self._recovery_frames, duration_ms=duration_ms
+        )
 
     def _can_send(self, conn: Any) -> bool:
         if conn.output_blocked or conn.closed:

@@ -136,6 +136,25 @@ class AccessControl:
         """
         if not self.config.enabled:
             return None
+        account = self._signer(klass, code_name, ext)
+        if account is None:
+            return None
+        signature = str(ext.get(SIGNATURE))
+        strong: signing.StrongFields | None = None
+        if signing.is_strong(ext):
+            strong = self._verify_strong(account, code, code_name, ext, body, signature)
+        else:
+            self._verify_upstream(account, code_name, ext, body, signature)
+        self._check_permission(account, klass, code, code_name, ext)
+        if strong is not None:
+            self._admit_nonce(account.access_key, code_name, strong)
+        return account.access_key
+
+    def _signer(
+        self, klass: AccessClass | None, code_name: str, ext: Mapping[str, str]
+    ) -> AclAccount | None:
+        """The account a request of access class ``klass`` is signed with; None when it is
+        unsigned and may be (a read, when reads need no authentication)."""
         if not isinstance(klass, AccessClass):
             self._deny(
                 "unclassified",
@@ -158,23 +177,42 @@ class AccessControl:
         if account is None:
             self._deny("unknown_key", f"no account with AccessKey {access_key!r}")
         assert account is not None
-        strong: signing.StrongFields | None = None
-        if signing.is_strong(ext):
-            strong = self._verify_strong(account, code, code_name, ext, body, str(signature))
-        else:
-            if account.signature == signing.SignatureForm.STRONG:
-                self._deny(
-                    "form_refused",
-                    f"AccessKey {account.access_key!r} accepts only strong signatures "
-                    f"({signing.SIGNATURE_FORM}={signing.STRONG_V1}); {code_name} is signed in "
-                    "upstream's form",
-                )
-            expected = signing.upstream_signature(ext, body, account.secret_key)
-            if not hmac.compare_digest(expected.encode(), str(signature).encode("utf-8")):
-                self._deny(
-                    "bad_signature",
-                    f"signature of {code_name} with AccessKey {access_key!r} is wrong",
-                )
+        return account
+
+    def _verify_upstream(
+        self,
+        account: AclAccount,
+        code_name: str,
+        ext: Mapping[str, str],
+        body: bytes,
+        signature: str,
+    ) -> None:
+        """An upstream-form signature: the account takes the form and the signature holds."""
+        access_key = account.access_key
+        if account.signature == signing.SignatureForm.STRONG:
+            self._deny(
+                "form_refused",
+                f"AccessKey {access_key!r} accepts only strong signatures "
+                f"({signing.SIGNATURE_FORM}={signing.STRONG_V1}); {code_name} is signed in "
+                "upstream's form",
+            )
+        expected = signing.upstream_signature(ext, body, account.secret_key)
+        if not hmac.compare_digest(expected.encode(), signature.encode("utf-8")):
+            self._deny(
+                "bad_signature",
+                f"signature of {code_name} with AccessKey {access_key!r} is wrong",
+            )
+
+    def _check_permission(
+        self,
+        account: AclAccount,
+        klass: AccessClass | None,
+        code: int,
+        code_name: str,
+        ext: Mapping[str, str],
+    ) -> None:
+        """The account may make a request of this access class (a broker's: for this broker)."""
+        access_key = account.access_key
         if klass is AccessClass.READ:
             if not (account.read or account.admin):
                 self._deny("denied", f"AccessKey {access_key!r} may not read ({code_name})")
@@ -185,9 +223,6 @@ class AccessControl:
                 )
         else:
             self._check_broker(account, code, code_name, ext)
-        if strong is not None:
-            self._admit_nonce(account.access_key, code_name, strong)
-        return account.access_key
 
     def _verify_strong(
         self,

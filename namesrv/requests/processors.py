@@ -124,21 +124,43 @@ class RequestProcessor:
             return None
         served = self._served.get(request.code)
         if served is None:
-            self.refused["unsupported"] += 1
-            if request.is_oneway:
-                return None
-            return encode_command(
-                request.make_response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                    f"request code {request.code} is not supported by this name server",
-                )
-            )
-        command, name, handler, read_header = served
+            return self._unsupported(request)
+        command = served[0]
         if command.marks_extension:
             encoding = command.sets_notify_encoding
             conn.note_extension(SerializeType(request.serialize_type) if encoding else None)
+        response = self._respond(conn, request, served)
+        if isinstance(response, PendingResponse):
+            response.request = request
+            return response
+        if request.is_oneway:
+            return None
+        if len(response.body) >= SHARED_BODY_BYTES and not command.cacheable_route_answer:
+            return SharedAnswer(encode_command_head(response), bytes(response.body))
+        encoded = encode_command(response)
+        if command.cacheable_route_answer and isinstance(frame, bytes):
+            topic = request.ext_fields.get("topic", "")
+            self.route_responses.store(frame, request, response, topic, encoded)
+        return encoded
+
+    def _unsupported(self, request: RemotingCommand) -> bytes | None:
+        self.refused["unsupported"] += 1
+        if request.is_oneway:
+            return None
+        return encode_command(
+            request.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f"request code {request.code} is not supported by this name server",
+            )
+        )
+
+    def _respond(
+        self, conn: Connection, request: RemotingCommand, served: _Served
+    ) -> RemotingCommand | PendingResponse:
+        """The handler's response, after the ACL check; a refusal (``ProtocolError``) or a bug
+        in the handler becomes an error response, counted and logged."""
+        command, name, handler, read_header = served
         acl = self._acl
-        response: RemotingCommand | PendingResponse
         try:
             signer = None
             if acl is not None:
@@ -153,12 +175,13 @@ class RequestProcessor:
                 elif response.code == ResponseCode.SUCCESS:
                     acl.accepted(request.code, signer, request.ext_fields)
             self.handled[name] += 1
+            return response
         except ProtocolError as exc:
             self.refused[name] += 1
             if isinstance(exc, LimitError):
                 self.limit_refusals[exc.limit] += 1
             self._log.log(logging.INFO, name, "refused %s from %s: %s", name, conn.peer, exc.remark)
-            response = request.make_response(exc.code, exc.remark)
+            return request.make_response(exc.code, exc.remark)
         except Exception as exc:  # a bug must cost one request, not the connection
             self.refused[name] += 1
             self._log.log(
@@ -169,21 +192,9 @@ class RequestProcessor:
                 conn.peer,
                 exc_info=True,
             )
-            response = request.make_response(
+            return request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing {name}"
             )
-        if isinstance(response, PendingResponse):
-            response.request = request
-            return response
-        if request.is_oneway:
-            return None
-        if len(response.body) >= SHARED_BODY_BYTES and not command.cacheable_route_answer:
-            return SharedAnswer(encode_command_head(response), bytes(response.body))
-        encoded = encode_command(response)
-        if command.cacheable_route_answer and isinstance(frame, bytes):
-            topic = request.ext_fields.get("topic", "")
-            self.route_responses.store(frame, request, response, topic, encoded)
-        return encoded
 
 
 def _serving_table(

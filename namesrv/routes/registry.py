@@ -75,9 +75,13 @@ class RouteRegistry:
             broker_expiry_ms=broker_expiry_ms,
             delete_topic_with_broker_registration=delete_topic_with_broker_registration,
         )
-        admin = TopicAdmin(self.tables, self._announce)
-        queries = RouteQueries(self.tables)
+        self._take_requests(registration, departures, TopicAdmin(self.tables, self._announce))
+        self._take_queries(RouteQueries(self.tables))
 
+    def _take_requests(
+        self, registration: Registration, departures: Departures, admin: TopicAdmin
+    ) -> None:
+        """The requests that change the tables, each the bound method of its part."""
         self.register_broker = registration.register_broker
         self.body_unchanged = registration.body_unchanged
         self.table_unchanged = registration.table_unchanged
@@ -95,6 +99,8 @@ class RouteRegistry:
         self.delete_topic = admin.delete_topic
         self.register_topic = admin.register_topic
 
+    def _take_queries(self, queries: RouteQueries) -> None:
+        """The requests that only read the tables."""
         self.get_route = queries.get_route
         self.route_exists = queries.route_exists
         self.zone_names = queries.zone_names
@@ -115,10 +121,6 @@ class RouteRegistry:
     def broker_listener(self) -> BrokerListener | None:
         """Told of every address leaving or joining a broker name, after ``listener``."""
         return self._announce.broker_listener
-
-    @broker_listener.setter
-    def broker_listener(self, broker_listener: BrokerListener | None) -> None:
-        self._announce.broker_listener = broker_listener
 
     @property
     def generation(self) -> int:

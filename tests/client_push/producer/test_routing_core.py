@@ -55,7 +55,7 @@ def test_a_read_only_route_with_its_master_is_no_reason_to_wait():
 def test_a_new_master_announced_with_the_departure_is_used_at_once_and_starts_clean():
     core = RoutingCore(FaultStrategyConfig(detector_enabled=False), random.Random(1))
     select(core, route(A_MASTER, B), 0)
-    core.report_send("broker-a", 5, SendOutcome.UNREACHABLE, 10)
+    core.table.report("broker-a", 5, SendOutcome.UNREACHABLE, 10)
     core.broker_gone("broker-a", 20, ["10.0.0.1:10911"])
     assert not core.table.is_available("broker-a", 30)
     # Departure and promotion in one step: no route without the group was ever seen.

@@ -11,7 +11,7 @@ import pytest
 from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.broker_wire import KeptConnections, ProbesInFlight
 from client_push.producer.config import ProducerConfig
-from client_push.producer.fault_table import FaultTable, SendOutcome
+from client_push.producer.fault_table import FaultTable
 from client_push.producer.send_attempts import SendAttempts, Step
 from client_push.producer.send_core import BrokerRefusedError, SendCore, SendError, SendResult
 from client_push.routes.route_cache import MessageQueue
@@ -22,16 +22,13 @@ QUEUE = MessageQueue("T", "broker-a", 1)
 
 
 class Reports:
-    """A producer's routing as the core sees it: records what it is told."""
+    """A producer's routing as the core sees it: records what it is told; sends are reported
+    to its fault table."""
 
     def __init__(self) -> None:
         self.auto_create: AutoCreateTopic | None = None
         self.table = FaultTable()
-        self.sends: list[tuple[str, int, SendOutcome]] = []
         self.going_away: list[tuple[str, int]] = []
-
-    def report_send(self, broker_name: str, latency_ms: int, outcome: SendOutcome) -> None:
-        self.sends.append((broker_name, latency_ms, outcome))
 
     def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
         self.going_away.append((broker_name, grace_ms))
@@ -50,7 +47,7 @@ def answer(code: int, remark: str | None = None, **fields: str) -> RemotingComma
 def setup(**config: object) -> tuple[SendCore, Reports, SendAttempts]:
     reports = Reports()
     cfg = ProducerConfig(**config)  # type: ignore[arg-type]
-    core = SendCore(cfg, "pg", random.Random(1), reports)
+    core = SendCore(cfg, "pg", random.Random(1), reports, reports.table)
     plan = SendAttempts(cfg, cfg.send_timeout_ms, 0)
     plan.begin("broker-a")
     return core, reports, plan
@@ -60,27 +57,30 @@ def test_a_stored_answer_is_the_result_and_reports_the_latency():
     core, reports, plan = setup()
     message = core.encode("T", b"x")
     stored = answer(ResponseCode.SUCCESS, msgId="ID", queueId="1", queueOffset="7")
-    result = core.answered(plan, message, QUEUE, stored, 12)
+    result = core.answered(plan, message, QUEUE, stored, 12, 100)
     assert isinstance(result, SendResult) and result.queue_offset == 7
     assert result.msg_id == message.uniq_key and result.attempts == 1
-    assert reports.sends == [("broker-a", 12, SendOutcome.OK)]
+    item = reports.table.item("broker-a")
+    assert item is not None and item.latency_ms == 12 and item.heard_from
+    assert reports.table.counters == {"reported.ok": 1}
     assert core.counters["sent_ok"] == 1
 
 
 def test_a_go_away_answer_avoids_the_broker_without_isolating_it():
     core, reports, plan = setup(go_away_answer_avoid_ms=7_000)
-    decision = core.answered(plan, core.encode("T", b"x"), QUEUE, answer(1500, "bye"), 3)
+    decision = core.answered(plan, core.encode("T", b"x"), QUEUE, answer(1500, "bye"), 3, 100)
     assert decision.step is Step.AVOID  # type: ignore[union-attr]
-    assert reports.going_away == [("broker-a", 7_000)] and reports.sends == []
+    assert reports.going_away == [("broker-a", 7_000)] and len(reports.table) == 0
 
 
 def test_a_busy_answer_is_retried_after_a_backoff_and_isolates_the_broker():
     core, reports, plan = setup(busy_backoff_ms=40)
     decision = core.answered(
-        plan, core.encode("T", b"x"), QUEUE, answer(ResponseCode.SYSTEM_BUSY, "busy"), 5
+        plan, core.encode("T", b"x"), QUEUE, answer(ResponseCode.SYSTEM_BUSY, "busy"), 5, 100
     )
     assert (decision.step, decision.delay_ms) == (Step.RETRY, 40)  # type: ignore[union-attr]
-    assert reports.sends == [("broker-a", 5, SendOutcome.FAILED)]
+    assert reports.table.counters == {"reported.failed": 1}
+    assert not reports.table.is_available("broker-a", 100)
     assert core.counters["answers_busy"] == 1
 
 
@@ -88,12 +88,26 @@ def test_a_refused_message_ends_the_send_and_a_malformed_store_is_not_retried():
     core, _reports, plan = setup()
     with pytest.raises(BrokerRefusedError, match="illegal"):
         core.answered(
-            plan, core.encode("T", b"x"), QUEUE, answer(ResponseCode.MESSAGE_ILLEGAL, "illegal"), 1
+            plan,
+            core.encode("T", b"x"),
+            QUEUE,
+            answer(ResponseCode.MESSAGE_ILLEGAL, "illegal"),
+            1,
+            100,
         )
     core, reports, plan = setup()
     with pytest.raises(SendError, match="malformed"):
-        core.answered(plan, core.encode("T", b"x"), QUEUE, answer(ResponseCode.SUCCESS), 1)
-    assert core.counters["malformed_answers"] == 1 and reports.sends == []
+        core.answered(plan, core.encode("T", b"x"), QUEUE, answer(ResponseCode.SUCCESS), 1, 100)
+    assert core.counters["malformed_answers"] == 1 and len(reports.table) == 0
+
+
+def test_an_attempt_still_unanswered_at_an_isolating_latency_isolates_its_broker_at_once():
+    core, reports, _plan = setup()
+    waited = core.watch_after_ms
+    assert waited == reports.table.first_isolating_latency() == 550
+    core.unanswered("broker-a", waited, 100)
+    assert not reports.table.is_available("broker-a", 100)
+    assert reports.table.counters == {"reported.waiting": 1}
 
 
 def test_a_go_away_on_a_send_connection_reaches_the_broker_sent_to_there():
