@@ -180,12 +180,25 @@ async def run_send(
     stats = producer.stats()
     await on.close(producer)
     await on.close(client)
+    return _summary(args, config, latencies, state["failed"], dict(errors), stats, elapsed)
+
+
+def _summary(
+    args: argparse.Namespace,
+    config: ProducerConfig,
+    latencies: list[float],
+    failed: int,
+    errors: dict[str, int],
+    stats: dict[str, Any],
+    elapsed: float,
+) -> dict[str, Any]:
+    """The run's summary: what was sent, how long it took, what the producer counted."""
     latencies.sort()
     return {
         "topic": args.topic,
         "count": args.count,
         "sent_ok": len(latencies),
-        "failed": state["failed"],
+        "failed": failed,
         "first_attempts_by_broker": stats["first_attempts_by_broker"],
         "retries": stats.get("retries", 0),
         "busy_answers": stats.get("answers_busy", 0),
@@ -195,7 +208,7 @@ async def run_send(
         "max_ms": round(latencies[-1], 2) if latencies else 0.0,
         "elapsed_s": round(elapsed, 3),
         "statuses": stats["statuses"],
-        "errors": dict(errors),
+        "errors": errors,
         "strategy": "off" if not config.fault.enabled else _tiers(config.fault),
         "detector": config.fault.enabled and config.fault.detector_enabled,
     }

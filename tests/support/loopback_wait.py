@@ -47,12 +47,3 @@ def server_side(server: Any, client: Any) -> Any | None:
             return conn
     return None
 
-
-async def settle() -> None:
-    """Yield to the reactor for about 50 ms.
-
-    It must not be used to prove absence ("nothing more was sent"): under load 50 ms proves
-    nothing. Make a round trip or wait for an explicit event instead.
-    """
-    for _ in range(10):
-        await task.deferLater(reactor, STEP_S, lambda: None)
