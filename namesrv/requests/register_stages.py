@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Generator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 
 from namesrv.requests import register_validation as validation
@@ -136,13 +136,12 @@ class RegisterStages:
     ) -> Generator[str, None, RegisterRequest]:
         seen = yield from self.classify(request, body, crc)
         if seen.kind is Kind.HEARTBEAT:
-            return replace(request, topic_configs=None, body_digest=seen.digest)
+            return request.evolve(topic_configs=None, body_digest=seen.digest)
         cut = seen.cut
         if seen.kind is Kind.VERSION_ONLY:
             assert cut is not None
             self.versions_only += 1
-            return replace(
-                request,
+            return request.evolve(
                 topic_configs=None,
                 data_version=cut.version,
                 body_digest=seen.digest,
@@ -153,8 +152,7 @@ class RegisterStages:
         table = yield from self.read(body)
         yield from self.validate(table)
         certified = cut is not None and version_cut.certify(body.data, cut, table.data_version)
-        return replace(
-            request,
+        return request.evolve(
             topic_configs=table.topic_queues,
             data_version=table.data_version,
             filter_server_list=table.filter_server_list,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from namesrv.routes.change_cause import ChangeCause
@@ -57,9 +57,8 @@ def _as_last_register(
     """A register carrying the body of the address's last one: its filter servers, identity
     and (unless only the data version is new) data version and digest are taken from then."""
     if request.same_table:
-        return replace(request, filter_server_list=filter_servers, table_key=previous.table_key)
-    return replace(
-        request,
+        return request.evolve(filter_server_list=filter_servers, table_key=previous.table_key)
+    return request.evolve(
         filter_server_list=filter_servers,
         table_key=previous.table_key,
         data_version=previous.data_version,
