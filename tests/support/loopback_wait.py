@@ -46,4 +46,3 @@ def server_side(server: Any, client: Any) -> Any | None:
         if conn.peer == peer:
             return conn
     return None
-
