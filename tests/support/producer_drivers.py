@@ -64,9 +64,10 @@ class ProducerDriver:
 
     # -- the kind's part -----------------------------------------------------------------------
 
-    async def start(self, config: ProducerConfig) -> None:
-        """A route client and a producer on it, started; a producer already started by this
-        driver is closed first (its client stays up until ``close``)."""
+    async def start(self, config: ProducerConfig, seed: int = 3) -> None:
+        """A route client and a producer on it (its random choices seeded with ``seed``),
+        started; a producer already started by this driver is closed first (its client stays
+        up until ``close``)."""
         raise NotImplementedError
 
     async def start_routing(self, config: FaultStrategyConfig | None = None) -> None:
@@ -177,6 +178,21 @@ class ProducerDriver:
             await self.run_for(STEP_S)
         raise AssertionError("the departure of the master was not learned")
 
+    async def until_routed(self, broker_name: str, topic: str = "T") -> None:
+        """Step the clocks until the producer's route client holds ``topic``'s route with
+        ``broker_name`` in it (the name server announces an arrival at its next tick)."""
+        routing = self.producer.routing
+        await self.advancing_until(lambda: routing.broker_addr(topic, broker_name) is not None)
+
+    async def advancing_until(self, condition: Callable[[], bool], seconds: float = 10.0) -> None:
+        """Step the clocks, at most ``seconds``, until ``condition`` (about the producer's
+        state, read where it lives) holds."""
+        for _ in range(round(seconds / STEP_S)):
+            if await self.call(condition):
+                return
+            await self.run_for(STEP_S)
+        raise AssertionError(f"condition not reached in {seconds} s of the clocks")
+
     async def close(self) -> None:
         try:
             await self.stop()
@@ -188,14 +204,13 @@ class ProducerDriver:
 class TwistedProducerDriver(ProducerDriver):
     kind = "twisted"
     loop = ReactorLoop()
+    producer: Producer | None = None
 
     async def armed(self) -> int:
         """Timers armed on the clock (the cluster's: the name server's count too)."""
         return sum(1 for call in self.cluster.clock.getDelayedCalls() if call.active())
 
-    producer: Producer | None = None
-
-    async def start(self, config: ProducerConfig) -> None:
+    async def start(self, config: ProducerConfig, seed: int = 3) -> None:
         if self.producer is not None:
             await self.producer.stop()
         self.client = self.cluster.client(self.port)
@@ -205,7 +220,7 @@ class TwistedProducerDriver(ProducerDriver):
             config,
             reactor=reactor,
             clock=self.cluster.clock,
-            rng=random.Random(3),
+            rng=random.Random(seed),
         )
         self.producer.start()
 
@@ -258,11 +273,12 @@ class AsyncioProducerDriver(ProducerDriver):
         await self.loop.run(self.client.__aenter__())
         return self.client
 
-    async def start(self, config: ProducerConfig) -> None:
+    async def start(self, config: ProducerConfig, seed: int = 3) -> None:
         if self.producer is not None:
             await self.loop.run(self.producer.close())
         client = await self._new_client()
-        self.producer = aio.Producer(client, "pg", config, clock=self.clock, rng=random.Random(3))
+        rng = random.Random(seed)
+        self.producer = aio.Producer(client, "pg", config, clock=self.clock, rng=rng)
         await self.loop.run(self.producer.__aenter__())
 
     async def start_routing(self, config: FaultStrategyConfig | None = None) -> None:

@@ -83,7 +83,7 @@ def brokers(any_loop: LoopThread | ReactorLoop) -> Iterator[Any]:
 
     yield make
     for det in detectors:
-        pytest_twisted.blockon(det.call(det.prober.stop))
+        pytest_twisted.blockon(det.loop.call(det.prober.stop))
     for broker in made:
         broker.close()
 
