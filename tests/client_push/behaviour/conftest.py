@@ -30,9 +30,10 @@ def clients(request: pytest.FixtureRequest, cluster: Any) -> Iterator[ClusterCli
 
 @pytest.fixture(params=PRODUCER_KINDS)
 def rig(request: pytest.FixtureRequest, cluster: Any) -> Iterator[ProducerDriver]:
-    """The name server started; brokers, the producer or the routing are the case's."""
+    """The name server started (its push settings: the test module's ``NAMESRV_PUSH``, if
+    any); brokers, the producer or the routing are the case's."""
     driver, cleanup = producer_driver(request.param, cluster)
-    driver.server()
+    driver.server(**getattr(request.module, "NAMESRV_PUSH", {}))
     yield driver
     try:
         pytest_twisted.blockon(defer.ensureDeferred(driver.close()))

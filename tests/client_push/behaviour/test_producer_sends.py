@@ -25,6 +25,8 @@ from sandbox.standin import BrokerStandIn
 
 NAMES = ("broker-a", "broker-b", "broker-c")
 NO_DETECTOR = FaultStrategyConfig(detector_enabled=False)
+NAMESRV_PUSH = {"tick_interval_ms": 1_000}
+"""The name server's default tick: departures and arrivals are announced once a second."""
 SEED = 5
 """The producers' random choices where a case counts first attempts per broker."""
 
