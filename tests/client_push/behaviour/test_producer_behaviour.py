@@ -7,18 +7,16 @@ stand-ins on loopback. Every timer runs on fake clocks the cases advance.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import pytest_twisted
 from support.loopback_wait import until
-from support.producer_drivers import PRODUCER_KINDS, ProducerDriver, producer_driver
-from twisted.internet import defer
+from support.producer_drivers import ProducerDriver
 
 from client_push.errors import TopicNotExistError
+from client_push.producer.auto_create import NoDefaultTopicError
 from client_push.producer.config import ProducerConfig
-from client_push.producer.fault_table import FaultStrategyConfig
+from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
 from client_push.producer.routing_core import NoMasterError
 from client_push.producer.send_answer import SendStatus
 from client_push.producer.send_core import SendError
@@ -26,17 +24,6 @@ from protocol.codes import Perm, ResponseCode
 
 TICK_S = 0.1
 NO_DETECTOR = FaultStrategyConfig(detector_enabled=False)
-
-
-@pytest.fixture(params=PRODUCER_KINDS)
-def rig(request: pytest.FixtureRequest, cluster: Any) -> Iterator[ProducerDriver]:
-    driver, cleanup = producer_driver(request.param, cluster)
-    driver.server()
-    yield driver
-    try:
-        pytest_twisted.blockon(defer.ensureDeferred(driver.close()))
-    finally:
-        cleanup()
 
 
 async def two_brokers(rig: ProducerDriver, config: ProducerConfig) -> None:
@@ -164,6 +151,49 @@ async def test_without_a_new_master_the_send_fails_at_its_timeout_naming_the_gro
     assert rig.producer.counters["failed_no_route"] == 1
 
 
+@pytest_twisted.ensureDeferred
+async def test_groups_with_a_master_keep_taking_sends_while_another_has_none(rig):
+    master = await rig.broker("broker-a", {"T": 4})
+    slave = await rig.broker("broker-a", {"T": 4}, broker_id=1)
+    await rig.broker("broker-b", {"T": 4})
+    await rig.start(ProducerConfig(fault=NO_DETECTOR))
+    await rig.send("T", b"m")
+    # A send met the master as it died: the fault strategy isolates the group's name.
+    await rig.call(rig.producer.routing.report_send, "broker-a", 5, SendOutcome.UNREACHABLE)
+    await rig.kill_master(master)
+    results = [await rig.send("T", b"m") for _ in range(10)]
+    assert {r.queue.broker_name for r in results} == {"broker-b"}
+    assert all(r.attempts == 1 for r in results)
+    assert "awaiting_master" not in await rig.call(rig.producer.routing.stats)
+
+    await slave.promote()
+    await rig.run_for(2 * TICK_S)
+    await rig.until(lambda: rig.producer.routing.broker_addr("T", "broker-a") is not None)
+    after = [(await rig.send("T", b"m")).queue.broker_name for _ in range(16)]
+    # The new master (another address) inherits nothing of the dead one's isolation.
+    assert after.count("broker-a") == 8 and slave.received == 8
+    assert (await rig.call(rig.producer.routing.stats))["new_masters"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_send_in_flight_to_the_dead_master_is_retried_on_the_new_master(rig):
+    master = await rig.broker("broker-a", {"T": 4})
+    slave = await rig.broker("broker-a", {"T": 4}, broker_id=1)
+    await rig.start(ProducerConfig(fault=NO_DETECTOR, send_timeout_ms=5_000))
+    await rig.send("T", b"m")
+    master.black_hole()  # the next send stays in flight until the master dies
+    pending = rig.start_send("T", b"in flight")
+    await until(lambda: master.counters["swallowed"] == 1)
+    await rig.kill_master(master)
+    await rig.settle()
+    assert not pending.called
+    await slave.promote()
+    result = await rig.finish(pending)
+    assert result.attempts == 2 and slave.messages[-1].body == b"in flight"
+    assert rig.producer.counters["attempts_unreachable"] == 1
+    assert rig.producer.counters["failed"] == 0
+
+
 # -- auto-creation ---------------------------------------------------------------------------------
 
 
@@ -206,3 +236,26 @@ async def test_without_auto_create_a_send_to_an_unknown_topic_fails_with_topic_n
     with pytest.raises(TopicNotExistError):
         await rig.send("NEW", b"x")
     assert "NEW" not in broker.topics
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_default_topic_without_inherit_is_refused_by_the_broker(rig):
+    broker = await rig.broker("broker-a", {"TBW102": 8, "T": 4}, auto_create_topic_enable=True)
+    broker.perms["TBW102"] = int(Perm.READ | Perm.WRITE)
+    await rig.start(ProducerConfig(fault=NO_DETECTOR, auto_create_topic=True))
+    with pytest.raises(SendError, match="did not create topic NEW"):
+        await rig.send("NEW", b"x")
+    assert "NEW" not in broker.topics
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_a_default_topic_route_the_error_names_it(rig):
+    await rig.start(
+        ProducerConfig(fault=NO_DETECTOR, auto_create_topic=True, create_topic_key="MyDefault")
+    )
+    broker = await rig.broker("broker-a", {"TBW102": 8, "T": 4}, auto_create_topic_enable=True)
+    broker.perms["TBW102"] = ALL
+    with pytest.raises(NoDefaultTopicError) as caught:
+        await rig.send("NEW", b"x")
+    assert isinstance(caught.value, TopicNotExistError)
+    assert "default topic MyDefault has no route" in str(caught.value)

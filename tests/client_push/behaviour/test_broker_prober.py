@@ -1,20 +1,28 @@
-"""The active detector's wire side (``BrokerProber``) against fake brokers on loopback.
+"""The active detector's wire side (``BrokerProber``) on every kind of runtime (Twisted,
+asyncio, uvloop: ``any_loop``) against fake brokers on loopback.
 
-Connections are real (127.0.0.1, port 0); probe timeouts run on a ``task.Clock``, so a silent
+Connections are real (127.0.0.1, port 0); probe timeouts run on a fake clock, so a silent
 broker is failed by advancing the clock, never by waiting. Selection through the detector, with
-the real name server, is in ``test_producer_routing.py``.
+the real name server, is in ``test_producer_selection.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import pytest
 import pytest_twisted
+from support.aio_loop import FakeClock, LoopThread, PendingClock, ReactorLoop
 from support.loopback_broker import FakeBroker
 from support.loopback_wait import until
-from twisted.internet import defer, reactor, task
+from support.producer_drivers import loop_turns
+from twisted.internet import defer, reactor
 
 from client_push.producer.broker_probe import BrokerProber
 from client_push.producer.fault_table import FaultStrategyConfig
+from client_push.runtime.asyncio_loop import AsyncioRuntime
+from client_push.runtime.interface import Runtime
 from client_push.runtime.twisted_loop import TwistedRuntime
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import encode_go_away
@@ -24,25 +32,45 @@ TOPIC = "TopicTest"
 
 
 class Detector:
-    """A prober on a fake clock that records the GoAways it passes on."""
+    """A prober on ``loop`` with a fake clock, recording the GoAways it passes on."""
 
-    def __init__(self) -> None:
-        self.clock = task.Clock()
+    def __init__(self, loop: LoopThread | ReactorLoop) -> None:
+        self.loop = loop
         self.go_aways: list[tuple[str, int]] = []
-        self.prober = BrokerProber(
-            TwistedRuntime(reactor, self.clock),
-            lambda addr, grace: self.go_aways.append((addr, grace)),
-        )
+        runtime: Runtime
+        if loop.kind == "twisted":
+            self.clock: Any = PendingClock()
+            runtime = TwistedRuntime(reactor, self.clock)
+        else:
+            self.clock = FakeClock()
+            runtime = AsyncioRuntime(self.clock)
+        self.prober = BrokerProber(runtime, lambda addr, grace: self.go_aways.append((addr, grace)))
+
+    def start_probe(self, addr: str) -> defer.Deferred[bool]:
+        """A probe of ``addr`` run on the prober's loop, not waited for."""
+        return self.loop.run(self.prober.probe(addr, TOPIC, TIMEOUT_MS))
 
     async def probe(self, addr: str) -> bool:
-        return await self.prober.probe(addr, TOPIC, TIMEOUT_MS)
+        return await self.start_probe(addr)
+
+    async def advance(self, seconds: float) -> None:
+        await self.loop.call(self.clock.advance, seconds)
+
+    async def settle(self) -> None:
+        """Let the loop run what the last advance made ready (on the reactor it ran inside
+        ``advance``), so a probe not done after it is still waiting."""
+        if self.loop.kind != "twisted":
+            await self.loop.run(loop_turns())
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await self.loop.call(function, *args)
 
     def counter(self, name: str) -> int:
         return self.prober.counters[name]
 
 
 @pytest.fixture
-def brokers():
+def brokers(any_loop: LoopThread | ReactorLoop) -> Iterator[Any]:
     made: list[FakeBroker] = []
     detectors: list[Detector] = []
 
@@ -50,12 +78,12 @@ def brokers():
         broker = FakeBroker(answer)
         made.append(broker)
         if not detectors:
-            detectors.append(Detector())
+            detectors.append(Detector(any_loop))
         return detectors[0], broker
 
     yield make
     for det in detectors:
-        det.prober.stop()
+        pytest_twisted.blockon(det.loop.call(det.prober.stop))
     for broker in made:
         broker.close()
 
@@ -81,11 +109,13 @@ async def test_an_error_answer_still_shows_the_broker_is_reachable(brokers):
 @pytest_twisted.ensureDeferred
 async def test_a_silent_broker_fails_at_the_timeout_and_its_connection_is_reused(brokers):
     det, broker = brokers(answer=None)
-    result = defer.ensureDeferred(det.prober.probe(broker.addr, TOPIC, TIMEOUT_MS))
+    result = det.start_probe(broker.addr)
     await until(lambda: len(broker.probes) == 1)
-    det.clock.advance(TIMEOUT_MS / 1000 - 0.001)
+    await det.advance(TIMEOUT_MS / 1000 - 0.001)
+    await det.settle()
     assert not result.called
-    det.clock.advance(0.001)
+    await det.advance(0.001)
+    await det.settle()
     assert result.called and await result is False
     assert det.counter("probes_failed") == 1
 
@@ -97,11 +127,11 @@ async def test_a_silent_broker_fails_at_the_timeout_and_its_connection_is_reused
 @pytest_twisted.ensureDeferred
 async def test_at_most_one_probe_per_broker_is_in_flight(brokers):
     det, broker = brokers(answer=None)
-    first = defer.ensureDeferred(det.prober.probe(broker.addr, TOPIC, TIMEOUT_MS))
+    first = det.start_probe(broker.addr)
     assert await det.probe(broker.addr) is False  # skipped, not sent
     await until(lambda: len(broker.probes) == 1)
     assert det.counter("probes_skipped") == 1 and det.counter("probes_sent") == 1
-    det.clock.advance(TIMEOUT_MS / 1000)
+    await det.advance(TIMEOUT_MS / 1000)
     assert await first is False
 
 
@@ -159,10 +189,10 @@ async def test_connections_of_brokers_no_longer_held_are_closed_and_stop_closes_
     _, dropped = brokers()
     assert await det.probe(kept.addr) is True
     assert await det.probe(dropped.addr) is True
-    det.prober.retain({kept.addr})
+    await det.call(det.prober.retain, {kept.addr})
     await until(lambda: not dropped.conns)
     assert det.prober.connections == 1 and len(kept.conns) == 1
-    det.prober.stop()
+    await det.call(det.prober.stop)
     await until(lambda: not kept.conns)
     assert await det.probe(kept.addr) is False  # nothing is probed after stop
     assert kept.opened == 1
