@@ -164,6 +164,10 @@ class BrokerEventConfig:
 class PushConfig:
     enabled: bool = True
     tick_interval_ms: int = 1_000
+    master_arrival_tick_ms: int = 50
+    """A master arriving in a broker name (a slave promoted, a master started or replaced)
+    brings the next tick forward to this many ms after it, once between two regular ticks:
+    until they learn the new master, producers fail their sends. 0: wait for the regular tick."""
     max_topics_per_connection: int = 10_000
     max_total_subscriptions: int = 1_000_000
     max_subscriptions_per_host: int = 100_000
@@ -404,6 +408,7 @@ def _registry_ranges(r: RegistryConfig) -> list[_Range]:
 def _push_ranges(p: PushConfig) -> list[_Range]:
     return [
         ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
+        ("push.master_arrival_tick_ms", p.master_arrival_tick_ms, 0, 3_600_000),
         ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
         ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),
         (

@@ -51,10 +51,12 @@ from namesrv.routes.kv_config import KVConfig
 from namesrv.routes.listings import Listings
 from namesrv.routes.registry import RouteRegistry
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE, RouteBodies
+from namesrv.routes.tables import MASTER_ID
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand, SplitFrame, encode_command
 from protocol.notify_frames import NotifyFrames
 from protocol.push_codec import encode_go_away
+from protocol.push_events import BrokerChangeKind
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +291,7 @@ class NameServer:
         self._every(HOUSEKEEPING_INTERVAL_MS, self.hub.housekeep)
         if cfg.push.enabled:
             self._every(cfg.push.tick_interval_ms, self.ticker.tick)
+            self.ticker.start()
         if cfg.pressure.enabled:
             self._every(cfg.pressure.sample_interval_ms, self.pressure.sample_now)
 
@@ -351,6 +354,7 @@ class NameServer:
             for loop in self._loops:
                 if loop.running:
                     loop.stop()
+            self.ticker.stop()
             # Released now rather than when the transports report the loss, which comes
             # after the journal is closed: their records would be dropped.
             self.hub.close_all()
@@ -446,6 +450,10 @@ class NameServer:
         self.counters[f"broker_events.{event.kind.name.lower()}"] += 1
         self.acl.broker_changed(event.kind, event.cluster, event.broker_name, event.addrs)
         self.broker_events.record(event)
+        if event.kind is BrokerChangeKind.ARRIVED and any(
+            broker_id == MASTER_ID for broker_id, _ in event.addrs
+        ):
+            self.ticker.expedite()
 
     def _run_with(self, config: NamesrvConfig) -> None:
         """UPDATE_NAMESRV_CONFIG's new config (only run-time keys differ): each part that uses

@@ -70,18 +70,62 @@ class Ticker:
         self._quiet_deferrals = 0
         """Ticks in a row that left topics nobody subscribes to marked (registers pending)."""
         self._defers = False
+        self._expedited: Any = None
+        """The pending tick :meth:`expedite` brought forward."""
+        self._timed = False
+        """The regular ticks run on a timer (:meth:`start`): only then is one brought forward."""
+        self._may_expedite = True
+        """No tick was brought forward since the last regular one."""
 
     def _now_ms(self) -> int:
         return int(self._clock.seconds() * 1000)
 
     def tick(self) -> None:
-        """One detection tick: settle changed routes and send at most one frame per connection.
+        """One regular detection tick: settle changed routes and send at most one frame per
+        connection.
 
         A tick does at most a slice of work (``push.settle_slice_topics`` topics settled, or
         ``push.settle_slice_ms`` of settling; ``push.notify_slice_connections`` frames built)
         per reactor turn; what is left is continued in the next turn, so a large change set
         never holds the event loop.
         """
+        self._may_expedite = True
+        expedited, self._expedited = self._expedited, None
+        if expedited is not None and expedited.active():
+            expedited.cancel()  # this tick carries what it was brought forward for
+        self._run()
+
+    def expedite(self) -> None:
+        """Bring the next tick forward to ``push.master_arrival_tick_ms`` from now: a broker
+        name has a new master. At most once between two regular ticks, so a burst of arrivals
+        (a cluster starting) adds one tick per interval, not one per broker."""
+        delay_ms = self._config.master_arrival_tick_ms
+        if not (delay_ms > 0 and self._timed and self._may_expedite):
+            return
+        if self._continuation is not None:  # a tick in progress settles it
+            return
+        self._may_expedite = False
+        self._counters["expedited_ticks"] += 1
+        self._expedited = self._clock.callLater(delay_ms / 1000.0, self._expedited_tick)
+
+    def start(self) -> None:
+        """The regular ticks now run on a timer: from now on a tick may be brought forward."""
+        self._timed = True
+
+    def stop(self) -> None:
+        """No tick runs after this: the pending continuation and brought-forward tick are
+        dropped (the server is closing every connection)."""
+        self._timed = False
+        for call in (self._expedited, self._continuation):
+            if call is not None and call.active():
+                call.cancel()
+        self._expedited = self._continuation = None
+
+    def _expedited_tick(self) -> None:
+        self._expedited = None
+        self._run()
+
+    def _run(self) -> None:
         started = self._timer()
         try:
             self._tick()
@@ -120,7 +164,7 @@ class Ticker:
         )
         if more:
             self._counters["tick_continuations"] += 1
-            self._continuation = self._clock.callLater(0, self.tick)
+            self._continuation = self._clock.callLater(0, self._run)
         if notes:
             self._send_notifications(notes, now_ms)
             if self.recovering:

@@ -1,0 +1,169 @@
+"""A broker name's new master brings the next tick forward (``push.master_arrival_tick_ms``).
+
+Producers fail their sends from a master's death until they learn who took over; waiting for the
+regular tick would add up to a whole interval to that window. Wire-level tests against the real
+server over loopback, timers on a fake clock: the regular tick comes every ``TICK`` s, so a
+subscriber that hears of the new master after ``EARLY`` s heard it from the brought-forward tick.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest_twisted
+from support.fake_broker import register_request, topic_configs, unregister_request
+from support.push_wire import TICK, notifications, round_trip, subscribe
+from support.wire_client import connect
+from twisted.internet import defer
+
+from protocol.codes import RequestCode
+from protocol.push_codec import BrokerChangeKind
+
+MASTER = "10.0.0.1:10911"
+SLAVE = "10.0.0.2:10911"
+EARLY = 0.05
+"""The default ``push.master_arrival_tick_ms``, in seconds."""
+
+
+@defer.inlineCallbacks
+def master_and_slave(ns: Any) -> Any:
+    """broker-a's master and slave serve T1; a subscriber of T1 has heard everything so far."""
+    master = yield connect(ns.port)
+    yield master.request(register_request(topic_configs("T1"), broker_addr=MASTER))
+    slave = yield connect(ns.port)
+    yield slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=1))
+    ns.clock.advance(TICK)
+    client = yield connect(ns.port)
+    yield subscribe(client, "T1")
+    ns.clock.advance(TICK)
+    yield round_trip(client)
+    client.pushed.clear()
+    ns.server.counters["expedited_ticks"] = 0  # the master's start-up brought one forward
+    return master, slave, client
+
+
+@defer.inlineCallbacks
+def master_address(client: Any) -> Any:
+    resp = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"})
+    [data] = json.loads(resp.body)["brokerDatas"]
+    return data["brokerAddrs"].get("0")
+
+
+@defer.inlineCallbacks
+def fail_over(ns: Any, master: Any, slave: Any) -> Any:
+    """The master leaves, its slave registers as master (what controller mode does)."""
+    yield master.request(unregister_request(broker_addr=MASTER))
+    yield slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=0))
+
+
+def early_ticks_pending(ns: Any) -> int:
+    return sum(
+        getattr(call.func, "__name__", "") == "_expedited_tick"
+        for call in ns.clock.getDelayedCalls()
+    )
+
+
+def arrivals(client: Any) -> list[tuple[int, str]]:
+    return [
+        (a.broker_id, a.addr)
+        for note in notifications(client)
+        for entry in note.brokers
+        if entry.kind == BrokerChangeKind.ARRIVED
+        for a in entry.addrs
+    ]
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_promoted_slave_is_pushed_within_the_early_tick(make_server):
+    ns = make_server()
+    master, slave, client = yield master_and_slave(ns)
+    yield fail_over(ns, master, slave)
+    ns.clock.advance(EARLY)
+    yield client.wait_pushed(1)
+    assert arrivals(client) == [(0, SLAVE)]
+    assert (yield master_address(client)) == SLAVE
+    assert ns.server.stats()["expedited_ticks"] == 1
+    assert early_ticks_pending(ns) == 0
+
+
+@pytest_twisted.inlineCallbacks
+def test_off_the_new_master_waits_for_the_regular_tick(make_server):
+    ns = make_server({"push": {"master_arrival_tick_ms": 0}})
+    master, slave, client = yield master_and_slave(ns)
+    yield fail_over(ns, master, slave)
+    ns.clock.advance(TICK - 0.01)
+    yield round_trip(client)
+    assert notifications(client) == []
+    ns.clock.advance(0.01)
+    yield client.wait_pushed(1)
+    assert arrivals(client) == [(0, SLAVE)]
+    assert ns.server.stats()["expedited_ticks"] == 0
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_slave_arriving_waits_for_the_regular_tick(make_server):
+    ns = make_server()
+    _master, _slave, client = yield master_and_slave(ns)
+    other = yield connect(ns.port)
+    yield other.request(
+        register_request(topic_configs("T1"), broker_addr="10.0.0.3:10911", broker_id=2)
+    )
+    ns.clock.advance(TICK - 0.01)
+    yield round_trip(client)
+    assert notifications(client) == []
+    ns.clock.advance(0.01)
+    yield client.wait_pushed(1)
+    assert arrivals(client) == [(2, "10.0.0.3:10911")]
+    assert ns.server.stats()["expedited_ticks"] == 0
+
+
+@pytest_twisted.inlineCallbacks
+def test_at_most_one_early_tick_between_two_regular_ones(make_server):
+    """A cluster of masters starting at once adds one tick per interval, not one per broker."""
+    ns = make_server()
+    _master, _slave, client = yield master_and_slave(ns)
+    brokers = yield defer.gatherResults([connect(ns.port) for _ in range(5)])
+    for i, broker in enumerate(brokers):
+        yield broker.request(
+            register_request(
+                topic_configs("T1"), broker_name=f"new-{i}", broker_addr=f"10.0.1.{i}:10911"
+            )
+        )
+        ns.clock.advance(EARLY)  # the first arrival's early tick runs; the rest wait
+    yield client.wait_pushed(1)
+    yield round_trip(client)
+    assert len(notifications(client)) == 1
+    assert ns.server.stats()["expedited_ticks"] == 1
+    ns.clock.advance(TICK)  # a regular tick: the next master may bring one forward again
+    extra = yield connect(ns.port)
+    yield extra.request(
+        register_request(topic_configs("T1"), broker_name="new-x", broker_addr="10.0.2.1:10911")
+    )
+    ns.clock.advance(EARLY)
+    yield client.wait_pushed(3)
+    assert ns.server.stats()["expedited_ticks"] == 2
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_regular_tick_before_it_carries_the_change_and_drops_the_early_one(make_server):
+    ns = make_server({"push": {"master_arrival_tick_ms": 5_000}})
+    master, slave, client = yield master_and_slave(ns)
+    yield fail_over(ns, master, slave)
+    assert early_ticks_pending(ns) == 1
+    ns.clock.advance(TICK)
+    yield client.wait_pushed(1)
+    assert early_ticks_pending(ns) == 0  # the regular tick dropped it
+    ns.clock.advance(5.0)
+    yield round_trip(client)
+    assert len(notifications(client)) == 1
+
+
+@pytest_twisted.inlineCallbacks
+def test_stopping_the_server_drops_a_pending_early_tick(make_server):
+    ns = make_server({"push": {"master_arrival_tick_ms": 5_000}})
+    master, slave, _client = yield master_and_slave(ns)
+    yield fail_over(ns, master, slave)
+    assert early_ticks_pending(ns) == 1
+    yield ns.server.stop(grace_ms=0)
+    assert early_ticks_pending(ns) == 0
