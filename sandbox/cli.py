@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from twisted.internet import defer, task
     from twisted.internet import reactor as default_reactor
     from twisted.internet.error import CannotListenError
 
@@ -175,10 +176,19 @@ def run(args: argparse.Namespace) -> int:
         topics.update(table)
     fleet = Fleet(reactor, [namesrv], args.cluster, topics, say=say)
 
+    starting: list[defer.Deferred[None]] = []
+    """Commands that came before every broker registered wait for it: a ``stats`` right
+    after starting the sandbox in the background reports them registered."""
+    started = [False]
+
     async def handle(line: str) -> dict[str, Any]:
         if line.strip().lower() == "quit":
             reactor.callLater(0, reactor.stop)
             return {"quit": True}
+        if not started[0]:
+            waiter: defer.Deferred[None] = defer.Deferred()
+            starting.append(waiter)
+            await waiter
         return await fleet.command(line)
 
     control_host, control_port = args.control
@@ -193,8 +203,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     async def start_all() -> None:
-        for name in args.broker or ["broker-a", "broker-b"]:
-            await fleet.start(name)
+        try:
+            for name in args.broker or ["broker-a", "broker-b"]:
+                await fleet.start(name)
+        finally:
+            started[0] = True
+            while starting:
+                starting.pop(0).callback(None)
         say(
             "ready: type a command (help lists them) or run namesrv-sandbox COMMAND "
             "from another shell; Ctrl-C stops"
@@ -213,8 +228,6 @@ def run(args: argparse.Namespace) -> int:
                 for slot in fleet.slots.values()
             )
             say(f"messages received: {each} (total {total})")
-
-    from twisted.internet import defer, task
 
     reporter = task.LoopingCall(report)
     reactor.callWhenRunning(lambda: defer.ensureDeferred(start_all()))
