@@ -89,6 +89,7 @@ async def test_a_cancelled_lookup_leaves_the_fetch_to_another_caller_of_the_same
     first = await spawn_lookup(world, client, "T")
     second = await spawn_lookup(world, client, "T")
     await until(lambda: len(world.ns.held_gets) == 1)
+    await until_on_loop(world, lambda: client.push_active)  # the lookup's SUBSCRIBE answered
     assert await cancel(world, first)
     out = await world.outstanding(client)
     assert (out["fetches"], out["fetch_waiters"], out["requests"]) == (1, 1, 1)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_namesrv import FakeConn, FakeNamesrv, make_route
-from support.loopback_wait import until
+from support.loopback_wait import until, until_read
 from support.route_drivers import RouteDriver, World, held
 
 from client_push.errors import (
@@ -331,6 +331,11 @@ async def test_telemetry_is_off_by_default(world):
     assert type(d.client._telemetry).__name__ == "NullTelemetry"
 
 
+def quiet(outstanding: dict[str, int]) -> bool:
+    """No fetch and no SUBSCRIBE or UNSUBSCRIBE in flight."""
+    return outstanding["fetches"] == 0 and outstanding["push_requests"] == 0
+
+
 # -- untrusted routes -----------------------------------------------------------------------------
 
 
@@ -343,6 +348,9 @@ async def test_a_route_with_an_absurd_queue_count_fails_the_call_at_once(world):
         await d.run(d.client.get_publish_info("T"))
     assert d.client.stats()["routes_refused"] == 1
     assert d.client.cached_route("T") is None
+    # The lookup's SUBSCRIBE, and a fetch its answer may have started (answered with the same
+    # route), end first: a later lookup would join that fetch.
+    await until_read(lambda: d.call(lambda: quiet(d.client.outstanding())))
     ns.set_route("T", make_route(queues=8))  # a sane route is taken on the next lookup
     await d.advance(1)
     info = await d.run(d.client.get_publish_info("T"))
