@@ -85,11 +85,20 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
         right.set_ylabel("notification frames per tick")
         right.set_ylim(bottom=0)
         handles += right.get_legend_handles_labels()[0]
-    verdict = "" if replayed.no_verdict is None else " (no verdict: see the replay)"
+    unjudged = replayed.no_verdict is not None or curve.no_verdict is not None
+    verdict = " (no verdict: see the replay)" if unjudged else ""
     ax.set_title(f"{curve.key}: end-to-end p99 and cost per value{verdict}", fontsize=10)
     # Below the axes: beside them it would cover the right axis' label.
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
-    return Plot(f"whatif-{curve.key}", _title(curve.key), _HOW_TO_READ[curve.key], png(fig))
+    return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve), png(fig))
+
+
+def _how_to_read(curve: Curve) -> str:
+    """The picture's sentence; for a key the journal cannot judge, why instead: its curve is
+    drawn from what the journal holds, not from what the key would have done."""
+    if curve.no_verdict is None:
+        return _HOW_TO_READ[curve.key]
+    return f"No verdict for this key: {curve.no_verdict}. The dots are shown, not judged."
 
 
 def whatif_plots(replayed: ReplayResult | None) -> list[Plot]:

@@ -35,6 +35,7 @@ from pipeline.report.replay_model import (
     missing_readings,
     releases,
     scenarios,
+    unjudged,
     value_of,
 )
 from pipeline.report.summary import Distribution, Summary
@@ -210,8 +211,28 @@ def replay(
     finally:
         cost = costing.join()
     result = {name: figures[computed_as[name]] for name in configs}
+    return ReplayResult(
+        targets.propagation_p99_ms,
+        Calibration(recorded_end_to_end(s), result["current"]),
+        {name: result[name] for name in named},
+        {name: cfg.push.tick_interval_ms for name, cfg in named.items()},
+        _curves(points, result, cost, s, current, recommendations),
+        missing_readings(s, inputs is not None, recommendations, current.pressure.enabled),
+    )
+
+
+def _curves(
+    points: Mapping[str, Mapping[int | float, NamesrvConfig]],
+    result: Mapping[str, Distribution],
+    cost: Mapping[int, float | None],
+    s: Summary,
+    current: NamesrvConfig,
+    recommendations: Sequence[Recommendation],
+) -> list[Curve]:
+    """Per replayed key, its grid's figures, with why the journal cannot judge it if so."""
     suggested = {r.key: r.suggested for r in recommendations}
-    curves = [
+    unknown = unjudged(s, current.pressure.enabled)
+    return [
         Curve(
             key,
             value_of(current, key),
@@ -220,17 +241,10 @@ def replay(
                 GridPoint(v, result[f"{key}={v}"], cost.get(cfg.push.tick_interval_ms))
                 for v, cfg in values.items()
             ],
+            unknown.get(key),
         )
         for key, values in points.items()
     ]
-    return ReplayResult(
-        targets.propagation_p99_ms,
-        Calibration(recorded_end_to_end(s), result["current"]),
-        {name: result[name] for name in named},
-        {name: cfg.push.tick_interval_ms for name, cfg in named.items()},
-        curves,
-        missing_readings(s, inputs is not None, recommendations),
-    )
 
 
 def _figures(
