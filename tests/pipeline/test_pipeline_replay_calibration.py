@@ -141,6 +141,9 @@ def test_a_journal_without_its_degradation_records_judges_no_pressure_key(lost):
     for key in PRESSURE_KEYS:
         assert f"- `{key}`: **no verdict**: the journal has no `degradation` record" in markdown
     assert page.count("No verdict for this key: the journal has no `degradation` record") == 4
+    assert 'id="whatif-push.tick_interval_ms"><img' in page
+    for key in PRESSURE_KEYS:
+        assert f'id="whatif-{key}"><figcaption>' in page, key
 
 
 def test_the_same_fleet_with_its_degradation_records_judges_every_key(replayed):
