@@ -87,16 +87,23 @@ def markdown_tables(md: str) -> str:
     return "\n".join(out)
 
 
+def _figure(p: Plot) -> str:
+    """One plot with its caption; a plot without a picture (a what-if key the journal cannot
+    judge) is its caption alone."""
+    image = (
+        f'<img alt="{html.escape(p.title)}" '
+        f'src="data:image/png;base64,{base64.b64encode(p.png).decode("ascii")}">'
+        if p.png
+        else ""
+    )
+    caption = f"<b>{html.escape(p.title)}.</b> {html.escape(p.how_to_read)}"
+    return f'<figure id="{p.key}">{image}<figcaption>{caption}</figcaption></figure>'
+
+
 def render_html(
     s: Summary, plots: Sequence[Plot], markdown: str, replayed: ReplayResult | None = None
 ) -> str:
-    figures = "\n".join(
-        f'<figure id="{p.key}"><img alt="{html.escape(p.title)}" '
-        f'src="data:image/png;base64,{base64.b64encode(p.png).decode("ascii")}">'
-        f"<figcaption><b>{html.escape(p.title)}.</b> {html.escape(p.how_to_read)}</figcaption>"
-        "</figure>"
-        for p in plots
-    )
+    figures = "\n".join(_figure(p) for p in plots)
     # The Markdown's headline is the page's own, above the plots.
     body = markdown_tables("## " + markdown.split("\n## ", 1)[-1])
     return (

@@ -351,9 +351,13 @@ def _grid_tables(r: ReplayResult) -> list[str]:
         for p in c.points:
             mark = " (current)" if p.value == c.current else ""
             mark += " (suggested)" if p.value == c.suggested and c.suggested != c.current else ""
+            mark += " (no verdict)" if c.no_verdict is not None else ""
             d = p.end_to_end
             out.append(
                 f"| `{c.key}` | {p.value:g}{mark} | {_num(d.p50)} | {_num(d.p90)} "
                 f"| {_num(d.p99)} | {_num(p.frames_per_tick)} |"
             )
+    unjudged = [f"- `{c.key}`: **no verdict**: {c.no_verdict}." for c in r.curves if c.no_verdict]
+    if unjudged:
+        out += ["", "Keys the journal cannot judge (their rows are shown, not judged):", *unjudged]
     return [*out, ""]

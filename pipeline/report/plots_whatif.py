@@ -1,6 +1,7 @@
 """The what-if pictures: per replayed key, the end-to-end p99 the replay gives for each value
 of the grid, and the notification frames per tick it costs, with the current and suggested
-values marked and the target as a line. Plain values in, PNG bytes out."""
+values marked and the target as a line; for a key the journal cannot judge, no picture but the
+reason. Plain values in, PNG bytes out."""
 
 from __future__ import annotations
 
@@ -53,6 +54,11 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
     points = [p for p in curve.points if p.end_to_end.p99 is not None]
     if not points:
         return None
+    if curve.no_verdict is not None:
+        # A line drawn for a key the journal cannot judge (flat, as the replay cannot move
+        # what it needs) would still read as "this key changes nothing": the reason stands
+        # in for the picture, the figures stay in the report's what-if table.
+        return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve), b"")
     label, scale = _AXIS[curve.key]
     fig, (ax,) = figure()
     xs = [float(p.value) for p in points]
@@ -89,7 +95,17 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
     ax.set_title(f"{curve.key}: end-to-end p99 and cost per value{verdict}", fontsize=10)
     # Below the axes: beside them it would cover the right axis' label.
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
-    return Plot(f"whatif-{curve.key}", _title(curve.key), _HOW_TO_READ[curve.key], png(fig))
+    return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve), png(fig))
+
+
+def _how_to_read(curve: Curve) -> str:
+    """The picture's sentence; for a key the journal cannot judge, why it has none."""
+    if curve.no_verdict is None:
+        return _HOW_TO_READ[curve.key]
+    return (
+        f"No verdict for this key: {curve.no_verdict}. Its replayed figures are in the "
+        "what-if table, shown, not judged."
+    )
 
 
 def whatif_plots(replayed: ReplayResult | None) -> list[Plot]:

@@ -211,10 +211,14 @@ def _arrays(counts: Mapping[float, int]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def missing_readings(
-    s: Summary, telemetry: bool, recommendations: Sequence[Recommendation]
+    s: Summary,
+    telemetry: bool,
+    recommendations: Sequence[Recommendation],
+    pressure_on: bool = True,
 ) -> str | None:
     """What keeps the replay of ``s`` from a verdict whatever its figures: too few
-    client-versions, or readings the journal lacks; None when nothing does."""
+    client-versions, or a tuned key whose replay needs readings the journal lacks
+    (``unjudged``); None when nothing does."""
     count = recorded_end_to_end(s).count
     if not telemetry or not count:
         return "no client telemetry tied to the journal's changes: nothing to replay against"
@@ -225,18 +229,47 @@ def missing_readings(
             f"{s.changes_without_mutation_time:,} changes lack their mutation time "
             "(`mutated_at_ms`): their wait for the tick is unknown"
         )
-    unread = sum(
-        1
-        for e in s.episodes
-        if e.recovered_at_ms is not None
-        and (e.recovered_cpu_percent is None or e.recovered_memory_percent is None)
-    )
-    if unread and any(r.changed and r.key in (CPU_LOW, MEMORY_LOW) for r in recommendations):
-        return (
-            f"{unread} recoveries lack their CPU or memory reading: where a tested low mark "
-            "would have ended push's degradation is unknown"
-        )
+    unknown = unjudged(s, pressure_on)
+    tuned_unknown = [r.key for r in recommendations if r.changed and r.key in unknown]
+    if tuned_unknown:
+        key = tuned_unknown[0]
+        return f"`{key}` is tuned, but {unknown[key]}"
     return None
+
+
+PRESSURE_KEYS = (CPU_LOW, MEMORY_LOW, SAMPLE, RATE)
+"""The replayed keys that act through push's degraded spans: their replay needs the journal's
+``degradation`` records."""
+
+
+def unjudged(s: Summary, pressure_on: bool = True) -> dict[str, str]:
+    """Per replayed key whose what-if curve the journal cannot judge, why: its replay needs
+    records or readings the journal lacks. With pressure thresholds on (``pressure_on``) and
+    no ``degradation`` record, push either never degraded or its records were lost (dropped,
+    an older server): the telemetry then shows any hold only as a late NOTIFY, which a tested
+    low mark, sample interval or recovery rate cannot move, so their curves would be flat
+    whatever the truth. A recovery without its CPU (memory) reading leaves unknown where a
+    tested CPU (memory) low mark would have ended the span."""
+    if not pressure_on:
+        return {}
+    if not s.episodes:
+        why = (
+            "the journal has no `degradation` record while pressure thresholds are on: push "
+            "never degraded or its records are missing, and the replay cannot tell which"
+        )
+        return {key: why for key in PRESSURE_KEYS}
+    recovered = [e for e in s.episodes if e.recovered_at_ms is not None]
+    out: dict[str, str] = {}
+    for key, what, lacking in (
+        (CPU_LOW, "CPU", sum(e.recovered_cpu_percent is None for e in recovered)),
+        (MEMORY_LOW, "memory", sum(e.recovered_memory_percent is None for e in recovered)),
+    ):
+        if lacking:
+            out[key] = (
+                f"{lacking} of {len(recovered)} recoveries lack their {what} reading: where "
+                "a tested low mark would have ended push's degradation is unknown"
+            )
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +289,9 @@ class Curve:
     current: int | float
     suggested: int | float
     points: list[GridPoint] = field(default_factory=list)
+    no_verdict: str | None = None
+    """Why the journal cannot judge this key (``unjudged``): its points are shown, not judged;
+    None when it can."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +374,7 @@ class ReplayResult:
                         }
                         for p in c.points
                     ],
+                    "no_verdict": c.no_verdict,
                 }
                 for c in self.curves
             ],
@@ -363,6 +400,7 @@ class ReplayResult:
                         GridPoint(p["value"], Distribution(**p["end_to_end"]), p["frames_per_tick"])
                         for p in c["points"]
                     ],
+                    c.get("no_verdict"),
                 )
                 for c in doc["grid"]
             ],
@@ -372,6 +410,7 @@ class ReplayResult:
 
 __all__ = [
     "MAX_MODEL_ERROR",
+    "PRESSURE_KEYS",
     "PUSH_CAUSES",
     "REPLAYED_KEYS",
     "Calibration",
@@ -383,4 +422,5 @@ __all__ = [
     "grid",
     "releases",
     "scenarios",
+    "unjudged",
 ]

@@ -13,11 +13,12 @@ from namesrv.config import NamesrvConfig
 from namesrv.config_file import load
 from pipeline.report.config_toml import to_toml
 from pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
-from pipeline.report.plots import Plot, Plotter, journal_plots
+from pipeline.report.plots import PLOTTERS, Plot, Plotter, journal_plots
 from pipeline.report.summary import Summary
 from pipeline.report.tuning import Targets, recommend, tuned
 from pipeline.request import AnalysisRequest
 from pipeline.spark.aggregations import STEPS, Tables, summarize
+from pipeline.spark.beside import Beside
 from pipeline.spark.client_names import client_labels
 from pipeline.spark.inputs import InputError, Parsed, read_journal, read_telemetry
 from pipeline.spark.progress import Progress
@@ -82,7 +83,7 @@ def _run(
                 write_table,
             )
             progress.step("per-change table, replay, report and plots")
-            found = _findings(spark, journal, summary, kept, current, request.targets)
+            found = _findings(spark, journal, summary, kept, current, request.targets, drawn)
             outputs = _write(request, current, out, tables, found, drawn)
     finally:
         for writer in writers:
@@ -99,18 +100,25 @@ def _findings(
     kept: Tables,
     current: NamesrvConfig,
     targets: Targets,
+    drawn: dict[Plotter, Plot | None],
 ) -> Findings:
-    """The suggestions and the replay of the summary's journal."""
+    """The suggestions and the replay of the summary's journal; the summary's plots not yet in
+    ``drawn`` are drawn into it meanwhile (they need no Spark, and the replay's short Spark
+    jobs leave the cores idle between their tasks)."""
     # The ten clients shown are named as their telemetry names them.
     shown = summary.charts.top_clients
     names = client_labels(spark, [c for c, _, _, _ in shown])
     named = [(names[c], n, mean, worst) for c, n, mean, worst in shown]
     summary = replace(summary, charts=replace(summary.charts, top_clients=named))
-    recs = recommend(summary, current, targets)
-    changes = journal.usable.where(F.col("event") == "route_changed")
-    replayed = replay(
-        changes, journal.usable, kept.per_change, kept.replay, summary, current, recs, targets
-    )
+    drawing = Beside(lambda: {p: p(summary) for p in PLOTTERS if p not in drawn}, "plots")
+    try:
+        recs = recommend(summary, current, targets)
+        changes = journal.usable.where(F.col("event") == "route_changed")
+        replayed = replay(
+            changes, journal.usable, kept.per_change, kept.replay, summary, current, recs, targets
+        )
+    finally:
+        drawn.update(drawing.join())
     return Findings(summary, recs, replayed)
 
 

@@ -8,7 +8,8 @@ journal's changes gives, per scenario, the histogram of the name server's part o
 client-version; the client's part and the client-versions the model keeps as recorded come
 from the telemetry's pass as histograms, and the driver adds them up. Scenarios of the same
 tick, spans and drain give the same figures, so each such set is computed once. A second small
-aggregation over the journal's sending ticks gives the frames per tick of each tested tick.
+aggregation over the journal's sending ticks, run beside the first, gives the frames per tick of
+each tested tick.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ from pipeline.report.replay_model import (
     missing_readings,
     releases,
     scenarios,
+    unjudged,
     value_of,
 )
 from pipeline.report.summary import Distribution, Summary
 from pipeline.report.tuning import Recommendation, Targets
 from pipeline.report.tuning import end_to_end as recorded_end_to_end
+from pipeline.spark.beside import Beside
 from pipeline.spark.facts import histogram_bucket
 from pipeline.spark.spans import span_values
 
@@ -73,20 +76,19 @@ def _tested(current: NamesrvConfig, config: NamesrvConfig, s: Summary) -> _Teste
 def _pushed(per_change: DataFrame, changes: DataFrame) -> DataFrame:
     """Pushed client-versions (a NOTIFY brought them), per change and emission offset
     (the NOTIFY's emission less the detection): mutation ``m``, detection ``d``, offset ``e``,
-    count ``n``."""
-    # The shuffle is asked for: whether Spark would add it itself depends on what it knows of
-    # the cached groups' partitioning when the query starts, which the order the job's
-    # threads filled the cache in decides, and each answer is different generated code.
-    groups = (
-        per_change.where(F.col("name").isin(*PUSH_CAUSES) & F.col("at").isNotNull())
-        .repartition("bucket", "at")
-        .groupBy(F.col("bucket").alias("line"), F.col("at").alias("e"))
-        .agg(F.sum("count").alias("n"))
+    count ``n``, name server ``namesrv``.
+
+    The per-change groups are joined as they are, several rows of one change and offset (one
+    per learning cause) kept apart: the replay sums their counts in its one aggregation, and
+    grouping them first cost a shuffle and a second aggregation for no fewer rows. Only the
+    columns the replay reads are kept.
+    """
+    groups = per_change.where(F.col("name").isin(*PUSH_CAUSES) & F.col("at").isNotNull()).select(
+        F.col("bucket").alias("line"), F.col("at").alias("e"), F.col("count").alias("n")
     )
     owed = changes.select(
         "line",
         "namesrv",
-        "topic",
         F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("m"),
         F.col("ts_ms").alias("d"),
     )
@@ -196,19 +198,41 @@ def replay(
     tested = {name: _tested(current, cfg, s) for name, cfg in configs.items()}
     first_of: dict[_Tested, str] = {}
     computed_as = {name: first_of.setdefault(t, name) for name, t in tested.items()}
-    figures = _figures(
-        changes, per_change, inputs, s, current, {n: tested[n] for n in first_of.values()}
-    )
+    # Without telemetry there is nothing to replay: the cost side is left out with it. It
+    # runs beside the replay's aggregation: each is a few short Spark jobs whose planning
+    # and scheduling leave the cores idle between their tasks.
+    ticks = sorted({c.push.tick_interval_ms for c in configs.values()}) if inputs else []
+    first_ms, cap = s.first_ts_ms, s.frames_per_tick.max
+    costing = Beside(lambda: frames_per_tick(journal, ticks, first_ms, cap), "replay-cost")
+    try:
+        figures = _figures(
+            changes, per_change, inputs, s, current, {n: tested[n] for n in first_of.values()}
+        )
+    finally:
+        cost = costing.join()
     result = {name: figures[computed_as[name]] for name in configs}
-    # Without telemetry there is nothing to replay: the cost side is left out with it.
-    cost = frames_per_tick(
-        journal,
-        sorted({c.push.tick_interval_ms for c in configs.values()}) if inputs else [],
-        s.first_ts_ms,
-        s.frames_per_tick.max,
+    return ReplayResult(
+        targets.propagation_p99_ms,
+        Calibration(recorded_end_to_end(s), result["current"]),
+        {name: result[name] for name in named},
+        {name: cfg.push.tick_interval_ms for name, cfg in named.items()},
+        _curves(points, result, cost, s, current, recommendations),
+        missing_readings(s, inputs is not None, recommendations, current.pressure.enabled),
     )
+
+
+def _curves(
+    points: Mapping[str, Mapping[int | float, NamesrvConfig]],
+    result: Mapping[str, Distribution],
+    cost: Mapping[int, float | None],
+    s: Summary,
+    current: NamesrvConfig,
+    recommendations: Sequence[Recommendation],
+) -> list[Curve]:
+    """Per replayed key, its grid's figures, with why the journal cannot judge it if so."""
     suggested = {r.key: r.suggested for r in recommendations}
-    curves = [
+    unknown = unjudged(s, current.pressure.enabled)
+    return [
         Curve(
             key,
             value_of(current, key),
@@ -217,17 +241,10 @@ def replay(
                 GridPoint(v, result[f"{key}={v}"], cost.get(cfg.push.tick_interval_ms))
                 for v, cfg in values.items()
             ],
+            unknown.get(key),
         )
         for key, values in points.items()
     ]
-    return ReplayResult(
-        targets.propagation_p99_ms,
-        Calibration(recorded_end_to_end(s), result["current"]),
-        {name: result[name] for name in named},
-        {name: cfg.push.tick_interval_ms for name, cfg in named.items()},
-        curves,
-        missing_readings(s, inputs is not None, recommendations),
-    )
 
 
 def _figures(

@@ -11,6 +11,7 @@ import pytest
 from namesrv.config import NamesrvConfig
 from pipeline.report.markdown import render
 from pipeline.report.replay_model import (
+    PRESSURE_KEYS,
     Calibration,
     Curve,
     GridPoint,
@@ -21,6 +22,7 @@ from pipeline.report.replay_model import (
     missing_readings,
     releases,
     scenarios,
+    unjudged,
 )
 from pipeline.report.summary import Distribution, Episode, InputQuality, Summary
 from pipeline.report.tuning import Recommendation
@@ -178,6 +180,27 @@ def test_a_replay_needs_telemetry_enough_client_versions_and_mutation_times():
     s.episodes = [replace(episode(1_000, 2_000, 10.0), recovered_cpu_percent=None)]
     lower = [Recommendation("pressure.cpu_low_percent", 75.0, 40.0, "")]
     assert missing_readings(s, True, []) is None  # no low mark replayed: the gap is harmless
-    assert "1 recoveries lack their CPU or memory reading" in (
-        missing_readings(s, True, lower) or ""
+    assert missing_readings(s, True, lower) == (
+        "`pressure.cpu_low_percent` is tuned, but 1 of 1 recoveries lack their CPU reading: "
+        "where a tested low mark would have ended push's degradation is unknown"
     )
+
+
+def test_a_key_whose_replay_needs_readings_the_journal_lacks_is_not_judged():
+    s = Summary(journal=InputQuality(1, 10, 0, 0), telemetry=InputQuality(1, 10, 0, 0))
+    # No degradation record with pressure on: push never degraded or the records were lost.
+    lost = unjudged(s)
+    assert sorted(lost) == sorted(PRESSURE_KEYS)
+    assert all("no `degradation` record" in why for why in lost.values())
+    assert unjudged(s, pressure_on=False) == {}  # push never degrades: nothing to judge
+    s.episodes = [
+        episode(1_000, 2_000, 10.0),
+        replace(episode(5_000, 6_000, 10.0), recovered_memory_percent=None),
+        replace(episode(8_000, 9_000, 10.0), recovered_memory_percent=None),
+    ]
+    assert unjudged(s) == {
+        "pressure.memory_low_percent": "2 of 3 recoveries lack their memory reading: where a "
+        "tested low mark would have ended push's degradation is unknown"
+    }
+    s.episodes = [episode(1_000, 2_000, 10.0)]
+    assert unjudged(s) == {}

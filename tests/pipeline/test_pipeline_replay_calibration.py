@@ -6,6 +6,7 @@ the model cannot follow gives no verdict."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,46 @@ def test_a_recording_the_model_cannot_follow_gives_no_verdict(replayed):
     assert r["met"] is None
     assert r["model_error"] > 3
     assert r["no_verdict"].startswith("the model misses the recorded p99 by +")
+
+
+@pytest.fixture(scope="module")
+def lost(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, str]:
+    """The fleet of ``one`` (push off from 40 s to 52 s) whose journal lost its degradation
+    records: the telemetry still shows the held changes, notified late."""
+    root = tmp_path_factory.mktemp("lost")
+    rec = write_recording(root, replace(FLEETS["one"], journal_degradation=False))
+    run(spark, parse(rec.args(root / "out")))
+    out = root / "out"
+    replay = json.loads((out / "summary.json").read_text())["replay"]
+    return replay, (out / "report.md").read_text(), (out / "report.html").read_text()
+
+
+PRESSURE_KEYS = (
+    "pressure.cpu_low_percent",
+    "pressure.memory_low_percent",
+    "pressure.sample_interval_ms",
+    "push.recovery_notifications_per_second",
+)
+
+
+def test_a_journal_without_its_degradation_records_judges_no_pressure_key(lost):
+    r, markdown, page = lost
+    # The late NOTIFYs are kept as recorded, so the model still follows the recording...
+    assert abs(r["model_error"]) <= 0.10
+    grid = {c["key"]: c for c in r["grid"]}
+    # ...but no low mark, sample interval or drain rate can move a hold the journal does not
+    # record: their curves are flat, and say they judge nothing.
+    for key in PRESSURE_KEYS:
+        assert len({p["end_to_end"]["p99"] for p in grid[key]["points"]}) == 1, key
+        assert "no `degradation` record" in grid[key]["no_verdict"], key
+    assert grid["push.tick_interval_ms"]["no_verdict"] is None
+    for key in PRESSURE_KEYS:
+        assert f"- `{key}`: **no verdict**: the journal has no `degradation` record" in markdown
+    assert page.count("No verdict for this key: the journal has no `degradation` record") == 4
+    assert 'id="whatif-push.tick_interval_ms"><img' in page
+    for key in PRESSURE_KEYS:
+        assert f'id="whatif-{key}"><figcaption>' in page, key
+
+
+def test_the_same_fleet_with_its_degradation_records_judges_every_key(replayed):
+    assert all(c["no_verdict"] is None for c in replayed["one"]["grid"])

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
@@ -256,3 +257,21 @@ def test_each_what_if_picture_marks_the_current_and_suggested_values_and_the_tar
     assert all(p.how_to_read.count(". ") == 0 and p.how_to_read.endswith(".") for p in pictures)
     page = render_html(full_summary(), pictures, render(full_summary(), [], r), r)
     assert page.count("<figcaption>") == 2
+
+
+def test_a_key_the_journal_cannot_judge_gets_its_reason_in_place_of_a_picture():
+    r = replay_result()
+    why = "the journal has no `degradation` record while pressure thresholds are on"
+    r.curves[1] = replace(r.curves[1], no_verdict=why)
+    pictures = whatif_plots(r)
+    assert [p.key for p in pictures] == [f"whatif-{TICK}", f"whatif-{CPU_LOW}"]
+    assert not_blank(pictures[0].png) and pictures[1].png == b""
+    assert pictures[1].how_to_read.startswith(f"No verdict for this key: {why}.")
+    markdown = render(full_summary(), [], r)
+    assert f"- `{CPU_LOW}`: **no verdict**: {why}." in markdown
+    assert f"| `{CPU_LOW}` | 18 (no verdict) |" in markdown
+    page = render_html(full_summary(), pictures, markdown, r)
+    assert len(embedded_images(page)) == 1 and page.count("<figcaption>") == 2
+    assert ReplayResult.from_json(r.to_json()) == r
+    assert r.to_json()["grid"][1]["no_verdict"] == why
+    assert r.to_json()["grid"][0]["no_verdict"] is None
