@@ -10,9 +10,13 @@ from protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerReques
 from protocol.route_model import DataVersion, TopicConfig
 
 
-def topic_configs(*names: str, queues: int = 4, perm: int = 6) -> dict[str, TopicConfig]:
+def topic_configs(
+    *names: str, queues: int = 4, perm: int = 6, read_queues: int | None = None
+) -> dict[str, TopicConfig]:
+    """Topic configs of ``queues`` write queues (and as many read queues unless given)."""
+    read = queues if read_queues is None else read_queues
     return {
-        n: TopicConfig(topic_name=n, read_queue_nums=queues, write_queue_nums=queues, perm=perm)
+        n: TopicConfig(topic_name=n, read_queue_nums=read, write_queue_nums=queues, perm=perm)
         for n in names
     }
 

@@ -46,6 +46,7 @@ class Slot:
     port: int
     topics: dict[str, int]
     perms: dict[str, int] = field(default_factory=dict)
+    read_queues: dict[str, int] = field(default_factory=dict)
     broker: BrokerStandIn | None = None
     state: str = STOPPED
     earlier: Counter[str] = field(default_factory=Counter)
@@ -94,6 +95,7 @@ class Fleet:
             cluster=self.cluster,
         )
         broker.perms = slot.perms
+        broker.read_queues = slot.read_queues
         broker.on_topic_change = lambda verb, topic: self._topic_changed(slot, verb, topic)
         slot.broker, slot.state = broker, RUNNING
         # The stand-in takes a copy of its topic table: the slot follows the live one.
@@ -149,7 +151,10 @@ class Fleet:
 
     def _topic_changed(self, slot: Slot, verb: str, topic: str) -> None:
         queues = slot.topics.get(topic)
-        detail = f" ({queues} queues)" if queues is not None else ""
+        read = slot.read_queues.get(topic, queues)
+        detail = "" if queues is None else f" ({queues} queues)"
+        if read != queues:
+            detail = f" ({queues} write, {read} read queues)"
         self.say(f"broker {slot.name} {verb} topic {topic}{detail}; registered again")
 
     # -- reports --------------------------------------------------------------------------------

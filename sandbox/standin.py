@@ -113,6 +113,8 @@ class BrokerStandIn:
         self.broker_name = broker_name
         self.topics = dict(topics)
         self.perms: dict[str, int] = {}
+        self.read_queues: dict[str, int] = {}
+        """Topics whose read queue count is not their write queue count (``self.topics``)."""
         """Topic -> perm where not read-write (6); the default topic needs inherit (7)."""
         self.auto_create_topic_enable = auto_create_topic_enable
         """As upstream's broker setting: a send to an unknown topic creates it from the
@@ -296,7 +298,7 @@ class BrokerStandIn:
             try:
                 proto = await self._namesrv_conn(addr)
                 request = register_request(
-                    topic_configs_for(self.topics, self.perms),
+                    topic_configs_for(self.topics, self.perms, self.read_queues),
                     cluster=self.cluster,
                     broker_name=self.broker_name,
                     broker_addr=self.addr,
@@ -415,12 +417,17 @@ class BrokerStandIn:
             header = CreateTopicRequestHeader.from_wire(cmd.ext_fields)
         except (ProtocolError, ValueError) as exc:
             return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
-        if not header.topic or header.write_queue_nums < 1:
+        if not header.topic or header.write_queue_nums < 1 or header.read_queue_nums < 1:
             return cmd.make_response(
-                ResponseCode.INVALID_PARAMETER, "a topic needs a name and at least one queue"
+                ResponseCode.INVALID_PARAMETER,
+                "a topic needs a name and at least one read and one write queue",
             )
         verb = "updated" if header.topic in self.topics else "created"
         self.topics[header.topic] = header.write_queue_nums
+        if header.read_queue_nums == header.write_queue_nums:
+            self.read_queues.pop(header.topic, None)
+        else:
+            self.read_queues[header.topic] = header.read_queue_nums
         if header.perm == 6:
             self.perms.pop(header.topic, None)
         else:
@@ -439,6 +446,7 @@ class BrokerStandIn:
             return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
         if self.topics.pop(topic, None) is not None:
             self.perms.pop(topic, None)
+            self.read_queues.pop(topic, None)
             self.counters["topics_deleted"] += 1
             self._topics_changed()
             self.on_topic_change("deleted", topic)
@@ -468,11 +476,20 @@ class BrokerStandIn:
 
 
 def topic_configs_for(
-    topics: dict[str, int], perms: dict[str, int] | None = None
+    topics: dict[str, int],
+    perms: dict[str, int] | None = None,
+    read_queues: dict[str, int] | None = None,
 ) -> dict[str, Any]:
+    """The register table of ``topics`` (name: write queues), with their perms and read queue
+    counts where they differ from the defaults (6, the write queue count)."""
     out: dict[str, Any] = {}
+    perms, read_queues = perms or {}, read_queues or {}
     for name, queues in topics.items():
-        out.update(topic_configs(name, queues=queues, perm=(perms or {}).get(name, 6)))
+        out.update(
+            topic_configs(
+                name, queues=queues, perm=perms.get(name, 6), read_queues=read_queues.get(name)
+            )
+        )
     return out
 
 

@@ -85,7 +85,17 @@ async def test_topic_admin_requests_change_its_topics_and_register_them(cluster)
         assert broker.topics == {"New": 3}
         bad = await conn.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "X"})
         assert bad.code == ResponseCode.INVALID_PARAMETER
-        assert seen == [("created", "New"), ("deleted", "T")]
+        # mqadmin's updateTopic -w 2 keeps its default of 8 read queues: the route says so.
+        answer = await conn.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {**create, "readQueueNums": "8", "writeQueueNums": "2", "perm": "6"},
+        )
+        assert answer.code == ResponseCode.SUCCESS
+        await until(lambda: broker.counters["registered"] == 4)
+        route = server.registry.get_route("New")
+        assert route is not None
+        assert [(q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [(8, 2)]
+        assert seen == [("created", "New"), ("deleted", "T"), ("updated", "New")]
         conn.transport.loseConnection()  # type: ignore[union-attr]
     finally:
         await broker.kill()
