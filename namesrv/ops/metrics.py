@@ -70,6 +70,8 @@ _COUNTERS = {
     "route_cache_resets": "Times the route response cache was emptied at its byte bound.",
     "route_cache_hits": "Route lookups answered from the response cache.",
     "ticks": "Change-detection ticks run.",
+    "expedited_ticks": "Ticks brought forward after a master arrived in a broker name "
+    "(push.master_arrival_tick_ms).",
     "suppressed_changes": "Route changes whose every cause is suppressed by config.",
     "register_chunk_cache_hits": "Register-table chunks found read already (not decoded again).",
     "register_chunk_cache_misses": "Register-table chunks decoded.",

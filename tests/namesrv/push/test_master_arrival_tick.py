@@ -17,6 +17,7 @@ from support.push_wire import TICK, notifications, round_trip, subscribe
 from support.wire_client import connect
 from twisted.internet import defer
 
+from namesrv.ops.metrics import NamesrvCollector
 from protocol.codes import RequestCode
 from protocol.push_codec import BrokerChangeKind
 
@@ -57,6 +58,15 @@ def fail_over(ns: Any, master: Any, slave: Any) -> Any:
     yield slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=0))
 
 
+def exported(ns: Any, name: str) -> float | None:
+    """The value of sample ``name`` on the metrics page."""
+    for family in NamesrvCollector(ns.server).collect():
+        for sample in family.samples:
+            if sample.name == name:
+                return sample.value
+    return None
+
+
 def early_ticks_pending(ns: Any) -> int:
     return sum(
         getattr(call.func, "__name__", "") == "_expedited_tick"
@@ -84,6 +94,7 @@ def test_a_promoted_slave_is_pushed_within_the_early_tick(make_server):
     assert arrivals(client) == [(0, SLAVE)]
     assert (yield master_address(client)) == SLAVE
     assert ns.server.stats()["expedited_ticks"] == 1
+    assert exported(ns, "rocketmq_namesrv_expedited_ticks_total") == 1
     assert early_ticks_pending(ns) == 0
 
 
@@ -145,12 +156,19 @@ def test_at_most_one_early_tick_between_two_regular_ones(make_server):
     assert ns.server.stats()["expedited_ticks"] == 2
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_regular_tick_before_it_carries_the_change_and_drops_the_early_one(make_server):
+@defer.inlineCallbacks
+def failed_over_with_a_late_early_tick(make_server: Any) -> Any:
+    """A failover whose early tick is 5 s away: later than the next regular tick."""
     ns = make_server({"push": {"master_arrival_tick_ms": 5_000}})
     master, slave, client = yield master_and_slave(ns)
     yield fail_over(ns, master, slave)
     assert early_ticks_pending(ns) == 1
+    return ns, client
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_regular_tick_before_it_carries_the_change_and_drops_the_early_one(make_server):
+    ns, client = yield failed_over_with_a_late_early_tick(make_server)
     ns.clock.advance(TICK)
     yield client.wait_pushed(1)
     assert early_ticks_pending(ns) == 0  # the regular tick dropped it
@@ -161,9 +179,6 @@ def test_a_regular_tick_before_it_carries_the_change_and_drops_the_early_one(mak
 
 @pytest_twisted.inlineCallbacks
 def test_stopping_the_server_drops_a_pending_early_tick(make_server):
-    ns = make_server({"push": {"master_arrival_tick_ms": 5_000}})
-    master, slave, _client = yield master_and_slave(ns)
-    yield fail_over(ns, master, slave)
-    assert early_ticks_pending(ns) == 1
+    ns, _client = yield failed_over_with_a_late_early_tick(make_server)
     yield ns.server.stop(grace_ms=0)
     assert early_ticks_pending(ns) == 0
