@@ -113,9 +113,9 @@ class BrokerStandIn:
         self.broker_name = broker_name
         self.topics = dict(topics)
         self.perms: dict[str, int] = {}
+        """Topic -> perm where not read-write (6); the default topic needs inherit (7)."""
         self.read_queues: dict[str, int] = {}
         """Topics whose read queue count is not their write queue count (``self.topics``)."""
-        """Topic -> perm where not read-write (6); the default topic needs inherit (7)."""
         self.auto_create_topic_enable = auto_create_topic_enable
         """As upstream's broker setting: a send to an unknown topic creates it from the
         default topic named in its header when that one's perm includes inherit."""

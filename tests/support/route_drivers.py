@@ -55,11 +55,20 @@ async def _one_turn(client: Any) -> None:
     await done
 
 
+IN_FLIGHT = ("requests", "fetches", "fetch_tasks", "push_requests", "waiting_for_connection")
+"""The ``outstanding`` tables that hold work started but not yet ended: a SUBSCRIBE spawned
+but not yet written counts as much as one written and unanswered."""
+
+
+def nothing_in_flight(outstanding: dict[str, int]) -> bool:
+    return all(outstanding[table] == 0 for table in IN_FLIGHT)
+
+
 async def all_answered(d: RouteDriver, timeout: float = 5.0) -> None:
-    """Wait until the client has no request in flight (read on its own loop): every request
-    its timers sent has been answered, whatever order the server answers in."""
+    """Wait until the client has nothing in flight (read on its own loop): every request its
+    timers started has been written and answered, whatever order the server answers in."""
     for _ in range(round(timeout / 0.005)):
-        if (await d.call(d.client.outstanding))["requests"] == 0:
+        if nothing_in_flight(await d.call(d.client.outstanding)):
             return
         await task.deferLater(reactor, 0.005, lambda: None)
     raise AssertionError("requests still in flight")

@@ -173,14 +173,16 @@ async def test_a_departed_broker_is_avoided_until_the_route_shows_it_back(rig):
     await rig.call(rig.producer.routing.broker_gone, "broker-a")
     results = await rig.send_many(10)
     assert {r.queue.broker_name for r in results} == {"broker-b"}
-    # the route without it, then with it again: back at once, before departed_avoid_ms
-    await bs["broker-a"].kill()
-    await rig.refetch("T")
+    # the route without it (the name server's departure heard), then with it again at the
+    # same address: back at once, before departed_avoid_ms
+    a = bs["broker-a"]
+    await rig.kill_master(a)
+    await rig.until(lambda: rig.producer.routing.stats()["brokers_gone"] == 2)
     await rig.send_many(2)
-    await rig.broker("broker-a", {"T": 4})
+    await rig.broker("broker-a", {"T": 4}, port=a.port)
     await rig.refetch("T")
     await rig.send_many(1)  # a selection sees the route show it back
-    # the detector's first probe of its new address answers (a later round probes again
+    # the detector's first probe of the restarted broker answers (a later round probes again
     # when the fake clocks outran loopback), well within departed_avoid_ms
     table = rig.producer.routing.table
     await rig.advancing_until(

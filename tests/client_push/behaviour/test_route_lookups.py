@@ -15,7 +15,7 @@ import pytest
 import pytest_twisted
 from support.fake_namesrv import FakeConn, FakeNamesrv, make_route
 from support.loopback_wait import until, until_read
-from support.route_drivers import RouteDriver, World, held
+from support.route_drivers import RouteDriver, World, held, nothing_in_flight
 
 from client_push.errors import (
     NameServerError,
@@ -331,11 +331,6 @@ async def test_telemetry_is_off_by_default(world):
     assert type(d.client._telemetry).__name__ == "NullTelemetry"
 
 
-def quiet(outstanding: dict[str, int]) -> bool:
-    """No fetch and no SUBSCRIBE or UNSUBSCRIBE in flight."""
-    return outstanding["fetches"] == 0 and outstanding["push_requests"] == 0
-
-
 # -- untrusted routes -----------------------------------------------------------------------------
 
 
@@ -350,7 +345,7 @@ async def test_a_route_with_an_absurd_queue_count_fails_the_call_at_once(world):
     # The lookup's SUBSCRIBE, and a fetch its answer may have started (answered with the same
     # route), end first: a later lookup would join that fetch. Each answer carrying the absurd
     # route is refused once, the lookup's and that background fetch's alike.
-    await until_read(lambda: d.call(lambda: quiet(d.client.outstanding())))
+    await until_read(lambda: d.call(lambda: nothing_in_flight(d.client.outstanding())))
     answered = ns.count(RequestCode.GET_ROUTEINFO_BY_TOPIC, "T")
     assert answered >= 1
     assert d.client.stats()["routes_refused"] == answered
