@@ -34,8 +34,19 @@ def inline_routes(request: pytest.FixtureRequest) -> bool:
     return request.param
 
 
+SAFETY_NETS_OFF_MS = 3_600_000
+"""The clients run on the real clock: their version checks and polls are put an hour away, so
+on a slow machine none of them learns the change before its notification does."""
+
+
 def client_config(port: int, inline: bool) -> ClientConfig:
-    return ClientConfig(namesrv_addrs=(f"127.0.0.1:{port}",), inline_routes=inline)
+    return ClientConfig(
+        namesrv_addrs=(f"127.0.0.1:{port}",),
+        inline_routes=inline,
+        poll_interval_ms=SAFETY_NETS_OFF_MS,
+        poll_interval_with_push_ms=SAFETY_NETS_OFF_MS,
+        version_check_interval_ms=SAFETY_NETS_OFF_MS,
+    )
 
 
 @pytest_twisted.ensureDeferred
