@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="route poll interval while push is off (default 30000)",
     )
+    watch.add_argument(
+        "--version-check-ms",
+        type=int,
+        default=None,
+        metavar="N",
+        help="while push works, how often held versions are checked with the name server "
+        "(default 30000)",
+    )
     watch.add_argument("--telemetry", default="", metavar="FILE", help="refetch telemetry file")
     watch.add_argument(
         "--no-inline-routes",
@@ -106,6 +114,8 @@ def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         extra: dict[str, Any] = {}
         if args.poll_ms is not None:
             extra["poll_interval_ms"] = args.poll_ms
+        if args.version_check_ms is not None:
+            extra["version_check_interval_ms"] = args.version_check_ms
         if args.telemetry:
             extra["telemetry_path"] = args.telemetry
         if args.no_inline_routes:

@@ -29,12 +29,16 @@ ENV = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
 
 
 class Watcher:
-    """``python -m client_push watch`` as a process; its JSON lines read on a thread."""
+    """``python -m client_push watch`` as a process; its JSON lines read on a thread.
+
+    Its version check is kept an hour away: one landing between the broker's registration of a
+    change and the name server's tick would learn the change by that cause instead of by push.
+    """
 
     def __init__(self, port: int, *extra: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "client_push", "watch", "--namesrv", f"127.0.0.1:{port}",
-             "--topic", TOPIC, *extra],
+             "--topic", TOPIC, "--version-check-ms", "3600000", *extra],
             cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()

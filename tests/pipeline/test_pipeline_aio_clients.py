@@ -66,6 +66,7 @@ async def record(tmp_path: Path) -> tuple[str, Path, Path]:
                 namesrv_addrs=(ns.addr,),
                 telemetry_path=str(telemetry / f"app-{i}.jsonl"),
                 client_id=f"orders-aio-{i}",
+                version_check_interval_ms=3_600_000,  # only notifications drive the refetches
             )
             client = aio.RouteClient(config, rng=random.Random(i))
             await loop.run(client.__aenter__())

@@ -82,6 +82,10 @@ def test_absence_is_a_line_with_exists_false_and_no_brokers():
         (("watch", "--namesrv", "no-port", "--topic", "T"), "HOST:PORT"),
         (("watch", "--namesrv", "h:1", "--topic", "T", "--poll-ms", "0"), "poll_interval_ms"),
         (("watch", "--namesrv", "h:1", "--topic", "T", "--poll-ms", "x"), "invalid int"),
+        (
+            ("watch", "--namesrv", "h:1", "--topic", "T", "--version-check-ms", "-1"),
+            "version_check_interval_ms",
+        ),
         (("watch", "--namesrv", "h:1", "--topic", "T", "--loop", "gevent"), "invalid choice"),
     ],
 )
@@ -129,12 +133,18 @@ def served():
     pytest_twisted.blockon(server.stop(grace_ms=0))
 
 
+HOUR_MS = "3600000"
+"""The watcher's version check runs on its own real clock while these tests step the name
+server's tick: a check landing between a change and its tick would learn the change by another
+cause, so it is kept an hour away."""
+
+
 def spawn_watcher(*args: str) -> tuple[Watcher, Any]:
     watcher = Watcher()
     process = reactor.spawnProcess(  # type: ignore[attr-defined]
         watcher,
         sys.executable,
-        [sys.executable, "-m", "client_push", "watch", *args],
+        [sys.executable, "-m", "client_push", "watch", "--version-check-ms", HOUR_MS, *args],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         path=str(ROOT),
     )
