@@ -100,7 +100,12 @@ def _write_all(handle: BinaryIO, data: bytes) -> None:
 
 SUPPRESSED_EVENT = "journal_suppressed"
 
-UNLIMITED_EVENTS = frozenset({"notification_sent", "degradation", "backlog_drained"})
+EARLY_TICK_EVENT = "early_tick"
+"""A tick brought forward after a master arrived ran (at most one between two regular ticks)."""
+
+UNLIMITED_EVENTS = frozenset(
+    {"notification_sent", "degradation", "backlog_drained", EARLY_TICK_EVENT}
+)
 """Records the flood limit never drops: at most one per tick or pressure transition, so their
 volume follows time, not clients or topics (``route_changes`` records are exempt too)."""
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from namesrv.config import PushConfig
 from namesrv.ops.durations import DurationHistogram
-from namesrv.ops.journal import Journal, notification_sent_fields
+from namesrv.ops.journal import EARLY_TICK_EVENT, Journal, notification_sent_fields
 from namesrv.push.change_detector import ChangeDetector, Notification
 from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import Sample
@@ -106,7 +106,7 @@ class Ticker:
             return
         self._may_expedite = False
         self._counters["expedited_ticks"] += 1
-        self._expedited = self._clock.callLater(delay_ms / 1000.0, self._expedited_tick)
+        self._expedited = self._clock.callLater(delay_ms / 1000.0, self._expedited_tick, delay_ms)
 
     def start(self) -> None:
         """The regular ticks now run on a timer: from now on a tick may be brought forward."""
@@ -121,8 +121,12 @@ class Ticker:
                 call.cancel()
         self._expedited = self._continuation = None
 
-    def _expedited_tick(self) -> None:
+    def _expedited_tick(self, delay_ms: int) -> None:
+        """The tick :meth:`expedite` brought forward ``delay_ms`` after a master arrived; its
+        ``early_tick`` record says when it ran, so an offline replay detects at this time the
+        changes it settled (docs/journal.md)."""
         self._expedited = None
+        self._journal.record(EARLY_TICK_EVENT, delay_ms=delay_ms)
         self._run()
 
     def _run(self) -> None:

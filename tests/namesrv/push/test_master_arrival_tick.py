@@ -4,11 +4,13 @@ Producers fail their sends from a master's death until they learn who took over;
 regular tick would add up to a whole interval to that window. Wire-level tests against the real
 server over loopback, timers on a fake clock: the regular tick comes every ``TICK`` s, so a
 subscriber that hears of the new master after ``EARLY`` s heard it from the brought-forward tick.
+With the journal on, each tick brought forward writes one ``early_tick`` record when it runs.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest_twisted
@@ -182,3 +184,88 @@ def test_stopping_the_server_drops_a_pending_early_tick(make_server):
     ns, _client = yield failed_over_with_a_late_early_tick(make_server)
     yield ns.server.stop(grace_ms=0)
     assert early_ticks_pending(ns) == 0
+
+
+def journaled(tmp_path: Path, **journal: Any) -> dict[str, Any]:
+    return {"journal": {"directory": str(tmp_path), **journal}}
+
+
+def journal_records(ns: Any, tmp_path: Path, event: str | None = None) -> list[dict[str, Any]]:
+    """The records written so far (of ``event`` only, when given)."""
+    ns.server.journal.flush()
+    records = [
+        json.loads(line)
+        for path in sorted(tmp_path.glob("journal-*.jsonl"))
+        for line in path.open()
+    ]
+    return [r for r in records if event is None or r["event"] == event]
+
+
+@pytest_twisted.inlineCallbacks
+def test_each_early_tick_is_journaled_when_it_runs_and_no_regular_one_is(make_server, tmp_path):
+    ns = make_server(journaled(tmp_path))
+    # The master's start-up brought one forward; it ran as the fake clock jumped to 1 s.
+    master, slave, client = yield master_and_slave(ns)
+    yield fail_over(ns, master, slave)
+    ns.clock.advance(EARLY)
+    yield client.wait_pushed(1)
+    ns.clock.advance(3 * TICK)  # regular ticks with nothing to send
+    yield slave.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    ns.clock.advance(TICK)  # a regular tick that sends
+    yield client.wait_pushed(2)
+    records = journal_records(ns, tmp_path)
+    assert [r for r in records if r["event"] == "early_tick"] == [
+        {"ts_ms": 1_000, "event": "early_tick", "delay_ms": 50},
+        {"ts_ms": 2_050, "event": "early_tick", "delay_ms": 50},
+    ]
+    sent = [r["ts_ms"] for r in records if r["event"] == "notification_sent"]
+    # the early tick's frame, then the regular 6 s tick's (run as the clock jumped to 6.05 s)
+    assert sent == [2_050, 6_050]
+    assert ns.server.stats()["expedited_ticks"] == 1
+
+
+@pytest_twisted.inlineCallbacks
+def test_the_record_carries_the_configured_delay(make_server, tmp_path):
+    ns = make_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 300}})
+    master, slave, client = yield master_and_slave(ns)
+    yield fail_over(ns, master, slave)
+    ns.clock.advance(0.3)
+    yield client.wait_pushed(1)
+    assert journal_records(ns, tmp_path, "early_tick")[-1] == {
+        "ts_ms": 2_300,
+        "event": "early_tick",
+        "delay_ms": 300,
+    }
+
+
+@pytest_twisted.inlineCallbacks
+def test_an_early_tick_dropped_for_a_regular_one_is_not_journaled(make_server, tmp_path):
+    ns = make_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 5_000}})
+    master, slave, client = yield master_and_slave(ns)  # its start-up's one was dropped too
+    yield fail_over(ns, master, slave)
+    assert early_ticks_pending(ns) == 1
+    ns.clock.advance(TICK)
+    yield client.wait_pushed(1)
+    ns.clock.advance(5.0)
+    yield round_trip(client)
+    assert early_ticks_pending(ns) == 0
+    assert ns.server.stats()["expedited_ticks"] == 1  # brought forward, then dropped
+    assert journal_records(ns, tmp_path, "early_tick") == []
+    assert journal_records(ns, tmp_path, "notification_sent") != []
+
+
+@pytest_twisted.inlineCallbacks
+def test_the_flood_limit_never_drops_an_early_tick(make_server, tmp_path):
+    """One record a second: the failover's second broker event is dropped, its tick is not."""
+    ns = make_server(journaled(tmp_path, max_records_per_second=1))
+    master, slave, client = yield master_and_slave(ns)
+    yield fail_over(ns, master, slave)
+    ns.clock.advance(EARLY)
+    yield client.wait_pushed(1)
+    ns.clock.advance(TICK)  # the second is over: its drops are summarized
+    records = journal_records(ns, tmp_path)
+    assert ns.server.journal.suppressed_records >= 1
+    [summary] = [r for r in records if r["event"] == "journal_suppressed" and r["ts_ms"] >= 2_000]
+    assert summary["events"].get("broker_event", 0) >= 1
+    assert "early_tick" not in summary["events"]
+    assert [r["ts_ms"] for r in records if r["event"] == "early_tick"] == [1_000, 2_050]
