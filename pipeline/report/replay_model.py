@@ -7,8 +7,10 @@ to a change, without the refetches clients spread on purpose):
 
 - learned by push (causes ``PUSH_CAUSES``; a suppressed change too, when a NOTIFY of its
   topic brought it): the name server's part is replayed. The change is detected at the first
-  tick at or after its registry mutation (ticks every ``push.tick_interval_ms`` from the
-  journal's first record). If its name server's push is degraded then, it goes out at the
+  tick at or after its registry mutation: the first regular tick (every
+  ``push.tick_interval_ms`` from the journal's first record) or, when sooner, the first tick
+  its name server brought forward after a master arrived (its ``early_tick`` records,
+  ``early_ticks``). If its name server's push is degraded then, it goes out at the
   span's recovery plus the client's place in the backlog drain: the place it had in the
   recorded drain (stretched by the ratio of the recovery rates), or the whole drain for a
   change the recording did not hold (a version the replay holds behind a later one of its
@@ -24,6 +26,16 @@ high marks are never tuned); a recovery whose readings are not under the tested 
 not end the span, which runs on to the next recovery that is, or past the journal's end; a
 longer sample interval sees a recovery up to its growth later; the drain stretches by the
 ratio of the recovery rates.
+
+The early ticks are the recorded ones whatever tick is tested. What a different tick would
+have changed about them is second-order and not modelled. The name server brings at most one
+tick forward between two regular ones and drops it when a regular tick comes first: under a
+shorter tick some recorded early ticks would not have run (a regular tick detects what was
+pending no later than the early tick would have; only a change made between that regular tick
+and the early tick's time would have waited for the next regular tick, where the replay still
+has the early tick detect it), and under a longer one arrivals the recording's regular ticks
+forestalled, or that followed another arrival in the same interval, would have brought ticks
+forward of their own (the replay leaves their changes to the regular tick).
 
 Before any verdict the recorded thresholds are replayed and set beside the recording over the
 same client-versions (``Calibration``); a model further than ``MAX_MODEL_ERROR`` from it at
@@ -100,6 +112,35 @@ def releases(
             start = None
         if start is not None:
             out.append(Release(source, start, last_ms + 1, last_ms + 1))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyTick:
+    """A tick one name server brought forward after a master arrived, run at ``at_ms``: the
+    first such tick at or after a mutation from ``start_ms`` to ``end_ms`` (excluded)."""
+
+    namesrv: str | None
+    start_ms: int
+    end_ms: int
+    at_ms: int
+
+
+def early_ticks(recorded: Iterable[tuple[str | None, int]], reach_ms: int) -> list[EarlyTick]:
+    """Per recorded early tick (name server, time), the mutations it is the first early tick
+    at or after: those since its name server's previous one, and at most ``reach_ms`` (the
+    longest tested tick) before it, since an earlier mutation meets a regular tick first
+    whatever the tick tested. The spans of one name server are disjoint."""
+    by_source: dict[str | None, set[int]] = {}
+    for source, at in recorded:
+        by_source.setdefault(source, set()).add(at)
+    out: list[EarlyTick] = []
+    for source, times in by_source.items():
+        previous: int | None = None
+        for at in sorted(times):
+            start = at - reach_ms + 1 if previous is None else max(at - reach_ms, previous) + 1
+            out.append(EarlyTick(source, start, at + 1, at))
+            previous = at
     return out
 
 
@@ -415,9 +456,11 @@ __all__ = [
     "REPLAYED_KEYS",
     "Calibration",
     "Curve",
+    "EarlyTick",
     "GridPoint",
     "Release",
     "ReplayResult",
+    "early_ticks",
     "end_to_end",
     "grid",
     "releases",

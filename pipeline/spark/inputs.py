@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from namesrv.ops.journal import EARLY_TICK_EVENT
 from pipeline.request import DEFAULT_MAX_LINE_BYTES
 from pipeline.sources import JournalSource
 from pipeline.spark.long_lines import HADOOP_MAX_LINE, Reader, local_reader, oversized_lines
@@ -92,6 +93,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "connection_closed": ("conn", "released_topics"),
     "slow_subscriber_skipped": ("conn", "pending_topics"),
     "broker_event": ("kind", "cause", "notify"),
+    EARLY_TICK_EVENT: (),  # its time is all the replay reads
 }
 
 ROUTE_CHANGES = "route_changes"

@@ -9,7 +9,9 @@ client-version; the client's part and the client-versions the model keeps as rec
 from the telemetry's pass as histograms, and the driver adds them up. Scenarios of the same
 tick, spans and drain give the same figures, so each such set is computed once. A second small
 aggregation over the journal's sending ticks, run beside the first, gives the frames per tick of
-each tested tick.
+each tested tick. The journal's early ticks (brought forward after a master arrived, at most
+one per regular tick) come to the driver as times and are looked up like the degraded spans,
+by a broadcast join (``pipeline.spark.spans``): one lookup per row, whatever their number.
 """
 
 from __future__ import annotations
@@ -22,14 +24,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from namesrv.config import NamesrvConfig
+from namesrv.ops.journal import EARLY_TICK_EVENT
 from pipeline.report.replay_model import (
     PUSH_CAUSES,
     Calibration,
     Curve,
+    EarlyTick,
     GridPoint,
     Release,
     ReplayResult,
     drain_stretch,
+    early_ticks,
     end_to_end,
     grid,
     missing_readings,
@@ -109,26 +114,38 @@ def _emission(current_tick: int) -> Column:
     return F.when(end.isNotNull(), end + place).otherwise(F.col("t") + F.greatest(late, F.lit(0)))
 
 
+def recorded_early_ticks(journal: DataFrame) -> list[tuple[str | None, int]]:
+    """The name server and time of every tick the journal's name servers brought forward
+    after a master arrived (``early_tick`` records): at most one per regular tick."""
+    rows = journal.where(F.col("event") == EARLY_TICK_EVENT).select("namesrv", "ts_ms").collect()
+    return [(r["namesrv"], int(r["ts_ms"])) for r in rows]
+
+
 def _server_parts(
     pushed: DataFrame,
     tested: Mapping[str, _Tested],
     recorded: Sequence[Release],
+    early: Sequence[EarlyTick],
     first_ms: int,
     current_tick: int,
 ) -> dict[str, dict[float, int]]:
     """Per tested scenario, the histogram of mutation to emission of the pushed
-    client-versions. A version the recording's client learned, held in the replay behind a
-    later one of its topic, counts as reaching the client with that later one, at release:
-    the client then holds it or newer."""
+    client-versions. A change is detected at the tested tick's first regular tick at or after
+    its mutation, or at its name server's first recorded early tick at or after it when that
+    is sooner (looked up once per row, whatever the scenarios). A version the recording's
+    client learned, held in the replay behind a later one of its topic, counts as reaching
+    the client with that later one, at release: the client then holds it or newer."""
     facts = [
         F.struct(
             F.lit(name).alias("k"),
-            F.expr(f"m + pmod({first_ms} - m, {t.tick_ms})").alias("t"),
+            # least() skips a null: no early tick in reach
+            F.least(F.expr(f"m + pmod({first_ms} - m, {t.tick_ms})"), F.col("early")).alias("t"),
             F.lit(t.stretch).alias("stretch"),
         )
         for name, t in tested.items()
     ]
-    rows = span_values(pushed, {"recorded": list(recorded)}, "d", lambda r: r.end_ms, "rec_end")
+    rows = span_values(pushed, {"early": list(early)}, "m", lambda r: r.at_ms, "early")
+    rows = span_values(rows, {"recorded": list(recorded)}, "d", lambda r: r.end_ms, "rec_end")
     rows = rows.select("*", F.explode(F.array(*facts)).alias("f")).select("*", "f.*").drop("f")
     spans = {name: list(t.spans) for name, t in tested.items()}
     rows = span_values(rows, spans, "t", lambda r: r.end_ms, "rel_end", key="k")
@@ -206,7 +223,13 @@ def replay(
     costing = Beside(lambda: frames_per_tick(journal, ticks, first_ms, cap), "replay-cost")
     try:
         figures = _figures(
-            changes, per_change, inputs, s, current, {n: tested[n] for n in first_of.values()}
+            changes,
+            journal,
+            per_change,
+            inputs,
+            s,
+            current,
+            {n: tested[n] for n in first_of.values()},
         )
     finally:
         cost = costing.join()
@@ -249,6 +272,7 @@ def _curves(
 
 def _figures(
     changes: DataFrame,
+    journal: DataFrame,
     per_change: DataFrame | None,
     inputs: ReplayInputs | None,
     s: Summary,
@@ -258,10 +282,12 @@ def _figures(
     if per_change is None or inputs is None or s.first_ts_ms is None:
         return {name: Distribution() for name in tested}
     recorded = _tested(current, current, s).spans
+    reach = max(t.tick_ms for t in tested.values())
     parts = _server_parts(
         _pushed(per_change, changes),
         tested,
         recorded,
+        early_ticks(recorded_early_ticks(journal), reach),
         s.first_ts_ms,
         current.push.tick_interval_ms,
     )

@@ -1,10 +1,12 @@
-"""Spark lookups on the journal's timeline: which of a few spans of its name server's time
-(push degraded, as ``summary.degraded_spans`` or ``replay.releases`` give them) a record's
-time falls in.
+"""Spark lookups on the journal's timeline: which of the spans of its name server's time
+(push degraded, as ``summary.degraded_spans`` or ``replay.releases`` give them; the mutations
+an early tick detects, as ``replay_model.early_ticks`` gives them) a record's time falls in.
 
 The spans become a small table, broadcast and joined by equality on the name server and a
 time bucket (each span listed in every bucket it covers), the range tested on the few rows a
-bucket holds. The cost per row is one hash lookup whatever the number of spans. An expression
+bucket holds. Buckets narrow as spans grow in number, so a bucket holds a few spans however
+many there are: the cost per row is one hash lookup and a few range tests whatever the number
+of spans. An expression
 per span (a ``CASE`` tree) grows Spark's generated code with the spans: past a hundred or so
 its methods are too large for the JVM's JIT compilers, or for Spark's compiler at all, and
 every row is then evaluated interpreted.
@@ -20,8 +22,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 MAX_TABLE_ROWS = 16_384
-"""Bound on the broadcast table's rows beyond one per span: the bucket widens with the time
-the spans cover."""
+"""Bound on the broadcast table's rows beyond three per span: the bucket widens with the time
+the spans cover and narrows with their number (at most the spans' mean length)."""
 
 
 class Spanned(Protocol):
@@ -89,7 +91,8 @@ def span_values(
     covered = sum(end - start for spans in parts.values() for _, start, end, _ in spans)
     if not covered:
         return frame.withColumn(out, F.lit(None).cast(T.LongType()))
-    width = max(1, -(-covered // MAX_TABLE_ROWS))
+    count = sum(len(spans) for spans in parts.values())
+    width = max(1, -(-covered // (MAX_TABLE_ROWS + count)))
     rows = [
         (k, source, b, start, end, value(span))
         for k, spans in parts.items()

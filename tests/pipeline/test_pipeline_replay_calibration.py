@@ -1,11 +1,14 @@
 """The replay, run by the job, against simulated fleets whose answer is known
 (``support.replay_journals``): the recorded thresholds replayed give back the recorded
-end-to-end figures, the what-if grid moves the way the model says it must, and a recording
-the model cannot follow gives no verdict."""
+end-to-end figures, ticks brought forward after master arrivals included, the what-if grid
+moves the way the model says it must, and a recording the model cannot follow gives no
+verdict."""
 
 from __future__ import annotations
 
+import bisect
 import json
+import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,10 +20,27 @@ pytest.importorskip("pyspark")
 from support.replay_journals import Degraded, Fleet, write_recording
 
 from pipeline.cli import parse
+from pipeline.report.replay_model import EarlyTick, early_ticks
 from pipeline.spark.job import run
+from pipeline.spark.spans import MAX_TABLE_ROWS, span_values
 
 NS = "127.0.0.1:9876"
 THREE = ("10.0.0.1:9876", "10.0.0.2:9876", "10.0.0.3:9876")
+ARRIVALS = tuple(sorted({round(1.23 + 1.9 * i, 2) for i in range(125)} | {30.96, 50.62}))
+"""A master arrives every 1.9 s, at a phase of the 1 s tick that leaves room for its early
+tick; at 30.96 s one whose early tick the regular tick at 31 s forestalls, and at 50.62 s one
+that brings a tick forward, so the arrival at 50.63 s, in the same interval, brings none."""
+FAILOVERS = Fleet(
+    tick_ms=1_000,
+    seconds=240,
+    changes_per_s=10,
+    topics=50,
+    suppressed_share=0.0,
+    arrivals={NS: ARRIVALS},
+    after_arrival_share=1.0,
+)
+"""Every change follows a master arrival by less than the 50 ms its early tick waits: nearly
+all are detected by early ticks (the few left wait for a regular one), so the p99 is theirs."""
 FLEETS = {
     # one name server, push off from 40 s to 52 s: its recovery read 30 % CPU
     "one": Fleet(degraded={NS: (Degraded(40, 52, 30.0),)}),
@@ -39,6 +59,9 @@ FLEETS = {
     ),
     # every change pushed at a 200 ms tick, but the job told the server ran with 1,000 ms
     "misconfigured": Fleet(suppressed_share=0.0, config_tick_ms=1_000),
+    "failovers": FAILOVERS,
+    # the same recording, but the journal lost its early_tick records
+    "failovers, early ticks lost": replace(FAILOVERS, journal_early_ticks=False),
 }
 
 
@@ -58,7 +81,7 @@ def p99s(replay: dict[str, Any], key: str) -> list[tuple[float, float]]:
     return [(p["value"], p["end_to_end"]["p99"]) for p in curve["points"]]
 
 
-@pytest.mark.parametrize("name", ["one", "three"])
+@pytest.mark.parametrize("name", ["one", "three", "failovers"])
 def test_the_recorded_thresholds_replayed_give_back_the_recording(replayed, name):
     r = replayed[name]
     recorded, again = r["calibration"]["recorded"], r["calibration"]["replayed"]
@@ -69,7 +92,7 @@ def test_the_recorded_thresholds_replayed_give_back_the_recording(replayed, name
     assert r["no_verdict"] is None and r["met"] is not None
 
 
-@pytest.mark.parametrize("name", ["one", "three"])
+@pytest.mark.parametrize("name", ["one", "three", "failovers"])
 def test_the_grid_moves_the_way_the_model_must(replayed, name):
     r = replayed[name]
     ticks = p99s(r, "push.tick_interval_ms")
@@ -104,6 +127,51 @@ def test_a_recording_the_model_cannot_follow_gives_no_verdict(replayed):
     assert r["calibration"]["replayed"]["p99"] > 900
     assert r["met"] is None
     assert r["model_error"] > 3
+    assert r["no_verdict"].startswith("the model misses the recorded p99 by +")
+
+
+def test_changes_detected_by_early_ticks_are_replayed_at_them(replayed):
+    # Recorded: detection within the 50 ms an early tick waits, 1 to 20 ms to apply, so the
+    # p99 is under 100 ms (a change left to the regular tick would wait up to 1,000 ms).
+    r = replayed["failovers"]
+    assert r["calibration"]["recorded"]["p99"] < 100
+    assert abs(r["model_error"]) <= 0.10
+    # The tick alone then barely matters: every tested tick detects these changes as soon.
+    ticks = dict(p99s(r, "push.tick_interval_ms"))
+    assert ticks[100.0] == pytest.approx(ticks[1_000.0], rel=0.10)
+
+
+def test_an_early_tick_is_the_first_for_mutations_since_the_one_before_within_reach():
+    recorded = [("a", 5_000), ("a", 2_000), ("b", 2_300), ("a", 2_000), ("a", 2_400)]
+    assert sorted(early_ticks(recorded, 1_000), key=lambda t: (t.namesrv, t.at_ms)) == [
+        EarlyTick("a", 1_001, 2_001, 2_000),
+        EarlyTick("a", 2_001, 2_401, 2_400),
+        EarlyTick("a", 4_001, 5_001, 5_000),
+        EarlyTick("b", 1_301, 2_301, 2_300),
+    ]
+
+
+def test_many_early_ticks_are_each_found_for_the_mutations_they_detect_first(spark):
+    """More early ticks than the lookup table has rows for buckets: one per 200 ms tick."""
+    rng = random.Random(5)
+    count = 2 * MAX_TABLE_ROWS
+    at = [k * 200 + rng.randrange(60, 150) for k in range(count)]
+    ticks = early_ticks([("a", t) for t in at], 1_000)
+    mutations = [rng.randrange(0, count * 200 + 500) for _ in range(2_000)]
+    rows = spark.createDataFrame([("a", m) for m in mutations], "namesrv string, m long")
+    found = span_values(rows, {"early": ticks}, "m", lambda t: t.at_ms, "early").collect()
+    first = {m: at[i] if (i := bisect.bisect_left(at, m)) < len(at) else None for m in mutations}
+    assert {r["m"]: r["early"] for r in found} == first
+
+
+def test_without_its_early_ticks_the_same_recording_gives_no_verdict(replayed):
+    # The same client-versions, but the journal does not say which ticks came early: each
+    # change is replayed at the regular tick after it, up to 1,000 ms later than recorded.
+    r, full = replayed["failovers, early ticks lost"], replayed["failovers"]
+    assert r["calibration"]["recorded"] == full["calibration"]["recorded"]
+    assert r["calibration"]["replayed"]["p99"] > 900
+    assert r["model_error"] > 0.10
+    assert r["met"] is None
     assert r["no_verdict"].startswith("the model misses the recorded p99 by +")
 
 

@@ -1,12 +1,14 @@
 """Journals and telemetry of a simulated name-server fleet whose answer is known: each change
-goes out at the tick after its mutation, or, detected while its name server's push is
-degraded, at the recovery tick of its client's place in the paced drain; each client applies it
-a few ms later; a suppressed change is learned by a poll. The recording is what the name server
+goes out at the tick after its mutation (a regular one, or one its name server brought forward
+after a master arrived), or, detected while its name server's push is degraded, at the recovery
+tick of its client's place in the paced drain; each client applies it a few ms later; a
+suppressed change is learned by a poll. The recording is what the name server
 and clients would write (docs/journal.md, docs/telemetry.md), so the pipeline's replay of the
 recorded thresholds must give back the recorded end-to-end figures."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
 from dataclasses import dataclass, field
@@ -42,6 +44,16 @@ class Fleet:
     """False: the journal lost its degradation records (the telemetry still shows the holds)."""
     config_tick_ms: int | None = None
     """The tick the config file given to the job says (None: the one the fleet ran with)."""
+    arrivals: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Per name server, when (seconds after T0) a broker name got a new master: a tick runs
+    ``early_tick_ms`` after it, unless a regular tick comes first or an arrival since the last
+    regular tick brought one forward already (``push.master_arrival_tick_ms``)."""
+    early_tick_ms: int = 50
+    after_arrival_share: float = 0.0
+    """The share of changes mutated within ``early_tick_ms`` after an arrival (the failover's
+    routes), the others at any time."""
+    journal_early_ticks: bool = True
+    """False: the journal lost its ``early_tick`` records (the detections still follow them)."""
     seed: int = 7
 
 
@@ -76,6 +88,20 @@ class _NameServer:
             (T0 + int(d.start_s * 1000), T0 + int(d.end_s * 1000), d)
             for d in fleet.degraded.get(ns, ())
         ]
+        self.arrivals = sorted(T0 + round(s * 1000) for s in fleet.arrivals.get(ns, ()))
+        self.early = _early_ticks(self.arrivals, fleet)
+
+    def detection(self, mutated: int) -> int:
+        """The first tick at or after ``mutated``: regular, or brought forward."""
+        regular = _tick_at_or_after(mutated, self.fleet.tick_ms)
+        i = bisect.bisect_left(self.early, mutated)
+        return min(regular, self.early[i]) if i < len(self.early) else regular
+
+    def mutation(self) -> int:
+        f, rng = self.fleet, self.rng
+        if f.after_arrival_share and self.arrivals and rng.random() < f.after_arrival_share:
+            return rng.choice(self.arrivals) + rng.randrange(f.early_tick_ms)
+        return T0 + rng.randrange(1_000, f.seconds * 1_000)
 
     def topics(self) -> list[str]:
         return [f"{self.ns}/T{t}" for t in range(self.fleet.topics)]
@@ -96,6 +122,22 @@ class _NameServer:
         return next((s for s in self.spans if s[0] <= detected < s[1]), None)
 
 
+def _early_ticks(arrivals: list[int], fleet: Fleet) -> list[int]:
+    """When the ticks the arrivals brought forward ran: one per regular interval at most, the
+    first arrival's, unless the interval's regular tick comes first."""
+    out: list[int] = []
+    interval = None
+    for arrived in arrivals:
+        since = (arrived - T0) // fleet.tick_ms  # an arrival at a tick comes after it
+        if since == interval:
+            continue
+        interval = since
+        early = arrived + fleet.early_tick_ms
+        if early < T0 + (since + 1) * fleet.tick_ms:
+            out.append(early)
+    return out
+
+
 def _changes(server: _NameServer) -> list[tuple[int, int, str, int, bool]]:
     """(mutated, detected, topic, version, notify), one per topic and tick at most."""
     f, rng = server.fleet, server.rng
@@ -103,8 +145,8 @@ def _changes(server: _NameServer) -> list[tuple[int, int, str, int, bool]]:
     seen: set[tuple[str, int]] = set()
     out = []
     for _ in range(int(f.seconds * f.changes_per_s)):
-        mutated = T0 + rng.randrange(1_000, f.seconds * 1_000)
-        detected = _tick_at_or_after(mutated, f.tick_ms)
+        mutated = server.mutation()
+        detected = server.detection(mutated)
         topic = rng.choice(server.topics())
         if (topic, detected) in seen or server.quiet(detected):
             continue
@@ -157,6 +199,10 @@ def _simulate(server: _NameServer) -> None:
             at = sent + rng.randint(1, 20)
             server.learned[c].append(_fetch(server, topic, version, "notify", at, sent))
     _degradation_records(server)
+    if f.journal_early_ticks:
+        server.journal += [
+            {"ts_ms": at, "event": "early_tick", "delay_ms": f.early_tick_ms} for at in server.early
+        ]
 
 
 def _degradation_records(server: _NameServer) -> None:
