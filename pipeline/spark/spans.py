@@ -6,10 +6,9 @@ The spans become a small table, broadcast and joined by equality on the name ser
 time bucket (each span listed in every bucket it covers), the range tested on the few rows a
 bucket holds. Buckets narrow as spans grow in number, so a bucket holds a few spans however
 many there are: the cost per row is one hash lookup and a few range tests whatever the number
-of spans. An expression
-per span (a ``CASE`` tree) grows Spark's generated code with the spans: past a hundred or so
-its methods are too large for the JVM's JIT compilers, or for Spark's compiler at all, and
-every row is then evaluated interpreted.
+of spans. An expression per span (a ``CASE`` tree) grows Spark's generated code with the
+spans: past a hundred or so its methods are too large for the JVM's JIT compilers, or for
+Spark's compiler at all, and every row is then evaluated interpreted.
 """
 
 from __future__ import annotations
