@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -45,12 +44,6 @@ signature = "strong"
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_namesrv(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
     config = tmp_path / "namesrv.toml"
     config.write_text('[server]\nlisten = "127.0.0.1:0"\n' + ACL)
@@ -67,50 +60,53 @@ def start_namesrv(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
     raise AssertionError("the name server did not start")
 
 
-def start_broker(tmp_path: Path, namesrv_port: int, access_key: str, secret: str):
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    conf = tmp_path / "broker.conf"
-    credentials = json.dumps({"accessKey": access_key, "secretKey": secret})
-    conf.write_text(
-        "\n".join(
-            [
-                "brokerClusterName=InteropCluster",
-                "brokerName=broker-a",
-                "brokerId=0",
-                f"namesrvAddr=127.0.0.1:{namesrv_port}",
-                "brokerIP1=127.0.0.1",
-                f"listenPort={free_port()}",
-                f"storePathRootDir={tmp_path / 'store'}",
-                f"storePathCommitLog={tmp_path / 'store' / 'commitlog'}",
-                "mappedFileSizeCommitLog=16777216",
-                "mappedFileSizeConsumeQueue=60000",
-                "autoCreateTopicEnable=true",
-                f"innerClientAuthenticationCredentials={credentials}",
-                # The broker keeps its inner user in a metadata store; its own clients stay open.
-                "authenticationMetadataProvider=org.apache.rocketmq.auth.authentication."
-                "provider.LocalAuthenticationMetadataProvider",
-                f"authConfigPath={tmp_path / 'auth'}",
-            ]
+def start_broker(
+    tmp_path: Path, namesrv_port: int, access_key: str, secret: str
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """broker-a signing with ``access_key``/``secret``, once it says it booted; its log."""
+
+    def launch(port: int) -> tuple[subprocess.Popen[bytes], Path]:
+        root = tmp_path / f"broker-{port}"
+        home = root / "home"
+        (home / "conf").mkdir(parents=True)
+        conf = root / "broker.conf"
+        credentials = json.dumps({"accessKey": access_key, "secretKey": secret})
+        conf.write_text(
+            "\n".join(
+                [
+                    "brokerClusterName=InteropCluster",
+                    "brokerName=broker-a",
+                    "brokerId=0",
+                    f"namesrvAddr=127.0.0.1:{namesrv_port}",
+                    "brokerIP1=127.0.0.1",
+                    f"listenPort={port}",
+                    f"storePathRootDir={root / 'store'}",
+                    f"storePathCommitLog={root / 'store' / 'commitlog'}",
+                    "mappedFileSizeCommitLog=16777216",
+                    "mappedFileSizeConsumeQueue=60000",
+                    "autoCreateTopicEnable=true",
+                    f"innerClientAuthenticationCredentials={credentials}",
+                    # The broker keeps its inner user in a metadata store; its own clients stay
+                    # open.
+                    "authenticationMetadataProvider=org.apache.rocketmq.auth.authentication."
+                    "provider.LocalAuthenticationMetadataProvider",
+                    f"authConfigPath={root / 'auth'}",
+                ]
+            )
+            + "\n"
         )
-        + "\n"
-    )
-    log = (tmp_path / "broker.log").open("w")
-    return subprocess.Popen(
-        [
-            "java",
-            "-Xms256m",
-            "-Xmx256m",
-            "-cp",
-            f"{LIB}/*",
-            "org.apache.rocketmq.broker.BrokerStartup",
-            "-c",
-            str(conf),
-        ],
-        env=dict(os.environ, ROCKETMQ_HOME=str(home)),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+        log = root / "broker.log"
+        proc = subprocess.Popen(
+            ["java", "-Xms256m", "-Xmx256m", "-cp", f"{LIB}/*",
+             "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf)],
+            env=dict(os.environ, ROCKETMQ_HOME=str(home)),
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        return proc, log
+
+    proc, _port, log = apache.boot_broker(launch)
+    return proc, log
 
 
 def admin(port: int, *args: str):
@@ -123,8 +119,9 @@ def admin(port: int, *args: str):
 
 def test_an_apache_broker_signing_with_its_credentials_registers_under_default_forms(tmp_path):
     namesrv, port = start_namesrv(tmp_path)
-    broker = start_broker(tmp_path, port, "brk", "brk-secret-123")
+    broker = None
     try:
+        broker, log = start_broker(tmp_path, port, "brk", "brk-secret-123")
         deadline = time.monotonic() + 90
         clusters: dict = {}
         while time.monotonic() < deadline and broker.poll() is None:
@@ -134,7 +131,7 @@ def test_an_apache_broker_signing_with_its_credentials_registers_under_default_f
             if "broker-a" in json.dumps(clusters):
                 break
             time.sleep(0.5)  # a JVM starting: polled against a deadline, nothing is timed
-        assert "broker-a" in json.dumps(clusters), (tmp_path / "broker.log").read_text()[-3000:]
+        assert "broker-a" in json.dumps(clusters), log.read_text()[-3000:]
         # The broker's own topics came with its signed register; the strong admin reads them.
         result = admin(port, "topic-route", "TBW102")
         assert result.exit_code == 0, result.output
@@ -144,7 +141,8 @@ def test_an_apache_broker_signing_with_its_credentials_registers_under_default_f
         counters = json.loads(result.stdout)["counters"]
         assert {k: v for k, v in counters.items() if k.startswith("rejected.acl_") and v} == {}
     finally:
-        broker.terminate()
-        broker.wait(timeout=60)
+        if broker is not None:
+            broker.terminate()
+            broker.wait(timeout=60)
         namesrv.terminate()
         namesrv.wait(timeout=30)

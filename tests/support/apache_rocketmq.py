@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +111,37 @@ class Broker:
     log: Path
 
 
+BIND_CLASH = "java.net.BindException"
+"""In a broker's log when one of its three ports was taken between ``broker_port`` and its bind."""
+
+
+def boot_broker(
+    launch: Callable[[int], tuple[subprocess.Popen[bytes], Path]],
+    ready: Callable[[], bool] = lambda: True,
+    timeout: float = 120.0,
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """``launch(port)`` (the process and its log) on a free port triple, until its log says it
+    booted and ``ready()``; launched again on another triple when a port was taken meanwhile
+    (another process's ephemeral port: the triple is only checked free, not held)."""
+    for _ in range(3):
+        port = broker_port()
+        proc, log = launch(port)
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = log.read_text(errors="replace")
+            if "boot success" in text and ready():
+                return proc, port, log
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        stop(proc)
+        text = log.read_text(errors="replace")
+        if BIND_CLASH not in text:
+            raise AssertionError(f"the broker did not boot: {text[-2000:]}")
+    raise AssertionError(f"no port triple stayed free for a broker: {text[-2000:]}")
+
+
 def start_broker(
     workdir: Path,
     namesrv: str,
@@ -120,51 +152,47 @@ def start_broker(
     timeout: float = 120.0,
 ) -> Broker:
     """An Apache broker (small mapped files and heap, its own store under ``workdir``)
-    registered with ``namesrv``; returned once it says it booted."""
-    port = broker_port()
-    home = workdir / f"{name}-{port}"
-    (home / "store").mkdir(parents=True)
-    props = {
-        "brokerClusterName": cluster,
-        "brokerName": name,
-        "brokerId": "0",
-        "namesrvAddr": namesrv,
-        "listenPort": str(port),
-        "brokerIP1": "127.0.0.1",
-        "storePathRootDir": str(home / "store"),
-        "storePathCommitLog": str(home / "store" / "commitlog"),
-        "mappedFileSizeCommitLog": str(16 * 1024 * 1024),
-        "mappedFileSizeConsumeQueue": str(300_000 * 20 // 100),
-        "autoCreateTopicEnable": "false",
-        **(extra or {}),
-    }
-    conf = home / "broker.properties"
-    conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    log = home / "broker.out"
-    proc = subprocess.Popen(
-        [
-            "java",
-            *SMALL_JVM,
-            f"-Duser.home={home}",
-            f"-Drocketmq.home.dir={home}",
-            "-cp",
-            classpath(),
-            "org.apache.rocketmq.broker.BrokerStartup",
-            "-c",
-            str(conf),
-        ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if "boot success" in log.read_text(errors="replace") and _listed(namesrv, name):
-            return Broker(proc, f"127.0.0.1:{port}", name, log)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    stop(proc)
-    raise AssertionError(f"the broker did not boot: {log.read_text(errors='replace')[-2000:]}")
+    registered with ``namesrv``; returned once it says it booted and the name server lists it."""
+
+    def launch(port: int) -> tuple[subprocess.Popen[bytes], Path]:
+        home = workdir / f"{name}-{port}"
+        (home / "store").mkdir(parents=True)
+        props = {
+            "brokerClusterName": cluster,
+            "brokerName": name,
+            "brokerId": "0",
+            "namesrvAddr": namesrv,
+            "listenPort": str(port),
+            "brokerIP1": "127.0.0.1",
+            "storePathRootDir": str(home / "store"),
+            "storePathCommitLog": str(home / "store" / "commitlog"),
+            "mappedFileSizeCommitLog": str(16 * 1024 * 1024),
+            "mappedFileSizeConsumeQueue": str(300_000 * 20 // 100),
+            "autoCreateTopicEnable": "false",
+            **(extra or {}),
+        }
+        conf = home / "broker.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        log = home / "broker.out"
+        proc = subprocess.Popen(
+            [
+                "java",
+                *SMALL_JVM,
+                f"-Duser.home={home}",
+                f"-Drocketmq.home.dir={home}",
+                "-cp",
+                classpath(),
+                "org.apache.rocketmq.broker.BrokerStartup",
+                "-c",
+                str(conf),
+            ],
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        return proc, log
+
+    proc, port, log = boot_broker(launch, lambda: _listed(namesrv, name), timeout)
+    return Broker(proc, f"127.0.0.1:{port}", name, log)
 
 
 def _listed(namesrv: str, name: str) -> bool:
