@@ -99,7 +99,9 @@ def world(tmp_path_factory):
             apache.stop(ns)
             raise
         create_topic(port, broker)
-        wait_for(lambda: route_brokers(port) == {"broker-a"}, 60, "the topic's route")
+        # The broker registers with each name server on its own: both must route the topic.
+        for routed_by in (port, apache_port):
+            wait_for(lambda p=routed_by: route_brokers(p) == {"broker-a"}, 60, "the topic's route")
         world = {
             "ns": ns,
             "work": work,
