@@ -21,9 +21,14 @@ from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
 from protocol.codes import ResponseCode
 from protocol.push_codec import encode_go_away
 
-INTERVAL_S = FaultStrategyConfig().detect_interval_ms / 1000
-TIMEOUT_S = FaultStrategyConfig().detect_timeout_ms / 1000
-WAIT_S = FaultStrategyConfig().first_probe_wait_ms / 1000
+CONFIG = FaultStrategyConfig(detect_timeout_ms=1_500)
+"""The probe timeout also bounds a probe's connect, in real time: a loaded machine can hold the
+event loop past the default 200 ms while the loopback connect is done, failing the probe. The
+cases step the probe timeouts on the fake clock, so a longer one (still under the interval)
+changes nothing else they see."""
+INTERVAL_S = CONFIG.detect_interval_ms / 1000
+TIMEOUT_S = CONFIG.detect_timeout_ms / 1000
+WAIT_S = CONFIG.first_probe_wait_ms / 1000
 
 
 @pytest.fixture
@@ -49,7 +54,7 @@ async def two_brokers(
     fakes.extend((a, b))
     await rig.cluster.broker(rig.port, "T", broker_name="broker-a", broker_addr=a.addr)
     await rig.cluster.broker(rig.port, "T", broker_name="broker-b", broker_addr=b.addr)
-    await rig.start_routing(config)
+    await rig.start_routing(config or CONFIG)
     return a, b
 
 
