@@ -12,14 +12,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from support import apache_rocketmq as apache
-from support.paths import REPO_ROOT
 
 from namesrv.admin.cli import main as admin_main
 
@@ -42,22 +40,6 @@ secret_key = "ops-secret-123"
 admin = true
 signature = "strong"
 """
-
-
-def start_namesrv(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
-    config = tmp_path / "namesrv.toml"
-    config.write_text('[server]\nlisten = "127.0.0.1:0"\n' + ACL)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "namesrv", "--config", str(config)],
-        cwd=REPO_ROOT,
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    for line in proc.stderr:  # type: ignore[union-attr]
-        if "listening on 127.0.0.1:" in line:
-            return proc, int(line.split("listening on 127.0.0.1:")[1].split()[0])
-    raise AssertionError("the name server did not start")
 
 
 def start_broker(
@@ -118,7 +100,7 @@ def admin(port: int, *args: str):
 
 
 def test_an_apache_broker_signing_with_its_credentials_registers_under_default_forms(tmp_path):
-    namesrv, port = start_namesrv(tmp_path)
+    namesrv, port = apache.start_namesrv(tmp_path, ACL)
     broker = None
     try:
         broker, log = start_broker(tmp_path, port, "brk", "brk-secret-123")
@@ -142,7 +124,5 @@ def test_an_apache_broker_signing_with_its_credentials_registers_under_default_f
         assert {k: v for k, v in counters.items() if k.startswith("rejected.acl_") and v} == {}
     finally:
         if broker is not None:
-            broker.terminate()
-            broker.wait(timeout=60)
-        namesrv.terminate()
-        namesrv.wait(timeout=30)
+            apache.stop(broker)
+        apache.stop(namesrv)
