@@ -24,35 +24,35 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0froutepush.proto\x12\x0croutepush.v1\"O\n\x13SubscribeTopicRoute\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x15\n\rinline_routes\x18\x03 \x01(\x08\"I\n\x0cSubscribeAck\x12*\n\x06topics\x18\x01 \x03(\x0b\x32\x1a.routepush.v1.TopicVersion\x12\r\n\x05\x65poch\x18\x02 \x01(\t\">\n\x0cTopicVersion\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0e\n\x06\x65xists\x18\x03 \x01(\x08\"\'\n\x15UnsubscribeTopicRoute\x12\x0e\n\x06topics\x18\x01 \x03(\t\"\xa4\x01\n\x11TopicRouteChanged\x12*\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x19.routepush.v1.TopicChange\x12\x10\n\x08sequence\x18\x02 \x01(\x04\x12\x15\n\remitted_at_ms\x18\x03 \x01(\x03\x12\r\n\x05\x65poch\x18\x04 \x01(\t\x12+\n\x07\x62rokers\x18\x05 \x03(\x0b\x32\x1a.routepush.v1.BrokerChange\"d\n\x0bTopicChange\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12&\n\x04kind\x18\x03 \x01(\x0e\x32\x18.routepush.v1.ChangeKind\x12\r\n\x05route\x18\x04 \x01(\x0c\"\x8e\x02\n\x0c\x42rokerChange\x12,\n\x04kind\x18\x01 \x01(\x0e\x32\x1e.routepush.v1.BrokerChangeKind\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12*\n\x05\x61\x64\x64rs\x18\x04 \x03(\x0b\x32\x1b.routepush.v1.BrokerAddress\x12\r\n\x05\x63\x61use\x18\x05 \x01(\t\x12\x18\n\x10\x62roker_name_gone\x18\x06 \x01(\x08\x12\x11\n\tread_only\x18\x07 \x01(\x08\x12\'\n\x06topics\x18\x08 \x03(\x0b\x32\x17.routepush.v1.TopicStep\x12\x19\n\x11refetch_window_ms\x18\t \x01(\r\"0\n\rBrokerAddress\x12\x11\n\tbroker_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\"A\n\tTopicStep\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x14\n\x0c\x66rom_version\x18\x03 \x01(\x04\"L\n\x06GoAway\x12\x17\n\x0fgrace_period_ms\x18\x01 \x01(\r\x12\x19\n\x11\x61lternative_addrs\x18\x02 \x03(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t*3\n\nChangeKind\x12\x0b\n\x07UPDATED\x10\x00\x12\x0b\n\x07\x43REATED\x10\x01\x12\x0b\n\x07\x44\x45LETED\x10\x02*Z\n\x10\x42rokerChangeKind\x12\x1d\n\x19\x42ROKER_CHANGE_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x42ROKER_DEPARTED\x10\x01\x12\x12\n\x0e\x42ROKER_ARRIVED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0froutepush.proto\x12\x0croutepush.v1\"O\n\x13SubscribeTopicRoute\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x15\n\rinline_routes\x18\x03 \x01(\x08\"\x84\x01\n\x0cSubscribeAck\x12*\n\x06topics\x18\x01 \x03(\x0b\x32\x1a.routepush.v1.TopicVersion\x12\r\n\x05\x65poch\x18\x02 \x01(\t\x12\x12\n\nwarming_up\x18\x03 \x01(\x08\x12\x12\n\nwarm_in_ms\x18\x04 \x01(\x04\x12\x11\n\tuptime_ms\x18\x05 \x01(\x04\"O\n\x0cTopicVersion\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0e\n\x06\x65xists\x18\x03 \x01(\x08\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\"\'\n\x15UnsubscribeTopicRoute\x12\x0e\n\x06topics\x18\x01 \x03(\t\"\xa4\x01\n\x11TopicRouteChanged\x12*\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x19.routepush.v1.TopicChange\x12\x10\n\x08sequence\x18\x02 \x01(\x04\x12\x15\n\remitted_at_ms\x18\x03 \x01(\x03\x12\r\n\x05\x65poch\x18\x04 \x01(\t\x12+\n\x07\x62rokers\x18\x05 \x03(\x0b\x32\x1a.routepush.v1.BrokerChange\"d\n\x0bTopicChange\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12&\n\x04kind\x18\x03 \x01(\x0e\x32\x18.routepush.v1.ChangeKind\x12\r\n\x05route\x18\x04 \x01(\x0c\"\x8e\x02\n\x0c\x42rokerChange\x12,\n\x04kind\x18\x01 \x01(\x0e\x32\x1e.routepush.v1.BrokerChangeKind\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12*\n\x05\x61\x64\x64rs\x18\x04 \x03(\x0b\x32\x1b.routepush.v1.BrokerAddress\x12\r\n\x05\x63\x61use\x18\x05 \x01(\t\x12\x18\n\x10\x62roker_name_gone\x18\x06 \x01(\x08\x12\x11\n\tread_only\x18\x07 \x01(\x08\x12\'\n\x06topics\x18\x08 \x03(\x0b\x32\x17.routepush.v1.TopicStep\x12\x19\n\x11refetch_window_ms\x18\t \x01(\r\"0\n\rBrokerAddress\x12\x11\n\tbroker_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\"A\n\tTopicStep\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x14\n\x0c\x66rom_version\x18\x03 \x01(\x04\"L\n\x06GoAway\x12\x17\n\x0fgrace_period_ms\x18\x01 \x01(\r\x12\x19\n\x11\x61lternative_addrs\x18\x02 \x03(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t*A\n\nChangeKind\x12\x0b\n\x07UPDATED\x10\x00\x12\x0b\n\x07\x43REATED\x10\x01\x12\x0b\n\x07\x44\x45LETED\x10\x02\x12\x0c\n\x08UNROUTED\x10\x03*Z\n\x10\x42rokerChangeKind\x12\x1d\n\x19\x42ROKER_CHANGE_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x42ROKER_DEPARTED\x10\x01\x12\x12\n\x0e\x42ROKER_ARRIVED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'routepush_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CHANGEKIND']._serialized_start=1031
-  _globals['_CHANGEKIND']._serialized_end=1082
-  _globals['_BROKERCHANGEKIND']._serialized_start=1084
-  _globals['_BROKERCHANGEKIND']._serialized_end=1174
+  _globals['_CHANGEKIND']._serialized_start=1108
+  _globals['_CHANGEKIND']._serialized_end=1173
+  _globals['_BROKERCHANGEKIND']._serialized_start=1175
+  _globals['_BROKERCHANGEKIND']._serialized_end=1265
   _globals['_SUBSCRIBETOPICROUTE']._serialized_start=33
   _globals['_SUBSCRIBETOPICROUTE']._serialized_end=112
-  _globals['_SUBSCRIBEACK']._serialized_start=114
-  _globals['_SUBSCRIBEACK']._serialized_end=187
-  _globals['_TOPICVERSION']._serialized_start=189
-  _globals['_TOPICVERSION']._serialized_end=251
-  _globals['_UNSUBSCRIBETOPICROUTE']._serialized_start=253
-  _globals['_UNSUBSCRIBETOPICROUTE']._serialized_end=292
-  _globals['_TOPICROUTECHANGED']._serialized_start=295
-  _globals['_TOPICROUTECHANGED']._serialized_end=459
-  _globals['_TOPICCHANGE']._serialized_start=461
-  _globals['_TOPICCHANGE']._serialized_end=561
-  _globals['_BROKERCHANGE']._serialized_start=564
-  _globals['_BROKERCHANGE']._serialized_end=834
-  _globals['_BROKERADDRESS']._serialized_start=836
-  _globals['_BROKERADDRESS']._serialized_end=884
-  _globals['_TOPICSTEP']._serialized_start=886
-  _globals['_TOPICSTEP']._serialized_end=951
-  _globals['_GOAWAY']._serialized_start=953
-  _globals['_GOAWAY']._serialized_end=1029
+  _globals['_SUBSCRIBEACK']._serialized_start=115
+  _globals['_SUBSCRIBEACK']._serialized_end=247
+  _globals['_TOPICVERSION']._serialized_start=249
+  _globals['_TOPICVERSION']._serialized_end=328
+  _globals['_UNSUBSCRIBETOPICROUTE']._serialized_start=330
+  _globals['_UNSUBSCRIBETOPICROUTE']._serialized_end=369
+  _globals['_TOPICROUTECHANGED']._serialized_start=372
+  _globals['_TOPICROUTECHANGED']._serialized_end=536
+  _globals['_TOPICCHANGE']._serialized_start=538
+  _globals['_TOPICCHANGE']._serialized_end=638
+  _globals['_BROKERCHANGE']._serialized_start=641
+  _globals['_BROKERCHANGE']._serialized_end=911
+  _globals['_BROKERADDRESS']._serialized_start=913
+  _globals['_BROKERADDRESS']._serialized_end=961
+  _globals['_TOPICSTEP']._serialized_start=963
+  _globals['_TOPICSTEP']._serialized_end=1028
+  _globals['_GOAWAY']._serialized_start=1030
+  _globals['_GOAWAY']._serialized_end=1106
 # @@protoc_insertion_point(module_scope)

@@ -12,6 +12,7 @@ class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UPDATED: _ClassVar[ChangeKind]
     CREATED: _ClassVar[ChangeKind]
     DELETED: _ClassVar[ChangeKind]
+    UNROUTED: _ClassVar[ChangeKind]
 
 class BrokerChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -21,6 +22,7 @@ class BrokerChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 UPDATED: ChangeKind
 CREATED: ChangeKind
 DELETED: ChangeKind
+UNROUTED: ChangeKind
 BROKER_CHANGE_UNSPECIFIED: BrokerChangeKind
 BROKER_DEPARTED: BrokerChangeKind
 BROKER_ARRIVED: BrokerChangeKind
@@ -36,22 +38,30 @@ class SubscribeTopicRoute(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ..., client_id: _Optional[str] = ..., inline_routes: _Optional[bool] = ...) -> None: ...
 
 class SubscribeAck(_message.Message):
-    __slots__ = ("topics", "epoch")
+    __slots__ = ("topics", "epoch", "warming_up", "warm_in_ms", "uptime_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    WARMING_UP_FIELD_NUMBER: _ClassVar[int]
+    WARM_IN_MS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicVersion]
     epoch: str
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicVersion, _Mapping]]] = ..., epoch: _Optional[str] = ...) -> None: ...
+    warming_up: bool
+    warm_in_ms: int
+    uptime_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicVersion, _Mapping]]] = ..., epoch: _Optional[str] = ..., warming_up: _Optional[bool] = ..., warm_in_ms: _Optional[int] = ..., uptime_ms: _Optional[int] = ...) -> None: ...
 
 class TopicVersion(_message.Message):
-    __slots__ = ("topic", "version", "exists")
+    __slots__ = ("topic", "version", "exists", "deleted")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     EXISTS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     version: int
     exists: bool
-    def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ..., exists: _Optional[bool] = ...) -> None: ...
+    deleted: bool
+    def __init__(self, topic: _Optional[str] = ..., version: _Optional[int] = ..., exists: _Optional[bool] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class UnsubscribeTopicRoute(_message.Message):
     __slots__ = ("topics",)
