@@ -82,19 +82,36 @@ def decode_unsubscribe(body: bytes) -> Unsubscribe:
     return Unsubscribe(tuple(_parse(pb.UnsubscribeTopicRoute, body).topics))
 
 
-def encode_subscribe_ack(versions: Iterable[tuple[str, int, bool]], epoch: str) -> bytes:
-    """``versions`` holds (topic, version, exists) for every topic of the request."""
+def encode_subscribe_ack(
+    versions: Iterable[tuple[str, int, bool] | TopicVersion],
+    epoch: str,
+    *,
+    warming_up: bool = False,
+    warm_in_ms: int = 0,
+    uptime_ms: int = 0,
+) -> bytes:
+    """``versions`` holds (topic, version, exists[, deleted]) for every topic of the request."""
     entries = [
-        pb.TopicVersion(topic=topic, version=version, exists=exists)
-        for topic, version, exists in versions
+        pb.TopicVersion(topic=v[0], version=v[1], exists=v[2], deleted=len(v) > 3 and bool(v[3]))
+        for v in versions
     ]
-    return pb.SubscribeAck(topics=entries, epoch=epoch).SerializeToString()
+    return pb.SubscribeAck(
+        topics=entries,
+        epoch=epoch,
+        warming_up=warming_up,
+        warm_in_ms=warm_in_ms,
+        uptime_ms=uptime_ms,
+    ).SerializeToString()
 
 
 def decode_subscribe_ack(body: bytes) -> SubscribeAck:
     msg = _parse(pb.SubscribeAck, body)
     return SubscribeAck(
-        tuple(TopicVersion(t.topic, t.version, t.exists) for t in msg.topics), msg.epoch
+        tuple(TopicVersion(t.topic, t.version, t.exists, t.deleted) for t in msg.topics),
+        msg.epoch,
+        msg.warming_up,
+        msg.warm_in_ms,
+        msg.uptime_ms,
     )
 
 

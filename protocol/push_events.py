@@ -20,6 +20,7 @@ class ChangeKind(IntEnum):
     UPDATED = pb.UPDATED
     CREATED = pb.CREATED
     DELETED = pb.DELETED
+    UNROUTED = pb.UNROUTED
 
 
 class BrokerChangeKind(IntEnum):
@@ -77,6 +78,8 @@ class TopicVersion(NamedTuple):
     topic: str
     version: int
     exists: bool
+    deleted: bool = False
+    """Deleted in this epoch: drop the route (``exists`` false alone: no broker serves it now)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,12 @@ class SubscribeAck:
 
     topics: tuple[TopicVersion, ...]
     epoch: str
+    warming_up: bool = False
+    """The server is in its start-up window: ``exists`` false may mean "not heard of yet"."""
+    warm_in_ms: int = 0
+    """What is left of the start-up window."""
+    uptime_ms: int = 0
+    """How long the server has been up (0 from a server that does not say)."""
 
 
 @dataclass(frozen=True, slots=True)

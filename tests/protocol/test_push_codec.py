@@ -34,6 +34,33 @@ u64 = st.integers(min_value=0, max_value=2**64 - 1)
 def test_change_kind_numbers_match_the_proto_enum() -> None:
     assert {kind.name: kind.value for kind in ChangeKind} == dict(routepush_pb2.ChangeKind.items())
     assert (ChangeKind.UPDATED, ChangeKind.CREATED, ChangeKind.DELETED) == (0, 1, 2)
+    assert ChangeKind.UNROUTED == 3
+
+
+def test_subscribe_ack_carries_the_start_up_window_and_deletions() -> None:
+    body = push_codec.encode_subscribe_ack(
+        [("a", 3, True), ("gone", 7, False, True), ("ghost", 0, False)],
+        "e",
+        warming_up=True,
+        warm_in_ms=1_500,
+        uptime_ms=43_500,
+    )
+    ack = push_codec.decode_subscribe_ack(body)
+    assert [(t.topic, t.exists, t.deleted) for t in ack.topics] == [
+        ("a", True, False),
+        ("gone", False, True),
+        ("ghost", False, False),
+    ]
+    assert (ack.warming_up, ack.warm_in_ms, ack.uptime_ms) == (True, 1_500, 43_500)
+
+
+def test_subscribe_ack_of_an_older_server_reads_as_warm() -> None:
+    old = routepush_pb2.SubscribeAck(
+        topics=[routepush_pb2.TopicVersion(topic="a", version=1, exists=True)], epoch="e"
+    ).SerializeToString()
+    ack = push_codec.decode_subscribe_ack(old)
+    assert (ack.warming_up, ack.warm_in_ms, ack.uptime_ms) == (False, 0, 0)
+    assert ack.topics[0].deleted is False
 
 
 def test_subscribe_round_trip() -> None:
