@@ -53,6 +53,9 @@ _POSITIVE = (
     "max_request_bytes_in_flight",
     "write_buffer_bytes",
     "close_timeout_ms",
+    "untrusted_retry_initial_ms",
+    "untrusted_retry_max_ms",
+    "warm_move_interval_ms",
 )
 """The settings that must be positive."""
 
@@ -82,7 +85,19 @@ class ClientConfig:
     """A topic not looked up for this long is dropped and unsubscribed (#3870 3.2)."""
     expiry_check_interval_ms: int = 10_000
     negative_ttl_ms: int = 30_000
-    """How long TOPIC_NOT_EXIST is believed without asking again (#3870 3.3)."""
+    """How long TOPIC_NOT_EXIST is believed without asking again (#3870 3.3); only ever for a
+    topic the client holds no route for, and never from a name server warming up."""
+    untrusted_retry_initial_ms: int = 1_000
+    """A held topic whose route answer cannot be trusted (SYSTEM_ERROR, a failed request, an
+    absence from a name server warming up) keeps its route, marked stale, and is asked again
+    after this long, doubling per answer up to ``untrusted_retry_max_ms``."""
+    untrusted_retry_max_ms: int = 30_000
+    """The longest pause between two such retries of one topic (the poll interval: never
+    rarer than the poll would ask)."""
+    warm_move_interval_ms: int = 10_000
+    """With several name servers, a client whose server says it is warming up moves to one
+    that has been up longer at most once per this long (two servers that keep restarting, or
+    keep claiming short uptimes, cannot make it move on every answer)."""
     request_timeout_ms: int = 3_000
     reconnect_initial_ms: int = 200
     reconnect_max_ms: int = 10_000
@@ -163,6 +178,11 @@ class ClientConfig:
                 f"negative_ttl_ms must not be negative, got {self.negative_ttl_ms}"
             )
         self._check_credentials()
+        if self.untrusted_retry_max_ms < self.untrusted_retry_initial_ms:
+            raise ClientConfigError(
+                f"untrusted_retry_max_ms ({self.untrusted_retry_max_ms}) must be at least "
+                f"untrusted_retry_initial_ms ({self.untrusted_retry_initial_ms})"
+            )
         if self.reconnect_max_ms < self.reconnect_initial_ms:
             raise ClientConfigError(
                 f"reconnect_max_ms ({self.reconnect_max_ms}) must be at least "

@@ -37,7 +37,7 @@ def event_line(event: RouteEvent) -> dict[str, Any]:
                 "read_queues": qd.read_queue_nums,
                 "perm": qd.perm,
             }
-    return {
+    line: dict[str, Any] = {
         "topic": event.topic,
         "version": event.version,
         "exists": event.exists,
@@ -46,6 +46,9 @@ def event_line(event: RouteEvent) -> dict[str, Any]:
         "cause": event.cause,
         "namesrv": event.namesrv,
     }
+    if event.stale:  # the last route, kept though the name server named no broker for it
+        line["stale"] = True
+    return line
 
 
 def build_parser() -> argparse.ArgumentParser:

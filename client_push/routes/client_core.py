@@ -44,6 +44,7 @@ from client_push.routes.push_actions import (
     Refetch,
     SendSubscribe,
     SendUnsubscribe,
+    ServerUp,
     SetPushHealthy,
     WakeAt,
 )
@@ -143,6 +144,7 @@ class RouteClientCore:
             runtime=runtime,
             counters=self.counters,
             marks=marks,
+            run=lambda actions: self._run(actions, None),
         )
         self._subscriptions = PushRequests(
             config,
@@ -165,6 +167,7 @@ class RouteClientCore:
             SendSubscribe: self._send_subscribe,
             SendUnsubscribe: self._send_unsubscribe,
             MoveTo: self._move_to,
+            ServerUp: self._server_up,
         }
 
     @property
@@ -367,6 +370,10 @@ class RouteClientCore:
         if conn is not None:
             self._link.go_away(conn, action.alternatives, still_serving=action.still_serving)
 
+    def _server_up(self, action: ServerUp, conn: C | None) -> None:
+        if conn is not None and self._link.server_up(conn, action.uptime_ms, action.warming_up):
+            self.counters["moved_from_warming_server"] += 1
+
     # -- timers --------------------------------------------------------------------------------
 
     def _run_spread(self) -> None:
@@ -502,6 +509,9 @@ class RouteClientCore:
             cached_routes=len(self._cache),
             negative_entries=len(self._negative),
             negative_hits=self._negative.hits,
+            stale_routes=self._routes.stale_count,
+            untrusted_retries_pending=self._session.retries_pending,
+            namesrv_warming=self._session.server_warming,
             subscribed=self._session.subscription_count,
             push_active=self._session.push_healthy,
             namesrv=self._link.addr,

@@ -37,6 +37,10 @@ VERSION_CHECK = "version_check"
 """A refetch the periodic version check (re-SUBSCRIBE) found needed."""
 INLINE = "inline"
 """A route that came inside its notification and was installed without a request."""
+RETRY = "retry"
+"""A refetch of a held topic whose last answer could not be trusted (backed off)."""
+UNROUTED = "unrouted"
+"""A notification that the topic's brokers all left: the held route is kept, stale."""
 
 UNCONDITIONAL = frozenset({GAP, EPOCH, RECONNECT})
 """Causes that refetch whatever version is held: the held versions cannot be trusted."""
@@ -53,6 +57,9 @@ class RouteEvent:
     cause: str
     learned_at_ms: int
     namesrv: str
+    stale: bool = False
+    """The route is the last one held, kept though the name server's last word left the topic
+    with no broker or could not be trusted (``CachedRoute.stale``)."""
 
 
 RouteListener = Callable[[RouteEvent], None]

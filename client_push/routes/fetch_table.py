@@ -3,7 +3,13 @@
 Pure: no I/O, no event loop. A fetch asked for while one of the same topic is in flight joins
 it (upstream #4561) and remembers why, so a reason that arrives while the answer may already be
 on its way fetches once more after it. Answers are taken through ``HeldRoutes`` and checked
-against the push session's local changes. The glue (Twisted's ``RouteFetches``, asyncio's
+against the push session's local changes.
+
+An answer that would leave a held topic with no broker keeps its route, stale, and is returned
+as if it were the answer (``HeldRoutes.keep_stale``): only ``topicDeleted=true`` drops it. An
+answer that cannot be trusted (an error, a failed request, an absence from a name server
+warming up) marks its fetch ``untrusted``; the glue then asks the session to retry it with
+backoff (``PushSession.untrusted``). The glue (Twisted's ``RouteFetches``, asyncio's
 ``client_push.aio.fetches``) sends the request this table asks for and settles the waiters it
 hands back; a waiter is whatever the glue waits on (a Deferred, a Future).
 """
@@ -44,6 +50,7 @@ class Fetch(Generic[W]):
         "requested_at_ms",
         "started",
         "topic",
+        "untrusted",
         "waiters",
     )
 
@@ -59,6 +66,8 @@ class Fetch(Generic[W]):
         self.waiters: list[W] = []
         self.done = False
         self.outcome: CachedRoute | Exception | None = None
+        self.untrusted = False
+        """The answer said nothing about the topic: ask again after a backoff."""
         self.follow_up: tuple[str, int | None, int | None] | None = None
         """(cause, notified_at_ms, wanted version or None for "always") of a reason to fetch
         again that arrived while this fetch was in flight, whose answer may predate it."""
@@ -168,10 +177,15 @@ class FetchTable(Generic[W]):
                 f"route of {fetch.topic} could not be handled: {type(exc).__name__}: {exc}"
             )
 
-    def failed(self, error: Exception) -> Exception:
-        """A request that got no answer (timeout, connection lost, client stopped)."""
+    def failed(
+        self, error: Exception, fetch: Fetch[W] | None = None, now_ms: int = 0
+    ) -> CachedRoute | Exception:
+        """A request that got no answer (timeout, connection lost): a held route of the
+        fetch's topic is kept, stale, and asked for again after a backoff."""
         self._counters["fetch_failed"] += 1
-        return error
+        if fetch is None or fetch.done:
+            return error
+        return self._unconfirmed(fetch, now_ms) or error
 
     def finish(
         self, fetch: Fetch[W], outcome: CachedRoute | Exception
@@ -210,17 +224,17 @@ class FetchTable(Generic[W]):
             # Sent before a departure was applied locally and answered from before it.
             held = self._cache.peek(topic)
             return held or RouteClientError(f"{topic} changed while fetched")
+        fields = response.ext_fields or {}
+        warming = self._session.server_warming or fields.get("warmingUp") == "true"
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
-            event = self._routes.learn_absent(
-                topic, version, fetch.cause, fetch.notified_at_ms, fetch.requested_at_ms, now
-            )
-            if event is not None:
-                self._listeners.tell(event)
-            retry_at = self._routes.negative.retry_at(topic)
-            return TopicNotExistError(topic, retry_at, now_ms=now)
+            return self._absent(fetch, version, now, fields.get("topicDeleted") == "true", warming)
         if response.code != ResponseCode.SUCCESS:
             what = f"GET_ROUTEINFO_BY_TOPIC {topic}"
-            return NameServerError(response.code, response.remark, what)
+            error = NameServerError(response.code, response.remark, what)
+            kept = self._unconfirmed(fetch, now)
+            if kept is None and warming:
+                fetch.untrusted = True
+            return kept or error
         limit = self._session.config.max_route_body_bytes
         if len(response.body or b"") > limit:
             # Refused by size before decoding: decoding runs on the event loop.
@@ -245,7 +259,62 @@ class FetchTable(Generic[W]):
             return RouteClientError(f"route of {topic} refused: {exc}")
         if changed is not None:
             self._listeners.tell(changed)
+        if entry.stale:  # an empty route, the held one kept
+            self._counters["routes_kept_stale"] += changed is not None
+            fetch.untrusted = warming
+        else:
+            self._session.trusted(topic)
         return entry
+
+    def _absent(
+        self, fetch: Fetch[W], version: int, now: int, deleted: bool, warming: bool
+    ) -> CachedRoute | Exception:
+        """TOPIC_NOT_EXIST: a held route is kept (stale) unless the topic was deleted; an
+        absence is remembered only for a topic without a route, and not from a warming server."""
+        topic = fetch.topic
+        held = self._cache.peek(topic)
+        if held is not None and not deleted:
+            event = self._routes.keep_stale(topic, fetch.cause, now)
+            if event is not None:
+                self._counters["routes_kept_stale"] += 1
+                self._listeners.tell(event)
+            if warming:
+                fetch.untrusted = True
+            else:
+                self._session.trusted(topic)
+            return self._cache.peek(topic) or held
+        if warming and not deleted:
+            fetch.untrusted = True  # "not heard of yet": nothing learned
+            return TopicNotExistError(topic, None, now_ms=now)
+        if deleted:
+            self._session.trusted(topic)
+            self._counters["routes_dropped_deleted"] += held is not None
+        event = self._routes.learn_absent(
+            topic,
+            version,
+            fetch.cause,
+            fetch.notified_at_ms,
+            fetch.requested_at_ms,
+            now,
+            deleted=deleted,
+        )
+        if event is not None:
+            self._listeners.tell(event)
+        retry_at = self._routes.negative.retry_at(topic)
+        return TopicNotExistError(topic, retry_at, now_ms=now)
+
+    def _unconfirmed(self, fetch: Fetch[W], now: int) -> CachedRoute | None:
+        """An answer that says nothing about a held topic: keep its route (stale) and ask
+        again after a backoff; None when no route is held."""
+        topic = fetch.topic
+        if self._cache.peek(topic) is None:
+            return None
+        event = self._routes.keep_stale(topic, fetch.cause, now)
+        if event is not None:
+            self._counters["routes_kept_stale"] += 1
+            self._listeners.tell(event)
+        fetch.untrusted = True
+        return self._cache.peek(topic)
 
 
 def route_version(response: RemotingCommand) -> int:

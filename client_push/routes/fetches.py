@@ -4,23 +4,28 @@
 Written once over the runtime. What a fetch is, who joins it and what its answer does is the
 pure ``fetch_table``'s. A caller that gives up (its task cancelled) takes its future off the
 fetch; a fetch nobody waits for whose topic is no longer held is dropped with its request.
+A fetch whose answer could not be trusted hands the session's retry actions to the owner's
+``run``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from client_push.errors import ClientStoppedError, RouteClientError
 from client_push.routes.events import Listeners
 from client_push.routes.fetch_table import Fetch, FetchTable, route_request
 from client_push.routes.held_routes import HeldRoutes
+from client_push.routes.push_actions import Action
 from client_push.routes.push_session import PushSession
 from client_push.routes.route_cache import CachedRoute
 from client_push.runtime.interface import Future, Runtime, Task, fail, settle
 from client_push.wire.link import NameServerLink
 
 Waiter = Future[CachedRoute]
+ActionRunner = Callable[[list[Action]], None]
+"""Carries out session actions that need no connection (a retry's timer)."""
 
 
 class RouteFetches:
@@ -34,8 +39,11 @@ class RouteFetches:
         runtime: Runtime,
         counters: Counter[str],
         marks: Iterator[int],
+        run: ActionRunner,
     ) -> None:
         self._link = link
+        self._session = session
+        self._run = run
         self._runtime = runtime
         self._table: FetchTable[Waiter] = FetchTable(
             routes, session, listeners, counters=counters, marks=marks
@@ -109,11 +117,13 @@ class RouteFetches:
             self.requests.pop(fetch, None)
             raise
         except Exception as exc:
-            outcome: CachedRoute | Exception = self._table.failed(exc)
+            outcome: CachedRoute | Exception = self._table.failed(exc, fetch, self._now_ms())
         else:
             outcome = self._table.answered(fetch, response, self._now_ms())
         self.requests.pop(fetch, None)
         self._settle(fetch, outcome)
+        if fetch.untrusted and not self._table.stopped:
+            self._run(self._session.untrusted(fetch.topic))
 
     def _settle(self, fetch: Fetch[Waiter], outcome: CachedRoute | Exception) -> None:
         waiters, again = self._table.finish(fetch, outcome)

@@ -3,6 +3,13 @@
 Pure: callers pass the time. A route answer, a DELETED notification and a departure that
 empties a route all end here, so a topic's state, its telemetry record and the event its
 listeners get are decided in one place, whichever way the news came.
+
+The rule of absence: a held route is never replaced by an empty one. News that would leave a
+held topic with no broker (an absence not known to be a deletion, an error, a departure of its
+last broker) keeps the last route, marked stale (``keep_stale``): a name server that just
+started or lost its brokers cannot know the topic is gone, and the brokers may well still
+serve it. Only a deletion drops it (``learn_absent`` with ``deleted``). Absences are remembered
+(the negative cache) only for topics the client holds no route for.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from collections.abc import Callable
 
 from client_push.routes.events import BROKER_GONE, RouteEvent
 from client_push.routes.negative_cache import NegativeCache
-from client_push.routes.route_cache import CachedRoute, RouteCache
+from client_push.routes.route_cache import CachedRoute, RouteCache, is_empty
 from client_push.routes.telemetry import RefetchRecord, TelemetrySink
 from protocol.route_model import TopicRouteData
 
@@ -47,7 +54,12 @@ class HeldRoutes:
         cause: str,
         now: int,
     ) -> RouteEvent:
-        return RouteEvent(topic, exists, version, route, cause, now, self._namesrv())
+        stale = route is not None and route.stale
+        return RouteEvent(topic, exists, version, route, cause, now, self._namesrv(), stale)
+
+    @property
+    def stale_count(self) -> int:
+        return self.cache.stale_count()
 
     def learn_route(
         self,
@@ -61,8 +73,13 @@ class HeldRoutes:
     ) -> tuple[CachedRoute, RouteEvent | None]:
         """A route the name server answered: hold it, record it; the event when it changed.
 
-        ``RouteTooLargeError`` (nothing changed) when its queue counts are over the bounds.
+        An empty route (no queue data, no broker address) never replaces a held one: that one
+        is kept, stale. ``RouteTooLargeError`` (nothing changed) when its queue counts are over
+        the bounds.
         """
+        held = self.cache.peek(topic)
+        if held is not None and is_empty(route):
+            return held, self.keep_stale(topic, cause, now)
         update = self.cache.put(topic, route, version, now)
         self.negative.clear(topic)
         self.absent.discard(topic)
@@ -75,6 +92,18 @@ class HeldRoutes:
             return update.entry, None
         return update.entry, self.event(topic, True, version, update.entry, cause, now)
 
+    def keep_stale(self, topic: str, cause: str, now: int) -> RouteEvent | None:
+        """News that would leave held ``topic`` with no broker: keep its route, marked stale.
+
+        The event when the route was not stale already (nothing is recorded: no route was
+        learned). Nothing happens to a topic held without a route.
+        """
+        if not self.cache.mark_stale(topic):
+            return None
+        entry = self.cache.peek(topic)
+        assert entry is not None
+        return self.event(topic, True, entry.version, entry, cause, now)
+
     def learn_absent(
         self,
         topic: str,
@@ -83,14 +112,23 @@ class HeldRoutes:
         notified_at_ms: int | None,
         requested_at_ms: int,
         now: int,
+        *,
+        deleted: bool = False,
+        remember: bool = True,
     ) -> RouteEvent | None:
-        """The topic does not exist (TOPIC_NOT_EXIST or DELETED): remember it, record it.
+        """The topic has no route: drop it when ``deleted`` (DELETED, an ack's ``deleted``,
+        ``topicDeleted=true``); otherwise a held route is kept, stale (``keep_stale``). A
+        topic left without a route is remembered absent for the negative TTL unless
+        ``remember`` is False (the answer came from a name server warming up).
 
-        The event when the topic is held and was not known absent already.
+        The event when the topic is held and its state changed.
         """
         if not self.cache.is_held(topic):
             return None
-        self.negative.put(topic, now)
+        if not deleted and self.cache.peek(topic) is not None:
+            return self.keep_stale(topic, cause, now)
+        if remember:
+            self.negative.put(topic, now)
         self.cache.drop(topic)
         newly_absent = topic not in self.absent
         self.absent.add(topic)
@@ -110,7 +148,8 @@ class HeldRoutes:
         answer, so the confirming refetch is what telemetry sees.
         """
         previous = self.cache.peek(topic)
-        update = self.cache.put(topic, route, version, now)
+        stale = previous is not None and previous.stale
+        update = self.cache.put(topic, route, version, now, stale=stale)
         if previous is not None:
             update.entry.fetched_at_ms = previous.fetched_at_ms
         if not update.changed:

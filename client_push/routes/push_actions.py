@@ -81,6 +81,15 @@ class MoveTo:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerUp:
+    """The current name server has been up ``uptime_ms`` and says whether it is still
+    ``warming_up`` (its SubscribeAck): a client with other servers may prefer one up longer."""
+
+    uptime_ms: int
+    warming_up: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Announce:
     """Tell the listeners of ``event``."""
 
@@ -102,6 +111,7 @@ Action: TypeAlias = (
     | SendUnsubscribe
     | SetPushHealthy
     | MoveTo
+    | ServerUp
     | Announce
     | WakeAt
 )

@@ -11,6 +11,12 @@ order (``push_actions``).
 
 The held routes themselves (``HeldRoutes``) are changed here directly where the contract
 changes them (a DELETED notification, a departure), so the rest of one frame already sees it.
+
+Absence is news only when it is a deletion: ``DELETED``, an ack's ``deleted`` and
+``topicDeleted=true`` drop a held route; ``UNROUTED``, an ack's ``exists = false``, a departure
+of the last broker keep it, stale (``HeldRoutes.keep_stale``). A server's SubscribeAck says
+whether it is warming up (its absences are then "not heard of yet") and how long it has been
+up (``ServerUp``: the glue may move to a server up longer).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from client_push.routes.events import (
     NOTIFY,
     POLL,
     RECONNECT,
+    RETRY,
     SUBSCRIBE,
     VERSION_CHECK,
     BrokerEvent,
@@ -45,11 +52,13 @@ from client_push.routes.push_actions import (
     Refetch,
     SendSubscribe,
     SendUnsubscribe,
+    ServerUp,
     SetPushHealthy,
     WakeAt,
 )
 from client_push.routes.push_tracker import PushTracker, Verdict, needs_refetch
 from client_push.routes.refetch_spread import SpreadQueue
+from client_push.routes.untrusted_retries import UntrustedRetries
 from client_push.wire.paced_log import PacedLog
 from protocol.bodies import decode_route
 from protocol.codes import ResponseCode
@@ -100,6 +109,11 @@ class PushSession:
         self._unsupported = False
         self._healthy = False
         self._connected_before = False
+        self._warm_until_ms: int | None = None
+        """While the current server's start-up window lasts (its SubscribeAck said so)."""
+        self._retries = UntrustedRetries(
+            config.untrusted_retry_initial_ms, config.untrusted_retry_max_ms, rng
+        )
         self.paced = PacedLog(log, clock)
         """Warnings a server can provoke at will (malformed frames, failing fetches), paced."""
 
@@ -118,6 +132,32 @@ class PushSession:
     @property
     def subscription_count(self) -> int:
         return len(self._subscribed)
+
+    @property
+    def server_warming(self) -> bool:
+        """Whether the current name server is in its start-up window: its absences and errors
+        say nothing about a topic."""
+        until = self._warm_until_ms
+        return until is not None and self._now_ms() < until
+
+    @property
+    def retries_pending(self) -> int:
+        """Held topics whose last answer could not be trusted, to be asked again."""
+        return len(self._retries)
+
+    def untrusted(self, topic: str) -> list[Action]:
+        """A route answer for ``topic`` that cannot be trusted: ask again after a backoff."""
+        if not self._cache.is_held(topic):
+            return []
+        delay = self._retries.next_delay_ms(topic)
+        self.counters["untrusted_answers"] += 1
+        out: list[Action] = []
+        self._spread_refetch([(topic, None)], RETRY, delay, 0, out)
+        return out
+
+    def trusted(self, topic: str) -> None:
+        """A route answer for ``topic`` that can be trusted: any backoff of it ends."""
+        self._retries.trusted(topic)
 
     @property
     def poll_interval_ms(self) -> int:
@@ -147,6 +187,7 @@ class PushSession:
         self._subscribed.clear()
         self._to_subscribe.clear()
         self._unsupported = False
+        self._warm_until_ms = None
         out: list[Action] = []
         self._set_healthy(False, out)
         cause = RECONNECT if self._connected_before else SUBSCRIBE
@@ -208,21 +249,38 @@ class PushSession:
         if gone:  # expired while the request was in flight
             out.append(SendUnsubscribe(tuple(gone)))
         self._set_healthy(True, out)
+        now = self._now_ms()
+        self._warm_until_ms = now + max(0, ack.warm_in_ms) if ack.warming_up else None
+        if ack.warming_up or ack.uptime_ms > 0:
+            # First: a move to a server up longer sends the refetches below there.
+            out.append(ServerUp(max(0, ack.uptime_ms), ack.warming_up))
         if self._tracker.on_ack(ack.epoch):
             # Held versions come from another name-server process: not comparable.
             self._refetch_all(RECONNECT if cause == RECONNECT else EPOCH, None, out)
             return out
         for tv in ack.topics:
-            if not self._cache.is_held(tv.topic):
+            topic = tv.topic
+            if not self._cache.is_held(topic):
                 continue
-            if cause == VERSION_CHECK and tv.topic in self._spread:
+            if tv.deleted:
+                self._deleted(topic, tv.version, cause, None, now, out)
+                continue
+            if cause == VERSION_CHECK and topic in self._spread:
                 continue  # a spread refetch is already on its way
-            entry = self._cache.peek(tv.topic)
+            entry = self._cache.peek(topic)
             if tv.exists:
                 if needs_refetch(entry.version if entry else None, tv.version):
-                    out.append(Refetch(tv.topic, cause, tv.version))
+                    out.append(Refetch(topic, cause, tv.version))
             elif entry is not None:
-                out.append(Refetch(tv.topic, cause))
+                # No broker serves it now, or a warming server has not heard of it yet.
+                event = self._routes.keep_stale(topic, cause, now)
+                if event is not None:
+                    self.counters["routes_kept_stale"] += 1
+                    out.append(Announce(event))
+                if ack.warming_up:
+                    out.extend(self.untrusted(topic))
+                else:
+                    out.append(Refetch(topic, cause))
         return out
 
     def subscribe_refused(
@@ -302,10 +360,14 @@ class PushSession:
                 self.counters["notify_not_held"] += 1
                 continue
             if change.kind == ChangeKind.DELETED:
-                event = self._routes.learn_absent(topic, change.version, NOTIFY, emitted, now, now)
+                self._deleted(topic, change.version, NOTIFY, emitted, now, out)
+                continue
+            if change.kind == ChangeKind.UNROUTED:
+                # Its brokers left: they may come back, and may still serve it meanwhile.
+                event = self._routes.keep_stale(topic, NOTIFY, now)
                 if event is not None:
+                    self.counters["routes_kept_stale"] += 1
                     out.append(Announce(event))
-                # A fetch in flight may be answered from before the delete.
                 out.append(FollowUp(topic, NOTIFY, change.version, emitted))
                 continue
             if change.kind == ChangeKind.CREATED:
@@ -406,6 +468,7 @@ class PushSession:
             self._to_subscribe.discard(topic)
             self._local.pop(topic, None)
             self._spread.discard(topic)
+            self._retries.discard(topic)
         subscribed = [t for t in gone if t in self._subscribed]
         self._subscribed.difference_update(subscribed)
         return [SendUnsubscribe(tuple(sorted(subscribed)))] if subscribed else []
@@ -448,8 +511,10 @@ class PushSession:
                 self.counters["departure_inexact"] += 1
             if not exact or self.config.confirm_exact_departures:
                 confirm.append((topic, step[1] if step is not None else None))
-            if after is None:
-                event = self._routes.learn_absent(topic, version, BROKER_GONE, emitted, now, now)
+            if after is None:  # its last broker left: kept, stale, never emptied
+                event = self._routes.keep_stale(topic, BROKER_GONE, now)
+                if event is not None:
+                    self.counters["routes_kept_stale"] += 1
             else:
                 event = self._routes.adopt(topic, after, version, now)
             if event is not None:
@@ -490,6 +555,27 @@ class PushSession:
         )
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _deleted(
+        self,
+        topic: str,
+        version: int,
+        cause: str,
+        emitted: int | None,
+        now: int,
+        out: list[Action],
+    ) -> None:
+        """The server saw ``topic`` deleted: drop it (lookups then fail as for an unknown one)."""
+        self._retries.discard(topic)
+        self._spread.discard(topic)
+        had_route = self._cache.peek(topic) is not None
+        event = self._routes.learn_absent(topic, version, cause, emitted, now, now, deleted=True)
+        if had_route:
+            self.counters["routes_dropped_deleted"] += 1
+        if event is not None:
+            out.append(Announce(event))
+        # A fetch in flight may be answered from before the delete.
+        out.append(FollowUp(topic, cause, version, emitted))
 
     def _install_inline(
         self, topic: str, version: int, body: bytes, emitted: int | None, out: list[Action]

@@ -6,7 +6,7 @@ looked up for the idle expiry (#3870 3.2); a held topic may have a route or be k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from protocol.codes import Perm
 from protocol.route_model import TopicRouteData
@@ -120,6 +120,15 @@ class CachedRoute:
     last_access_ms: int
     publish_info: PublishInfo
     read_queues: tuple[MessageQueue, ...]
+    stale: bool = False
+    """Kept though the name server's last word left the topic with no broker (or could not be
+    trusted): its brokers may be gone, and the fault strategy finds out which still answer.
+    A route answered afresh is not stale."""
+
+
+def is_empty(route: TopicRouteData) -> bool:
+    """A route with no broker to send to or read from: no queue data, or no broker address."""
+    return not route.queue_datas or not any(b.broker_addrs for b in route.broker_datas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +138,15 @@ class RouteUpdate:
 
     @property
     def changed(self) -> bool:
-        """True when the route or its version differs from what was held before."""
+        """True when the route, its version or its staleness differs from what was held."""
         prev = self.previous
-        return prev is None or prev.version != self.entry.version or prev.route != self.entry.route
+        entry = self.entry
+        return (
+            prev is None
+            or prev.version != entry.version
+            or prev.stale != entry.stale
+            or prev.route != entry.route
+        )
 
 
 class RouteCache:
@@ -165,7 +180,9 @@ class RouteCache:
             entry.last_access_ms = now_ms
         return new
 
-    def put(self, topic: str, route: TopicRouteData, version: int, now_ms: int) -> RouteUpdate:
+    def put(
+        self, topic: str, route: TopicRouteData, version: int, now_ms: int, *, stale: bool = False
+    ) -> RouteUpdate:
         """Store a fetched route; a refetch does not count as an access.
 
         :class:`RouteTooLargeError` (nothing stored) when its queue counts are over the bounds.
@@ -180,10 +197,23 @@ class RouteCache:
             last_access_ms=last_access,
             publish_info=publish_info(topic, route),
             read_queues=read_queues(topic, route),
+            stale=stale,
         )
         previous = self._routes.get(topic)
         self._routes[topic] = entry
         return RouteUpdate(entry, previous)
+
+    def mark_stale(self, topic: str) -> bool:
+        """Keep the held route of ``topic``, marked stale; True when it was not stale before."""
+        entry = self._routes.get(topic)
+        if entry is None or entry.stale:
+            return False
+        # A new entry: routes handed out earlier (in events) keep what they said.
+        self._routes[topic] = replace(entry, stale=True)
+        return True
+
+    def stale_count(self) -> int:
+        return sum(1 for entry in self._routes.values() if entry.stale)
 
     def drop(self, topic: str) -> CachedRoute | None:
         """The topic is absent: forget its route but keep holding it (to learn its creation)."""

@@ -65,7 +65,9 @@ class NameServerLink:
         self._owner = owner
         self._bounds = client_bounds(config)
         self._paced = PacedLog(log, lambda: runtime.clock.time())
-        self.selector = NameServerSelector(config.namesrv_addrs, rng)
+        self.selector = NameServerSelector(
+            config.namesrv_addrs, rng, move_interval_ms=config.warm_move_interval_ms
+        )
         self._signer = request_signer(config)
         self._state: LinkState[RemotingConnection] = LinkState(
             self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
@@ -207,6 +209,24 @@ class NameServerLink:
                 self._waiters.remove(waiter)
 
     # -- GoAway and switching --------------------------------------------------------------
+
+    def server_up(self, conn: RemotingConnection, uptime_ms: int, warming_up: bool) -> bool:
+        """The server behind ``conn`` said how long it has been up and whether it is warming
+        up; True when the client moves to a server up longer (``NameServerSelector``)."""
+        if conn is not self._state.current:
+            return False
+        now_ms = int(self._runtime.clock.time() * 1000)
+        target = self.selector.server_up(conn.label, uptime_ms, warming_up, now_ms)
+        if target is None:
+            return False
+        log.info(
+            "name server %s is warming up (up %d ms); moving to %s, up longer",
+            conn.label,
+            uptime_ms,
+            target,
+        )
+        self._move(going_away=False)
+        return True
 
     def go_away(
         self, conn: RemotingConnection, alternatives: Sequence[str], *, still_serving: bool = True

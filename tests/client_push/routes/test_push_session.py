@@ -347,7 +347,16 @@ def test_a_subscribe_ack_with_newer_versions_refetches_those_topics():
         "e1",
     )
     actions = rig.session.subscribe_acked(["A", "B", "C"], SUBSCRIBE, ack)
-    assert actions == [SetPushHealthy(True), Refetch("A", SUBSCRIBE, 4), Refetch("C", SUBSCRIBE)]
+    # C exists no more there: its route is kept, stale, and asked for again.
+    kept = rig.cache.peek("C")
+    assert kept is not None and kept.stale and kept.version == 1
+    stale_c = RouteEvent("C", True, 1, kept, SUBSCRIBE, rig.now_ms, NS, stale=True)
+    assert actions == [
+        SetPushHealthy(True),
+        Refetch("A", SUBSCRIBE, 4),
+        Announce(stale_c),
+        Refetch("C", SUBSCRIBE),
+    ]
     assert rig.session.push_healthy and rig.session.subscription_count == 3
     assert rig.session.poll_interval_ms == rig.config.poll_interval_with_push_ms
 
