@@ -35,16 +35,17 @@ Decisions out
       a ``FirstAnswerWait`` when the selection should wait for a first probe answer (at most
       ``first_probe_wait_ms``), else None.
   ``select(info, route, last_broker_name, now_ms)``
-      the ``MessageQueue`` to send to, or ``AwaitMaster`` when no group of the route can take
-      a send now only because some group has no master (a failover in progress): the caller
-      waits for the next route of the topic, within the send's timeout, and asks again. Raises
-      ``NoWritableQueueError`` when the route has no writable queue for any other reason.
+      the ``MessageQueue`` to send to, or ``AwaitRoute`` when the held route has no queue a
+      send may go to now (a group without master, a group turned read-only, a departure
+      applied before the new master is announced): the caller waits for the next route of the
+      topic, within the send's timeout, and asks again. A route change ends each of these.
 
-The failover rule: publish info holds the queues of groups with a master only, so a send goes
-at once to any group that has one; it waits only when no group can take it and at least one
-group is master-less (its slave still listed, no brokerId 0, as while the controller promotes
-it). A departed master's group is avoided until a route shows it back or shows a master at a
-new address: the promoted slave is used as soon as the name server announces it.
+The failover rule: publish info holds the queues of groups with a master and write permission
+only, so a send goes at once to any group that has one; it waits only when no group can take
+it (``AwaitRoute.reason``: ``no_master`` when some group lists brokers but no master, as while
+the controller promotes a slave; else ``no_writable_queue``). A departed master's group is
+avoided until a route shows it back or shows a master at a new address: the promoted slave is
+used as soon as the name server announces it.
 """
 
 from __future__ import annotations
@@ -80,19 +81,32 @@ class FirstAnswerWait:
     pending: set[str]
 
 
+NO_MASTER = "no_master"
+NO_WRITABLE_QUEUE = "no_writable_queue"
+
+
 @dataclass(frozen=True, slots=True)
-class AwaitMaster:
-    """No group can take a send now: ``groups`` have no master. Wait for the next route."""
+class AwaitRoute:
+    """No group can take a send now: wait for the next route of ``topic``. ``groups``: the
+    groups without master (``reason`` ``no_master``); none when every group listed is
+    read-only or the departures left no writable queue (``no_writable_queue``)."""
 
     topic: str
     groups: tuple[str, ...]
+    reason: str = NO_MASTER
+
+    def error(self, waited_ms: int) -> NoWritableQueueError:
+        """What the send raises when no route that can take it came in ``waited_ms``."""
+        if self.groups:
+            return NoMasterError(self, waited_ms)
+        return NoWritableQueueError(f"topic {self.topic} has no writable queue")
 
 
 class NoMasterError(NoWritableQueueError):
     """No group of the topic could take the send: some had no master, and no route with one
     came within the time the send had."""
 
-    def __init__(self, wait: AwaitMaster, waited_ms: int) -> None:
+    def __init__(self, wait: AwaitRoute, waited_ms: int) -> None:
         self.topic = wait.topic
         self.groups = wait.groups
         self.waited_ms = waited_ms
@@ -255,12 +269,13 @@ class RoutingCore:
         route: TopicRouteData | None,
         last_broker_name: str | None,
         now_ms: int,
-    ) -> MessageQueue | AwaitMaster:
+    ) -> MessageQueue | AwaitRoute:
         if not info.message_queues and route is not None:
             groups = masterless_groups(route)
             if groups:
                 self.counters["awaiting_master"] += 1
-                return AwaitMaster(info.topic, groups)
+                return AwaitRoute(info.topic, groups, NO_MASTER)
+            return AwaitRoute(info.topic, (), NO_WRITABLE_QUEUE)
         queue = self.selector.select(info, last_broker_name, now_ms)
         self.counters["selected"] += 1
         if last_broker_name is not None and queue.broker_name == last_broker_name:

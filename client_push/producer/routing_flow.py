@@ -19,9 +19,8 @@ from client_push.producer.auto_create import AutoCreateTopic, BorrowedRoutes
 from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.producer.queue_select import QueueSelector
 from client_push.producer.routing_core import (
-    AwaitMaster,
+    AwaitRoute,
     FirstAnswerWait,
-    NoMasterError,
     Probe,
     RoutingCore,
     held_brokers,
@@ -92,15 +91,18 @@ class RoutingFlow:
     ) -> MessageQueue:
         """A queue to send to; ``last_broker_name``: the broker whose send just failed.
 
-        When no group of the route can take a send only because some group has no master (a
-        failover in progress), waits up to ``wait_ms`` for a route of the topic that shows
-        one, taking each route as it is announced. Raises what the route client's
-        ``get_route`` raises (TopicNotExistError, ...), ``NoMasterError`` when no master came
-        in time, and ``NoWritableQueueError`` when the route has no writable queue for another
-        reason.
+        When the held route has no queue a send may go to (a group without master, a group
+        turned read-only, a departure applied before the new master is announced), waits up
+        to ``wait_ms`` for a route of the topic that has one, taking each route as it is
+        announced; ``route_waits.<reason>`` counts such waits, ``route_wait_ms.<reason>`` their
+        time, ``route_wait_timeouts.<reason>`` those that ran out. Raises what the route
+        client's ``get_route`` raises (TopicNotExistError at once for a topic known absent,
+        ...), ``NoMasterError`` when no master came in time, and ``NoWritableQueueError`` when
+        no writable queue did.
         """
         core, glue = self.core, self._glue
         started = now = glue.now_ms()
+        waiting: AwaitRoute | None = None
         while True:
             try:
                 entry = await self._client.get_route(topic)
@@ -123,15 +125,26 @@ class RoutingFlow:
                     now = glue.now_ms()
             choice = core.select(info, route, last_broker_name, now)
             if type(choice) is MessageQueue:
+                if waiting is not None:
+                    self._waited(waiting, now - started)
                 return choice
-            assert isinstance(choice, AwaitMaster)
+            assert isinstance(choice, AwaitRoute)
+            if waiting is None:
+                self.counters[f"route_waits.{choice.reason}"] += 1
+            waiting = choice
             now = glue.now_ms()
             waited = now - started
             if waited >= wait_ms:
-                self.counters["no_master_in_time"] += 1
-                raise NoMasterError(choice, wait_ms)
+                self._waited(choice, waited)
+                self.counters[f"route_wait_timeouts.{choice.reason}"] += 1
+                if choice.groups:
+                    self.counters["no_master_in_time"] += 1
+                raise choice.error(wait_ms)
             await glue.wait_for_route(topic, wait_ms - waited)
             now = glue.now_ms()
+
+    def _waited(self, wait: AwaitRoute, waited_ms: int) -> None:
+        self.counters[f"route_wait_ms.{wait.reason}"] += max(0, waited_ms)
 
     async def _borrowed_route(
         self, topic: str, borrowed: BorrowedRoutes

@@ -6,7 +6,12 @@ import random
 
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
-from client_push.producer.routing_core import AwaitMaster, RoutingCore, masterless_groups
+from client_push.producer.routing_core import (
+    NO_WRITABLE_QUEUE,
+    AwaitRoute,
+    RoutingCore,
+    masterless_groups,
+)
 from client_push.producer.send_attempts import SendAttempts
 from client_push.routes.route_cache import MessageQueue, publish_info
 from protocol.codes import Perm
@@ -35,21 +40,20 @@ def select(core: RoutingCore, r: TopicRouteData, now: int, last: str | None = No
 def test_a_group_without_master_is_waited_for_only_when_no_group_can_take_the_send():
     core = RoutingCore(FaultStrategyConfig(detector_enabled=False), random.Random(1))
     assert masterless_groups(route(A_SLAVE_ONLY, B)) == ("broker-a",)
-    assert select(core, route(A_SLAVE_ONLY), 0) == AwaitMaster("T", ("broker-a",))
+    assert select(core, route(A_SLAVE_ONLY), 0) == AwaitRoute("T", ("broker-a",))
     chosen = {select(core, route(A_SLAVE_ONLY, B), 0).broker_name for _ in range(6)}  # type: ignore[union-attr]
     assert chosen == {"broker-b"}
     assert isinstance(select(core, route(A_PROMOTED), 0), MessageQueue)
 
 
-def test_a_read_only_route_with_its_master_is_no_reason_to_wait():
+def test_a_read_only_route_is_waited_for_and_fails_as_before_when_the_wait_runs_out():
     core = RoutingCore(FaultStrategyConfig(detector_enabled=False), random.Random(1))
     read_only = TopicRouteData([QueueData("broker-b", 2, 2, int(Perm.READ))], [B])
-    try:
-        select(core, read_only, 0)
-    except Exception as exc:
-        assert "no writable queue" in str(exc)
-    else:
-        raise AssertionError("a route without writable queue must fail at once")
+    wait = select(core, read_only, 0)
+    assert wait == AwaitRoute("T", (), NO_WRITABLE_QUEUE)
+    assert isinstance(wait, AwaitRoute)
+    assert str(wait.error(3_000)) == "topic T has no writable queue"
+    assert "no master" in str(select(core, route(A_SLAVE_ONLY), 0).error(3_000))  # type: ignore[union-attr]
 
 
 def test_a_new_master_announced_with_the_departure_is_used_at_once_and_starts_clean():
