@@ -1,5 +1,12 @@
 """A small name server that speaks the frames over loopback, and helpers that drive a
-RouteClient against it."""
+RouteClient against it.
+
+It follows the contract of docs/protocol-extension.md "Restarts and absence": while
+``warming`` (a server that just started) a lookup of a topic it has no route for and did not
+see deleted is answered SYSTEM_ERROR with ``warmingUp=true``, and its SubscribeAck says so;
+a topic deleted here (``delete``) is answered TOPIC_NOT_EXIST with ``topicDeleted=true`` and
+acknowledged ``deleted``; one whose brokers left (``unroute``) is just absent.
+"""
 
 from __future__ import annotations
 
@@ -66,9 +73,18 @@ class FakeConn(protocol.Protocol):
 class FakeNamesrv(protocol.Factory):
     """Answers GET_ROUTEINFO_BY_TOPIC, SUBSCRIBE and UNSUBSCRIBE like ours; records requests."""
 
-    def __init__(self, epoch: str = "e1", push: bool = True) -> None:
+    def __init__(
+        self, epoch: str = "e1", push: bool = True, *, warming: bool = False, uptime_ms: int = 0
+    ) -> None:
         self.epoch = epoch
         self.push = push
+        self.warming = warming
+        """In the start-up window: "not heard of" is not absence."""
+        self.warm_in_ms = 45_000
+        self.uptime_ms = uptime_ms
+        """What its SubscribeAck says (0: says nothing, as a server of another version)."""
+        self.deleted: set[str] = set()
+        """Topics deleted here since it started (``topicDeleted``, an ack's ``deleted``)."""
         self.routes: dict[str, tuple[TopicRouteData, int]] = {}
         self.versions: Counter[str] = Counter()
         self.requests: list[RemotingCommand] = []
@@ -102,9 +118,18 @@ class FakeNamesrv(protocol.Factory):
     def set_route(self, topic: str, route: TopicRouteData) -> int:
         self.versions[topic] += 1
         self.routes[topic] = (route, self.versions[topic])
+        self.deleted.discard(topic)
         return self.versions[topic]
 
     def delete(self, topic: str) -> int:
+        """An operator's delete: clients are told it is gone."""
+        self.versions[topic] += 1
+        self.routes.pop(topic, None)
+        self.deleted.add(topic)
+        return self.versions[topic]
+
+    def unroute(self, topic: str) -> int:
+        """Its brokers left (or never registered here): no route, and no deletion either."""
         self.versions[topic] += 1
         self.routes.pop(topic, None)
         return self.versions[topic]
@@ -139,15 +164,25 @@ class FakeNamesrv(protocol.Factory):
                 return None
             topics = list(decode_subscribe(cmd.body).topics)
             conn.topics.update(topics)
-            acks = [(t, self.versions[t], t in self.routes) for t in topics]
-            return cmd.make_response(
-                ResponseCode.SUCCESS, body=encode_subscribe_ack(acks, self.epoch)
+            acks = [(t, self.versions[t], t in self.routes, t in self.deleted) for t in topics]
+            body = encode_subscribe_ack(
+                acks,
+                self.epoch,
+                warming_up=self.warming,
+                warm_in_ms=self.warm_in_ms if self.warming else 0,
+                uptime_ms=self.uptime_ms,
             )
+            return cmd.make_response(ResponseCode.SUCCESS, body=body)
         return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "unknown")
 
     def route_answer(self, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields["topic"]
         ext = {"routeVersion": str(self.versions[topic])}
+        if topic in self.deleted:
+            ext["topicDeleted"] = "true"
+        elif topic not in self.routes and self.warming:
+            remark = f"name server not ready: warming up, {self.warm_in_ms} ms left"
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark, {"warmingUp": "true"})
         if topic not in self.routes:
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"no route of {topic}", ext)
         route, _version = self.routes[topic]

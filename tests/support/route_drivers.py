@@ -251,11 +251,20 @@ class World:
         self.servers: list[FakeNamesrv] = []
         self.drivers: list[RouteDriver] = []
 
-    def server(self, *, push: bool = True, epoch: str = "e1", port: int = 0) -> FakeNamesrv:
-        ns = FakeNamesrv(epoch=epoch, push=push)
+    def server(
+        self, *, push: bool = True, epoch: str = "e1", port: int = 0, **kw: Any
+    ) -> FakeNamesrv:
+        """A fake name server listening (``kw``: ``warming``, ``uptime_ms``)."""
+        ns = FakeNamesrv(epoch=epoch, push=push, **kw)
         ns.listen(port)
         self.servers.append(ns)
         return ns
+
+    async def restart(self, ns: FakeNamesrv, epoch: str, **kw: Any) -> FakeNamesrv:
+        """``ns`` killed and started again on its port: a new epoch that knows no route
+        (``kw``: ``warming``, ``uptime_ms``), its connections cut."""
+        await ns.close()
+        return self.server(epoch=epoch, port=ns.port, **kw)
 
     async def client(self, *servers: FakeNamesrv, **overrides: Any) -> RouteDriver:
         driver = self._make([ns.addr for ns in servers], **overrides)
