@@ -552,3 +552,32 @@ def test_an_inline_route_of_a_created_topic_ends_its_absence():
     actions = rig.notify([("N", 2, int(ChangeKind.CREATED), body)])
     assert actions[0] == InstallRoute("N", TWO, 2, 5_000)
     assert not rig.negative.is_absent("N", rig.now_ms)
+
+
+# -- untrusted answers: retried with backoff, bounded ------------------------------------------
+
+
+def test_a_server_that_never_answers_trustworthily_is_asked_at_a_bounded_rate():
+    """A hostile (or forever warming) server: each held topic is asked again at most once per
+    backoff, the pause grows to ``untrusted_retry_max_ms``, and the retry table never holds
+    more than the held topics; released topics leave nothing behind."""
+    topics = {f"T{i}": 1 for i in range(200)}
+    rig = Rig(topics)
+    rig.subscribed()
+    asked = 0
+    for _ in range(3_600):  # an hour, one second at a time
+        rig.now += 1.0
+        due = rig.session.spread_due()
+        retries = [a for a in due if isinstance(a, Refetch)]
+        asked += len(retries)
+        for action in retries:
+            rig.session.untrusted(action.topic)  # its answer: SYSTEM_ERROR again
+        if rig.now == 101.0:
+            for topic in topics:
+                rig.session.untrusted(topic)
+        assert rig.session.retries_pending <= len(topics)
+    # 1 s doubling to 30 s (each pause at least half of it): under 3600/15 + 5 per topic.
+    assert asked <= len(topics) * (3_600 // 15 + 5)
+    assert asked >= len(topics) * (3_600 // 30 - 1)
+    rig.session.release(list(topics))
+    assert rig.session.retries_pending == 0 and not rig.session.spread_due()

@@ -96,3 +96,24 @@ def test_backoff_reset_starts_from_the_initial_delay():
 def test_backoff_never_exceeds_its_maximum(initial, seed):
     backoff = Backoff(initial, initial * 50, random.Random(seed))
     assert all(0 < backoff.next_delay_ms() <= initial * 50 for _ in range(80))
+
+
+def test_a_warming_server_is_left_for_one_up_longer_and_never_for_one_that_failed():
+    sel = NameServerSelector(["a:1", "b:1"], random.Random(1), move_interval_ms=10_000)
+    sel._current = "a:1"
+    assert sel.server_up("a:1", 500, True, 1_000) == "b:1"  # b never heard from
+    assert sel.current == "b:1"
+    assert sel.server_up("b:1", 900_000, False, 1_100) is None  # up long: stay
+    assert sel.on_failure("b:1") == "a:1"
+    assert sel.server_up("a:1", 3_000, True, 20_000) is None  # b failed since: stay
+
+
+def test_two_servers_claiming_short_uptimes_move_the_client_once_per_interval_at_most():
+    """Hostile servers, each always warming and always claiming to be younger than the other:
+    moves stay one per ``move_interval_ms``."""
+    sel = NameServerSelector(["a:1", "b:1"], random.Random(1), move_interval_ms=10_000)
+    moves = 0
+    for now in range(0, 600_000, 100):  # an ack every 100 ms for ten minutes
+        if sel.server_up(sel.current, 1, True, now) is not None:
+            moves += 1
+    assert moves <= 600_000 // 10_000 + 1
