@@ -22,12 +22,15 @@ import time
 import pytest
 from support import apache_rocketmq as apache
 from support import java_agent
+from support.hostile_namesrv import HostileNamesrv
 from support.java_namesrv import java_namesrv
 from support.paths import REPO_ROOT
 
 from namesrv.admin.wire import AdminClient, Target
 from protocol import bodies
 from protocol.codes import RequestCode
+from protocol.push_codec import encode_notification
+from protocol.push_events import ChangeKind
 
 pytestmark = pytest.mark.interop
 if not apache.AVAILABLE or not java_agent.LEGACY_LIB:
@@ -243,5 +246,74 @@ def test_the_agent_subscribes_again_after_the_name_server_restarts(world):
         log = probe.stderr()
         assert f"name-server connection to 127.0.0.1:{port} lost, subscribing again" in log, log
         wait_for(lambda: "refetching held topics" in probe.stderr(), 30, "the new epoch seen")
+        time.sleep(2)  # the resync's refreshes (spread over 1 s) have run
+        # The client kept its route throughout: the agent never empties one.
+        assert not probe.seen(lambda ln: ln.kind == "route" and ln.value == ""), probe.lines
     finally:
         probe.stop()
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_a_hostile_name_server_costs_the_application_only_the_agents_bounds(world):
+    """A name server that floods the agent: frames naming 20,000 topics the application never
+    used (fresh names each frame), DELETED and UNROUTED for the topic it sends to, GO_AWAY
+    reasons holding forged log lines, frames of 8 MiB. The application keeps sending on the
+    route it holds, nothing made up is looked up, and the log gets a few escaped lines."""
+    # A restart in an earlier test: the broker registers again within its 30 s period.
+    wait_for(lambda: route_brokers(world["port"]) == {"broker-a"}, 60, "the topic's route")
+    with AdminClient(Target("127.0.0.1", world["port"], timeout_s=5)) as client:
+        honest = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+    assert honest.code == 0
+    ns = HostileNamesrv(TOPIC, honest.body)
+    probe = java_agent.start_probe(
+        "hostile", world["work"], apache.LIB, world["classes5"], "producer", ns.addr, TOPIC,
+        "agent_hostile",
+    )  # fmt: skip
+    try:
+        started("hostile", probe)
+        wait_for(lambda: ns.subscribers, ROUND_S, "the agent's subscription")
+        rss_before = rss_kib(probe.proc.pid)
+        code = int(RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED)
+        sequence = 0
+        for frame in range(50):
+            sequence += 1
+            ghosts = [(f"ghost-{frame}-{i}", 5, 0) for i in range(20_000)]
+            ns.push(code, encode_notification(ghosts, sequence, 1_000, ns.epoch))
+        for kind in (ChangeKind.DELETED, ChangeKind.UNROUTED):
+            sequence += 1
+            ns.push(code, encode_notification([(TOPIC, 10 + sequence, kind)], sequence, 1_000, ns.epoch))
+        for _ in range(2_000):
+            ns.go_away("\nSEVERE: FORGED")
+        big = os.urandom(8 << 20)
+        for _ in range(16):
+            ns.push(code, big)
+        attacked_at = time.time() * 1000
+        # The application goes on sending on the route it holds.
+        after = wait_for(
+            lambda: len([ln for ln in sent_lines(probe) if ln.at_ms > attacked_at + 3_000]) >= 5,
+            ROUND_S,
+            "sends after the attack",
+        )
+        assert after
+        rss_after = rss_kib(probe.proc.pid)
+        log = probe.stderr()
+        print(
+            f"hostile name server: RSS {rss_before // 1024} -> {rss_after // 1024} MiB; "
+            f"{log.count('[routepush]')} agent lines; lookups {dict(ns.lookups)}"
+        )
+        assert not [ln for ln in probe.lines if ln.kind == "fail"], probe.lines[-20:]
+        assert [ln.value for ln in probe.lines if ln.kind == "route"][-1] == "broker-a"
+        assert not [t for t in ns.lookups if t.startswith("ghost-")], ns.lookups
+        assert not [line for line in log.splitlines() if line.startswith("SEVERE: FORGED")], log
+        assert "\\nSEVERE: FORGED" in log, log
+        assert log.count("[routepush]") <= 20, log
+    finally:
+        probe.stop()
+        ns.close()

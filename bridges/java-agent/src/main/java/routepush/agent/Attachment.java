@@ -9,16 +9,23 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The agent's presence in one client instance: its control thread (ticks and frames, in order,
- * bounded), its refresh thread, and the {@link Bridge} between them. Two daemon threads per
- * instance, both the agent's own.
+ * The agent's presence in one client instance: its control thread (ticks and frames, in order),
+ * its refresh thread, the {@link Bridge} between them, and the {@link FrameInbox} that carries
+ * frames from the client's Netty thread to the control thread, bounded in bytes. Two daemon
+ * threads per instance, both the agent's own.
  */
 final class Attachment {
+    /** Tasks waiting for the control thread: ticks and drain requests, never frames. */
+    static final int CONTROL_QUEUE = 16;
     final ClientAccess access;
     final Bridge bridge;
     final RefreshQueue queue;
+    final FrameInbox inbox;
+    /** Ticks and drains the control thread could not take (it was behind): the next tick does
+     * their work. */
     final AtomicLong dropped = new AtomicLong();
     private final ThreadPoolExecutor control;
+    private final Runnable drain;
     private final RefreshWorker worker;
     private final String id;
 
@@ -27,16 +34,23 @@ final class Attachment {
         this.id = access.clientId();
         this.queue = new RefreshQueue(1 << 20);
         this.bridge = new Bridge(access, options, queue, RefreshWorker.SYSTEM, new Random());
+        this.inbox = new FrameInbox(options.maxPendingNotifications, options.maxPendingBytes, options.maxFrameBytes);
         RejectedExecutionHandler drop = new RejectedExecutionHandler() {
             @Override
             public void rejectedExecution(Runnable r, ThreadPoolExecutor executor) {
-                // A frame dropped here shows as a sequence gap in the next one, which refetches
-                // every held topic; a tick dropped is done by the next.
+                // The next tick drains the inbox and ticks: nothing is lost but time.
                 dropped.incrementAndGet();
             }
         };
+        // Holds ticks and drain requests only (frames wait in the inbox), so a few suffice.
         this.control = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS,
-                new ArrayBlockingQueue<Runnable>(options.maxPendingNotifications), daemon("routepush-" + id), drop);
+                new ArrayBlockingQueue<Runnable>(CONTROL_QUEUE), daemon("routepush-" + id), drop);
+        this.drain = new Runnable() {
+            @Override
+            public void run() {
+                drainInbox();
+            }
+        };
         this.worker = new RefreshWorker("routepush-refresh-" + id, queue, new RefreshWorker.Refresher() {
             @Override
             public void refresh(String topic) throws Exception {
@@ -51,11 +65,32 @@ final class Attachment {
         access.registerFrames(new ClientAccess.FrameHandler() {
             @Override
             public void frame(Object connection, int code, byte[] body) {
-                bridge.frame(connection, code, body);
+                received(connection, code, body);
             }
-        }, control, Messages.NOTIFY, Messages.GO_AWAY);
+        }, Messages.NOTIFY, Messages.GO_AWAY);
         worker.start();
         Log.info("attached to client " + id + " (RocketMQ client " + access.version.text + ")");
+    }
+
+    /**
+     * A frame from the client's Netty thread: kept in the inbox (or counted as lost) and the
+     * control thread asked to drain it. Cheap and non-blocking, as the Netty thread needs.
+     */
+    void received(Object connection, int code, byte[] body) {
+        if (inbox.offer(connection, code, body)) {
+            control.execute(drain);
+        }
+    }
+
+    private void drainInbox() {
+        try {
+            for (FrameInbox.Frame f = inbox.poll(); f != null; f = inbox.poll()) {
+                bridge.frame(f.connection, f.code, f.body);
+            }
+            bridge.lost(inbox.takeLost());
+        } catch (Throwable t) {
+            Log.warn("drain:" + id, "route-push frame handling failed for client " + id, t);
+        }
     }
 
     /** Queues one tick on the control thread (dropped, and counted, if the thread is behind). */
@@ -63,6 +98,7 @@ final class Attachment {
         control.execute(new Runnable() {
             @Override
             public void run() {
+                drainInbox();
                 try {
                     bridge.tick();
                 } catch (Throwable t) {
@@ -83,7 +119,9 @@ final class Attachment {
                 + ", " + bridge.subscribedTopics().size() + " topics subscribed, " + bridge.frames.get()
                 + " frames, " + worker.refreshed() + " refreshes (" + worker.failed() + " failed, "
                 + queue.coalesced() + " coalesced), " + bridge.resyncs.get() + " resyncs, "
-                + bridge.malformed.get() + " malformed, " + dropped.get() + " dropped";
+                + bridge.malformed.get() + " malformed, " + inbox.dropped() + " frames dropped, "
+                + inbox.oversized() + " oversized, " + bridge.foreign.get() + " foreign"
+                + (bridge.warmingUp() ? ", server warming up" : "");
     }
 
     private static ThreadFactory daemon(final String name) {

@@ -10,6 +10,7 @@ import java.util.Random;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
 
 /**
  * Route push for one client instance: subscribes the topics it holds at the name server it talks
@@ -34,6 +35,13 @@ final class Bridge {
     final AtomicLong malformed = new AtomicLong();
     final AtomicLong resyncs = new AtomicLong();
     final AtomicLong goAways = new AtomicLong();
+    /** Frames from a connection the agent did not subscribe on (a broker's), ignored. */
+    final AtomicLong foreign = new AtomicLong();
+    /** Entries naming topics not subscribed here, read past. */
+    final AtomicLong ignored = new AtomicLong();
+
+    /** The longest start-up window the agent waits out, whatever a server says. */
+    static final long MAX_WARM_MS = 600_000;
 
     private final ClientPort client;
     private final Options options;
@@ -51,6 +59,23 @@ final class Bridge {
     private long nextCheckAt;
     private long retryAt;
     private int failures;
+    /** When the server's start-up window ends (its last SubscribeAck said so); 0: warm. */
+    private long warmUntil;
+    private boolean warming;
+    private long uptimeMs = -1;
+    /** Where the last resync's spread starts. */
+    private long resyncFrom = Long.MIN_VALUE / 2;
+    private long lastMoveAt = Long.MIN_VALUE / 2;
+    private final Messages.Interest interest = new Messages.Interest() {
+        @Override
+        public boolean wants(String topic) {
+            if (subscribed.contains(topic)) {
+                return true;
+            }
+            ignored.incrementAndGet();
+            return false;
+        }
+    };
 
     Bridge(ClientPort client, Options options, RefreshQueue queue, RefreshWorker.Clock clock, Random random) {
         this.client = client;
@@ -68,6 +93,16 @@ final class Bridge {
     /** The name server the subscriptions were last sent to. */
     String subscribedAt() {
         return addr;
+    }
+
+    /** Whether the server in use said it is inside its start-up window. */
+    boolean warmingUp() {
+        return warming && warmUntil > clock.nowMs();
+    }
+
+    /** Topics whose versions are held (only ever subscribed ones). */
+    int heldVersions() {
+        return held.size();
     }
 
     Set<String> subscribedTopics() {
@@ -135,13 +170,15 @@ final class Bridge {
      */
     private void moved(String target, Object conn, boolean newTarget) {
         if (addr != null && (conn != null || connection != null)) {
-            Log.info(client.clientId() + ": name-server connection to " + target
-                    + (conn == null ? " lost" : " changed") + ", subscribing again");
+            Log.paced(Level.INFO, "moved:" + client.clientId(), client.clientId() + ": name-server connection to "
+                    + target + (conn == null ? " lost" : " changed") + ", subscribing again", null);
         }
         addr = target;
         connection = conn;
         unsupported = false;
         subscribed.clear();
+        warming = false;
+        warmUntil = 0;
         if (newTarget) {
             retryAt = 0;
             failures = 0;
@@ -157,7 +194,7 @@ final class Bridge {
                 reply = client.invoke(addr, Messages.SUBSCRIBE, Messages.subscribe(batch, client.clientId()),
                         options.requestTimeoutMs);
             } catch (Exception e) {
-                failed("SUBSCRIBE at " + addr + " failed: " + e, null);
+                failed("SUBSCRIBE at " + addr + " failed: " + Log.peer(String.valueOf(e)), null);
                 return false;
             }
             // The request may have opened the connection: the one it went over is the one
@@ -174,7 +211,7 @@ final class Bridge {
                 return false;
             }
             if (reply.code != Messages.SUCCESS) {
-                failed("SUBSCRIBE at " + addr + " refused: code " + reply.code + ", " + reply.remark, null);
+                failed("SUBSCRIBE at " + addr + " refused: code " + reply.code + ", " + Log.peer(reply.remark), null);
                 return false;
             }
             Messages.Ack ack;
@@ -182,7 +219,7 @@ final class Bridge {
                 ack = Messages.ack(reply.body);
             } catch (Proto.Malformed e) {
                 malformed.incrementAndGet();
-                failed("SUBSCRIBE answer from " + addr + " unreadable: " + e.getMessage(), null);
+                failed("SUBSCRIBE answer from " + addr + " unreadable: " + Log.peer(e.getMessage()), null);
                 return false;
             }
             subscribes.incrementAndGet();
@@ -194,19 +231,49 @@ final class Bridge {
 
     private void acked(Messages.Ack ack, List<String> batch) {
         long now = clock.nowMs();
-        if (epoch != null && !epoch.equals(ack.epoch)) {
+        warmth(ack, now);
+        boolean fresh = epoch != null && !epoch.equals(ack.epoch);
+        if (fresh) {
             newEpoch(ack.epoch);
         }
         epoch = ack.epoch;
         subscribed.addAll(batch);
+        Set<String> asked = new HashSet<String>(batch);
         for (Messages.TopicVersion tv : ack.topics) {
+            if (!asked.contains(tv.topic)) {
+                ignored.incrementAndGet();
+                continue;
+            }
             Long have = held.get(tv.topic);
             if (have == null || tv.version > have) {
-                // A topic first subscribed is refreshed once too: its route may have changed
-                // between the client's own lookup and this subscription.
                 held.put(tv.topic, tv.version);
-                queue.offer(tv.topic, now);
+                // A topic first subscribed is refreshed once too: its route may have changed
+                // between the client's own lookup and this subscription. One the server has no
+                // route for is not: the lookup would only answer TOPIC_NOT_EXIST.
+                if (!fresh && tv.exists && !tv.deleted) {
+                    owe(tv.topic, now);
+                }
             }
+        }
+        if (fresh) {
+            resync(now);
+        }
+    }
+
+    /**
+     * Reads the server's start-up window from its answer. While it lasts the server has not
+     * heard every broker, so its routes may be partial or missing: refreshes wait for its end
+     * (the client's own poll goes on meanwhile and keeps its routes on the server's refusals).
+     */
+    private void warmth(Messages.Ack ack, long now) {
+        uptimeMs = ack.uptimeMs;
+        boolean was = warming;
+        warming = ack.warmingUp;
+        warmUntil = ack.warmingUp ? now + Math.min(ack.warmInMs, MAX_WARM_MS) : 0;
+        if (warming && !was) {
+            Log.paced(Level.INFO, "warming:" + client.clientId(), client.clientId() + ": the name server at " + addr
+                    + " is starting up (" + Math.min(ack.warmInMs, MAX_WARM_MS) + " ms left); refreshes wait"
+                    + " for it and the client keeps the routes it holds", null);
         }
     }
 
@@ -232,8 +299,19 @@ final class Bridge {
                 + "; retrying in " + backoff + " ms (the client's own poll goes on)", error);
     }
 
-    /** A frame of the extension from the client's connection {@code conn}. */
+    /**
+     * A frame of the extension from the client's connection {@code conn}. Only frames from the
+     * connection the subscriptions live on count: the client's Netty pipeline hands the agent
+     * these codes from every connection it has, brokers' included, and a broker (or a name
+     * server the agent left) has no say over this client's name server or its refreshes.
+     */
     void frame(Object conn, int code, byte[] body) {
+        if (conn == null || conn != connection) {
+            foreign.incrementAndGet();
+            Log.paced(Level.FINE, "foreign:" + client.clientId(), client.clientId() + ": a frame (code " + code
+                    + ") from a connection the agent did not subscribe on was ignored", null);
+            return;
+        }
         if (code == Messages.NOTIFY) {
             notified(conn, body);
         } else if (code == Messages.GO_AWAY) {
@@ -241,16 +319,29 @@ final class Bridge {
         }
     }
 
+    /** Frames the agent could not keep (its inbox was full, or a frame was too large): what
+     * they announced is unknown, so every held topic is refetched. */
+    void lost(long count) {
+        if (count <= 0) {
+            return;
+        }
+        Log.warn("lost:" + client.clientId(), client.clientId() + ": " + count + " notification(s) dropped unread"
+                + " (too large, or too many waiting); every held topic is refetched", null);
+        resync(clock.nowMs());
+    }
+
     private void notified(Object conn, byte[] body) {
         frames.incrementAndGet();
         long now = clock.nowMs();
         Messages.Notify n;
         try {
-            n = Messages.notify(body);
+            // Entries for topics not subscribed here are read past, never kept: a frame naming
+            // thousands of topics the client never used costs its reading and nothing after.
+            n = Messages.notify(body, interest);
         } catch (Proto.Malformed e) {
             malformed.incrementAndGet();
-            Log.warn("malformed:" + client.clientId(), "an unreadable notification (" + e.getMessage()
-                    + "): every held topic is refetched", null);
+            Log.warn("malformed:" + client.clientId(), client.clientId() + ": an unreadable notification ("
+                    + Log.peer(e.getMessage()) + "): every held topic is refetched", null);
             resync(now);
             return;
         }
@@ -265,6 +356,7 @@ final class Bridge {
             newEpoch(n.epoch);
             epoch = n.epoch;
             sequences.put(conn, n.sequence);
+            resync(now);
             return;
         }
         if (epoch == null) {
@@ -275,8 +367,12 @@ final class Bridge {
             return;
         }
         for (Messages.Change c : n.changes) {
-            if (c.kind == Messages.CHANGE_DELETED || newer(c.topic, c.version)) {
-                queue.offer(c.topic, now);
+            // DELETED and UNROUTED leave nothing to fetch: the lookup would answer
+            // TOPIC_NOT_EXIST, which the client logs while keeping the route it holds, exactly
+            // as after its own poll. The version is held so that the topic's return is news.
+            boolean gone = c.kind == Messages.CHANGE_DELETED || c.kind == Messages.CHANGE_UNROUTED;
+            if (newer(c.topic, c.version) && !gone) {
+                owe(c.topic, now);
             }
         }
         for (Messages.BrokerChange b : n.brokers) {
@@ -288,18 +384,28 @@ final class Bridge {
             }
             if (b.kind == Messages.BROKER_ARRIVED) {
                 long window = Math.max(options.arrivalWindowMs, b.refetchWindowMs);
-                queue.offerSpread(topics, now, window, random);
+                queue.offerSpread(topics, Math.max(now, warmUntil), window, random);
             } else {
                 for (String topic : topics) {
-                    queue.offer(topic, now);
+                    owe(topic, now);
                 }
             }
         }
     }
 
-    /** Whether {@code version} is newer than the one held; if so it is held from now on. */
+    /**
+     * Owes {@code topic} a refresh now, or when the server's start-up window ends: a server
+     * that has not heard every broker yet would answer a partial route, or none.
+     */
+    private void owe(String topic, long now) {
+        queue.offer(topic, Math.max(now, warmUntil));
+    }
+
+    /** Whether {@code version} is newer than the one held; if so it is held from now on. Only
+     * subscribed topics are ever held. */
     private boolean newer(String topic, long version) {
-        if (options.excluded(topic)) {
+        if (!subscribed.contains(topic)) {
+            ignored.incrementAndGet();
             return false;
         }
         Long have = held.get(topic);
@@ -310,18 +416,28 @@ final class Bridge {
         return true;
     }
 
-    /** The server restarted: versions of the old epoch mean nothing, refetch everything held. */
+    /** The server restarted (or it is another one): versions of the old epoch mean nothing. */
     private void newEpoch(String fresh) {
-        Log.info(client.clientId() + ": name server epoch " + epoch + " -> " + fresh + ", refetching held topics");
+        Log.paced(Level.INFO, "epoch:" + client.clientId(), client.clientId() + ": name server epoch "
+                + Log.peer(epoch) + " -> " + Log.peer(fresh) + ", refetching held topics"
+                + (warmUntil > clock.nowMs() ? " once its start-up window ends" : ""), null);
         held.clear();
         sequences.clear();
-        resync(clock.nowMs());
     }
 
+    /**
+     * Owes every held topic a refresh, spread over {@code resyncWindowMs}. At most one resync
+     * waits at a time, and each starts no sooner than the previous one's window ended, so a
+     * name server sending gap after gap costs each held topic one refresh per window.
+     */
     private void resync(long now) {
         resyncs.incrementAndGet();
-        Collection<String> topics = wanted();
-        queue.offerSpread(topics, now, options.resyncWindowMs, random);
+        if (resyncFrom > now) {
+            return; // one that has not started yet covers this one
+        }
+        long start = Math.max(Math.max(now, warmUntil), resyncFrom + options.resyncWindowMs);
+        resyncFrom = start;
+        queue.offerSpread(wanted(), start, options.resyncWindowMs, random);
     }
 
     private void goAway(byte[] body) {
@@ -333,10 +449,17 @@ final class Bridge {
             malformed.incrementAndGet();
             g = new Messages.GoAway(0, new ArrayList<String>(), "");
         }
-        String next = options.goAwaySwitch && options.namesrv.isEmpty() ? nextNameServer(g.alternatives) : null;
-        Log.info(client.clientId() + ": name server " + addr + " is going away (" + g.reason + ", grace "
-                + g.gracePeriodMs + " ms)" + (next == null ? "" : "; moving to " + next));
+        long now = clock.nowMs();
+        boolean paced = now - lastMoveAt < options.scanIntervalMs;
+        String next = options.goAwaySwitch && options.namesrv.isEmpty() && !paced
+                ? nextNameServer(g.alternatives) : null;
+        Log.paced(Level.INFO, "goaway:" + client.clientId(), client.clientId() + ": name server " + addr
+                + " is going away (" + Log.peer(g.reason) + ", grace " + g.gracePeriodMs + " ms)"
+                + (next == null ? "" : "; moving to " + next), null);
         if (next != null && client.switchNameServer(next)) {
+            // One move per scan interval: two name servers sending GO_AWAY back and forth cost
+            // this client one SUBSCRIBE per interval at most.
+            lastMoveAt = now;
             tick();
         }
     }

@@ -10,7 +10,9 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.AbstractExecutorService;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
@@ -233,11 +235,12 @@ final class ClientAccess implements ClientPort {
     }
 
     /**
-     * Makes the client hand the extension's frames ({@code codes}) to {@code handler} on
-     * {@code executor}. The processor answers nothing: both frames are oneway. Whatever the
-     * handler throws stays in the agent.
+     * Makes the client hand the extension's frames ({@code codes}) to {@code handler} on the
+     * thread that read them (the client's Netty thread), so the agent sees each body's size
+     * before anything queues it: the handler must be quick and must not block. The processor
+     * answers nothing: both frames are oneway. Whatever the handler throws stays in the agent.
      */
-    void registerFrames(final FrameHandler handler, ExecutorService executor, int... codes)
+    void registerFrames(final FrameHandler handler, int... codes)
             throws ReflectiveOperationException {
         InvocationHandler h = new InvocationHandler() {
             @Override
@@ -271,8 +274,41 @@ final class ClientAccess implements ClientPort {
             }
         };
         Object processor = Proxy.newProxyInstance(processorType.getClassLoader(), new Class<?>[] {processorType}, h);
+        ExecutorService executor = new CallerRuns();
         for (int code : codes) {
             registerProcessor.invoke(remoting, code, processor, executor);
+        }
+    }
+
+    /** Runs each task on the thread that submits it: the client's, for a frame it just read. */
+    static final class CallerRuns extends AbstractExecutorService {
+        @Override
+        public void execute(Runnable command) {
+            command.run();
+        }
+
+        @Override
+        public void shutdown() {
+        }
+
+        @Override
+        public List<Runnable> shutdownNow() {
+            return Collections.emptyList();
+        }
+
+        @Override
+        public boolean isShutdown() {
+            return false;
+        }
+
+        @Override
+        public boolean isTerminated() {
+            return false;
+        }
+
+        @Override
+        public boolean awaitTermination(long timeout, TimeUnit unit) {
+            return false;
         }
     }
 

@@ -16,8 +16,12 @@ final class Messages {
     static final int GO_AWAY = 7004;
     static final int SUCCESS = 0;
     static final int REQUEST_CODE_NOT_SUPPORTED = 3;
+    /** The longest epoch a body may carry: the server's are a few dozen characters, and the
+     * agent keeps the current one. */
+    static final int MAX_EPOCH_CHARS = 256;
 
     static final int CHANGE_DELETED = 2;
+    static final int CHANGE_UNROUTED = 3;
     static final int BROKER_DEPARTED = 1;
     static final int BROKER_ARRIVED = 2;
 
@@ -48,11 +52,13 @@ final class Messages {
         final String topic;
         final long version;
         final boolean exists;
+        final boolean deleted;
 
-        TopicVersion(String topic, long version, boolean exists) {
+        TopicVersion(String topic, long version, boolean exists, boolean deleted) {
             this.topic = topic;
             this.version = version;
             this.exists = exists;
+            this.deleted = deleted;
         }
     }
 
@@ -60,10 +66,17 @@ final class Messages {
     static final class Ack {
         final List<TopicVersion> topics;
         final String epoch;
+        /** The server is inside its start-up window: it has not heard every broker yet. */
+        final boolean warmingUp;
+        final long warmInMs;
+        final long uptimeMs;
 
-        Ack(List<TopicVersion> topics, String epoch) {
+        Ack(List<TopicVersion> topics, String epoch, boolean warmingUp, long warmInMs, long uptimeMs) {
             this.topics = topics;
             this.epoch = epoch;
+            this.warmingUp = warmingUp;
+            this.warmInMs = warmInMs;
+            this.uptimeMs = uptimeMs;
         }
     }
 
@@ -71,12 +84,16 @@ final class Messages {
         Proto.Reader r = new Proto.Reader(body == null ? new byte[0] : body);
         List<TopicVersion> topics = new ArrayList<TopicVersion>();
         String epoch = "";
+        boolean warming = false;
+        long warmIn = 0;
+        long uptime = 0;
         for (int f = r.next(); f != 0; f = r.next()) {
             if (f == 1) {
                 Proto.Reader m = r.message();
                 String topic = "";
                 long version = 0;
                 boolean exists = false;
+                boolean deleted = false;
                 for (int g = m.next(); g != 0; g = m.next()) {
                     if (g == 1) {
                         topic = m.string();
@@ -84,18 +101,26 @@ final class Messages {
                         version = m.uint();
                     } else if (g == 3) {
                         exists = m.bool();
+                    } else if (g == 4) {
+                        deleted = m.bool();
                     } else {
                         m.skip();
                     }
                 }
-                topics.add(new TopicVersion(topic, version, exists));
+                topics.add(new TopicVersion(topic, version, exists, deleted));
             } else if (f == 2) {
-                epoch = r.string();
+                epoch = epoch(r);
+            } else if (f == 3) {
+                warming = r.bool();
+            } else if (f == 4) {
+                warmIn = r.uint();
+            } else if (f == 5) {
+                uptime = r.uint();
             } else {
                 r.skip();
             }
         }
-        return new Ack(topics, epoch);
+        return new Ack(topics, epoch, warming, warmIn, uptime);
     }
 
     /** One TopicChange: a topic and its version now. */
@@ -141,7 +166,27 @@ final class Messages {
         }
     }
 
+    /** Which topics a reader keeps from a notification; the others are read past and dropped. */
+    interface Interest {
+        boolean wants(String topic);
+    }
+
+    static final Interest EVERY_TOPIC = new Interest() {
+        @Override
+        public boolean wants(String topic) {
+            return true;
+        }
+    };
+
     static Notify notify(byte[] body) throws Proto.Malformed {
+        return notify(body, EVERY_TOPIC);
+    }
+
+    /**
+     * The notification in {@code body}, keeping only the topic entries {@code interest} wants:
+     * what it returns grows with the wanted topics, never with the frame's size.
+     */
+    static Notify notify(byte[] body, Interest interest) throws Proto.Malformed {
         Proto.Reader r = new Proto.Reader(body == null ? new byte[0] : body);
         List<Change> changes = new ArrayList<Change>();
         List<BrokerChange> brokers = new ArrayList<BrokerChange>();
@@ -149,23 +194,39 @@ final class Messages {
         String epoch = "";
         for (int f = r.next(); f != 0; f = r.next()) {
             switch (f) {
-                case 1:
-                    changes.add(change(r.message(), true));
+                case 1: {
+                    Change c = change(r.message(), true);
+                    if (interest.wants(c.topic)) {
+                        changes.add(c);
+                    }
                     break;
+                }
                 case 2:
                     sequence = r.uint();
                     break;
                 case 4:
-                    epoch = r.string();
+                    epoch = epoch(r);
                     break;
-                case 5:
-                    brokers.add(broker(r.message()));
+                case 5: {
+                    BrokerChange b = broker(r.message(), interest);
+                    if (interest == EVERY_TOPIC || !b.topics.isEmpty()) {
+                        brokers.add(b);
+                    }
                     break;
+                }
                 default:
                     r.skip();
             }
         }
         return new Notify(changes, sequence, epoch, brokers);
+    }
+
+    private static String epoch(Proto.Reader r) throws Proto.Malformed {
+        String epoch = r.string();
+        if (epoch.length() > MAX_EPOCH_CHARS) {
+            throw new Proto.Malformed("epoch of " + epoch.length() + " characters");
+        }
+        return epoch;
     }
 
     /** A TopicChange, or (without {@code kinded}) a TopicStep, whose field 3 is no kind. */
@@ -187,7 +248,7 @@ final class Messages {
         return new Change(topic, version, kind);
     }
 
-    private static BrokerChange broker(Proto.Reader m) throws Proto.Malformed {
+    private static BrokerChange broker(Proto.Reader m, Interest interest) throws Proto.Malformed {
         int kind = 0;
         String name = "";
         long window = 0;
@@ -200,9 +261,13 @@ final class Messages {
                 case 2:
                     name = m.string();
                     break;
-                case 8:
-                    topics.add(change(m.message(), false));
+                case 8: {
+                    Change step = change(m.message(), false);
+                    if (interest.wants(step.topic)) {
+                        topics.add(step);
+                    }
                     break;
+                }
                 case 9:
                     window = m.uint();
                     break;

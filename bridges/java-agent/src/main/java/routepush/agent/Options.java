@@ -36,6 +36,12 @@ public final class Options {
     /** Notifications waiting for the agent's thread; past it one is dropped (the next frame's
      * sequence gap then refetches everything held). */
     public final int maxPendingNotifications;
+    /** Bytes of notification bodies waiting for the agent's thread; past it a frame is dropped,
+     * as past {@link #maxPendingNotifications}. */
+    public final long maxPendingBytes;
+    /** The largest notification body the agent reads; a longer one is dropped unread and every
+     * held topic is refetched instead. */
+    public final int maxFrameBytes;
     /** Topics per SUBSCRIBE request. */
     public final int subscribeBatch;
     /** On GO_AWAY, move the client to another of its name servers at once. */
@@ -51,6 +57,12 @@ public final class Options {
         resyncWindowMs = number(v, "resyncWindowMs", 1000, 0, 600_000);
         requestTimeoutMs = number(v, "requestTimeoutMs", 3000, 100, 60_000);
         maxPendingNotifications = (int) number(v, "maxPendingNotifications", 1024, 1, 1 << 20);
+        maxPendingBytes = number(v, "maxPendingBytes", 16L << 20, 64L << 10, 1L << 30);
+        maxFrameBytes = (int) number(v, "maxFrameBytes", 4L << 20, 4L << 10, 16L << 20);
+        if (maxFrameBytes > maxPendingBytes) {
+            throw new IllegalArgumentException("maxFrameBytes (" + maxFrameBytes
+                    + ") must not exceed maxPendingBytes (" + maxPendingBytes + ")");
+        }
         subscribeBatch = (int) number(v, "subscribeBatch", 1000, 1, 100_000);
         goAwaySwitch = bool(v, "goAwaySwitch", true);
     }
@@ -59,7 +71,7 @@ public final class Options {
     public static final List<String> KEYS = Collections.unmodifiableList(java.util.Arrays.asList(
             "enabled", "namesrv", "exclude", "scanIntervalMs", "checkIntervalMs",
             "arrivalWindowMs", "resyncWindowMs", "requestTimeoutMs", "maxPendingNotifications",
-            "subscribeBatch", "goAwaySwitch"));
+            "maxPendingBytes", "maxFrameBytes", "subscribeBatch", "goAwaySwitch"));
 
     public static Options defaults() {
         return new Options(new HashMap<String, String>());

@@ -94,7 +94,7 @@ final class RefreshWorker implements Runnable {
             running = false;
         } catch (Throwable t) {
             failed.incrementAndGet();
-            Log.warn("refresh:" + name, "refreshing the route of " + topic + " failed", t);
+            Log.warn("refresh:" + name, "refreshing the route of " + Log.peer(topic) + " failed", t);
         }
     }
 }

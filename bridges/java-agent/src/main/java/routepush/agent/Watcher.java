@@ -163,6 +163,9 @@ final class Watcher {
     private void attach(Object instance) {
         try {
             ClientAccess access = ClientAccess.of(instance);
+            if (access.stoppedForGood()) {
+                return; // shut down, still in the registry for a moment: nothing to serve
+            }
             Attachment a = new Attachment(access, options);
             a.start();
             attached.put(instance, a);

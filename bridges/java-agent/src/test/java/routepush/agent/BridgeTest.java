@@ -195,6 +195,138 @@ public class BridgeTest {
         assertFalse(client.requests.size() > 0);
     }
 
+    @Test
+    public void deletedAndUnroutedTopicsAreNeverFetchedSoTheClientKeepsItsRoute() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        due();
+        String deleted = "A=2=" + Messages.CHANGE_DELETED;
+        String unrouted = "B=2=" + Messages.CHANGE_UNROUTED;
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(1, "e1", deleted, unrouted));
+        assertEquals(Collections.<String>emptyList(), due());
+        // The topic's return is news: a newer version than the one held at its absence.
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(2, "e1", "A=3=1", "B=2"));
+        assertEquals(Collections.singletonList("A"), due());
+    }
+
+    @Test
+    public void aTopicTheServerHasNoRouteForIsNotLookedUpWhenSubscribed() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        client.absent.add("B");
+        bridge.tick();
+        assertEquals(Collections.singletonList("A"), due());
+    }
+
+    @Test
+    public void aWarmingServerIsAskedForNoRouteUntilItsWindowEnds() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        due();
+        // The name server restarts: a new connection, a new epoch, 45 s of start-up window.
+        client.connection = new Object();
+        client.epoch = "e2";
+        client.warmingUp = true;
+        client.warmInMs = 45_000;
+        bridge.tick();
+        assertTrue(bridge.warmingUp());
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(1, "e2", "A=4"));
+        bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(3, "e2", "B=4"));
+        assertEquals("nothing before the window ends", Collections.<String>emptyList(),
+                queue.takeDue(now[0] + 44_999));
+        assertEquals(Arrays.asList("A", "B"), sorted(queue.takeDue(now[0] + 45_000 + 2 * 1000)));
+    }
+
+    @Test
+    public void aBrokersGoAwayIsIgnored() {
+        client.held.add("A");
+        bridge.tick();
+        Object brokerConnection = new Object();
+        byte[] goAway = new Proto.Writer().uint(1, 5000).string(3, "broker stopping").toByteArray();
+        bridge.frame(brokerConnection, Messages.GO_AWAY, goAway);
+        bridge.frame(brokerConnection, Messages.NOTIFY, FakeClient.notify(1, "e1", "A=9"));
+        assertEquals("ns1:9876", client.chosen);
+        assertEquals(1, client.requests.size());
+        assertEquals(2, bridge.foreign.get());
+        assertEquals(0, bridge.goAways.get());
+    }
+
+    @Test
+    public void aFloodOfGoAwaysMovesTheClientOncePerScanInterval() {
+        client.held.add("A");
+        bridge.tick();
+        byte[] goAway = new Proto.Writer().uint(1, 5000).toByteArray();
+        for (int i = 0; i < 1000; i++) {
+            bridge.frame(client.connection, Messages.GO_AWAY, goAway);
+        }
+        assertEquals("ns2:9876", client.chosen);
+        assertEquals(2, client.requests.size());
+        now[0] += 1000;
+        bridge.frame(client.connection, Messages.GO_AWAY, goAway);
+        assertEquals("ns1:9876", client.chosen);
+    }
+
+    /**
+     * A name server sending frames that name 20,000 topics the application never used, fresh
+     * names in every frame: nothing is held for them and nothing is looked up.
+     */
+    @Test
+    public void notificationsNamingTopicsNeverUsedCostNothing() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        due();
+        long before = usedHeap();
+        int frames = 50;
+        for (int f = 1; f <= frames; f++) {
+            Proto.Writer w = new Proto.Writer();
+            for (int i = 0; i < 20_000; i++) {
+                w.bytes(1, new Proto.Writer().string(1, "ghost-" + f + "-" + i).uint(2, f).toByteArray());
+            }
+            byte[] step = new Proto.Writer().string(1, "ghost-step-" + f).uint(2, f).toByteArray();
+            w.bytes(5, new Proto.Writer().uint(1, Messages.BROKER_DEPARTED).bytes(8, step).toByteArray());
+            bridge.frame(client.connection, Messages.NOTIFY, w.uint(2, f).string(4, "e1").toByteArray());
+        }
+        long grown = usedHeap() - before;
+        System.out.println("heap after " + frames + " frames of 20,000 made-up topics: " + (grown >> 10) + " KiB more");
+        assertEquals(frames, bridge.frames.get());
+        assertEquals(frames * 20_001L, bridge.ignored.get());
+        assertEquals(2, bridge.heldVersions());
+        assertEquals(0, queue.size());
+        assertEquals(0, bridge.resyncs.get());
+        assertTrue("heap grew " + grown + " bytes", grown < 8L << 20);
+    }
+
+    @Test
+    public void versionsAnsweredForTopicsNotAskedForAreNotKept() {
+        client.held.add("A");
+        for (int i = 0; i < 1000; i++) {
+            client.unasked.add("ghost-" + i);
+        }
+        bridge.tick();
+        assertEquals(1, bridge.heldVersions());
+        assertEquals(Collections.singletonList("A"), due());
+        assertEquals(1000, bridge.ignored.get());
+    }
+
+    @Test
+    public void gapAfterGapCostsEachTopicOneRefreshPerWindow() {
+        client.held.addAll(Arrays.asList("A", "B"));
+        bridge.tick();
+        due();
+        for (int i = 0; i < 1000; i++) {
+            bridge.frame(client.connection, Messages.NOTIFY, FakeClient.notify(2 * i + 1, "e1", "A=1"));
+        }
+        assertEquals(Arrays.asList("A", "B"), sorted(queue.takeDue(now[0] + 2000)));
+        assertEquals(0, queue.size());
+    }
+
+    private static long usedHeap() {
+        Runtime rt = Runtime.getRuntime();
+        for (int i = 0; i < 3; i++) {
+            System.gc();
+        }
+        return rt.totalMemory() - rt.freeMemory();
+    }
+
     private static List<String> sorted(List<String> in) {
         Collections.sort(in);
         return in;

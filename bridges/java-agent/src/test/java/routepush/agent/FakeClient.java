@@ -21,10 +21,19 @@ final class FakeClient implements ClientPort {
     String epoch = "e1";
     Exception failure;
     boolean running = true;
+    String id = "fake@1";
+    String remark = "no";
+    /** The server's start-up window, as its SubscribeAck says. */
+    boolean warmingUp;
+    long warmInMs;
+    /** Topics the server answers with exists = false. */
+    final Set<String> absent = new TreeSet<String>();
+    /** Topics the server puts in its SubscribeAck though nobody asked for them. */
+    final List<String> unasked = new ArrayList<String>();
 
     @Override
     public String clientId() {
-        return "fake@1";
+        return id;
     }
 
     @Override
@@ -69,14 +78,21 @@ final class FakeClient implements ClientPort {
             }
             requests.add("SUBSCRIBE " + addr + " " + topics);
             if (answer != Messages.SUCCESS) {
-                return new Reply(answer, null, "no");
+                return new Reply(answer, null, remark);
             }
             Proto.Writer ack = new Proto.Writer();
             for (String topic : topics) {
-                Proto.Writer tv = new Proto.Writer().string(1, topic).uint(2, version(topic)).uint(3, 1);
+                Proto.Writer tv = new Proto.Writer().string(1, topic).uint(2, version(topic))
+                        .uint(3, absent.contains(topic) ? 0 : 1);
                 ack.bytes(1, tv.toByteArray());
             }
+            for (String topic : unasked) {
+                ack.bytes(1, new Proto.Writer().string(1, topic).uint(2, 1).uint(3, 1).toByteArray());
+            }
             ack.string(2, epoch);
+            if (warmingUp) {
+                ack.uint(3, 1).uint(4, warmInMs);
+            }
             return new Reply(0, ack.toByteArray(), null);
         }
         requests.add("code " + code + " " + addr);
@@ -110,12 +126,16 @@ final class FakeClient implements ClientPort {
         return true;
     }
 
-    /** A NOTIFY body: {@code changes} as topic=version pairs. */
+    /** A NOTIFY body: {@code changes} as topic=version or topic=version=kind. */
     static byte[] notify(long sequence, String epoch, String... changes) {
         Proto.Writer w = new Proto.Writer();
         for (String change : changes) {
             String[] kv = change.split("=");
-            w.bytes(1, new Proto.Writer().string(1, kv[0]).uint(2, Long.parseLong(kv[1])).toByteArray());
+            Proto.Writer c = new Proto.Writer().string(1, kv[0]).uint(2, Long.parseLong(kv[1]));
+            if (kv.length > 2) {
+                c.uint(3, Long.parseLong(kv[2]));
+            }
+            w.bytes(1, c.toByteArray());
         }
         w.uint(2, sequence).uint(3, 1000).string(4, epoch);
         return w.toByteArray();

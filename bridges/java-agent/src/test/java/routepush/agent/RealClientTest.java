@@ -41,6 +41,130 @@ public class RealClientTest {
         exercise(new File(lib), "4.9");
     }
 
+    @Test
+    public void theCurrentClientKeepsItsRouteWhateverTheAgentIsTold() throws Exception {
+        String version = System.getProperty("routepush.test.version", "");
+        File dir = new File(System.getProperty("routepush.test.clients", ""), version);
+        assumeTrue("no client jars in " + dir, dir.isDirectory());
+        keepsRoutes(dir);
+    }
+
+    @Test
+    public void theLegacyClientKeepsItsRouteWhateverTheAgentIsTold() throws Exception {
+        String lib = System.getProperty("routepush.test.legacyLib", "");
+        assumeTrue("routepush.legacyLib not given", !lib.isEmpty() && new File(lib).isDirectory());
+        keepsRoutes(new File(lib));
+    }
+
+    /**
+     * The agent's refresh is the client's own: a name server answering TOPIC_NOT_EXIST or
+     * SYSTEM_ERROR (a warming one) leaves the route the client holds in place, and DELETED and
+     * UNROUTED notifications, read through the client's real Netty pipeline, neither fetch nor
+     * remove anything. Frames far over the agent's bounds cost it no more than its bounds.
+     */
+    private void keepsRoutes(File dir) throws Exception {
+        URLClassLoader loader = new URLClassLoader(jars(dir), ClassLoader.getSystemClassLoader().getParent());
+        ClassLoader before = Thread.currentThread().getContextClassLoader();
+        Thread.currentThread().setContextClassLoader(loader);
+        FakeNameServer ns = new FakeNameServer();
+        Watcher watcher = new Watcher(Options.parse("scanIntervalMs=50", new java.util.Properties()));
+        Object producer = null;
+        Class<?> producerType = loader.loadClass("org.apache.rocketmq.client.producer.DefaultMQProducer");
+        try {
+            producer = producerType.getConstructor(String.class).newInstance("routepush_keep");
+            producerType.getMethod("setNamesrvAddr", String.class).invoke(producer, ns.addr());
+            producerType.getMethod("setInstanceName", String.class).invoke(producer, "k" + System.nanoTime());
+            producerType.getMethod("start").invoke(producer);
+            Object instance = RoutePush.instanceOf(producer);
+            ClientAccess access = ClientAccess.of(instance);
+
+            assertTrue("the first lookup brings the route", access.refresh("T"));
+            assertEquals(1, brokersOf(instance, "T"));
+            for (int code : new int[] {FakeNameServer.TOPIC_NOT_EXIST, FakeNameServer.SYSTEM_ERROR}) {
+                ns.answer = code;
+                int asked = ns.lookupsOf("T");
+                assertFalse(access.refresh("T"));
+                assertEquals("asked", asked + 1, ns.lookupsOf("T"));
+                assertEquals("the route is kept after code " + code, 1, brokersOf(instance, "T"));
+            }
+
+            // The whole agent: it subscribes, refreshes T once (answered SYSTEM_ERROR: kept).
+            watcher.addLoader(loader);
+            watcher.scan();
+            Attachment a = watcher.attachments().get(0);
+            await(() -> a.bridge.subscribedTopics().contains("T"), "T subscribed");
+            await(() -> ns.lookupsOf("T") >= 4, "the first-subscription refresh");
+            int asked = ns.lookupsOf("T");
+            ns.push(Messages.NOTIFY, notify(1, "T", 2, Messages.CHANGE_DELETED));
+            ns.push(Messages.NOTIFY, notify(2, "T", 3, Messages.CHANGE_UNROUTED));
+            await(() -> a.bridge.frames.get() >= 2, "two notifications read");
+            // A frame naming thousands of topics this client never used: read past.
+            Proto.Writer ghosts = new Proto.Writer();
+            for (int i = 0; i < 20_000; i++) {
+                ghosts.bytes(1, new Proto.Writer().string(1, "ghost-" + i).uint(2, 5).toByteArray());
+            }
+            ns.push(Messages.NOTIFY, ghosts.uint(2, 3).string(4, "epoch-1").toByteArray());
+            await(() -> a.bridge.frames.get() >= 3, "the ghost frame read");
+            Thread.sleep(300);
+            assertEquals("DELETED and UNROUTED fetch nothing", asked, ns.lookupsOf("T"));
+            assertEquals("made-up topics are never looked up", 0, ns.lookupsOf("ghost-1"));
+            assertEquals(20_000, a.bridge.ignored.get());
+            // Versions are held for what the client holds (its own topics) and nothing else.
+            assertTrue(a.bridge.subscribedTopics() + " " + access.heldTopics(),
+                    access.heldTopics().containsAll(a.bridge.subscribedTopics())
+                    && a.bridge.heldVersions() <= access.heldTopics().size());
+            assertEquals("the route is kept", 1, brokersOf(instance, "T"));
+            assertTrue(access.heldTopics().contains("T"));
+
+            // Frames far past the agent's bounds (8 MiB each): dropped unread.
+            byte[] big = new byte[8 << 20];
+            for (int i = 0; i < 8; i++) {
+                ns.push(Messages.NOTIFY, big);
+            }
+            await(() -> a.inbox.oversized() >= 8, "the large frames seen");
+            assertTrue(a.inbox.peakBytes() <= Options.defaults().maxPendingBytes);
+            assertEquals(1, brokersOf(instance, "T"));
+        } finally {
+            watcher.stop();
+            if (producer != null) {
+                producerType.getMethod("shutdown").invoke(producer);
+            }
+            ns.close();
+            Thread.currentThread().setContextClassLoader(before);
+            awaitNettyThreads();
+            loader.close();
+        }
+    }
+
+    private static byte[] notify(long sequence, String topic, long version, int kind) {
+        byte[] change = new Proto.Writer().string(1, topic).uint(2, version).uint(3, kind).toByteArray();
+        return new Proto.Writer().bytes(1, change).uint(2, sequence).string(4, "epoch-1").toByteArray();
+    }
+
+    /** Broker names in the client's held route of {@code topic} (0 when it holds none). */
+    private static int brokersOf(Object instance, String topic) throws Exception {
+        Map<?, ?> table = (Map<?, ?>) instance.getClass().getMethod("getTopicRouteTable").invoke(instance);
+        Object route = table.get(topic);
+        if (route == null) {
+            return 0;
+        }
+        return ((List<?>) route.getClass().getMethod("getBrokerDatas").invoke(route)).size();
+    }
+
+    interface Check {
+        boolean ok() throws Exception;
+    }
+
+    private static void await(Check check, String what) throws Exception {
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (!check.ok()) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(what + ": not within 20 s");
+            }
+            Thread.sleep(10);
+        }
+    }
+
     private void exercise(File dir, String version) throws Exception {
         URLClassLoader loader = new URLClassLoader(jars(dir), ClassLoader.getSystemClassLoader().getParent());
         // As in a container, the application's threads see its own loader.
