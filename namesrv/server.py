@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 1_000
 """How often overdue frames and idle connections are looked for: the timeouts' resolution."""
+KV_CLOSE_TIMEOUT_S = 30.0
+"""At shutdown, how long the last KV change may take to reach its file."""
 
 
 class NameServer:
@@ -359,6 +361,7 @@ class NameServer:
             # after the journal is closed: their records would be dropped.
             self.hub.close_all()
             self.journal.close()
+            self.kv.close(timeout=KV_CLOSE_TIMEOUT_S)
             listening.addBoth(lambda _: stopped.callback(None))
 
         if grace == 0:
@@ -462,9 +465,11 @@ class NameServer:
         self._services.config = config
         enabled = config.registry.order_message_enable
         if enabled != old.registry.order_message_enable:
-            self._routes_touched(
-                self.routes.set_order_message_enable(enabled), ChangeCause.ORDER_CONF
-            )
+            # Every topic with an order conf moves: reported in slices, as a large register's
+            # table is applied, so the switch costs no turn more than a slice.
+            moved = self.routes.set_order_message_enable(enabled)
+            self.registry.report_later("order_message_enable", moved, ChangeCause.ORDER_CONF)
+            self.register_turns.schedule()
 
     @property
     def main_port_bound(self) -> bool:
@@ -550,6 +555,9 @@ class NameServer:
         out["route_cache_bytes"] = self.route_responses.size_bytes
         out["route_cache_entries"] = len(self.route_responses)
         out["kv_config_bytes"] = self.kv.size_bytes
+        out["kv_listing_builds"] = self.kv.listing_builds
+        out["kv_file_writes"] = self.kv.file_writes
+        out["kv_persist_failures"] = self.kv.persist_failures
         out["route_cache_resets"] = self.route_responses.resets
         out["route_cache_uncacheable"] = self.route_responses.uncacheable
         out["log_lines_suppressed"] = self.hub.peer_log.dropped
