@@ -229,11 +229,15 @@ class RegisterJobs:
         self._recount()
 
     def report_later(self, switch: str, topics: list[str], cause: ChangeCause) -> None:
-        """Report ``topics`` as changed with ``cause``, a slice per call of :meth:`run`: the
-        routes ``switch`` moved. Flipping the same switch again while its report is under way
-        starts its report over (every topic it moves may have moved again)."""
+        """Report ``topics`` as changed with ``cause``: the routes ``switch`` moved. Up to
+        ``slice_topics`` are reported now, more a slice per call of :meth:`run`. Flipping the
+        same switch again while its report is under way starts its report over (every topic
+        it moves may have moved again)."""
         self._reports.pop(switch, None)
-        self._reports[switch] = (iter(topics), cause)
+        if len(topics) <= self.slice_topics:
+            self._announce.topics(topics, cause, in_order=True)
+        else:
+            self._reports[switch] = (iter(topics), cause)
         self._recount()
 
     def run(self, budget: int | None = None) -> bool:
