@@ -44,6 +44,7 @@ from namesrv.requests.processors import (
     SharedAnswer,
 )
 from namesrv.requests.register_turns import RegisterTurns
+from namesrv.requests.replay_record import ReplayRecord
 from namesrv.requests.route_response_cache import RouteResponseCache
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import BrokerEvent
@@ -62,8 +63,8 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 1_000
 """How often overdue frames and idle connections are looked for: the timeouts' resolution."""
-KV_CLOSE_TIMEOUT_S = 30.0
-"""At shutdown, how long the last KV change may take to reach its file."""
+STATE_CLOSE_TIMEOUT_S = 30.0
+"""At shutdown, how long the last KV change (or replay stamp) may take to reach its file."""
 
 
 class NameServer:
@@ -163,7 +164,10 @@ class NameServer:
 
     def _build_requests(self, cfg: NamesrvConfig) -> None:
         """Access control, the request processor and the registers answered over turns."""
-        self.acl = AccessControl(cfg.acl)
+        self.replay_record = (
+            ReplayRecord(cfg.acl.replay_record_path) if cfg.acl.replay_record_path else None
+        )
+        self.acl = AccessControl(cfg.acl, record=self.replay_record)
         self._services = Services(
             config=cfg,
             registry=self.registry,
@@ -361,7 +365,9 @@ class NameServer:
             # after the journal is closed: their records would be dropped.
             self.hub.close_all()
             self.journal.close()
-            self.kv.close(timeout=KV_CLOSE_TIMEOUT_S)
+            self.kv.close(timeout=STATE_CLOSE_TIMEOUT_S)
+            if self.replay_record is not None:
+                self.replay_record.close(timeout=STATE_CLOSE_TIMEOUT_S)
             listening.addBoth(lambda _: stopped.callback(None))
 
         if grace == 0:

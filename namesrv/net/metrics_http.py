@@ -75,19 +75,21 @@ class _GatedChannel(HTTPChannel):
     def requestDone(self, request: Any) -> None:
         # Set before the base replays the requests read after this one: they wait, unparsed
         # (LineReceiver stops at ``paused``), and the connection is not read meanwhile.
+        network: Any = self._networkProducer
         self._awaiting_drain = True
         self.paused = True
-        self._networkProducer.pauseProducing()
+        network.pauseProducing()
         super().requestDone(request)
         if self._awaiting_drain:  # the base resumed reading; the answer is not sent yet
-            self._networkProducer.pauseProducing()
+            network.pauseProducing()
 
     def resumeProducing(self) -> None:
         super().resumeProducing()
         if self._awaiting_drain and not self._handlingRequest:
             self._awaiting_drain = False
             self.paused = False
-            self._networkProducer.resumeProducing()
+            network: Any = self._networkProducer
+            network.resumeProducing()
             self.dataReceived(b"")  # the next pipelined request, if one was read
 
     def allHeadersReceived(self) -> None:
