@@ -119,12 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet.error import CannotListenError
 
     from namesrv.net.tls import TlsConfigError
+    from namesrv.requests.replay_record import ReplayRecordError
     from namesrv.routes.kv_config import KVConfigError
     from namesrv.server import NameServer
 
     try:
         server = NameServer(config, reactor)
-    except KVConfigError as exc:
+    except (KVConfigError, ReplayRecordError) as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
     try:

@@ -260,6 +260,11 @@ class AclConfig:
     replay_cache_max_entries_per_key: int = 50_000
     """Strong-form nonces one access key holds at once; the share a key gets is this or the
     total divided among the accounts that take the strong form, whichever is less."""
+    replay_record_path: str = ""
+    """Where the highest strong-form stamp accepted per access key is kept across restarts: a
+    restarted server refuses every request stamped at or before it. Empty: only the server's
+    start time bounds replays after a restart (a request stamped ahead of that, by a client
+    clock running ahead or a server clock stepped back, could be sent again)."""
     accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
 
 
@@ -490,19 +495,12 @@ def check_paths(cfg: NamesrvConfig) -> None:
             ) from None
         if not os.path.isdir(journal) or not os.access(journal, os.W_OK | os.X_OK):
             raise ConfigError(f"journal.directory {journal} is not a writable directory")
-    kv = cfg.registry.kv_config_path
-    if kv:
-        if os.path.isdir(kv):
-            raise ConfigError(f"registry.kv_config_path {kv} is a directory")
-        parent = os.path.dirname(os.path.abspath(kv))
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"registry.kv_config_path: directory {parent} cannot be created: {exc.strerror}"
-            ) from None
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise ConfigError(f"registry.kv_config_path: directory {parent} is not writable")
+    for name, state in (
+        ("registry.kv_config_path", cfg.registry.kv_config_path),
+        ("acl.replay_record_path", cfg.acl.replay_record_path),
+    ):
+        if state:
+            _check_state_file(name, state)
     if cfg.server.tls != "disabled":
         for name, path in (
             ("server.tls_cert_file", cfg.server.tls_cert_file),
@@ -510,6 +508,19 @@ def check_paths(cfg: NamesrvConfig) -> None:
         ):
             if not os.path.isfile(path) or not os.access(path, os.R_OK):
                 raise ConfigError(f"{name} {path} is not a readable file")
+
+
+def _check_state_file(name: str, path: str) -> None:
+    """A state file the server rewrites: not a directory, its directory writable."""
+    if os.path.isdir(path):
+        raise ConfigError(f"{name} {path} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{name}: directory {parent} cannot be created: {exc.strerror}") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{name}: directory {parent} is not writable")
 
 
 def _validate_metrics(metrics: MetricsConfig) -> None:

@@ -44,6 +44,7 @@ from namesrv.requests.processors import (
     SharedAnswer,
 )
 from namesrv.requests.register_turns import RegisterTurns
+from namesrv.requests.replay_record import ReplayRecord
 from namesrv.requests.route_response_cache import RouteResponseCache
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import BrokerEvent
@@ -62,6 +63,8 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 1_000
 """How often overdue frames and idle connections are looked for: the timeouts' resolution."""
+STATE_CLOSE_TIMEOUT_S = 30.0
+"""At shutdown, how long the last KV change (or replay stamp) may take to reach its file."""
 
 
 class NameServer:
@@ -161,7 +164,10 @@ class NameServer:
 
     def _build_requests(self, cfg: NamesrvConfig) -> None:
         """Access control, the request processor and the registers answered over turns."""
-        self.acl = AccessControl(cfg.acl)
+        self.replay_record = (
+            ReplayRecord(cfg.acl.replay_record_path) if cfg.acl.replay_record_path else None
+        )
+        self.acl = AccessControl(cfg.acl, record=self.replay_record)
         self._services = Services(
             config=cfg,
             registry=self.registry,
@@ -359,6 +365,9 @@ class NameServer:
             # after the journal is closed: their records would be dropped.
             self.hub.close_all()
             self.journal.close()
+            self.kv.close(timeout=STATE_CLOSE_TIMEOUT_S)
+            if self.replay_record is not None:
+                self.replay_record.close(timeout=STATE_CLOSE_TIMEOUT_S)
             listening.addBoth(lambda _: stopped.callback(None))
 
         if grace == 0:
@@ -462,9 +471,11 @@ class NameServer:
         self._services.config = config
         enabled = config.registry.order_message_enable
         if enabled != old.registry.order_message_enable:
-            self._routes_touched(
-                self.routes.set_order_message_enable(enabled), ChangeCause.ORDER_CONF
-            )
+            # Every topic with an order conf moves: reported in slices, as a large register's
+            # table is applied, so the switch costs no turn more than a slice.
+            moved = self.routes.set_order_message_enable(enabled)
+            self.registry.report_later("order_message_enable", moved, ChangeCause.ORDER_CONF)
+            self.register_turns.schedule()
 
     @property
     def main_port_bound(self) -> bool:
@@ -550,6 +561,9 @@ class NameServer:
         out["route_cache_bytes"] = self.route_responses.size_bytes
         out["route_cache_entries"] = len(self.route_responses)
         out["kv_config_bytes"] = self.kv.size_bytes
+        out["kv_listing_builds"] = self.kv.listing_builds
+        out["kv_file_writes"] = self.kv.file_writes
+        out["kv_persist_failures"] = self.kv.persist_failures
         out["route_cache_resets"] = self.route_responses.resets
         out["route_cache_uncacheable"] = self.route_responses.uncacheable
         out["log_lines_suppressed"] = self.hub.peer_log.dropped

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from protocol import fastjson
 from protocol.errors import BodyError
 from protocol.json_fields import (
@@ -170,7 +172,10 @@ def decode_topic_list(body: bytes) -> list[str]:
 
 
 def encode_kv_table(table: dict[str, str]) -> bytes:
-    return fastjson.dumps({"table": dict(table)})
+    """Upstream's KVTable, ``{"table": {key: value}}``, compact UTF-8 JSON (the bytes
+    ``fastjson.dumps`` writes, by msgspec's C encoder: a namespace of a million entries in
+    tens of milliseconds)."""
+    return msgspec.json.encode({"table": table})
 
 
 def decode_kv_table(body: bytes) -> dict[str, str]:

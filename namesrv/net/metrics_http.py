@@ -9,6 +9,11 @@ it closes the connection served longest ago), and a connection that completes no
 Each request is judged on its head by ``namesrv.ops.metrics.MetricsGate`` before the head is
 acted on, so no body is ever buffered or spooled to a temporary file and no unauthenticated
 request costs a render.
+
+A connection holds at most one answer's output: after an answer the channel reads and serves
+nothing more of it until the transport has sent that answer whole, so a peer pipelining
+thousands of GETs and never reading holds one page and one read's worth of requests, and
+costs one render per page it actually takes.
 """
 
 from __future__ import annotations
@@ -56,6 +61,36 @@ class _GatedChannel(HTTPChannel):
 
     site: MetricsSite
     _refused = False
+    _awaiting_drain = False
+    """An answer is in the transport, not yet sent whole: pipelined requests wait for it."""
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        # A pull producer rather than the base's streaming one: the transport calls
+        # ``resumeProducing`` each time it has sent everything written, which is when the
+        # next pipelined request may be served.
+        self._networkProducer.unregisterProducer()
+        self._networkProducer.registerProducer(self, False)
+
+    def requestDone(self, request: Any) -> None:
+        # Set before the base replays the requests read after this one: they wait, unparsed
+        # (LineReceiver stops at ``paused``), and the connection is not read meanwhile.
+        network: Any = self._networkProducer
+        self._awaiting_drain = True
+        self.paused = True
+        network.pauseProducing()
+        super().requestDone(request)
+        if self._awaiting_drain:  # the base resumed reading; the answer is not sent yet
+            network.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        super().resumeProducing()
+        if self._awaiting_drain and not self._handlingRequest:
+            self._awaiting_drain = False
+            self.paused = False
+            network: Any = self._networkProducer
+            network.resumeProducing()
+            self.dataReceived(b"")  # the next pipelined request, if one was read
 
     def allHeadersReceived(self) -> None:
         request = self.requests[-1]

@@ -44,7 +44,7 @@ _GAUGES = {
     "push_pending_topics": "(connection, topic) notifications owed (push debt).",
     "buffered_input_bytes": "Bytes of partial requests held across all connections.",
     "route_cache_bytes": "Bytes held by the route response cache.",
-    "kv_config_bytes": "Bytes of KV config held.",
+    "kv_config_bytes": "Bytes the KV config occupies, as registry.max_kv_config_bytes counts them.",
     "register_chunk_cache_bytes": "Register-table chunks cached, charged at their JSON size.",
 }
 _COUNTERS = {

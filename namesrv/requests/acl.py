@@ -8,9 +8,11 @@ destination server's identity, a timestamp and a nonce). Each account names the 
 accepts (``signature``: ``"upstream"``, ``"strong"`` or ``"either"``). A strong-form request
 must name this server (``SignServer`` equal to ``acl.server_identity``; a server without an
 identity takes no strong request) and be fresh: stamped within ``acl.signature_skew_ms`` of the
-server's clock, and its nonce not seen before for its key
+server's clock, newer than the server's start and than what its key had accepted before a
+restart (:mod:`namesrv.requests.replay_record`), and its nonce not seen before for its key
 (:mod:`namesrv.requests.replay_cache`), so a request of an account that accepts only the strong
-form cannot be replayed, under its own code or another, here or at another server.
+form cannot be replayed, under its own code or another, here or at another server, before or
+after a restart or a clock step.
 
 The order of the checks keeps one key from costing another anything: the signature is verified,
 then the key's right to make the request, and only then is the nonce remembered, in the key's
@@ -51,6 +53,7 @@ from typing import NamedTuple
 
 from namesrv.config import AclAccount, AclConfig
 from namesrv.requests.replay_cache import ReplayCache
+from namesrv.requests.replay_record import ReplayRecord
 from protocol import signing
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
@@ -94,9 +97,17 @@ class AccessControl:
     """Checks signatures and permissions; remembers which key owns which broker name and which
     broker holds which live address."""
 
-    def __init__(self, config: AclConfig, wall_clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        config: AclConfig,
+        wall_clock_ms: Callable[[], int] | None = None,
+        record: ReplayRecord | None = None,
+    ) -> None:
         """``wall_clock_ms`` is the server's clock in milliseconds since the epoch, against
-        which strong-form timestamps are judged (the system clock by default)."""
+        which strong-form timestamps are judged (the system clock by default). Strong-form
+        requests stamped before this moment are refused, and so are those stamped at or before
+        what ``record`` (the previous runs' highest accepted stamps) holds for their key; the
+        record hears each new highest stamp."""
         self.config = config
         self._accounts = {a.access_key: a for a in config.accounts}
         self._strong_keys = {
@@ -105,11 +116,16 @@ class AccessControl:
             if a.signature != signing.SignatureForm.UPSTREAM
         }
         self._wall_clock_ms = wall_clock_ms or _system_ms
+        self.started_ms = self._wall_clock_ms()
+        self.record = record
         self.replays = ReplayCache(
             config.signature_skew_ms,
             config.replay_cache_max_entries,
             config.replay_cache_max_entries_per_key,
             self._strong_keys,
+            start_floor_ms=self.started_ms - 1,
+            floors=record.floors() if record is not None else None,
+            on_accepted=record.accepted if record is not None else None,
         )
         self._owner_of_name: dict[str, str] = {}
         self._holder_of_addr: dict[str, AddrHolder] = {}
@@ -280,7 +296,9 @@ class AccessControl:
                 f"{code_name} with AccessKey {key!r} is stamped {fields.timestamp_ms}, "
                 f"{fields.timestamp_ms - now:+d} ms from this server's clock: outside "
                 f"acl.signature_skew_ms={self.config.signature_skew_ms}, or not newer than "
-                "the nonces this key's replay cache has had to drop",
+                "this key's requests accepted before (by an earlier run of this server too, "
+                "or whose nonces have been forgotten) or than this server's start: sign it "
+                "again",
             )
         if refusal == "replayed":
             self._deny(

@@ -28,7 +28,7 @@ from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Services, ok
 from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
-from protocol import bodies, headers
+from protocol import headers
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
@@ -269,8 +269,8 @@ class RegisterStages:
         ext = headers.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
         ).to_wire()
-        order_conf = self.s.kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        response = ok(req, ext, bodies.encode_kv_table(order_conf) if order_conf else b"")
+        order_conf = self.s.kv.listing(ORDER_TOPIC_CONFIG_NAMESPACE)
+        response = ok(req, ext, order_conf or b"")
         while result.job is not None and not result.job.done:
             yield "wait"
         return response

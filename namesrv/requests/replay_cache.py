@@ -16,6 +16,13 @@ timestamp: from then on a request of that key stamped at or before the floor is 
 stale, so a dropped nonce can never be replayed. One key's traffic, whatever its stamps, only
 ever moves its own floor: no key can make another's fresh requests stale.
 
+A key's floor also rises to the stamp of every nonce that leaves the window, so a clock
+stepped forward and back again cannot bring a forgotten nonce's request back into it; and it
+starts at the moment the cache was made (``start_floor_ms``) or at the highest stamp a previous
+run of the server accepted for the key (``floors``), whichever is later, so no request accepted
+before a restart is accepted after it. ``on_accepted(key, stamp)`` hears every stamp that is the
+highest the key has had accepted, for the caller to keep across restarts.
+
 The caller admits a nonce only for a request whose signature verified and whose key may make
 it, so a stranger, or a key without the right, stores nothing here. Pure: the caller passes the
 time.
@@ -24,7 +31,7 @@ time.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 Refusal = Literal["stale", "replayed"]
@@ -33,32 +40,47 @@ Refusal = Literal["stale", "replayed"]
 class _KeyNonces:
     """One access key's nonces in the window, oldest stamp first, and its floor."""
 
-    __slots__ = ("by_time", "floor_ms", "seen")
+    __slots__ = ("by_time", "floor_ms", "high_ms", "seen")
 
-    def __init__(self) -> None:
+    def __init__(self, floor_ms: int) -> None:
         self.seen: dict[str, int] = {}
         """nonce -> the request's timestamp."""
         self.by_time: list[tuple[int, str]] = []
         """(timestamp, nonce) of every entry of ``seen``: a heap, oldest first."""
-        self.floor_ms = -1
+        self.floor_ms = floor_ms
         """This key's requests stamped at or before this are refused: their nonces may have
-        been dropped."""
+        been dropped, have left the window, or were seen before this cache was made."""
+        self.high_ms = floor_ms
+        """The highest stamp accepted for this key (or its starting floor)."""
 
     def expire(self, horizon_ms: int) -> None:
         by_time = self.by_time
         while by_time and by_time[0][0] < horizon_ms:
-            _, nonce = heapq.heappop(by_time)
+            stamp, nonce = heapq.heappop(by_time)
             del self.seen[nonce]
+            self.floor_ms = max(self.floor_ms, stamp)
 
 
 class ReplayCache:
     def __init__(
-        self, skew_ms: int, max_entries: int, max_entries_per_key: int, keys: Iterable[str]
+        self,
+        skew_ms: int,
+        max_entries: int,
+        max_entries_per_key: int,
+        keys: Iterable[str],
+        *,
+        start_floor_ms: int = -1,
+        floors: Mapping[str, int] | None = None,
+        on_accepted: Callable[[str, int], None] | None = None,
     ) -> None:
-        """``keys`` are the access keys that take the strong form: only they are admitted."""
+        """``keys`` are the access keys that take the strong form: only they are admitted.
+        Each key's requests stamped at or before ``start_floor_ms``, or its entry in
+        ``floors``, are refused as stale."""
         if skew_ms <= 0 or max_entries <= 0 or max_entries_per_key <= 0:
             raise ValueError("skew_ms, max_entries and max_entries_per_key must be positive")
-        self._keys = {key: _KeyNonces() for key in keys}
+        floors = floors or {}
+        self._keys = {key: _KeyNonces(max(start_floor_ms, floors.get(key, -1))) for key in keys}
+        self._on_accepted = on_accepted
         if len(self._keys) > max_entries:
             raise ValueError("max_entries must give every key at least one entry")
         self.skew_ms = skew_ms
@@ -103,4 +125,8 @@ class ReplayCache:
         entry.seen[nonce] = timestamp_ms
         heapq.heappush(entry.by_time, (timestamp_ms, nonce))
         self._count += 1
+        if timestamp_ms > entry.high_ms:
+            entry.high_ms = timestamp_ms
+            if self._on_accepted is not None:
+                self._on_accepted(access_key, timestamp_ms)
         return None

@@ -2,20 +2,40 @@
 
 Admin tools write it with PUT/DELETE_KV_CONFIG; the ORDER_TOPIC_CONFIG namespace feeds the
 ``orderTopicConf`` of routes. When a path is set the table persists as upstream's
-``kvConfig.json`` (``{"configTable": {namespace: {key: value}}}``), rewritten atomically after
-every change.
+``kvConfig.json`` (``{"configTable": {namespace: {key: value}}}``), rewritten whole by a thread
+of its own after changes (:class:`~namesrv.ops.state_file.StateFile`: coalesced, atomic, never
+on the event loop).
+
+The bound counts what the table occupies, not only its text: each entry is charged the memory
+of its key and value strings and a dict slot, each namespace its string and dict, so many tiny
+entries cost what they hold. A namespace's listing is encoded once per change of it and shared
+by every answer until the next.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 
+import msgspec
+
+from namesrv.ops.state_file import StateFile, write_atomically
+from protocol.bodies import encode_kv_table
+
 log = logging.getLogger(__name__)
+
+ENTRY_SLOT_BYTES = 80
+"""What a key's slot in its namespace's dict costs beyond its two strings: the entry, its
+index and the table's room to grow (a dict is at most two thirds full, and doubles)."""
+NAMESPACE_BYTES = 240
+"""What a namespace costs beyond its name: its own (small) dict and its slot in the table."""
+_WRITE_CHUNK_ENTRIES = 2_000
+"""Entries the writer encodes per piece of the file: each piece holds the interpreter lock
+for well under a millisecond."""
 
 
 class KVConfigError(ValueError):
@@ -36,43 +56,59 @@ class KVConfig:
         path: str | None = None,
         max_bytes: int = 0,
     ) -> None:
-        """``max_bytes`` (0: no bound) caps the namespaces, keys and values together: a put
-        past it is refused, since any client may send PUT_KV_CONFIG."""
+        """``max_bytes`` (0: no bound) caps what the table occupies (see the module's note): a
+        put past it is refused, since any client may send PUT_KV_CONFIG."""
         self._table: dict[str, dict[str, str]] = {}
         self._max_bytes = max_bytes
         self._bytes = 0
         self._on_change = on_change
+        self._listings: dict[str, bytes] = {}
+        """namespace -> its encoded KVTable body, until the namespace changes."""
+        self.listing_builds = 0
+        """Listings encoded: once per change of a namespace that is listed."""
         self.path: str | None = None
-        self.persist_failures = 0
-        """Changes kept in memory whose write to ``path`` failed (each one is logged)."""
+        self._file: StateFile | None = None
         if path:
             self.load(path)
 
     def put(self, namespace: str, key: str, value: str) -> None:
-        """PUT_KV_CONFIG. ValueError when the namespace or key is empty."""
+        """PUT_KV_CONFIG. ValueError when the namespace or key is empty or the bound is
+        passed."""
         if not namespace or not key:
             raise ValueError(
                 "KV config namespace and key must not be empty "
                 f"(namespace={namespace!r}, key={key!r})"
             )
-        entries = self._table.get(namespace, {})
-        old = entries.get(key)
+        entries = self._table.get(namespace)
+        old = entries.get(key) if entries is not None else None
         if old == value:
             return
-        cost = len(value) - len(old) if old is not None else _entry_bytes(namespace, key, value)
-        if self._max_bytes and self._bytes + cost > self._max_bytes:
+        if old is not None:
+            cost = sys.getsizeof(value) - sys.getsizeof(old)
+        else:
+            cost = _entry_bytes(key, value)
+            if entries is None:
+                cost += _namespace_bytes(namespace)
+        if self._max_bytes and cost > 0 and self._bytes + cost > self._max_bytes:
             raise ValueError(
-                f"KV config would hold {self._bytes + cost} bytes, over "
-                f"registry.max_kv_config_bytes={self._max_bytes}"
+                f"KV config would occupy {self._bytes + cost} bytes, over "
+                f"registry.max_kv_config_bytes={self._max_bytes} (each entry counts its key and "
+                f"value strings and {ENTRY_SLOT_BYTES} bytes of slot)"
             )
-        self._table.setdefault(namespace, entries)[key] = value
+        if entries is None:
+            entries = self._table[namespace] = {}
+        entries[key] = value
         self._bytes += cost
         self._changed(namespace, key)
 
     @property
     def size_bytes(self) -> int:
-        """Namespaces, keys and values held, as ``max_bytes`` counts them."""
+        """What the table occupies, as ``max_bytes`` counts it."""
         return self._bytes
+
+    @property
+    def entry_count(self) -> int:
+        return sum(map(len, self._table.values()))
 
     def get(self, namespace: str, key: str) -> str | None:
         return self._table.get(namespace, {}).get(key)
@@ -82,15 +118,32 @@ class KVConfig:
         entries = self._table.get(namespace)
         if entries is None or key not in entries:
             return
-        self._bytes -= _entry_bytes(namespace, key, entries.pop(key))
+        self._bytes -= _entry_bytes(key, entries.pop(key))
         if not entries:
             del self._table[namespace]
+            self._bytes -= _namespace_bytes(namespace)
         self._changed(namespace, key)
 
     def list_namespace(self, namespace: str) -> dict[str, str] | None:
         """A copy of the namespace's table, or None when the namespace has no entry."""
         entries = self._table.get(namespace)
         return dict(entries) if entries else None
+
+    def keys_of(self, namespace: str) -> list[str]:
+        """The namespace's keys (a copy: the table may change while the caller walks it)."""
+        return list(self._table.get(namespace, ()))
+
+    def listing(self, namespace: str) -> bytes | None:
+        """The namespace as a KVTable body (upstream's ``{"table": {...}}``), encoded once per
+        change of the namespace; None when it has no entry."""
+        body = self._listings.get(namespace)
+        if body is None:
+            entries = self._table.get(namespace)
+            if not entries:
+                return None
+            body = self._listings[namespace] = encode_kv_table(entries)
+            self.listing_builds += 1
+        return body
 
     def load(self, path: str) -> None:
         """Replace the table with ``path``'s and persist there from now on.
@@ -101,56 +154,77 @@ class KVConfig:
         try:
             raw = Path(path).read_bytes()
         except FileNotFoundError:
-            self._table = {}
-            self._bytes = 0
-            self.path = path
-            return
+            table: dict[str, dict[str, str]] = {}
         except OSError as exc:
             raise KVConfigError(f"KV config file {path} cannot be read: {exc.strerror}") from None
-        try:
-            table = _parse(raw)
-        except (ValueError, RecursionError) as exc:
-            raise KVConfigError(f"KV config file {path} is corrupt: {exc}") from None
+        else:
+            try:
+                table = _parse(raw)
+            except (ValueError, RecursionError) as exc:
+                raise KVConfigError(f"KV config file {path} is corrupt: {exc}") from None
         self._table = table
+        self._listings.clear()
         self._bytes = sum(
-            _entry_bytes(ns, key, value)
+            _namespace_bytes(ns) + sum(_entry_bytes(key, value) for key, value in entries.items())
             for ns, entries in table.items()
-            for key, value in entries.items()
         )
         self.path = path
+        self._file = StateFile(path, self._render)
 
     def save(self, path: str | None = None) -> None:
-        """Write the table to ``path`` (default: the loaded path) via a temp file and rename."""
+        """Write the table to ``path`` (default: the loaded path) now, on this thread, via a
+        temp file and rename."""
         target = path or self.path
-        if not target:
-            return
-        directory = os.path.dirname(os.path.abspath(target))
-        os.makedirs(directory, exist_ok=True)
-        data = json.dumps({"configTable": self._table}, indent=2, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kvConfig.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        if target:
+            write_atomically(target, self._render())
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every change so far is in the file; False on timeout."""
+        return self._file.flush(timeout) if self._file is not None else True
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Write what is owed to the file and stop its writer (at shutdown)."""
+        return self._file.close(timeout) if self._file is not None else True
+
+    @property
+    def persist_failures(self) -> int:
+        """Writes of the file that failed (each one is logged; the change holds in memory)."""
+        return self._file.failures if self._file is not None else 0
+
+    @property
+    def file_writes(self) -> int:
+        return self._file.writes if self._file is not None else 0
+
+    def _render(self) -> Iterator[bytes]:
+        """The file's bytes in pieces, from a copy of each namespace taken by one C call (this
+        runs on the writer's thread while the event loop changes the table)."""
+        namespaces = list(self._table.items())
+        yield b'{"configTable": {'
+        for i, (namespace, live) in enumerate(namespaces):
+            entries = live.copy()
+            yield (b",\n  " if i else b"\n  ") + msgspec.json.encode(namespace) + b": {"
+            items = iter(entries.items())
+            first = True
+            while chunk := dict(islice(items, _WRITE_CHUNK_ENTRIES)):
+                yield (b"" if first else b",") + msgspec.json.encode(chunk)[1:-1]
+                first = False
+            yield b"}"
+        yield b"\n}}\n"
 
     def _changed(self, namespace: str, key: str) -> None:
-        if self.path:
-            try:
-                self.save()
-            except OSError as exc:  # the change holds in memory; the operator must see why
-                self.persist_failures += 1
-                log.error("could not persist KV config to %s: %s", self.path, exc)
+        self._listings.pop(namespace, None)
+        if self._file is not None:
+            self._file.changed()
         if self._on_change is not None:
             self._on_change(namespace, key)
 
 
-def _entry_bytes(namespace: str, key: str, value: str) -> int:
-    return len(namespace) + len(key) + len(value)
+def _entry_bytes(key: str, value: str) -> int:
+    return sys.getsizeof(key) + sys.getsizeof(value) + ENTRY_SLOT_BYTES
+
+
+def _namespace_bytes(namespace: str) -> int:
+    return sys.getsizeof(namespace) + NAMESPACE_BYTES
 
 
 def _parse(raw: bytes) -> dict[str, dict[str, str]]:

@@ -8,6 +8,10 @@ written whole: a lookup meanwhile sees each topic's old route or its new one.
 A slice is compared and written with C-level ``map``/``zip``/``dict.update``: Python runs per
 topic only for topics whose queue data changed to another value, which is what keeps a
 100,000-topic register within a few reactor turns.
+
+The same turns carry other changes too large for one: a run-time switch that moves many routes
+at once (order confs joining or leaving routes) is reported ``slice_topics`` topics per call
+(:meth:`RegisterJobs.report_later`), as a departed broker's topics are dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 from namesrv.routes.change_cause import ChangeCause
@@ -160,13 +164,16 @@ class RegisterJobs:
         """broker name → its register being applied in slices."""
         self._drops: list[tuple[str, Iterator[str], ChangeCause]] = []
         """Departed brokers whose (large) tables still list them as holders of topics."""
+        self._reports: dict[str, tuple[Iterator[str], ChangeCause]] = {}
+        """What moved many routes at once (by the name of the switch) -> the topics still to
+        report."""
         self.pending = 0
         """Registers whose topic table is still being applied, and departed brokers whose
         queue data is still being dropped: a plain attribute, since the server asks after
         every request; recounted by :meth:`_recount` right after each change of either."""
 
     def _recount(self) -> None:
-        self.pending = len(self._jobs) + len(self._drops)
+        self.pending = len(self._jobs) + len(self._drops) + len(self._reports)
 
     def unapplied_columns(
         self,
@@ -221,10 +228,22 @@ class RegisterJobs:
         self._drops.append((broker_name, iter(topics), cause))
         self._recount()
 
+    def report_later(self, switch: str, topics: list[str], cause: ChangeCause) -> None:
+        """Report ``topics`` as changed with ``cause``: the routes ``switch`` moved. Up to
+        ``slice_topics`` are reported now, more a slice per call of :meth:`run`. Flipping the
+        same switch again while its report is under way starts its report over (every topic
+        it moves may have moved again)."""
+        self._reports.pop(switch, None)
+        if len(topics) <= self.slice_topics:
+            self._announce.topics(topics, cause, in_order=True)
+        else:
+            self._reports[switch] = (iter(topics), cause)
+        self._recount()
+
     def run(self, budget: int | None = None) -> bool:
         """Apply up to ``budget`` (default ``slice_topics``) topics of pending work, departures
-        first, then registers oldest first, and report what changed; returns whether work
-        remains."""
+        first, then registers oldest first, then switches' reports, and report what changed;
+        returns whether work remains."""
         left = self.slice_topics if budget is None else budget
         stats = self._stats
         while self._drops and left > 0:
@@ -253,7 +272,16 @@ class RegisterJobs:
                 self._recount()
             # One report per slice: each topic's route moves from old to new in one step.
             self._announce.topics(touched, job.cause, in_order=True)
-        return bool(self._jobs or self._drops)
+        while self._reports and left > 0:
+            switch, (topics, cause) = next(iter(self._reports.items()))
+            told = list(islice(topics, left))
+            if len(told) < left:
+                del self._reports[switch]
+                self._recount()
+            left -= max(1, len(told))
+            stats.job_slices += 1
+            self._announce.topics(told, cause, in_order=True)
+        return bool(self._jobs or self._drops or self._reports)
 
     def _apply_slice(self, job: RegisterJob, budget: int) -> list[str]:
         """Write up to ``budget`` topics of ``job``'s table; finishes the job at its end.

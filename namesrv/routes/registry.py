@@ -14,7 +14,8 @@ sharing one :class:`~namesrv.routes.tables.RouteTables`:
 part                      requests
 ========================  ====================================================================
 ``Registration``          REGISTER_BROKER, BROKER_HEARTBEAT, QUERY_DATA_VERSION
-``RegisterJobs``          large register tables applied (and departed ones dropped) in slices
+``RegisterJobs``          large register tables applied (departed ones dropped, switches'
+                          moved routes reported) in slices
 ``Departures``            UNREGISTER_BROKER, a closed channel, expiry
 ``TopicAdmin``            write perms, DELETE_TOPIC / REGISTER_TOPIC_IN_NAMESRV
 ``RouteQueries``          routes, topic lists, cluster info, broker member groups
@@ -89,6 +90,7 @@ class RouteRegistry:
         self.query_data_version_changed = registration.query_data_version_changed
 
         self.run_jobs = self._jobs.run
+        self.report_later = self._jobs.report_later
 
         self.unregister_broker = departures.unregister_broker
         self.on_channel_close = departures.on_channel_close

@@ -40,7 +40,7 @@ class RouteBodies:
         """Order confs become part of routes (or stop being part): the topics that have one,
         whose routes move. The caller invalidates them here and wherever answers are kept."""
         self._order_message_enable = enabled
-        return list(self._kv.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or ())
+        return self._kv.keys_of(ORDER_TOPIC_CONFIG_NAMESPACE)
 
     def invalidate(self, topics: Iterable[str]) -> None:
         """Drop the cached bodies of ``topics`` (found by C-level set intersection, so a large

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from namesrv.requests.context import Connection, Services, ok
-from protocol import bodies, headers
+from protocol import headers
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
@@ -41,12 +41,12 @@ class KvHandlers:
     def get_kv_list_by_namespace(
         self, conn: Connection, req: RemotingCommand, h: headers.GetKVListByNamespaceRequestHeader
     ) -> RemotingCommand:
-        table = self.s.kv.list_namespace(h.namespace)
-        if table is None:
+        body = self.s.kv.listing(h.namespace)
+        if body is None:
             return req.make_response(
                 ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}"
             )
-        return ok(req, body=bodies.encode_kv_table(table))
+        return ok(req, body=body)
 
 
 def _kv_call(call: Callable[[], object]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig
@@ -14,6 +15,19 @@ from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 
 log = logging.getLogger(__name__)
+
+MAX_UPDATE_BODY_BYTES = 64 * 1024
+"""An UPDATE_NAMESRV_CONFIG body longer than this is refused unread: every key the server
+declares, with its value, fits in a few KiB."""
+MAX_UPDATE_KEYS = 256
+"""Keys one UPDATE_NAMESRV_CONFIG may name: above every key the server declares, so a body
+naming more is refused before any key is looked up."""
+MAX_KEYS_NAMED = 8
+"""Refused keys a remark (or log line) names; the rest are counted."""
+MAX_NAME_CHARS = 64
+"""A peer's key is shown cut to this many characters."""
+MAX_REASON_CHARS = 256
+"""A refused value's reason (which quotes the value) is shown cut to this many characters."""
 
 
 class ServerConfigHandlers:
@@ -37,8 +51,8 @@ class ServerConfigHandlers:
                 "this name server takes config from its file at start-up; "
                 "edit the file and restart instead of UPDATE_NAMESRV_CONFIG",
             )
-        props = parse_properties((req.body or b"").decode("utf-8", errors="replace"))
         try:
+            props = bounded_properties(req.body or b"")
             config = updated_config(self.s.config, props)
         except ConfigRefused as refused:
             return req.make_response(refused.code, str(refused))
@@ -47,7 +61,7 @@ class ServerConfigHandlers:
         log.info(
             "config changed at run time by %s: %s",
             conn.peer,
-            ", ".join(f"{k}={v}" for k, v in props.items()),
+            named(f"{k}={v}" for k, v in props.items()),
         )
         return ok(req)
 
@@ -58,6 +72,37 @@ class ConfigRefused(Exception):
     def __init__(self, code: ResponseCode, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def bounded_properties(body: bytes) -> dict[str, str]:
+    """The body's ``key=value`` pairs, refused (:class:`ConfigRefused`) by its size before it
+    is decoded and by its key count before any key is looked up."""
+    if len(body) > MAX_UPDATE_BODY_BYTES:
+        raise ConfigRefused(
+            ResponseCode.INVALID_PARAMETER,
+            f"config body of {len(body)} bytes, over {MAX_UPDATE_BODY_BYTES}; nothing was changed",
+        )
+    props = parse_properties(body.decode("utf-8", errors="replace"))
+    if len(props) > MAX_UPDATE_KEYS:
+        raise ConfigRefused(
+            ResponseCode.INVALID_PARAMETER,
+            f"config body names {len(props)} keys, over {MAX_UPDATE_KEYS}; nothing was changed",
+        )
+    return props
+
+
+def named(items: Iterable[str], sep: str = ", ", width: int = MAX_NAME_CHARS) -> str:
+    """At most ``MAX_KEYS_NAMED`` of ``items``, each cut to ``width`` characters (shown with
+    ``!r`` escapes when not printable), then how many more: a remark never echoes a body."""
+    shown: list[str] = []
+    more = 0
+    for item in items:
+        if len(shown) < MAX_KEYS_NAMED:
+            cut = item if len(item) <= width else item[:width] + "..."
+            shown.append(cut if cut.isprintable() else repr(cut))
+        else:
+            more += 1
+    return sep.join(shown) + (f" and {more} more" if more else "")
 
 
 def updated_config(config: NamesrvConfig, props: dict[str, str]) -> NamesrvConfig:
@@ -88,10 +133,11 @@ def updated_config(config: NamesrvConfig, props: dict[str, str]) -> NamesrvConfi
             section[known.field] = parsed
     reasons = []
     if fixed:
-        reasons.append(f"cannot change at run time (edit the config file): {', '.join(fixed)}")
+        reasons.append(f"cannot change at run time (edit the config file): {named(fixed)}")
     if unknown:
-        reasons.append(f"unknown config keys: {', '.join(unknown)}")
-    reasons.extend(invalid)
+        reasons.append(f"unknown config keys: {named(unknown)}")
+    if invalid:
+        reasons.append(named(invalid, sep="; ", width=MAX_REASON_CHARS))
     if reasons:
         code = ResponseCode.NO_PERMISSION if fixed else ResponseCode.INVALID_PARAMETER
         raise ConfigRefused(code, "; ".join(reasons) + "; nothing was changed")

@@ -15,7 +15,7 @@ import pytest
 import pytest_twisted
 from prometheus_client.parser import text_string_to_metric_families
 from support.loopback_wait import until
-from twisted.internet import defer, protocol, reactor, threads
+from twisted.internet import defer, protocol, reactor, task, threads
 from twisted.web import http as http_module
 
 from namesrv.config import ConfigError, MetricsConfig, from_mapping
@@ -322,3 +322,80 @@ def test_an_unauthenticated_get_is_refused_on_its_head_and_head_requests_are_ser
     head, _, body = scraper.received.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and body == b""
     assert ns.server.stats()["metrics_auth_failures"] == 1
+
+
+class NeverReads(RawClient):
+    """A peer that pipelines requests and never reads an answer: reading is paused at once,
+    so only the kernel's buffers take what the server sends."""
+
+    def connectionMade(self) -> None:
+        self.transport.pauseProducing()
+
+
+HEAD_BYTES = 1_024
+"""More than an answer's status line and headers."""
+
+
+def unsent_bytes(conn: Any) -> int:
+    """What the server's side of a metrics connection holds, written but not yet sent."""
+    tcp = conn.transport
+    return len(tcp.dataBuffer) - tcp.offset + tcp._tempDataLen
+
+
+@pytest_twisted.inlineCallbacks
+def test_five_connections_pipelining_thousands_of_gets_never_reading_hold_one_page_each(
+    make_server, monkeypatch
+):
+    from namesrv.net.metrics_http import MetricsResource
+
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0"}})
+    renders: list[int] = []
+    real_render = MetricsResource.render_GET
+
+    def counting_render(self: Any, request: Any) -> bytes:
+        page = real_render(self, request)
+        renders.append(len(page))
+        return page
+
+    monkeypatch.setattr(MetricsResource, "render_GET", counting_render)
+    creator = protocol.ClientCreator(reactor, NeverReads)
+    attackers = yield defer.gatherResults(
+        [creator.connectTCP("127.0.0.1", metrics_port(ns)) for _ in range(5)]
+    )
+    sent_per_connection = 3_000
+    pipeline = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * sent_per_connection
+    for attacker in attackers:
+        attacker.transport.write(pipeline)
+    # Served until the kernel's buffers are full, then nothing more: the renders stop.
+    seen = -1
+    while seen != len(renders):
+        seen = len(renders)
+        yield task.deferLater(reactor, 0.2, lambda: None)
+    page = max(renders)
+    served = ns.server.metrics_port.factory.protocols
+    assert len(served) == 5
+    for conn in served:
+        # One answer (its page and head) at most, never a queue of them.
+        assert unsent_bytes(conn) <= page + HEAD_BYTES
+    print(f"renders {len(renders)} of {5 * sent_per_connection} GETs, page {page} bytes")
+    assert len(renders) < 5 * sent_per_connection // 4  # most GETs never read, never rendered
+    # The name server and a fresh scraper are served throughout.
+    from support.wire_client import connect
+
+    from protocol.codes import RequestCode, ResponseCode
+
+    peer = yield connect(ns.port)
+    resp = yield peer.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+    assert resp.code == ResponseCode.SUCCESS
+    status, _, _ = yield get(ns)
+    assert status == 200
+    for attacker in attackers:
+        attacker.transport.abortConnection()
+
+
+@pytest_twisted.inlineCallbacks
+def test_pipelined_gets_of_a_reading_scraper_are_all_answered_in_order(make_server):
+    ns = make_server({"metrics": {"listen": "127.0.0.1:0"}})
+    [scraper] = yield open_clients(metrics_port(ns), 1)
+    scraper.transport.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 20)
+    yield defer.ensureDeferred(until(lambda: scraper.whole_answers() == 20))

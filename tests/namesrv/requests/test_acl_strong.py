@@ -160,8 +160,13 @@ def test_a_request_stamped_outside_the_skew_window_is_refused_and_changes_nothin
 
 
 def control(wall: list[int], **acl: Any) -> AccessControl:
+    """Access control of a server started an hour before ``wall[0]``."""
     config = from_mapping({"acl": {**STRONG_ACL, **acl}}).acl
-    return AccessControl(config, wall_clock_ms=lambda: wall[0])
+    now = wall[0]
+    wall[0] -= 3_600_000
+    made = AccessControl(config, wall_clock_ms=lambda: wall[0])
+    wall[0] = now
+    return made
 
 
 def check(acl: AccessControl, cmd: RemotingCommand, klass: AccessClass = AccessClass.ADMIN):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
+import tracemalloc
 
 import pytest
 
-from namesrv.routes.kv_config import KVConfig
+from namesrv.routes.kv_config import ENTRY_SLOT_BYTES, NAMESPACE_BYTES, KVConfig
+from protocol import fastjson
 
 
 def test_put_get_list_delete_round_trip():
@@ -82,6 +86,7 @@ def test_missing_file_loads_as_empty_and_is_created_on_first_change(tmp_path):
     assert kv.list_namespace("ns") is None
     assert not path.exists()
     kv.put("ns", "k", "v")
+    assert kv.flush(10)
     assert json.loads(path.read_text()) == {"configTable": {"ns": {"k": "v"}}}
 
 
@@ -90,8 +95,10 @@ def test_put_and_delete_persist_once_a_path_is_loaded(tmp_path):
     path.write_text(json.dumps({"configTable": {"keep": {"x": "1"}}}))
     kv = KVConfig(path=str(path))  # the constructor loads, so the file is never clobbered
     kv.put("ns", "k", "v")
+    assert kv.flush(10)
     assert json.loads(path.read_text())["configTable"] == {"keep": {"x": "1"}, "ns": {"k": "v"}}
     kv.delete("keep", "x")
+    assert kv.flush(10)
     assert json.loads(path.read_text())["configTable"] == {"ns": {"k": "v"}}
     assert KVConfig(path=str(path)).get("ns", "k") == "v"
 
@@ -121,6 +128,7 @@ def test_failed_persist_keeps_the_change_in_memory_and_counts_it(tmp_path):
     target.mkdir()  # os.replace onto a directory fails
     kv.put("ns", "k", "v")
     assert kv.get("ns", "k") == "v"
+    assert kv.flush(10)
     assert kv.persist_failures == 1
     assert changes == [("ns", "k")]
     assert sorted(os.listdir(tmp_path)) == ["kvConfig.json"]  # the temp file was cleaned up
@@ -158,15 +166,91 @@ def test_file_without_config_table_is_empty(tmp_path):
 
 def test_puts_past_the_byte_bound_are_refused_and_deletes_free_room(tmp_path):
     path = tmp_path / "kv.json"
-    kv = KVConfig(path=str(path), max_bytes=100)
+    entry = sys.getsizeof("a") + sys.getsizeof("x" * 40) + ENTRY_SLOT_BYTES
+    bound = sys.getsizeof("ns") + NAMESPACE_BYTES + 2 * entry
+    kv = KVConfig(path=str(path), max_bytes=bound)
     kv.put("ns", "a", "x" * 40)
     kv.put("ns", "b", "y" * 40)
-    assert kv.size_bytes == 2 * (2 + 1 + 40)
-    with pytest.raises(ValueError, match="max_kv_config_bytes=100"):
+    assert kv.size_bytes == bound
+    with pytest.raises(ValueError, match=f"max_kv_config_bytes={bound}"):
         kv.put("ns", "c", "z" * 40)
     assert kv.get("ns", "c") is None
-    kv.put("ns", "a", "x")  # a smaller value takes less room
-    kv.put("ns", "c", "z" * 40)
+    kv.put("ns", "a", "x")  # a smaller value takes less room ...
+    with pytest.raises(ValueError):
+        kv.put("ns", "c", "z" * 40)  # ... but not a slot's worth
     kv.delete("ns", "b")
-    assert kv.size_bytes == (2 + 1 + 1) + (2 + 1 + 40)
-    assert KVConfig(path=str(path), max_bytes=100).size_bytes == kv.size_bytes
+    kv.put("ns", "c", "z" * 40)
+    assert kv.size_bytes == bound - (sys.getsizeof("x" * 40) - sys.getsizeof("x"))
+    assert kv.flush(10)
+    assert KVConfig(path=str(path), max_bytes=bound).size_bytes == kv.size_bytes
+    kv.delete("ns", "a")
+    kv.delete("ns", "c")
+    assert kv.size_bytes == 0
+
+
+def test_many_tiny_entries_cost_their_memory_not_their_text():
+    """The attacker's shape: PUT_KV_CONFIG of tiny keys and values until refused. What the
+    table allocates stays within a small factor of the bound (measured by tracemalloc, so
+    the figure is the table's own, whatever the process around it does)."""
+    bound = 4 * 1024 * 1024
+    kv = KVConfig(max_bytes=bound)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        i = 0
+        with pytest.raises(ValueError, match="max_kv_config_bytes"):
+            while True:
+                kv.put("ns", f"{i:x}", str(i))
+                i += 1
+        held = tracemalloc.get_traced_memory()[0] - before
+        kv.listing("ns")  # the encoded listing, kept until the namespace changes
+        with_listing = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kv.size_bytes <= bound
+    assert i > 20_000  # the refusal came from the bound, after real work
+    assert held <= 1.2 * bound, (held, bound, i)
+    assert with_listing <= 1.5 * bound, (with_listing, bound, i)
+
+
+def test_a_listing_is_encoded_once_per_change_of_its_namespace_in_upstreams_form():
+    kv = KVConfig()
+    for i in range(3):
+        kv.put("ns", f"k{i}", f"v\u00e9{i}")
+    kv.put("other", "k", "v")
+    body = kv.listing("ns")
+    assert body == fastjson.dumps({"table": {"k0": "v\u00e90", "k1": "v\u00e91", "k2": "v\u00e92"}})
+    assert kv.listing("ns") is body and kv.listing_builds == 1
+    kv.put("other", "k", "w")  # another namespace: this listing stands
+    assert kv.listing("ns") is body
+    kv.put("ns", "k3", "v")
+    assert kv.listing("ns") is not body and kv.listing_builds == 2
+    assert kv.listing("absent") is None
+
+
+def test_file_writes_are_coalesced_and_the_last_change_always_lands(tmp_path):
+    path = tmp_path / "kvConfig.json"
+    kv = KVConfig(path=str(path))
+    for i in range(2_000):
+        kv.put("ns", "k", str(i))
+    assert kv.close(10)
+    assert kv.file_writes < 2_000  # one write in flight, one owed, however fast the puts
+    assert json.loads(path.read_text())["configTable"] == {"ns": {"k": "1999"}}
+    assert os.listdir(tmp_path) == ["kvConfig.json"]
+
+
+def test_the_file_is_written_on_the_writers_thread_not_the_callers(tmp_path, monkeypatch):
+    import namesrv.ops.state_file as state_file
+
+    threads: list[str] = []
+    real = state_file.write_atomically
+
+    def spy(path, chunks):
+        threads.append(threading.current_thread().name)
+        real(path, chunks)
+
+    monkeypatch.setattr(state_file, "write_atomically", spy)
+    kv = KVConfig(path=str(tmp_path / "kvConfig.json"))
+    kv.put("ns", "k", "v")
+    assert kv.flush(10)
+    assert threads and threading.current_thread().name not in threads
