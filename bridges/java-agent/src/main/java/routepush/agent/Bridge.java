@@ -394,11 +394,13 @@ final class Bridge {
     }
 
     /**
-     * Owes {@code topic} a refresh now, or when the server's start-up window ends: a server
-     * that has not heard every broker yet would answer a partial route, or none.
+     * Owes {@code topic} a refresh now. A change or departure the server names is news even
+     * while it warms up (a master that died then must be learned within a tick); only the
+     * refreshes a new epoch or an arrival brings wait for the window's end, since a server that
+     * has not heard every broker yet would answer them with a partial route, or none.
      */
     private void owe(String topic, long now) {
-        queue.offer(topic, Math.max(now, warmUntil));
+        queue.offer(topic, now);
     }
 
     /** Whether {@code version} is newer than the one held; if so it is held from now on. Only
