@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from itertools import filterfalse, islice, repeat
 from typing import Any, NamedTuple
 
-from namesrv.config import SuppressionConfig
+from namesrv.config import PushConfig, SuppressionConfig
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.deleted_topics import DeletedTopics
 from namesrv.push.subscriptions import Conn, SubscriptionRegistry
@@ -165,7 +165,9 @@ class ChangeDetector:
         deleted_topics: DeletedTopics | None = None,
     ) -> None:
         self._exists = route_exists
-        self.deleted_topics = deleted_topics if deleted_topics is not None else DeletedTopics(0)
+        if deleted_topics is None:
+            deleted_topics = DeletedTopics(PushConfig().deleted_topics_remembered)
+        self.deleted_topics = deleted_topics
         """The topics deleted in this epoch (the newest), until they have a route again."""
         self.broker_events = broker_events
         """Announces broker arrivals and departures; None keeps them silent."""

@@ -666,3 +666,34 @@ def test_a_capped_settle_keeps_the_mutation_time_of_what_it_leaves_marked() -> N
     h.tick(max_settle=1)
     times = [(d["topic"], d["mutated_at_ms"]) for n, d in h.events if n == "route_changed"]
     assert times == [("a", 1_000), ("b", 1_500)]
+
+
+@pytest.mark.parametrize(
+    ("causes", "kind"),
+    [
+        ([ChangeCause.UNREGISTER], UNROUTED),
+        ([ChangeCause.CHANNEL_CLOSE], UNROUTED),
+        ([ChangeCause.EXPIRY], UNROUTED),
+        ([ChangeCause.REGISTER], UNROUTED),  # an address leaving its broker name, say
+        ([ChangeCause.DELETE_TOPIC], DELETED),
+        ([ChangeCause.UNLISTED], DELETED),
+        ([ChangeCause.EXPIRY, ChangeCause.DELETE_TOPIC], DELETED),
+        ([ChangeCause.UNLISTED, ChangeCause.UNREGISTER], DELETED),
+    ],
+)
+def test_a_topic_that_leaves_is_deleted_only_when_a_deletion_caused_it(
+    causes: list[ChangeCause], kind: ChangeKind
+) -> None:
+    h = Harness(ALL_LOUD)
+    h.set("a", b"0")
+    h.subscribe("c1", "a")
+    h.routes.table.pop("a")
+    for cause in causes:
+        h.detector.mark(["a"], cause)
+    assert h.tick()[0].changes == (("a", 2, kind),)
+    [record] = [data for name, data in h.events if name == "route_changed" and data["version"] == 2]
+    assert record["kind"] == kind.name  # the journal's kind, as notified
+    assert h.detector.deleted("a") is (kind is DELETED)
+    h.set("a", b"1")  # registered again: no longer remembered as deleted
+    assert h.detector.version("a") == (3, True)
+    assert not h.detector.deleted("a")
