@@ -433,6 +433,7 @@ class ChangeDetector:
         known_get = known.get
         exists_now = self._exists
         silent_mask = self._silent_mask
+        deleted_topics = self.deleted_topics
         per_topic = self.on_event is not None and self.report_routes
         quiet: dict[int, int] = {}
         settled = bumped = suppressed = 0
@@ -448,7 +449,13 @@ class ChangeDetector:
                 continue  # neither existed nor exists: nothing a client could see
             version = (previous if previous > 0 else -previous) + 1
             known[topic] = version if exists else -version
-            deleted = self._note_deletion(topic, exists, causes)
+            deleted = False
+            if not exists:
+                if causes & _DELETION_MASK:
+                    deleted_topics.add(topic)
+                    deleted = True
+            elif previous <= 0 and deleted_topics:
+                deleted_topics.discard(topic)  # registered again: no longer deleted
             bumped += 1
             silent = causes | silent_mask == silent_mask
             if silent:
@@ -517,7 +524,7 @@ class ChangeDetector:
             return
         version = previous_version + 1
         self._known[topic] = version if exists else -version
-        deleted = self._note_deletion(topic, exists, causes)
+        deleted = self._note_deletion(topic, existed, exists, causes)
         stats.versions_bumped += 1
         if book is not None:
             book.settled(topic, previous_version, version, _causes_of(causes))
@@ -532,12 +539,12 @@ class ChangeDetector:
         if self.on_event is not None and (self.report_routes or silent):
             self._report(topic, version, existed, exists, deleted, causes, silent, marked_at)
 
-    def _note_deletion(self, topic: str, exists: bool, causes: int) -> bool:
+    def _note_deletion(self, topic: str, existed: bool, exists: bool, causes: int) -> bool:
         """Remember or forget ``topic`` as deleted now that it was settled (it changed);
         returns whether its leaving was a deletion."""
         if exists:
-            if self.deleted_topics:
-                self.deleted_topics.discard(topic)
+            if not existed and self.deleted_topics:
+                self.deleted_topics.discard(topic)  # registered again: no longer deleted
             return False
         if causes & _DELETION_MASK:
             self.deleted_topics.add(topic)

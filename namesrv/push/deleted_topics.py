@@ -54,5 +54,6 @@ class DeletedTopics:
         """:meth:`discard` for each of ``topics``."""
         remembered = self._topics
         if remembered:
-            for topic in [t for t in topics if t in remembered]:
+            # The search in C: a large register's batch is thousands of topics, rarely deleted.
+            for topic in list(filter(remembered.__contains__, topics)):
                 del remembered[topic]
