@@ -72,6 +72,11 @@ class ServerConfig:
     """A TLS connection whose handshake has not finished within this long is closed, as
     upstream's name server does after 10 s (from accept when ``tls`` is enforcing, from the
     first handshake byte when permissive)."""
+    wait_for_service_ms: int = 45_000
+    """The start-up window: for this long after it starts the server has not heard every
+    broker (they register every 30 s), so a lookup of a topic it has not heard of is answered
+    SYSTEM_ERROR ("not ready"), not TOPIC_NOT_EXIST, as upstream's ``waitSecondsForService``.
+    0 turns the window off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +194,9 @@ class PushConfig:
     inline_budget_bytes_per_tick: int = 64 * KIB
     """Inline route bytes one connection's frame may carry per tick; the changes past it go as
     plain entries (the client fetches them)."""
+    deleted_topics_remembered: int = 100_000
+    """Topics deleted in this epoch that the server remembers (the newest), so a lookup or a
+    SUBSCRIBE can say a topic was deleted rather than merely unrouted. 0 remembers none."""
     suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
     broker_events: BrokerEventConfig = field(default_factory=BrokerEventConfig)
 
@@ -385,6 +393,7 @@ def _server_ranges(s: ServerConfig) -> list[_Range]:
         ("server.max_shared_output_bytes", s.max_shared_output_bytes, 0, 2**62),
         ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
         ("server.tls_handshake_timeout_ms", s.tls_handshake_timeout_ms, 10, 3_600_000),
+        ("server.wait_for_service_ms", s.wait_for_service_ms, 0, 86_400_000),
     ]
     if s.idle_timeout_ms != 0:
         ranges.append(("server.idle_timeout_ms", s.idle_timeout_ms, 10, 2**31 - 1))
@@ -434,6 +443,7 @@ def _push_ranges(p: PushConfig) -> list[_Range]:
         ("push.notify_slice_connections", p.notify_slice_connections, 1, 100_000_000),
         ("push.inline_route_max_bytes", p.inline_route_max_bytes, 0, 16 * MIB),
         ("push.inline_budget_bytes_per_tick", p.inline_budget_bytes_per_tick, 0, 64 * MIB),
+        ("push.deleted_topics_remembered", p.deleted_topics_remembered, 0, 10_000_000),
         (
             "push.broker_events.refetch_rate_per_second",
             p.broker_events.refetch_rate_per_second,

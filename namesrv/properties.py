@@ -111,6 +111,10 @@ UPSTREAM_KEYS: dict[str, UpstreamKey] = {
 }
 LISTEN_KEYS = ("bindAddress", "listenPort")
 """Upstream's two halves of ``server.listen`` (``HOST:PORT``); never changed at run time."""
+WAIT_KEYS = ("needWaitForService", "waitSecondsForService")
+"""Upstream's two halves of ``server.wait_for_service_ms``: whether the start-up window is on,
+and its length in seconds (45 when not given, as upstream); never changed at run time."""
+UPSTREAM_WAIT_SECONDS = 45
 _FIXED = UpstreamKey("", "", lambda key, value: value)
 """What :func:`resolve_key` gives for a known key that is no single field of ours."""
 _ACCEPTED_AS_IS = {
@@ -125,8 +129,7 @@ UPSTREAM_UNUSED_KEYS = frozenset(
         "returnOrderTopicConfigToBroker", "clientRequestThreadPoolNums", "defaultThreadPoolNums",
         "clientRequestThreadPoolQueueCapacity", "defaultThreadPoolQueueCapacity",
         "unRegisterBrokerQueueCapacity", "supportActingMaster", "enableTopicList",
-        "notifyMinBrokerIdChanged", "enableControllerInNamesrv", "needWaitForService",
-        "waitSecondsForService", "configBlackList",
+        "notifyMinBrokerIdChanged", "enableControllerInNamesrv", "configBlackList",
         # NettyServerConfig
         "serverWorkerThreads", "serverCallbackExecutorThreads", "serverSelectorThreads",
         "serverOnewaySemaphoreValue", "serverAsyncSemaphoreValue",
@@ -173,7 +176,7 @@ def to_mapping(props: dict[str, str]) -> dict[str, Any]:
                     f"namesrv.properties: {key}={value.strip()} is not supported here "
                     f"(only {_ACCEPTED_AS_IS[key]})"
                 )
-        elif key in LISTEN_KEYS:
+        elif key in LISTEN_KEYS or key in WAIT_KEYS:
             continue
         elif key in UPSTREAM_UNUSED_KEYS:
             unknown.append(key)
@@ -185,6 +188,9 @@ def to_mapping(props: dict[str, str]) -> dict[str, Any]:
         port = _int("listenPort", props.get("listenPort", "9876"))
         host = props.get("bindAddress", "0.0.0.0").strip() or "0.0.0.0"
         raw.setdefault("server", {})["listen"] = f"{host}:{port}"
+    wait_ms = _wait_for_service_ms(props)
+    if wait_ms is not None:
+        raw.setdefault("server", {})["wait_for_service_ms"] = wait_ms
     if unknown:
         log.warning(
             "namesrv.properties keys with no meaning for this name server, ignored: %s",
@@ -193,10 +199,31 @@ def to_mapping(props: dict[str, str]) -> dict[str, Any]:
     return raw
 
 
+def _wait_for_service_ms(props: dict[str, str]) -> int | None:
+    """``server.wait_for_service_ms`` from upstream's pair: ``needWaitForService=false`` is
+    off; ``true`` is ``waitSecondsForService`` (45 by default); ``waitSecondsForService`` alone
+    sets the length of the window, which is on here by default. None: neither key given."""
+    need_text = props.get("needWaitForService")
+    seconds_text = props.get("waitSecondsForService")
+    if need_text is None and seconds_text is None:
+        return None
+    if need_text is not None and not _bool("needWaitForService", need_text):
+        return 0
+    seconds = UPSTREAM_WAIT_SECONDS
+    if seconds_text is not None:
+        seconds = _int("waitSecondsForService", seconds_text)
+        if not 0 <= seconds <= 86_400:
+            raise ConfigError(
+                f"namesrv.properties: waitSecondsForService must be between 0 and 86400, "
+                f"got {seconds}"
+            )
+    return seconds * 1000
+
+
 def unknown_key(key: str) -> str:
     """``unknown key K``, with the closest key this file may hold suggested: first among the
     keys with a meaning here, then among upstream's others."""
-    meaningful = [*UPSTREAM_KEYS, *LISTEN_KEYS, *_ACCEPTED_AS_IS]
+    meaningful = [*UPSTREAM_KEYS, *LISTEN_KEYS, *WAIT_KEYS, *_ACCEPTED_AS_IS]
     close = difflib.get_close_matches(key, meaningful, n=1) or difflib.get_close_matches(
         key, sorted(UPSTREAM_UNUSED_KEYS), n=1
     )
@@ -211,6 +238,9 @@ def upstream_properties(config: NamesrvConfig) -> list[tuple[str, str]]:
     out = [("bindAddress", host), ("listenPort", str(port))]
     for key, known in UPSTREAM_KEYS.items():
         out.append((key, _show(getattr(getattr(config, known.section), known.field))))
+    wait_ms = config.server.wait_for_service_ms
+    out.append(("needWaitForService", _show(wait_ms > 0)))
+    out.append(("waitSecondsForService", str(-(-wait_ms // 1000))))
     out.extend(_ACCEPTED_AS_IS.items())
     return out
 
@@ -228,7 +258,7 @@ def resolve_key(key: str) -> UpstreamKey | None:
     known = UPSTREAM_KEYS.get(key)
     if known is not None:
         return known
-    if key in LISTEN_KEYS or key in _ACCEPTED_AS_IS:
+    if key in LISTEN_KEYS or key in WAIT_KEYS or key in _ACCEPTED_AS_IS:
         return _FIXED
     section, _, name = key.partition(".")
     known = _BY_FIELD.get((section, name))

@@ -30,6 +30,7 @@ from namesrv.ops.heap_trim import HeapTrim, malloc_trim
 from namesrv.ops.journal import EventJournal, NullJournal
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
+from namesrv.push.deleted_topics import DeletedTopics
 from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import PressureMonitor, PsutilSampler, Sample
 from namesrv.push.subscriptions import SubscriptionRegistry
@@ -46,6 +47,7 @@ from namesrv.requests.processors import (
 from namesrv.requests.register_turns import RegisterTurns
 from namesrv.requests.replay_record import ReplayRecord
 from namesrv.requests.route_response_cache import RouteResponseCache
+from namesrv.requests.startup_window import StartupWindow
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import BrokerEvent
 from namesrv.routes.kv_config import KVConfig
@@ -93,6 +95,9 @@ class NameServer:
         self.counters: Counter[str] = Counter()
         self.epoch = epoch or secrets.token_hex(8)
         self.journal = self._open_journal(cfg.journal)
+        self.startup = StartupWindow(self.clock, cfg.server.wait_for_service_ms)
+        """The start-up window; it starts now."""
+        self._warm_timer: Any = None
         self._build_routes(cfg)
         self._build_push(cfg, journaled=bool(cfg.journal.directory))
         self._build_requests(cfg)
@@ -160,6 +165,7 @@ class NameServer:
             # Per-topic journal records (and the mark times they carry) only with a journal.
             clock_ms=self._now_ms if journaled else None,
             report_routes=journaled,
+            deleted_topics=DeletedTopics(cfg.push.deleted_topics_remembered),
         )
 
     def _build_requests(self, cfg: NamesrvConfig) -> None:
@@ -181,6 +187,7 @@ class NameServer:
             operations=self._operations_answer,
             config_control=ConfigControl(apply=self._run_with, listening=self._listening),
             clock=self.clock,
+            startup=self.startup,
         )
         self.processor = RequestProcessor(
             self._services,
@@ -279,6 +286,7 @@ class NameServer:
             self.metrics_port = listen_metrics(self.reactor, cfg.metrics.listen, self)
         self.hub.admission.start()
         self._start_timers()
+        self._start_warming_up()
         bound: Any = listening.getHost()  # type: ignore[misc]
         log.info(
             "name server listening on %s:%s (epoch %s, push %s, tls %s, acl %s)",
@@ -300,6 +308,28 @@ class NameServer:
             self.ticker.start()
         if cfg.pressure.enabled:
             self._every(cfg.pressure.sample_interval_ms, self.pressure.sample_now)
+
+    def _start_warming_up(self) -> None:
+        """Log the start-up window and, from a timer on the server's clock, its end."""
+        left = self.startup.left_ms()
+        if left <= 0:
+            return
+        log.info(
+            "warming up for %d ms (server.wait_for_service_ms): a lookup of a topic no broker "
+            "has registered yet is answered SYSTEM_ERROR 'not ready', not TOPIC_NOT_EXIST",
+            left,
+        )
+        self._warm_timer = self.clock.callLater(left / 1000.0, self._warmed_up)
+
+    def _warmed_up(self) -> None:
+        self._warm_timer = None
+        log.info(
+            "warmed up after %d ms: %d brokers, %d topics heard; a topic without a route is "
+            "answered TOPIC_NOT_EXIST from now on",
+            self.startup.uptime_ms(),
+            self.registry.broker_count,
+            self.registry.topic_count,
+        )
 
     def _every(self, interval_ms: int, call: Callable[[], object]) -> None:
         def guarded() -> None:
@@ -361,6 +391,8 @@ class NameServer:
                 if loop.running:
                     loop.stop()
             self.ticker.stop()
+            if self._warm_timer is not None and self._warm_timer.active():
+                self._warm_timer.cancel()
             # Released now rather than when the transports report the loss, which comes
             # after the journal is closed: their records would be dropped.
             self.hub.close_all()
@@ -520,6 +552,7 @@ class NameServer:
             recovering=lambda: self.ticker.recovering,
             stats=self.stats,
             connections=lambda: list(self.connections.values()),
+            startup=self.startup,
         )
         return operations.answer(source, code, request)
 
@@ -548,6 +581,11 @@ class NameServer:
         out["subscriptions"] = self.subscriptions.total
         out["subscribed_connections"] = self.subscriptions.connection_count
         out["degraded"] = int(self.pressure.degraded)
+        out["warming_up"] = int(self.startup.warming_up)
+        out["uptime_ms"] = self.startup.uptime_ms()
+        deleted = self.detector.deleted_topics
+        out["deleted_topics"] = len(deleted)
+        out["deleted_topics_forgotten"] = deleted.forgotten
         out["connections"] = len(self.connections)
         out["route_cache_hits"] = self.route_responses.hits
         out["ticks"] = self.detector.stats.ticks

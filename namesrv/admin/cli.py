@@ -23,6 +23,7 @@ from namesrv.admin.session import (
     one_of,
     pass_session,
     topic_absent,
+    topic_not_heard_yet,
 )
 from namesrv.admin.wire import Credentials, Target
 from protocol import bodies
@@ -187,6 +188,7 @@ def topic_route(s: Session, topic_arg: str | None, topic: str | None) -> None:
     name = one_of("topic", topic_arg, topic, "--topic/-t")
     resp = s.ask(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name})
     topic_absent(s, name, resp)
+    topic_not_heard_yet(s, name, resp)
     resp = s.checked(RequestCode.GET_ROUTEINFO_BY_TOPIC, resp)
     route = decoded("route", lambda: bodies.decode_route(resp.body))
     s.emit(

@@ -91,6 +91,9 @@ def push_status_table(status: dict[str, Any]) -> str:
     debt = status.get("debt", {})
     rows: list[tuple[str, Any]] = [
         ("epoch", status.get("epoch")),
+        ("uptime ms", status.get("uptimeMs")),
+        ("warming up", status.get("warmingUp")),
+        ("warm in ms", status.get("warmInMs")),
         ("push enabled", status.get("pushEnabled")),
         ("tick interval ms", status.get("tickIntervalMs")),
         ("ticks", status.get("ticks")),

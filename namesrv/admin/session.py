@@ -143,6 +143,17 @@ def one_of(what: str, argument: str | None, option: str | None, flag: str) -> st
     return (argument or option or "").strip()
 
 
+def topic_not_heard_yet(s: Session, topic: str, resp: RemotingCommand) -> None:
+    """Exit saying the server has not heard of the topic yet when ``resp`` (a route lookup)
+    is the "not ready" answer of a server in its start-up window."""
+    if resp.code == ResponseCode.SYSTEM_ERROR and resp.ext_fields.get("warmingUp") == "true":
+        fail(
+            f"the name server at {s.where} has not heard of topic {topic} yet (its brokers "
+            f"register within the start-up window): {resp.remark or '-'}",
+            EXIT_REFUSED,
+        )
+
+
 def topic_absent(s: Session, topic: str, resp: RemotingCommand) -> None:
     """Exit saying the topic does not exist when ``resp`` (a route lookup) says so."""
     if resp.code == ResponseCode.TOPIC_NOT_EXIST:

@@ -199,7 +199,8 @@ def delete_topic(s: Session, topic_arg: str | None, topic: str | None, cluster: 
     """Delete TOPIC on the brokers (DELETE_TOPIC_IN_BROKER) and the name server
     (DELETE_TOPIC_IN_NAMESRV)."""
     name = one_of("topic", topic_arg, topic, "--topic/-t")
-    # Upstream deletes a topic it does not know and answers success: say so instead.
+    # Upstream deletes a topic it does not know and answers success: say so instead. A server
+    # still warming up cannot know (the topic's brokers may not have registered yet): go on.
     topic_absent(s, name, s.ask(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}))
     doc: dict[str, object] = {"topic": name}
     if cluster is not None:

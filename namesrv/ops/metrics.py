@@ -40,6 +40,11 @@ _GAUGES = {
     "subscriptions": "(connection, topic) route-push subscriptions.",
     "subscribed_connections": "Connections with at least one subscription.",
     "degraded": "1 while route push is held back by CPU or memory pressure.",
+    "warming_up": "1 during the start-up window (server.wait_for_service_ms): a lookup of a "
+    "topic not heard of yet is answered 'not ready'.",
+    "uptime_ms": "Milliseconds since the name server started.",
+    "deleted_topics": "Topics deleted in this epoch and remembered as deleted "
+    "(push.deleted_topics_remembered).",
     "push_pending_connections": "Connections owed a notification (push debt).",
     "push_pending_topics": "(connection, topic) notifications owed (push debt).",
     "buffered_input_bytes": "Bytes of partial requests held across all connections.",
@@ -62,6 +67,8 @@ _COUNTERS = {
     "oneways_declined": "Oneway frames a client without the extension answered with "
     "REQUEST_CODE_NOT_SUPPORTED (normal for stock clients, not an error).",
     "timer_errors": "Periodic tasks that raised.",
+    "deleted_topics_forgotten": "Deleted topics forgotten at push.deleted_topics_remembered "
+    "(the oldest first).",
     "headers_refused": "Requests whose header failed to decode, answered with an error.",
     "input_bound_closes": "Connections closed: buffered input past its bound.",
     "frame_timeouts": "Connections closed: a frame not completed in time.",
@@ -137,6 +144,7 @@ _BOUNDS = {
     "route_cache_resets": "server.route_cache_bytes",
     "journal_suppressed_records": "journal.max_records_per_second",
     "rejected.acl_bound": "acl.max_bound_brokers",
+    "deleted_topics_forgotten": "push.deleted_topics_remembered",
     "metrics_connections_evicted": "metrics.max_connections",
     "metrics_idle_closes": "metrics.idle_timeout_ms",
 }

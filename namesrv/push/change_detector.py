@@ -11,8 +11,16 @@ several slices (the server runs them in successive reactor turns).
 
 Versions start at 0 for a topic never seen and grow by one per real change of its route,
 including creation and deletion; the record of a deleted topic is kept so a recreated topic
-continues above its old versions. A change whose every cause is suppressed by config still bumps
-the version (a client learns it by poll or GET_ROUTEINFO) but notifies no one.
+continues above its old versions.
+
+A topic whose route leaves is announced ``DELETED`` only when a deletion caused it
+(DELETE_TOPIC_IN_NAMESRV, or a live broker's full register without it: ``DELETION_CAUSES``),
+and ``UNROUTED`` when its brokers departed: absence learned by not hearing from brokers is
+never announced as a deletion. A topic left by several causes in one settle is deleted when
+any was a deletion. Deleted topics are remembered (``DeletedTopics``) until they come back.
+
+A change whose every cause is suppressed by config still bumps the version (a client learns it
+by poll or GET_ROUTEINFO) but notifies no one.
 
 Each connection owes at most one entry per subscribed topic (a later change overwrites an
 earlier one), so notification debt is bounded by subscriptions however long degradation or a
@@ -28,8 +36,9 @@ from dataclasses import dataclass
 from itertools import filterfalse, islice, repeat
 from typing import Any, NamedTuple
 
-from namesrv.config import SuppressionConfig
+from namesrv.config import PushConfig, SuppressionConfig
 from namesrv.push.broker_events import BrokerEventBook
+from namesrv.push.deleted_topics import DeletedTopics
 from namesrv.push.subscriptions import Conn, SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
 from protocol.push_events import BrokerChange, ChangeKind
@@ -40,6 +49,7 @@ RULE_OF_CAUSE: dict[ChangeCause, str] = {
     ChangeCause.CHANNEL_CLOSE: "channel_close",
     ChangeCause.EXPIRY: "expiry",
     ChangeCause.DELETE_TOPIC: "delete_topic",
+    ChangeCause.UNLISTED: "register",
     ChangeCause.REGISTER: "register",
     ChangeCause.REGISTER_TOPIC: "register",
     ChangeCause.ORDER_CONF: "register",
@@ -84,6 +94,10 @@ def _causes_of(mask: int) -> frozenset[ChangeCause]:
 _CAUSES_OF_MASK: dict[int, frozenset[ChangeCause]] = {}
 """At most 2 ** len(ChangeCause) masks: a settled topic's causes without building a set."""
 
+DELETION_CAUSES = frozenset({ChangeCause.DELETE_TOPIC, ChangeCause.UNLISTED})
+"""The causes that make a topic's leaving a deletion; any other leaves it unrouted."""
+_DELETION_MASK = sum(_BIT_OF_CAUSE[cause] for cause in DELETION_CAUSES)
+
 
 @dataclass(slots=True)
 class DetectorStats:
@@ -115,6 +129,8 @@ class _Pending(NamedTuple):
     """Whether the topic existed before the first change this entry covers."""
     exists: bool
     """Whether it exists after the latest one."""
+    deleted: bool
+    """Whether a change this entry covers was a deletion."""
     change: ChangeTuple
     """The change as a notification carries it; one object for all owed."""
 
@@ -123,14 +139,14 @@ class _Pending(NamedTuple):
         return ChangeKind(self.change[2])
 
 
-def _pending(topic: str, version: int, existed: bool, exists: bool) -> _Pending:
+def _pending(topic: str, version: int, existed: bool, exists: bool, deleted: bool) -> _Pending:
     if not exists:
-        kind = ChangeKind.DELETED
+        kind = ChangeKind.DELETED if deleted else ChangeKind.UNROUTED
     else:
         kind = ChangeKind.UPDATED if existed else ChangeKind.CREATED
     # A plain tuple, not a TopicChange: an exact tuple of atomic values is untracked by the
     # cycle collector, a named tuple stays tracked, and one is held per owed topic.
-    return _Pending(version, existed, exists, (topic, version, int(kind)))
+    return _Pending(version, existed, exists, deleted, (topic, version, int(kind)))
 
 
 class ChangeDetector:
@@ -146,8 +162,13 @@ class ChangeDetector:
         broker_events: BrokerEventBook | None = None,
         clock_ms: Callable[[], int] | None = None,
         report_routes: bool = True,
+        deleted_topics: DeletedTopics | None = None,
     ) -> None:
         self._exists = route_exists
+        if deleted_topics is None:
+            deleted_topics = DeletedTopics(PushConfig().deleted_topics_remembered)
+        self.deleted_topics = deleted_topics
+        """The topics deleted in this epoch (the newest), until they have a route again."""
         self.broker_events = broker_events
         """Announces broker arrivals and departures; None keeps them silent."""
         self._subs = subscriptions
@@ -235,6 +256,11 @@ class ChangeDetector:
         return abs(known), known > 0
 
     settle = version
+
+    def deleted(self, topic: str) -> bool:
+        """Whether ``topic`` was deleted in this epoch and has no route since (as of its last
+        settle: :meth:`version` settles it)."""
+        return topic in self.deleted_topics
 
     def settled_version(self, topic: str) -> int | None:
         """The version of ``topic`` when it exists and nothing is marked since it was settled
@@ -384,6 +410,8 @@ class ChangeDetector:
             return False
         versions = map(abs, map(known.get, topics, repeat(0)))
         known.update(zip(topics, map(operator.add, versions, repeat(1)), strict=True))
+        if self.deleted_topics:
+            self.deleted_topics.discard_all(topics)  # registered again: no longer deleted
         counts = Counter(map(_CAUSES_OF_ENTRY, batch))
         silent_mask = self._silent_mask
         quiet = {c: n for c, n in counts.items() if c | silent_mask == silent_mask}
@@ -405,6 +433,7 @@ class ChangeDetector:
         known_get = known.get
         exists_now = self._exists
         silent_mask = self._silent_mask
+        deleted_topics = self.deleted_topics
         per_topic = self.on_event is not None and self.report_routes
         quiet: dict[int, int] = {}
         settled = bumped = suppressed = 0
@@ -420,12 +449,19 @@ class ChangeDetector:
                 continue  # neither existed nor exists: nothing a client could see
             version = (previous if previous > 0 else -previous) + 1
             known[topic] = version if exists else -version
+            deleted = False
+            if not exists:
+                if causes & _DELETION_MASK:
+                    deleted_topics.add(topic)
+                    deleted = True
+            elif previous <= 0 and deleted_topics:
+                deleted_topics.discard(topic)  # registered again: no longer deleted
             bumped += 1
             silent = causes | silent_mask == silent_mask
             if silent:
                 suppressed += 1
             if per_topic:
-                self._report(topic, version, previous > 0, exists, causes, silent, when)
+                self._report(topic, version, previous > 0, exists, deleted, causes, silent, when)
             elif silent:
                 quiet[causes] = quiet.get(causes, 0) + 1
         stats = self.stats
@@ -488,6 +524,7 @@ class ChangeDetector:
             return
         version = previous_version + 1
         self._known[topic] = version if exists else -version
+        deleted = self._note_deletion(topic, existed, exists, causes)
         stats.versions_bumped += 1
         if book is not None:
             book.settled(topic, previous_version, version, _causes_of(causes))
@@ -497,9 +534,22 @@ class ChangeDetector:
         else:
             subscribers = self._subs.subscribers(topic)
             if subscribers:
-                self._owe(topic, subscribers, _pending(topic, version, existed, exists))
+                change = _pending(topic, version, existed, exists, deleted)
+                self._owe(topic, subscribers, change)
         if self.on_event is not None and (self.report_routes or silent):
-            self._report(topic, version, existed, exists, causes, silent, marked_at)
+            self._report(topic, version, existed, exists, deleted, causes, silent, marked_at)
+
+    def _note_deletion(self, topic: str, existed: bool, exists: bool, causes: int) -> bool:
+        """Remember or forget ``topic`` as deleted now that it was settled (it changed);
+        returns whether its leaving was a deletion."""
+        if exists:
+            if not existed and self.deleted_topics:
+                self.deleted_topics.discard(topic)  # registered again: no longer deleted
+            return False
+        if causes & _DELETION_MASK:
+            self.deleted_topics.add(topic)
+            return True
+        return False
 
     def _report(
         self,
@@ -507,6 +557,7 @@ class ChangeDetector:
         version: int,
         existed: bool,
         exists: bool,
+        deleted: bool,
         causes: int,
         silent: bool,
         marked_at: int | None,
@@ -520,7 +571,7 @@ class ChangeDetector:
             fields: dict[str, Any] = {
                 "topic": topic,
                 "version": version,
-                "kind": _pending(topic, version, existed, exists).kind.name,
+                "kind": _pending(topic, version, existed, exists, deleted).kind.name,
                 "causes": list(names),
                 "notify": not silent,
             }
@@ -542,5 +593,12 @@ class ChangeDetector:
                 debt[topic] = change
                 self._pending_pairs += 1
             else:
-                # The client last knew the state before the earliest unsent change.
-                debt[topic] = _pending(topic, change.version, earlier.existed, change.exists)
+                # The client last knew the state before the earliest unsent change; a deletion
+                # among the changes it missed is news even if the topic came back and left.
+                debt[topic] = _pending(
+                    topic,
+                    change.version,
+                    earlier.existed,
+                    change.exists,
+                    earlier.deleted or change.deleted,
+                )

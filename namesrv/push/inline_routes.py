@@ -33,7 +33,8 @@ BodyOf = Callable[[str, bool, bool], bytes | None]
 SettledVersion = Callable[[str], int | None]
 """topic → its version when it exists and no change is marked since; None otherwise."""
 
-_DELETED = int(ChangeKind.DELETED)
+_ABSENT = frozenset({int(ChangeKind.DELETED), int(ChangeKind.UNROUTED)})
+"""Kinds that leave a topic without a route: nothing to inline."""
 
 
 class InlineChoice(NamedTuple):
@@ -114,7 +115,7 @@ class InlineRoutes:
         append = routes.append
         for change in changes:
             topic, version, kind = change[0], change[1], change[2]
-            if kind == _DELETED:
+            if kind in _ABSENT:
                 append(b"")  # no route to carry: the entry itself is the news
                 continue
             body = None

@@ -15,6 +15,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.requests.acl import AccessControl
+from namesrv.requests.startup_window import StartupWindow
 from namesrv.routes.kv_config import KVConfig
 from namesrv.routes.listings import Listings
 from namesrv.routes.registry import RouteRegistry
@@ -72,6 +73,9 @@ class Services:
     """Reads and changes the running config; None: UPDATE_NAMESRV_CONFIG is refused."""
     clock: Any = None
     """Paces the refusal log (``seconds()``); None: the monotonic clock."""
+    startup: StartupWindow | None = None
+    """The start-up window: while it lasts a topic not heard of is not called absent. None:
+    no window (never warming up, up 0 ms)."""
 
 
 @dataclass(slots=True)

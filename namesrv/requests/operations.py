@@ -14,6 +14,7 @@ from typing import Any
 
 from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.subscriptions import SubscriptionRegistry
+from namesrv.requests.startup_window import StartupWindow
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import HeaderError
 from protocol.frame import RemotingCommand
@@ -37,12 +38,18 @@ class PushStatusSource:
     recovering: Callable[[], bool]
     stats: Callable[[], Mapping[str, int]]
     connections: Callable[[], Iterable[Any]]
+    startup: StartupWindow | None = None
+    """The start-up window; None: none (never warming up)."""
 
 
 def push_status(src: PushStatusSource) -> dict[str, Any]:
     d = src.detector
+    startup = src.startup
     return {
         "epoch": src.epoch,
+        "warmingUp": startup is not None and startup.warming_up,
+        "warmInMs": startup.left_ms() if startup is not None else 0,
+        "uptimeMs": startup.uptime_ms() if startup is not None else 0,
         "pushEnabled": src.push_enabled,
         "tickIntervalMs": src.tick_interval_ms,
         "ticks": d.stats.ticks,

@@ -14,6 +14,9 @@ class ChangeCause(StrEnum):
     CHANNEL_CLOSE = "channel_close"
     EXPIRY = "expiry"
     DELETE_TOPIC = "delete_topic"
+    UNLISTED = "unlisted"
+    """A live master's register no longer lists a topic it held
+    (``registry.delete_topic_with_broker_registration``): the broker deleted it."""
     WIPE_WRITE_PERM = "wipe_write_perm"
     ADD_WRITE_PERM = "add_write_perm"
     REGISTER_TOPIC = "register_topic"

@@ -133,6 +133,7 @@ class Registration:
             touched.update(t.tables.get(name, ()))
         cause = register_cause(previous, request.topic_configs or {})
         job: RegisterJob | None = None
+        unlisted: list[str] = []
         is_master = request.broker_id == MASTER_ID
         is_prime_slave = prime_slave(group, request.broker_id, request.enable_acting_master)
         if is_master or is_prime_slave:
@@ -142,7 +143,7 @@ class Registration:
                 or previous.data_version != request.data_version
                 or name in t.unsettled
             )
-            written, job = self._write_table(request, rewrite_all, is_prime_slave, cause)
+            written, unlisted, job = self._write_table(request, rewrite_all, is_prime_slave, cause)
             touched.update(written)
 
         t.set_live(key, self._live_entry(request))
@@ -151,7 +152,9 @@ class Registration:
         cluster = request.cluster_name
         master_addr, ha_addr = (None, None) if is_master else self._master_of(group, cluster)
 
-        changed = self._announce.topics(touched, cause)
+        changed = self._announce.topics(touched.difference(unlisted), cause)
+        if unlisted:
+            changed = sorted({*changed, *unlisted})
         if first_registration and self._announce.broker_listener is not None:
             self._announce_arrival(request, cause, changed, job)
         return RegisterResult(ha_addr, master_addr, changed, job)
@@ -232,27 +235,32 @@ class Registration:
 
     def _write_table(
         self, request: RegisterRequest, rewrite_all: bool, read_only: bool, cause: ChangeCause
-    ) -> tuple[set[str], RegisterJob | None]:
+    ) -> tuple[set[str], list[str], RegisterJob | None]:
         """A master's (or prime slave's) table, ``request.topic_configs`` None for the last
         register's body (``same_table``: with a new data version, the table it wrote still
         whole).
 
         As upstream: every topic when ``rewrite_all`` (data version moved, first registration,
         the last table not fully applied), otherwise only topics the broker lacks. Returns the
-        topics changed now, and the job still applying a large table.
+        topics changed now, those of them the table no longer lists (reported already, under
+        ``ChangeCause.UNLISTED``), and the job still applying a large table.
         """
         t = self._t
         broker_name, table = request.broker_name, request.topic_configs
         mapping_info, parts = request.topic_queue_mapping_info, request.table_parts
         memo = t.applied_parts.get(broker_name)
         touched: set[str] = set()
+        deleted: list[str] = []
         if self._delete_with_registration and table is not None and not mapping_info:
-            touched = self._drop_unlisted(broker_name, table)
+            # Reported apart: a topic that leaves this way was deleted by a live broker, not
+            # left by a departed one (clients drop the first and keep the second).
+            unlisted = self._drop_unlisted(broker_name, table)
+            deleted = self._announce.topics(unlisted, ChangeCause.UNLISTED)
         lacking = broker_name in t.lacking
         self._jobs.supersede(broker_name)
         if not (rewrite_all or lacking or table) or (request.same_table and not lacking):
             self._stats.register_fast_paths += 1
-            return touched, None
+            return touched, deleted, None
         topic_configs: Mapping[str, QueueSpec] = {} if table is None else table
         columns = self._jobs.unapplied_columns(topic_configs, parts, memo, read_only, lacking)
         t.applied_parts.pop(broker_name, None)  # until this table is applied
@@ -263,7 +271,7 @@ class Registration:
             job.memo = (frozenset(part.key for part in parts), read_only)
         t.lacking.discard(broker_name)
         touched.update(self._jobs.submit(job))
-        return touched, None if job.done else job
+        return touched, deleted, None if job.done else job
 
     def _drop_unlisted(self, broker_name: str, table: Mapping[str, QueueSpec]) -> set[str]:
         """``delete_topic_with_broker_registration``: drop the broker's queue data of topics

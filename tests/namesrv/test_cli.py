@@ -65,6 +65,7 @@ def test_signal_sends_go_away_to_subscribers_only_then_the_process_exits_cleanly
     config = tmp_path / "namesrv.toml"
     config.write_text(
         '[server]\nshutdown_grace_ms = 300\ngo_away_alternatives = ["10.0.0.9:9876"]\n'
+        "wait_for_service_ms = 0\n"
     )
     with sigint_ignored_here() if runner_ignores_sigint else contextlib.nullcontext():
         proc = spawn_namesrv("--listen", "127.0.0.1:0", "--config", str(config))

@@ -95,6 +95,47 @@ def test_upstream_properties_keys_are_honoured_and_unknown_ones_warned_once(tmp_
         load(bad)
 
 
+@pytest.mark.parametrize(
+    ("text", "wait_ms"),
+    [
+        ("", 45_000),  # neither key: this server's default (on), not upstream's (off)
+        ("needWaitForService=false\nwaitSecondsForService=60\n", 0),
+        ("needWaitForService=true\n", 45_000),  # upstream's default length
+        ("needWaitForService=true\nwaitSecondsForService=60\n", 60_000),
+        ("waitSecondsForService=10\n", 10_000),
+        ("needWaitForService=true\nwaitSecondsForService=0\n", 0),
+    ],
+)
+def test_upstreams_wait_for_service_keys_set_the_start_up_window(tmp_path, text, wait_ms):
+    path = tmp_path / "namesrv.properties"
+    path.write_text("listenPort=19876\n" + text)
+    assert load(path).server.wait_for_service_ms == wait_ms
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("needWaitForService=yes\n", "needWaitForService must be true or false"),
+        ("waitSecondsForService=soon\n", "waitSecondsForService must be an integer"),
+        ("waitSecondsForService=-1\n", "waitSecondsForService must be between 0 and 86400"),
+        ("waitSecondsForService=86401\n", "waitSecondsForService must be between 0 and 86400"),
+    ],
+)
+def test_bad_wait_for_service_values_are_refused_naming_the_key(tmp_path, text, error):
+    path = tmp_path / "namesrv.properties"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=error):
+        load(path)
+
+
+def test_the_start_up_window_toml_key_is_range_checked():
+    assert from_mapping({"server": {"wait_for_service_ms": 0}}).server.wait_for_service_ms == 0
+    with pytest.raises(ConfigError, match=r"server\.wait_for_service_ms must be between 0 and"):
+        from_mapping({"server": {"wait_for_service_ms": -1}})
+    with pytest.raises(ConfigError, match=r"push\.deleted_topics_remembered must be between 0 and"):
+        from_mapping({"push": {"deleted_topics_remembered": -1}})
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -49,8 +49,11 @@ def running(*args: str) -> Iterator[int]:
 
 
 @pytest.fixture
-def namesrv() -> Iterator[int]:
-    yield from running()
+def namesrv(tmp_path) -> Iterator[int]:
+    """A running server past its start-up window: absence is told as TOPIC_NOT_EXIST."""
+    config = tmp_path / "warm.toml"
+    config.write_text("[server]\nwait_for_service_ms = 0\n")
+    yield from running("-c", str(config))
 
 
 def test_a_plaintext_admin_against_a_tls_enforcing_server_is_told_to_use_tls(tmp_path):

@@ -50,13 +50,17 @@ def classpath(*extra: Path) -> str:
 
 
 def start_namesrv(
-    workdir: Path, toml: str = "", port: int = 0
+    workdir: Path, toml: str = "", port: int = 0, *, wait_for_service_ms: int = 0
 ) -> tuple[subprocess.Popen[str], int]:
     """``python -m namesrv`` on 127.0.0.1, ``port`` (0: any; a port a stopped server had, to
     restart it), with ``toml`` after its ``[server]`` listen line; the process and the port it
-    bound, once it listens."""
+    bound, once it listens. Its start-up window is ``wait_for_service_ms`` (off unless a test
+    is about it: a topic no broker registered is then TOPIC_NOT_EXIST at once)."""
     config = workdir / "namesrv.toml"
-    config.write_text(f'[server]\nlisten = "127.0.0.1:{port}"\n' + toml)
+    config.write_text(
+        f'[server]\nlisten = "127.0.0.1:{port}"\nwait_for_service_ms = {wait_for_service_ms}\n'
+        + toml
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "namesrv", "--config", str(config)],
         cwd=REPO_ROOT,

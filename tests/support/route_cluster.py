@@ -38,7 +38,12 @@ class Cluster:
 
     def start_server(self, port: int = 0, **overrides: Any) -> tuple[NameServer, int]:
         raw: dict[str, Any] = {
-            "server": {"listen": f"127.0.0.1:{port}", "shutdown_grace_ms": 0},
+            # The start-up window is off unless a test turns it on (``server=...``).
+            "server": {
+                "listen": f"127.0.0.1:{port}",
+                "shutdown_grace_ms": 0,
+                "wait_for_service_ms": 0,
+            },
             "registry": {"broker_expiry_ms": 100_000_000},
             "pressure": {"enabled": False},
         }

@@ -31,12 +31,30 @@ class LookupHandlers:
         body = self.s.routes.body(h.topic, standard_json=standard, legacy=legacy, zone=zone)
         ext = {"routeVersion": str(version)}
         if body is None:
-            return req.make_response(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {h.topic}",
-                ext,
-            )
+            return self._no_route(req, h.topic, version, ext)
         return ok(req, ext, body)
+
+    def _no_route(
+        self, req: RemotingCommand, topic: str, version: int, ext: dict[str, str]
+    ) -> RemotingCommand:
+        """A topic without a route: TOPIC_NOT_EXIST (``topicDeleted=true`` when it was deleted
+        in this epoch), or, for a topic never heard of (version 0) while the server warms up,
+        SYSTEM_ERROR "not ready" as upstream answers while ``waitSecondsForService`` runs:
+        upstream clients keep the route they hold and ask again."""
+        startup = self.s.startup
+        if version == 0 and startup is not None and startup.warming_up:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"name server not ready: warming up, {startup.left_ms()} ms left",
+                {"warmingUp": "true"},
+            )
+        if self.s.detector.deleted(topic):
+            ext["topicDeleted"] = "true"
+        return req.make_response(
+            ResponseCode.TOPIC_NOT_EXIST,
+            f"No topic route info in name server for the topic: {topic}",
+            ext,
+        )
 
     def _listed(self, req: RemotingCommand, listing: Listing, what: str) -> RemotingCommand:
         if not listing.cut:

@@ -8,6 +8,7 @@ from protocol.codes import RequestCode, ResponseCode, Version
 from protocol.errors import BodyError, ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.push_codec import decode_subscribe, decode_unsubscribe, encode_subscribe_ack
+from protocol.push_events import TopicVersion
 
 
 class PushHandlers:
@@ -26,14 +27,26 @@ class PushHandlers:
                 f"push.max_topics_per_request={self.s.config.push.max_topics_per_request}"
             )
         # Settle first: a change pending now is then covered by the ack's version, not re-sent.
-        acks = [(topic, *self.s.detector.version(topic)) for topic in topics]
+        detector = self.s.detector
+        acks = [
+            TopicVersion(topic, *detector.version(topic), detector.deleted(topic))
+            for topic in topics
+        ]
         added = self.s.subscriptions.subscribe(conn, topics, getattr(conn, "host", None))
         # The latest SUBSCRIBE decides; inline routes take the body form GET_ROUTEINFO would
         # answer a request like this one with (its version, its acceptStandardJsonOnly).
         self.s.subscriptions.set_inline(conn, _route_form(req) if msg.inline_routes else None)
         if added and self.s.on_subscription_change is not None:
             self.s.on_subscription_change("subscribe", conn, added)
-        return ok(req, body=encode_subscribe_ack(acks, self.s.detector.epoch))
+        startup = self.s.startup
+        body = encode_subscribe_ack(
+            acks,
+            detector.epoch,
+            warming_up=startup is not None and startup.warming_up,
+            warm_in_ms=startup.left_ms() if startup is not None else 0,
+            uptime_ms=startup.uptime_ms() if startup is not None else 0,
+        )
+        return ok(req, body=body)
 
     def unsubscribe(self, conn: Connection, req: RemotingCommand, h: None) -> RemotingCommand:
         require_push(self.s.config)

@@ -34,7 +34,10 @@ def clock() -> task.Clock:
 @pytest.fixture
 def server(clock: task.Clock) -> NameServer:
     config = from_mapping(
-        {"pressure": {"enabled": False}, "server": {"output_buffer_bytes": BOUND}}
+        {
+            "pressure": {"enabled": False},
+            "server": {"output_buffer_bytes": BOUND, "wait_for_service_ms": 0},
+        }
     )
     ns = NameServer(config, clock, clock=clock, epoch="e1")
     registrar, _ = connection(ns, 99)

@@ -20,8 +20,11 @@ from namesrv.routes.change_cause import ChangeCause
 from protocol.push_codec import ChangeKind
 
 CREATED, UPDATED, DELETED = ChangeKind.CREATED, ChangeKind.UPDATED, ChangeKind.DELETED
+UNROUTED = ChangeKind.UNROUTED
 LOUD = ChangeCause.REGISTER  # notifies under the default config
 QUIET = ChangeCause.BROKER_STARTUP  # silent under the default config
+DELETE = object()
+"""A step that deletes the topic (DELETE_TOPIC), where None only leaves it without a route."""
 ALL_LOUD = SuppressionConfig(
     broker_startup=False, unregister=False, channel_close=False, expiry=False
 )
@@ -384,13 +387,17 @@ def test_forget_connection_drops_debt_and_restarts_sequence() -> None:
     ("steps", "kind"),
     [
         ([b"1", b"2"], CREATED),  # created then updated, unsent: still new to the client
-        ([None], DELETED),
-        ([None, b"9"], UPDATED),  # deleted and recreated, unsent: the client's route moved
-        ([b"2", None], DELETED),
+        ([None], UNROUTED),  # left by a register (not a deletion): no broker serves it now
+        ([DELETE], DELETED),
+        ([None, b"9"], UPDATED),  # left and came back, unsent: the client's route moved
+        ([DELETE, b"9"], UPDATED),
+        ([b"2", None], UNROUTED),
+        ([b"2", DELETE], DELETED),
+        ([DELETE, b"9", None], DELETED),  # a deletion the client missed is news
     ],
 )
 def test_merged_debt_reports_kind_relative_to_what_the_client_knew(
-    steps: list[bytes | None], kind: ChangeKind
+    steps: list[bytes | object | None], kind: ChangeKind
 ) -> None:
     h = Harness()
     if kind is not CREATED:
@@ -398,7 +405,11 @@ def test_merged_debt_reports_kind_relative_to_what_the_client_knew(
         h.tick()
     h.subscribe("c1", "a")
     for route in steps:
-        h.set("a", route)
+        if route is DELETE:
+            h.set("a", None, ChangeCause.DELETE_TOPIC)
+        else:
+            assert route is None or isinstance(route, bytes)
+            h.set("a", route)
         h.tick(degraded=True)
     ((topic, _, got),) = h.tick()[0].changes
     assert (topic, got) == ("a", kind)
@@ -655,3 +666,34 @@ def test_a_capped_settle_keeps_the_mutation_time_of_what_it_leaves_marked() -> N
     h.tick(max_settle=1)
     times = [(d["topic"], d["mutated_at_ms"]) for n, d in h.events if n == "route_changed"]
     assert times == [("a", 1_000), ("b", 1_500)]
+
+
+@pytest.mark.parametrize(
+    ("causes", "kind"),
+    [
+        ([ChangeCause.UNREGISTER], UNROUTED),
+        ([ChangeCause.CHANNEL_CLOSE], UNROUTED),
+        ([ChangeCause.EXPIRY], UNROUTED),
+        ([ChangeCause.REGISTER], UNROUTED),  # an address leaving its broker name, say
+        ([ChangeCause.DELETE_TOPIC], DELETED),
+        ([ChangeCause.UNLISTED], DELETED),
+        ([ChangeCause.EXPIRY, ChangeCause.DELETE_TOPIC], DELETED),
+        ([ChangeCause.UNLISTED, ChangeCause.UNREGISTER], DELETED),
+    ],
+)
+def test_a_topic_that_leaves_is_deleted_only_when_a_deletion_caused_it(
+    causes: list[ChangeCause], kind: ChangeKind
+) -> None:
+    h = Harness(ALL_LOUD)
+    h.set("a", b"0")
+    h.subscribe("c1", "a")
+    h.routes.table.pop("a")
+    for cause in causes:
+        h.detector.mark(["a"], cause)
+    assert h.tick()[0].changes == (("a", 2, kind),)
+    [record] = [data for name, data in h.events if name == "route_changed" and data["version"] == 2]
+    assert record["kind"] == kind.name  # the journal's kind, as notified
+    assert h.detector.deleted("a") is (kind is DELETED)
+    h.set("a", b"1")  # registered again: no longer remembered as deleted
+    assert h.detector.version("a") == (3, True)
+    assert not h.detector.deleted("a")

@@ -137,7 +137,7 @@ def test_start_up_and_unregister_notify_when_their_rule_is_off(rule, make_server
     yield round_trip(client)
     expected = {
         "broker_startup": [("T1", ChangeKind.CREATED)],
-        "unregister": [("T1", ChangeKind.DELETED)],
+        "unregister": [("T1", ChangeKind.UNROUTED)],  # its broker left: not a deletion
     }[rule]
     assert changes(client) == expected
 

@@ -94,9 +94,10 @@ class Peer:
 
 def services(overrides: dict[str, Any] | None = None) -> Services:
     clock = task.Clock()
-    server = NameServer(
-        from_mapping(overrides or {}), clock, clock=clock, sampler=FakeSampler(), epoch="e1"
-    )
+    raw: dict[str, Any] = {"server": {"wait_for_service_ms": 0}}  # past its start-up window
+    for section, values in (overrides or {}).items():
+        raw.setdefault(section, {}).update(values)
+    server = NameServer(from_mapping(raw), clock, clock=clock, sampler=FakeSampler(), epoch="e1")
     return server.processor.s
 
 

@@ -66,7 +66,9 @@ class StepTimer:
 def turn_server(
     overrides: dict[str, Any] | None = None, timer: StepTimer | None = None
 ) -> Iterator[Running]:
-    raw: dict[str, Any] = {"server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0}}
+    raw: dict[str, Any] = {
+        "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0, "wait_for_service_ms": 0}
+    }
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
     clock = TurnClock()

@@ -12,7 +12,7 @@ from support.push_wire import TICK, changes, round_trip, subscribe
 from support.wire_client import connect
 from twisted.internet import defer
 
-from namesrv.config import NamesrvConfig
+from namesrv.config import NamesrvConfig, from_mapping
 from namesrv.properties import parse_properties, resolve_key, upstream_properties
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
@@ -66,6 +66,15 @@ def test_upstream_keys_read_at_start_up_are_the_keys_answered():
     assert resolve_key("push.suppress.broker_startup") is not None
     assert resolve_key("registry") is None
     assert resolve_key("noSuchKey") is None
+
+
+def test_the_start_up_window_is_answered_under_upstreams_two_keys():
+    shown = dict(upstream_properties(NamesrvConfig()))
+    assert (shown["needWaitForService"], shown["waitSecondsForService"]) == ("true", "45")
+    off = from_mapping({"server": {"wait_for_service_ms": 0}})
+    shown = dict(upstream_properties(off))
+    assert (shown["needWaitForService"], shown["waitSecondsForService"]) == ("false", "0")
+    assert not resolve_key("needWaitForService").runtime  # type: ignore[union-attr]
 
 
 @pytest_twisted.inlineCallbacks
