@@ -288,7 +288,9 @@ def test_a_hostile_name_server_costs_the_application_only_the_agents_bounds(worl
             ns.push(code, encode_notification(ghosts, sequence, 1_000, ns.epoch))
         for kind in (ChangeKind.DELETED, ChangeKind.UNROUTED):
             sequence += 1
-            ns.push(code, encode_notification([(TOPIC, 10 + sequence, kind)], sequence, 1_000, ns.epoch))
+            ns.push(
+                code, encode_notification([(TOPIC, 10 + sequence, kind)], sequence, 1_000, ns.epoch)
+            )
         for _ in range(2_000):
             ns.go_away("\nSEVERE: FORGED")
         big = os.urandom(8 << 20)

@@ -68,7 +68,9 @@ class HostileNamesrv:
                 if conn not in self.subscribers:
                     self.subscribers.append(conn)
             acks = [(t, 1, t == self.topic) for t in topics]
-            return cmd.make_response(ResponseCode.SUCCESS, body=encode_subscribe_ack(acks, self.epoch))
+            return cmd.make_response(
+                ResponseCode.SUCCESS, body=encode_subscribe_ack(acks, self.epoch)
+            )
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _send(self, conn: socket.socket, cmd: RemotingCommand) -> None:
