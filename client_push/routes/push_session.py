@@ -621,7 +621,10 @@ class PushSession:
 
     def _refetch_all(self, cause: str, notified_at_ms: int | None, out: list[Action]) -> None:
         if cause in (EPOCH, RECONNECT):
-            self._local.clear()  # versions of another server process are not comparable
+            # Versions of another server process are not comparable: a held route stays
+            # (stale until answered afresh), but its version must not hide the new epoch's news.
+            self._local.clear()
+            self._cache.forget_versions()
         topics = self._cache.held()
         self.counters[f"refetch_all.{cause}"] += 1
         log.info("refetching all %d held topics (%s)", len(topics), cause)

@@ -212,6 +212,15 @@ class RouteCache:
         self._routes[topic] = replace(entry, stale=True)
         return True
 
+    def forget_versions(self) -> int:
+        """Hold every route at version 0: its version came from another name-server process
+        (a new epoch) and says nothing about this one's, so any version it notifies is news.
+        The routes themselves stay. How many were held."""
+        for topic, entry in self._routes.items():
+            if entry.version:
+                self._routes[topic] = replace(entry, version=0)
+        return len(self._routes)
+
     def stale_count(self) -> int:
         return sum(1 for entry in self._routes.values() if entry.stale)
 
