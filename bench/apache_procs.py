@@ -37,11 +37,14 @@ def bindable(port: int) -> bool:
     return True
 
 
-def broker_port() -> int:
-    """A port P with P-2 (the broker's VIP channel) and P+1 (its HA port) free as well."""
+def broker_port(taken: set[int]) -> int:
+    """A port P with P-2 (the broker's VIP channel) and P+1 (its HA port) free as well, none of
+    the three in ``taken`` (the ports of brokers not listening yet), to which they are added."""
     while True:
         port = free_port()
-        if port > 1100 and bindable(port - 2) and bindable(port + 1):
+        ports = {port - 2, port, port + 1}
+        if port > 1100 and not ports & taken and bindable(port - 2) and bindable(port + 1):
+            taken |= ports
             return port
 
 
@@ -72,15 +75,40 @@ class Java:
 
 
 @dataclass
-class Broker:
+class Server:
+    """A server process on 127.0.0.1:``port``: its configuration and its log."""
+
     port: int
-    conf: Path
+    conf: Path | None
     log: Path
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+
+Broker = Server
+
+
+def new_broker(run_dir: Path, i: int, taken: set[int], props: dict[str, Any]) -> Server:
+    """Broker ``i`` of a run, not started: its port (see ``broker_port``), a store under
+    ``run_dir`` with small mapped files, loopback, no auto-created topics, then ``props``."""
+    port = broker_port(taken)
+    store = run_dir / f"broker{i}"
+    store.mkdir()
+    conf = {
+        "listenPort": port,
+        "brokerIP1": "127.0.0.1",
+        "storePathRootDir": store,
+        "storePathCommitLog": store / "commitlog",
+        "mappedFileSizeCommitLog": 64 * 1024 * 1024,
+        "mappedFileSizeConsumeQueue": 300_000 * 20 // 10,
+        "autoCreateTopicEnable": "false",
+        **props,
+    }
+    path = write_props(run_dir / f"broker{i}.properties", conf)
+    return Server(port, path, run_dir / f"broker{i}.log")
 
 
 def write_props(path: Path, props: dict[str, Any]) -> Path:

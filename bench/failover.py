@@ -61,9 +61,9 @@ from apache_procs import (  # noqa: E402
     Broker,
     Java,
     SendLog,
-    broker_port,
     jar_lib,
     java_producer,
+    new_broker,
     now_ms,
     stop_processes,
     tree_commit,
@@ -221,10 +221,8 @@ class Bench:
         proc = self.java.start("org.apache.rocketmq.controller.ControllerStartup", conf, log)
         self.procs.append(proc)
         wait_port(ctrl_port, timeout=120)
+        taken: set[int] = set()
         for i in range(2):
-            port = broker_port()
-            store = self.run_dir / f"broker{i}"
-            store.mkdir()
             props = {
                 "brokerClusterName": CLUSTER,
                 "brokerName": BROKER_NAME,
@@ -233,16 +231,8 @@ class Bench:
                 "enableControllerMode": "true",
                 "controllerAddr": self.controller,
                 "namesrvAddr": namesrv,
-                "listenPort": port,
-                "brokerIP1": "127.0.0.1",
-                "storePathRootDir": store,
-                "storePathCommitLog": store / "commitlog",
-                "mappedFileSizeCommitLog": 64 * 1024 * 1024,
-                "mappedFileSizeConsumeQueue": 300_000 * 20 // 10,
-                "autoCreateTopicEnable": "false",
             }
-            conf = write_props(self.run_dir / f"broker{i}.properties", props)
-            self.brokers.append(Broker(port, conf, self.run_dir / f"broker{i}.log"))
+            self.brokers.append(new_broker(self.run_dir, i, taken, props))
         for broker in self.brokers:
             self.start_broker(broker)
 

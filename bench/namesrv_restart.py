@@ -277,49 +277,38 @@ def failure_kind(detail: str) -> str:
 
 
 @dataclass
-class NameServer:
-    port: int
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-
-@dataclass
 class Scenario:
     name: str
     args: argparse.Namespace
     run_dir: Path
     java: Any
     tree: Path
-    namesrvs: list[NameServer] = field(default_factory=list)
+    namesrvs: list[Any] = field(default_factory=list)
     relay: Relay | None = None
     brokers: list[Any] = field(default_factory=list)
     producers: list[Any] = field(default_factory=list)
     probes: list[RouteProbe] = field(default_factory=list)
     procs: list[subprocess.Popen[Any]] = field(default_factory=list)
 
-    def start_namesrv(self, ns: NameServer) -> None:
+    def start_namesrv(self, ns: Any) -> None:
         from local_processes import start_namesrv
 
-        config = Path(self.args.namesrv_config) if self.args.namesrv_config else None
-        ns.proc = start_namesrv(ns.port, config, root=self.tree, log=ns.log)
+        ns.proc = start_namesrv(ns.port, ns.conf, root=self.tree, log=ns.log)
         self.procs.append(ns.proc)
 
-    def kill_namesrv(self, ns: NameServer) -> None:
+    def kill_namesrv(self, ns: Any) -> None:
         assert ns.proc is not None
         ns.proc.send_signal(signal.SIGKILL)
         ns.proc.wait()
 
     def boot(self) -> None:
-        from apache_procs import Broker, broker_port, wait_log, write_props
+        from apache_procs import Server, new_broker, wait_log
         from local_processes import free_port
 
         count = 2 if self.name == "rolling" else 1
+        config = Path(self.args.namesrv_config).resolve() if self.args.namesrv_config else None
         for i in range(count):
-            ns = NameServer(free_port(), self.run_dir / f"namesrv{i}.log")
+            ns = Server(free_port(), config, self.run_dir / f"namesrv{i}.log")
             self.start_namesrv(ns)
             self.namesrvs.append(ns)
         addrs = ";".join(ns.addr for ns in self.namesrvs)
@@ -327,26 +316,16 @@ class Scenario:
             self.relay = Relay(self.namesrvs[0].port)
             self.relay.restore()
             addrs = f"127.0.0.1:{self.relay.port}"
+        taken: set[int] = set()
         for i, name in enumerate(BROKER_NAMES):
-            port = broker_port()
-            store = self.run_dir / f"broker{i}"
-            store.mkdir()
             props = {
                 "brokerClusterName": CLUSTER,
                 "brokerName": name,
                 "brokerId": 0,
                 "brokerRole": "ASYNC_MASTER",
                 "namesrvAddr": addrs,
-                "listenPort": port,
-                "brokerIP1": "127.0.0.1",
-                "storePathRootDir": store,
-                "storePathCommitLog": store / "commitlog",
-                "mappedFileSizeCommitLog": 64 * 1024 * 1024,
-                "mappedFileSizeConsumeQueue": 300_000 * 20 // 10,
-                "autoCreateTopicEnable": "false",
             }
-            conf = write_props(self.run_dir / f"broker{i}.properties", props)
-            self.brokers.append(Broker(port, conf, self.run_dir / f"broker{i}.log"))
+            self.brokers.append(new_broker(self.run_dir, i, taken, props))
         for broker in self.brokers:
             broker.proc = self.java.start(
                 "org.apache.rocketmq.broker.BrokerStartup", broker.conf, broker.log
