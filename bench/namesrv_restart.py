@@ -10,9 +10,13 @@ Producers start a send every ``--interval-ms`` (20) without waiting for the prev
 * ``client_push``: the asyncio ``Producer`` (``client_push.aio``), defaults, in a child process;
 * ``java``: Apache's producer with its defaults (``bench/FailoverProducer.java``).
 
-Scenarios (``--scenario``), each on a cluster of its own; a round is a steady phase of
+Scenarios (``--scenario``), each on a cluster of its own; a round is a steady phase of at least
 ``--seconds``, the event, then ``--seconds`` more (at least 40 s, beyond the brokers' 30 s
-register period, for the figures to mean anything):
+register period, for the figures to mean anything). The event comes ``--phases`` seconds (per
+round, cycled; default 3, 11, 19, 27) after a periodic register of broker-r0: how long a
+restarted name server lacks the route depends on it. That schedule is estimated from the
+broker's start (first periodic register 10 s after it) until a restart shows it; the phase
+each broker's next register proves is reported too.
 
 * ``restart``: one name server, ``kill -9``'d and started again on its port ``--gap-s`` (1 s)
   later;
@@ -68,6 +72,10 @@ CLUSTER = "RestartCluster"
 BROKER_NAMES = ("broker-r0", "broker-r1")
 SCENARIOS = ("restart", "rolling", "partition")
 CLIENTS = ("client_push", "java")
+REGISTER_PERIOD_S = 30.0
+"""Upstream brokers' ``registerNameServerPeriod``."""
+REGISTER_DELAY_S = 10.0
+"""Upstream brokers' first periodic register, after their start."""
 SETTLE_S = 5.0
 """After the last round: room for sends in flight to end (3 s timeout) before the producers stop."""
 
@@ -213,15 +221,17 @@ class Relay:
 
 class RouteProbe(threading.Thread):
     """Asks one name server for the topic's route every 100 ms (reconnecting after a kill);
-    keeps each change of how many broker names it routes (-1: no answer), with its time."""
+    keeps each change of the broker names it routes (``None``: no answer), with its time."""
 
     def __init__(self, port: int) -> None:
         super().__init__(daemon=True)
         self.port = port
-        self.changes: list[tuple[float, int]] = []
+        self.changes: list[tuple[float, frozenset[str] | None]] = []
         self.stopping = threading.Event()
 
-    def brokers(self, sock: socket.socket | None, opaque: int) -> tuple[int, socket.socket | None]:
+    def brokers(
+        self, sock: socket.socket | None, opaque: int
+    ) -> tuple[frozenset[str] | None, socket.socket | None]:
         from local_processes import roundtrip
 
         from protocol import bodies
@@ -238,34 +248,47 @@ class RouteProbe(threading.Thread):
         except OSError:
             if sock is not None:
                 sock.close()
-            return -1, None
+            return None, None
         if resp.code != 0:
-            return 0, sock
-        return len(bodies.decode_route(resp.body).broker_datas), sock
+            return frozenset(), sock
+        datas = bodies.decode_route(resp.body).broker_datas
+        return frozenset(d.broker_name for d in datas), sock
 
     def run(self) -> None:
         sock: socket.socket | None = None
         opaque = 0
         while not self.stopping.is_set():
             opaque += 1
-            count, sock = self.brokers(sock, opaque)
-            if not self.changes or self.changes[-1][1] != count:
-                self.changes.append((now_ms(), count))
+            names, sock = self.brokers(sock, opaque)
+            if not self.changes or self.changes[-1][1] != names:
+                self.changes.append((now_ms(), names))
             time.sleep(0.1)
         if sock is not None:
             sock.close()
 
+    @property
+    def complete(self) -> bool:
+        return bool(self.changes) and self.changes[-1][1] == frozenset(BROKER_NAMES)
+
     def routes_since(self, t_ms: float, brokers: int) -> float | None:
         """When the route named at least ``brokers`` brokers at or after ``t_ms``."""
-        state = [c for at, c in self.changes if at <= t_ms][-1:]
-        if state and state[0] >= brokers:
-            return t_ms
-        later = [at for at, c in self.changes if at > t_ms and c >= brokers]
-        return later[0] if later else None
+        return self.first_since(t_ms, lambda names: len(names) >= brokers)
+
+    def appeared_since(self, t_ms: float, name: str) -> float | None:
+        """When the route named broker ``name`` at or after ``t_ms``."""
+        return self.first_since(t_ms, lambda names: name in names)
 
     def short_since(self, t_ms: float) -> float | None:
         """When the route first named fewer brokers (or did not answer) after ``t_ms``."""
-        later = [at for at, c in self.changes if at > t_ms and c != len(BROKER_NAMES)]
+        later = [at for at, n in self.changes if at > t_ms and n != frozenset(BROKER_NAMES)]
+        return later[0] if later else None
+
+    def first_since(self, t_ms: float, check: Any) -> float | None:
+        changes = list(self.changes)
+        state = [n for at, n in changes if at <= t_ms][-1:]
+        if state and state[0] is not None and check(state[0]):
+            return t_ms
+        later = [at for at, n in changes if at > t_ms and n is not None and check(n)]
         return later[0] if later else None
 
 
@@ -289,6 +312,8 @@ class Scenario:
     producers: list[Any] = field(default_factory=list)
     probes: list[RouteProbe] = field(default_factory=list)
     procs: list[subprocess.Popen[Any]] = field(default_factory=list)
+    registers: list[float] = field(default_factory=list)
+    """Per broker, a time it registered (estimated from its start until a restart shows it)."""
 
     def start_namesrv(self, ns: Any) -> None:
         from local_processes import start_namesrv
@@ -333,6 +358,8 @@ class Scenario:
             self.procs.append(broker.proc)
         for broker in self.brokers:
             wait_log(broker.log, "boot success", broker.proc, timeout=180)
+            # A broker registers when it starts, then every period from REGISTER_DELAY_S on.
+            self.registers.append(now_ms() + REGISTER_DELAY_S * 1000)
         self.probes = [RouteProbe(ns.port) for ns in self.namesrvs]
         for probe in self.probes:
             probe.start()
@@ -352,7 +379,7 @@ class Scenario:
     def wait_routes(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(p.changes and p.changes[-1][1] == len(BROKER_NAMES) for p in self.probes):
+            if all(p.complete for p in self.probes):
                 return True
             time.sleep(0.2)
         return False
@@ -416,7 +443,11 @@ class Scenario:
 
     def one_round(self, number: int) -> dict[str, Any]:
         start = now_ms()
-        time.sleep(self.args.seconds)
+        period = REGISTER_PERIOD_S * 1000
+        phase = self.args.phases[(number - 1) % len(self.args.phases)]
+        at = self.registers[0] + phase * 1000
+        at += period * max(0, -(-(start + self.args.seconds * 1000 - at) // period))
+        time.sleep(max(0.0, (at - now_ms()) / 1000))
         event_ms, steps = self.event()
         time.sleep(self.args.seconds)
         end = now_ms()
@@ -424,17 +455,27 @@ class Scenario:
         def rel(t: float | None) -> float | None:
             return None if t is None else round((t - event_ms) / 1000, 2)
 
+        period_s = REGISTER_PERIOD_S
+
         for step in steps:
             probe = self.probes[step["namesrv"]]
             down = step.get("killed_ms", step.get("cut_ms"))
             step["route_short_s"] = rel(probe.short_since(down))
             step["route_one_again_s"] = rel(probe.routes_since(step["back_ms"], 1))
             step["route_full_again_s"] = rel(probe.routes_since(step["back_ms"], len(BROKER_NAMES)))
+            # Each broker's first register the server saw again fixes that broker's schedule:
+            # how far the event fell into its register period.
+            step["register_phase_s"] = {}
+            for i, name in enumerate(BROKER_NAMES):
+                seen = probe.appeared_since(step["back_ms"], name)
+                if seen is not None:
+                    self.registers[i] = seen
+                    step["register_phase_s"][name] = round(((down - seen) / 1000) % period_s, 1)
             for key in ("killed_ms", "cut_ms", "back_ms"):
                 if key in step:
                     step[key.replace("_ms", "_s")] = rel(step.pop(key))
         return {"round": number, "start_ms": start, "event_ms": event_ms, "end_ms": end,
-                "steps": steps}  # fmt: skip
+                "aimed_phase_s": phase, "steps": steps}  # fmt: skip
 
     def count(self, rnd: dict[str, Any]) -> None:
         """Adds each producer's figures to ``rnd``: sends started in the round's window."""
@@ -494,10 +535,11 @@ def describe(rnd: dict[str, Any]) -> str:
             "never" if t is None else f"{t} s"
             for t in (step["route_short_s"], step["route_one_again_s"], step["route_full_again_s"])
         )
+        phases = ", ".join(f"{n} {v} s" for n, v in step["register_phase_s"].items()) or "unseen"
         parts.append(
-            f"namesrv{step['namesrv']} {what} at {step.get('killed_s', step.get('cut_s'))} s, "
-            f"back at {step['back_s']} s; its route of the topic short of a broker from {short}, "
-            f"a broker again at {one}, both at {full}"
+            f"namesrv{step['namesrv']} {what} at {step.get('killed_s', step.get('cut_s'))} s "
+            f"(into the brokers' register period: {phases}), back at {step['back_s']} s; "
+            f"its route short of a broker from {short}, a broker again at {one}, both at {full}"
         )
     return "; ".join(parts)
 
@@ -510,7 +552,10 @@ def table(result: dict[str, Any]) -> str:
     ]
     notes = []
     for rnd in result["rounds"]:
-        notes.append(f"{rnd['scenario']} round {rnd['round']}: {describe(rnd)}")
+        notes.append(
+            f"{rnd['scenario']} round {rnd['round']} (aimed {rnd['aimed_phase_s']:g} s after "
+            f"{BROKER_NAMES[0]}'s register): {describe(rnd)}"
+        )
         for client in result["clients"]:
             c = rnd[client]
             window = (
@@ -518,7 +563,7 @@ def table(result: dict[str, Any]) -> str:
                 if c["failures_from_s"] is None
                 else f"{c['failures_from_s']:.2f} to {c['failures_to_s']:.2f}"
             )
-            kinds = "; ".join(f"{n} x {k}" for k, n in c["kinds"].items()) or "-"
+            kinds = "; ".join(f"{n:,} x {k[:100]}" for k, n in c["kinds"].items()) or "-"
             lines.append(
                 f"| {rnd['scenario']} | {rnd['round']} | {client} | {c['sends']:,} "
                 f"| {c['failed']:,} | {c['unanswered']:,} | {window} | {kinds} |"
@@ -539,6 +584,11 @@ def main() -> None:
     parser.add_argument("--gap-s", type=float, default=1.0, help="a killed name server's downtime")
     parser.add_argument("--rolling-s", type=float, default=3.0)
     parser.add_argument("--interval-ms", type=int, default=20)
+    parser.add_argument(
+        "--phases",
+        default="3,11,19,27",
+        help="per round (cycled): the event this many seconds after broker-r0's periodic register",
+    )
     parser.add_argument("--hog", action="store_true", help="keep every core busy beside the run")
     parser.add_argument("--tree", help="run the name server and client_push of this checkout")
     parser.add_argument("--namesrv-config", help="a TOML config for the name servers")
@@ -556,6 +606,7 @@ def main() -> None:
         hog_child()
         return
     args.clients = [c for c in args.clients.split(",") if c]
+    args.phases = [float(v) for v in args.phases.split(",")]
     if unknown := set(args.clients) - set(CLIENTS):
         parser.error(f"unknown clients: {', '.join(sorted(unknown))}")
     if args.seconds < 40:
