@@ -88,10 +88,12 @@ class Server:
         return f"127.0.0.1:{self.port}"
 
 
-Broker = Server
+@dataclass
+class Broker(Server):
+    conf: Path
 
 
-def new_broker(run_dir: Path, i: int, taken: set[int], props: dict[str, Any]) -> Server:
+def new_broker(run_dir: Path, i: int, taken: set[int], props: dict[str, Any]) -> Broker:
     """Broker ``i`` of a run, not started: its port (see ``broker_port``), a store under
     ``run_dir`` with small mapped files, loopback, no auto-created topics, then ``props``."""
     port = broker_port(taken)
@@ -108,7 +110,7 @@ def new_broker(run_dir: Path, i: int, taken: set[int], props: dict[str, Any]) ->
         **props,
     }
     path = write_props(run_dir / f"broker{i}.properties", conf)
-    return Server(port, path, run_dir / f"broker{i}.log")
+    return Broker(port, path, run_dir / f"broker{i}.log")
 
 
 def write_props(path: Path, props: dict[str, Any]) -> Path:
