@@ -47,7 +47,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,19 @@ if "--producer-child" not in sys.argv:
     # A producer child imports the checkout its PYTHONPATH names (this one or a baseline).
     sys.path[:0] = [str(ROOT), str(HERE)]
 
+from apache_procs import (  # noqa: E402
+    Broker,
+    Java,
+    SendLog,
+    jar_lib,
+    java_producer,
+    new_broker,
+    now_ms,
+    stop_processes,
+    tree_commit,
+    wait_log,
+    write_props,
+)
 from local_processes import free_port, roundtrip, start_namesrv, wait_port  # noqa: E402
 
 from protocol import bodies  # noqa: E402
@@ -68,86 +81,6 @@ CLUSTER = "FailoverCluster"
 BROKER_NAME = "broker-fo"
 POLL_S = 30.0
 """Upstream's ``pollNameServerInterval``: the Java client's route poll."""
-JVM = ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m", "-XX:+UseG1GC"]
-
-
-def now_ms() -> float:
-    return time.time() * 1000.0
-
-
-# -- Apache processes ----------------------------------------------------------------------------
-
-
-def bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def broker_port() -> int:
-    """A port P with P-2 (the broker's VIP channel) and P+1 (its HA port) free as well."""
-    while True:
-        port = free_port()
-        if port > 1100 and bindable(port - 2) and bindable(port + 1):
-            return port
-
-
-@dataclass
-class Java:
-    lib: Path
-    home: Path
-
-    def start(self, main: str, conf: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [
-                "java", *JVM, f"-Duser.home={self.home}", f"-Drocketmq.home.dir={self.home}",
-                "-cp", f"{self.lib}/*", main, *extra, "-c", str(conf),
-            ],
-            stdout=log.open("ab"), stderr=subprocess.STDOUT,
-            env=dict(os.environ, ROCKETMQ_HOME=str(self.home)),
-        )  # fmt: skip
-
-    def mqadmin(self, *args: str) -> str:
-        out = subprocess.run(
-            [
-                "java", "-Xmx256m", f"-Duser.home={self.home}", "-cp", f"{self.lib}/*",
-                "org.apache.rocketmq.tools.command.MQAdminStartup", *args,
-            ],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        return out.stdout
-
-
-@dataclass
-class Broker:
-    port: int
-    conf: Path
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-
-def write_props(path: Path, props: dict[str, Any]) -> Path:
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return path
-
-
-def wait_log(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in log.read_text(errors="replace"):
-            return
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    tail = log.read_text(errors="replace")[-3000:]
-    raise SystemExit(f"{log.name}: no {text!r} within {timeout:g} s:\n{tail}")
 
 
 # -- observers -------------------------------------------------------------------------------------
@@ -205,54 +138,6 @@ class RouteWatcher(threading.Thread):
         return None
 
 
-@dataclass
-class Send:
-    ok: bool
-    start_ms: float
-    end_ms: float
-    detail: str
-
-
-@dataclass
-class SendLog:
-    """One producer's per-send lines (``OK|FAIL SEQ START_MS END_MS DETAIL``), read in a
-    thread from its process."""
-
-    name: str
-    proc: subprocess.Popen[str]
-    sends: list[Send] = field(default_factory=list)
-    started_ms: float = 0.0
-
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            parts = line.rstrip("\n").split(" ", 4)
-            if parts[0] == "started":
-                self.started_ms = float(parts[1])
-            elif parts[0] in ("OK", "FAIL") and len(parts) >= 4:
-                detail = parts[4] if len(parts) > 4 else ""
-                self.sends.append(Send(parts[0] == "OK", float(parts[2]), float(parts[3]), detail))
-
-    def first_ok_after(self, t_ms: float) -> float | None:
-        """When the first send started at or after ``t_ms`` succeeded (an answer to a send
-        made before it may still arrive from the killed broker's socket)."""
-        ends = [s.end_ms for s in list(self.sends) if s.ok and s.start_ms >= t_ms]
-        return min(ends) if ends else None
-
-    def failures(self, since_ms: float, until_ms: float) -> list[Send]:
-        return [s for s in list(self.sends) if not s.ok and since_ms <= s.end_ms < until_ms]
-
-    def stop(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
 # -- client_push's producer (the child process) ------------------------------------------------
 
 
@@ -303,14 +188,8 @@ def producer_child(namesrv: str, interval_ms: int) -> None:
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        version_dir = Path(args.cache).expanduser() / args.version
-        lib = version_dir / "lib"
-        if not any(lib.glob("rocketmq-controller-*.jar")):
-            raise SystemExit(
-                f"no rocketmq-controller jar in {lib}: resolve the jars first:\n"
-                f"  python tools/rocketmq_jars.py --cache {args.cache} "
-                f"{args.version}:controller,broker,tools,client"
-            )
+        lib = jar_lib(args.cache, args.version, "controller", "broker", "tools", "client")
+        version_dir = lib.parent
         self.run_dir = version_dir / "failover" / time.strftime("%Y%m%d-%H%M%S")
         self.run_dir.mkdir(parents=True)
         self.java = Java(lib, self.run_dir)
@@ -318,17 +197,6 @@ class Bench:
         """Read at the start: the tree's HEAD may move while the bench runs."""
         self.procs: list[subprocess.Popen[Any]] = []
         self.brokers: list[Broker] = []
-
-    def compile_producer(self) -> Path:
-        classes = Path(self.args.cache).expanduser() / self.args.version / "failover-classes"
-        source = HERE / "FailoverProducer.java"
-        target = classes / "FailoverProducer.class"
-        if not target.exists() or target.stat().st_mtime < source.stat().st_mtime:
-            classes.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                ["javac", "-d", str(classes), "-cp", f"{self.java.lib}/*", str(source)], check=True
-            )
-        return classes
 
     def start_cluster(self) -> None:
         self.ns_port = free_port()
@@ -353,10 +221,8 @@ class Bench:
         proc = self.java.start("org.apache.rocketmq.controller.ControllerStartup", conf, log)
         self.procs.append(proc)
         wait_port(ctrl_port, timeout=120)
+        taken: set[int] = set()
         for i in range(2):
-            port = broker_port()
-            store = self.run_dir / f"broker{i}"
-            store.mkdir()
             props = {
                 "brokerClusterName": CLUSTER,
                 "brokerName": BROKER_NAME,
@@ -365,16 +231,8 @@ class Bench:
                 "enableControllerMode": "true",
                 "controllerAddr": self.controller,
                 "namesrvAddr": namesrv,
-                "listenPort": port,
-                "brokerIP1": "127.0.0.1",
-                "storePathRootDir": store,
-                "storePathCommitLog": store / "commitlog",
-                "mappedFileSizeCommitLog": 64 * 1024 * 1024,
-                "mappedFileSizeConsumeQueue": 300_000 * 20 // 10,
-                "autoCreateTopicEnable": "false",
             }
-            conf = write_props(self.run_dir / f"broker{i}.properties", props)
-            self.brokers.append(Broker(port, conf, self.run_dir / f"broker{i}.log"))
+            self.brokers.append(new_broker(self.run_dir, i, taken, props))
         for broker in self.brokers:
             self.start_broker(broker)
 
@@ -419,34 +277,21 @@ class Bench:
             )  # fmt: skip
             self.procs.append(proc)
             logs.append(SendLog(name, proc))
-        classes = self.compile_producer()
         javas = []
         if self.args.java_agent:
             javas.append(("java+agent", [f"-javaagent:{Path(self.args.java_agent).resolve()}"]))
         javas.append(("java", []))
         for name, agent in javas:
-            java = subprocess.Popen(
-                [
-                    "java", "-Xmx256m", *agent, f"-Duser.home={self.run_dir / name}", "-cp",
-                    f"{classes}:{self.java.lib}/*", "FailoverProducer", namesrv, TOPIC, interval,
-                ],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=(self.run_dir / f"{name}.log").open("w"), text=True,
-            )  # fmt: skip
-            self.procs.append(java)
-            logs.append(SendLog(name, java))
+            log = java_producer(
+                self.java.lib, name, namesrv, TOPIC, self.args.interval_ms, self.run_dir, *agent
+            )
+            self.procs.append(log.proc)
+            logs.append(log)
         return logs
 
     def stop(self) -> None:
         """Stops every process; the brokers' stores are removed (their logs are kept)."""
-        for proc in [*self.procs, *(b.proc for b in self.brokers if b.proc)]:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in [*self.procs, *(b.proc for b in self.brokers if b.proc)]:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes([*self.procs, *(b.proc for b in self.brokers if b.proc)])
         for i in range(len(self.brokers)):
             shutil.rmtree(self.run_dir / f"broker{i}", ignore_errors=True)
 
@@ -551,19 +396,6 @@ class Bench:
                 "errors": sorted({f.detail[:70] for f in failed})[:3],
             }
         return out
-
-
-def tree_commit(tree: Path) -> str:
-    """The commit of the tree at ``tree`` (``+dirty`` with uncommitted changes)."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"]).returncode
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 def table(result: dict[str, Any]) -> str:

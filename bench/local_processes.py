@@ -47,17 +47,25 @@ def roundtrip(sock: socket.socket, cmd: RemotingCommand) -> tuple[RemotingComman
 
 
 def start_namesrv(
-    port: int, config: Path | None = None, root: Path = ROOT
+    port: int, config: Path | None = None, root: Path = ROOT, log: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """``python -m namesrv`` (of the checkout at ``root``) on 127.0.0.1:``port``, returned once
     it accepts connections. It runs in ``root``: ``-m`` puts the working directory first on
-    the import path, so from any other checkout that checkout's code would run."""
+    the import path, so from any other checkout that checkout's code would run. Its output goes
+    to ``log`` (appended) when given, else to this process's."""
     args = [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}"]
     if config is not None:
         args += ["--config", str(Path(config).resolve())]
+    out = None if log is None else log.open("ab")
     proc = subprocess.Popen(
-        [*args, "--log-level", "WARNING"], env=dict(os.environ, PYTHONPATH=str(root)), cwd=root
+        [*args, "--log-level", "WARNING"],
+        env=dict(os.environ, PYTHONPATH=str(root)),
+        cwd=root,
+        stdout=out,
+        stderr=None if out is None else subprocess.STDOUT,
     )
+    if out is not None:
+        out.close()
     wait_port(port)
     return proc
 
