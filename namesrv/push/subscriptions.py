@@ -6,7 +6,6 @@ connection releases its topics without scanning anything else. Connections are o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import TypeAlias

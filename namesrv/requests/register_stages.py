@@ -259,7 +259,9 @@ class RegisterStages:
             cache.checked(table.parts)
         return table
 
-    def _without(self, table: RegisterTable, bad: dict[str, str], broker_addr: str) -> RegisterTable:
+    def _without(
+        self, table: RegisterTable, bad: dict[str, str], broker_addr: str
+    ) -> RegisterTable:
         """``table`` less the topics named in ``bad``, logged (paced) and counted. The chunks
         it was read from are not marked checked, so the next register checks them again."""
         self.topics_dropped += len(bad)
