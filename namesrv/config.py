@@ -19,6 +19,19 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 
 
+DEFAULT_KV_CONFIG_PATH = "~/namesrv/kvConfig.json"
+"""Upstream's ``kvConfigPath`` default: ``${user.home}/namesrv/kvConfig.json``."""
+IN_MEMORY = ":memory:"
+"""A state-file path that keeps the state in memory only (as does an empty one)."""
+
+
+def state_file_path(value: str) -> str | None:
+    """The file a state-file setting names, ``~`` expanded; None for ``:memory:`` or empty."""
+    if not value or value == IN_MEMORY:
+        return None
+    return os.path.expanduser(value)
+
+
 class ConfigError(ValueError):
     """The configuration file or a value in it is not acceptable."""
 
@@ -80,8 +93,10 @@ class RegistryConfig:
     scan_interval_ms: int = 5_000
     order_message_enable: bool = False
     enable_all_topic_list: bool = True
-    kv_config_path: str = ""
-    """Where KV config is persisted; empty keeps it in memory only."""
+    kv_config_path: str = DEFAULT_KV_CONFIG_PATH
+    """Where KV config is persisted (``~`` is the home directory of the server's user), as
+    upstream's ``kvConfigPath``: by default where upstream keeps it. ``:memory:`` or empty
+    keeps it in memory only (lost when the server stops)."""
     max_kv_config_bytes: int = 16 * MIB
     """Namespaces, keys and values of the KV config together; a PUT_KV_CONFIG past it is
     refused (INVALID_PARAMETER). A file loaded at start-up may hold more."""
@@ -496,7 +511,7 @@ def check_paths(cfg: NamesrvConfig) -> None:
         if not os.path.isdir(journal) or not os.access(journal, os.W_OK | os.X_OK):
             raise ConfigError(f"journal.directory {journal} is not a writable directory")
     for name, state in (
-        ("registry.kv_config_path", cfg.registry.kv_config_path),
+        ("registry.kv_config_path", state_file_path(cfg.registry.kv_config_path)),
         ("acl.replay_record_path", cfg.acl.replay_record_path),
     ):
         if state:

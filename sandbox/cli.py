@@ -245,14 +245,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_namesrv(reactor: Any, listen: str) -> Any:
-    """A name server with the embedded defaults, listening at ``listen``, in this process."""
+    """A name server with the embedded defaults, listening at ``listen``, in this process. Its
+    KV config stays in memory: a sandbox is thrown away, and the default file
+    (``~/namesrv/kvConfig.json``) is a real name server's on this host."""
     import dataclasses
 
-    from namesrv.config import NamesrvConfig
+    from namesrv.config import IN_MEMORY, NamesrvConfig
     from namesrv.server import NameServer
 
     config = NamesrvConfig()
-    config = dataclasses.replace(config, server=dataclasses.replace(config.server, listen=listen))
+    config = dataclasses.replace(
+        config,
+        server=dataclasses.replace(config.server, listen=listen),
+        registry=dataclasses.replace(config.registry, kv_config_path=IN_MEMORY),
+    )
     server = NameServer(config, reactor)
     server.listen()
     return server

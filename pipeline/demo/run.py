@@ -76,6 +76,8 @@ def demo_config(work: Path) -> NamesrvConfig:
                 "memory_low_percent": 98.0,
             },
             "journal": {"directory": str(work / "journal")},
+            # The demo's KV config is thrown away with it, never the home directory's file.
+            "registry": {"kv_config_path": ":memory:"},
         }
     )
 

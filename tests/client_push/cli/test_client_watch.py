@@ -15,7 +15,7 @@ import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
 from support.loopback_wait import until
 from support.paths import REPO_ROOT
-from support.server_fixtures import FakeSampler
+from support.server_fixtures import FakeSampler, isolated_config
 from support.wire_client import connect
 from twisted.internet import defer, protocol, reactor, task
 
@@ -25,7 +25,6 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import CachedRoute, publish_info, read_queues
-from namesrv.config import from_mapping
 from namesrv.server import NameServer
 from protocol.codes import Perm, RequestCode, ResponseCode
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
@@ -126,7 +125,11 @@ def served():
         "pressure": {"enabled": False},
     }
     server = NameServer(
-        from_mapping(raw), reactor, clock=clock, sampler=FakeSampler(), epoch=secrets.token_hex(4)
+        isolated_config(raw),
+        reactor,
+        clock=clock,
+        sampler=FakeSampler(),
+        epoch=secrets.token_hex(4),
     )
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     yield server, port, clock
@@ -207,7 +210,7 @@ async def test_watcher_against_a_server_without_push_sees_the_change_at_its_poll
         "pressure": {"enabled": False},
         "push": {"enabled": False},
     }
-    server = NameServer(from_mapping(raw), reactor, clock=clock, sampler=FakeSampler())
+    server = NameServer(isolated_config(raw), reactor, clock=clock, sampler=FakeSampler())
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     broker = await connect(port)
     await broker.request(register_request(topic_configs("T")))

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from support.fake_broker import register_request, topic_configs
 from support.paths import REPO_ROOT
-from support.server_fixtures import FakeSampler
+from support.server_fixtures import FakeSampler, isolated_config
 from twisted.internet import task
 
-from namesrv.config import AclAccount, AclConfig, from_mapping
+from namesrv.config import AclAccount, AclConfig
 from namesrv.requests import commands
 from namesrv.requests.acl import AccessClass, AccessControl, AclDenied
 from namesrv.requests.acl import sign_ext_fields as sign
@@ -95,7 +95,7 @@ class Peer:
 def services(overrides: dict[str, Any] | None = None) -> Services:
     clock = task.Clock()
     server = NameServer(
-        from_mapping(overrides or {}), clock, clock=clock, sampler=FakeSampler(), epoch="e1"
+        isolated_config(overrides or {}), clock, clock=clock, sampler=FakeSampler(), epoch="e1"
     )
     return server.processor.s
 

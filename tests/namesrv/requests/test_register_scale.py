@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.register_bodies import compressed_body, plain_body, register, topic_names
-from support.server_fixtures import FakeSampler, Running
+from support.server_fixtures import FakeSampler, Running, isolated_config
 from support.wire_client import WireClient, connect
 from twisted.internet import defer, reactor, task
 
-from namesrv.config import from_mapping
 from namesrv.push.change_detector import SETTLE_CHECK
 from namesrv.push.tick import QUIET_SETTLE_DEFERRALS
 from namesrv.routes.register_request import RegisterRequest
@@ -72,7 +71,7 @@ def turn_server(
     clock = TurnClock()
     sampler = FakeSampler()
     server = NameServer(
-        from_mapping(raw),
+        isolated_config(raw),
         reactor,
         clock=clock,
         sampler=sampler,
