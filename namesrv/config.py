@@ -497,25 +497,22 @@ def _check_addr(name: str, addr: str) -> None:
         raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT")
 
 
-def check_paths(cfg: NamesrvConfig) -> None:
+def check_paths(cfg: NamesrvConfig, *, create: bool = True) -> None:
     """The files and directories the server will write are usable: checked at start-up, so a
-    typo stops the server instead of dropping its journal or KV changes later."""
+    typo stops the server instead of dropping its journal or KV changes later. ``create``
+    False (``--check-config``) creates nothing: a missing directory must be creatable, its
+    nearest existing ancestor a writable directory."""
     journal = cfg.journal.directory
     if journal:
-        try:
-            os.makedirs(journal, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"journal.directory {journal} cannot be created: {exc.strerror}"
-            ) from None
-        if not os.path.isdir(journal) or not os.access(journal, os.W_OK | os.X_OK):
-            raise ConfigError(f"journal.directory {journal} is not a writable directory")
+        _check_directory("journal.directory", journal, create)
     for name, state in (
         ("registry.kv_config_path", state_file_path(cfg.registry.kv_config_path)),
         ("acl.replay_record_path", cfg.acl.replay_record_path),
     ):
         if state:
-            _check_state_file(name, state)
+            if os.path.isdir(state):
+                raise ConfigError(f"{name} {state} is a directory")
+            _check_directory(name, os.path.dirname(os.path.abspath(state)), create)
     if cfg.server.tls != "disabled":
         for name, path in (
             ("server.tls_cert_file", cfg.server.tls_cert_file),
@@ -525,17 +522,20 @@ def check_paths(cfg: NamesrvConfig) -> None:
                 raise ConfigError(f"{name} {path} is not a readable file")
 
 
-def _check_state_file(name: str, path: str) -> None:
-    """A state file the server rewrites: not a directory, its directory writable."""
-    if os.path.isdir(path):
-        raise ConfigError(f"{name} {path} is a directory")
-    parent = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{name}: directory {parent} cannot be created: {exc.strerror}") from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"{name}: directory {parent} is not writable")
+def _check_directory(name: str, directory: str, create: bool) -> None:
+    """``directory`` is (or, with ``create``, is made) a directory the server can write in."""
+    if create:
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{name}: {directory} cannot be created: {exc.strerror}") from None
+        existing = directory
+    else:
+        existing = os.path.abspath(directory)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{name}: {existing} is not a writable directory")
 
 
 def _validate_metrics(metrics: MetricsConfig) -> None:
