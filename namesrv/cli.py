@@ -14,29 +14,10 @@ from typing import Any
 from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, parse_listen
 from namesrv.config_file import load, looks_like_properties_file
 from namesrv.config_text import config_properties, config_toml
-from protocol.version import version_line
+from protocol.command_line import DefaultsHelpFormatter, add_version
 
 EXIT_CONFIG = 2
 """A config that cannot be used: bad file, key, value or path."""
-
-
-class DefaultsHelpFormatter(argparse.HelpFormatter):
-    """Every option with a default says it one way: ``[default: X]`` at the end of its help,
-    as ``namesrv-admin`` (click's ``show_default``) does."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if (
-            "[default:" in text
-            or default is None
-            or default is argparse.SUPPRESS
-            or isinstance(default, bool)
-            or default == []
-            or not action.option_strings
-        ):
-            return text
-        return f"{text} [default: %(default)s]"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,9 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         "starting; exit 0 when it is usable, 2 with the reason when not",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="least severe log lines written (stderr)",
     )
-    parser.add_argument("--version", action="version", version=version_line("namesrv"))
+    add_version(parser, "namesrv")
     return parser
 
 

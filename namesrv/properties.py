@@ -210,12 +210,13 @@ def upstream_properties(config: NamesrvConfig) -> list[tuple[str, str]]:
     host, port = parse_listen(config.server.listen)
     out = [("bindAddress", host), ("listenPort", str(port))]
     for key, known in UPSTREAM_KEYS.items():
-        out.append((key, _show(getattr(getattr(config, known.section), known.field))))
+        out.append((key, show_value(getattr(getattr(config, known.section), known.field))))
     out.extend(_ACCEPTED_AS_IS.items())
     return out
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A config value as properties text: booleans as upstream spells them (``true``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

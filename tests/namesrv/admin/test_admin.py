@@ -124,7 +124,7 @@ def test_standard_verbs_work_and_extension_verbs_exit_2_against_a_server_without
     result = yield admin(port, "--json", "kv", "list", "ns1")
     assert json.loads(result.stdout) == {"k": "v 1"}
     result = yield admin(port, "--json", "namesrv-config")
-    assert json.loads(result.stdout)["push.enabled"] == "False"
+    assert json.loads(result.stdout)["push.enabled"] == "false"
     result = yield admin(port, "kv", "delete", "ns1", "k")
     assert result.exit_code == 0
     result = yield admin(port, "kv", "get", "ns1", "k")

@@ -36,6 +36,8 @@ NOT_SERVED = {
     RequestCode.SEND_MESSAGE,
     RequestCode.UPDATE_AND_CREATE_TOPIC,
     RequestCode.DELETE_TOPIC_IN_BROKER,
+    RequestCode.GET_BROKER_RUNTIME_INFO,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
     RequestCode.GET_MAX_OFFSET,
     RequestCode.HEART_BEAT,
     RequestCode.UNREGISTER_CLIENT,
