@@ -138,7 +138,7 @@ def test_the_topic_option_refuses_a_bad_name():
 async def test_stats_show_the_name_servers_view_and_a_refused_register_as_refused(cluster):
     from sandbox.fleet import Fleet
 
-    server, port = cluster.start_server(registry={"max_queue_nums": 4})
+    _server, port = cluster.start_server(registry={"max_queue_nums": 4})
     addr = f"127.0.0.1:{port}"
     said: list[str] = []
     fleet = Fleet(reactor, [addr], "DefaultCluster", {"Small": 4}, say=said.append)
