@@ -18,7 +18,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any
 
-from client_push.cli.loops import add_loop_option, faces, run
+from client_push.cli.loops import (
+    EXIT_TLS_MISMATCH,
+    add_loop_option,
+    faces,
+    run,
+    tls_mismatch,
+    watch_tls,
+)
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
 from client_push.producer.config import ProducerConfig, ProducerConfigError, from_mapping
 from client_push.producer.fault_table import FaultConfigError, FaultStrategyConfig
@@ -148,6 +155,8 @@ async def run_send(
     producer = on.producer(client, args.group, config, rng=rng)
     client.start()
     producer.start()
+    namesrv = ";".join(client_config.namesrv_addrs)
+    mismatch = watch_tls(runtime, client, client_config.tls, namesrv, stop)
     body = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(args.size))
     latencies: list[float] = []
     errors: Counter[str] = Counter()
@@ -178,9 +187,16 @@ async def run_send(
     elapsed = time.perf_counter() - started
     progress.update(state["done"], state["failed"], force=True)
     stats = producer.stats()
+    # At the end a single TLS connection closed unanswered is enough: every send ended.
+    found = tls_mismatch(client.stats(), client_config.tls, namesrv, failed_handshakes=1)
     await on.close(producer)
     await on.close(client)
-    return _summary(args, config, latencies, state["failed"], dict(errors), stats, elapsed)
+    summary = _summary(args, config, latencies, state["failed"], dict(errors), stats, elapsed)
+    if mismatch.done():
+        found = await mismatch
+    if found is not None:
+        summary["tls_mismatch"] = found
+    return summary
 
 
 def _summary(
@@ -247,4 +263,7 @@ def main(parser: argparse.ArgumentParser, args: argparse.Namespace, out: IO[str]
     summary = run(args.loop, go)
     out.write(json.dumps(summary, sort_keys=True) + "\n")
     out.flush()
+    if summary.get("tls_mismatch"):
+        print(f"python -m client_push send: {summary['tls_mismatch']}", file=sys.stderr)
+        return EXIT_TLS_MISMATCH
     return EXIT_FAILED_SENDS if summary.get("failed") else 0

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from client_push.cli import send as send_cli
-from client_push.cli.loops import add_loop_option, faces, run
+from client_push.cli.loops import EXIT_TLS_MISMATCH, add_loop_option, faces, run, watch_tls
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
 from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import MASTER_ID
@@ -133,9 +133,15 @@ def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 
 async def run_watch(
-    loop: str, config: ClientConfig, topics: Sequence[str], out: IO[str], stop: Future[None]
-) -> None:
-    """Watch ``topics`` on ``loop`` until ``stop`` settles, then close the client."""
+    loop: str,
+    config: ClientConfig,
+    topics: Sequence[str],
+    out: IO[str],
+    stop: Future[None],
+    runtime: Runtime | None = None,
+) -> str | None:
+    """Watch ``topics`` on ``loop`` until ``stop`` settles, then close the client; with
+    ``runtime``, also until a TLS mismatch stops it: its message is returned."""
     on = faces(loop)
     client = on.route_client(config)
 
@@ -144,12 +150,16 @@ async def run_watch(
         out.flush()
 
     client.start()
+    mismatch = None
+    if runtime is not None:
+        mismatch = watch_tls(runtime, client, config.tls, ";".join(config.namesrv_addrs), stop)
     try:
         for topic in dict.fromkeys(topics):
             client.add_listener(topic, printer)
         await stop
     finally:
         await on.close(client)
+    return (await mismatch) if mismatch is not None and mismatch.done() else None
 
 
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
@@ -167,9 +177,12 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
 
-    async def go(_runtime: Runtime, stop: Future[None]) -> None:
-        await run_watch(args.loop, config, topics, out or sys.stdout, stop)
+    async def go(runtime: Runtime, stop: Future[None]) -> str | None:
+        return await run_watch(args.loop, config, topics, out or sys.stdout, stop, runtime)
 
     # SIGINT and SIGTERM settle ``stop``: the client closes, then the loop ends.
-    run(args.loop, go)
+    mismatch = run(args.loop, go)
+    if mismatch is not None:
+        print(f"python -m client_push watch: {mismatch}", file=sys.stderr)
+        return EXIT_TLS_MISMATCH
     return 0

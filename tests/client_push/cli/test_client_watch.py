@@ -291,3 +291,28 @@ async def test_the_watcher_without_inline_routes_works_beside_an_inline_client(s
         await inline.stop()
         broker.transport.loseConnection()  # type: ignore[union-attr]
     assert code == 0, watcher.stderr.decode()
+
+
+@pytest.mark.parametrize("verb", ["watch", "send"])
+@pytest.mark.parametrize("loop", ["twisted", "asyncio"])
+@pytest_twisted.inlineCallbacks
+def test_a_tls_mismatch_stops_the_command_with_a_clear_message_both_ways(
+    make_server, tmp_path, verb, loop
+):
+    from support.tls_certs import self_signed
+    from twisted.internet import threads
+
+    cert, key = self_signed(tmp_path)
+    tls_only = make_server(
+        {"server": {"tls": "enforcing", "tls_cert_file": cert, "tls_key_file": key}}
+    )
+    plain = make_server()
+    tail = ["--topic", "T", "--loop", loop] + (["--count", "3"] if verb == "send" else [])
+    cases = [
+        ([f"--namesrv=127.0.0.1:{tls_only.port}"], "requires TLS (server.tls = enforcing)"),
+        ([f"--namesrv=127.0.0.1:{plain.port}", "--tls"], "may not speak TLS (run without --tls)"),
+    ]
+    for args, words in cases:
+        done = yield threads.deferToThread(run_cli, verb, *args, *tail)
+        assert done.returncode == 3, done.stderr
+        assert f"python -m client_push {verb}: the " in done.stderr and words in done.stderr
