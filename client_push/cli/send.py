@@ -31,6 +31,7 @@ from client_push.producer.config import ProducerConfig, ProducerConfigError, fro
 from client_push.producer.fault_table import FaultConfigError, FaultStrategyConfig
 from client_push.producer.send_core import SendError
 from client_push.runtime.interface import Future, Runtime, settle
+from protocol.command_line import DefaultsHelpFormatter
 
 EXIT_FAILED_SENDS = 1
 
@@ -41,12 +42,13 @@ def add_parser(commands: Any) -> None:
         help="send N messages and print a JSON summary",
         description="Send N messages to a topic through the fault strategy and print one JSON "
         "object: sent_ok, failed, first_attempts_by_broker, retries, p50_ms, p99_ms, statuses. "
-        "Exits 1 when a send failed.",
+        "Exits 1 when a send failed, 3 on a TLS mismatch with the name server.",
+        formatter_class=DefaultsHelpFormatter,
     )
     send.add_argument("--namesrv", required=True, metavar="HOST:PORT[;HOST:PORT]")
     send.add_argument("--topic", required=True)
     send.add_argument("--count", type=int, required=True, metavar="N")
-    send.add_argument("--size", type=int, default=128, metavar="BYTES", help="body size (128)")
+    send.add_argument("--size", type=int, default=128, metavar="BYTES", help="body size")
     send.add_argument("--concurrency", type=int, default=16, metavar="C", help="sends in flight")
     send.add_argument("--keys", nargs="*", default=[], metavar="KEY", help="message keys")
     send.add_argument("--tags", default=None, metavar="TAG", help="message tag")
@@ -58,22 +60,24 @@ def add_parser(commands: Any) -> None:
         "--strategy",
         choices=("off", "4x", "5x"),
         default=None,
-        help="fault strategy: off, upstream 4.x tiers (default) or 5.x tiers",
+        help="fault strategy: off, upstream 4.x tiers or 5.x tiers [default: 4x]",
     )
     send.add_argument(
         "--detector",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="probe isolated brokers (default on)",
+        help="probe isolated brokers [default: on]",
     )
     send.add_argument(
         "--go-away",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="act on broker GoAway (default on)",
+        help="act on broker GoAway [default: on]",
     )
-    send.add_argument("--timeout-ms", type=int, default=None, help="per send (3000)")
-    send.add_argument("--retries", type=int, default=None, help="attempts after the first (2)")
+    send.add_argument("--timeout-ms", type=int, default=None, help="per send [default: 3000]")
+    send.add_argument(
+        "--retries", type=int, default=None, help="attempts after the first [default: 2]"
+    )
     send.add_argument(
         "--tls", action="store_true", help="connect to name servers with TLS (brokers: plain)"
     )
@@ -81,7 +85,7 @@ def add_parser(commands: Any) -> None:
         "--tls-ca",
         default="",
         metavar="FILE",
-        help="with --tls, verify name servers against this CA (default: do not verify)",
+        help="with --tls, verify name servers against this CA [default: do not verify]",
     )
     add_loop_option(send)
     send.add_argument("-v", "--verbose", action="store_true", help="log connection events")

@@ -20,6 +20,7 @@ from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_ad
 from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import MASTER_ID
 from client_push.runtime.interface import Future, Runtime
+from protocol.command_line import DefaultsHelpFormatter, add_version
 
 EXIT_USAGE = 2
 
@@ -55,14 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m client_push",
         description="Route client of the push-capable RocketMQ name server.",
+        formatter_class=DefaultsHelpFormatter,
     )
+    add_version(parser, "python -m client_push")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     watch = commands.add_parser(
         "watch",
         help="print one JSON line per route state learned, until interrupted",
         description="Print one JSON line per route state learned (initial route, each change, "
-        "absence) until SIGINT or SIGTERM.",
+        "absence) until SIGINT or SIGTERM. Exits 3 on a TLS mismatch with the name server.",
+        formatter_class=DefaultsHelpFormatter,
     )
     watch.add_argument(
         "--namesrv",
@@ -82,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="route poll interval while push is off (default 30000)",
+        help="route poll interval while push is off [default: 30000]",
     )
     watch.add_argument(
         "--version-check-ms",
@@ -90,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="while push works, how often held versions are checked with the name server "
-        "(default 30000)",
+        "[default: 30000]",
     )
     watch.add_argument("--telemetry", default="", metavar="FILE", help="refetch telemetry file")
     watch.add_argument(
@@ -103,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tls-ca",
         default="",
         metavar="FILE",
-        help="with --tls, verify servers against this CA (default: encrypt, do not verify)",
+        help="with --tls, verify servers against this CA [default: encrypt, do not verify]",
     )
     add_loop_option(watch)
     watch.add_argument("-v", "--verbose", action="store_true", help="log connection events")

@@ -35,7 +35,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.route_model import ClusterInfo
 from protocol.signing import SignatureForm, check_server_identity
-from protocol.version import version_line
+from protocol.version import VERSION, version_line
 
 
 def _set_namesrv(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -105,7 +105,7 @@ class AdminGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
 )
 @click.version_option(
-    None, "--version", message=version_line("namesrv-admin"), help="Print the package version."
+    VERSION, "--version", message=version_line("namesrv-admin"), help="Print the package version."
 )
 @click.option(
     "--namesrv",

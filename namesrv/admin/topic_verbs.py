@@ -103,19 +103,15 @@ def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -
     "--order",
     "-o",
     type=click.BOOL,
-    default=False,
-    show_default="false",
+    default="false",
     help="An order topic: also writes its ORDER_TOPIC_CONFIG entry on the name servers.",
 )
-@click.option(
-    "--unit", "-u", type=click.BOOL, default=False, show_default="false", help="A unit topic."
-)
+@click.option("--unit", "-u", type=click.BOOL, default="false", help="A unit topic.")
 @click.option(
     "--has-unit-sub",
     "-s",
     type=click.BOOL,
-    default=False,
-    show_default="false",
+    default="false",
     help="Has unit subs.",
 )
 @click.option("--attributes", "-a", help="Topic attributes, as upstream: +a=b,+c=d,-e.")
