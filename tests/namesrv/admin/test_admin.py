@@ -232,8 +232,9 @@ def test_reads_fail_over_to_the_next_name_server(make_server):
 
 @pytest_twisted.inlineCallbacks
 def test_cluster_list_m_and_topic_list_c_show_mqadmins_columns(make_server, cluster):
-    from sandbox.standin import BrokerStandIn
     from twisted.internet import reactor
+
+    from sandbox.standin import BrokerStandIn
 
     _server, port = cluster.start_server()
     broker = BrokerStandIn("broker-s", {"TopicS": 2}, [f"127.0.0.1:{port}"], reactor=reactor)
