@@ -126,8 +126,9 @@ class RegistryConfig:
     """A REGISTER_BROKER or REGISTER_TOPIC_IN_NAMESRV that would take the distinct topics of
     the registry past this is refused whole (about 400 MiB of route tables at the bound)."""
     max_topic_name_bytes: int = 127
-    """A topic name longer than this in a register is refused; upstream's ``TopicValidator``
-    allows 127 (ASCII) characters, so the bound can only be lowered."""
+    """A topic name longer than this is dropped from its register (counted, logged);
+    upstream's ``TopicValidator`` allows 127 (ASCII) characters, so the bound can only be
+    lowered."""
     max_topic_attributes_bytes: int = 16 * KIB
     """A topic config whose attributes (their JSON text as sent) are longer is refused with its
     register. Upstream's attributes are a few short pairs (message type, queue type, cleanup
