@@ -12,16 +12,24 @@ from importlib import resources
 from typing import Any
 
 from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, parse_listen
-from namesrv.config_file import load
+from namesrv.config_file import load, looks_like_properties_file
+from namesrv.config_text import config_properties, config_toml
+from protocol.command_line import DefaultsHelpFormatter, add_version
+
+EXIT_CONFIG = 2
+"""A config that cannot be used: bad file, key, value or path."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="namesrv",
         description="RocketMQ name server that pushes topic-route changes to subscribed clients.",
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument(
-        "--listen", metavar="HOST:PORT", help="address to listen on (default 0.0.0.0:9876)"
+        "--listen",
+        metavar="HOST:PORT",
+        help="address to listen on (server.listen) [default: 0.0.0.0:9876]",
     )
     parser.add_argument(
         "-c",
@@ -33,16 +41,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics [default: off]",
     )
     parser.add_argument(
+        "-p",
         "--print-config",
         action="store_true",
-        help="print the default config file, with comments, and exit",
+        help="print the effective config and exit: of -c FILE (with --listen and --metrics "
+        "applied) as TOML, or as upstream's keys for a .properties file; without -c, the "
+        "commented defaults",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--check-config",
+        metavar="FILE",
+        help="check FILE (TOML or .properties) as the server would at start-up, without "
+        "starting; exit 0 when it is usable, 2 with the reason when not",
     )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="least severe log lines written (stderr)",
+    )
+    add_version(parser, "namesrv")
     return parser
 
 
@@ -95,11 +116,45 @@ def tune_allocator(mmap_threshold: int = 32 * MIB, trim_threshold: int = 32 * MI
         return False
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.print_config:
+def print_config(args: argparse.Namespace) -> int:
+    """``-p``: the effective config on stdout (see ``build_parser``)."""
+    if args.config is None and not args.listen and not args.metrics:
         sys.stdout.write(default_config_text())
         return 0
+    try:
+        config = resolve_config(args)
+    except ConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    source = args.config or "the defaults"
+    title = f"effective config of {source} (namesrv -p); secrets masked"
+    if args.config is not None and looks_like_properties_file(args.config):
+        sys.stdout.write(config_properties(config, title))
+    else:
+        sys.stdout.write(config_toml(config, title))
+    return 0
+
+
+def check_config(path: str) -> int:
+    """``--check-config``: the file read, validated and its paths checked, nothing started
+    and nothing created."""
+    try:
+        config = load(path)
+        check_paths(config, create=False)
+    except ConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    kind = "namesrv.properties" if looks_like_properties_file(path) else "TOML"
+    print(f"namesrv: {path} is a usable config ({kind})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.check_config is not None:
+        return check_config(args.check_config)
+    if args.print_config:
+        return print_config(args)
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -110,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         check_paths(config)
     except ConfigError as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
 
     from namesrv.net import lean_reactor
 
@@ -127,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         server = NameServer(config, reactor)
     except (KVConfigError, ReplayRecordError) as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     try:
         server.listen()
     except CannotListenError as exc:
@@ -141,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except TlsConfigError as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     # reactor.run() turns SIGTERM/SIGINT into a shutdown; the GoAway grace runs before it ends.
     # Connections, routes and subscriptions are long-lived: collecting young objects less
     # often keeps a fan-out to thousands of connections from paying for repeated heap scans.

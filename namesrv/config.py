@@ -19,6 +19,19 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 
 
+DEFAULT_KV_CONFIG_PATH = "~/namesrv/kvConfig.json"
+"""Upstream's ``kvConfigPath`` default: ``${user.home}/namesrv/kvConfig.json``."""
+IN_MEMORY = ":memory:"
+"""A state-file path that keeps the state in memory only (as does an empty one)."""
+
+
+def state_file_path(value: str) -> str | None:
+    """The file a state-file setting names, ``~`` expanded; None for ``:memory:`` or empty."""
+    if not value or value == IN_MEMORY:
+        return None
+    return os.path.expanduser(value)
+
+
 class ConfigError(ValueError):
     """The configuration file or a value in it is not acceptable."""
 
@@ -85,8 +98,10 @@ class RegistryConfig:
     scan_interval_ms: int = 5_000
     order_message_enable: bool = False
     enable_all_topic_list: bool = True
-    kv_config_path: str = ""
-    """Where KV config is persisted; empty keeps it in memory only."""
+    kv_config_path: str = DEFAULT_KV_CONFIG_PATH
+    """Where KV config is persisted (``~`` is the home directory of the server's user), as
+    upstream's ``kvConfigPath``: by default where upstream keeps it. ``:memory:`` or empty
+    keeps it in memory only (lost when the server stops)."""
     max_kv_config_bytes: int = 16 * MIB
     """Namespaces, keys and values of the KV config together; a PUT_KV_CONFIG past it is
     refused (INVALID_PARAMETER). A file loaded at start-up may hold more."""
@@ -116,8 +131,9 @@ class RegistryConfig:
     """A REGISTER_BROKER or REGISTER_TOPIC_IN_NAMESRV that would take the distinct topics of
     the registry past this is refused whole (about 400 MiB of route tables at the bound)."""
     max_topic_name_bytes: int = 127
-    """A topic name longer than this in a register is refused; upstream's ``TopicValidator``
-    allows 127 (ASCII) characters, so the bound can only be lowered."""
+    """A topic name longer than this is dropped from its register (counted, logged);
+    upstream's ``TopicValidator`` allows 127 (ASCII) characters, so the bound can only be
+    lowered."""
     max_topic_attributes_bytes: int = 16 * KIB
     """A topic config whose attributes (their JSON text as sent) are longer is refused with its
     register. Upstream's attributes are a few short pairs (message type, queue type, cleanup
@@ -492,25 +508,22 @@ def _check_addr(name: str, addr: str) -> None:
         raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT")
 
 
-def check_paths(cfg: NamesrvConfig) -> None:
+def check_paths(cfg: NamesrvConfig, *, create: bool = True) -> None:
     """The files and directories the server will write are usable: checked at start-up, so a
-    typo stops the server instead of dropping its journal or KV changes later."""
+    typo stops the server instead of dropping its journal or KV changes later. ``create``
+    False (``--check-config``) creates nothing: a missing directory must be creatable, its
+    nearest existing ancestor a writable directory."""
     journal = cfg.journal.directory
     if journal:
-        try:
-            os.makedirs(journal, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"journal.directory {journal} cannot be created: {exc.strerror}"
-            ) from None
-        if not os.path.isdir(journal) or not os.access(journal, os.W_OK | os.X_OK):
-            raise ConfigError(f"journal.directory {journal} is not a writable directory")
+        _check_directory("journal.directory", journal, create)
     for name, state in (
-        ("registry.kv_config_path", cfg.registry.kv_config_path),
+        ("registry.kv_config_path", state_file_path(cfg.registry.kv_config_path)),
         ("acl.replay_record_path", cfg.acl.replay_record_path),
     ):
         if state:
-            _check_state_file(name, state)
+            if os.path.isdir(state):
+                raise ConfigError(f"{name} {state} is a directory")
+            _check_directory(name, os.path.dirname(os.path.abspath(state)), create)
     if cfg.server.tls != "disabled":
         for name, path in (
             ("server.tls_cert_file", cfg.server.tls_cert_file),
@@ -520,17 +533,20 @@ def check_paths(cfg: NamesrvConfig) -> None:
                 raise ConfigError(f"{name} {path} is not a readable file")
 
 
-def _check_state_file(name: str, path: str) -> None:
-    """A state file the server rewrites: not a directory, its directory writable."""
-    if os.path.isdir(path):
-        raise ConfigError(f"{name} {path} is a directory")
-    parent = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{name}: directory {parent} cannot be created: {exc.strerror}") from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"{name}: directory {parent} is not writable")
+def _check_directory(name: str, directory: str, create: bool) -> None:
+    """``directory`` is (or, with ``create``, is made) a directory the server can write in."""
+    if create:
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{name}: {directory} cannot be created: {exc.strerror}") from None
+        existing = directory
+    else:
+        existing = os.path.abspath(directory)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{name}: {existing} is not a writable directory")
 
 
 def _validate_metrics(metrics: MetricsConfig) -> None:

@@ -13,6 +13,16 @@ from namesrv.config import ConfigError, NamesrvConfig, from_mapping
 from namesrv.properties import looks_like_properties, parse_properties, to_mapping
 
 
+def looks_like_properties_file(path: str | Path) -> bool:
+    """Whether ``load`` reads ``path`` as an upstream ``namesrv.properties`` (False when it
+    cannot be read: ``load`` says why)."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return looks_like_properties(str(path), text)
+
+
 def load(path: str | Path | None) -> NamesrvConfig:
     """The embedded defaults, overlaid with the file at ``path`` when one is given: our TOML,
     or an upstream ``namesrv.properties`` (by its extension, or by having no TOML table)."""

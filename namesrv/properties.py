@@ -237,15 +237,16 @@ def upstream_properties(config: NamesrvConfig) -> list[tuple[str, str]]:
     host, port = parse_listen(config.server.listen)
     out = [("bindAddress", host), ("listenPort", str(port))]
     for key, known in UPSTREAM_KEYS.items():
-        out.append((key, _show(getattr(getattr(config, known.section), known.field))))
+        out.append((key, show_value(getattr(getattr(config, known.section), known.field))))
     wait_ms = config.server.wait_for_service_ms
-    out.append(("needWaitForService", _show(wait_ms > 0)))
+    out.append(("needWaitForService", show_value(wait_ms > 0)))
     out.append(("waitSecondsForService", str(-(-wait_ms // 1000))))
     out.extend(_ACCEPTED_AS_IS.items())
     return out
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A config value as properties text: booleans as upstream spells them (``true``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

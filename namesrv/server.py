@@ -21,7 +21,7 @@ from typing import Any
 from twisted.internet import defer, task
 from twisted.internet.interfaces import IListeningPort
 
-from namesrv.config import JournalConfig, NamesrvConfig
+from namesrv.config import JournalConfig, NamesrvConfig, state_file_path
 from namesrv.net import transport
 from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
@@ -136,8 +136,9 @@ class NameServer:
             broker_listener=self._broker_event,
         )
         self.kv = KVConfig(on_change=self._kv_changed, max_bytes=cfg.registry.max_kv_config_bytes)
-        if cfg.registry.kv_config_path:
-            self.kv.load(cfg.registry.kv_config_path)
+        kv_file = state_file_path(cfg.registry.kv_config_path)
+        if kv_file is not None:
+            self.kv.load(kv_file)
         self.route_responses = RouteResponseCache(max_bytes=cfg.server.route_cache_bytes)
         self.routes = RouteBodies(
             self.registry, self.kv, order_message_enable=cfg.registry.order_message_enable
@@ -602,6 +603,7 @@ class NameServer:
         out["kv_listing_builds"] = self.kv.listing_builds
         out["kv_file_writes"] = self.kv.file_writes
         out["kv_persist_failures"] = self.kv.persist_failures
+        out["register_topics_dropped"] = self.processor.brokers.register_topics_dropped
         out["route_cache_resets"] = self.route_responses.resets
         out["route_cache_uncacheable"] = self.route_responses.uncacheable
         out["log_lines_suppressed"] = self.hub.peer_log.dropped

@@ -22,6 +22,7 @@ from pipeline.request import (
     AnalysisRequest,
 )
 from pipeline.sources import JournalSource
+from protocol.command_line import DefaultsHelpFormatter, add_version
 
 
 def _non_negative(text: str) -> int:
@@ -44,7 +45,9 @@ def parser() -> argparse.ArgumentParser:
         epilog="demo: run a name server, broker stand-ins and route clients on loopback for "
         "--seconds, then write this report of them (into a new directory under the system "
         "temp unless --out is given; see namesrv-pipeline demo --help).",
+        formatter_class=DefaultsHelpFormatter,
     )
+    add_version(p, "namesrv-pipeline")
     p.add_argument(
         "--journal",
         action="append",
@@ -63,11 +66,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="directory for the report, summary and config")
     p.add_argument(
         "--tables-out",
-        help="where Spark writes the per-change Parquet table (default OUT/changes); on a "
+        help="where Spark writes the per-change Parquet table [default: OUT/changes]; on a "
         "cluster, a path every executor can write (hdfs://, s3a://, a shared mount)",
     )
-    p.add_argument("--config", help="the name server's config file (default: embedded defaults)")
-    p.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
+    p.add_argument(
+        "--config", help="the name server's config file [default: the embedded defaults]"
+    )
+    p.add_argument("--master", help="Spark master URL [default: local[*], or spark-submit's]")
     p.add_argument(
         "--target-p99-ms",
         type=_non_negative,
@@ -91,7 +96,7 @@ def parser() -> argparse.ArgumentParser:
         type=_max_line_bytes,
         default=DEFAULT_MAX_LINE_BYTES,
         help="a line this long or longer is no record: it is counted and left out unread, "
-        "and never held in memory whole (default 64 MiB)",
+        "and never held in memory whole",
     )
     return p
 

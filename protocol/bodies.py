@@ -171,6 +171,16 @@ def decode_topic_list(body: bytes) -> list[str]:
     return [str(t) for t in as_list(doc.get("topicList"), "topicList")]
 
 
+def encode_group_list(groups: Iterable[str]) -> bytes:
+    """Upstream's GroupList, ``{"groupList": [...]}`` (a broker's QUERY_TOPIC_CONSUME_BY_WHO)."""
+    return fastjson.dumps({"groupList": sorted(groups)})
+
+
+def decode_group_list(body: bytes) -> list[str]:
+    doc = load_object(body, "GroupList")
+    return [str(g) for g in as_list(doc.get("groupList"), "groupList")]
+
+
 def encode_kv_table(table: dict[str, str]) -> bytes:
     """Upstream's KVTable, ``{"table": {key: value}}``, compact UTF-8 JSON (the bytes
     ``fastjson.dumps`` writes, by msgspec's C encoder: a namespace of a million entries in

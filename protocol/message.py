@@ -20,13 +20,13 @@ What an answer means to a producer (stored, busy, retry elsewhere, refused) is t
 from __future__ import annotations
 
 import dataclasses
-import re
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime, tzinfo
 
 from protocol.headers import Header, optional, wire
+from protocol.topic_name import topic_name_problem
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -45,10 +45,8 @@ DEFAULT_TOPIC = "TBW102"
 """Upstream's ``createTopicKey``: the topic a broker with auto-create copies for a new one."""
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 
-MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_BYTES = 32_767
 """The broker stores the properties' length as a short."""
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 class MessageError(ValueError):
@@ -114,12 +112,9 @@ def _check_text(what: str, text: str) -> None:
 
 def check_topic(topic: str) -> None:
     """Upstream's ``Validators.checkTopic``."""
-    if not topic:
-        raise MessageError("topic must not be empty")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise MessageError(f"topic is longer than {MAX_TOPIC_LENGTH} characters: {topic!r}")
-    if not _TOPIC_RE.match(topic):
-        raise MessageError(f"topic {topic!r} may hold only letters, digits, '%', '|', '_', '-'")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise MessageError(problem)
 
 
 def message_properties(

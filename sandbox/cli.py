@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from protocol.command_line import DefaultsHelpFormatter, add_version
 from sandbox.control import (
     DEFAULT_CONTROL,
     ControlFactory,
@@ -59,22 +60,22 @@ def run_parser() -> argparse.ArgumentParser:
         epilog="commands (at the prompt, or as namesrv-sandbox COMMAND ...):\n"
         + "\n".join(f"  {usage:38} {what}" for usage, what in HELP.items())
         + "\n  quit (prompt only)                     stop the brokers and exit",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
+    add_version(p, "namesrv-sandbox")
     p.add_argument(
         "--namesrv",
         type=_hostport,
         default=DEFAULT_NAMESRV,
         metavar="HOST:PORT",
-        help="the name server to register with; one is started there when none answers "
-        f"(default {DEFAULT_NAMESRV})",
+        help="the name server to register with; one is started there when none answers",
     )
     p.add_argument(
         "--broker",
         action="append",
         default=[],
         metavar="NAME",
-        help="a stand-in broker; repeat for more (default: broker-a and broker-b)",
+        help="a stand-in broker; repeat for more [default: broker-a and broker-b]",
     )
     p.add_argument(
         "--topic",
@@ -83,7 +84,7 @@ def run_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME[:QUEUES]",
         help="a topic every broker holds (4 queues unless given); repeat for more "
-        "(default TopicTest)",
+        "[default: TopicTest]",
     )
     p.add_argument("--cluster", default="DefaultCluster", help="the brokers' cluster name")
     p.add_argument(
@@ -91,7 +92,7 @@ def run_parser() -> argparse.ArgumentParser:
         type=_hostport,
         default=DEFAULT_CONTROL,
         metavar="HOST:PORT",
-        help=f"the control port namesrv-sandbox COMMAND talks to (default {DEFAULT_CONTROL})",
+        help="the control port namesrv-sandbox COMMAND talks to",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log the name server's INFO lines")
     return p
@@ -101,15 +102,22 @@ def command_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="namesrv-sandbox COMMAND",
         description="Send one command to a running sandbox and print its JSON answer.",
+        formatter_class=DefaultsHelpFormatter,
     )
     p.add_argument("command", nargs="+", help=", ".join(COMMANDS))
-    p.add_argument("--control", type=_hostport, default=DEFAULT_CONTROL, metavar="HOST:PORT")
+    p.add_argument(
+        "--control",
+        type=_hostport,
+        default=DEFAULT_CONTROL,
+        metavar="HOST:PORT",
+        help="the sandbox's control port",
+    )
     p.add_argument(
         "--wait",
         type=float,
         default=15.0,
         metavar="SECONDS",
-        help="how long to wait for the sandbox to come up (default 15)",
+        help="how long to wait for the sandbox to come up",
     )
     return p
 
@@ -245,14 +253,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_namesrv(reactor: Any, listen: str) -> Any:
-    """A name server with the embedded defaults, listening at ``listen``, in this process."""
+    """A name server with the embedded defaults, listening at ``listen``, in this process. Its
+    KV config stays in memory: a sandbox is thrown away, and the default file
+    (``~/namesrv/kvConfig.json``) is a real name server's on this host."""
     import dataclasses
 
-    from namesrv.config import NamesrvConfig
+    from namesrv.config import IN_MEMORY, NamesrvConfig
     from namesrv.server import NameServer
 
     config = NamesrvConfig()
-    config = dataclasses.replace(config, server=dataclasses.replace(config.server, listen=listen))
+    config = dataclasses.replace(
+        config,
+        server=dataclasses.replace(config.server, listen=listen),
+        registry=dataclasses.replace(config.registry, kv_config_path=IN_MEMORY),
+    )
     server = NameServer(config, reactor)
     server.listen()
     return server

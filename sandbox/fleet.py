@@ -3,6 +3,11 @@
 Each broker keeps its name, port and topics across a stop and a start, so a restarted broker
 comes back where it was, with the topics an admin tool gave it; what it counted before is kept
 in the sandbox's totals.
+
+What the sandbox says about registration is what the name servers answered: a register's
+outcome is said when it changes (and after each topic change), and ``stats`` shows each name
+server's own view of every broker (listed in its cluster info or not, which of the broker's
+topics it routes to it), asked at that moment.
 """
 
 from __future__ import annotations
@@ -14,15 +19,26 @@ from typing import Any
 
 from twisted.internet import defer
 
+from client_push.runtime.twisted_loop import TwistedRuntime, describe
+from client_push.wire.remoting import ConnectionBounds, RemotingConnection
+from protocol import bodies
+from protocol.codes import RequestCode, ResponseCode
+from protocol.errors import ProtocolError
+from protocol.frame import RemotingCommand
+from protocol.route_model import ClusterInfo
 from sandbox.standin import BrokerStandIn
+
+VIEW_TIMEOUT_MS = 3_000
+"""How long ``stats`` waits for each name server's answer about the brokers."""
 
 RUNNING, STOPPED, FAILED = "running", "stopped", "failed"
 MAX_BROKERS = 64
 """Brokers one sandbox holds at most, started or not: ``start`` of one more is refused."""
 
 HELP = {
-    "stats [NAME]": "each broker's state, address, topics and the messages it received",
-    "stop [NAME] [GRACE_MS]": "graceful stop: GoAway to clients, unregister, close (default 0)",
+    "stats [NAME]": "each broker's state, address, topics, last register outcome, each name "
+    "server's view of it (registered, topics routed) and the messages it received",
+    "stop [NAME] [GRACE_MS]": "graceful stop: GoAway to clients, unregister, close [default: 0]",
     "fail [NAME]": "abrupt stop: connections dropped, no unregister (the name server sees them "
     "close)",
     "start NAME": "start a stopped or failed broker again (same port, same topics), or a new one",
@@ -50,6 +66,10 @@ class Slot:
     broker: BrokerStandIn | None = None
     state: str = STOPPED
     earlier: Counter[str] = field(default_factory=Counter)
+    report_register: bool = True
+    """Say the next register's outcome even when it is the same as the last one's."""
+    broker_outcomes: dict[str, str] = field(default_factory=dict)
+    """Name-server address -> the last register's outcome, as the stand-in keeps it."""
 
     def received_by_topic(self) -> Counter[str]:
         now = Counter(self.broker.by_topic) if self.broker is not None else Counter()
@@ -97,6 +117,8 @@ class Fleet:
         broker.perms = slot.perms
         broker.read_queues = slot.read_queues
         broker.on_topic_change = lambda verb, topic: self._topic_changed(slot, verb, topic)
+        broker.on_register = lambda addr, outcome: self._register_answered(slot, addr, outcome)
+        slot.report_register = False  # the start says it
         slot.broker, slot.state = broker, RUNNING
         # The stand-in takes a copy of its topic table: the slot follows the live one.
         slot.topics = broker.topics
@@ -104,7 +126,11 @@ class Fleet:
         def started(_: Any) -> dict[str, Any]:
             slot.port = broker.port
             topics = ", ".join(f"{t}:{q}" for t, q in sorted(slot.topics.items()))
-            self.say(f"broker {name} at {broker.addr} registered {topics or 'no topics'}")
+            refused = {a: o for a, o in broker.registers.items() if o != "ok"}
+            if not refused:
+                self.say(f"broker {name} at {broker.addr} registered {topics or 'no topics'}")
+            for addr, outcome in refused.items():
+                self.say(f"broker {name} at {broker.addr} NOT registered with {addr}: {outcome}")
             return self.describe(slot)
 
         return broker.start().addCallback(started)
@@ -155,7 +181,21 @@ class Fleet:
         detail = "" if queues is None else f" ({queues} queues)"
         if read != queues:
             detail = f" ({queues} write, {read} read queues)"
-        self.say(f"broker {slot.name} {verb} topic {topic}{detail}; registered again")
+        self.say(f"broker {slot.name} {verb} topic {topic}{detail}; registering again")
+        slot.report_register = True
+
+    def _register_answered(self, slot: Slot, addr: str, outcome: str) -> None:
+        """Say a register's outcome when it changed, or when a topic change awaits it."""
+        broker = slot.broker
+        before = slot.broker_outcomes.get(addr)
+        slot.broker_outcomes[addr] = outcome
+        if broker is None or (outcome == before and not slot.report_register):
+            return
+        slot.report_register = False
+        if outcome == "ok":
+            self.say(f"broker {slot.name} registered with {addr}")
+        else:
+            self.say(f"broker {slot.name} NOT registered with {addr}: {outcome}")
 
     # -- reports --------------------------------------------------------------------------------
 
@@ -168,6 +208,7 @@ class Fleet:
             "addr": f"127.0.0.1:{slot.port}",
             "mode": mode,
             "topics": dict(sorted(slot.topics.items())),
+            "last_register": dict(sorted(slot.broker_outcomes.items())),
             "received": sum(by_topic.values()),
             "received_by_topic": dict(sorted(by_topic.items())),
         }
@@ -176,6 +217,65 @@ class Fleet:
         slots = [self._slot(n) for n in names] if names else list(self.slots.values())
         brokers = [self.describe(s) for s in slots]
         return {"brokers": brokers, "received": sum(b["received"] for b in brokers)}
+
+    async def stats_with_view(self, names: Sequence[str] = ()) -> dict[str, Any]:
+        """:meth:`stats`, each broker with ``namesrv``: every name server's view of it."""
+        doc = self.stats(names)
+        views = {addr: await self._namesrv_view(addr) for addr in self.namesrv_addrs}
+        for broker in doc["brokers"]:
+            broker["namesrv"] = {
+                addr: view(broker["broker"], broker["addr"], broker["topics"])
+                for addr, view in views.items()
+            }
+        return doc
+
+    async def _namesrv_view(self, addr: str) -> Callable[[str, str, dict[str, int]], Any]:
+        """What the name server at ``addr`` knows, as a function of (broker name, address,
+        topics) giving its view of that broker."""
+        runtime = TwistedRuntime(self.reactor, self.reactor)
+        try:
+            conn = await RemotingConnection(runtime, ConnectionBounds(), label=addr).open(
+                addr, VIEW_TIMEOUT_MS
+            )
+        except Exception as exc:
+            reason = f"name server not reachable: {describe(exc)}"
+            return lambda name, baddr, topics: {"error": reason}
+        try:
+            info = await self._ask_cluster(conn)
+            routed: dict[str, set[str]] = {}
+            topics = sorted({t for s in self.slots.values() for t in s.topics})
+            for topic in topics:
+                routed[topic] = await self._routed_brokers(conn, topic)
+        except (ProtocolError, ValueError) as exc:
+            reason = f"cannot read the name server's answer: {exc}"
+            return lambda name, baddr, topics: {"error": reason}
+        finally:
+            conn.close()
+
+        def view(name: str, baddr: str, own: dict[str, int]) -> dict[str, Any]:
+            data = info.broker_addr_table.get(name)
+            listed = data is not None and baddr in data.broker_addrs.values()
+            return {
+                "registered": listed,
+                "topics_routed": sorted(t for t in own if name in routed.get(t, ())),
+                "topics_not_routed": sorted(t for t in own if name not in routed.get(t, ())),
+            }
+
+        return view
+
+    async def _ask_cluster(self, conn: RemotingConnection) -> ClusterInfo:
+        cmd = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        response = await conn.request(cmd, VIEW_TIMEOUT_MS)
+        if response.code != ResponseCode.SUCCESS:
+            raise ValueError(f"cluster info refused: {response.remark}")
+        return bodies.decode_cluster_info(response.body)
+
+    async def _routed_brokers(self, conn: RemotingConnection, topic: str) -> set[str]:
+        cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        response = await conn.request(cmd, VIEW_TIMEOUT_MS)
+        if response.code != ResponseCode.SUCCESS:
+            return set()
+        return {q.broker_name for q in bodies.decode_route(response.body).queue_datas}
 
     def received_total(self) -> int:
         return sum(sum(s.received_by_topic().values()) for s in self.slots.values())
@@ -202,7 +302,7 @@ class Fleet:
         if verb == "help":
             return {"commands": HELP}
         if verb == "stats":
-            return self.stats(args)
+            return await self.stats_with_view(args)
         if verb == "start":
             if len(args) != 1:
                 raise CommandError("start takes one broker name")

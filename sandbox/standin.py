@@ -7,7 +7,11 @@ It registers its topics with the name servers on kept connections and re-registe
 GET_MAX_OFFSET (the detector's probe), SEND_MESSAGE_V2 (decoding the message as a consumer
 would, counting it, giving it a queue offset), UPDATE_AND_CREATE_TOPIC and
 DELETE_TOPIC_IN_BROKER (each followed by a register with a new data version, as a broker
-registers a topic change), and can be told to misbehave:
+registers a topic change; a topic name upstream's ``TopicValidator`` refuses is refused at
+creation, as a broker refuses it), GET_BROKER_RUNTIME_INFO (its put counters, for
+``clusterList -m``) and QUERY_TOPIC_CONSUME_BY_WHO (no group: it serves no consumer). Each
+register's outcome per name server is kept (``registers``) and told to ``on_register``, so a
+refusal is reported as one. It can be told to misbehave:
 
 * ``slow(ms)``: every answer waits that long;
 * ``busy(code, remark)``: sends are answered with a busy code (probes still answered);
@@ -32,6 +36,7 @@ from twisted.internet.protocol import Factory, Protocol
 
 from client_push.runtime.twisted_loop import TwistedRuntime, describe
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection
+from protocol.bodies import encode_group_list, encode_kv_table
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
@@ -39,6 +44,7 @@ from protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from protocol.message import MessageError, ReceivedMessage, decode_send_request
 from protocol.push_codec import encode_go_away
 from protocol.route_model import DataVersion
+from protocol.topic_name import topic_name_problem
 from sandbox.broker_requests import register_request, topic_configs, unregister_request
 
 log = logging.getLogger("sandbox.standin")
@@ -151,6 +157,11 @@ class BrokerStandIn:
         self.stopped: defer.Deferred[None] = defer.Deferred()
         self.on_topic_change: Callable[[str, str], None] = lambda verb, topic: None
         """Told ``(verb, topic)`` after a topic admin request: created, updated or deleted."""
+        self.registers: dict[str, str] = {}
+        """Name-server address -> the last register's outcome: ``ok``, ``refused: REMARK`` or
+        ``failed: WHY``."""
+        self.on_register: Callable[[str, str], None] = lambda addr, outcome: None
+        """Told ``(name-server address, outcome)`` after each register was answered."""
 
     @property
     def addr(self) -> str:
@@ -309,14 +320,21 @@ class BrokerStandIn:
             except Exception as exc:
                 self.counters["register_failed"] += 1
                 log.warning("register with %s failed: %s", addr, describe(exc))
+                self._registered(addr, f"failed: {describe(exc)}")
                 return
             if response.code == ResponseCode.SUCCESS:
                 self.counters["registered"] += 1
+                self._registered(addr, "ok")
             else:
                 self.counters["register_refused"] += 1
                 log.warning("name server %s refused register: %s", addr, response.remark)
+                self._registered(addr, f"refused: {response.remark or response.code}")
 
         return defer.ensureDeferred(go())
+
+    def _registered(self, addr: str, outcome: str) -> None:
+        self.registers[addr] = outcome
+        self.on_register(addr, outcome)
 
     def _unregister_all(self) -> defer.Deferred[None]:
         async def one(addr: str) -> None:
@@ -370,6 +388,10 @@ class BrokerStandIn:
             return self._create_topic(cmd)
         if code == RequestCode.DELETE_TOPIC_IN_BROKER:
             return self._delete_topic(cmd)
+        if code == RequestCode.GET_BROKER_RUNTIME_INFO:
+            return cmd.make_response(ResponseCode.SUCCESS, body=encode_kv_table(self._runtime()))
+        if code == RequestCode.QUERY_TOPIC_CONSUME_BY_WHO:
+            return cmd.make_response(ResponseCode.SUCCESS, body=encode_group_list(()))
         return cmd.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} not supported"
         )
@@ -417,10 +439,15 @@ class BrokerStandIn:
             header = CreateTopicRequestHeader.from_wire(cmd.ext_fields)
         except (ProtocolError, ValueError) as exc:
             return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(exc))
-        if not header.topic or header.write_queue_nums < 1 or header.read_queue_nums < 1:
+        problem = topic_name_problem(header.topic)
+        if problem is not None:
+            # As upstream's broker (TopicValidator.validateTopic): refused before it exists.
+            self.counters["topics_refused"] += 1
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"the topic is refused: {problem}")
+        if header.write_queue_nums < 1 or header.read_queue_nums < 1:
             return cmd.make_response(
                 ResponseCode.INVALID_PARAMETER,
-                "a topic needs a name and at least one read and one write queue",
+                "a topic needs at least one read and one write queue",
             )
         verb = "updated" if header.topic in self.topics else "created"
         self.topics[header.topic] = header.write_queue_nums
@@ -451,6 +478,19 @@ class BrokerStandIn:
             self._topics_changed()
             self.on_topic_change("deleted", topic)
         return cmd.make_response(ResponseCode.SUCCESS)
+
+    def _runtime(self) -> dict[str, str]:
+        """Upstream's runtime-info counters that ``clusterList -m`` reads: messages put since
+        this stand-in started (all today), none got (it serves no consumer)."""
+        put = str(self.counters["messages_received"])
+        return {
+            "msgPutTotalYesterdayMorning": "0",
+            "msgPutTotalTodayMorning": "0",
+            "msgPutTotalTodayNow": put,
+            "msgGetTotalYesterdayMorning": "0",
+            "msgGetTotalTodayMorning": "0",
+            "msgGetTotalTodayNow": "0",
+        }
 
     def _topics_changed(self) -> None:
         """A new data version, registered with every name server at once."""
@@ -512,5 +552,8 @@ def parse_topics(specs: Sequence[str]) -> dict[str, int]:
         name, _, queues = spec.partition(":")
         if not name or (queues and not queues.isdigit()) or (queues and int(queues) < 1):
             raise ValueError(f"a topic is NAME[:QUEUES], got {spec!r}")
+        problem = topic_name_problem(name)
+        if problem is not None:
+            raise ValueError(f"{problem} (as upstream's brokers: 1-127 of A-Z a-z 0-9 _ - % |)")
         out[name] = int(queues or "4")
     return out

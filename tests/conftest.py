@@ -4,6 +4,13 @@ The tests run on the reactor ``namesrv`` runs on in production (installed here, 
 pytest-twisted installs its default one, which accepts it as the epoll reactor it is).
 """
 
+import os
+import pwd
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 from namesrv.net import lean_reactor
 
 lean_reactor.install()
@@ -14,3 +21,24 @@ pytest_plugins = [
     "support.spark_fixtures",
     "support.aio_loop",
 ]
+
+
+def _home_state(directory: Path) -> list[tuple[str, int, int]]:
+    if not directory.exists():
+        return []
+    return sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in directory.rglob("*"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_test_writes_the_home_directorys_name_server_state() -> Iterator[None]:
+    """The default KV file is ``~/namesrv/kvConfig.json``: a test that ran a name server on
+    the defaults would read and write an operator's real state. Tests run theirs in memory or
+    under a temporary home (``support.server_fixtures.isolated_config``,
+    ``support.paths.isolated_home``); this fails the session when ``~/namesrv`` changed."""
+    directory = Path(pwd.getpwuid(os.getuid()).pw_dir) / "namesrv"
+    before = _home_state(directory)
+    yield
+    after = _home_state(directory)
+    if after != before:
+        changed = sorted(set(after) ^ set(before))[:5]
+        pytest.fail(f"a test wrote the name server's state in {directory}: {changed}")

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from client_push.runtime.interface import Main
+from client_push.runtime.interface import Future, Main, Runtime, settle
 
 T = TypeVar("T")
 
@@ -20,13 +20,57 @@ LOOPS = ("twisted", "asyncio", "uvloop")
 DEFAULT_LOOP = "twisted"
 
 
+EXIT_TLS_MISMATCH = 3
+"""A command stopped because its name server speaks TLS and it does not, or the reverse."""
+TLS_CHECK_INTERVAL_S = 0.1
+
+
 def add_loop_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--loop",
         choices=LOOPS,
         default=DEFAULT_LOOP,
-        help=f"event loop to run the client on ({DEFAULT_LOOP})",
+        help="event loop to run the client on",
     )
+
+
+def tls_mismatch(
+    stats: dict[str, Any], tls: bool, namesrv: str, failed_handshakes: int = 2
+) -> str | None:
+    """What a command says and stops on when its connections met a TLS mismatch (no retry
+    mends one): a server that refused plaintext, or ``failed_handshakes`` TLS connections
+    closed before any answer while none was ever answered (one server closing while it
+    starts or stops is not a mismatch; a command that ends anyway needs fewer)."""
+    if stats.get("wire.tls_required"):
+        return f"the name server at {namesrv} requires TLS (server.tls = enforcing): run with --tls"
+    failed = stats.get("wire.tls_failed", 0)
+    if tls and failed >= failed_handshakes and not stats.get("wire.connections_answered"):
+        return (
+            f"the TLS handshake with {namesrv} failed and it never answered: it may not speak "
+            "TLS (run without --tls), or --tls-ca does not verify it"
+        )
+    return None
+
+
+def watch_tls(
+    runtime: Runtime, client: Any, tls: bool, namesrv: str, stop: Future[None]
+) -> Future[str]:
+    """A future settled with :func:`tls_mismatch`'s message once ``client`` meets one (its
+    ``stats()`` checked every ``TLS_CHECK_INTERVAL_S``); ``stop`` settled with it."""
+    found: Future[str] = runtime.future()
+
+    def check() -> None:
+        if stop.done() or found.done():
+            return
+        message = tls_mismatch(client.stats(), tls, namesrv)
+        if message is None:
+            runtime.clock.call_later(TLS_CHECK_INTERVAL_S, check)
+            return
+        settle(found, message)
+        settle(stop, None)
+
+    runtime.clock.call_later(TLS_CHECK_INTERVAL_S, check)
+    return found
 
 
 @dataclass(frozen=True, slots=True)

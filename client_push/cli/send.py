@@ -18,12 +18,20 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any
 
-from client_push.cli.loops import add_loop_option, faces, run
+from client_push.cli.loops import (
+    EXIT_TLS_MISMATCH,
+    add_loop_option,
+    faces,
+    run,
+    tls_mismatch,
+    watch_tls,
+)
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
 from client_push.producer.config import ProducerConfig, ProducerConfigError, from_mapping
 from client_push.producer.fault_table import FaultConfigError, FaultStrategyConfig
 from client_push.producer.send_core import SendError
 from client_push.runtime.interface import Future, Runtime, settle
+from protocol.command_line import DefaultsHelpFormatter
 
 EXIT_FAILED_SENDS = 1
 
@@ -34,12 +42,13 @@ def add_parser(commands: Any) -> None:
         help="send N messages and print a JSON summary",
         description="Send N messages to a topic through the fault strategy and print one JSON "
         "object: sent_ok, failed, first_attempts_by_broker, retries, p50_ms, p99_ms, statuses. "
-        "Exits 1 when a send failed.",
+        "Exits 1 when a send failed, 3 on a TLS mismatch with the name server.",
+        formatter_class=DefaultsHelpFormatter,
     )
     send.add_argument("--namesrv", required=True, metavar="HOST:PORT[;HOST:PORT]")
     send.add_argument("--topic", required=True)
     send.add_argument("--count", type=int, required=True, metavar="N")
-    send.add_argument("--size", type=int, default=128, metavar="BYTES", help="body size (128)")
+    send.add_argument("--size", type=int, default=128, metavar="BYTES", help="body size")
     send.add_argument("--concurrency", type=int, default=16, metavar="C", help="sends in flight")
     send.add_argument("--keys", nargs="*", default=[], metavar="KEY", help="message keys")
     send.add_argument("--tags", default=None, metavar="TAG", help="message tag")
@@ -51,22 +60,24 @@ def add_parser(commands: Any) -> None:
         "--strategy",
         choices=("off", "4x", "5x"),
         default=None,
-        help="fault strategy: off, upstream 4.x tiers (default) or 5.x tiers",
+        help="fault strategy: off, upstream 4.x tiers or 5.x tiers [default: 4x]",
     )
     send.add_argument(
         "--detector",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="probe isolated brokers (default on)",
+        help="probe isolated brokers [default: on]",
     )
     send.add_argument(
         "--go-away",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="act on broker GoAway (default on)",
+        help="act on broker GoAway [default: on]",
     )
-    send.add_argument("--timeout-ms", type=int, default=None, help="per send (3000)")
-    send.add_argument("--retries", type=int, default=None, help="attempts after the first (2)")
+    send.add_argument("--timeout-ms", type=int, default=None, help="per send [default: 3000]")
+    send.add_argument(
+        "--retries", type=int, default=None, help="attempts after the first [default: 2]"
+    )
     send.add_argument(
         "--tls", action="store_true", help="connect to name servers with TLS (brokers: plain)"
     )
@@ -74,7 +85,7 @@ def add_parser(commands: Any) -> None:
         "--tls-ca",
         default="",
         metavar="FILE",
-        help="with --tls, verify name servers against this CA (default: do not verify)",
+        help="with --tls, verify name servers against this CA [default: do not verify]",
     )
     add_loop_option(send)
     send.add_argument("-v", "--verbose", action="store_true", help="log connection events")
@@ -148,6 +159,8 @@ async def run_send(
     producer = on.producer(client, args.group, config, rng=rng)
     client.start()
     producer.start()
+    namesrv = ";".join(client_config.namesrv_addrs)
+    mismatch = watch_tls(runtime, client, client_config.tls, namesrv, stop)
     body = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(args.size))
     latencies: list[float] = []
     errors: Counter[str] = Counter()
@@ -178,9 +191,16 @@ async def run_send(
     elapsed = time.perf_counter() - started
     progress.update(state["done"], state["failed"], force=True)
     stats = producer.stats()
+    # At the end a single TLS connection closed unanswered is enough: every send ended.
+    found = tls_mismatch(client.stats(), client_config.tls, namesrv, failed_handshakes=1)
     await on.close(producer)
     await on.close(client)
-    return _summary(args, config, latencies, state["failed"], dict(errors), stats, elapsed)
+    summary = _summary(args, config, latencies, state["failed"], dict(errors), stats, elapsed)
+    if mismatch.done():
+        found = await mismatch
+    if found is not None:
+        summary["tls_mismatch"] = found
+    return summary
 
 
 def _summary(
@@ -247,4 +267,7 @@ def main(parser: argparse.ArgumentParser, args: argparse.Namespace, out: IO[str]
     summary = run(args.loop, go)
     out.write(json.dumps(summary, sort_keys=True) + "\n")
     out.flush()
+    if summary.get("tls_mismatch"):
+        print(f"python -m client_push send: {summary['tls_mismatch']}", file=sys.stderr)
+        return EXIT_TLS_MISMATCH
     return EXIT_FAILED_SENDS if summary.get("failed") else 0

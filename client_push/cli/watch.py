@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from client_push.cli import send as send_cli
-from client_push.cli.loops import add_loop_option, faces, run
+from client_push.cli.loops import EXIT_TLS_MISMATCH, add_loop_option, faces, run, watch_tls
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
 from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import MASTER_ID
 from client_push.runtime.interface import Future, Runtime
+from protocol.command_line import DefaultsHelpFormatter, add_version
 
 EXIT_USAGE = 2
 
@@ -55,14 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m client_push",
         description="Route client of the push-capable RocketMQ name server.",
+        formatter_class=DefaultsHelpFormatter,
     )
+    add_version(parser, "python -m client_push")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     watch = commands.add_parser(
         "watch",
         help="print one JSON line per route state learned, until interrupted",
         description="Print one JSON line per route state learned (initial route, each change, "
-        "absence) until SIGINT or SIGTERM.",
+        "absence) until SIGINT or SIGTERM. Exits 3 on a TLS mismatch with the name server.",
+        formatter_class=DefaultsHelpFormatter,
     )
     watch.add_argument(
         "--namesrv",
@@ -82,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="route poll interval while push is off (default 30000)",
+        help="route poll interval while push is off [default: 30000]",
     )
     watch.add_argument(
         "--version-check-ms",
@@ -90,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="while push works, how often held versions are checked with the name server "
-        "(default 30000)",
+        "[default: 30000]",
     )
     watch.add_argument("--telemetry", default="", metavar="FILE", help="refetch telemetry file")
     watch.add_argument(
@@ -103,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tls-ca",
         default="",
         metavar="FILE",
-        help="with --tls, verify servers against this CA (default: encrypt, do not verify)",
+        help="with --tls, verify servers against this CA [default: encrypt, do not verify]",
     )
     add_loop_option(watch)
     watch.add_argument("-v", "--verbose", action="store_true", help="log connection events")
@@ -133,9 +137,15 @@ def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 
 async def run_watch(
-    loop: str, config: ClientConfig, topics: Sequence[str], out: IO[str], stop: Future[None]
-) -> None:
-    """Watch ``topics`` on ``loop`` until ``stop`` settles, then close the client."""
+    loop: str,
+    config: ClientConfig,
+    topics: Sequence[str],
+    out: IO[str],
+    stop: Future[None],
+    runtime: Runtime | None = None,
+) -> str | None:
+    """Watch ``topics`` on ``loop`` until ``stop`` settles, then close the client; with
+    ``runtime``, also until a TLS mismatch stops it: its message is returned."""
     on = faces(loop)
     client = on.route_client(config)
 
@@ -144,12 +154,16 @@ async def run_watch(
         out.flush()
 
     client.start()
+    mismatch = None
+    if runtime is not None:
+        mismatch = watch_tls(runtime, client, config.tls, ";".join(config.namesrv_addrs), stop)
     try:
         for topic in dict.fromkeys(topics):
             client.add_listener(topic, printer)
         await stop
     finally:
         await on.close(client)
+    return (await mismatch) if mismatch is not None and mismatch.done() else None
 
 
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
@@ -167,9 +181,12 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
 
-    async def go(_runtime: Runtime, stop: Future[None]) -> None:
-        await run_watch(args.loop, config, topics, out or sys.stdout, stop)
+    async def go(runtime: Runtime, stop: Future[None]) -> str | None:
+        return await run_watch(args.loop, config, topics, out or sys.stdout, stop, runtime)
 
     # SIGINT and SIGTERM settle ``stop``: the client closes, then the loop ends.
-    run(args.loop, go)
+    mismatch = run(args.loop, go)
+    if mismatch is not None:
+        print(f"python -m client_push watch: {mismatch}", file=sys.stderr)
+        return EXIT_TLS_MISMATCH
     return 0

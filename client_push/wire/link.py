@@ -302,7 +302,7 @@ class NameServerLink:
         self._schedule_reconnect()
 
     def _lost(self, conn: RemotingConnection) -> None:
-        if not self._state.lost(conn):
+        if not self._state.lost(conn, worked=conn.heard):
             return
         log.warning("connection to name server %s lost", conn.label)
         self._owner.on_disconnected(conn.label)

@@ -80,11 +80,12 @@ class LinkState(Generic[C]):
         return self.addr
 
     def accept(self, conn: C, addr: str) -> bool:
-        """A connection came up; False when it is not wanted any more (close it)."""
+        """A connection came up; False when it is not wanted any more (close it). The backoff
+        is not reset yet: a server that accepts and then closes at once (a TLS mismatch) must
+        see reconnects grow to the cap; :meth:`lost` resets it for a connection that worked."""
         if self.stopped or addr != self.selector.current or self.current is not None:
             return False
         self.connects += 1
-        self.backoff.reset()
         self.current = conn
         self.open.add(conn)
         return True
@@ -120,8 +121,12 @@ class LinkState(Generic[C]):
         """Whether ``conn`` is left and done: close it (a fallback is the server's to close)."""
         return conn in self.draining and conn not in self.fallback and conn.pending == 0
 
-    def lost(self, conn: C) -> bool:
-        """``conn`` closed; True when it was the current one (push stops, reconnect)."""
+    def lost(self, conn: C, *, worked: bool = True) -> bool:
+        """``conn`` closed; True when it was the current one (push stops, reconnect). A
+        connection that ``worked`` (its server answered) starts the next reconnect from the
+        initial delay."""
+        if worked:
+            self.backoff.reset()
         self.open.discard(conn)
         self.fallback.discard(conn)
         if conn in self.draining:

@@ -35,8 +35,12 @@ from client_push.wire.paced_log import PacedLog
 from client_push.wire.request_table import RequestTable, answer_server_request
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.tls_refusal import is_tls_refusal
 
 log = logging.getLogger("client_push.wire.remoting")
+
+TLS_FAILURE_SIGNS = ("ConnectionResetError", "SSL", "EOF")
+"""Words of a failed connect that mean the TLS handshake failed, not the connect itself."""
 
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], "RemotingCommand | None"]
 """Handles a request the server initiated; returns the response to send (ignored for oneway)."""
@@ -85,6 +89,9 @@ class RemotingConnection:
         """Encoded bytes of the requests in the table."""
         self.label = label
         self.connected = False
+        self.tls = False
+        self.heard = False
+        """A frame other than a TLS refusal came from the peer: the connection works."""
         self.lost: Future[None] = runtime.future()
         """Done (with None) when the connection closes, for whatever reason."""
         self.counters: Counter[str] = Counter() if counters is None else counters
@@ -107,7 +114,15 @@ class RemotingConnection:
     async def open(self, addr: str, timeout_ms: int, tls: Tls | None = None) -> RemotingConnection:
         """Connect to ``addr``; ``ConnectionLostError`` when that fails within ``timeout_ms``."""
         target = Target(addr, timeout_ms, tls, self.bounds.write_buffer_bytes)
-        await self._runtime.connect(target, self)
+        self.tls = tls is not None
+        try:
+            await self._runtime.connect(target, self)
+        except ConnectionLostError as exc:
+            # A runtime that connects through the handshake fails here when the peer is no
+            # TLS server: it resets the connection or answers what is no TLS record.
+            if self.tls and any(sign in str(exc) for sign in TLS_FAILURE_SIGNS):
+                self.counters["tls_failed"] += 1
+            raise
         return self
 
     # -- the runtime's events ------------------------------------------------------------------
@@ -125,12 +140,22 @@ class RemotingConnection:
             self.abort()
             return
         for cmd in commands:
+            if is_tls_refusal(cmd):
+                # TLS mismatches are counted apart (``tls_required``, ``tls_failed``): no retry
+                # mends them, and a command stops on them.
+                self.counters["tls_required"] += 1
+                self._paced.warning("tls", "%s: %s", self.label, cmd.remark)
+            elif not self.heard:
+                self.heard = True
+                self.counters["connections_answered"] += 1
             if cmd.is_response:
                 self._response(cmd)
             else:
                 self._request(cmd)
 
     def connection_lost(self, why: str) -> None:
+        if self.tls and not self.heard:
+            self.counters["tls_failed"] += 1
         self.connected = False
         self._outbox.clear()
         self._outbox_bytes = 0

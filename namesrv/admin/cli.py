@@ -1,9 +1,11 @@
-"""``namesrv-admin --namesrv HOST:PORT VERB ...``: one request to a name server, its answer shown.
+"""``namesrv-admin --namesrv HOST:PORT[;HOST:PORT] VERB ...``: a request to the name servers,
+their answers shown.
 
 The standard verbs speak plain RocketMQ remoting and work against any name server, ours or
-Apache's. ``push-status`` and ``subscriptions`` use this server's operations extension; a
-server without it answers REQUEST_CODE_NOT_SUPPORTED and the command says so and exits 2.
-Refusals print the server's response code and remark and exit 1.
+Apache's. A read takes the first name server of ``-n`` that answers; a write goes to each of
+them and prints one line per server (``session``). ``push-status`` and ``subscriptions`` use
+this server's operations extension; a server without it answers REQUEST_CODE_NOT_SUPPORTED and
+the command says so and exits 2. Refusals print the server's response code and remark and exit 1.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections.abc import Callable
 
 import click
 
-from namesrv.admin import render, topic_verbs
+from namesrv.admin import cluster_views, render, topic_verbs
+from namesrv.admin.broker_topics import MASTER_ID
 from namesrv.admin.session import (
     EXIT_REFUSED,
+    ServerResult,
     Session,
     decoded,
     fail,
@@ -24,11 +28,15 @@ from namesrv.admin.session import (
     pass_session,
     topic_absent,
     topic_not_heard_yet,
+    valid_topic,
 )
-from namesrv.admin.wire import Credentials, Target
+from namesrv.admin.wire import AdminClient, AdminConnectionError, Credentials, Target
 from protocol import bodies
-from protocol.codes import RequestCode
+from protocol.codes import RequestCode, ResponseCode
+from protocol.errors import ProtocolError
+from protocol.route_model import ClusterInfo
 from protocol.signing import SignatureForm, check_server_identity
+from protocol.version import VERSION, version_line
 
 
 def _set_namesrv(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -67,7 +75,7 @@ class AdminGroup(click.Group):
                     metavar="HOST:PORT",
                     expose_value=False,
                     callback=_set_namesrv,
-                    help="Name server to ask (as before the verb).",
+                    help="Name servers (as before the verb).",
                 )
             )
         super().add_command(cmd, name)
@@ -93,29 +101,48 @@ class AdminGroup(click.Group):
                 formatter.write_dl(rows)
 
 
-@click.group(cls=AdminGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=AdminGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
+@click.version_option(
+    VERSION, "--version", message=version_line("namesrv-admin"), help="Print the package version."
+)
 @click.option(
     "--namesrv",
     "-n",
     envvar="NAMESRV_ADDR",
-    metavar="HOST:PORT",
-    help="Name server to ask (also $NAMESRV_ADDR; the first of a ;-list is used).",
+    metavar="HOST:PORT[;HOST:PORT]",
+    help="Name servers (also $NAMESRV_ADDR): a read takes the first that answers, a write goes "
+    "to each.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--access-key", envvar="ROCKETMQ_ACCESS_KEY", help="Sign requests with this key.")
-@click.option("--secret-key", envvar="ROCKETMQ_SECRET_KEY", help="Secret of --access-key.")
+@click.option(
+    "--access-key",
+    envvar="ROCKETMQ_ACCESS_KEY",
+    show_envvar=True,
+    help="Sign requests with this key.",
+)
+@click.option(
+    "--secret-key",
+    envvar="ROCKETMQ_SECRET_KEY",
+    show_envvar=True,
+    help="Secret of --access-key.",
+)
 @click.option(
     "--signature",
     type=click.Choice(["strong", "upstream"]),
     default="strong",
     show_default=True,
     envvar="ROCKETMQ_SIGNATURE",
+    show_envvar=True,
     help="Signed form: strong (bound to the request code, time and a nonce) or upstream's "
     "AclClientRPCHook form.",
 )
 @click.option(
     "--server-identity",
     envvar="ROCKETMQ_SERVER_IDENTITY",
+    show_envvar=True,
     help="The name server's acl.server_identity, which strong signatures name (needed with "
     "--signature strong).",
 )
@@ -123,9 +150,9 @@ class AdminGroup(click.Group):
 @click.option(
     "--tls-ca",
     type=click.Path(exists=True, dir_okay=False),
-    help="Verify the server against this CA file (default: encrypt without verifying).",
+    help="Verify the server against this CA file; without it, encrypt without verifying.",
 )
-@click.option("--timeout", default=5.0, show_default=True, help="Seconds to wait for an answer.")
+@click.option("--timeout", default=5.0, help="Seconds to wait for each answer.")
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -185,7 +212,7 @@ def main(
 @pass_session
 def topic_route(s: Session, topic_arg: str | None, topic: str | None) -> None:
     """The route of TOPIC (GET_ROUTEINFO_BY_TOPIC)."""
-    name = one_of("topic", topic_arg, topic, "--topic/-t")
+    name = valid_topic(one_of("topic", topic_arg, topic, "--topic/-t"), "--topic/-t")
     resp = s.ask(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name})
     topic_absent(s, name, resp)
     topic_not_heard_yet(s, name, resp)
@@ -198,23 +225,98 @@ def topic_route(s: Session, topic_arg: str | None, topic: str | None) -> None:
 
 
 @main.command("topic-list")
+@click.option(
+    "--cluster-model",
+    "-c",
+    is_flag=True,
+    help="Each topic's cluster and consumer groups (asks a broker of each topic), as "
+    "mqadmin topicList -c.",
+)
 @json_option
 @pass_session
-def topic_list(s: Session) -> None:
+def topic_list(s: Session, cluster_model: bool) -> None:
     """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
     resp = s.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     topics = sorted(decoded("topic list", lambda: bodies.decode_topic_list(resp.body)))
-    s.emit(topics, lambda: render.table(("TOPIC",), [(t,) for t in topics]))
+    if not cluster_model:
+        s.emit(topics, lambda: render.table(("TOPIC",), [(t,) for t in topics]))
+        return
+    info = _cluster_info(s)
+    rows: list[tuple[str, str, str]] = []
+    try:
+        with AdminClient(s.target) as namesrv, cluster_views.Brokers(s.target) as brokers:
+            for topic in filter(cluster_views.listed, topics):
+                cluster, groups = _topic_groups(namesrv, brokers, info, topic)
+                rows.extend((cluster, topic, group) for group in groups or [""])
+    except AdminConnectionError as exc:
+        fail(str(exc), EXIT_REFUSED)
+    s.emit(
+        [{"cluster": c, "topic": t, "consumerGroup": g} for c, t, g in rows],
+        lambda: render.table(cluster_views.CLUSTER_MODEL_HEADERS, rows),
+    )
+
+
+def _topic_groups(
+    namesrv: AdminClient, brokers: cluster_views.Brokers, info: ClusterInfo, topic: str
+) -> tuple[str, list[str]]:
+    """The cluster of ``topic``'s first broker, and the groups its master says consume it
+    (none when the route or the broker cannot tell, as upstream shows them)."""
+    resp = namesrv.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    if resp.code != ResponseCode.SUCCESS:
+        return "", []
+    try:
+        route = bodies.decode_route(resp.body)
+    except (ProtocolError, ValueError):
+        return "", []
+    datas = route.broker_datas
+    cluster = cluster_views.cluster_of(info, datas[0].broker_name) if datas else ""
+    for data in datas:
+        addr = data.broker_addrs.get(MASTER_ID) or next(iter(data.broker_addrs.values()), None)
+        if addr is None:
+            continue
+        try:
+            body = brokers.ask(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+            return cluster, sorted(bodies.decode_group_list(body))
+        except (ValueError, ProtocolError):
+            return cluster, []
+    return cluster, []
+
+
+def _cluster_info(s: Session) -> ClusterInfo:
+    resp = s.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+    info: ClusterInfo = decoded("cluster info", lambda: bodies.decode_cluster_info(resp.body))
+    return info
 
 
 @main.command("cluster-list")
+@click.option(
+    "--more-stats",
+    "-m",
+    is_flag=True,
+    help="Messages put and got yesterday and today per broker (asks each broker), as "
+    "mqadmin clusterList -m.",
+)
 @json_option
 @pass_session
-def cluster_list(s: Session) -> None:
+def cluster_list(s: Session, more_stats: bool) -> None:
     """Clusters, their brokers and addresses (GET_BROKER_CLUSTER_INFO)."""
-    resp = s.call(RequestCode.GET_BROKER_CLUSTER_INFO)
-    info = decoded("cluster info", lambda: bodies.decode_cluster_info(resp.body))
-    s.emit(render.cluster_doc(info), lambda: render.cluster_table(info))
+    info = _cluster_info(s)
+    if not more_stats:
+        s.emit(render.cluster_doc(info), lambda: render.cluster_table(info))
+        return
+    with cluster_views.Brokers(s.target) as brokers:
+        stats = cluster_views.more_stats(info, brokers)
+    for one in stats:
+        if one.error:
+            click.echo(
+                f"namesrv-admin: broker {one.broker_name} at {one.addr}: no runtime stats: "
+                f"{one.error}",
+                err=True,
+            )
+    s.emit(
+        [one.doc() for one in stats],
+        lambda: render.table(cluster_views.MORE_STATS_HEADERS, [one.row() for one in stats]),
+    )
 
 
 def _perm_verb(code: RequestCode, count_field: str, verb: str) -> Callable[..., None]:
@@ -224,9 +326,9 @@ def _perm_verb(code: RequestCode, count_field: str, verb: str) -> Callable[..., 
     @pass_session
     def command(s: Session, broker_arg: str | None, broker_name: str | None) -> None:
         broker = one_of("broker name", broker_arg, broker_name, "--broker-name/-b")
-        resp = s.call(code, {"brokerName": broker})
-        count = int(resp.ext_fields.get(count_field, "0") or 0)
-        if count == 0:
+        results = s.send_each(code, {"brokerName": broker})
+        counts = [_count(r, count_field) for r in results if r.ok]
+        if counts and not any(counts):
             # Upstream answers success for a broker it does not know: say which it is.
             info = s.call(RequestCode.GET_BROKER_CLUSTER_INFO)
             known = decoded("cluster info", lambda: bodies.decode_cluster_info(info.body))
@@ -236,12 +338,18 @@ def _perm_verb(code: RequestCode, count_field: str, verb: str) -> Callable[..., 
                     f"the name server at {s.where} knows no broker {broker} (brokers: {names})",
                     EXIT_REFUSED,
                 )
-        s.emit(
-            {"brokerName": broker, count_field: count},
-            lambda: f"{verb} write perm of broker {broker}: {count} topics",
+        s.report(
+            results,
+            lambda r: f"{verb} write perm of broker {broker}: {_count(r, count_field)} topics",
+            {"brokerName": broker, count_field: sum(counts)},
         )
 
     return command
+
+
+def _count(result: ServerResult, field: str) -> int:
+    response = result.response
+    return int(response.ext_fields.get(field, "0") or 0) if response is not None else 0
 
 
 main.command("wipe-write-perm", help="Take write permission from BROKER's topics.")(
@@ -264,17 +372,17 @@ def _kv_get(s: Session, namespace: str, key: str) -> None:
 
 
 def _kv_put(s: Session, namespace: str, key: str, value: str) -> None:
-    s.call(RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value})
-    s.emit(
-        {"namespace": namespace, "key": key, "value": value},
-        lambda: f"put {namespace}/{key}",
-    )
+    entry = {"namespace": namespace, "key": key, "value": value}
+    s.write(RequestCode.PUT_KV_CONFIG, entry, done=lambda _: f"put {namespace}/{key}", doc=entry)
 
 
 def _kv_delete(s: Session, namespace: str, key: str) -> None:
-    s.call(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
-    s.emit(
-        {"namespace": namespace, "key": key, "deleted": True}, lambda: f"deleted {namespace}/{key}"
+    entry = {"namespace": namespace, "key": key}
+    s.write(
+        RequestCode.DELETE_KV_CONFIG,
+        entry,
+        done=lambda _: f"deleted {namespace}/{key}",
+        doc={**entry, "deleted": True},
     )
 
 
@@ -387,10 +495,11 @@ def update_namesrv_config(
     if not changes:
         raise click.UsageError("give KEY=VALUE pairs, or -k KEY -v VALUE")
     body = "".join(f"{k}={v}\n" for k, v in changes.items()).encode()
-    s.call(RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
-    s.emit(
-        {"updated": changes},
-        lambda: "\n".join(f"updated {k}={v}" for k, v in changes.items()),
+    s.write(
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        body=body,
+        done=lambda _: "updated " + ", ".join(f"{k}={v}" for k, v in changes.items()),
+        doc={"updated": changes},
     )
 
 

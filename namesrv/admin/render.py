@@ -11,8 +11,15 @@ from protocol.codes import Perm
 from protocol.route_model import ClusterInfo, TopicRouteData
 
 
+def cell(value: Any) -> str:
+    """A value as a table shows it: booleans as JSON and upstream's ``mqadmin`` spell them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(c) for c in headers], *[[str(c) for c in row] for row in rows]]
+    cells = [[str(c) for c in headers], *[[cell(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
     return "\n".join(line.rstrip() for line in lines)

@@ -1,7 +1,12 @@
-"""One ``namesrv-admin`` run's session: the target, how answers are shown, and how a verb
-exits (the shared options and helpers every verb module uses).
+"""One ``namesrv-admin`` run's session: the name servers, how answers are shown, and how a
+verb exits (the shared options and helpers every verb module uses).
 
-Exit codes: 1 when the server refused or could not be reached, 2 when it lacks the extension a
+``-n 'a;b'`` names several name servers, as ``mqadmin``'s does. A read asks them in order and
+takes the first answer: a server that cannot be reached is skipped (said on stderr). A write
+goes to every one of them, as ``mqadmin`` sends it, and prints one result line per server;
+it exits 1 when any of them refused it or could not be reached.
+
+Exit codes: 1 when a server refused or could not be reached, 2 when it lacks the extension a
 verb needs.
 """
 
@@ -20,6 +25,7 @@ from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
+from protocol.topic_name import topic_name_problem
 
 EXIT_REFUSED = 1
 EXIT_UNSUPPORTED = 2
@@ -35,32 +41,120 @@ class Session:
     template: Target
     """TLS, timeout and credentials; host and port come from ``namesrv``."""
 
+    answered_by: Target | None = None
+    """The name server whose answer the last read took."""
+
+    @property
+    def targets(self) -> list[Target]:
+        """Every name server of ``-n`` (``;``-separated), in the order given."""
+        if not self.namesrv or not self.namesrv.strip(" ;"):
+            raise click.UsageError(
+                "give the name server: -n/--namesrv HOST:PORT[;HOST:PORT] (before or after the "
+                "verb) or $NAMESRV_ADDR"
+            )
+        out = []
+        for text in self.namesrv.split(";"):
+            if not text.strip():
+                continue
+            try:
+                host, port = split_hostport(text.strip())
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--namesrv") from exc
+            out.append(dataclasses.replace(self.template, host=host, port=port))
+        return out
+
     @property
     def target(self) -> Target:
-        if not self.namesrv:
-            raise click.UsageError(
-                "give the name server: -n/--namesrv HOST:PORT (before or after the verb) or "
-                "$NAMESRV_ADDR"
-            )
-        try:
-            host, port = split_hostport(self.namesrv.split(";")[0].strip())
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--namesrv") from exc
-        return dataclasses.replace(self.template, host=host, port=port)
+        """The name server that answered the last read, else the first of ``-n``: whose TLS,
+        timeout and credentials brokers are asked with."""
+        return self.answered_by or self.targets[0]
 
     @property
     def where(self) -> str:
-        return f"{self.target.host}:{self.target.port}"
+        return hostport(self.target)
 
     def ask(
         self, code: RequestCode, ext: dict[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
-        """The name server's answer, whatever its code; exits when it cannot be reached."""
-        try:
-            with AdminClient(self.target) as client:
-                return client.call(code, ext, body)
-        except AdminConnectionError as exc:
-            fail(str(exc), EXIT_REFUSED)
+        """The first answer of the name servers of ``-n``, asked in order, whatever its code;
+        exits when none can be reached."""
+        failures = []
+        for target in self.targets:
+            try:
+                with AdminClient(target) as client:
+                    response = client.call(code, ext, body)
+            except AdminConnectionError as exc:
+                failures.append(str(exc))
+                if len(self.targets) > 1:
+                    click.echo(
+                        f"namesrv-admin: {hostport(target)}: {exc}; trying the next", err=True
+                    )
+                continue
+            self.answered_by = target
+            return response
+        if len(failures) == 1:
+            fail(failures[0], EXIT_REFUSED)
+        fail(f"no name server of {self.namesrv} could be reached", EXIT_REFUSED)
+
+    def send_each(
+        self, code: RequestCode, ext: dict[str, str] | None = None, body: bytes = b""
+    ) -> list[ServerResult]:
+        """A write sent to every name server of ``-n``, one after the other; each outcome."""
+        results = []
+        for target in self.targets:
+            try:
+                with AdminClient(target) as client:
+                    response = client.call(code, ext, body)
+            except AdminConnectionError as exc:
+                results.append(ServerResult(hostport(target), None, str(exc)))
+                continue
+            if response.code == ResponseCode.SUCCESS:
+                results.append(ServerResult(hostport(target), response, ""))
+            else:
+                reason = (
+                    f"{code.name} refused: {_code_name(response.code)} ({response.code}): "
+                    f"{response.remark or '-'}"
+                )
+                results.append(ServerResult(hostport(target), response, reason))
+        return results
+
+    def write(
+        self,
+        code: RequestCode,
+        ext: dict[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        done: Callable[[ServerResult], str],
+        doc: dict[str, Any] | None = None,
+    ) -> list[ServerResult]:
+        """:meth:`send_each`, then one line per name server: ``HOST:PORT: done(result)`` on
+        stdout for a success, ``namesrv-admin: HOST:PORT: why`` on stderr for a failure (or
+        ``doc`` with a ``namesrvs`` list in JSON mode). Exits 1 when any failed."""
+        results = self.send_each(code, ext, body)
+        self.report(results, done, doc)
+        return results
+
+    def report(
+        self,
+        results: list[ServerResult],
+        done: Callable[[ServerResult], str],
+        doc: dict[str, Any] | None = None,
+    ) -> None:
+        """Print ``results`` as :meth:`write` does; exit 1 when any failed."""
+        if self.as_json:
+            out = dict(doc or {})
+            out["namesrvs"] = [
+                {"namesrv": r.where, "ok": r.ok, **({} if r.ok else {"error": r.error})}
+                for r in results
+            ]
+            click.echo(render.as_json(out))
+        for result in results:
+            if not result.ok:
+                click.echo(f"namesrv-admin: {result.where}: {result.error}", err=True)
+            elif not self.as_json:
+                click.echo(f"{result.where}: {done(result)}")
+        if not all(r.ok for r in results):
+            sys.exit(EXIT_REFUSED)
 
     def call(
         self,
@@ -93,6 +187,24 @@ class Session:
 
     def emit(self, doc: Any, text: Callable[[], str]) -> None:
         click.echo(render.as_json(doc) if self.as_json else text())
+
+
+@dataclass(frozen=True, slots=True)
+class ServerResult:
+    """One name server's outcome of a write: ``error`` empty when it succeeded."""
+
+    where: str
+    response: RemotingCommand | None
+    """None: the server was not reached."""
+    error: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def hostport(target: Target) -> str:
+    return f"{target.host}:{target.port}"
 
 
 def _code_name(code: int) -> str:
@@ -152,6 +264,15 @@ def topic_not_heard_yet(s: Session, topic: str, resp: RemotingCommand) -> None:
             f"register within the start-up window): {resp.remark or '-'}",
             EXIT_REFUSED,
         )
+
+
+def valid_topic(name: str, flag: str) -> str:
+    """``name`` when it is a topic name upstream accepts; a usage error naming ``flag`` (and
+    nothing sent) otherwise."""
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint=flag)
+    return name
 
 
 def topic_absent(s: Session, topic: str, resp: RemotingCommand) -> None:

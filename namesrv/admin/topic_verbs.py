@@ -4,7 +4,9 @@ As upstream's ``mqadmin updateTopic`` and ``deleteTopic``: the masters come from
 server's cluster info, each is asked in turn, and each broker's outcome is printed (a refusal
 with the broker's response code and remark). The command exits 1 when any broker refused or
 could not be reached; then neither the order conf is written nor the name server's route
-deleted, so a rerun finishes the job.
+deleted, so a rerun finishes the job. What is written to the name servers (the order conf, the
+route's deletion) goes to each of ``-n``, one line per server. A topic name upstream's
+``TopicValidator`` refuses is refused here before anything is sent.
 
 The commands are listed in ``VERBS``; the command group adds them (``cli``), so this module
 needs nothing of the group.
@@ -35,6 +37,7 @@ from namesrv.admin.session import (
     one_of,
     pass_session,
     topic_absent,
+    valid_topic,
 )
 from protocol import bodies, headers
 from protocol.codes import RequestCode, ResponseCode
@@ -100,11 +103,17 @@ def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -
     "--order",
     "-o",
     type=click.BOOL,
-    default=False,
-    help="An order topic: also writes its ORDER_TOPIC_CONFIG entry on the name server.",
+    default="false",
+    help="An order topic: also writes its ORDER_TOPIC_CONFIG entry on the name servers.",
 )
-@click.option("--unit", "-u", type=click.BOOL, default=False, help="A unit topic.")
-@click.option("--has-unit-sub", "-s", type=click.BOOL, default=False, help="Has unit subs.")
+@click.option("--unit", "-u", type=click.BOOL, default="false", help="A unit topic.")
+@click.option(
+    "--has-unit-sub",
+    "-s",
+    type=click.BOOL,
+    default="false",
+    help="Has unit subs.",
+)
 @click.option("--attributes", "-a", help="Topic attributes, as upstream: +a=b,+c=d,-e.")
 @json_option
 @pass_session
@@ -126,7 +135,7 @@ def update_topic(
         raise click.UsageError("give exactly one of --cluster/-c and --broker/-b")
     try:
         spec = TopicSpec(
-            topic.strip(),
+            valid_topic(topic.strip(), "--topic/-t"),
             read_queues,
             write_queues,
             perm,
@@ -148,25 +157,32 @@ def update_topic(
         s.target, brokers, RequestCode.UPDATE_AND_CREATE_TOPIC, spec.header().to_wire()
     )
     doc: dict[str, object] = {"topic": spec.topic, **spec.header().to_wire()}
-    if order and all(o.ok for o in outcomes):
-        doc["orderConf"] = _write_order_conf(s, spec, cluster, brokers)
     ok = _report(s, outcomes, doc)
-    if s.as_json:
-        click.echo(render.as_json(doc))
     if not ok:
+        if s.as_json:
+            click.echo(render.as_json(doc))
         raise SystemExit(EXIT_REFUSED)
     if not s.as_json:
         where = f"cluster {cluster}" if cluster else broker_addr
         click.echo(f"topic {spec.topic} created or updated on {where}")
-        if order:
-            click.echo(f"{ORDER_NAMESPACE} {spec.topic}={doc['orderConf']}")
+    if not order:
+        if s.as_json:
+            click.echo(render.as_json(doc))
+        return
+    value = _order_conf(s, spec, cluster, brokers)
+    doc["orderConf"] = value
+    s.write(
+        RequestCode.PUT_KV_CONFIG,
+        {"namespace": ORDER_NAMESPACE, "key": spec.topic, "value": value},
+        done=lambda _: f"{ORDER_NAMESPACE} {spec.topic}={value}",
+        doc=doc,
+    )
 
 
-def _write_order_conf(
-    s: Session, spec: TopicSpec, cluster: str | None, brokers: dict[str, str]
-) -> str:
-    """The order conf put on the name server: the whole cluster's, or the one broker's entry
-    merged into the topic's present conf."""
+def _order_conf(s: Session, spec: TopicSpec, cluster: str | None, brokers: dict[str, str]) -> str:
+    """The order conf to put on the name servers: the whole cluster's, or the one broker's
+    entry merged into the topic's present conf (as the first name server that answers has
+    it)."""
     if cluster is not None:
         value = order_conf(brokers, spec.write_queue_nums)
     else:
@@ -177,10 +193,6 @@ def _write_order_conf(
         old = s.ask(RequestCode.GET_KV_CONFIG, key)
         present = old.ext_fields.get("value", "") if old.code == ResponseCode.SUCCESS else ""
         value = merged_order_conf(present, name, spec.write_queue_nums)
-    s.call(
-        RequestCode.PUT_KV_CONFIG,
-        {"namespace": ORDER_NAMESPACE, "key": spec.topic, "value": value},
-    )
     return value
 
 
@@ -198,7 +210,7 @@ def _write_order_conf(
 def delete_topic(s: Session, topic_arg: str | None, topic: str | None, cluster: str | None) -> None:
     """Delete TOPIC on the brokers (DELETE_TOPIC_IN_BROKER) and the name server
     (DELETE_TOPIC_IN_NAMESRV)."""
-    name = one_of("topic", topic_arg, topic, "--topic/-t")
+    name = valid_topic(one_of("topic", topic_arg, topic, "--topic/-t"), "--topic/-t")
     # Upstream deletes a topic it does not know and answers success: say so instead. A server
     # still warming up cannot know (the topic's brokers may not have registered yet): go on.
     topic_absent(s, name, s.ask(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": name}))
@@ -218,12 +230,13 @@ def delete_topic(s: Session, topic_arg: str | None, topic: str | None, cluster: 
         if not s.as_json:
             click.echo(f"deleted topic {name} on cluster {cluster}'s brokers")
     header = headers.DeleteTopicFromNamesrvRequestHeader(topic=name, cluster_name=cluster)
-    s.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, header.to_wire())
     doc["deleted"] = True
-    if s.as_json:
-        click.echo(render.as_json(doc))
-    else:
-        click.echo(f"deleted topic {name} from the name server")
+    s.write(
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        header.to_wire(),
+        done=lambda _: f"deleted topic {name} from the name server",
+        doc=doc,
+    )
 
 
 VERBS = (update_topic, delete_topic)

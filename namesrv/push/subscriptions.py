@@ -6,19 +6,13 @@ connection releases its topics without scanning anything else. Connections are o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import TypeAlias
 
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
-
-TOPIC_NAME_MAX_LENGTH = 127
-"""As upstream's ``TopicValidator.TOPIC_MAX_LENGTH``."""
-
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9_%|-]+")
-"""The characters upstream's ``TopicValidator`` accepts in a topic name."""
+from protocol.topic_name import topic_name_problem
 
 Conn: TypeAlias = object
 """A connection as the registries see it: any hashable object, opaque to them."""
@@ -35,15 +29,9 @@ class SubscriptionError(ProtocolError):
 
 def validate_topic_name(topic: str) -> None:
     """Raise ``SubscriptionError`` unless ``topic`` is a name upstream would accept."""
-    if not topic:
-        raise SubscriptionError("topic name is empty")
-    if len(topic) > TOPIC_NAME_MAX_LENGTH:
-        raise SubscriptionError(
-            f"topic name {topic[:TOPIC_NAME_MAX_LENGTH]!r}... is {len(topic)} characters, "
-            f"longer than {TOPIC_NAME_MAX_LENGTH}"
-        )
-    if _TOPIC_NAME.fullmatch(topic) is None:
-        raise SubscriptionError(f"topic name {topic!r} has characters outside [A-Za-z0-9_%|-]")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise SubscriptionError(problem)
 
 
 class SubscriptionRegistry:

@@ -12,18 +12,22 @@ never holds the reactor for longer than a slice.
   to read.
 - **read**: the lean read of :mod:`protocol.register.lean_read`, bounded by :class:`ReadLimits`.
 - **validate**: names, queue counts and the registry's total, checked whole before anything of
-  the register is applied.
+  the register is applied; a topic whose name upstream's broker could never have created is
+  dropped from the register (logged and counted), the rest applied.
 - **apply**: filter-server addresses and the ACL's address claim, then the registry.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import struct
 import zlib
 from collections.abc import Generator
 from dataclasses import dataclass
 from enum import Enum
 
+from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Services, ok
 from namesrv.routes.register_request import RegisterRequest
@@ -41,6 +45,11 @@ HASH_SLICE_BYTES = 4 << 20
 """CRC-32 of a large register body per reactor turn: a few milliseconds."""
 _DIGEST = struct.Struct(">cQIq")
 """(form, length, CRC-32, hash) of a register body: what makes two bodies the same."""
+
+log = logging.getLogger(__name__)
+
+DROPPED_NAMES_SHOWN = 5
+"""Dropped topic names a log line names; the rest are counted."""
 
 Steps = Generator[str, None, RemotingCommand]
 """A register's steps: ``"read"`` after each slice of reading, ``"wait"`` while applied."""
@@ -114,10 +123,19 @@ def checksum(body: RegisterBody) -> Generator[str, None, int]:
 class RegisterStages:
     """The stages of one name server's registers, with the counters of what they skipped."""
 
-    def __init__(self, services: Services, limits: ReadLimits, cache: ChunkCache | None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        limits: ReadLimits,
+        cache: ChunkCache | None,
+        peer_log: RateLimitedLog | None = None,
+    ) -> None:
         self.s = services
         self.limits = limits
         self.chunk_cache = cache
+        self._log = peer_log if peer_log is not None else RateLimitedLog(log, services.clock)
+        self.topics_dropped = 0
+        """Topics dropped from registers for names that are no topic names."""
         self.bodies_read = 0
         """Register bodies parsed; an identical heartbeat body is not."""
         self.versions_only = 0
@@ -150,7 +168,7 @@ class RegisterStages:
             )
         self.bodies_read += 1
         table = yield from self.read(body)
-        yield from self.validate(table)
+        table = yield from self.validate(table, request.broker_addr)
         certified = cut is not None and version_cut.certify(body.data, cut, table.data_version)
         return request.evolve(
             topic_configs=table.topic_queues,
@@ -208,10 +226,13 @@ class RegisterStages:
                 return table
             yield "read"
 
-    def validate(self, table: RegisterTable) -> Generator[str, None, None]:
+    def validate(
+        self, table: RegisterTable, broker_addr: str = "?"
+    ) -> Generator[str, None, RegisterTable]:
         """The table checked whole before anything is applied: names a slice at a time (in
         C; the names of cached chunks that passed before are not checked again), the
-        registry's total, keys against names, and queue counts and perms once per spec."""
+        registry's total, keys against names, and queue counts and perms once per spec. The
+        table returned lacks the topics whose names are no topic names."""
         config = self.s.config.registry
         per_step = self.s.registry.slice_topics
         cache = self.chunk_cache
@@ -219,11 +240,14 @@ class RegisterStages:
             names = cache.unchecked_names(table.parts)
         else:
             names = list(table.topic_queues)
+        bad: dict[str, str] = {}
         for start in range(0, len(names), per_step):
             if start:
                 yield "read"
             piece = names[start : start + per_step]
-            validation.check_topic_names(piece, config.max_topic_name_bytes)
+            bad.update(validation.bad_topic_names(piece, config.max_topic_name_bytes))
+        if bad:
+            table = self._without(table, bad, broker_addr)
         yield from self._check_total(table)
         for name, other in table.renamed.items():
             field = f"topicConfigTable[{name[:130]!r}]"
@@ -233,6 +257,34 @@ class RegisterStages:
         validation.check_topic_specs(table.topic_queues, table.specs, config.max_queue_nums)
         if table.parts is not None and cache is not None:
             cache.checked(table.parts)
+        return table
+
+    def _without(
+        self, table: RegisterTable, bad: dict[str, str], broker_addr: str
+    ) -> RegisterTable:
+        """``table`` less the topics named in ``bad``, logged (paced) and counted. The chunks
+        it was read from are not marked checked, so the next register checks them again."""
+        self.topics_dropped += len(bad)
+        shown = "; ".join(list(bad.values())[:DROPPED_NAMES_SHOWN])
+        more = len(bad) - DROPPED_NAMES_SHOWN
+        self._log.warning(
+            "register_topic_dropped",
+            "REGISTER_BROKER from %s: %d topic(s) dropped, their names are no topic names "
+            "(1-%d characters of A-Z a-z 0-9 _ - %% |): %s%s",
+            broker_addr,
+            len(bad),
+            self.s.config.registry.max_topic_name_bytes,
+            shown,
+            f" (and {more} more)" if more > 0 else "",
+        )
+        queues = {n: spec for n, spec in table.topic_queues.items() if n not in bad}
+        return dataclasses.replace(
+            table,
+            topic_queues=queues,
+            specs=tuple(set(queues.values())),
+            renamed={n: o for n, o in table.renamed.items() if n not in bad},
+            parts=None,
+        )
 
     def _check_total(self, table: RegisterTable) -> Generator[str, None, None]:
         """``registry.max_total_topics``: near the bound, the topics new to the registry are

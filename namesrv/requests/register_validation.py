@@ -1,8 +1,12 @@
 """What a broker may register: topic names, queue counts, perms and addresses, checked up front.
 
-As upstream's ``TopicValidator`` for names; queue counts are bounded by config because every
-client builds one queue object per queue it is told about. A register that fails any check is
-refused whole with INVALID_PARAMETER and a remark naming the field, and nothing of it is applied.
+As upstream's ``TopicValidator`` for names (``protocol.topic_name``); queue counts are bounded by
+config because every client builds one queue object per queue it is told about. A broker's
+register that names a topic upstream's broker could never have created has that topic dropped
+(:func:`bad_topic_names`; the register stages count and log it): refusing the whole register
+would refuse every later one of that broker too, until its routes expired. Any other failed
+check refuses the register whole with INVALID_PARAMETER and a remark naming the field, and
+nothing of it is applied.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from namesrv.push.subscriptions import TOPIC_NAME_MAX_LENGTH, SubscriptionError, validate_topic_name
+from namesrv.push.subscriptions import SubscriptionError, validate_topic_name
 from protocol.codes import Perm, ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.route_model import QueueData, TopicConfig
+from protocol.topic_name import TOPIC_NAME_CHARS, TOPIC_NAME_MAX_LENGTH, topic_name_problem
 
 ALL_PERM_BITS = Perm.INHERIT | Perm.WRITE | Perm.READ | Perm.PRIORITY
 ADDRESS_MAX_LENGTH = 255
@@ -73,25 +78,28 @@ def check_topic_configs(topic_configs: Mapping[str, TopicConfig], max_queue_nums
 
 @functools.cache
 def _names_pattern(max_bytes: int) -> re.Pattern[str]:
-    name = rf"[A-Za-z0-9_%|-]{{1,{max_bytes}}}"
+    name = rf"[{TOPIC_NAME_CHARS}]{{1,{max_bytes}}}"
     return re.compile(rf"(?:{name}\n)*{name}")
 
 
-def check_topic_names(names: list[str], max_bytes: int = TOPIC_NAME_MAX_LENGTH) -> None:
-    """:func:`check_topic` for a slice of a register's table keys, in one C regex match, each
-    name at most ``max_bytes`` long (``registry.max_topic_name_bytes``; the characters allowed
-    are ASCII); the first bad name is then found and named as :func:`check_topic_configs`
-    would."""
+def bad_topic_names(names: list[str], max_bytes: int = TOPIC_NAME_MAX_LENGTH) -> dict[str, str]:
+    """The names of a slice of a register's table keys that are no topic names (name -> why),
+    each name at most ``max_bytes`` long (``registry.max_topic_name_bytes``; the characters
+    allowed are ASCII). The usual slice, all good, is checked in one C regex match."""
     if not names:
-        return
+        return {}
     joined = "\n".join(names)
     pattern = _names_pattern(max_bytes)
     if joined.count("\n") == len(names) - 1 and pattern.fullmatch(joined) is not None:
-        return
+        return {}
+    bad = {}
     for name in names:
-        field = f"topicConfigTable[{name[:130]!r}]"
-        check_topic(field, name)
-        check_name_length(field, name, max_bytes)
+        problem = topic_name_problem(name, max_bytes)
+        if problem is not None:
+            if len(name) > max_bytes and max_bytes < TOPIC_NAME_MAX_LENGTH:
+                problem += " (registry.max_topic_name_bytes)"
+            bad[name] = problem
+    return bad
 
 
 def check_name_length(field: str, name: str, max_bytes: int) -> None:

@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from pipeline.report.config_toml import to_toml
 from pipeline.request import AnalysisRequest
 from pipeline.sources import JournalSource
 from protocol.codes import RequestCode, ResponseCode
+from protocol.command_line import DefaultsHelpFormatter, add_version
 from protocol.frame import RemotingCommand, encode_command
 from protocol.push_codec import encode_subscribe
 
@@ -76,6 +78,8 @@ def demo_config(work: Path) -> NamesrvConfig:
                 "memory_low_percent": 98.0,
             },
             "journal": {"directory": str(work / "journal")},
+            # The demo's KV config is thrown away with it, never the home directory's file.
+            "registry": {"kv_config_path": ":memory:"},
         }
     )
 
@@ -245,12 +249,16 @@ def parser() -> argparse.ArgumentParser:
         prog="namesrv-pipeline demo",
         description="Run a name server, broker stand-ins and route clients on loopback, record "
         "the journal and telemetry, and write the pipeline's report of them.",
+        formatter_class=DefaultsHelpFormatter,
     )
-    p.add_argument("--out", required=True, help="directory for the recording and the report")
     p.add_argument(
-        "--seconds", type=float, default=60.0, help="how long the system runs (default 60)"
+        "--out",
+        help="directory for the recording and the report [default: a new directory under the "
+        "system temp, said on stdout]",
     )
-    p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument("--seconds", type=float, default=60.0, help="how long the system runs")
+    p.add_argument("--master", help="Spark master URL [default: local[*]]")
+    add_version(p, "namesrv-pipeline")
     return p
 
 
@@ -278,7 +286,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 3
-    out = Path(args.out)
+    out = Path(args.out or tempfile.mkdtemp(prefix="namesrv-pipeline-demo-"))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -273,3 +273,100 @@ def test_the_allocator_reuses_frame_sized_buffers_and_unmaps_larger_ones(mode):
         assert fresh < 1 << 20  # the second body reused the first one's pages
     else:
         assert fresh >= 15 << 20  # mapped (and faulted) anew for every body
+
+
+# -- -p / --print-config, --check-config, --version ---------------------------------------------
+
+
+def test_print_config_of_a_toml_file_is_the_effective_config_and_loads_back(tmp_path, capsys):
+    from namesrv.cli import main
+    from namesrv.config_file import load
+
+    config = tmp_path / "namesrv.toml"
+    config.write_text(
+        '[server]\nlisten = "127.0.0.1:9999"\n[push]\ntick_interval_ms = 250\n'
+        '[registry]\nkv_config_path = ":memory:"\n[metrics]\nbearer_token = "hunter2"\n'
+    )
+    assert main(["-p", "-c", str(config), "--metrics", "127.0.0.1:9100"]) == 0
+    out = capsys.readouterr().out
+    assert f"# effective config of {config}" in out
+    assert 'listen = "127.0.0.1:9999"' in out and "tick_interval_ms = 250" in out
+    assert 'listen = "127.0.0.1:9100"' in out  # the command line's --metrics applied
+    assert "hunter2" not in out and 'bearer_token = "********"' in out
+    printed = tmp_path / "printed.toml"
+    printed.write_text(out.replace('"********"', '"hunter2"'))
+    effective = load(config)
+    assert load(printed).push == effective.push and load(printed).registry == effective.registry
+
+
+def test_print_config_of_a_properties_file_uses_upstreams_keys(tmp_path, capsys):
+    from namesrv.cli import main
+
+    config = tmp_path / "namesrv.properties"
+    config.write_text("listenPort=9877\norderMessageEnable=true\nkvConfigPath=:memory:\n")
+    assert main(["--print-config", "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "listenPort=9877" in lines and "orderMessageEnable=true" in lines
+    assert "kvConfigPath=:memory:" in lines
+    assert not any(line.startswith("[") for line in lines)
+
+
+def test_print_config_without_a_file_prints_the_commented_defaults(capsys):
+    from namesrv.cli import default_config_text, main
+
+    assert main(["-p"]) == 0
+    assert capsys.readouterr().out == default_config_text()
+
+
+def test_print_config_of_a_bad_file_exits_2_naming_the_key(tmp_path, capsys):
+    from namesrv.cli import main
+
+    config = tmp_path / "bad.toml"
+    config.write_text("[push]\ntick_interval_msec = 5\n")
+    assert main(["-p", "-c", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("namesrv: ") and "tick_interval_ms" in err
+
+
+def test_check_config_exits_0_for_a_usable_file_and_creates_nothing(tmp_path, capsys):
+    from namesrv.cli import main
+
+    state = tmp_path / "not-yet" / "kv.json"
+    config = tmp_path / "namesrv.toml"
+    config.write_text(f'[registry]\nkv_config_path = "{state}"\n')
+    assert main(["--check-config", str(config)]) == 0
+    assert "is a usable config (TOML)" in capsys.readouterr().out
+    assert not state.parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[push]\ntick_interval_ms = 5\n", "push.tick_interval_ms"),
+        ("[server]\nlisen = 1\n", "did you mean"),
+        ('[journal]\ndirectory = "{blocker}/journal"\n', "journal.directory"),
+        ('[server]\ntls = "enforcing"\n', "tls_cert_file"),
+    ],
+)
+def test_check_config_exits_2_with_the_reason(tmp_path, capsys, text, named):
+    from namesrv.cli import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    config = tmp_path / "bad.toml"
+    config.write_text(text.format(blocker=blocker))
+    assert main(["--check-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("namesrv: ") and named in err
+
+
+def test_check_config_of_a_properties_file(tmp_path, capsys):
+    from namesrv.cli import main
+
+    config = tmp_path / "namesrv.properties"
+    config.write_text("listenPort=9877\nkvConfigPath=:memory:\n")
+    assert main(["--check-config", str(config)]) == 0
+    assert "(namesrv.properties)" in capsys.readouterr().out
+    config.write_text("listenPrt=9877\n")
+    assert main(["--check-config", str(config)]) == 2
+    assert "did you mean listenPort" in capsys.readouterr().err

@@ -113,7 +113,10 @@ def test_topics_and_brokers_that_do_not_exist_are_named_and_exit_1(namesrv):
 
 def test_mqadmins_config_verbs_change_and_show_the_run_time_config(namesrv):
     done = admin(namesrv, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
-    assert (done.returncode, done.stdout) == (0, "updated orderMessageEnable=true\n")
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"127.0.0.1:{namesrv}: updated orderMessageEnable=true\n",  # one line per name server
+    )
     shown = admin(namesrv, "getNamesrvConfig")
     assert "orderMessageEnable=true\n" in shown.stdout
     done = admin(

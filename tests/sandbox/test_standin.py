@@ -99,3 +99,66 @@ async def test_topic_admin_requests_change_its_topics_and_register_them(cluster)
         conn.transport.loseConnection()  # type: ignore[union-attr]
     finally:
         await broker.kill()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_topic_name_upstream_refuses_is_refused_at_creation_and_never_registered(cluster):
+    server, port = cluster.start_server()
+    broker = BrokerStandIn("broker-x", {"T": 2}, [f"127.0.0.1:{port}"], reactor=reactor)
+    await broker.start()
+    try:
+        conn = await connect(broker.port)
+        create = {
+            "topic": "bad topic!", "defaultTopic": "TBW102", "readQueueNums": "4",
+            "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG", "order": "false",
+        }  # fmt: skip
+        answer = await conn.call(RequestCode.UPDATE_AND_CREATE_TOPIC, create)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        assert "characters outside" in (answer.remark or "")
+        assert broker.topics == {"T": 2} and broker.counters["topics_refused"] == 1
+        assert broker.registers == {f"127.0.0.1:{port}": "ok"}
+        assert server.registry.all_topics() == ["T"]
+        conn.transport.loseConnection()  # type: ignore[union-attr]
+    finally:
+        await broker.kill()
+
+
+def test_the_topic_option_refuses_a_bad_name():
+    import pytest
+
+    from sandbox.standin import parse_topics
+
+    assert parse_topics(["Good_1%|-:3"]) == {"Good_1%|-": 3}
+    for bad in ("bad topic!", "x" * 128):
+        with pytest.raises(ValueError, match="topic name"):
+            parse_topics([bad])
+
+
+@pytest_twisted.ensureDeferred
+async def test_stats_show_the_name_servers_view_and_a_refused_register_as_refused(cluster):
+    from sandbox.fleet import Fleet
+
+    _server, port = cluster.start_server(registry={"max_queue_nums": 4})
+    addr = f"127.0.0.1:{port}"
+    said: list[str] = []
+    fleet = Fleet(reactor, [addr], "DefaultCluster", {"Small": 4}, say=said.append)
+    try:
+        await fleet.command("start ok-broker")
+        fleet.topics = {"Big": 8}  # more queues than the name server takes: refused whole
+        await fleet.command("start big-broker")
+        stats = await fleet.command("stats")
+        by_name = {b["broker"]: b for b in stats["brokers"]}
+        good, big = by_name["ok-broker"], by_name["big-broker"]
+        assert good["last_register"] == {addr: "ok"}
+        assert good["namesrv"][addr] == {
+            "registered": True, "topics_routed": ["Small"], "topics_not_routed": []
+        }  # fmt: skip
+        assert big["last_register"][addr].startswith("refused: ")
+        assert "max_queue_nums" in big["last_register"][addr]
+        assert big["namesrv"][addr] == {
+            "registered": False, "topics_routed": [], "topics_not_routed": ["Big"]
+        }  # fmt: skip
+        assert any("big-broker" in line and "NOT registered" in line for line in said)
+        assert not any("big-broker" in line and " registered Big" in line for line in said)
+    finally:
+        await fleet.stop_all()

@@ -22,7 +22,7 @@ from pathlib import Path
 from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_hostport
 from protocol import bodies
 from protocol.codes import RequestCode
-from support.paths import REPO_ROOT
+from support.paths import REPO_ROOT, isolated_home
 
 
 def cached_lib(version: str, env: str) -> str:
@@ -64,7 +64,7 @@ def start_namesrv(
     proc = subprocess.Popen(
         [sys.executable, "-m", "namesrv", "--config", str(config)],
         cwd=REPO_ROOT,
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), HOME=str(isolated_home())),
         stderr=subprocess.PIPE,
         text=True,
     )

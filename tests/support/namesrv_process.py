@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from support.paths import REPO_ROOT
+from support.paths import REPO_ROOT, isolated_home
 
 
 def spawn_namesrv(
@@ -32,7 +32,7 @@ def spawn_namesrv(
     return subprocess.Popen(
         [sys.executable, "-m", "namesrv", *args],
         cwd=REPO_ROOT,
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), HOME=str(isolated_home())),
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=preexec,

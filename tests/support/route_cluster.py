@@ -15,12 +15,11 @@ from twisted.internet import defer, reactor, task
 
 from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
-from namesrv.config import from_mapping
 from namesrv.server import NameServer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.route_model import DataVersion
 from support.fake_broker import register_request, topic_configs
-from support.server_fixtures import FakeSampler
+from support.server_fixtures import FakeSampler, isolated_config
 from support.wire_client import WireClient, connect
 
 TICK_S = 1.0
@@ -50,7 +49,7 @@ class Cluster:
         for section, values in overrides.items():
             raw.setdefault(section, {}).update(values)
         server = NameServer(
-            from_mapping(raw),
+            isolated_config(raw),
             reactor,
             clock=self.clock,
             sampler=FakeSampler(),

@@ -10,7 +10,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor, task
 
-from namesrv.config import from_mapping
+from namesrv.config import IN_MEMORY, NamesrvConfig, from_mapping
 from namesrv.push.pressure import Sample
 from namesrv.server import NameServer
 
@@ -32,6 +32,14 @@ class Running:
     sampler: FakeSampler
 
 
+def isolated_config(raw: dict[str, Any] | None = None) -> NamesrvConfig:
+    """``from_mapping(raw)`` with the KV config in memory unless ``raw`` names a file: a test
+    never reads or writes the kvConfig.json of the home directory (the default path)."""
+    raw = {section: dict(values) for section, values in (raw or {}).items()}
+    raw.setdefault("registry", {}).setdefault("kv_config_path", IN_MEMORY)
+    return from_mapping(raw)
+
+
 def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]:
     # The start-up window is off unless a test is about it: a fresh test server answers
     # TOPIC_NOT_EXIST for a topic no broker registered, as it does once warm.
@@ -45,7 +53,7 @@ def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]
     # The timer stands still: per-turn time budgets never run out, so slices are decided by
     # counts alone and what a tick sends does not depend on how loaded the machine is.
     server = NameServer(
-        from_mapping(raw), reactor, clock=clock, sampler=sampler, epoch="e1", timer=lambda: 0.0
+        isolated_config(raw), reactor, clock=clock, sampler=sampler, epoch="e1", timer=lambda: 0.0
     )
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     try:

@@ -38,7 +38,7 @@ class BrokerHandlers:
         )
         cache_bytes = registry.register_chunk_cache_bytes
         self.stages = RegisterStages(
-            services, limits, ChunkCache(cache_bytes) if cache_bytes > 0 else None
+            services, limits, ChunkCache(cache_bytes) if cache_bytes > 0 else None, self._log
         )
         self.limit_refusals: Counter[str] = Counter()
         """Registers refused at a size or count bound, by the bound's name."""
@@ -59,6 +59,11 @@ class BrokerHandlers:
         """Registers whose body differed from the broker's last one only in the data version:
         not parsed either."""
         return self.stages.versions_only
+
+    @property
+    def register_topics_dropped(self) -> int:
+        """Topics dropped from registers because their names are no topic names."""
+        return self.stages.topics_dropped
 
     def register_broker(
         self, conn: Connection, req: RemotingCommand, h: headers.RegisterBrokerRequestHeader

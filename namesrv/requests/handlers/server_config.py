@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig
-from namesrv.properties import parse_properties, resolve_key, upstream_properties
+from namesrv.properties import parse_properties, resolve_key, show_value, upstream_properties
 from namesrv.requests.context import Connection, Services, ok
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
@@ -175,8 +175,8 @@ def config_properties(config: NamesrvConfig, listening: str | None = None) -> st
                 keys = ",".join(getattr(item, "access_key", "") for item in value)
                 lines.append(f"{prefix}{f.name}={keys}")
             else:
-                # Our keys keep Python's spelling (``True``), which namesrv-admin has shown.
-                text = ",".join(value) if isinstance(value, list) else str(value)
+                # Booleans as upstream's keys spell them (``true``), for every key alike.
+                text = ",".join(value) if isinstance(value, list) else show_value(value)
                 lines.append(f"{prefix}{f.name}={text}")
 
     walk("", config)

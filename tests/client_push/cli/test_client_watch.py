@@ -15,7 +15,7 @@ import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
 from support.loopback_wait import until
 from support.paths import REPO_ROOT
-from support.server_fixtures import FakeSampler
+from support.server_fixtures import FakeSampler, isolated_config
 from support.wire_client import connect
 from twisted.internet import defer, protocol, reactor, task
 
@@ -25,7 +25,6 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from client_push.routes.events import RouteEvent
 from client_push.routes.route_cache import CachedRoute, publish_info, read_queues
-from namesrv.config import from_mapping
 from namesrv.server import NameServer
 from protocol.codes import Perm, RequestCode, ResponseCode
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
@@ -127,7 +126,11 @@ def served():
         "pressure": {"enabled": False},
     }
     server = NameServer(
-        from_mapping(raw), reactor, clock=clock, sampler=FakeSampler(), epoch=secrets.token_hex(4)
+        isolated_config(raw),
+        reactor,
+        clock=clock,
+        sampler=FakeSampler(),
+        epoch=secrets.token_hex(4),
     )
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     yield server, port, clock
@@ -208,7 +211,7 @@ async def test_watcher_against_a_server_without_push_sees_the_change_at_its_poll
         "pressure": {"enabled": False},
         "push": {"enabled": False},
     }
-    server = NameServer(from_mapping(raw), reactor, clock=clock, sampler=FakeSampler())
+    server = NameServer(isolated_config(raw), reactor, clock=clock, sampler=FakeSampler())
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     broker = await connect(port)
     await broker.request(register_request(topic_configs("T")))
@@ -289,3 +292,28 @@ async def test_the_watcher_without_inline_routes_works_beside_an_inline_client(s
         await inline.stop()
         broker.transport.loseConnection()  # type: ignore[union-attr]
     assert code == 0, watcher.stderr.decode()
+
+
+@pytest.mark.parametrize("verb", ["watch", "send"])
+@pytest.mark.parametrize("loop", ["twisted", "asyncio"])
+@pytest_twisted.inlineCallbacks
+def test_a_tls_mismatch_stops_the_command_with_a_clear_message_both_ways(
+    make_server, tmp_path, verb, loop
+):
+    from support.tls_certs import self_signed
+    from twisted.internet import threads
+
+    cert, key = self_signed(tmp_path)
+    tls_only = make_server(
+        {"server": {"tls": "enforcing", "tls_cert_file": cert, "tls_key_file": key}}
+    )
+    plain = make_server()
+    tail = ["--topic", "T", "--loop", loop] + (["--count", "3"] if verb == "send" else [])
+    cases = [
+        ([f"--namesrv=127.0.0.1:{tls_only.port}"], "requires TLS (server.tls = enforcing)"),
+        ([f"--namesrv=127.0.0.1:{plain.port}", "--tls"], "may not speak TLS (run without --tls)"),
+    ]
+    for args, words in cases:
+        done = yield threads.deferToThread(run_cli, verb, *args, *tail)
+        assert done.returncode == 3, done.stderr
+        assert f"python -m client_push {verb}: the " in done.stderr and words in done.stderr

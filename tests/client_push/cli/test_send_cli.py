@@ -14,12 +14,11 @@ import pytest
 import pytest_twisted
 from support.paths import REPO_ROOT
 from support.process_output import Collect
-from support.server_fixtures import FakeSampler
+from support.server_fixtures import FakeSampler, isolated_config
 from twisted.internet import reactor, task
 
 from client_push.cli.loops import LOOPS
 from client_push.cli.send import Progress, percentile, producer_config
-from namesrv.config import from_mapping
 from namesrv.server import NameServer
 from sandbox.standin import BrokerStandIn
 
@@ -34,7 +33,7 @@ def served():
         "pressure": {"enabled": False},
     }
     server = NameServer(
-        from_mapping(raw),
+        isolated_config(raw),
         reactor,
         clock=task.Clock(),
         sampler=FakeSampler(),

@@ -71,8 +71,24 @@ def test_losing_the_current_connection_is_reported_and_reconnects_back_off():
     assert delays[-1] > delays[0]
     s.connect_failed("a:1")
     assert s.connect_failures == 1
+    worked = Conn("a:1")
+    assert s.accept(worked, "a:1")
+    assert s.lost(worked)  # it worked: the backoff starts again
+    assert s.reconnect_delay_ms() <= 200
     assert s.accept(Conn("a:1"), "a:1")
-    assert s.reconnect_delay_ms() <= 200  # a connection resets the backoff
     current = s.current
     assert s.stop() == [current] and s.stopped and s.current is None
     assert not s.accept(Conn("a:1"), "a:1")
+
+
+def test_connections_closed_before_their_server_answered_back_off_to_the_cap():
+    """A server that accepts and closes at once (a TLS mismatch) is retried ever more slowly."""
+    s = state("a:1")
+    delays = []
+    for _ in range(12):
+        conn = Conn(s.connecting())
+        assert s.accept(conn, "a:1")
+        assert s.lost(conn, worked=False)
+        delays.append(s.reconnect_delay_ms())
+    assert delays[-1] > 20 * delays[0]
+    assert all(5_000 <= d <= 10_000 for d in delays[-4:])  # drawn in [cap/2, cap]

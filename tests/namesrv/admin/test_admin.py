@@ -124,7 +124,7 @@ def test_standard_verbs_work_and_extension_verbs_exit_2_against_a_server_without
     result = yield admin(port, "--json", "kv", "list", "ns1")
     assert json.loads(result.stdout) == {"k": "v 1"}
     result = yield admin(port, "--json", "namesrv-config")
-    assert json.loads(result.stdout)["push.enabled"] == "False"
+    assert json.loads(result.stdout)["push.enabled"] == "false"
     result = yield admin(port, "kv", "delete", "ns1", "k")
     assert result.exit_code == 0
     result = yield admin(port, "kv", "get", "ns1", "k")
@@ -178,3 +178,99 @@ def test_signed_admin_requests_pass_access_control(make_server):
     assert counters["rejected.acl_unsigned"] == 1 and counters["rejected.acl_wrong_server"] == 1
     result = yield admin(running.port, "topic-list")
     assert result.exit_code == 0
+
+
+@defer.inlineCallbacks
+def admin_n(namesrv: str, *args: str) -> Any:
+    runner = CliRunner()
+    result: Result = yield threads.deferToThread(
+        runner.invoke, main, ["-n", namesrv, *args], prog_name="namesrv-admin"
+    )
+    return result
+
+
+@pytest_twisted.inlineCallbacks
+def test_writes_go_to_every_name_server_with_a_line_each_and_fail_if_one_did(make_server):
+    first, second = make_server(), make_server()
+    down = "127.0.0.1:1"
+    both = f"127.0.0.1:{first.port};127.0.0.1:{second.port}"
+    result = yield admin_n(both, "updateKvConfig", "-s", "ns1", "-k", "k", "-v", "v")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"127.0.0.1:{first.port}: put ns1/k",
+        f"127.0.0.1:{second.port}: put ns1/k",
+    ]
+    assert first.server.kv.get("ns1", "k") == second.server.kv.get("ns1", "k") == "v"
+    result = yield admin_n(f"{down};{both}", "update-namesrv-config", "orderMessageEnable=true")
+    assert result.exit_code == 1
+    assert f"127.0.0.1:{second.port}: updated orderMessageEnable=true" in result.stdout
+    assert f"namesrv-admin: {down}: cannot connect" in result.stderr
+    assert first.server.config.registry.order_message_enable
+    assert second.server.config.registry.order_message_enable
+    result = yield admin_n(f"{down};{both}", "--json", "kv", "delete", "ns1", "k")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert [(n["namesrv"], n["ok"]) for n in doc["namesrvs"]] == [
+        (down, False),
+        (f"127.0.0.1:{first.port}", True),
+        (f"127.0.0.1:{second.port}", True),
+    ]
+
+
+@pytest_twisted.inlineCallbacks
+def test_reads_fail_over_to_the_next_name_server(make_server):
+    up = make_server()
+    yield with_broker(up.port)
+    result = yield admin_n(f"127.0.0.1:1;127.0.0.1:{up.port}", "--json", "topic-list")
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(result.stdout)) >= {"T", "U"}
+    assert "127.0.0.1:1: cannot connect" in result.stderr and "trying the next" in result.stderr
+    result = yield admin_n("127.0.0.1:1;127.0.0.1:2", "topic-list")
+    assert result.exit_code == 1
+    assert "no name server of 127.0.0.1:1;127.0.0.1:2 could be reached" in result.stderr
+
+
+@pytest_twisted.inlineCallbacks
+def test_cluster_list_m_and_topic_list_c_show_mqadmins_columns(make_server, cluster):
+    from twisted.internet import reactor
+
+    from sandbox.standin import BrokerStandIn
+
+    _server, port = cluster.start_server()
+    broker = BrokerStandIn("broker-s", {"TopicS": 2}, [f"127.0.0.1:{port}"], reactor=reactor)
+    yield broker.start()
+    try:
+        broker.counters["messages_received"] = 7
+        result = yield admin(port, "cluster-list", "-m")
+        assert result.exit_code == 0, result.output
+        head, row = result.stdout.splitlines()
+        assert head.split("  ")[0] == "#Cluster Name" and "#InTotalToday" in head
+        assert row.split() == ["DefaultCluster", "broker-s", "0", "0", "7", "0"]
+        result = yield admin(port, "topic-list", "-c")
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert [c.strip() for c in lines[0].split("  ") if c.strip()] == [
+            "#Cluster Name",
+            "#Topic",
+            "#Consumer Group",
+        ]
+        assert lines[1].split() == ["DefaultCluster", "TopicS"]
+    finally:
+        yield broker.kill()
+
+
+@pytest_twisted.inlineCallbacks
+def test_booleans_print_one_way_and_bad_topic_names_are_refused_before_sending(ns):
+    result = yield admin(ns.port, "--json", "namesrv-config")
+    values = json.loads(result.stdout).values()
+    assert "True" not in values and "False" not in values
+    result = yield admin(ns.port, "push-status")
+    assert " False" not in result.stdout and " True" not in result.stdout
+    for args in (
+        ("update-topic", "-c", "DefaultCluster", "-t", "bad topic!"),
+        ("delete-topic", "bad topic!"),
+        ("topic-route", "x" * 128),
+    ):
+        result = yield admin(ns.port, *args)
+        assert result.exit_code == 2, result.output
+        assert "topic name" in result.stderr

@@ -14,13 +14,13 @@ import socket
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs
+from support.server_fixtures import isolated_config
 from support.tls_certs import self_signed
 from support.wire_client import WireClient, connect
 from twisted.internet import defer, reactor, ssl, task
 from twisted.internet.endpoints import SSL4ClientEndpoint, connectProtocol
 from twisted.internet.testing import StringTransport
 
-from namesrv.config import from_mapping
 from namesrv.net.connection import NamesrvConnection
 from namesrv.net.transport import READ_SIZE
 from namesrv.server import NameServer
@@ -36,7 +36,7 @@ class DispatchingReactor:
 
 @pytest.fixture
 def server() -> NameServer:
-    config = from_mapping({"pressure": {"enabled": False}})
+    config = isolated_config({"pressure": {"enabled": False}})
     ns = NameServer(config, clock=task.Clock(), epoch="e1")
     ns.hub.hold_output_while_dispatching(DispatchingReactor())
     return ns

@@ -311,8 +311,6 @@ async def test_one_host_cannot_spend_the_subscription_budget_of_every_other(make
             {"T": TopicConfig("T", 8, 100_000_000, 6)}, "10.0.0.1:10911", "writeQueueNums", id="q"
         ),
         pytest.param({"T": TopicConfig("T", 8, 8, 99)}, "10.0.0.1:10911", "perm", id="perm"),
-        pytest.param({"bad topic!": TopicConfig("bad topic!")}, "10.0.0.1:10911", "bad topic!"),
-        pytest.param({"T" * 128: TopicConfig("T" * 128)}, "10.0.0.1:10911", "longer than 127"),
         pytest.param(topic_configs("T"), "no-port", "brokerAddr", id="addr"),
     ],
 )
@@ -329,6 +327,38 @@ async def test_an_invalid_register_is_refused_naming_the_field_and_nothing_is_ap
     client = await connect(ns.port)
     lookup = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Fine"})
     assert lookup.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [("bad topic!", "characters outside"), ("T" * 128, "longer than 127"), ("", "empty")],
+    ids=["chars", "length", "empty"],
+)
+@pytest_twisted.ensureDeferred
+async def test_a_register_naming_a_bad_topic_applies_without_it_and_says_so(ns, bad, words, caplog):
+    broker = await connect(ns.port)
+    configs = {**topic_configs("Fine"), bad: TopicConfig(bad)}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):  # the broker's every later register is taken too
+            resp = await broker.request(register_request(configs))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert ns.server.registry.all_topics() == ["Fine"]
+    assert ns.server.stats()["register_topics_dropped"] >= 1
+    assert any(words in r.getMessage() and "dropped" in r.getMessage() for r in caplog.records)
+    client = await connect(ns.port)
+    lookup = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Fine"})
+    assert lookup.code == ResponseCode.SUCCESS
+
+
+@pytest_twisted.ensureDeferred
+async def test_register_topic_with_a_bad_name_is_refused_naming_it(ns):
+    await register(ns, "Other")
+    route = TopicRouteData(queue_datas=[QueueData("broker-a", 4, 4, 6)])
+    body = bodies.encode_route(route, standard_json=True)
+    admin = await connect(ns.port)
+    resp = await admin.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "bad topic!"}, body)
+    assert resp.code == ResponseCode.INVALID_PARAMETER and "bad topic!" in resp.remark
+    assert ns.server.registry.all_topics() == ["Other"]
 
 
 @pytest_twisted.ensureDeferred

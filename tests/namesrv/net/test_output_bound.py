@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from support.fake_broker import register_request, topic_configs
 from support.send_buffer import SendBuffer
+from support.server_fixtures import isolated_config
 from twisted.internet import task
 
-from namesrv.config import from_mapping
 from namesrv.net.connection import NamesrvConnection
 from namesrv.server import NameServer
 from protocol.codes import RequestCode, ResponseCode
@@ -33,7 +33,7 @@ def clock() -> task.Clock:
 
 @pytest.fixture
 def server(clock: task.Clock) -> NameServer:
-    config = from_mapping(
+    config = isolated_config(
         {
             "pressure": {"enabled": False},
             "server": {"output_buffer_bytes": BOUND, "wait_for_service_ms": 0},
@@ -208,7 +208,7 @@ def test_kept_requests_count_in_the_buffered_input_bound_until_answered(server, 
 def test_a_connection_whose_kept_requests_pass_the_input_bound_is_shed(clock):
     """Kept frames are input the server holds: a peer that sends far more than it reads
     cannot park them outside ``server.max_buffered_input_bytes``."""
-    config = from_mapping(
+    config = isolated_config(
         {
             "pressure": {"enabled": False},
             "server": {

@@ -14,10 +14,11 @@ import pytest_twisted
 from support.loopback_wait import until
 from support.register_bodies import plain_body, register
 from support.send_buffer import SendBuffer
+from support.server_fixtures import isolated_config
 from support.wire_client import connect
 from twisted.internet import reactor, task
 
-from namesrv.config import KIB, MIB, from_mapping
+from namesrv.config import KIB, MIB
 from namesrv.net.connection import NamesrvConnection
 from namesrv.server import NameServer
 from protocol import bodies
@@ -40,7 +41,7 @@ def clock() -> task.Clock:
 
 @pytest.fixture
 def server(clock: task.Clock) -> NameServer:
-    config = from_mapping(
+    config = isolated_config(
         {
             "pressure": {"enabled": False},
             "server": {"output_buffer_bytes": BOUND, "wait_for_service_ms": 0},

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from support.fake_broker import register_request, topic_configs
 from support.paths import REPO_ROOT
-from support.server_fixtures import FakeSampler
+from support.server_fixtures import FakeSampler, isolated_config
 from twisted.internet import task
 
-from namesrv.config import AclAccount, AclConfig, from_mapping
+from namesrv.config import AclAccount, AclConfig
 from namesrv.requests import commands
 from namesrv.requests.acl import AccessClass, AccessControl, AclDenied
 from namesrv.requests.acl import sign_ext_fields as sign
@@ -36,6 +36,8 @@ NOT_SERVED = {
     RequestCode.SEND_MESSAGE,
     RequestCode.UPDATE_AND_CREATE_TOPIC,
     RequestCode.DELETE_TOPIC_IN_BROKER,
+    RequestCode.GET_BROKER_RUNTIME_INFO,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
     RequestCode.GET_MAX_OFFSET,
     RequestCode.HEART_BEAT,
     RequestCode.UNREGISTER_CLIENT,
@@ -97,7 +99,7 @@ def services(overrides: dict[str, Any] | None = None) -> Services:
     raw: dict[str, Any] = {"server": {"wait_for_service_ms": 0}}  # past its start-up window
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
-    server = NameServer(from_mapping(raw), clock, clock=clock, sampler=FakeSampler(), epoch="e1")
+    server = NameServer(isolated_config(raw), clock, clock=clock, sampler=FakeSampler(), epoch="e1")
     return server.processor.s
 
 

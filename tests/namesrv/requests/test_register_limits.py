@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.register_bodies import compressed_body, plain_body, register, topic_names
-from support.server_fixtures import FakeSampler, Running
+from support.server_fixtures import FakeSampler, Running, isolated_config
 from support.wire_client import connect
 from twisted.internet import defer, reactor, task
 
-from namesrv.config import from_mapping
 from namesrv.server import NameServer
 from protocol import bodies, register_body
 from protocol.codes import RequestCode, ResponseCode
@@ -33,7 +32,9 @@ def _server(overrides: dict[str, Any]) -> Iterator[Running]:
     raw: dict[str, Any] = {"server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0}}
     raw["registry"] = overrides
     clock = task.Clock()
-    server = NameServer(from_mapping(raw), reactor, clock=clock, sampler=FakeSampler(), epoch="e1")
+    server = NameServer(
+        isolated_config(raw), reactor, clock=clock, sampler=FakeSampler(), epoch="e1"
+    )
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     try:
         yield Running(server, port, clock, FakeSampler())
@@ -187,14 +188,16 @@ def test_a_topic_whose_attributes_pass_the_bound_refuses_its_register(make_serve
 
 
 @pytest_twisted.inlineCallbacks
-def test_a_topic_name_past_the_name_bound_refuses_its_register(make_server):
+def test_a_topic_name_past_the_name_bound_is_dropped_from_its_register(make_server):
     ns = make_server(max_topic_name_bytes=20)
     broker = yield connect(ns.port)
     resp = yield answered(ns, broker, register(plain_body(["Short", "N" * 21], 1)))
-    refused_at(ns, resp, "max_topic_name_bytes")
-    assert ns.server.registry.topic_count == 0
+    assert resp.code == ResponseCode.SUCCESS
+    assert ns.server.registry.all_topics() == ["Short"]
+    assert ns.server.stats()["register_topics_dropped"] == 1
     ok = yield answered(ns, broker, register(plain_body(["Short", "N" * 20], 1)))
     assert ok.code == ResponseCode.SUCCESS
+    assert ns.server.registry.topic_count == 2
 
 
 @pytest_twisted.inlineCallbacks

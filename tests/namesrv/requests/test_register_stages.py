@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 from support.register_bodies import compressed_body, plain_body, register, topic_names
-from support.server_fixtures import FakeSampler
+from support.server_fixtures import FakeSampler, isolated_config
 from twisted.internet import task
 
-from namesrv.config import from_mapping
 from namesrv.requests.register_stages import (
     HASH_SLICE_BYTES,
     Kind,
@@ -45,7 +44,7 @@ def body_of(data: bytes, *, compressed: bool = False, large: bool = False) -> Re
 @pytest.fixture
 def stages() -> RegisterStages:
     clock = task.Clock()
-    server = NameServer(from_mapping({}), clock, clock=clock, sampler=FakeSampler(), epoch="e1")
+    server = NameServer(isolated_config({}), clock, clock=clock, sampler=FakeSampler(), epoch="e1")
     return server.processor.brokers.stages
 
 

@@ -52,7 +52,7 @@ def test_get_answers_upstream_keys_with_running_values_and_our_dotted_keys(make_
     assert props["scanNotActiveBrokerInterval"] == "7000"
     assert props["deleteTopicWithBrokerRegistration"] == "false"
     assert props["server.listen"] == f"127.0.0.1:{ns.port}"
-    assert props["registry.order_message_enable"] == "False"
+    assert props["registry.order_message_enable"] == "false"
     assert props["registry.kv_config_path"] == kv_path
 
 
@@ -106,7 +106,7 @@ def test_update_order_message_enable_puts_order_conf_in_routes_and_notifies_subs
     assert changes(client) == [("T1", ChangeKind.UPDATED)]  # T2 has no order conf
     props = yield get_config(client)
     assert props["orderMessageEnable"] == "true"
-    assert props["registry.order_message_enable"] == "True"
+    assert props["registry.order_message_enable"] == "true"
 
     resp = yield client.request(update(**{"registry.order_message_enable": "false"}))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
