@@ -348,17 +348,25 @@ class NameServer:
             listening = defer.gatherResults(both).addCallback(lambda _: None)
 
         def close_all() -> None:
-            self.heap_trim.stop()
-            self.hub.stop_holding_output()  # output held in this poll (GoAway too) goes first
-            self.hub.admission.stop()
-            for loop in self._loops:
-                if loop.running:
-                    loop.stop()
-            self.ticker.stop()
-            # Released now rather than when the transports report the loss, which comes
-            # after the journal is closed: their records would be dropped.
-            self.hub.close_all()
-            self.journal.close()
+            # Each step runs whatever the one before raised: a stop that fails half-way would
+            # leave the process running past its grace period.
+            steps: list[Callable[[], object]] = [
+                self.heap_trim.stop,
+                self.hub.stop_holding_output,  # output held in this poll (GoAway too) first
+                self.hub.admission.stop,
+                *(loop.stop for loop in self._loops if loop.running),
+                self.ticker.stop,
+                # Released now rather than when the transports report the loss, which comes
+                # after the journal is closed: their records would be dropped.
+                self.hub.close_all,
+                self.journal.close,
+            ]
+            for step in steps:
+                try:
+                    step()
+                except Exception:
+                    self.counters["shutdown_errors"] += 1
+                    log.exception("error while stopping (%s); stopping goes on", step)
             listening.addBoth(lambda _: stopped.callback(None))
 
         if grace == 0:

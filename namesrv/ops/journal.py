@@ -233,7 +233,11 @@ class EventJournal:
     def _append(self, ts_ms: int, event: str, fields: dict[str, Any]) -> None:
         entry = {"ts_ms": ts_ms, "event": event, **fields}
         line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)
-        data = (line + "\n").encode("utf-8")
+        try:
+            data = (line + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a string no UTF-8 holds: JSON's escapes still can
+            line = json.dumps(entry, separators=(",", ":"), default=str)
+            data = (line + "\n").encode("utf-8")
         pending = self._size + self._buffered
         if pending and pending + len(data) > self._max_file_bytes:
             self._write_buffer()
