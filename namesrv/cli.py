@@ -13,6 +13,7 @@ from typing import Any
 
 from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, parse_listen
 from namesrv.config_file import load
+from namesrv.ops.log_limit import EscapingFilter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(EscapingFilter())
     try:
         config = resolve_config(args)
         check_paths(config)

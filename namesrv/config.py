@@ -77,6 +77,9 @@ class ServerConfig:
 @dataclass(frozen=True, slots=True)
 class RegistryConfig:
     broker_expiry_ms: int = 120_000
+    min_heartbeat_timeout_ms: int = 1_000
+    """A broker's own ``heartbeatTimeoutMillis`` below this is raised to it: a broker that
+    expires between its heartbeats churns routes, events and log lines."""
     scan_interval_ms: int = 5_000
     order_message_enable: bool = False
     enable_all_topic_list: bool = True
@@ -389,6 +392,7 @@ def _server_ranges(s: ServerConfig) -> list[_Range]:
 def _registry_ranges(r: RegistryConfig) -> list[_Range]:
     return [
         ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
+        ("registry.min_heartbeat_timeout_ms", r.min_heartbeat_timeout_ms, 10, 2**31 - 1),
         ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
         ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),
         ("registry.max_kv_config_bytes", r.max_kv_config_bytes, 1 * KIB, 2**40),

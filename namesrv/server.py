@@ -122,6 +122,7 @@ class NameServer:
         self.registry = RouteRegistry(
             self.clock,
             broker_expiry_ms=cfg.registry.broker_expiry_ms,
+            min_heartbeat_timeout_ms=cfg.registry.min_heartbeat_timeout_ms,
             listener=self._routes_touched,
             delete_topic_with_broker_registration=cfg.registry.delete_topic_with_broker_registration,
             slice_topics=cfg.registry.register_slice_topics,
@@ -528,7 +529,12 @@ class NameServer:
         self.register_turns.schedule()
         if expired:
             self.counters["brokers_expired"] += len(expired)
-            log.warning("brokers expired after missing heartbeats: %s", ", ".join(expired))
+            self.hub.peer_log.warning(
+                "brokers_expired",
+                "%d brokers expired after missing heartbeats (first: %s)",
+                len(expired),
+                expired[0],
+            )
 
     # -- stats -----------------------------------------------------------------------------------
 
