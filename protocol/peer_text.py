@@ -77,6 +77,20 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
+def printable_lines(text: str) -> str:
+    """``text`` with every control character escaped but its line breaks: for output whose
+    lines this side composed, its peer strings already passed through :func:`printable`."""
+    return "\n".join(_UNPRINTABLE.sub(_escape, line) for line in text.split("\n"))
+
+
+def json_printable(text: str) -> str:
+    """JSON text with the control characters JSON leaves raw (C1, DEL, separators,
+    bidirectional controls) written as ``\\uXXXX`` escapes: the same JSON, safe on a terminal."""
+    return "\n".join(
+        _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", line) for line in text.split("\n")
+    )
+
+
 def printable(text: Any, limit: int | None = DEFAULT_SHOWN_CHARS) -> str:
     """``text`` as one safe line: control characters escaped (``\\n``, ``\\x1b``, ``\\u2028``),
     cut to ``limit`` characters (None: whole) with the number cut said."""

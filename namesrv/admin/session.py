@@ -20,6 +20,7 @@ from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
+from protocol.peer_text import printable, printable_lines
 
 EXIT_REFUSED = 1
 EXIT_UNSUPPORTED = 2
@@ -80,19 +81,19 @@ class Session:
             fail(
                 f"the name server at {self.where} does not support {code.name} ({int(code)}): "
                 "it is not a route-push name server, or push is disabled there "
-                f"(remark: {response.remark or '-'})",
+                f"(remark: {printable(response.remark or '-', None)})",
                 EXIT_UNSUPPORTED,
             )
         if response.code != ResponseCode.SUCCESS:
             fail(
                 f"{code.name} refused by {self.where}: {_code_name(response.code)} "
-                f"({response.code}): {response.remark or '-'}",
+                f"({response.code}): {printable(response.remark or '-', None)}",
                 EXIT_REFUSED,
             )
         return response
 
     def emit(self, doc: Any, text: Callable[[], str]) -> None:
-        click.echo(render.as_json(doc) if self.as_json else text())
+        say(render.as_json(doc) if self.as_json else text())
 
 
 def _code_name(code: int) -> str:
@@ -102,9 +103,15 @@ def _code_name(code: int) -> str:
         return "UNKNOWN"
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """Print ``text`` (on stderr with ``err``): every admin line goes out here, its control
+    characters escaped, so no string a server sent drives the terminal, also through a pipe."""
+    click.echo(printable_lines(text), err=err)
+
+
 def fail(message: str, code: int) -> NoReturn:
     """Print ``message`` on stderr and exit with ``code``."""
-    click.echo(f"namesrv-admin: {message}", err=True)
+    say(f"namesrv-admin: {message}", err=True)
     sys.exit(code)
 
 
@@ -148,6 +155,7 @@ def topic_absent(s: Session, topic: str, resp: RemotingCommand) -> None:
     if resp.code == ResponseCode.TOPIC_NOT_EXIST:
         fail(
             f"topic {topic} does not exist on the name server at {s.where}: "
-            f"TOPIC_NOT_EXIST ({int(ResponseCode.TOPIC_NOT_EXIST)}): {resp.remark or '-'}",
+            f"TOPIC_NOT_EXIST ({int(ResponseCode.TOPIC_NOT_EXIST)}): "
+            f"{printable(resp.remark or '-', None)}",
             EXIT_REFUSED,
         )
