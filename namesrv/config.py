@@ -221,6 +221,12 @@ class JournalConfig:
     records are never dropped."""
     max_topics_per_record: int = 1_000
     """Topics one ``route_changes`` record lists at most; a larger tick writes several."""
+    max_bytes_per_second: int = 256 * KIB
+    """Bytes of the records clients and brokers cause (all but route changes and the tick's
+    own) in one second; past it they are dropped and summarized. 0 turns the bound off."""
+    max_bytes_per_connection_per_second: int = 32 * KIB
+    """The same, for the records that name one connection (``conn``): no connection takes
+    more than this share. 0 turns the bound off."""
 
 
 SIGNATURE_FORMS = ("upstream", "strong", "either")
@@ -458,6 +464,13 @@ def _ops_ranges(cfg: NamesrvConfig) -> list[_Range]:
         ("journal.max_total_bytes", j.max_total_bytes, 0, 2**62),
         ("journal.max_records_per_second", j.max_records_per_second, 0, 100_000_000),
         ("journal.max_topics_per_record", j.max_topics_per_record, 1, 1_000_000),
+        ("journal.max_bytes_per_second", j.max_bytes_per_second, 0, 2**62),
+        (
+            "journal.max_bytes_per_connection_per_second",
+            j.max_bytes_per_connection_per_second,
+            0,
+            2**62,
+        ),
         ("metrics.max_connections", cfg.metrics.max_connections, 1, 100_000),
         ("metrics.idle_timeout_ms", cfg.metrics.idle_timeout_ms, 10, 3_600_000),
     ]

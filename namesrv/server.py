@@ -27,7 +27,7 @@ from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
 from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.heap_trim import HeapTrim, malloc_trim
-from namesrv.ops.journal import EventJournal, NullJournal
+from namesrv.ops.journal import EventJournal, NullJournal, topic_list_fields
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.inline_routes import InlineRoutes
@@ -114,6 +114,8 @@ class NameServer:
             max_total_bytes=cfg.max_total_bytes,
             max_records_per_second=cfg.max_records_per_second,
             max_topics_per_record=cfg.max_topics_per_record,
+            max_bytes_per_second=cfg.max_bytes_per_second,
+            max_bytes_per_connection_per_second=cfg.max_bytes_per_connection_per_second,
             clock_ms=self._now_ms,
         )
 
@@ -522,7 +524,7 @@ class NameServer:
         return operations.answer(source, code, request)
 
     def _subscription_changed(self, event: str, conn: Any, topics: list[str]) -> None:
-        self.journal.record(event, conn=conn.conn_id, topics=topics)
+        self.journal.record(event, conn=conn.conn_id, **topic_list_fields(topics))
 
     def _scan(self) -> None:
         expired = self.registry.scan_not_active_brokers()
