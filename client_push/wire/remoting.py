@@ -284,10 +284,16 @@ class RemotingConnection:
             self.counters["oneway_sent"] += 1
 
     def close(self) -> None:
+        """Close once what is written has gone out; at once when the peer is not reading,
+        since what waits for it would only hold the close until its deadline."""
         self._closing = True
         self._drop_input()
         if self._transport is not None and self.connected:
-            self._transport.close()
+            if self._paused:
+                self.counters["close_aborted"] += 1
+                self._transport.abort()
+            else:
+                self._transport.close()
 
     def abort(self) -> None:
         self._closing = True
