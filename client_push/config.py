@@ -52,6 +52,7 @@ _POSITIVE = (
     "max_requests_in_flight",
     "max_request_bytes_in_flight",
     "write_buffer_bytes",
+    "max_unprocessed_input_bytes",
     "close_timeout_ms",
     "untrusted_retry_initial_ms",
     "untrusted_retry_max_ms",
@@ -116,6 +117,10 @@ class ClientConfig:
     write_buffer_bytes: int = 256 * 1024
     """A connection's transport buffer above this means the peer is not reading: nothing more
     is written to it until it drains."""
+    max_unprocessed_input_bytes: int = 4 * MIB
+    """Bytes received from the name server and not yet handled above which the connection is
+    not read until they are: a server flooding frames costs the client this, one read and one
+    partial frame (``max_frame_size``) at most."""
     close_timeout_ms: int = 3_000
     """``stop``/``close`` returns within this: a connection whose peer has not let it close by
     then (say, one that does not read) is aborted."""

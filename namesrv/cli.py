@@ -14,6 +14,7 @@ from typing import Any
 from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, parse_listen
 from namesrv.config_file import load, looks_like_properties_file
 from namesrv.config_text import config_properties, config_toml
+from namesrv.ops.log_limit import EscapingFilter
 from protocol.command_line import DefaultsHelpFormatter, add_version
 
 EXIT_CONFIG = 2
@@ -160,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(EscapingFilter())
     try:
         config = resolve_config(args)
         check_paths(config)

@@ -95,6 +95,9 @@ class ServerConfig:
 @dataclass(frozen=True, slots=True)
 class RegistryConfig:
     broker_expiry_ms: int = 120_000
+    min_heartbeat_timeout_ms: int = 1_000
+    """A broker's own ``heartbeatTimeoutMillis`` below this is raised to it: a broker that
+    expires between its heartbeats churns routes, events and log lines."""
     scan_interval_ms: int = 5_000
     order_message_enable: bool = False
     enable_all_topic_list: bool = True
@@ -242,6 +245,12 @@ class JournalConfig:
     records are never dropped."""
     max_topics_per_record: int = 1_000
     """Topics one ``route_changes`` record lists at most; a larger tick writes several."""
+    max_bytes_per_second: int = 256 * KIB
+    """Bytes of the records clients and brokers cause (all but route changes and the tick's
+    own) in one second; past it they are dropped and summarized. 0 turns the bound off."""
+    max_bytes_per_connection_per_second: int = 32 * KIB
+    """The same, for the records that name one connection (``conn``): no connection takes
+    more than this share. 0 turns the bound off."""
 
 
 SIGNATURE_FORMS = ("upstream", "strong", "either")
@@ -419,6 +428,7 @@ def _server_ranges(s: ServerConfig) -> list[_Range]:
 def _registry_ranges(r: RegistryConfig) -> list[_Range]:
     return [
         ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
+        ("registry.min_heartbeat_timeout_ms", r.min_heartbeat_timeout_ms, 10, 2**31 - 1),
         ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
         ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),
         ("registry.max_kv_config_bytes", r.max_kv_config_bytes, 1 * KIB, 2**40),
@@ -485,6 +495,13 @@ def _ops_ranges(cfg: NamesrvConfig) -> list[_Range]:
         ("journal.max_total_bytes", j.max_total_bytes, 0, 2**62),
         ("journal.max_records_per_second", j.max_records_per_second, 0, 100_000_000),
         ("journal.max_topics_per_record", j.max_topics_per_record, 1, 1_000_000),
+        ("journal.max_bytes_per_second", j.max_bytes_per_second, 0, 2**62),
+        (
+            "journal.max_bytes_per_connection_per_second",
+            j.max_bytes_per_connection_per_second,
+            0,
+            2**62,
+        ),
         ("metrics.max_connections", cfg.metrics.max_connections, 1, 100_000),
         ("metrics.idle_timeout_ms", cfg.metrics.idle_timeout_ms, 10, 3_600_000),
     ]

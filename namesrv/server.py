@@ -27,7 +27,7 @@ from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
 from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.heap_trim import HeapTrim, malloc_trim
-from namesrv.ops.journal import EventJournal, NullJournal
+from namesrv.ops.journal import EventJournal, NullJournal, topic_list_fields
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.deleted_topics import DeletedTopics
@@ -122,6 +122,8 @@ class NameServer:
             max_total_bytes=cfg.max_total_bytes,
             max_records_per_second=cfg.max_records_per_second,
             max_topics_per_record=cfg.max_topics_per_record,
+            max_bytes_per_second=cfg.max_bytes_per_second,
+            max_bytes_per_connection_per_second=cfg.max_bytes_per_connection_per_second,
             clock_ms=self._now_ms,
         )
 
@@ -130,6 +132,7 @@ class NameServer:
         self.registry = RouteRegistry(
             self.clock,
             broker_expiry_ms=cfg.registry.broker_expiry_ms,
+            min_heartbeat_timeout_ms=cfg.registry.min_heartbeat_timeout_ms,
             listener=self._routes_touched,
             delete_topic_with_broker_registration=cfg.registry.delete_topic_with_broker_registration,
             slice_topics=cfg.registry.register_slice_topics,
@@ -322,6 +325,14 @@ class NameServer:
         )
         self._warm_timer = self.clock.callLater(left / 1000.0, self._warmed_up)
 
+    def _cancel_warm_timer(self) -> None:
+        if self._warm_timer is not None and self._warm_timer.active():
+            self._warm_timer.cancel()
+
+    def _close_replay_record(self) -> None:
+        if self.replay_record is not None:
+            self.replay_record.close(timeout=STATE_CLOSE_TIMEOUT_S)
+
     def _warmed_up(self) -> None:
         self._warm_timer = None
         log.info(
@@ -385,22 +396,28 @@ class NameServer:
             listening = defer.gatherResults(both).addCallback(lambda _: None)
 
         def close_all() -> None:
-            self.heap_trim.stop()
-            self.hub.stop_holding_output()  # output held in this poll (GoAway too) goes first
-            self.hub.admission.stop()
-            for loop in self._loops:
-                if loop.running:
-                    loop.stop()
-            self.ticker.stop()
-            if self._warm_timer is not None and self._warm_timer.active():
-                self._warm_timer.cancel()
-            # Released now rather than when the transports report the loss, which comes
-            # after the journal is closed: their records would be dropped.
-            self.hub.close_all()
-            self.journal.close()
-            self.kv.close(timeout=STATE_CLOSE_TIMEOUT_S)
-            if self.replay_record is not None:
-                self.replay_record.close(timeout=STATE_CLOSE_TIMEOUT_S)
+            # Each step runs whatever the one before raised: a stop that fails half-way would
+            # leave the process running past its grace period.
+            steps: list[Callable[[], object]] = [
+                self.heap_trim.stop,
+                self.hub.stop_holding_output,  # output held in this poll (GoAway too) first
+                self.hub.admission.stop,
+                *(loop.stop for loop in self._loops if loop.running),
+                self.ticker.stop,
+                self._cancel_warm_timer,
+                # Released now rather than when the transports report the loss, which comes
+                # after the journal is closed: their records would be dropped.
+                self.hub.close_all,
+                self.journal.close,
+                lambda: self.kv.close(timeout=STATE_CLOSE_TIMEOUT_S),
+                self._close_replay_record,
+            ]
+            for step in steps:
+                try:
+                    step()
+                except Exception:
+                    self.counters["shutdown_errors"] += 1
+                    log.exception("error while stopping (%s); stopping goes on", step)
             listening.addBoth(lambda _: stopped.callback(None))
 
         if grace == 0:
@@ -558,14 +575,19 @@ class NameServer:
         return operations.answer(source, code, request)
 
     def _subscription_changed(self, event: str, conn: Any, topics: list[str]) -> None:
-        self.journal.record(event, conn=conn.conn_id, topics=topics)
+        self.journal.record(event, conn=conn.conn_id, **topic_list_fields(topics))
 
     def _scan(self) -> None:
         expired = self.registry.scan_not_active_brokers()
         self.register_turns.schedule()
         if expired:
             self.counters["brokers_expired"] += len(expired)
-            log.warning("brokers expired after missing heartbeats: %s", ", ".join(expired))
+            self.hub.peer_log.warning(
+                "brokers_expired",
+                "%d brokers expired after missing heartbeats (first: %s)",
+                len(expired),
+                expired[0],
+            )
 
     # -- stats -----------------------------------------------------------------------------------
 

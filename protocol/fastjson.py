@@ -17,6 +17,7 @@ from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
 from protocol.errors import BodyError
+from protocol.peer_text import unencodable
 
 MAX_DEPTH = 64
 """Deepest object/array nesting :func:`loads` accepts; no RocketMQ body nests past 6."""
@@ -117,17 +118,27 @@ def loads(data: bytes | str) -> Any:
         text = data
     _check_depth(text)
     try:
-        return _parse(text)
+        doc = _parse(text)
     except ValueError as first:
         rewritten = text if not _at_bare_key(first, text) else quote_bare_keys(text)[0]
         if rewritten is text:
             raise BodyError(f"invalid JSON body: {_describe(first)}") from first
         try:
-            return _parse(rewritten)
+            doc = _parse(rewritten)
         except ValueError as exc:
             raise BodyError(f"invalid JSON body: {_describe(exc)}") from exc
     except RecursionError as exc:  # unreachable after _check_depth; kept as a backstop
         raise BodyError(f"JSON body nests deeper than {MAX_DEPTH} levels") from exc
+    refuse_unencodable(text, doc)
+    return doc
+
+
+def refuse_unencodable(data: bytes | str, doc: Any) -> None:
+    """:class:`BodyError` when a string of ``doc`` (decoded from ``data``) cannot be encoded
+    as UTF-8: such a name would fail every answer and record that carries it later."""
+    what = unencodable(data, doc)
+    if what is not None:
+        raise BodyError(f"invalid JSON body: {what}")
 
 
 def _parse(text: str) -> Any:

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from protocol.codes import LanguageCode, ResponseCode
 from protocol.errors import FrameError
+from protocol.peer_text import unencodable
 
 _LANGUAGE_BY_NAME = {lang.name: lang for lang in LanguageCode}
 _BINARY_FIXED = struct.Struct(">hBhii")
@@ -77,6 +78,9 @@ def decode_json(data: bytes) -> Header:
     for name, value in doc.items():
         if name != "extFields" and isinstance(value, dict | list):
             raise bad(f"JSON header field {name} is not a scalar", "header_depth")
+    what = unencodable(data, doc)
+    if what is not None:
+        raise bad(f"JSON header: {what}", "header_text")
     ext = doc.get("extFields") or {}
     if not isinstance(ext, dict):
         raise bad("JSON header field extFields is not an object")

@@ -1,6 +1,7 @@
 """A broker stand-in: enough of a RocketMQ broker for a producer, an admin tool and a name
 server to talk to. It is not a broker: it stores nothing, serves no consumer, and keeps only
-counters and the last ``keep_messages`` messages in memory.
+counters and the last ``keep_messages`` messages in memory, at most ``keep_message_bytes`` of
+them (a message's body, properties and names, with a fixed overhead each).
 
 It registers its topics with the name servers on kept connections and re-registers every
 ``register_interval_s`` (upstream's 30 s), answers HEART_BEAT, UNREGISTER_CLIENT,
@@ -95,6 +96,17 @@ class _Factory(Factory):
         return _ClientConn(self.broker)
 
 
+MESSAGE_OVERHEAD = 512
+"""What a kept message costs beyond its strings and body (its objects and dict)."""
+
+
+def message_cost(msg: ReceivedMessage) -> int:
+    """The bytes a kept message holds, counted for ``keep_message_bytes``."""
+    strings = len(msg.producer_group) + len(msg.topic) + len(msg.broker_name or "")
+    props = sum(len(k) + len(v) + 100 for k, v in msg.properties.items())
+    return MESSAGE_OVERHEAD + len(msg.body) + strings + props
+
+
 class BrokerStandIn:
     def __init__(
         self,
@@ -110,6 +122,7 @@ class BrokerStandIn:
         auto_create_topic_enable: bool = False,
         register_interval_s: float = 30.0,
         keep_messages: int = 1_000,
+        keep_message_bytes: int = 16 * 1024 * 1024,
         max_frame_size: int = 16 * 1024 * 1024,
     ) -> None:
         if reactor is None:
@@ -141,6 +154,9 @@ class BrokerStandIn:
         self.answer_go_away = False
         """While shutting down, answer requests with 1500 (upstream's GoAway) instead."""
         self.messages: deque[ReceivedMessage] = deque(maxlen=keep_messages)
+        self.keep_message_bytes = keep_message_bytes
+        self.messages_bytes = 0
+        """What ``messages`` holds, by :func:`message_cost`."""
         self.last_send_fields: dict[str, str] = {}
         """The header fields of the last SEND_MESSAGE_V2, as they came."""
         self.counters: Counter[str] = Counter()
@@ -162,6 +178,23 @@ class BrokerStandIn:
         ``failed: WHY``."""
         self.on_register: Callable[[str, str], None] = lambda addr, outcome: None
         """Told ``(name-server address, outcome)`` after each register was answered."""
+
+    def _keep(self, msg: ReceivedMessage) -> None:
+        """Keep ``msg`` among the last messages, dropping the oldest past the count or bytes
+        bound; one larger than the whole byte bound is counted, not kept."""
+        cost = message_cost(msg)
+        if cost > self.keep_message_bytes:
+            self.counters["messages_not_kept"] += 1
+            return
+        messages = self.messages
+        if messages.maxlen is not None and len(messages) == messages.maxlen and messages:
+            self.messages_bytes -= message_cost(messages.popleft())
+        while messages and self.messages_bytes + cost > self.keep_message_bytes:
+            self.messages_bytes -= message_cost(messages.popleft())
+        if messages.maxlen == 0:
+            return
+        messages.append(msg)
+        self.messages_bytes += cost
 
     @property
     def addr(self) -> str:
@@ -421,7 +454,7 @@ class BrokerStandIn:
         self._offsets[key] = offset + 1
         self.counters["messages_received"] += 1
         self.by_topic[msg.topic] += 1
-        self.messages.append(msg)
+        self._keep(msg)
         return cmd.make_response(
             ResponseCode.SUCCESS,
             None,

@@ -45,6 +45,7 @@ def client_bounds(config: ClientConfig) -> ConnectionBounds:
         max_requests=config.max_requests_in_flight,
         max_request_bytes=config.max_request_bytes_in_flight,
         write_buffer_bytes=config.write_buffer_bytes,
+        max_unprocessed_input_bytes=config.max_unprocessed_input_bytes,
     )
 
 

@@ -9,13 +9,19 @@ Bounded whatever the peer does: requests in flight are limited by count and by b
 past either limit fails at once (``RequestsInFlightError``); while the peer does not read
 (the transport's buffer above its mark) nothing more is written to it, and what waits to go
 out is part of those bytes; a malformed frame closes the connection with a paced warning.
+Input is read as it is processed: what was received is handled ``input_bytes_per_turn`` per
+turn of the loop (the work it starts runs in between), and while more than
+``max_unprocessed_input_bytes`` wait, or the answers held for a peer that does not read pass
+that bound (each counted with its bookkeeping), the transport is not read: a peer that sends
+requests without reading the answers waits for its own reading. A closing connection handles
+no more input.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -42,6 +48,9 @@ log = logging.getLogger("client_push.wire.remoting")
 TLS_FAILURE_SIGNS = ("ConnectionResetError", "SSL", "EOF")
 """Words of a failed connect that mean the TLS handshake failed, not the connect itself."""
 
+HELD_WRITE_OVERHEAD = 160
+"""Bytes a held-back write costs beyond its data (its bytes object and its outbox entry)."""
+
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], "RemotingCommand | None"]
 """Handles a request the server initiated; returns the response to send (ignored for oneway)."""
 
@@ -55,6 +64,10 @@ class ConnectionBounds:
     """Their encoded bytes, those not yet written out included."""
     write_buffer_bytes: int = 256 * 1024
     """The transport's buffer above which the peer counts as not reading."""
+    max_unprocessed_input_bytes: int = 4 * 1024 * 1024
+    """Bytes received and not yet handled above which the transport is not read."""
+    input_bytes_per_turn: int = 256 * 1024
+    """Received bytes handled in one turn of the loop; the rest waits for the next."""
 
 
 class RemotingConnection:
@@ -96,6 +109,13 @@ class RemotingConnection:
         """Done (with None) when the connection closes, for whatever reason."""
         self.counters: Counter[str] = Counter() if counters is None else counters
         self._paced = paced or PacedLog(log, self._clock.time)
+        self._input: deque[bytes] = deque()
+        """Reads not handled yet, in order."""
+        self.input_bytes = 0
+        """Their bytes."""
+        self._reading_paused = False
+        self._drain_call: Timer | None = None
+        self._closing = False
 
     @property
     def pending(self) -> int:
@@ -132,31 +152,96 @@ class RemotingConnection:
         self.connected = True
 
     def data_received(self, data: bytes) -> None:
-        try:
-            commands = self._decoder.feed(data)
-        except FrameError as exc:
-            self.counters["frames_refused"] += 1
-            self._paced.warning("frame", "closing connection to %s: %s", self.label, exc.remark)
-            self.abort()
+        if self._closing or not data:
+            return  # a closing connection owes nothing more to what it is sent
+        self._input.append(data)
+        self.input_bytes += len(data)
+        counters = self.counters
+        if self.input_bytes > counters["input_held_max_bytes"]:
+            counters["input_held_max_bytes"] = self.input_bytes
+        bound = self.bounds.max_unprocessed_input_bytes
+        if self.input_bytes > bound:
+            self._pause_reading()
+        if self._drain_call is None:
+            self._drain()
+
+    def _answers_held(self) -> bool:
+        """Whether the answers held for a peer that does not read are past the input bound:
+        handling more of its requests would only hold more."""
+        return self._paused and self._outbox_bytes > self.bounds.max_unprocessed_input_bytes
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None and self.connected:
+            self._reading_paused = True
+            self.counters["input_paused"] += 1
+            self._transport.pause_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if (
+            self._reading_paused
+            and not self._answers_held()
+            and self.input_bytes <= self.bounds.max_unprocessed_input_bytes // 2
+            and self._transport is not None
+            and self.connected
+        ):
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    def _drain(self) -> None:
+        """Handle up to ``input_bytes_per_turn`` of what was received; the rest next turn."""
+        self._drain_call = None
+        budget = self.bounds.input_bytes_per_turn
+        handled = 0
+        while self._input and handled < budget and not self._closing:
+            if self._answers_held():
+                self.counters["input_held_for_output"] += 1
+                self._pause_reading()
+                return  # resume_writing hands the rest on
+            data = self._input.popleft()
+            self.input_bytes -= len(data)
+            handled += len(data)
+            try:
+                commands = self._decoder.feed(data)
+            except FrameError as exc:
+                self.counters["frames_refused"] += 1
+                self._paced.warning("frame", "closing connection to %s: %s", self.label, exc.remark)
+                self._drop_input()
+                self.abort()
+                return
+            for cmd in commands:
+                if is_tls_refusal(cmd):
+                    # TLS mismatches are counted apart (``tls_required``, ``tls_failed``): no
+                    # retry mends them, and a command stops on them.
+                    self.counters["tls_required"] += 1
+                    self._paced.warning("tls", "%s: %s", self.label, cmd.remark)
+                elif not self.heard:
+                    self.heard = True
+                    self.counters["connections_answered"] += 1
+                if cmd.is_response:
+                    self._response(cmd)
+                else:
+                    self._request(cmd)
+        if self._closing:
+            self._drop_input()
             return
-        for cmd in commands:
-            if is_tls_refusal(cmd):
-                # TLS mismatches are counted apart (``tls_required``, ``tls_failed``): no retry
-                # mends them, and a command stops on them.
-                self.counters["tls_required"] += 1
-                self._paced.warning("tls", "%s: %s", self.label, cmd.remark)
-            elif not self.heard:
-                self.heard = True
-                self.counters["connections_answered"] += 1
-            if cmd.is_response:
-                self._response(cmd)
-            else:
-                self._request(cmd)
+        if self._input:
+            self._drain_call = self._runtime.call_soon(self._drain)
+            self.counters["input_turns_deferred"] += 1
+        self._maybe_resume_reading()
+
+    def _drop_input(self) -> None:
+        self._input.clear()
+        self.input_bytes = 0
+        if self._drain_call is not None:
+            self._drain_call.cancel()
+            self._drain_call = None
 
     def connection_lost(self, why: str) -> None:
         if self.tls and not self.heard:
             self.counters["tls_failed"] += 1
         self.connected = False
+        self._closing = True
+        self._drop_input()
         self._outbox.clear()
         self._outbox_bytes = 0
         for future, timer, _size in self._pending.drain():
@@ -177,8 +262,11 @@ class RemotingConnection:
         while outbox and not self._paused and self._transport is not None and self.connected:
             key, data = outbox.popitem(last=False)
             if key < 0:
-                self._outbox_bytes -= len(data)
+                self._outbox_bytes -= len(data) + HELD_WRITE_OVERHEAD
             self._transport.write(data)
+        if self._input and self._drain_call is None and not self._answers_held():
+            self._drain_call = self._runtime.call_soon(self._drain)
+        self._maybe_resume_reading()
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -221,10 +309,20 @@ class RemotingConnection:
             self.counters["oneway_sent"] += 1
 
     def close(self) -> None:
+        """Close once what is written has gone out; at once when the peer is not reading,
+        since what waits for it would only hold the close until its deadline."""
+        self._closing = True
+        self._drop_input()
         if self._transport is not None and self.connected:
-            self._transport.close()
+            if self._paused:
+                self.counters["close_aborted"] += 1
+                self._transport.abort()
+            else:
+                self._transport.close()
 
     def abort(self) -> None:
+        self._closing = True
+        self._drop_input()
         if self._transport is not None:
             self._transport.abort()
 
@@ -239,11 +337,14 @@ class RemotingConnection:
         # A request's bytes are in ``pending_bytes`` already; anything else (an answer, a
         # oneway) may hold at most the same bound.
         if opaque is None:
-            if self._outbox_bytes + len(data) > self.bounds.max_request_bytes:
+            cost = len(data) + HELD_WRITE_OVERHEAD
+            if self._outbox_bytes + cost > self.bounds.max_request_bytes:
                 self.counters["writes_dropped"] += 1
                 self._paced.warning("dropped", "%s does not read: a write was dropped", self.label)
                 return
-            self._outbox_bytes += len(data)
+            self._outbox_bytes += cost
+            if self._outbox_bytes > self.counters["held_writes_max_bytes"]:
+                self.counters["held_writes_max_bytes"] = self._outbox_bytes
             opaque = next(self._outbox_keys)
         self._outbox[opaque] = data
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_hostport
 from protocol import headers
 from protocol.codes import RequestCode, ResponseCode
+from protocol.peer_text import printable
 from protocol.route_model import ClusterInfo
 from protocol.signing import SignatureForm
 
@@ -126,16 +127,19 @@ class BrokerOutcome:
         return self.code == ResponseCode.SUCCESS
 
     def describe(self) -> str:
-        who = f"broker {self.broker_name} at {self.addr}" if self.broker_name else self.addr
+        """One line; the broker's name, address and remark come from servers: escaped."""
+        name, addr = printable(self.broker_name, None), printable(self.addr, None)
+        who = f"broker {name} at {addr}" if self.broker_name else addr
+        remark = printable(self.remark or "-", None)
         if self.ok:
             return f"{who}: ok"
         if self.code is None:
-            return f"{who}: not reached: {self.remark}"
+            return f"{who}: not reached: {remark}"
         try:
-            name = ResponseCode(self.code).name
+            code_name = ResponseCode(self.code).name
         except ValueError:
-            name = "UNKNOWN"
-        return f"{who}: refused, {name} ({self.code}): {self.remark or '-'}"
+            code_name = "UNKNOWN"
+        return f"{who}: refused, {code_name} ({self.code}): {remark}"
 
 
 def ask_brokers(

@@ -26,6 +26,7 @@ from namesrv.admin.session import (
     json_option,
     one_of,
     pass_session,
+    say,
     topic_absent,
     topic_not_heard_yet,
     valid_topic,
@@ -308,7 +309,7 @@ def cluster_list(s: Session, more_stats: bool) -> None:
         stats = cluster_views.more_stats(info, brokers)
     for one in stats:
         if one.error:
-            click.echo(
+            say(
                 f"namesrv-admin: broker {one.broker_name} at {one.addr}: no runtime stats: "
                 f"{one.error}",
                 err=True,

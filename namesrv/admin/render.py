@@ -8,6 +8,7 @@ from typing import Any
 
 from protocol.bodies import broker_data_doc, queue_data_doc
 from protocol.codes import Perm
+from protocol.peer_text import json_printable, printable
 from protocol.route_model import ClusterInfo, TopicRouteData
 
 
@@ -19,14 +20,15 @@ def cell(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(c) for c in headers], *[[cell(c) for c in row] for row in rows]]
+    # A cell may hold a server's string: one line, its control characters escaped.
+    cells = [[str(c) for c in headers], *[[printable(cell(c), None) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
     return "\n".join(line.rstrip() for line in lines)
 
 
 def as_json(doc: Any) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+    return json_printable(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def perm_text(perm: int) -> str:
@@ -70,7 +72,7 @@ def route_table(route: TopicRouteData) -> str:
             )
     text = table(("CLUSTER", "BROKER", "ID", "ADDRESS", "READ", "WRITE", "PERM"), rows)
     if route.order_topic_conf:
-        text += f"\norderTopicConf: {route.order_topic_conf}"
+        text += f"\norderTopicConf: {printable(route.order_topic_conf, None)}"
     return text
 
 

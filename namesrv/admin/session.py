@@ -25,6 +25,7 @@ from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
+from protocol.peer_text import printable, printable_lines
 from protocol.topic_name import topic_name_problem
 
 EXIT_REFUSED = 1
@@ -86,9 +87,7 @@ class Session:
             except AdminConnectionError as exc:
                 failures.append(str(exc))
                 if len(self.targets) > 1:
-                    click.echo(
-                        f"namesrv-admin: {hostport(target)}: {exc}; trying the next", err=True
-                    )
+                    say(f"namesrv-admin: {hostport(target)}: {exc}; trying the next", err=True)
                 continue
             self.answered_by = target
             return response
@@ -147,12 +146,12 @@ class Session:
                 {"namesrv": r.where, "ok": r.ok, **({} if r.ok else {"error": r.error})}
                 for r in results
             ]
-            click.echo(render.as_json(out))
+            say(render.as_json(out))
         for result in results:
             if not result.ok:
-                click.echo(f"namesrv-admin: {result.where}: {result.error}", err=True)
+                say(f"namesrv-admin: {result.where}: {result.error}", err=True)
             elif not self.as_json:
-                click.echo(f"{result.where}: {done(result)}")
+                say(f"{result.where}: {done(result)}")
         if not all(r.ok for r in results):
             sys.exit(EXIT_REFUSED)
 
@@ -174,19 +173,19 @@ class Session:
             fail(
                 f"the name server at {self.where} does not support {code.name} ({int(code)}): "
                 "it is not a route-push name server, or push is disabled there "
-                f"(remark: {response.remark or '-'})",
+                f"(remark: {printable(response.remark or '-', None)})",
                 EXIT_UNSUPPORTED,
             )
         if response.code != ResponseCode.SUCCESS:
             fail(
                 f"{code.name} refused by {self.where}: {_code_name(response.code)} "
-                f"({response.code}): {response.remark or '-'}",
+                f"({response.code}): {printable(response.remark or '-', None)}",
                 EXIT_REFUSED,
             )
         return response
 
     def emit(self, doc: Any, text: Callable[[], str]) -> None:
-        click.echo(render.as_json(doc) if self.as_json else text())
+        say(render.as_json(doc) if self.as_json else text())
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,9 +213,15 @@ def _code_name(code: int) -> str:
         return "UNKNOWN"
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """Print ``text`` (on stderr with ``err``): every admin line goes out here, its control
+    characters escaped, so no string a server sent drives the terminal, also through a pipe."""
+    click.echo(printable_lines(text), err=err)
+
+
 def fail(message: str, code: int) -> NoReturn:
     """Print ``message`` on stderr and exit with ``code``."""
-    click.echo(f"namesrv-admin: {message}", err=True)
+    say(f"namesrv-admin: {message}", err=True)
     sys.exit(code)
 
 
@@ -280,6 +285,7 @@ def topic_absent(s: Session, topic: str, resp: RemotingCommand) -> None:
     if resp.code == ResponseCode.TOPIC_NOT_EXIST:
         fail(
             f"topic {topic} does not exist on the name server at {s.where}: "
-            f"TOPIC_NOT_EXIST ({int(ResponseCode.TOPIC_NOT_EXIST)}): {resp.remark or '-'}",
+            f"TOPIC_NOT_EXIST ({int(ResponseCode.TOPIC_NOT_EXIST)}): "
+            f"{printable(resp.remark or '-', None)}",
             EXIT_REFUSED,
         )

@@ -36,12 +36,14 @@ from namesrv.admin.session import (
     json_option,
     one_of,
     pass_session,
+    say,
     topic_absent,
     valid_topic,
 )
 from protocol import bodies, headers
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
+from protocol.peer_text import printable
 from protocol.route_model import ClusterInfo
 
 
@@ -66,7 +68,11 @@ def _masters(s: Session, info: ClusterInfo, cluster: str) -> Masters:
     except ValueError as exc:
         fail(str(exc), EXIT_REFUSED)
     for name in masters.masterless:
-        click.echo(f"namesrv-admin: broker {name} of cluster {cluster} has no master now", err=True)
+        say(
+            f"namesrv-admin: broker {printable(name, None)} of cluster "
+            f"{printable(cluster, None)} has no master now",
+            err=True,
+        )
     if not masters.addrs:
         fail(f"cluster {cluster} has no master broker to ask", EXIT_REFUSED)
     return masters
@@ -83,10 +89,10 @@ def _report(s: Session, outcomes: list[BrokerOutcome], doc: dict[str, object]) -
     if not s.as_json:
         for outcome in outcomes:
             if outcome.ok:
-                click.echo(outcome.describe())
+                say(outcome.describe())
     failed = [o for o in outcomes if not o.ok]
     for outcome in failed:
-        click.echo(f"namesrv-admin: {outcome.describe()}", err=True)
+        say(f"namesrv-admin: {outcome.describe()}", err=True)
     return not failed
 
 
@@ -160,14 +166,14 @@ def update_topic(
     ok = _report(s, outcomes, doc)
     if not ok:
         if s.as_json:
-            click.echo(render.as_json(doc))
+            say(render.as_json(doc))
         raise SystemExit(EXIT_REFUSED)
     if not s.as_json:
         where = f"cluster {cluster}" if cluster else broker_addr
-        click.echo(f"topic {spec.topic} created or updated on {where}")
+        say(f"topic {spec.topic} created or updated on {where}")
     if not order:
         if s.as_json:
-            click.echo(render.as_json(doc))
+            say(render.as_json(doc))
         return
     value = _order_conf(s, spec, cluster, brokers)
     doc["orderConf"] = value
@@ -221,14 +227,14 @@ def delete_topic(s: Session, topic_arg: str | None, topic: str | None, cluster: 
         outcomes = ask_brokers(s.target, brokers, RequestCode.DELETE_TOPIC_IN_BROKER, ext)
         if not _report(s, outcomes, doc):
             if s.as_json:
-                click.echo(render.as_json(doc))
+                say(render.as_json(doc))
             fail(
                 f"topic {name} was not deleted on every broker of cluster {cluster}; the name "
                 "server's route is kept (a broker would register the topic again)",
                 EXIT_REFUSED,
             )
         if not s.as_json:
-            click.echo(f"deleted topic {name} on cluster {cluster}'s brokers")
+            say(f"deleted topic {name} on cluster {cluster}'s brokers")
     header = headers.DeleteTopicFromNamesrvRequestHeader(topic=name, cluster_name=cluster)
     doc["deleted"] = True
     s.write(

@@ -110,7 +110,10 @@ class ConnectionHub:
     def close_all(self) -> None:
         """Close every connection now, releasing each at once (its loss is reported later)."""
         for conn in list(self.connections.values()):
-            self.connection_lost(conn)
+            try:
+                self.connection_lost(conn)
+            except Exception:  # its state is lost with it; the others must still close
+                log.exception("releasing connection %d", conn.conn_id)
             transport: Any = conn.transport
             transport.loseConnection()
 

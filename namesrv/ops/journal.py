@@ -29,7 +29,8 @@ _SEQ_DIGITS = 6
 _RESERVED_FIELDS = frozenset({"ts_ms", "event"})
 
 TOPIC_LIST_LIMIT = 100
-"""``notification_sent`` names at most this many topics; the counts cover all of them."""
+"""``notification_sent``, ``subscribe`` and ``unsubscribe`` name at most this many topics; the
+counts cover all of them."""
 
 
 class Journal(Protocol):
@@ -86,9 +87,26 @@ def notification_sent_fields(
     }
 
 
+def topic_list_fields(topics: list[str]) -> dict[str, Any]:
+    """The topics of a ``subscribe`` or ``unsubscribe`` record: the first ``TOPIC_LIST_LIMIT``
+    in ``topics``, and ``topics_omitted``, how many more there were, when any were left out."""
+    if len(topics) <= TOPIC_LIST_LIMIT:
+        return {"topics": topics}
+    return {"topics": topics[:TOPIC_LIST_LIMIT], "topics_omitted": len(topics) - TOPIC_LIST_LIMIT}
+
+
 def file_name(start_ms: int, seq: int) -> str:
     """``journal-<first record's ts_ms>-<seq within the process>.jsonl``; sorts by age."""
     return f"{FILE_PREFIX}{start_ms}-{seq:0{_SEQ_DIGITS}d}{FILE_SUFFIX}"
+
+
+def _encode(entry: dict[str, Any]) -> bytes:
+    """One record's line, ``\\n``-terminated."""
+    line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        return (line + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a string no UTF-8 holds: JSON's escapes still can
+        return (json.dumps(entry, separators=(",", ":"), default=str) + "\n").encode("utf-8")
 
 
 def _write_all(handle: BinaryIO, data: bytes) -> None:
@@ -114,8 +132,10 @@ class EventJournal:
     """Rotating JSON-lines files in one directory, bounded in count and total bytes.
 
     ``max_files`` and ``max_total_bytes`` (0: that bound off) decide which old files are
-    deleted. ``max_records_per_second`` (0: off) caps a flood: records past it in one second
-    are dropped and summarized by one ``journal_suppressed`` record when the second is over.
+    deleted. ``max_records_per_second``, ``max_bytes_per_second`` and, for records naming a
+    connection (``conn``), ``max_bytes_per_connection_per_second`` (each 0: off) cap a flood:
+    records past one in a second are dropped and summarized by one ``journal_suppressed``
+    record when the second is over.
     Route changes (:meth:`route_changed`) are gathered into ``route_changes`` records of at most
     ``max_topics_per_record`` topics, written at :meth:`flush`, and never cut; neither are the
     tick's own records (``UNLIMITED_EVENTS``).
@@ -132,6 +152,8 @@ class EventJournal:
         max_total_bytes: int = 0,
         max_records_per_second: int = 0,
         max_topics_per_record: int = DEFAULT_MAX_TOPICS,
+        max_bytes_per_second: int = 0,
+        max_bytes_per_connection_per_second: int = 0,
     ) -> None:
         self._dir = Path(directory)
         self._routes = RouteChangeBatches(max_topics_per_record)
@@ -141,6 +163,13 @@ class EventJournal:
         self._max_per_second = max_records_per_second
         self._second = -1
         self._second_records = 0
+        self._max_bytes = max_bytes_per_second
+        self._max_conn_bytes = max_bytes_per_connection_per_second
+        self._second_bytes = 0
+        self._conn_bytes: dict[Any, int] = {}
+        """Bytes each connection's records took in this second; cleared each second."""
+        self._suppressed_bytes = 0
+        self._suppressed_by_conn = 0
         self._suppressed: dict[str, int] = {}
         self._suppressed_since_ms = 0
         self.suppressed_records = 0
@@ -176,19 +205,44 @@ class EventJournal:
         if reserved:
             raise ValueError(f"journal fields {sorted(reserved)} are reserved")
         ts_ms = self._clock_ms()
-        if self._max_per_second and event not in UNLIMITED_EVENTS:
-            second = ts_ms // 1000
-            if second != self._second:
-                self._summarize_suppressed(ts_ms)
-                self._second, self._second_records = second, 0
-            if self._second_records >= self._max_per_second:
-                if not self._suppressed:
-                    self._suppressed_since_ms = ts_ms
-                self._suppressed[event] = self._suppressed.get(event, 0) + 1
-                self.suppressed_records += 1
-                return
-            self._second_records += 1
-        self._append(ts_ms, event, fields)
+        if event in UNLIMITED_EVENTS or not (
+            self._max_per_second or self._max_bytes or self._max_conn_bytes
+        ):
+            self._append(ts_ms, event, fields)
+            return
+        second = ts_ms // 1000
+        if second != self._second:
+            self._summarize_suppressed(ts_ms)
+            self._new_second(second)
+        data = _encode({"ts_ms": ts_ms, "event": event, **fields})
+        conn = fields.get("conn")
+        conn_bytes = self._conn_bytes.get(conn, 0) if conn is not None else 0
+        over_conn = (
+            bool(self._max_conn_bytes)
+            and conn is not None
+            and (conn_bytes + len(data) > self._max_conn_bytes)
+        )
+        if (
+            over_conn
+            or (self._max_per_second and self._second_records >= self._max_per_second)
+            or (self._max_bytes and self._second_bytes + len(data) > self._max_bytes)
+        ):
+            if not self._suppressed:
+                self._suppressed_since_ms = ts_ms
+            self._suppressed[event] = self._suppressed.get(event, 0) + 1
+            self._suppressed_bytes += len(data)
+            self._suppressed_by_conn += over_conn
+            self.suppressed_records += 1
+            return
+        self._second_records += 1
+        self._second_bytes += len(data)
+        if conn is not None:
+            self._conn_bytes[conn] = conn_bytes + len(data)
+        self._append_encoded(ts_ms, data)
+
+    def _new_second(self, second: int) -> None:
+        self._second, self._second_records, self._second_bytes = second, 0, 0
+        self._conn_bytes.clear()
 
     def route_changed(self, fields: dict[str, Any]) -> None:
         """One settled change (the change detector's ``route_changed`` fields: ``topic``,
@@ -214,10 +268,16 @@ class EventJournal:
         if not self._suppressed:
             return
         events, self._suppressed = self._suppressed, {}
+        dropped_bytes, self._suppressed_bytes = self._suppressed_bytes, 0
+        by_conn, self._suppressed_by_conn = self._suppressed_by_conn, 0
         log.warning(
-            "journal: %d records over journal.max_records_per_second=%d dropped (%s)",
+            "journal: %d records (%d bytes) over journal.max_records_per_second=%d, "
+            "max_bytes_per_second=%d or max_bytes_per_connection_per_second=%d dropped (%s)",
             sum(events.values()),
+            dropped_bytes,
             self._max_per_second,
+            self._max_bytes,
+            self._max_conn_bytes,
             ", ".join(f"{k}: {v}" for k, v in sorted(events.items())),
         )
         self._append(
@@ -227,13 +287,15 @@ class EventJournal:
                 "dropped": sum(events.values()),
                 "events": dict(sorted(events.items())),
                 "since_ms": self._suppressed_since_ms,
+                "dropped_bytes": dropped_bytes,
+                "connection_limited": by_conn,
             },
         )
 
     def _append(self, ts_ms: int, event: str, fields: dict[str, Any]) -> None:
-        entry = {"ts_ms": ts_ms, "event": event, **fields}
-        line = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)
-        data = (line + "\n").encode("utf-8")
+        self._append_encoded(ts_ms, _encode({"ts_ms": ts_ms, "event": event, **fields}))
+
+    def _append_encoded(self, ts_ms: int, data: bytes) -> None:
         pending = self._size + self._buffered
         if pending and pending + len(data) > self._max_file_bytes:
             self._write_buffer()
@@ -255,7 +317,7 @@ class EventJournal:
             now = self._clock_ms()
             if now // 1000 != self._second:
                 self._summarize_suppressed(now)
-                self._second, self._second_records = now // 1000, 0
+                self._new_second(now // 1000)
         self._write_buffer()
 
     def close(self) -> None:

@@ -2,6 +2,10 @@
 
 Each kind may log ``burst`` lines per ``period_s``; the lines it had to drop are counted and
 reported by the next line of that kind, so an operator still sees how often it happened.
+Every string argument of such a line is shown by :func:`protocol.peer_text.printable`: control
+characters escaped (a peer's ``\\n`` cannot start a forged line) and cut to a length, so one
+line costs at most a few KiB whatever the peer sent. :class:`EscapingFilter` does the same to
+every line a handler writes, for lines that name a peer's string outside the pacer.
 """
 
 from __future__ import annotations
@@ -9,6 +13,11 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
+
+from protocol.peer_text import DEFAULT_SHOWN_CHARS, printable
+
+MAX_LINE_CHARS = 4_096
+"""A whole log line's message is cut here by :class:`EscapingFilter`."""
 
 
 class _Monotonic:
@@ -18,13 +27,21 @@ class _Monotonic:
 
 class RateLimitedLog:
     def __init__(
-        self, logger: logging.Logger, clock: Any = None, *, period_s: float = 10.0, burst: int = 5
+        self,
+        logger: logging.Logger,
+        clock: Any = None,
+        *,
+        period_s: float = 10.0,
+        burst: int = 5,
+        shown_chars: int = DEFAULT_SHOWN_CHARS,
     ) -> None:
-        """``clock`` has ``seconds()`` (a reactor or ``task.Clock``); None: the monotonic clock."""
+        """``clock`` has ``seconds()`` (a reactor or ``task.Clock``); None: the monotonic clock.
+        A string argument keeps ``shown_chars`` characters."""
         self._log = logger
         self._clock = clock if clock is not None else _Monotonic()
         self._period = period_s
         self._burst = burst
+        self._shown = shown_chars
         self._windows: dict[str, list[float]] = {}
         """kind -> [window start, lines logged in it, lines dropped in it]."""
         self.dropped = 0
@@ -43,8 +60,22 @@ class RateLimitedLog:
             self.dropped += 1
             return False
         window[1] += 1
-        self._log.log(level, msg, *args, exc_info=exc_info)
+        shown = tuple(printable(a, self._shown) if isinstance(a, str) else a for a in args)
+        self._log.log(level, msg, *shown, exc_info=exc_info)
         return True
 
     def warning(self, kind: str, msg: str, *args: Any) -> bool:
         return self.log(logging.WARNING, kind, msg, *args)
+
+
+class EscapingFilter(logging.Filter):
+    """A handler's filter: each line's message with its control characters escaped and cut to
+    ``MAX_LINE_CHARS``, so no string (a peer's name in any line) breaks a line or drives a
+    terminal. Tracebacks keep their lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        shown = printable(message, MAX_LINE_CHARS)
+        if shown != message:
+            record.msg, record.args = shown, None
+        return True

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer, BrokerEvent
 from namesrv.routes.register_jobs import RegisterJobs
@@ -45,6 +46,8 @@ class Departures:
         self._jobs = jobs
         self._announce = announce
         self._clock = clock
+        self._log = RateLimitedLog(log, clock)
+        """Expiry is a peer's choice (its heartbeat timeout): its lines are paced."""
 
     def unregister_broker(
         self, *, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
@@ -66,7 +69,13 @@ class Departures:
             key for key, live in self._t.live.items() if now - live.last_update_ms > live.timeout_ms
         ]
         for key in expired:
-            log.warning("broker %s of cluster %s expired", key[1], key[0])
+            self._log.warning(
+                "broker_expired",
+                "broker %s (%s) of cluster %s expired",
+                self._t.live[key].broker_name,
+                key[1],
+                key[0],
+            )
             self.remove_addr(key, (), ChangeCause.EXPIRY)
         return [addr for _, addr in expired]
 

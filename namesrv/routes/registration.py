@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent
@@ -93,6 +94,7 @@ class Registration:
         clock: Clock,
         *,
         broker_expiry_ms: int,
+        min_heartbeat_timeout_ms: int = 1_000,
         delete_topic_with_broker_registration: bool,
     ) -> None:
         self._t = tables
@@ -102,6 +104,8 @@ class Registration:
         self._stats = stats
         self._clock = clock
         self._expiry_ms = broker_expiry_ms
+        self._min_timeout_ms = min_heartbeat_timeout_ms
+        self._log = RateLimitedLog(log, clock)
         self._delete_with_registration = delete_topic_with_broker_registration
 
     def register_broker(self, request: RegisterRequest) -> RegisterResult:
@@ -165,7 +169,9 @@ class Registration:
             broker_name=request.broker_name,
             last_update_ms=now_ms(self._clock),
             timeout_ms=(
-                timeout_ms  # the broker's own, when it gives one
+                # the broker's own, when it gives one, but never under the floor: a broker
+                # that expires between its heartbeats churns routes, events and log lines
+                max(timeout_ms, self._min_timeout_ms)
                 if timeout_ms is not None and timeout_ms > 0
                 else self._expiry_ms
             ),
@@ -319,7 +325,8 @@ class Registration:
             data_version.state_version
         ):
             return False
-        log.warning(
+        self._log.warning(
+            "register_id_held",
             "refused register of %s as id %d of %s: %s holds that id with state version %d > %d",
             addr,
             broker_id,

@@ -55,6 +55,7 @@ class RouteRegistry:
         clock: Clock,
         *,
         broker_expiry_ms: int = 120_000,
+        min_heartbeat_timeout_ms: int = 1_000,
         listener: Listener | None = None,
         delete_topic_with_broker_registration: bool = False,
         slice_topics: int = DEFAULT_SLICE_TOPICS,
@@ -74,9 +75,12 @@ class RouteRegistry:
             self.stats,
             clock,
             broker_expiry_ms=broker_expiry_ms,
+            min_heartbeat_timeout_ms=min_heartbeat_timeout_ms,
             delete_topic_with_broker_registration=delete_topic_with_broker_registration,
         )
-        self._take_requests(registration, departures, TopicAdmin(self.tables, self._announce))
+        self._take_requests(
+            registration, departures, TopicAdmin(self.tables, self._announce, clock)
+        )
         self._take_queries(RouteQueries(self.tables))
 
     def _take_requests(

@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer
-from namesrv.routes.tables import RouteTables
+from namesrv.routes.tables import Clock, RouteTables
 from protocol.codes import PERM_READ_WRITE, Perm
 from protocol.route_model import QueueData
 
@@ -21,9 +22,10 @@ log = logging.getLogger(__name__)
 class TopicAdmin:
     """WIPE/ADD_WRITE_PERM_OF_BROKER, DELETE_TOPIC_IN_NAMESRV and REGISTER_TOPIC_IN_NAMESRV."""
 
-    def __init__(self, tables: RouteTables, announce: Announcer) -> None:
+    def __init__(self, tables: RouteTables, announce: Announcer, clock: Clock) -> None:
         self._t = tables
         self._announce = announce
+        self._log = RateLimitedLog(log, clock)
 
     def wipe_write_perm(self, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER: clear the write bit of the broker's queues.
@@ -60,18 +62,16 @@ class TopicAdmin:
     def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> None:
         """REGISTER_TOPIC_IN_NAMESRV: write queue data directly, for brokers already known.
 
-        Queue data naming an unknown broker is skipped and logged (upstream refuses it too).
+        Queue data naming an unknown broker is skipped (upstream refuses it too) and counted
+        in one paced line per request, however many it names.
         """
         t = self._t
         touched = False
+        unknown: list[str] = []
         for given in queue_datas:
             name = given.broker_name
             if name not in t.brokers:
-                log.warning(
-                    "REGISTER_TOPIC_IN_NAMESRV for %s names unknown broker %s; skipped",
-                    topic,
-                    name,
-                )
+                unknown.append(name)
                 continue
             qd = t.queue_data(
                 name,
@@ -85,5 +85,13 @@ class TopicAdmin:
                 table[topic] = qd
                 t.applied_parts.pop(name, None)
                 touched = True
+        if unknown:
+            self._log.warning(
+                "register_topic_unknown_broker",
+                "REGISTER_TOPIC_IN_NAMESRV for %s names %d unknown brokers (first: %s); skipped",
+                topic,
+                len(unknown),
+                unknown[0],
+            )
         if touched:
             self._announce.topics((topic,), ChangeCause.REGISTER_TOPIC)

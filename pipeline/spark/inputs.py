@@ -49,6 +49,8 @@ JOURNAL_SCHEMA = T.StructType(
         # An integer in notification_sent, a list of names in subscribe, unsubscribe and
         # route_changes: read as the raw JSON text and typed per event below.
         T.StructField("topics", T.StringType()),
+        # subscribe, unsubscribe: topics the record's list left out (it names the first 100)
+        T.StructField("topics_omitted", T.LongType()),
         T.StructField("bytes", T.LongType()),
         T.StructField("degraded", T.BooleanType()),
         T.StructField("cpu_percent", T.DoubleType()),
@@ -320,10 +322,13 @@ def read_journal(
         .withColumns(
             {
                 "topic_names": F.when(
-                    F.col("event").isin("subscribe", "unsubscribe"), F.size(names)
-                )
-                # size() of a null list is -1: not a list
-                .cast(T.LongType()),
+                    F.col("event").isin("subscribe", "unsubscribe"),
+                    # size() of a null list is -1: not a list, whatever was omitted
+                    F.when(
+                        F.size(names) >= 0,
+                        F.size(names) + F.coalesce(F.col("topics_omitted"), F.lit(0)),
+                    ).otherwise(F.lit(-1)),
+                ).cast(T.LongType()),
                 "topic_count": F.when(
                     F.col("event") == "notification_sent", F.col("topics").cast(T.LongType())
                 ),

@@ -193,6 +193,7 @@ class TableSink:
                     if guess:
                         return False
                     raise NotFast from None
+                fastjson.refuse_unencodable(chunk, general)
                 self.add_parsed(general)
                 self.parts = None
                 return True

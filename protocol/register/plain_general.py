@@ -15,6 +15,7 @@ from typing import Any
 from protocol import fastjson
 from protocol.errors import BodyError, LimitError
 from protocol.json_fields import as_object, load_object, or_empty
+from protocol.peer_text import has_surrogate_escape
 from protocol.register import plain_fast
 from protocol.register.read_table import (
     NO_LIMITS,
@@ -272,6 +273,8 @@ def general_plain_steps(
     if not text.strip():
         raise BodyError("RegisterBrokerBody body is empty")
     try:
+        if has_surrogate_escape(text):
+            raise _NotPlain  # read whole, so a string that cannot be encoded is refused
         table = yield from plain_steps(text, topics_per_step, limits)
     except _NotPlain:
         doc = load_object(data, "RegisterBrokerBody")  # fastjson's form, or the precise error

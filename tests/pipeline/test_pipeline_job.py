@@ -124,6 +124,8 @@ def test_journal_figures(spark, tmp_path):
         },
         {"ts_ms": 500, "event": "subscribe", "conn": 1, "topics": ["A", "B"]},
         {"ts_ms": 600, "event": "subscribe", "conn": 2, "topics": ["A"]},
+        # a record that lists its first topics and counts the rest
+        {"ts_ms": 650, "event": "subscribe", "conn": 3, "topics": ["C"], "topics_omitted": 4},
         {"ts_ms": 700, "event": "unsubscribe", "conn": 2, "topics": ["A"]},
         {"ts_ms": 800, "event": "connection_closed", "conn": 1, "released_topics": 2},
         {"ts_ms": 900, "event": "slow_subscriber_skipped", "conn": 5, "pending_topics": 3},
@@ -172,7 +174,7 @@ def test_journal_figures(spark, tmp_path):
     assert (s.notification_ticks, s.notification_frames, s.notification_bytes) == (2, 6, 1_400)
     assert (s.frames_per_tick.count, s.frames_per_tick.max) == (2, 4.0)
     assert (s.frame_bytes.p50, s.frame_bytes.max) == (100.0, 500.0)
-    assert (s.subscribed_topics, s.unsubscribed_topics, s.connections_closed) == (3, 1, 1)
+    assert (s.subscribed_topics, s.unsubscribed_topics, s.connections_closed) == (8, 1, 1)
     assert (s.slow_skips, s.slow_connections) == (3, 2)
     assert [(c.conn, c.skips, c.max_pending_topics) for c in s.slowest] == [(5, 2, 9), (6, 1, 1)]
     [ep] = s.episodes

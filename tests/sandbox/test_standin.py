@@ -3,6 +3,7 @@ topic admin requests a broker answers (the benchmarks and the sandbox rely on th
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest_twisted
@@ -12,7 +13,10 @@ from twisted.internet import reactor
 from twisted.internet.error import ConnectionRefusedError
 
 from protocol.codes import RequestCode, ResponseCode
-from sandbox.standin import BrokerStandIn
+from protocol.message import encode_message, send_header
+from sandbox.standin import BrokerStandIn, message_cost
+
+MIB = 1024 * 1024
 
 
 def broker_names(server: Any) -> set[str]:
@@ -162,3 +166,40 @@ async def test_stats_show_the_name_servers_view_and_a_refused_register_as_refuse
         assert not any("big-broker" in line and " registered Big" in line for line in said)
     finally:
         await fleet.stop_all()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_messages_it_keeps_are_bounded_in_bytes_as_well_as_count():
+    broker = BrokerStandIn(
+        "broker-m", {"T": 1}, [], reactor=reactor, keep_messages=1_000, keep_message_bytes=4 * MIB
+    )
+    await broker.start()
+    client = await connect(broker.port)
+    try:
+        for i in range(40):  # 40 MiB of bodies, each too random to compress
+            message = encode_message("T", os.urandom(MIB), uniq_key=f"u{i}", compress_over=MIB + 1)
+            header = send_header(
+                message,
+                producer_group="g",
+                queue_id=0,
+                broker_name="broker-m",
+                born_timestamp_ms=1,
+            )
+            resp = await client.call(RequestCode.SEND_MESSAGE_V2, header.to_wire(), message.body)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        assert broker.received == 40
+        assert broker.messages_bytes <= 4 * MIB
+        assert broker.messages_bytes == sum(message_cost(m) for m in broker.messages)
+        assert len(broker.messages) == 3  # the newest that fit
+        assert broker.messages[-1].uniq_key == "u39"
+        big = encode_message("T", os.urandom(MIB), uniq_key="big", compress_over=MIB + 1)
+        broker.keep_message_bytes = MIB  # a message larger than the whole bound: counted only
+        header = send_header(
+            big, producer_group="g", queue_id=0, broker_name="broker-m", born_timestamp_ms=1
+        )
+        await client.call(RequestCode.SEND_MESSAGE_V2, header.to_wire(), big.body)
+        assert broker.counters["messages_not_kept"] == 1
+        assert broker.messages[-1].uniq_key == "u39"
+    finally:
+        client.transport.loseConnection()
+        await broker.shutdown(grace_ms=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import struct
 from typing import Any
 
 from twisted.internet import defer, protocol, reactor
@@ -52,6 +54,29 @@ class WireClient(protocol.Protocol):
         self.transport.write(encode_command(cmd))  # type: ignore[union-attr]
         if cmd.is_oneway:
             d.callback(cmd)
+        return d
+
+    def ascii_json_request(
+        self, code: int, ext: dict[str, str], body: bytes = b""
+    ) -> defer.Deferred[RemotingCommand]:
+        """A request whose JSON header is written with ``\\uXXXX`` escapes, as a peer may
+        spell text this side's encoder would refuse (a lone surrogate)."""
+        opaque = next(self._opaques)
+        header = json.dumps(
+            {
+                "code": code,
+                "extFields": ext,
+                "flag": 0,
+                "language": "JAVA",
+                "opaque": opaque,
+                "serializeTypeCurrentRPC": "JSON",
+                "version": 0,
+            }
+        ).encode("ascii")
+        d: defer.Deferred[RemotingCommand] = defer.Deferred()
+        self._pending[opaque] = d
+        prefix = struct.pack(">ii", 4 + len(header) + len(body), len(header))
+        self.transport.write(prefix + header + body)  # type: ignore[union-attr]
         return d
 
     def call(self, code: int, ext: dict[str, str] | None = None, body: bytes = b"", **kw: Any):

@@ -122,7 +122,13 @@ class BrokerHandlers:
             response = pending.request.make_response(exc.code, exc.remark)
         except Exception as exc:  # a bug must cost one request, not the server
             self._refused["REGISTER_BROKER"] += 1
-            log.exception("error processing REGISTER_BROKER from %s", pending.key[1])
+            self._log.log(
+                logging.ERROR,
+                "error.REGISTER_BROKER",
+                "error processing REGISTER_BROKER from %s",
+                pending.key[1],
+                exc_info=True,
+            )
             response = pending.request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__} while processing REGISTER_BROKER"
             )

@@ -25,6 +25,8 @@ from twisted.internet import defer, protocol, reactor
 from client_push.errors import RouteClientError
 from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand, encode_command
+from protocol.push_codec import encode_notification
+from protocol.push_events import ChangeKind
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
 
 MIB = 1024 * 1024
@@ -276,3 +278,50 @@ async def test_lookups_waiting_for_a_connection_are_bounded_too(rig):
     await until(lambda: d.client.outstanding()["waiting_for_connection"] == 5)
     await until(lambda: len(outcomes) == 7)
     assert set(outcomes) == {"RequestsInFlightError"}
+
+
+class Flooding(protocol.Protocol):
+    """Writes ``FLOOD_FRAMES`` no-op NOTIFY frames (naming a topic nobody holds), each asking
+    for an answer, as fast as the connection takes them, never reading the answers."""
+
+    frames = 0
+
+    def connectionMade(self) -> None:
+        self.transport.pauseProducing()  # type: ignore[union-attr]
+        body = encode_notification([("NobodyHoldsThis", 1, int(ChangeKind.UPDATED))], 1, 1, "e")
+        cmd = RemotingCommand.request(RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED, body=body)
+        self.batch = encode_command(cmd) * 1_000
+        self.transport.registerProducer(self, False)  # type: ignore[union-attr]
+
+    def resumeProducing(self) -> None:
+        if self.frames >= FLOOD_FRAMES:
+            self.transport.unregisterProducer()  # type: ignore[union-attr]
+            return
+        self.frames += 1_000
+        self.transport.write(self.batch)  # type: ignore[union-attr]
+
+    def stopProducing(self) -> None:
+        self.frames = FLOOD_FRAMES
+
+
+FLOOD_FRAMES = 700_000
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_name_server_flooding_notifications_is_read_only_as_fast_as_they_are_handled(rig):
+    server = rig.hostile(Flooding)
+    bound = 2 * MIB
+    d = await rig.client(server.addr, max_unprocessed_input_bytes=bound, close_timeout_ms=500)
+    await until(lambda: d.client.connected)
+    await until(lambda: d.client.stats().get("wire.input_held_for_output", 0) >= 1, timeout=60)
+    stats = d.client.stats()
+    # The answers the flooder does not read stop the client reading it: they stay within the
+    # bound and the answers to one read, as does what it received and has not handled.
+    assert stats["wire.held_writes_max_bytes"] <= bound + 1 * MIB
+    assert stats.get("wire.input_held_max_bytes", 0) <= bound + 256 * 1024
+    assert stats["wire.input_paused"] >= 1
+    assert stats.get("wire.writes_dropped", 0) == 0
+    handled = stats["notify_received"]
+    assert handled < FLOOD_FRAMES // 2
+    await d.stop()  # within close_timeout_ms: the close is aborted, queued input dropped
+    assert d.client.stats()["notify_received"] == handled
