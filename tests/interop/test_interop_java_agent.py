@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -195,11 +196,40 @@ def test_java_clients_with_the_agent_learn_a_new_broker_by_push(world):
                 assert "attached to client" in probe.stderr(), name
                 failed = [ln for ln in probe.lines if ln.kind == "fail"]
                 assert not failed, (name, failed, seen, routed_ms)
+            for version in libs:
+                agent_status(probes[f"producer{version}"], version)
         finally:
             apache.stop(broker_b.proc)
     finally:
         for probe in [*probes.values(), *(p for p in (plain, polling) if p is not None)]:
             probe.stop()
+
+
+def agent_status(probe: java_agent.Probe, version: str) -> None:
+    """What an operator sees of ``probe``'s agent: its start line, and its MBean read by the
+    agent jar's status command (an attach, as ``jcmd`` does)."""
+    log = probe.stderr()
+    start = re.search(
+        r"\[routepush\] route push \S+ started as an agent for Apache RocketMQ Java clients "
+        r"4\.9\.x and 5\.x; options: defaults; status: MBean routepush:type=Agent once a client "
+        r"is served",
+        log,
+    )
+    assert start, log[-3000:]
+    assert "status MBean routepush:type=Agent registered" in log, log[-3000:]
+    status = subprocess.run(
+        ["java", "-jar", str(java_agent.agent_jar()), str(probe.proc.pid)],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    print(f"client {version}.x: {start.group(0)}\n{status.stdout}{status.stderr}")
+    assert status.returncode == 0, (status.stdout, status.stderr)
+    rows = status.stdout.splitlines()[2:]
+    values = dict(line.split(None, 1) for line in rows if not line.startswith("  client "))
+    assert values["Clients"] == "1", status.stdout
+    assert int(values["SubscribedTopics"]) >= 1, status.stdout
+    assert int(values["Notifications"]) >= 1, status.stdout
+    assert int(values["Refreshes"]) >= 1, status.stdout
+    assert f"(RocketMQ client V{version}_" in status.stdout, status.stdout
 
 
 def test_against_apaches_name_server_the_agent_says_so_once_and_sends_work(world):

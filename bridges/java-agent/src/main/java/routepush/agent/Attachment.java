@@ -114,9 +114,14 @@ final class Attachment {
         Log.info("detached from client " + id);
     }
 
+    /** What the agent did for this instance. */
+    Counts counts() {
+        return Counts.of(bridge, worker, queue, inbox);
+    }
+
     String status() {
-        return id + ": at " + bridge.subscribedAt() + (bridge.unsupported() ? " (no push there)" : "")
-                + ", " + bridge.subscribedTopics().size() + " topics subscribed, " + bridge.frames.get()
+        return id + " (RocketMQ client " + access.version.text + "): at " + bridge.subscribedAt() + (bridge.unsupported() ? " (no push there)" : "")
+                + ", " + bridge.subscribedCount() + " topics subscribed, " + bridge.frames.get()
                 + " frames, " + worker.refreshed() + " refreshes (" + worker.failed() + " failed, "
                 + queue.coalesced() + " coalesced), " + bridge.resyncs.get() + " resyncs, "
                 + bridge.malformed.get() + " malformed, " + inbox.dropped() + " frames dropped, "

@@ -105,6 +105,11 @@ final class Bridge {
         return held.size();
     }
 
+    /** Topics subscribed now; readable from any thread (a size, never an iteration). */
+    int subscribedCount() {
+        return subscribed.size();
+    }
+
     Set<String> subscribedTopics() {
         return new TreeSet<String>(subscribed);
     }

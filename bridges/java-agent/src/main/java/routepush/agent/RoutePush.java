@@ -11,7 +11,7 @@ import java.lang.reflect.Method;
  * after its {@code start()}. Every client instance of the same class loader is served from then on.
  *
  * <p>No method here throws: a failure is logged and the application goes on with the client's
- * own 30 s route poll.
+ * own 30 s route poll. A mistake in the options is a warning naming it, never push turned off.
  */
 public final class RoutePush {
     private static Watcher watcher;
@@ -22,7 +22,7 @@ public final class RoutePush {
     /** Starts serving the clients visible to this library's and the calling thread's class loaders. */
     public static synchronized boolean install() {
         try {
-            Watcher w = ensure(Options.parse(null, System.getProperties()));
+            Watcher w = ensure(null, "as a library");
             if (w == null) {
                 return false;
             }
@@ -47,7 +47,7 @@ public final class RoutePush {
             if (client == null) {
                 return false;
             }
-            Watcher w = ensure(Options.parse(null, System.getProperties()));
+            Watcher w = ensure(null, "as a library");
             if (w == null) {
                 return false;
             }
@@ -80,14 +80,7 @@ public final class RoutePush {
 
     /** The agent's entry: options, then every class loader that loads the client registry. */
     static synchronized void start(String agentArgs, Instrumentation inst) {
-        Options options;
-        try {
-            options = Options.parse(agentArgs, System.getProperties());
-        } catch (IllegalArgumentException e) {
-            Log.info("route push off: " + e.getMessage());
-            return;
-        }
-        Watcher w = ensure(options);
+        Watcher w = ensure(agentArgs, "as an agent");
         if (w == null) {
             return;
         }
@@ -100,23 +93,41 @@ public final class RoutePush {
             }
         }
         w.addLoader(ClassLoader.getSystemClassLoader());
-        Log.info("route push agent started");
     }
 
     static synchronized Watcher watcher() {
         return watcher;
     }
 
-    private static Watcher ensure(Options options) {
-        if (watcher == null) {
-            if (!options.enabled) {
-                Log.info("route push off (enabled=false)");
-                return null;
-            }
-            watcher = new Watcher(options);
-            watcher.start();
+    /**
+     * The running watcher, started on the first call from the options ({@code agentArgs} over
+     * the system properties). That first call logs each option mistake as a WARNING and the
+     * start line at INFO: the agent's version, the client versions it serves, the options that
+     * differ from the defaults.
+     */
+    private static Watcher ensure(String agentArgs, String how) {
+        if (watcher != null) {
+            return watcher;
         }
+        Options options = Options.parse(agentArgs, System.getProperties());
+        for (String warning : options.warnings) {
+            Log.LOGGER.warning("[routepush] " + warning);
+        }
+        if (!options.enabled) {
+            Log.info("route push " + AgentVersion.text() + " off (enabled=false): no client is touched");
+            return null;
+        }
+        watcher = new Watcher(options);
+        watcher.start();
+        Log.info(startLine(how, options));
         return watcher;
+    }
+
+    static String startLine(String how, Options options) {
+        return "route push " + AgentVersion.text() + " started " + how + " for Apache RocketMQ Java clients "
+                + AgentVersion.CLIENTS + "; options: " + options.summary() + "; status: MBean "
+                + AgentStatus.NAME + (options.jmx ? " once a client is served" : " off (jmx=false)")
+                + (options.statusIntervalMs > 0 ? ", a status line every " + options.statusIntervalMs + " ms" : "");
     }
 
     /** The {@code MQClientInstance} behind a producer or consumer, or null if not created yet. */

@@ -11,6 +11,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
+import javax.management.ObjectName;
 
 /**
  * Finds every RocketMQ client instance in the JVM and keeps one {@link Attachment} per live one.
@@ -18,7 +19,7 @@ import java.util.concurrent.TimeUnit;
  * loaded it) is read every scan interval, so an instance started later is found within one
  * interval; an instance that left the table or shut down is let go.
  */
-final class Watcher {
+final class Watcher implements AgentStatus.Source {
     static final String MANAGER = "org.apache.rocketmq.client.impl.MQClientManager";
 
     private final Options options;
@@ -28,6 +29,9 @@ final class Watcher {
     private final List<Object> explicit = new ArrayList<Object>();
     private final ConcurrentLinkedQueue<ClassLoader> newLoaders = new ConcurrentLinkedQueue<ClassLoader>();
     private final ScheduledExecutorService scheduler;
+    /** The counters of instances let go, so the totals never go down. */
+    private final Counts retired = new Counts();
+    private final AgentStatus mbean = new AgentStatus(this);
 
     Watcher(Options options) {
         this.options = options;
@@ -48,6 +52,14 @@ final class Watcher {
                 scan();
             }
         }, 0, options.scanIntervalMs, TimeUnit.MILLISECONDS);
+        if (options.statusIntervalMs > 0) {
+            scheduler.scheduleAtFixedRate(new Runnable() {
+                @Override
+                public void run() {
+                    logStatus();
+                }
+            }, options.statusIntervalMs, options.statusIntervalMs, TimeUnit.MILLISECONDS);
+        }
     }
 
     void stop() {
@@ -58,6 +70,45 @@ final class Watcher {
             }
             attached.clear();
         }
+        mbean.unregister();
+    }
+
+    /** The status MBean; registered once the first client instance is served. */
+    AgentStatus mbean() {
+        return mbean;
+    }
+
+    /** One INFO line with the totals (the periodic status line). */
+    void logStatus() {
+        try {
+            Log.info(AgentStatus.summary(totals()));
+        } catch (Throwable t) {
+            Log.warn("status", "route push status not logged", t);
+        }
+    }
+
+    @Override
+    public synchronized Counts totals() {
+        Counts sum = new Counts();
+        sum.add(retired, false);
+        for (Attachment a : attached.values()) {
+            sum.add(a.counts(), true);
+        }
+        return sum;
+    }
+
+    @Override
+    public synchronized String[] clientLines() {
+        List<String> out = new ArrayList<String>();
+        for (Attachment a : attached.values()) {
+            out.add(a.status());
+        }
+        return out.toArray(new String[0]);
+    }
+
+    @Override
+    public String options() {
+        return options.summary();
     }
 
     /**
@@ -142,6 +193,7 @@ final class Watcher {
             for (Object instance : new ArrayList<Object>(attached.keySet())) {
                 Attachment a = attached.get(instance);
                 if (!live.containsKey(instance) || a.access.stoppedForGood()) {
+                    retired.add(a.counts(), false);
                     a.stop();
                     attached.remove(instance);
                     explicit.remove(instance);
@@ -169,6 +221,16 @@ final class Watcher {
             Attachment a = new Attachment(access, options);
             a.start();
             attached.put(instance, a);
+            if (options.jmx && mbean.name() == null) {
+                // Registered with the first client served, not at premain: an application server
+                // may install its own MBean server builder while it starts, which creating the
+                // platform MBean server earlier would break; by now the application runs.
+                ObjectName name = mbean.register();
+                if (name != null) {
+                    Log.info("status MBean " + name + " registered (jconsole, or java -jar "
+                            + "rocketmq-routepush-agent.jar " + pid() + ")");
+                }
+            }
         } catch (Throwable t) {
             if (refused.size() > 1024) {
                 refused.clear();
@@ -177,6 +239,13 @@ final class Watcher {
             Log.warn("attach", "cannot serve RocketMQ client " + instance.getClass().getName() + " (client "
                     + ClientVersion.of(instance.getClass().getClassLoader()) + "); it keeps its 30 s poll", t);
         }
+    }
+
+    /** This JVM's process id, for the operator's status command; "PID" when unknown. */
+    static String pid() {
+        String name = java.lang.management.ManagementFactory.getRuntimeMXBean().getName();
+        int at = name.indexOf('@');
+        return at > 0 ? name.substring(0, at) : "PID";
     }
 
     /** The instances in {@code MQClientManager}'s factory table as {@code loader} sees it. */

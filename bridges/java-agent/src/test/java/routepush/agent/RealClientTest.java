@@ -9,6 +9,7 @@ import static org.junit.Assert.assertTrue;
 import static org.junit.Assume.assumeTrue;
 
 import java.io.File;
+import java.lang.management.ManagementFactory;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.net.ServerSocket;
@@ -17,6 +18,8 @@ import java.net.URLClassLoader;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
 import org.junit.Test;
 
 /**
@@ -28,30 +31,30 @@ import org.junit.Test;
 public class RealClientTest {
     @Test
     public void theCurrentClient() throws Exception {
-        String version = System.getProperty("routepush.test.version", "");
-        File dir = new File(System.getProperty("routepush.test.clients", ""), version);
+        String version = System.getProperty("agenttest.version", "");
+        File dir = new File(System.getProperty("agenttest.clients", ""), version);
         assumeTrue("no client jars in " + dir, dir.isDirectory());
         exercise(dir, version);
     }
 
     @Test
     public void theLegacyClient() throws Exception {
-        String lib = System.getProperty("routepush.test.legacyLib", "");
+        String lib = System.getProperty("agenttest.legacyLib", "");
         assumeTrue("routepush.legacyLib not given", !lib.isEmpty() && new File(lib).isDirectory());
         exercise(new File(lib), "4.9");
     }
 
     @Test
     public void theCurrentClientKeepsItsRouteWhateverTheAgentIsTold() throws Exception {
-        String version = System.getProperty("routepush.test.version", "");
-        File dir = new File(System.getProperty("routepush.test.clients", ""), version);
+        String version = System.getProperty("agenttest.version", "");
+        File dir = new File(System.getProperty("agenttest.clients", ""), version);
         assumeTrue("no client jars in " + dir, dir.isDirectory());
         keepsRoutes(dir);
     }
 
     @Test
     public void theLegacyClientKeepsItsRouteWhateverTheAgentIsTold() throws Exception {
-        String lib = System.getProperty("routepush.test.legacyLib", "");
+        String lib = System.getProperty("agenttest.legacyLib", "");
         assumeTrue("routepush.legacyLib not given", !lib.isEmpty() && new File(lib).isDirectory());
         keepsRoutes(new File(lib));
     }
@@ -124,6 +127,23 @@ public class RealClientTest {
             await(() -> a.inbox.oversized() >= 8, "the large frames seen");
             assertTrue(a.inbox.peakBytes() <= Options.defaults().maxPendingBytes);
             assertEquals(1, brokersOf(instance, "T"));
+
+            // The status MBean, registered with the first client served, shows the same.
+            ObjectName name = watcher.mbean().name();
+            assertNotNull("the MBean is registered once a client is served", name);
+            MBeanServer server = ManagementFactory.getPlatformMBeanServer();
+            assertEquals(1L, server.getAttribute(name, "Clients"));
+            long topics = a.bridge.subscribedCount();
+            assertTrue(topics >= 1);
+            assertEquals(topics, server.getAttribute(name, "SubscribedTopics"));
+            assertTrue((Long) server.getAttribute(name, "Notifications") >= 3);
+            assertEquals(20_000L, server.getAttribute(name, "IgnoredEntries"));
+            assertTrue((Long) server.getAttribute(name, "OversizedFrames") >= 8);
+            String[] lines = (String[]) server.getAttribute(name, "ClientLines");
+            assertEquals(1, lines.length);
+            assertTrue(lines[0], lines[0].contains("(RocketMQ client V") && lines[0].contains(" " + topics + " topics subscribed"));
+            watcher.stop();
+            assertFalse("let go with the agent", server.isRegistered(name));
         } finally {
             watcher.stop();
             if (producer != null) {
