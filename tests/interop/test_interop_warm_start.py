@@ -10,13 +10,19 @@ Needs ``ROCKETMQ_LIB_DIR``: RocketMQ's broker, tools and client jars with every 
 from __future__ import annotations
 
 import json
+import os
+import queue
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import apache_rocketmq as apache
 from support.java_agent import LEGACY_LIB, PROBE_JVM
+from support.paths import REPO_ROOT
 
 from namesrv.admin.wire import AdminClient, Target
 from protocol.codes import RequestCode, ResponseCode
@@ -73,6 +79,25 @@ def produce(lib: str, classes: Path, port: int, count: int) -> list[str]:
     return lines[:-1]
 
 
+def watch(port: int, topic: str) -> tuple[subprocess.Popen[str], queue.Queue[dict[str, Any]]]:
+    """``python -m client_push watch`` of ``topic``, its lines read on a thread. Its version
+    check and poll are an hour away: what it learns, it learns by push."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "client_push", "watch", "--namesrv", f"127.0.0.1:{port}",
+         "--topic", topic, "--version-check-ms", "3600000", "--poll-ms", "3600000"],
+        cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.put(json.loads(line))
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
+
+
 def test_apache_broker_mqadmin_and_producers_work_while_the_name_server_warms_up(tmp_path):
     ns, port = apache.start_namesrv(tmp_path, wait_for_service_ms=WINDOW_MS)
     broker = None
@@ -105,6 +130,26 @@ def test_apache_broker_mqadmin_and_producers_work_while_the_name_server_warms_up
         status = ask(port, RequestCode.GET_PUSH_STATUS)
         doc = json.loads(status.body)  # type: ignore[attr-defined]
         assert doc["warmingUp"] is True and doc["warmInMs"] > 0  # all of it inside the window
+
+        # A topic deleted for real (mqadmin deleteTopic: the brokers, then the name server) is
+        # dropped by a push client as soon as the name server's tick announces it, unlike a
+        # topic that only lost its brokers.
+        watcher, lines = watch(port, TOPIC)
+        try:
+            first = lines.get(timeout=60)
+            assert first["exists"] and broker.name in first["brokers"], first
+            deleted = apache.mqadmin(
+                tmp_path, "deleteTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", TOPIC
+            )
+            assert deleted.returncode == 0, deleted.stdout
+            while True:
+                line = lines.get(timeout=60)
+                if not line["exists"]:
+                    break
+            assert line["cause"] == "notify" and not line["brokers"], line
+        finally:
+            watcher.terminate()
+            watcher.wait(timeout=30)
     finally:
         if broker is not None:
             apache.stop(broker.proc)
