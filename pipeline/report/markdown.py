@@ -340,9 +340,16 @@ def _scenario_row(r: ReplayResult, name: str, d: Distribution) -> str:
 
 
 def _grid_tables(r: ReplayResult) -> list[str]:
+    # A miscalibrated replay's grid is kept as figures, never as a verdict or a curve.
+    unjudged = (
+        f" No verdict on any key: {r.no_verdict}; the rows are shown, not judged, and no "
+        "what-if curve is drawn."
+        if r.no_verdict is not None
+        else ""
+    )
     out = [
         "What-if grid: each replayed key alone at other values, the rest current "
-        f"(model error {_error(r.calibration.error)}).",
+        f"(model error {_error(r.calibration.error)}).{unjudged}",
         "",
         "| key | value | end-to-end p50 | p90 | p99 | frames per tick |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -351,13 +358,13 @@ def _grid_tables(r: ReplayResult) -> list[str]:
         for p in c.points:
             mark = " (current)" if p.value == c.current else ""
             mark += " (suggested)" if p.value == c.suggested and c.suggested != c.current else ""
-            mark += " (no verdict)" if c.no_verdict is not None else ""
+            mark += " (no verdict)" if c.no_verdict is not None or r.no_verdict else ""
             d = p.end_to_end
             out.append(
                 f"| `{c.key}` | {p.value:g}{mark} | {_num(d.p50)} | {_num(d.p90)} "
                 f"| {_num(d.p99)} | {_num(p.frames_per_tick)} |"
             )
-    unjudged = [f"- `{c.key}`: **no verdict**: {c.no_verdict}." for c in r.curves if c.no_verdict]
-    if unjudged:
-        out += ["", "Keys the journal cannot judge (their rows are shown, not judged):", *unjudged]
+    keys = [f"- `{c.key}`: **no verdict**: {c.no_verdict}." for c in r.curves if c.no_verdict]
+    if keys:
+        out += ["", "Keys the journal cannot judge (their rows are shown, not judged):", *keys]
     return [*out, ""]

@@ -172,10 +172,12 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
             tick,
             fitting,
             f"a change waits up to one tick, then delivery p99 is {d.p99:.0f} ms: "
-            f"{tick} + {d.p99:.0f} ms misses the {target} ms target",
+            f"{tick} + {d.p99:.0f} = {tick + d.p99:.0f} ms misses the {target} ms target; "
+            f"{target} - {d.p99:.0f} = {target - d.p99:.0f} ms is left for the tick, "
+            f"{fitting} in steps of 10 ms (at most 1000)",
             over,
             f"the tick wait falls from at most {tick} to {fitting} ms: end-to-end p99 about "
-            f"{tick - fitting} ms shorter",
+            f"{tick} - {fitting} = {tick - fitting} ms shorter",
         )
     return _tick_kept_or_raised(s, tick, fitting, target, over)
 
@@ -222,30 +224,55 @@ def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.0f} ms"
 
 
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
 def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
+    """The buffer must hold ``FRAME_HEADROOM`` of the largest per-connection notification,
+    rounded up to a power of two and never under ``MIN_OUTPUT_BUFFER``; only ever raised.
+    The reason states each of those numbers as it was computed, so its arithmetic is the
+    rule's."""
     key, current = "server.output_buffer_bytes", cfg.server.output_buffer_bytes
-    largest = s.frame_bytes.max
-    if largest is None:
+    if s.frame_bytes.max is None:
         return Recommendation(key, current, current, "kept: no notification was sent")
-    need = max(MIN_OUTPUT_BUFFER, 1 << math.ceil(math.log2(FRAME_HEADROOM * largest)))
-    if current < need:
-        return Recommendation(
-            key,
-            current,
-            need,
-            f"the largest notification averaged {largest:.0f} bytes per connection; "
-            f"{current} bytes hold fewer than {FRAME_HEADROOM} of them, so a briefly busy "
-            f"client is paused and skipped ({s.slow_skips} skips seen)",
-            effect=f"a connection holds {need // max(1, int(largest))} of the largest "
-            f"notification before it is paused (was {current // max(1, int(largest))}); up to "
-            f"{need - current} more bytes per busy connection",
+    largest = max(1, math.ceil(s.frame_bytes.max))
+    room = FRAME_HEADROOM * largest
+    rounded = 1 << math.ceil(math.log2(room))
+    need = max(MIN_OUTPUT_BUFFER, rounded)
+    holds = current // largest
+    seen = (
+        f"the largest notification was {_n(largest)} bytes per connection; "
+        f"{_n(current)} bytes hold {_n(holds)} of them "
+        f"({_n(current)} / {_n(largest)} = {current / largest:,.1f})"
+    )
+    rule = (
+        f"the rule wants {FRAME_HEADROOM} × {_n(largest)} = {_n(room)} bytes, rounded up to "
+        f"the power of two {_n(rounded)}, and never less than the "
+        f"{_n(MIN_OUTPUT_BUFFER)}-byte ({MIN_OUTPUT_BUFFER >> 20} MiB) floor: {_n(need)}"
+    )
+    if current >= need:
+        return Recommendation(key, current, current, f"kept: {seen}; {rule}")
+    if holds < FRAME_HEADROOM:
+        why = (
+            f"{seen}, fewer than {FRAME_HEADROOM}, so a briefly busy client is paused and "
+            f"skipped ({s.slow_skips} skips seen); {rule}"
+        )
+    else:
+        driver = "floor" if need > rounded else "power of two"
+        why = (
+            f"{seen}, at least the {FRAME_HEADROOM} wanted; it is raised to the {driver} "
+            f"alone ({s.slow_skips} skips seen): {rule}"
         )
     return Recommendation(
         key,
         current,
-        current,
-        f"kept: holds {current // max(1, int(largest))} of the largest notification "
-        f"({largest:.0f} bytes)",
+        need,
+        why,
+        effect=f"a connection holds {_n(need // largest)} of the largest notification "
+        f"({_n(need)} / {_n(largest)} = {need / largest:,.1f}) before it is paused (was "
+        f"{_n(holds)}); up to "
+        f"{_n(need)} - {_n(current)} = {_n(need - current)} more bytes per busy connection",
     )
 
 
