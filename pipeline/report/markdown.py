@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from pipeline.report.headline import Headline, headline
 from pipeline.report.replay_model import MAX_MODEL_ERROR, ReplayResult
 from pipeline.report.summary import SPREAD_CAUSES, Distribution, InputQuality, Summary
-from pipeline.report.tuning import Recommendation, Targets
+from pipeline.report.tuning import Recommendation, Targets, changes_live, how_to_apply
+
+TUNED_FILE = "namesrv-tuned.toml"
 
 
 def _ts(ms: int | None) -> str:
@@ -80,12 +82,15 @@ def render(
         out += [*section, ""]
     out += [*_propagation(s), ""]
     out += [*_tuning(recommendations), ""]
+    out += [*applying(recommendations), ""]
     out += _replay(replayed)
     return "\n".join(out)
 
 
 def _headline(h: Headline) -> list[str]:
-    return [f"**{h.figure}**", "", h.scope, "", f"**{h.replay}**", "", *h.notes, ""]
+    stale = [f"**{h.staleness}**", ""] if h.staleness else []
+    notes = [line for n in h.notes for line in (n, "")]
+    return [f"**{h.figure}**", "", h.scope, "", *stale, f"**{h.replay}**", "", *notes]
 
 
 def _inputs(s: Summary) -> list[str]:
@@ -122,10 +127,58 @@ def _changes(s: Summary) -> list[str]:
         "",
         *_counts_table("Cause", s.changes_by_cause),
         "",
+        causes_reconciled(s),
+        "",
         *_counts_table("Suppressed by rule", s.suppressed_by_rule),
+        "",
+        rules_reconciled(s),
         "",
         *_counts_table("Broker events", s.broker_events),
     ]
+
+
+def _sum_of_products(by_count: Mapping[str, int]) -> tuple[str, int]:
+    """``1 x a + 2 x b ...`` of changes by how many items they have, and its value."""
+    terms = sorted((int(k), n) for k, n in by_count.items())
+    total = sum(k * n for k, n in terms)
+    text = " + ".join(f"{k} x {n:,}" for k, n in terms) or "0"
+    return text, total
+
+
+def causes_reconciled(s: Summary) -> str:
+    """How the cause table's total follows from the changes: one count per cause."""
+    text, total = _sum_of_products(s.changes_by_cause_count)
+    listed = sum(s.changes_by_cause.values())
+    counted = sum(s.changes_by_cause_count.values())
+    out = (
+        f"The cause table adds up to {listed:,} for {s.changes:,} changes: a change with "
+        f"several causes counts once under each ({text} = {total:,}, over "
+        f"{counted:,} changes by their number of causes)."
+    )
+    if counted != s.changes:
+        out += f" {s.changes - counted:,} changes list no causes."
+    return out
+
+
+def rules_reconciled(s: Summary) -> str:
+    """How the rule table's total follows from the silent changes: one count per rule."""
+    suppressed = s.changes - s.notified_changes
+    text, total = _sum_of_products(s.suppressed_by_rule_count)
+    listed = sum(s.suppressed_by_rule.values())
+    records = sum(s.suppressed_by_rule_count.values())
+    out = (
+        f"The rule table adds up to {listed:,} for {suppressed:,} suppressed changes: a "
+        f"change silenced by several rules counts once under each ({text} = {total:,}, over "
+        f"the {records:,} silent changes whose rules the journal names)."
+    )
+    if records < suppressed:
+        out += f" {suppressed - records:,} suppressed changes have no rules in the journal."
+    elif records > suppressed:
+        out += (
+            f" {records - suppressed:,} `suppressed` records have no change of their own in "
+            "the journal (it was cut, or a record lost)."
+        )
+    return out
 
 
 def _notifications(s: Summary) -> list[str]:
@@ -269,6 +322,29 @@ def _tuning(recommendations: Sequence[Recommendation]) -> list[str]:
             f"| {r.effect or 'none: kept'} | {r.reason} |"
             for r in recommendations
         ),
+    ]
+
+
+def applying(recommendations: Sequence[Recommendation]) -> list[str]:
+    """How to put the tuned keys into effect: which change at run time, which at a restart."""
+    out = ["## Applying the tuned keys", ""]
+    changed = [r for r in recommendations if r.changed]
+    if not changed:
+        return [
+            *out,
+            f"No key changes: `{TUNED_FILE}` holds none, and the name server runs on as it is.",
+        ]
+    live = sum(changes_live(r.key) for r in changed)
+    return [
+        *out,
+        f"`{TUNED_FILE}` holds only the {len(changed):,} keys whose value changes, each under "
+        "its table with its reason above it; merge them into the config file the name server "
+        "runs with (every other key stays as that file has it). "
+        f"{live:,} of them change at run time, {len(changed) - live:,} take a restart.",
+        "",
+        "| key | from | to | how it takes effect |",
+        "| --- | ---: | ---: | --- |",
+        *(f"| `{r.key}` | {r.current} | {r.suggested} | {how_to_apply(r)} |" for r in changed),
     ]
 
 

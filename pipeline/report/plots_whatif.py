@@ -96,9 +96,7 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
     ax.set_title(f"{curve.key}: end-to-end p99 and cost per value", fontsize=10)
     # Below the axes: beside them it would cover the right axis' label.
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
-    return Plot(
-        f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve, replayed), png(fig)
-    )
+    return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve, replayed), png(fig))
 
 
 def _unjudged(curve: Curve, replayed: ReplayResult) -> str | None:

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from namesrv.config import NamesrvConfig
+from namesrv.properties import resolve_key
 from pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
 
 MIN_SAMPLES = 20
@@ -247,7 +248,7 @@ def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
         f"({_n(current)} / {_n(largest)} = {current / largest:,.1f})"
     )
     rule = (
-        f"the rule wants {FRAME_HEADROOM} × {_n(largest)} = {_n(room)} bytes, rounded up to "
+        f"the rule wants {FRAME_HEADROOM} x {_n(largest)} = {_n(room)} bytes, rounded up to "
         f"the power of two {_n(rounded)}, and never less than the "
         f"{_n(MIN_OUTPUT_BUFFER)}-byte ({MIN_OUTPUT_BUFFER >> 20} MiB) floor: {_n(need)}"
     )
@@ -390,6 +391,32 @@ def _low_mark(name: str, count: int, low: float, high: float) -> Recommendation:
             key, low, low, f"kept: the {name} hysteresis is already {high - low:.1f} points wide"
         )
     return Recommendation(key, low, low, f"kept: no episode began on {name}")
+
+
+def changes_live(key: str) -> bool:
+    """Whether the name server takes ``key`` at run time (UPDATE_NAMESRV_CONFIG,
+    ``namesrv-admin updateNamesrvConfig``); any other key takes a restart."""
+    known = resolve_key(key)
+    return known is not None and known.runtime
+
+
+def how_to_apply(r: Recommendation) -> str:
+    """How an operator puts a changed key into effect on a running name server."""
+    if changes_live(r.key):
+        return (
+            f"at run time: `namesrv-admin -n HOST:PORT updateNamesrvConfig -k {r.key} -v "
+            f"{r.suggested}` (every name server of `-n`); it lasts until a restart, so merge "
+            "it into the config file too"
+        )
+    return (
+        f"restart: merge it into the config file under `[{r.key.rpartition('.')[0]}]` and "
+        "restart the name server (UPDATE_NAMESRV_CONFIG refuses it)"
+    )
+
+
+def tuned_keys(recommendations: list[Recommendation]) -> dict[str, int | float]:
+    """The keys whose value changes, with their new values: all ``namesrv-tuned.toml`` holds."""
+    return {r.key: r.suggested for r in recommendations if r.changed}
 
 
 def tuned(config: NamesrvConfig, recommendations: list[Recommendation]) -> NamesrvConfig:

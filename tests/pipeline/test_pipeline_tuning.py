@@ -170,7 +170,7 @@ def test_output_buffer_raised_to_hold_the_largest_notifications():
 
 
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
-_EQUATION = re.compile(rf"({_NUMBER}) ([×/+-]) ({_NUMBER}) = ({_NUMBER})")
+_EQUATION = re.compile(rf"({_NUMBER}) ([x/+-]) ({_NUMBER}) = ({_NUMBER})")
 
 
 def stated_equations(text: str) -> list[tuple[float, str, float, float, int]]:
@@ -185,7 +185,7 @@ def stated_equations(text: str) -> list[tuple[float, str, float, float, int]]:
 
 def check_arithmetic(text: str) -> int:
     """Every equation ``text`` states holds to the decimals shown; how many it states."""
-    ops = {"×": lambda a, b: a * b, "/": lambda a, b: a / b,
+    ops = {"x": lambda a, b: a * b, "/": lambda a, b: a / b,
            "+": lambda a, b: a + b, "-": lambda a, b: a - b}  # fmt: skip
     equations = stated_equations(text)
     for a, op, b, c, decimals in equations:
@@ -207,7 +207,7 @@ def test_the_output_buffer_reason_states_the_numbers_that_chose_the_value(curren
     holds = current // largest
     assert f"hold {holds:,} of them ({current:,} / {largest:,} = " in rec.reason
     room = 32 * largest
-    assert f"32 × {largest:,} = {room:,} bytes" in rec.reason
+    assert f"32 x {largest:,} = {room:,} bytes" in rec.reason
     rounded = 1 << math.ceil(math.log2(room))
     assert rec.suggested == max(current, 1 << 20, rounded)
     assert f"the power of two {rounded:,}" in rec.reason and "1 MiB) floor" in rec.reason
