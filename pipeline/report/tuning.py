@@ -145,7 +145,8 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
         f"tick + delivery p99 against the {target} ms target for the {END_TO_END}; delivery "
         f"over {d.count} notified fetches, timed from the NOTIFY's emission, so time held in "
         f"degraded windows is not in it; end-to-end over {e2e.count} client-versions "
-        f"({s.held_changes} changes held)"
+        f"(of the {s.held_changes} changes held while push was degraded, the "
+        f"{s.held_reached} some client learned)"
     )
     if d.count < MIN_SAMPLES or d.p99 is None:
         return Recommendation(
@@ -209,15 +210,16 @@ def _tick_kept_or_raised(
         )
     if e2e.p99 is not None and e2e.p99 > target:
         why = (
-            f"kept: {tick} + {d.p99:.0f} ms (delivery p99) fits the {target} ms target, but "
-            f"the end-to-end p99 ({_ms(e2e.p99)}, {s.held_changes} changes held while push "
-            "was degraded) misses it: the excess is not the tick's, and a longer tick would "
-            "add to it"
+            f"kept: {tick} + {d.p99:.0f} = {tick + d.p99:.0f} ms (tick + delivery p99) fits "
+            f"the {target} ms target, but the end-to-end p99 ({_ms(e2e.p99)}; "
+            f"{s.held_changes} changes were held while push was degraded) misses it: the "
+            "excess is not the tick's, and a longer tick would add to it"
         )
     else:
-        why = f"kept: {tick} + {d.p99:.0f} ms (delivery p99) meets the {target} ms target" + (
-            "" if e2e.p99 is None else f", and the end-to-end p99 ({_ms(e2e.p99)}) too"
-        )
+        why = (
+            f"kept: {tick} + {d.p99:.0f} = {tick + d.p99:.0f} ms (tick + delivery p99) meets "
+            f"the {target} ms target"
+        ) + ("" if e2e.p99 is None else f", and the end-to-end p99 ({_ms(e2e.p99)}) too")
     return Recommendation(key, tick, tick, why, over)
 
 
