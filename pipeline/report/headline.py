@@ -89,8 +89,8 @@ def staleness_line(s: Summary) -> str:
         h = s.staleness_held
         fate = (
             f"{s.held_reached:,} reached clients, {s.held_superseded:,} were superseded "
-            f"before reaching any, {s.held_unresolved:,} had no later version any client "
-            "learned"
+            f"before reaching any, {s.held_unresolved:,} were followed by no version any "
+            "client learned: no client held their topic, or the telemetry ends first"
         )
         parts.append(
             f"Held while push was degraded: {s.held_changes:,} changes ({fate}); clients "

@@ -337,15 +337,19 @@ def applying(recommendations: Sequence[Recommendation]) -> list[str]:
     live = sum(changes_live(r.key) for r in changed)
     return [
         *out,
-        f"`{TUNED_FILE}` holds only the {len(changed):,} keys whose value changes, each under "
+        f"`{TUNED_FILE}` holds only the {_keys(len(changed))} whose value changes, each under "
         "its table with its reason above it; merge them into the config file the name server "
-        "runs with (every other key stays as that file has it). "
-        f"{live:,} of them change at run time, {len(changed) - live:,} take a restart.",
+        "runs with (every other key stays as that file has it). Changing at run time: "
+        f"{_keys(live)}; taking a restart: {_keys(len(changed) - live)}.",
         "",
         "| key | from | to | how it takes effect |",
         "| --- | ---: | ---: | --- |",
         *(f"| `{r.key}` | {r.current} | {r.suggested} | {how_to_apply(r)} |" for r in changed),
     ]
+
+
+def _keys(n: int) -> str:
+    return f"{n:,} key" if n == 1 else f"{n:,} keys"
 
 
 REPLAY_MODEL = (

@@ -137,7 +137,7 @@ def _write(
     base = Path(request.config).name if request.config else "the embedded defaults"
     header = (
         "name-server keys namesrv-pipeline tuned from the journal and client telemetry: only "
-        f"the {len(changed)} whose value changes\n"
+        f"those whose value changes ({len(changed)})\n"
         f"base: {base}; reasons and how to apply each in {REPORT} (Applying the tuned keys)\n"
         "merge them into the config file under their tables; every other key stays as it is"
     )

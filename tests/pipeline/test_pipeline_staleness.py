@@ -134,7 +134,7 @@ def test_the_headline_states_the_held_figures_the_table_gives(report):
     assert (
         f"Held while push was degraded: {by_hand.held} changes ({by_hand.reached} reached "
         f"clients, {by_hand.superseded} were superseded before reaching any, "
-        f"{by_hand.unresolved} had no later version any client learned)"
+        f"{by_hand.unresolved} were followed by no version any client learned"
     ) in line
     h = s["staleness_held"]
     assert (
