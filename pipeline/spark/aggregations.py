@@ -489,8 +489,9 @@ def summarize(
     """The whole analysis: the summary, and what stays in Spark (``Tables``). ``on_step`` is
     told each of ``STEPS`` before it runs; ``on_journal`` gets the summary of the journal's
     figures as soon as they are in, while the telemetry's may still be computed; ``on_table``
-    gets the per-change table as soon as it can be computed, from the thread that computed
-    it, while the rest may still run. The passes run side by side (the module's docstring).
+    gets the per-change table (cached) once both passes are done, as it marks the changes
+    held in the journal's degraded spans, while its staleness figures are aggregated here.
+    The passes run side by side (the module's docstring).
     """
     on_step(STEPS[0])
     changes = journal.usable.where(F.col("event") == "route_changed")
