@@ -230,7 +230,12 @@ async def record(reactor: Any, work: Path, seconds: float, say: Any = print) -> 
 
         changes = RouteChanges(brokers, rng)
         made = await _drive(reactor, seconds, changes, slow, storm, topics, say)
-        say(f"demo: {made} route changes made; settling")
+        say(
+            f"demo: {made} broker operations made (each wipes or restores a broker's write "
+            "permission, resizes or creates a topic, or has a broker leave and come back: one "
+            "or more topics' routes change; the report counts a change per topic and version); "
+            "settling"
+        )
         log.debug("name server counters: %s", dict(server.counters))
         await _sleep(reactor, 2.0)
     finally:

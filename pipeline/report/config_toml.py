@@ -1,7 +1,6 @@
-"""A name-server config written back as TOML that ``namesrv --config`` loads.
-
-Every key is written, so the file is the whole configuration the name server would run with;
-the tuned keys carry the reason as a comment above them.
+"""A name-server config written back as TOML that ``namesrv --config`` loads: the whole of it
+(``to_toml``: every key, as the demo writes its own), or only some keys (``keys_toml``: the
+tuned ones, each with its reason above it, to be merged into a config file by hand).
 """
 
 from __future__ import annotations
@@ -49,3 +48,23 @@ def to_toml(config: NamesrvConfig, notes: Mapping[str, str] | None = None, heade
     for f in fields(config):
         _table(lines, f.name, getattr(config, f.name), notes or {})
     return "\n".join(lines).rstrip() + "\n"
+
+
+def keys_toml(
+    values: Mapping[str, Any], notes: Mapping[str, str] | None = None, header: str = ""
+) -> str:
+    """Only the dotted keys of ``values`` (``push.tick_interval_ms``), under their tables in
+    the order given, each preceded by its note: nothing else of a config is written, so
+    merging the file into one changes those keys and no other."""
+    lines = [f"# {part}" for part in header.splitlines()]
+    tables: dict[str, list[str]] = {}
+    for key, value in values.items():
+        table, _, name = key.rpartition(".")
+        body = tables.setdefault(table, [])
+        note = (notes or {}).get(key)
+        if note:
+            body.extend(f"# {part}" for part in note.splitlines())
+        body.append(f"{name} = {_value(value)}")
+    for table, body in tables.items():
+        lines += ["", f"[{table}]", *body]
+    return "\n".join(lines).strip() + "\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.report.replay_model import ReplayResult
-from pipeline.report.summary import SPREAD_CAUSES, Summary
+from pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
 from pipeline.report.tuning import Targets, end_to_end
 
 
@@ -21,6 +21,9 @@ class Headline:
     """The replay's verdict, or why there is none, with the model error."""
     notes: tuple[str, ...] = ()
     met: bool | None = None
+    staleness: str = ""
+    """How long clients held a superseded route: every change's, and the held changes',
+    those that never reached a client included."""
 
 
 def _ms(value: float | None) -> str:
@@ -35,13 +38,15 @@ def headline(s: Summary, replayed: ReplayResult | None, targets: Targets) -> Hea
             "End-to-end p99: unknown (no client telemetry tied to the journal's changes)",
             f"The target is {target:,} ms; without telemetry there is nothing to hold to it.",
             _replay_line(replayed),
+            staleness=staleness_line(s),
         )
     met = d.p99 <= target
     notes = []
     if s.held_changes:
         notes.append(
-            f"It includes {s.held_changes:,} changes held while push was degraded (sent only "
-            "with the backlog after recovery)."
+            f"Of the {s.held_changes:,} changes held while push was degraded, it includes "
+            f"only the {s.held_reached:,} some client learned; the time clients held the "
+            "routes the others replaced is the held staleness above."
         )
     if s.changes_without_mutation_time:
         notes.append(
@@ -57,7 +62,48 @@ def headline(s: Summary, replayed: ReplayResult | None, targets: Targets) -> Hea
         _replay_line(replayed),
         tuple(notes),
         met,
+        staleness_line(s),
     )
+
+
+STALENESS = (
+    "staleness: from a change's first registry mutation until a version at or after it "
+    "reached every client that learned that version"
+)
+
+
+def _spread(d: Distribution) -> str:
+    return f"p50 {_ms(d.p50)}, p99 {_ms(d.p99)}, max {_ms(d.max)}"
+
+
+def staleness_line(s: Summary) -> str:
+    """Every held change's fate and how long clients held the route it replaced, then the
+    staleness of every change."""
+    if s.telemetry is None:
+        held = (
+            f"{s.held_changes:,} changes held while push was degraded; " if s.held_changes else ""
+        )
+        return f"{held}how long clients held older routes is unknown without telemetry."
+    parts = []
+    if s.held_changes:
+        h = s.staleness_held
+        fate = (
+            f"{s.held_reached:,} reached clients, {s.held_superseded:,} were superseded "
+            f"before reaching any, {s.held_unresolved:,} were followed by no version any "
+            "client learned: no client held their topic, or the telemetry ends first"
+        )
+        parts.append(
+            f"Held while push was degraded: {s.held_changes:,} changes ({fate}); clients "
+            f"held the route they replaced for {_spread(h)} over the {h.count:,} with a "
+            f"staleness ({STALENESS})."
+        )
+    every = s.staleness
+    parts.append(
+        f"Staleness of every change: {_spread(every)} over {every.count:,} of "
+        f"{s.changes:,} changes ({s.changes - every.count:,} had no version at or after "
+        "them learned by any client)."
+    )
+    return " ".join(parts)
 
 
 def _replay_line(r: ReplayResult | None) -> str:

@@ -35,9 +35,10 @@ def headline_html(s: Summary, replayed: ReplayResult | None = None) -> str:
     h = headline(s, replayed, Targets())
     state = {True: "met", False: "missed", None: "unknown"}[h.met]
     notes = "".join(f"<p>{_inline(n)}</p>" for n in h.notes)
+    stale = f"<p><b>{html.escape(h.staleness)}</b></p>" if h.staleness else ""
     return (
         f'<div class="head {state}"><b>{html.escape(h.figure)}</b>'
-        f"<p>{html.escape(h.scope)}</p><p><b>{html.escape(h.replay)}</b></p>{notes}</div>"
+        f"<p>{html.escape(h.scope)}</p>{stale}<p><b>{html.escape(h.replay)}</b></p>{notes}</div>"
     )
 
 

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from pipeline.report.headline import Headline, headline
 from pipeline.report.replay_model import MAX_MODEL_ERROR, ReplayResult
 from pipeline.report.summary import SPREAD_CAUSES, Distribution, InputQuality, Summary
-from pipeline.report.tuning import Recommendation, Targets
+from pipeline.report.tuning import Recommendation, Targets, changes_live, how_to_apply
+
+TUNED_FILE = "namesrv-tuned.toml"
 
 
 def _ts(ms: int | None) -> str:
@@ -80,12 +82,15 @@ def render(
         out += [*section, ""]
     out += [*_propagation(s), ""]
     out += [*_tuning(recommendations), ""]
+    out += [*applying(recommendations), ""]
     out += _replay(replayed)
     return "\n".join(out)
 
 
 def _headline(h: Headline) -> list[str]:
-    return [f"**{h.figure}**", "", h.scope, "", f"**{h.replay}**", "", *h.notes, ""]
+    stale = [f"**{h.staleness}**", ""] if h.staleness else []
+    notes = [line for n in h.notes for line in (n, "")]
+    return [f"**{h.figure}**", "", h.scope, "", *stale, f"**{h.replay}**", "", *notes]
 
 
 def _inputs(s: Summary) -> list[str]:
@@ -122,10 +127,58 @@ def _changes(s: Summary) -> list[str]:
         "",
         *_counts_table("Cause", s.changes_by_cause),
         "",
+        causes_reconciled(s),
+        "",
         *_counts_table("Suppressed by rule", s.suppressed_by_rule),
+        "",
+        rules_reconciled(s),
         "",
         *_counts_table("Broker events", s.broker_events),
     ]
+
+
+def _sum_of_products(by_count: Mapping[str, int]) -> tuple[str, int]:
+    """``1 x a + 2 x b ...`` of changes by how many items they have, and its value."""
+    terms = sorted((int(k), n) for k, n in by_count.items())
+    total = sum(k * n for k, n in terms)
+    text = " + ".join(f"{k} x {n:,}" for k, n in terms) or "0"
+    return text, total
+
+
+def causes_reconciled(s: Summary) -> str:
+    """How the cause table's total follows from the changes: one count per cause."""
+    text, total = _sum_of_products(s.changes_by_cause_count)
+    listed = sum(s.changes_by_cause.values())
+    counted = sum(s.changes_by_cause_count.values())
+    out = (
+        f"The cause table adds up to {listed:,} for {s.changes:,} changes: a change with "
+        f"several causes counts once under each ({text} = {total:,}, over "
+        f"{counted:,} changes by their number of causes)."
+    )
+    if counted != s.changes:
+        out += f" {s.changes - counted:,} changes list no causes."
+    return out
+
+
+def rules_reconciled(s: Summary) -> str:
+    """How the rule table's total follows from the silent changes: one count per rule."""
+    suppressed = s.changes - s.notified_changes
+    text, total = _sum_of_products(s.suppressed_by_rule_count)
+    listed = sum(s.suppressed_by_rule.values())
+    records = sum(s.suppressed_by_rule_count.values())
+    out = (
+        f"The rule table adds up to {listed:,} for {suppressed:,} suppressed changes: a "
+        f"change silenced by several rules counts once under each ({text} = {total:,}, over "
+        f"the {records:,} silent changes whose rules the journal names)."
+    )
+    if records < suppressed:
+        out += f" {suppressed - records:,} suppressed changes have no rules in the journal."
+    elif records > suppressed:
+        out += (
+            f" {records - suppressed:,} `suppressed` records have no change of their own in "
+            "the journal (it was cut, or a record lost)."
+        )
+    return out
 
 
 def _notifications(s: Summary) -> list[str]:
@@ -272,6 +325,33 @@ def _tuning(recommendations: Sequence[Recommendation]) -> list[str]:
     ]
 
 
+def applying(recommendations: Sequence[Recommendation]) -> list[str]:
+    """How to put the tuned keys into effect: which change at run time, which at a restart."""
+    out = ["## Applying the tuned keys", ""]
+    changed = [r for r in recommendations if r.changed]
+    if not changed:
+        return [
+            *out,
+            f"No key changes: `{TUNED_FILE}` holds none, and the name server runs on as it is.",
+        ]
+    live = sum(changes_live(r.key) for r in changed)
+    return [
+        *out,
+        f"`{TUNED_FILE}` holds only the {_keys(len(changed))} whose value changes, each under "
+        "its table with its reason above it; merge them into the config file the name server "
+        "runs with (every other key stays as that file has it). Changing at run time: "
+        f"{_keys(live)}; taking a restart: {_keys(len(changed) - live)}.",
+        "",
+        "| key | from | to | how it takes effect |",
+        "| --- | ---: | ---: | --- |",
+        *(f"| `{r.key}` | {r.current} | {r.suggested} | {how_to_apply(r)} |" for r in changed),
+    ]
+
+
+def _keys(n: int) -> str:
+    return f"{n:,} key" if n == 1 else f"{n:,} keys"
+
+
 REPLAY_MODEL = (
     "Each client-version of the target's figure is run again. One a NOTIFY brought: "
     "detected at the tested tick's next tick after its mutation, held while "
@@ -340,9 +420,16 @@ def _scenario_row(r: ReplayResult, name: str, d: Distribution) -> str:
 
 
 def _grid_tables(r: ReplayResult) -> list[str]:
+    # A miscalibrated replay's grid is kept as figures, never as a verdict or a curve.
+    unjudged = (
+        f" No verdict on any key: {r.no_verdict}; the rows are shown, not judged, and no "
+        "what-if curve is drawn."
+        if r.no_verdict is not None
+        else ""
+    )
     out = [
         "What-if grid: each replayed key alone at other values, the rest current "
-        f"(model error {_error(r.calibration.error)}).",
+        f"(model error {_error(r.calibration.error)}).{unjudged}",
         "",
         "| key | value | end-to-end p50 | p90 | p99 | frames per tick |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -351,13 +438,13 @@ def _grid_tables(r: ReplayResult) -> list[str]:
         for p in c.points:
             mark = " (current)" if p.value == c.current else ""
             mark += " (suggested)" if p.value == c.suggested and c.suggested != c.current else ""
-            mark += " (no verdict)" if c.no_verdict is not None else ""
+            mark += " (no verdict)" if c.no_verdict is not None or r.no_verdict else ""
             d = p.end_to_end
             out.append(
                 f"| `{c.key}` | {p.value:g}{mark} | {_num(d.p50)} | {_num(d.p90)} "
                 f"| {_num(d.p99)} | {_num(p.frames_per_tick)} |"
             )
-    unjudged = [f"- `{c.key}`: **no verdict**: {c.no_verdict}." for c in r.curves if c.no_verdict]
-    if unjudged:
-        out += ["", "Keys the journal cannot judge (their rows are shown, not judged):", *unjudged]
+    keys = [f"- `{c.key}`: **no verdict**: {c.no_verdict}." for c in r.curves if c.no_verdict]
+    if keys:
+        out += ["", "Keys the journal cannot judge (their rows are shown, not judged):", *keys]
     return [*out, ""]

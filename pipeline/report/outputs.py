@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.report.html import render_html
-from pipeline.report.markdown import render
+from pipeline.report.markdown import TUNED_FILE, render
 from pipeline.report.plots import Plot, Plotter, plots
 from pipeline.report.replay_model import ReplayResult
 from pipeline.report.summary import Summary
@@ -20,7 +20,7 @@ from pipeline.report.tuning import Recommendation
 REPORT = "report.md"
 REPORT_HTML = "report.html"
 SUMMARY = "summary.json"
-TUNED_CONFIG = "namesrv-tuned.toml"
+TUNED_CONFIG = TUNED_FILE
 
 
 @dataclass(frozen=True, slots=True)

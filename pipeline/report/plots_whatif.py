@@ -1,7 +1,9 @@
 """The what-if pictures: per replayed key, the end-to-end p99 the replay gives for each value
 of the grid, and the notification frames per tick it costs, with the current and suggested
-values marked and the target as a line; for a key the journal cannot judge, no picture but the
-reason. Plain values in, PNG bytes out."""
+values marked and the target as a line. A curve is drawn only from a calibrated replay: for a
+key the journal cannot judge, or for every key when the replay itself gives no verdict (its
+model misses the recorded figure), no picture but the reason. Plain values in, PNG bytes
+out."""
 
 from __future__ import annotations
 
@@ -54,11 +56,11 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
     points = [p for p in curve.points if p.end_to_end.p99 is not None]
     if not points:
         return None
-    if curve.no_verdict is not None:
-        # A line drawn for a key the journal cannot judge (flat, as the replay cannot move
-        # what it needs) would still read as "this key changes nothing": the reason stands
-        # in for the picture, the figures stay in the report's what-if table.
-        return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve), b"")
+    if _unjudged(curve, replayed) is not None:
+        # A line drawn from a replay that cannot be trusted (a key the journal cannot judge,
+        # or a model that misses the recording) would still be read as a verdict: the reason
+        # stands in for the picture, the figures stay in the report's what-if table.
+        return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve, replayed), b"")
     label, scale = _AXIS[curve.key]
     fig, (ax,) = figure()
     xs = [float(p.value) for p in points]
@@ -91,20 +93,27 @@ def whatif(curve: Curve, replayed: ReplayResult) -> Plot | None:
         right.set_ylabel("notification frames per tick")
         right.set_ylim(bottom=0)
         handles += right.get_legend_handles_labels()[0]
-    verdict = "" if replayed.no_verdict is None else " (no verdict: see the replay)"
-    ax.set_title(f"{curve.key}: end-to-end p99 and cost per value{verdict}", fontsize=10)
+    ax.set_title(f"{curve.key}: end-to-end p99 and cost per value", fontsize=10)
     # Below the axes: beside them it would cover the right axis' label.
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
-    return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve), png(fig))
+    return Plot(f"whatif-{curve.key}", _title(curve.key), _how_to_read(curve, replayed), png(fig))
 
 
-def _how_to_read(curve: Curve) -> str:
-    """The picture's sentence; for a key the journal cannot judge, why it has none."""
-    if curve.no_verdict is None:
+def _unjudged(curve: Curve, replayed: ReplayResult) -> str | None:
+    """Why the replay cannot judge ``curve``'s key (the whole replay first), or None."""
+    if replayed.no_verdict is not None:
+        return f"the replay gives no verdict ({replayed.no_verdict})"
+    return curve.no_verdict
+
+
+def _how_to_read(curve: Curve, replayed: ReplayResult) -> str:
+    """The picture's sentence; where the replay cannot judge the key, why it has none."""
+    why = _unjudged(curve, replayed)
+    if why is None:
         return _HOW_TO_READ[curve.key]
     return (
-        f"No verdict for this key: {curve.no_verdict}. Its replayed figures are in the "
-        "what-if table, shown, not judged."
+        f"No verdict for this key: {why}. No curve is drawn from it; its replayed figures "
+        "are in the what-if table, shown, not judged."
     )
 
 

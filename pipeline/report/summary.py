@@ -220,6 +220,27 @@ class Summary:
     """Changes from a name server that does not journal ``mutated_at_ms``: their propagation
     starts at detection."""
     suppressed_by_rule: dict[str, int] = field(default_factory=dict)
+    """Per rule, the silent changes it silenced: a change silenced by several rules counts
+    under each."""
+    changes_by_cause_count: dict[str, int] = field(default_factory=dict)
+    """Changes by how many causes they have ("1", "2", ...): ``changes_by_cause`` counts a
+    change once under each of its causes."""
+    suppressed_by_rule_count: dict[str, int] = field(default_factory=dict)
+    """Silent changes (their ``suppressed`` records) by how many rules silenced them."""
+    staleness: Distribution = field(default_factory=Distribution)
+    """Per change: how long clients kept an older route, from its first registry mutation to
+    the earliest moment a version at or after it had reached every client that learned that
+    version (``ties.change_table``); changes no client learned, nor anything after, left out."""
+    staleness_held: Distribution = field(default_factory=Distribution)
+    """The same over the held changes, those superseded before reaching a client included."""
+    held_reached: int = 0
+    """Held changes some client learned (their own version reached it)."""
+    held_superseded: int = 0
+    """Held changes no client learned, replaced by a later version of their topic that did:
+    clients held the older route until that one reached them."""
+    held_unresolved: int = 0
+    """Held changes after which no client learned any version of their topic (no client held
+    it, or the telemetry ends first): no staleness."""
     broker_events: dict[str, int] = field(default_factory=dict)
     """Journal ``broker_event`` records by "KIND cause" (``DEPARTED unregister``)."""
     notification_ticks: int = 0

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from namesrv.config import NamesrvConfig
+from namesrv.properties import resolve_key
 from pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
 
 MIN_SAMPLES = 20
@@ -144,7 +145,8 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
         f"tick + delivery p99 against the {target} ms target for the {END_TO_END}; delivery "
         f"over {d.count} notified fetches, timed from the NOTIFY's emission, so time held in "
         f"degraded windows is not in it; end-to-end over {e2e.count} client-versions "
-        f"({s.held_changes} changes held)"
+        f"(of the {s.held_changes} changes held while push was degraded, the "
+        f"{s.held_reached} some client learned)"
     )
     if d.count < MIN_SAMPLES or d.p99 is None:
         return Recommendation(
@@ -172,10 +174,12 @@ def _tick(s: Summary, cfg: NamesrvConfig, targets: Targets) -> Recommendation:
             tick,
             fitting,
             f"a change waits up to one tick, then delivery p99 is {d.p99:.0f} ms: "
-            f"{tick} + {d.p99:.0f} ms misses the {target} ms target",
+            f"{tick} + {d.p99:.0f} = {tick + d.p99:.0f} ms misses the {target} ms target; "
+            f"{target} - {d.p99:.0f} = {target - d.p99:.0f} ms is left for the tick, "
+            f"{fitting} in steps of 10 ms (at most 1000)",
             over,
             f"the tick wait falls from at most {tick} to {fitting} ms: end-to-end p99 about "
-            f"{tick - fitting} ms shorter",
+            f"{tick} - {fitting} = {tick - fitting} ms shorter",
         )
     return _tick_kept_or_raised(s, tick, fitting, target, over)
 
@@ -206,15 +210,16 @@ def _tick_kept_or_raised(
         )
     if e2e.p99 is not None and e2e.p99 > target:
         why = (
-            f"kept: {tick} + {d.p99:.0f} ms (delivery p99) fits the {target} ms target, but "
-            f"the end-to-end p99 ({_ms(e2e.p99)}, {s.held_changes} changes held while push "
-            "was degraded) misses it: the excess is not the tick's, and a longer tick would "
-            "add to it"
+            f"kept: {tick} + {d.p99:.0f} = {tick + d.p99:.0f} ms (tick + delivery p99) fits "
+            f"the {target} ms target, but the end-to-end p99 ({_ms(e2e.p99)}; "
+            f"{s.held_changes} changes were held while push was degraded) misses it: the "
+            "excess is not the tick's, and a longer tick would add to it"
         )
     else:
-        why = f"kept: {tick} + {d.p99:.0f} ms (delivery p99) meets the {target} ms target" + (
-            "" if e2e.p99 is None else f", and the end-to-end p99 ({_ms(e2e.p99)}) too"
-        )
+        why = (
+            f"kept: {tick} + {d.p99:.0f} = {tick + d.p99:.0f} ms (tick + delivery p99) meets "
+            f"the {target} ms target"
+        ) + ("" if e2e.p99 is None else f", and the end-to-end p99 ({_ms(e2e.p99)}) too")
     return Recommendation(key, tick, tick, why, over)
 
 
@@ -222,30 +227,55 @@ def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.0f} ms"
 
 
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
 def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
+    """The buffer must hold ``FRAME_HEADROOM`` of the largest per-connection notification,
+    rounded up to a power of two and never under ``MIN_OUTPUT_BUFFER``; only ever raised.
+    The reason states each of those numbers as it was computed, so its arithmetic is the
+    rule's."""
     key, current = "server.output_buffer_bytes", cfg.server.output_buffer_bytes
-    largest = s.frame_bytes.max
-    if largest is None:
+    if s.frame_bytes.max is None:
         return Recommendation(key, current, current, "kept: no notification was sent")
-    need = max(MIN_OUTPUT_BUFFER, 1 << math.ceil(math.log2(FRAME_HEADROOM * largest)))
-    if current < need:
-        return Recommendation(
-            key,
-            current,
-            need,
-            f"the largest notification averaged {largest:.0f} bytes per connection; "
-            f"{current} bytes hold fewer than {FRAME_HEADROOM} of them, so a briefly busy "
-            f"client is paused and skipped ({s.slow_skips} skips seen)",
-            effect=f"a connection holds {need // max(1, int(largest))} of the largest "
-            f"notification before it is paused (was {current // max(1, int(largest))}); up to "
-            f"{need - current} more bytes per busy connection",
+    largest = max(1, math.ceil(s.frame_bytes.max))
+    room = FRAME_HEADROOM * largest
+    rounded = 1 << math.ceil(math.log2(room))
+    need = max(MIN_OUTPUT_BUFFER, rounded)
+    holds = current // largest
+    seen = (
+        f"the largest notification was {_n(largest)} bytes per connection; "
+        f"{_n(current)} bytes hold {_n(holds)} of them "
+        f"({_n(current)} / {_n(largest)} = {current / largest:,.1f})"
+    )
+    rule = (
+        f"the rule wants {FRAME_HEADROOM} x {_n(largest)} = {_n(room)} bytes, rounded up to "
+        f"the power of two {_n(rounded)}, and never less than the "
+        f"{_n(MIN_OUTPUT_BUFFER)}-byte ({MIN_OUTPUT_BUFFER >> 20} MiB) floor: {_n(need)}"
+    )
+    if current >= need:
+        return Recommendation(key, current, current, f"kept: {seen}; {rule}")
+    if holds < FRAME_HEADROOM:
+        why = (
+            f"{seen}, fewer than {FRAME_HEADROOM}, so a briefly busy client is paused and "
+            f"skipped ({s.slow_skips} skips seen); {rule}"
+        )
+    else:
+        driver = "floor" if need > rounded else "power of two"
+        why = (
+            f"{seen}, at least the {FRAME_HEADROOM} wanted; it is raised to the {driver} "
+            f"alone ({s.slow_skips} skips seen): {rule}"
         )
     return Recommendation(
         key,
         current,
-        current,
-        f"kept: holds {current // max(1, int(largest))} of the largest notification "
-        f"({largest:.0f} bytes)",
+        need,
+        why,
+        effect=f"a connection holds {_n(need // largest)} of the largest notification "
+        f"({_n(need)} / {_n(largest)} = {need / largest:,.1f}) before it is paused (was "
+        f"{_n(holds)}); up to "
+        f"{_n(need)} - {_n(current)} = {_n(need - current)} more bytes per busy connection",
     )
 
 
@@ -363,6 +393,32 @@ def _low_mark(name: str, count: int, low: float, high: float) -> Recommendation:
             key, low, low, f"kept: the {name} hysteresis is already {high - low:.1f} points wide"
         )
     return Recommendation(key, low, low, f"kept: no episode began on {name}")
+
+
+def changes_live(key: str) -> bool:
+    """Whether the name server takes ``key`` at run time (UPDATE_NAMESRV_CONFIG,
+    ``namesrv-admin updateNamesrvConfig``); any other key takes a restart."""
+    known = resolve_key(key)
+    return known is not None and known.runtime
+
+
+def how_to_apply(r: Recommendation) -> str:
+    """How an operator puts a changed key into effect on a running name server."""
+    if changes_live(r.key):
+        return (
+            f"at run time: `namesrv-admin -n HOST:PORT updateNamesrvConfig -k {r.key} -v "
+            f"{r.suggested}` (every name server of `-n`); it lasts until a restart, so merge "
+            "it into the config file too"
+        )
+    return (
+        f"restart: merge it into the config file under `[{r.key.rpartition('.')[0]}]` and "
+        "restart the name server (UPDATE_NAMESRV_CONFIG refuses it)"
+    )
+
+
+def tuned_keys(recommendations: list[Recommendation]) -> dict[str, int | float]:
+    """The keys whose value changes, with their new values: all ``namesrv-tuned.toml`` holds."""
+    return {r.key: r.suggested for r in recommendations if r.changed}
 
 
 def tuned(config: NamesrvConfig, recommendations: list[Recommendation]) -> NamesrvConfig:

@@ -194,6 +194,10 @@ def _journal_fact_list() -> tuple[list[Column], list[Column]]:
             value=F.col("ts_ms") - F.col("mutated_at_ms"),
         ),
         fact(ev == "broker_event", "broker", name=F.concat_ws(" ", "kind", "cause")),
+        # How many causes a change has and rules a silent one has: the per-cause and per-rule
+        # counts count a change once under each, and the report reconciles them with these.
+        fact(changed, "ncauses", name=F.size("causes")),
+        fact(ev == "suppressed", "nrules", name=F.size("rules")),
         fact(
             ev == "slow_subscriber_skipped",
             "slow",
@@ -226,7 +230,9 @@ def _journal_groups(journal: Parsed, s: Summary) -> tuple[Fields, Fields]:
 
 
 def _journal_fields(rows: list[T.Row], width: int) -> tuple[Fields, Fields]:
-    counts: dict[str, dict[str, int]] = {"kind": {}, "rule": {}, "broker": {}, "cause": {}}
+    counts: dict[str, dict[str, int]] = {
+        name: {} for name in ("kind", "rule", "broker", "cause", "ncauses", "nrules")
+    }
     hists = {"frames": Histogram(), "frame_bytes": Histogram(), "detection": Histogram()}
     notify_buckets: dict[int, list[int]] = {}
     charts: Fields = {"bucket_ms": width, "changes_by_cause": [], "ticks": []}
@@ -259,6 +265,8 @@ def _journal_fields(rows: list[T.Row], width: int) -> tuple[Fields, Fields]:
         "suppressed_by_rule": counts["rule"],
         "broker_events": counts["broker"],
         "changes_by_cause": counts["cause"],
+        "changes_by_cause_count": counts["ncauses"],
+        "suppressed_by_rule_count": counts["nrules"],
         "frames_per_tick": hists["frames"].distribution(),
         "frame_bytes": hists["frame_bytes"].distribution(),
         "detection": hists["detection"].distribution(),
@@ -481,19 +489,18 @@ def summarize(
     """The whole analysis: the summary, and what stays in Spark (``Tables``). ``on_step`` is
     told each of ``STEPS`` before it runs; ``on_journal`` gets the summary of the journal's
     figures as soon as they are in, while the telemetry's may still be computed; ``on_table``
-    gets the per-change table as soon as it can be computed, from the thread that computed
-    it, while the rest may still run. The passes run side by side (the module's docstring).
+    gets the per-change table (cached) once both passes are done, as it marks the changes
+    held in the journal's degraded spans, while its staleness figures are aggregated here.
+    The passes run side by side (the module's docstring).
     """
     on_step(STEPS[0])
     changes = journal.usable.where(F.col("event") == "route_changed")
     if telemetry is None:
-        table = change_table(changes, None)
-        on_table(table)
         s = _journal_summary(journal)
         on_journal(s)
-        return s, Tables(table)
+        table = _table(changes, None, s, on_table)
+        return replace(s, **staleness_fields(table)), Tables(table)
     found: list[TelemetryFigures] = []
-    tables: list[DataFrame] = []
     failed: list[BaseException] = []
     sc = journal.frame.sparkSession.sparkContext
 
@@ -501,12 +508,7 @@ def summarize(
         try:
             sc.setLocalProperty("spark.scheduler.pool", TELEMETRY_POOL)
             fetches = fetch_table(changes, telemetry.frame, window or MatchWindow(), journal.named)
-
-            def groups(per_change: DataFrame) -> None:
-                tables.append(change_table(changes, per_change))
-                on_table(tables[0])
-
-            found.append(_telemetry_groups(fetches, telemetry, groups))
+            found.append(_telemetry_groups(fetches, telemetry))
         except BaseException as exc:  # re-raised in the caller's thread below
             failed.append(exc)
 
@@ -524,4 +526,60 @@ def summarize(
     if failed:
         raise failed[0]
     t = found[0]
-    return _with_telemetry(s, t), Tables(tables[0], t.per_change, t.replay)
+    # The table marks held changes, so it waits for the journal's degraded spans.
+    table = _table(changes, t.per_change, s, on_table)
+    s = replace(_with_telemetry(s, t), **staleness_fields(table))
+    return s, Tables(table, t.per_change, t.replay)
+
+
+def _table(
+    changes: DataFrame,
+    per_change: DataFrame | None,
+    s: Summary,
+    on_table: Callable[[DataFrame], None],
+) -> DataFrame:
+    """The per-change table (cached: it is written and its staleness aggregated), handed to
+    ``on_table``."""
+    spans = [] if s.last_ts_ms is None else degraded_spans(s.episodes, s.last_ts_ms)
+    table = change_table(changes, per_change, spans).cache()
+    on_table(table)
+    return table
+
+
+def staleness_fields(table: DataFrame) -> Fields:
+    """The summary's staleness figures from the per-change table (``ties.change_table``):
+    every change's, the held changes', and how the held ones ended (reached clients
+    themselves, superseded by a later version that did, or neither)."""
+    stale = F.col("staleness_ms")
+    rows = (
+        table.groupBy(
+            "held",
+            (F.col("clients") > 0).alias("reached"),
+            F.when(stale.isNotNull(), histogram_bucket(stale)).alias("bucket"),
+        )
+        .agg(F.count(F.lit(1)).alias("count"), F.max(stale).alias("largest"))
+        .collect()
+    )
+    every, held = Histogram(), Histogram()
+    reached = superseded = unresolved = 0
+    for r in rows:
+        n = int(r["count"])
+        if r["bucket"] is not None:
+            every.add(float(r["bucket"]), n, float(r["largest"]))
+            if r["held"]:
+                held.add(float(r["bucket"]), n, float(r["largest"]))
+        if not r["held"]:
+            continue
+        if r["reached"]:
+            reached += n
+        elif r["bucket"] is not None:
+            superseded += n
+        else:
+            unresolved += n
+    return {
+        "staleness": every.distribution(),
+        "staleness_held": held.distribution(),
+        "held_reached": reached,
+        "held_superseded": superseded,
+        "held_unresolved": unresolved,
+    }

@@ -11,11 +11,11 @@ from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig
 from namesrv.config_file import load
-from pipeline.report.config_toml import to_toml
+from pipeline.report.config_toml import keys_toml
 from pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
 from pipeline.report.plots import PLOTTERS, Plot, Plotter, journal_plots
 from pipeline.report.summary import Summary
-from pipeline.report.tuning import Targets, recommend, tuned
+from pipeline.report.tuning import Targets, how_to_apply, recommend, tuned, tuned_keys
 from pipeline.request import AnalysisRequest
 from pipeline.spark.aggregations import STEPS, Tables, summarize
 from pipeline.spark.beside import Beside
@@ -132,11 +132,21 @@ def _write(
 ) -> Outputs:
     report, html, summary = write_report(out, found, drawn)
     outputs = Outputs(report, html, summary, out / TUNED_CONFIG, tables)
-    header = (
-        "name server config tuned by namesrv-pipeline from its journal and client telemetry\n"
-        f"base: {request.config or 'embedded defaults'}; reasons in {REPORT}"
-    )
     recs = found.recommendations
-    notes = {r.key: f"tuned from {r.current}: {r.reason}" for r in recs if r.changed}
-    outputs.config.write_text(to_toml(tuned(current, recs), notes, header), encoding="utf-8")
+    changed = tuned_keys(recs)
+    base = Path(request.config).name if request.config else "the embedded defaults"
+    header = (
+        "name-server keys namesrv-pipeline tuned from the journal and client telemetry: only "
+        f"those whose value changes ({len(changed)})\n"
+        f"base: {base}; reasons and how to apply each in {REPORT} (Applying the tuned keys)\n"
+        "merge them into the config file under their tables; every other key stays as it is"
+    )
+    notes = {
+        r.key: f"tuned from {r.current}: {r.reason}\napply: {how_to_apply(r)}"
+        for r in recs
+        if r.changed
+    }
+    # Validated like a loaded file: the keys as merged into the base must load.
+    tuned(current, recs)
+    outputs.config.write_text(keys_toml(changed, notes, header), encoding="utf-8")
     return outputs

@@ -10,11 +10,14 @@ hashes collide share an array, and a candidate counts only for its own pair.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.report.summary import MatchWindow
+from pipeline.report.summary import MatchWindow, Span
+from pipeline.spark.spans import span_values
 
 
 def _candidates(changes: DataFrame) -> DataFrame:
@@ -96,10 +99,21 @@ def fetch_table(
     )
 
 
-def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
+def change_table(
+    changes: DataFrame, per_change: DataFrame | None, degraded: Sequence[Span] = ()
+) -> DataFrame:
     """One row per journal change: how many clients learned it and how fast (after
     detection), from the ``change`` groups of the telemetry's aggregation (one per change and
-    cause of the lines that learned it)."""
+    cause of the lines that learned it); whether it was ``held`` (owed a notification and
+    detected in one of the ``degraded`` spans); and its ``staleness_ms``.
+
+    Staleness is how long clients kept a route older than the change: from its first
+    registry mutation to the earliest moment a version at or after it (of its topic and name
+    server, detected no earlier) had reached every client that learned that version
+    (``changed_at_ms + last_learned_ms``). A change clients learned ends no later than its
+    own last client; one superseded before reaching anyone (held while push was degraded,
+    then replaced) ends when its successor did. Null when no client learned it or anything
+    after it."""
     base = changes.select(
         "line",
         "namesrv",
@@ -111,12 +125,22 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
         F.col("ts_ms").alias("changed_at_ms"),
         F.coalesce(F.col("mutated_at_ms"), F.col("ts_ms")).alias("mutated_at_ms"),
     )
+    # Only a notified change looks its time up (a null time finds no span).
+    base = span_values(
+        base.withColumn("_held_at", F.when(F.col("notify"), F.col("changed_at_ms"))),
+        {"degraded": list(degraded)},
+        "_held_at",
+        lambda _: 1,
+        "_held",
+    )
+    base = base.withColumn("held", F.col("_held").isNotNull()).drop("_held_at", "_held")
     if per_change is None:
         return base.drop("line").withColumns(
             {
                 "clients": F.lit(0).cast("long"),
                 "first_learned_ms": F.lit(None).cast("long"),
                 "last_learned_ms": F.lit(None).cast("long"),
+                "staleness_ms": F.lit(None).cast("long"),
             }
         )
     learned = per_change.groupBy(F.col("bucket").alias("line")).agg(
@@ -124,4 +148,11 @@ def change_table(changes: DataFrame, per_change: DataFrame | None) -> DataFrame:
         F.min("smallest").cast(T.LongType()).alias("first_learned_ms"),
         F.max("largest").cast(T.LongType()).alias("last_learned_ms"),
     )
-    return base.join(learned, "line", "left").drop("line").fillna(0, subset=["clients"])
+    table = base.join(learned, "line", "left").drop("line").fillna(0, subset=["clients"])
+    reached = F.when(F.col("clients") > 0, F.col("changed_at_ms") + F.col("last_learned_ms"))
+    later = (
+        Window.partitionBy("namesrv", "topic")
+        .orderBy("changed_at_ms")
+        .rangeBetween(Window.currentRow, Window.unboundedFollowing)
+    )
+    return table.withColumn("staleness_ms", F.min(reached).over(later) - F.col("mutated_at_ms"))

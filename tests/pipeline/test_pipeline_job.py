@@ -6,12 +6,13 @@ import json
 import random
 import subprocess
 import sys
+import tomllib
 from typing import Any
 
 import pytest
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
-from namesrv.config_file import load
+from namesrv.config import from_mapping
 from pipeline.cli import parse
 from pipeline.report.summary import MatchWindow
 from pipeline.spark.aggregations import summarize
@@ -397,9 +398,15 @@ def test_run_writes_report_summary_tuned_config_and_change_table(spark, tmp_path
     summary = json.loads(outputs.summary.read_text())
     assert summary["summary"]["changes"] == 30
     assert summary["summary"]["delivery"]["p99"] == 734.0
-    tuned = load(outputs.config)
-    assert tuned.push.tick_interval_ms == 760
-    assert tuned.server.listen == "127.0.0.1:9999"  # the rest of the base config is kept
+    # only the changed key, with how to apply it: merged into the base config, it loads
+    text = outputs.config.read_text()
+    keys = tomllib.loads(text)
+    assert keys == {"push": {"tick_interval_ms": 760}}
+    assert "listen" not in text and "apply: restart:" in text
+    base = tomllib.loads((tmp_path / "base.toml").read_text())
+    tuned = from_mapping({**base, **keys})
+    assert tuned.push.tick_interval_ms == 760 and tuned.server.listen == "127.0.0.1:9999"
+    assert "| `push.tick_interval_ms` | 1000 | 760 | restart: merge it" in report
     table = spark.read.parquet(outputs.changes)
     # the first fetch is where the client started from; each later one learned a change
     assert table.count() == 30 and table.where("clients = 1").count() == 29

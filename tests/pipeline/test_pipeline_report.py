@@ -259,6 +259,22 @@ def test_each_what_if_picture_marks_the_current_and_suggested_values_and_the_tar
     assert page.count("<figcaption>") == 2
 
 
+def test_a_replay_without_verdict_draws_no_curve_and_says_why_in_their_place():
+    r = replay_result()
+    off = Distribution(1_000, 100.0, 190.0, 1_650.0 * 6.83, 12_000.0)
+    r = replace(r, calibration=replace(r.calibration, replayed=off))
+    pictures = whatif_plots(r)
+    assert pictures and all(p.png == b"" for p in pictures)
+    assert all(p.how_to_read.startswith("No verdict for this key: the replay gives no verdict")
+               for p in pictures)  # fmt: skip
+    markdown = render(full_summary(), [], r)
+    why = "the model misses the recorded p99 by +583% (more than 10%)"
+    assert f"No verdict on any key: {why}" in markdown
+    assert f"| `{TICK}` | 500 (current) (no verdict) |" in markdown
+    page = render_html(full_summary(), pictures, markdown, r)
+    assert not any(f'id="{p.key}"><img' in page for p in pictures)
+
+
 def test_a_key_the_journal_cannot_judge_gets_its_reason_in_place_of_a_picture():
     r = replay_result()
     why = "the journal has no `degradation` record while pressure thresholds are on"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -165,6 +167,88 @@ def test_output_buffer_raised_to_hold_the_largest_notifications():
     assert rec.suggested == 16 * 1024 * 1024  # 32 x 300 kB rounded up to a power of two
     small = by_key(summary(frame_bytes=Distribution(10, 100, 100, 100, 120)))
     assert not small["server.output_buffer_bytes"].changed
+
+
+_NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
+_EQUATION = re.compile(rf"({_NUMBER}) ([x/+-]) ({_NUMBER}) = ({_NUMBER})")
+
+
+def stated_equations(text: str) -> list[tuple[float, str, float, float, int]]:
+    """Each ``A op B = C`` a reason states: its numbers and C's decimals."""
+    out = []
+    for a, op, b, c in _EQUATION.findall(text):
+        decimals = len(c.partition(".")[2])
+        out.append((float(a.replace(",", "")), op, float(b.replace(",", "")),
+                    float(c.replace(",", "")), decimals))  # fmt: skip
+    return out
+
+
+def check_arithmetic(text: str) -> int:
+    """Every equation ``text`` states holds to the decimals shown; how many it states."""
+    ops = {"x": lambda a, b: a * b, "/": lambda a, b: a / b,
+           "+": lambda a, b: a + b, "-": lambda a, b: a - b}  # fmt: skip
+    equations = stated_equations(text)
+    for a, op, b, c, decimals in equations:
+        assert abs(ops[op](a, b) - c) <= 0.5 * 10**-decimals + 1e-9, (a, op, b, c, text)
+    return len(equations)
+
+
+@pytest.mark.parametrize(
+    ("current", "largest"),
+    [(65_536, 1_610), (65_536, 1_000), (65_536, 3_000), (1 << 20, 40_000), (1 << 22, 2_000)],
+)
+def test_the_output_buffer_reason_states_the_numbers_that_chose_the_value(current, largest):
+    cfg = NamesrvConfig(server=replace(NamesrvConfig().server, output_buffer_bytes=current))
+    rec = by_key(summary(frame_bytes=Distribution(10, 100, 100, largest, largest)), cfg)[
+        "server.output_buffer_bytes"
+    ]
+    stated = check_arithmetic(rec.reason) + check_arithmetic(rec.effect)
+    assert stated >= (2 if not rec.changed else 4)
+    holds = current // largest
+    assert f"hold {holds:,} of them ({current:,} / {largest:,} = " in rec.reason
+    room = 32 * largest
+    assert f"32 x {largest:,} = {room:,} bytes" in rec.reason
+    rounded = 1 << math.ceil(math.log2(room))
+    assert rec.suggested == max(current, 1 << 20, rounded)
+    assert f"the power of two {rounded:,}" in rec.reason and "1 MiB) floor" in rec.reason
+    # "fewer than 32" only where it is true
+    assert ("fewer than 32" in rec.reason) == (rec.changed and holds < 32)
+    if rec.changed and holds >= 32:
+        driver = "floor" if rec.suggested > rounded else "power of two"
+        assert f"raised to the {driver} alone" in rec.reason
+
+
+def test_the_demo_output_buffer_reason_names_the_floor_that_drives_it():
+    # 65,536 bytes hold 40 notifications of 1,610 bytes: enough; the 1 MiB floor raises it.
+    cfg = NamesrvConfig(server=replace(NamesrvConfig().server, output_buffer_bytes=65_536))
+    rec = by_key(summary(frame_bytes=Distribution(10, 900, 1_200, 1_500, 1_610)), cfg)[
+        "server.output_buffer_bytes"
+    ]
+    assert rec.suggested == 1_048_576
+    assert "hold 40 of them (65,536 / 1,610 = 40.7), at least the 32 wanted" in rec.reason
+    assert "raised to the floor alone" in rec.reason
+    assert "1,048,576-byte (1 MiB) floor: 1,048,576" in rec.reason
+
+
+def test_every_reason_and_effect_states_true_arithmetic():
+    cases = [
+        summary(
+            delivery=Distribution(500, 200, 600, 734, 900),
+            frame_bytes=Distribution(10, 1_000, 50_000, 200_000, 300_000),
+            episodes=[Episode(None, i * 10_000, 95.0, 40.0, i * 10_000 + 1_000) for i in range(4)],
+        ),
+        summary(delivery=Distribution(500, 100, 200, 300, 400)),
+        summary(
+            delivery=Distribution(500, 10, 20, 30, 40),
+            propagation_unspread=Distribution(500, 100, 200, 300, 400),
+            frame_bytes=Distribution(10, 100, 100, 1_610, 1_610),
+        ),
+    ]
+    stated = 0
+    for s in cases:
+        for rec in recommend(s, NamesrvConfig(), Targets(1_500)):
+            stated += check_arithmetic(rec.reason) + check_arithmetic(rec.effect)
+    assert stated >= 6
 
 
 def test_recovery_rate_halved_when_drains_bring_pressure_back():
