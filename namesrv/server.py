@@ -25,6 +25,8 @@ from namesrv.config import JournalConfig, NamesrvConfig, state_file_path
 from namesrv.net import transport
 from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
+from namesrv.ops.audit_events import BrokerLeft, Who
+from namesrv.ops.audit_trail import AuditTrail
 from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.heap_trim import HeapTrim, malloc_trim
 from namesrv.ops.journal import EventJournal, NullJournal, topic_list_fields
@@ -97,6 +99,8 @@ class NameServer:
         self.journal = self._open_journal(cfg.journal)
         self.startup = StartupWindow(self.clock, cfg.server.wait_for_service_ms)
         """The start-up window; it starts now."""
+        self.audit = AuditTrail(self.clock)
+        """The operator's audit trail (logger ``namesrv.audit``)."""
         self._warm_timer: Any = None
         self._build_routes(cfg)
         self._build_push(cfg, journaled=bool(cfg.journal.directory))
@@ -192,6 +196,7 @@ class NameServer:
             config_control=ConfigControl(apply=self._run_with, listening=self._listening),
             clock=self.clock,
             startup=self.startup,
+            audit=self.audit,
         )
         self.processor = RequestProcessor(
             self._services,
@@ -307,6 +312,7 @@ class NameServer:
         cfg = self.config
         self._every(cfg.registry.scan_interval_ms, self._scan)
         self._every(HOUSEKEEPING_INTERVAL_MS, self.hub.housekeep)
+        self._every(HOUSEKEEPING_INTERVAL_MS, self.audit.release)
         if cfg.push.enabled:
             self._every(cfg.push.tick_interval_ms, self.ticker.tick)
             self.ticker.start()
@@ -492,7 +498,8 @@ class NameServer:
     def _connection_departed(self, conn: NamesrvConnection) -> None:
         released = self.subscriptions.drop_connection(conn)
         self.detector.forget_connection(conn)
-        self.registry.on_channel_close(conn.conn_id)
+        for event in self.registry.on_channel_close(conn.conn_id):
+            self.audit.record(BrokerLeft.of(event), self._broker_who(event, conn.peer))
         self.register_turns.drop_connection(conn)
         self.register_turns.schedule()  # a large departed broker's queue data leaves in slices
         if released:
@@ -507,12 +514,22 @@ class NameServer:
 
     def _broker_event(self, event: BrokerEvent) -> None:
         self.counters[f"broker_events.{event.kind.name.lower()}"] += 1
+        if event.cause is ChangeCause.EXPIRY:  # no request did it: the server tells the trail
+            conn = self.connections.get(event.channel)  # type: ignore[call-overload]
+            peer = conn.peer if conn is not None else ""
+            self.audit.record(BrokerLeft.of(event), self._broker_who(event, peer))
         self.acl.broker_changed(event.kind, event.cluster, event.broker_name, event.addrs)
         self.broker_events.record(event)
         if event.kind is BrokerChangeKind.ARRIVED and any(
             broker_id == MASTER_ID for broker_id, _ in event.addrs
         ):
             self.ticker.expedite()
+
+    def _broker_who(self, event: BrokerEvent, peer: str) -> Who:
+        """Who an expiry or a closed connection is charged to: the broker's connection and,
+        with ACL on, the access key its name is bound to."""
+        key = self.acl.owner_of(event.broker_name) if self.acl.enabled else None
+        return Who(peer, key)
 
     def _run_with(self, config: NamesrvConfig) -> None:
         """UPDATE_NAMESRV_CONFIG's new config (only run-time keys differ): each part that uses
@@ -629,6 +646,7 @@ class NameServer:
         out["route_cache_resets"] = self.route_responses.resets
         out["route_cache_uncacheable"] = self.route_responses.uncacheable
         out["log_lines_suppressed"] = self.hub.peer_log.dropped
+        out["audit_lines_suppressed"] = self.audit.dropped
         out["pressure_sample_errors"] = self.pressure.sample_errors
         out["journal_suppressed_records"] = getattr(self.journal, "suppressed_records", 0)
         chunks = self.processor.chunk_cache

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from namesrv.config import NamesrvConfig
+from namesrv.ops.audit_events import AuditEvent, Who
+from namesrv.ops.audit_trail import AuditTrail
 from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.subscriptions import SubscriptionRegistry
-from namesrv.requests.acl import AccessControl
+from namesrv.requests.acl import ACCESS_KEY, AccessControl
 from namesrv.requests.startup_window import StartupWindow
 from namesrv.routes.kv_config import KVConfig
 from namesrv.routes.listings import Listings
@@ -76,6 +78,8 @@ class Services:
     startup: StartupWindow | None = None
     """The start-up window: while it lasts a topic not heard of is not called absent. None:
     no window (never warming up, up 0 ms)."""
+    audit: AuditTrail | None = None
+    """The operator's audit trail: what a request changed, and who asked. None: not kept."""
 
 
 @dataclass(slots=True)
@@ -92,6 +96,22 @@ class PendingResponse:
     request: Any = None
     signer: str | None = None
     """The ACL access key that signed the register, bound to the broker once it succeeds."""
+
+
+def who_asked(services: Services, conn: Connection, request: RemotingCommand) -> Who:
+    """The peer a request came from and, with access control on, the access key it was signed
+    with (checked before any handler runs)."""
+    acl = services.acl
+    key = request.ext_fields.get(ACCESS_KEY) if acl is not None and acl.enabled else None
+    return Who(conn.peer, key)
+
+
+def audit(
+    services: Services, event: AuditEvent, conn: Connection, request: RemotingCommand
+) -> None:
+    """Write ``event`` to the audit trail as the doing of the request's sender."""
+    if services.audit is not None:
+        services.audit.record(event, who_asked(services, conn, request))
 
 
 def ok(

@@ -79,7 +79,7 @@ class RequestProcessor:
             KvHandlers(services),
             self.brokers,
             LookupHandlers(services),
-            AdminHandlers(services, self._log),
+            AdminHandlers(services),
             ServerConfigHandlers(services),
             PushHandlers(services),
         )

@@ -27,6 +27,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from enum import Enum
 
+from namesrv.ops.audit_events import BrokerRegistered, TopicsUnlisted, Who
 from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Services, ok
@@ -142,12 +143,19 @@ class RegisterStages:
         """Registers whose body differed from the broker's last one only in the data version:
         not parsed either."""
 
-    def steps(self, req: RemotingCommand, body: RegisterBody, request: RegisterRequest) -> Steps:
-        """Check, read and apply one register (``request`` as :func:`broker_request` made it)."""
+    def steps(
+        self,
+        req: RemotingCommand,
+        body: RegisterBody,
+        request: RegisterRequest,
+        who: Who | None = None,
+    ) -> Steps:
+        """Check, read and apply one register (``request`` as :func:`broker_request` made it);
+        ``who`` sent it, for the audit trail."""
         crc = yield from checksum(body)
         if body.data:
             request = yield from self._body_request(request, body, crc)
-        return (yield from self.apply(req, request))
+        return (yield from self.apply(req, request, who or Who()))
 
     def _body_request(
         self, request: RegisterRequest, body: RegisterBody, crc: int
@@ -301,9 +309,11 @@ class RegisterStages:
                 unknown += registry.unknown_topics(everything[start : start + per_step])
         validation.check_total_topics(topic_count, unknown, limit)
 
-    def apply(self, req: RemotingCommand, request: RegisterRequest) -> Steps:
+    def apply(self, req: RemotingCommand, request: RegisterRequest, who: Who) -> Steps:
         """Filter-server addresses and the ACL's claim on the address, then the registry; the
-        answer once the registry has applied the table (``"wait"`` until then)."""
+        answer once the registry has applied the table (``"wait"`` until then). A new address
+        of a broker id, and topics its table no longer lists, go to the audit trail as
+        ``who``'s doing."""
         for i, addr in enumerate(request.filter_server_list):
             validation.check_address(f"filterServerList[{i}]", addr)
         acl = self.s.acl
@@ -318,6 +328,13 @@ class RegisterStages:
                 request.broker_addr,
             )
         result = self.s.registry.register_broker(request)
+        trail = self.s.audit
+        if trail is not None:
+            if result.arrived is not None:
+                trail.record(BrokerRegistered.of(result.arrived), who)
+            if result.unlisted:
+                addr = request.broker_addr
+                trail.record(TopicsUnlisted(request.broker_name, addr, result.unlisted), who)
         ext = headers.RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
         ).to_wire()

@@ -9,19 +9,15 @@ at once, since it has no group, and each topic's queue data leaves when its slic
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer, BrokerEvent
 from namesrv.routes.register_jobs import RegisterJobs
 from namesrv.routes.tables import AddrKey, Clock, RouteTables, now_ms
 from protocol.codes import Perm
 from protocol.push_events import BrokerChangeKind
-
-log = logging.getLogger(__name__)
 
 _Left = tuple[str, str, tuple[tuple[int, str], ...]]
 """(broker name, cluster, the (id, address) pairs that left it)."""
@@ -46,44 +42,43 @@ class Departures:
         self._jobs = jobs
         self._announce = announce
         self._clock = clock
-        self._log = RateLimitedLog(log, clock)
-        """Expiry is a peer's choice (its heartbeat timeout): its lines are paced."""
 
     def unregister_broker(
         self, *, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
-    ) -> None:
-        """UNREGISTER_BROKER: the address leaves ``broker_name`` (upstream removes it by value)."""
-        self.remove_addr((cluster_name, broker_addr), (broker_name,), ChangeCause.UNREGISTER)
+    ) -> list[BrokerEvent]:
+        """UNREGISTER_BROKER: the address leaves ``broker_name`` (upstream removes it by value).
+        Returns the departures (none when the address was not registered)."""
+        return self.remove_addr((cluster_name, broker_addr), (broker_name,), ChangeCause.UNREGISTER)
 
-    def on_channel_close(self, channel: object) -> None:
-        """The connection a broker registered over closed: remove it as an unregister would."""
+    def on_channel_close(self, channel: object) -> list[BrokerEvent]:
+        """The connection a broker registered over closed: remove it as an unregister would.
+        Returns the departures."""
         if channel is None:
-            return
+            return []
+        departed: list[BrokerEvent] = []
         for key in self._t.live_on_channel(channel):
-            self.remove_addr(key, (), ChangeCause.CHANNEL_CLOSE)
+            departed += self.remove_addr(key, (), ChangeCause.CHANNEL_CLOSE)
+        return departed
 
     def scan_not_active_brokers(self) -> list[str]:
-        """Remove brokers silent past their timeout; returns their addresses."""
+        """Remove brokers silent past their timeout; returns their addresses (each departure
+        is told to the broker listener, cause ``EXPIRY``)."""
         now = now_ms(self._clock)
         expired = [
             key for key, live in self._t.live.items() if now - live.last_update_ms > live.timeout_ms
         ]
         for key in expired:
-            self._log.warning(
-                "broker_expired",
-                "broker %s (%s) of cluster %s expired",
-                self._t.live[key].broker_name,
-                key[1],
-                key[0],
-            )
             self.remove_addr(key, (), ChangeCause.EXPIRY)
         return [addr for _, addr in expired]
 
-    def remove_addr(self, key: AddrKey, broker_names: Iterable[str], cause: ChangeCause) -> None:
+    def remove_addr(
+        self, key: AddrKey, broker_names: Iterable[str], cause: ChangeCause
+    ) -> list[BrokerEvent]:
         """Drop a broker address: its live entry, filter servers and broker-group membership.
 
         ``broker_names`` are the groups named by the request; the group its live entry names is
-        always included, so no group keeps an address that can no longer expire.
+        always included, so no group keeps an address that can no longer expire. Returns one
+        departure per group the address left, as the broker listener is told them.
         """
         t = self._t
         live = t.set_live(key, None)
@@ -107,9 +102,15 @@ class Departures:
         changed = self._announce.topics(touched, cause)
         if later:  # left in slices: reported later, the event's topics now
             changed = [*changed, *later]
+        channel = live.channel if live is not None else None
+        departed = [
+            self._departure(name, cluster, ids, cause, changed, channel)
+            for name, cluster, ids in left
+        ]
         if self._announce.broker_listener is not None:
-            for name, cluster, ids in left:
-                self._announce.broker(self._departure(name, cluster, ids, cause, changed))
+            for event in departed:
+                self._announce.broker(event)
+        return departed
 
     def leave_group(self, broker_name: str, addr: str, cause: ChangeCause) -> Leaving:
         """Remove ``addr`` from a broker group."""
@@ -146,6 +147,7 @@ class Departures:
         ids: tuple[tuple[int, str], ...],
         cause: ChangeCause,
         changed: list[str],
+        channel: object,
     ) -> BrokerEvent:
         """The event for ``ids`` having left ``name``, as the group stands now."""
         group = self._t.brokers.get(name)
@@ -158,4 +160,5 @@ class Departures:
             tuple(changed),
             name_gone=group is None,
             read_only=group is not None and group.read_only(),
+            channel=channel,
         )

@@ -33,6 +33,10 @@ class BrokerEvent:
     """Departures: the broker name has no address left; its queue data left every topic."""
     read_only: bool = False
     """Departures: the remaining group has no master under acting master: queues read-only."""
+    replaced: tuple[tuple[int, str], ...] = ()
+    """Arrivals: (broker id, address) that id was registered at before, now replaced."""
+    channel: object = None
+    """The channel the address was registered over (its register's, for an arrival)."""
 
 
 BrokerListener = Callable[[BrokerEvent], None]

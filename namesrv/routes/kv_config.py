@@ -71,9 +71,9 @@ class KVConfig:
         if path:
             self.load(path)
 
-    def put(self, namespace: str, key: str, value: str) -> None:
-        """PUT_KV_CONFIG. ValueError when the namespace or key is empty or the bound is
-        passed."""
+    def put(self, namespace: str, key: str, value: str) -> bool:
+        """PUT_KV_CONFIG; False when the key held that value already. ValueError when the
+        namespace or key is empty or the bound is passed."""
         if not namespace or not key:
             raise ValueError(
                 "KV config namespace and key must not be empty "
@@ -82,7 +82,7 @@ class KVConfig:
         entries = self._table.get(namespace)
         old = entries.get(key) if entries is not None else None
         if old == value:
-            return
+            return False
         if old is not None:
             cost = sys.getsizeof(value) - sys.getsizeof(old)
         else:
@@ -100,6 +100,7 @@ class KVConfig:
         entries[key] = value
         self._bytes += cost
         self._changed(namespace, key)
+        return True
 
     @property
     def size_bytes(self) -> int:
@@ -113,16 +114,18 @@ class KVConfig:
     def get(self, namespace: str, key: str) -> str | None:
         return self._table.get(namespace, {}).get(key)
 
-    def delete(self, namespace: str, key: str) -> None:
-        """DELETE_KV_CONFIG; deleting what is absent changes nothing. An emptied namespace goes."""
+    def delete(self, namespace: str, key: str) -> bool:
+        """DELETE_KV_CONFIG; deleting what is absent changes nothing (False). An emptied
+        namespace goes."""
         entries = self._table.get(namespace)
         if entries is None or key not in entries:
-            return
+            return False
         self._bytes -= _entry_bytes(key, entries.pop(key))
         if not entries:
             del self._table[namespace]
             self._bytes -= _namespace_bytes(namespace)
         self._changed(namespace, key)
+        return True
 
     def list_namespace(self, namespace: str) -> dict[str, str] | None:
         """A copy of the namespace's table, or None when the namespace has no entry."""

@@ -50,6 +50,11 @@ class RegisterResult:
     """Topics whose route this register changed (what the listener was told so far)."""
     job: RegisterJob | None = None
     """Set when the topic table is applied in slices: answer once it is done."""
+    arrived: BrokerEvent | None = None
+    """The address is new to its (broker name, id): the arrival the listener was told."""
+    unlisted: tuple[str, ...] = ()
+    """Topics this master's register no longer lists, dropped from it
+    (``delete_topic_with_broker_registration``)."""
 
 
 def _as_last_register(
@@ -128,6 +133,7 @@ class Registration:
         group = t.brokers.get(name)
         if group is not None and self._stale_claim(group, key, request):
             return RegisterResult(None, None, [])
+        held = group.addrs.get(request.broker_id) if group is not None else None
 
         touched: set[str] = set()
         if previous is not None and previous.broker_name != name:
@@ -159,9 +165,11 @@ class Registration:
         changed = self._announce.topics(touched.difference(unlisted), cause)
         if unlisted:
             changed = sorted({*changed, *unlisted})
-        if first_registration and self._announce.broker_listener is not None:
-            self._announce_arrival(request, cause, changed, job)
-        return RegisterResult(ha_addr, master_addr, changed, job)
+        arrived = None
+        if first_registration:
+            replaced = held if held is not None and held != request.broker_addr else None
+            arrived = self._announce_arrival(request, cause, changed, job, replaced)
+        return RegisterResult(ha_addr, master_addr, changed, job, arrived, tuple(unlisted))
 
     def _live_entry(self, request: RegisterRequest) -> LiveBroker:
         timeout_ms = request.heartbeat_timeout_ms
@@ -188,21 +196,26 @@ class Registration:
         cause: ChangeCause,
         changed: list[str],
         job: RegisterJob | None,
-    ) -> None:
-        """One event for an address new to its group. A table applied in slices reports its
-        topics later: they are the event's too."""
+        replaced: str | None,
+    ) -> BrokerEvent:
+        """One event for an address new to its group, told and returned. A table applied in
+        slices reports its topics later: they are the event's too. ``replaced``: the address
+        the id was registered at before."""
         topics = tuple(changed) if job is None else (*changed, *(request.topic_configs or {}))
-        arrived = ((request.broker_id, request.broker_addr),)
-        self._announce.broker(
-            BrokerEvent(
-                BrokerChangeKind.ARRIVED,
-                cause,
-                request.cluster_name,
-                request.broker_name,
-                arrived,
-                topics,
-            )
+        broker_id = request.broker_id
+        event = BrokerEvent(
+            BrokerChangeKind.ARRIVED,
+            cause,
+            request.cluster_name,
+            request.broker_name,
+            ((broker_id, request.broker_addr),),
+            topics,
+            replaced=((broker_id, replaced),) if replaced is not None else (),
+            channel=request.channel,
         )
+        if self._announce.broker_listener is not None:
+            self._announce.broker(event)
+        return event
 
     def _leave_other_name(self, old_name: str, broker_addr: str) -> set[str]:
         """One address serves one broker name: registering under another one moves it out of

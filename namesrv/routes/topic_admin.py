@@ -42,12 +42,13 @@ class TopicAdmin:
         self._announce.topics(touched, ChangeCause.ADD_WRITE_PERM)
         return len(self._t.tables.get(broker_name, ()))
 
-    def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
-        """DELETE_TOPIC_IN_NAMESRV: everywhere, or only its queues on brokers of a cluster."""
+    def delete_topic(self, topic: str, cluster_name: str | None = None) -> list[str]:
+        """DELETE_TOPIC_IN_NAMESRV: everywhere, or only its queues on brokers of a cluster.
+        Returns the broker names whose queues of the topic it dropped."""
         t = self._t
         holders = t.holders.get(topic)
         if holders is None:
-            return
+            return []
         if cluster_name:
             in_cluster = t.clusters.get(cluster_name, set())
             names = [n for n in holders if n in in_cluster]
@@ -58,6 +59,7 @@ class TopicAdmin:
             t.lacking.add(name)
         if names:
             self._announce.topics((topic,), ChangeCause.DELETE_TOPIC)
+        return names
 
     def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> None:
         """REGISTER_TOPIC_IN_NAMESRV: write queue data directly, for brokers already known.

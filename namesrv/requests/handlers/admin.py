@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
-from namesrv.ops.log_limit import RateLimitedLog
+from namesrv.ops.audit_events import TopicDeleted, WritePermChanged
 from namesrv.requests import register_validation as validation
-from namesrv.requests.context import Connection, Services, ok
+from namesrv.requests.context import Connection, Services, audit, ok
 from protocol import bodies, headers
 from protocol.errors import BodyError
 from protocol.frame import RemotingCommand
@@ -14,23 +12,15 @@ from protocol.register_body import check_part_size
 
 
 class AdminHandlers:
-    def __init__(self, services: Services, log: RateLimitedLog) -> None:
-        """``log`` is the requests layer's: an operator's write is logged, paced per kind."""
+    def __init__(self, services: Services) -> None:
+        """What an operator's write changed goes to the audit trail (``Services.audit``)."""
         self.s = services
-        self._log = log
 
     def wipe_write_perm_of_broker(
         self, conn: Connection, req: RemotingCommand, h: headers.WipeWritePermOfBrokerRequestHeader
     ) -> RemotingCommand:
         count = self.s.registry.wipe_write_perm(h.broker_name)
-        self._log.log(
-            logging.INFO,
-            "write_perm",
-            "wiped write perm of broker %s from %s: %d topics",
-            h.broker_name,
-            conn.peer,
-            count,
-        )
+        audit(self.s, WritePermChanged(h.broker_name, True, count), conn, req)
         return ok(
             req, headers.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_wire()
         )
@@ -39,14 +29,7 @@ class AdminHandlers:
         self, conn: Connection, req: RemotingCommand, h: headers.AddWritePermOfBrokerRequestHeader
     ) -> RemotingCommand:
         count = self.s.registry.add_write_perm(h.broker_name)
-        self._log.log(
-            logging.INFO,
-            "write_perm",
-            "added write perm of broker %s from %s: %d topics",
-            h.broker_name,
-            conn.peer,
-            count,
-        )
+        audit(self.s, WritePermChanged(h.broker_name, False, count), conn, req)
         return ok(req, headers.AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_wire())
 
     def delete_topic_in_namesrv(
@@ -55,7 +38,8 @@ class AdminHandlers:
         req: RemotingCommand,
         h: headers.DeleteTopicFromNamesrvRequestHeader,
     ) -> RemotingCommand:
-        self.s.registry.delete_topic(h.topic, h.cluster_name)
+        dropped = self.s.registry.delete_topic(h.topic, h.cluster_name)
+        audit(self.s, TopicDeleted(h.topic, h.cluster_name, tuple(dropped)), conn, req)
         return ok(req)
 
     def register_topic_in_namesrv(

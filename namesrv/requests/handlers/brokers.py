@@ -6,9 +6,17 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from namesrv.ops.audit_events import BrokerLeft
 from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
-from namesrv.requests.context import Connection, PendingResponse, Services, ok
+from namesrv.requests.context import (
+    Connection,
+    PendingResponse,
+    Services,
+    audit,
+    ok,
+    who_asked,
+)
 from namesrv.requests.register_stages import RegisterBody, RegisterStages, broker_request
 from protocol import bodies, headers, register_body
 from protocol.codes import ResponseCode
@@ -83,7 +91,8 @@ class BrokerHandlers:
         weight = len(req.body) * (16 if h.compressed else 1)
         large = weight > self.s.config.registry.register_read_slice_bytes
         body = RegisterBody(bytes(req.body), h.compressed, req.version, h.body_crc32, large)
-        steps = self.stages.steps(req, body, broker_request(h, conn.conn_id))
+        who = who_asked(self.s, conn, req)
+        steps = self.stages.steps(req, body, broker_request(h, conn.conn_id), who)
         if large or self._in_flight[key]:
             self._in_flight[key] += 1
             return PendingResponse(steps, key)
@@ -151,12 +160,14 @@ class BrokerHandlers:
     def unregister_broker(
         self, conn: Connection, req: RemotingCommand, h: headers.UnregisterBrokerRequestHeader
     ) -> RemotingCommand:
-        self.s.registry.unregister_broker(
+        departed = self.s.registry.unregister_broker(
             cluster_name=h.cluster_name,
             broker_addr=h.broker_addr,
             broker_name=h.broker_name,
             broker_id=h.broker_id,
         )
+        for event in departed:
+            audit(self.s, BrokerLeft.of(event), conn, req)
         return ok(req)
 
     def broker_heartbeat(

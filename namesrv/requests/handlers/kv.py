@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
-from namesrv.requests.context import Connection, Services, ok
+from namesrv.ops.audit_events import KvDeleted, KvPut
+from namesrv.requests.context import Connection, Services, audit, ok
 from protocol import headers
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
@@ -18,7 +20,8 @@ class KvHandlers:
     def put_kv_config(
         self, conn: Connection, req: RemotingCommand, h: headers.PutKVConfigRequestHeader
     ) -> RemotingCommand:
-        _kv_call(lambda: self.s.kv.put(h.namespace, h.key, h.value))
+        changed = _kv_call(lambda: self.s.kv.put(h.namespace, h.key, h.value))
+        audit(self.s, KvPut(h.namespace, h.key, h.value, changed), conn, req)
         return ok(req)
 
     def get_kv_config(
@@ -35,7 +38,8 @@ class KvHandlers:
     def delete_kv_config(
         self, conn: Connection, req: RemotingCommand, h: headers.DeleteKVConfigRequestHeader
     ) -> RemotingCommand:
-        _kv_call(lambda: self.s.kv.delete(h.namespace, h.key))
+        existed = _kv_call(lambda: self.s.kv.delete(h.namespace, h.key))
+        audit(self.s, KvDeleted(h.namespace, h.key, existed), conn, req)
         return ok(req)
 
     def get_kv_list_by_namespace(
@@ -49,9 +53,12 @@ class KvHandlers:
         return ok(req, body=body)
 
 
-def _kv_call(call: Callable[[], object]) -> None:
+_T = TypeVar("_T")
+
+
+def _kv_call(call: Callable[[], _T]) -> _T:
     """What the KV config refuses (ValueError) is the peer's error: INVALID_PARAMETER."""
     try:
-        call()
+        return call()
     except ValueError as exc:
         raise ProtocolError(str(exc), ResponseCode.INVALID_PARAMETER) from exc

@@ -4,17 +4,15 @@ changed at run time for the keys declared run-time (``namesrv.properties.Upstrea
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Iterable
 from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig
+from namesrv.ops.audit_events import ConfigChanged
 from namesrv.properties import parse_properties, resolve_key, show_value, upstream_properties
-from namesrv.requests.context import Connection, Services, ok
+from namesrv.requests.context import Connection, Services, audit, ok
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
-
-log = logging.getLogger(__name__)
 
 MAX_UPDATE_BODY_BYTES = 64 * 1024
 """An UPDATE_NAMESRV_CONFIG body longer than this is refused unread: every key the server
@@ -56,13 +54,11 @@ class ServerConfigHandlers:
             config = updated_config(self.s.config, props)
         except ConfigRefused as refused:
             return req.make_response(refused.code, str(refused))
-        if config != self.s.config:
+        changed = config != self.s.config
+        if changed:
             control.apply(config)
-        log.info(
-            "config changed at run time by %s: %s",
-            conn.peer,
-            named(f"{k}={v}" for k, v in props.items()),
-        )
+        settings = named(f"{k}={v}" for k, v in props.items())
+        audit(self.s, ConfigChanged(settings, changed), conn, req)
         return ok(req)
 
 

@@ -1,0 +1,75 @@
+"""The operator's audit trail: one INFO line per change an operator may have to account for
+after an incident, under the one logger :data:`AUDIT_LOGGER`, so it can be routed to a file of
+its own.
+
+What is written is a typed event (a broker registered, unregistered, expired or whose
+connection closed; a topic deleted or left unlisted; a write perm changed; a KV entry put or
+deleted; the config changed) and :class:`Who` caused it: the connection's peer address and,
+with access control on, the access key that signed the request. The code that knows who asked
+records the event: the request handlers for requests, the server for what no request did
+(expiry, a closed connection). Steady heartbeats of a known broker are no event.
+
+Lines are paced per kind and per peer host (:class:`~namesrv.ops.log_limit.RateLimitedLog`):
+a peer that registers thousands of made-up brokers gets :data:`AUDIT_BURST` lines of each
+kind per :data:`AUDIT_PERIOD_S`, then one line counting the rest, and cannot crowd out
+another host's lines. Every string of a line is a peer's and passes through
+:func:`protocol.peer_text.printable` (escaped, cut): no peer can start or forge a line.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from namesrv.ops.audit_events import AuditEvent, Who
+from namesrv.ops.log_limit import MAX_KINDS, RateLimitedLog
+
+AUDIT_LOGGER = "namesrv.audit"
+"""The logger every audit line is written to."""
+AUDIT_BURST = 20
+"""Lines of one kind from one peer host per period; the rest are counted."""
+AUDIT_PERIOD_S = 10.0
+"""The pace's period, in seconds."""
+
+
+class AuditTrail:
+    """Writes audit events, paced per kind and peer host, to the :data:`AUDIT_LOGGER`."""
+
+    def __init__(
+        self,
+        clock: Any = None,
+        *,
+        logger: logging.Logger | None = None,
+        burst: int = AUDIT_BURST,
+        period_s: float = AUDIT_PERIOD_S,
+        max_kinds: int = MAX_KINDS,
+    ) -> None:
+        """``clock`` has ``seconds()`` (the reactor or a ``task.Clock``)."""
+        self._paced = RateLimitedLog(
+            logger or logging.getLogger(AUDIT_LOGGER),
+            clock,
+            period_s=period_s,
+            burst=burst,
+            max_kinds=max_kinds,
+        )
+
+    def record(self, event: AuditEvent, who: Who) -> bool:
+        """One line for ``event`` and who caused it; False when its pace held it back."""
+        msg, args = event.line()
+        msg += " peer=%s"
+        args += (who.peer or "-",)
+        if who.access_key is not None:
+            msg += " key=%s"
+            args += (who.access_key,)
+        host = who.host
+        kind = f"{event.kind} from {host}" if host else event.kind
+        return self._paced.log(logging.INFO, kind, msg, *args)
+
+    def release(self) -> int:
+        """Tell the lines held back in periods that are over (see ``RateLimitedLog.release``)."""
+        return self._paced.release()
+
+    @property
+    def dropped(self) -> int:
+        """Lines held back by the pace, in all."""
+        return self._paced.dropped
