@@ -81,6 +81,11 @@ class RateLimitedLog:
     def warning(self, kind: str, msg: str, *args: Any) -> bool:
         return self.log(logging.WARNING, kind, msg, *args)
 
+    @property
+    def kinds(self) -> int:
+        """Kinds with a window kept now (at most ``max_kinds`` and the shared one)."""
+        return len(self._windows)
+
     def release(self) -> int:
         """Report the lines each kind dropped in a period that is over, one line per kind, and
         forget the windows that are over; returns the lines reported as dropped. Called on a
