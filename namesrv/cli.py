@@ -7,6 +7,7 @@ import ctypes
 import dataclasses
 import gc
 import logging
+import logging.handlers
 import sys
 from importlib import resources
 from typing import Any
@@ -14,11 +15,13 @@ from typing import Any
 from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, parse_listen
 from namesrv.config_file import load, looks_like_properties_file
 from namesrv.config_text import config_properties, config_toml
+from namesrv.ops.audit_trail import AUDIT_LOGGER
 from namesrv.ops.log_limit import EscapingFilter
 from protocol.command_line import DefaultsHelpFormatter, add_version
 
 EXIT_CONFIG = 2
 """A config that cannot be used: bad file, key, value or path."""
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,8 +67,30 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="least severe log lines written (stderr)",
     )
+    parser.add_argument(
+        "--audit-log",
+        metavar="FILE",
+        help=f"also append the audit trail (logger {AUDIT_LOGGER}, INFO whatever --log-level "
+        "says) to FILE, reopened when log rotation moves it [default: stderr only]",
+    )
     add_version(parser, "namesrv")
     return parser
+
+
+def write_audit_log(path: str) -> logging.Handler:
+    """Append the audit trail's lines to ``path`` (besides stderr), at INFO whatever the log
+    level; the file is reopened when log rotation moves it away. ConfigError when it cannot
+    be opened."""
+    try:
+        handler = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--audit-log {path}: cannot open it: {exc.strerror}") from None
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.addFilter(EscapingFilter())
+    audit = logging.getLogger(AUDIT_LOGGER)
+    audit.addHandler(handler)
+    audit.setLevel(logging.INFO)
+    return handler
 
 
 def default_config_text() -> str:
@@ -156,16 +181,15 @@ def main(argv: list[str] | None = None) -> int:
         return check_config(args.check_config)
     if args.print_config:
         return print_config(args)
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT, stream=sys.stderr)
     for handler in logging.getLogger().handlers:
+        handler.setLevel(args.log_level)  # the audit logger may pass INFO on: not to stderr
         handler.addFilter(EscapingFilter())
     try:
         config = resolve_config(args)
         check_paths(config)
+        if args.audit_log is not None:
+            write_audit_log(args.audit_log)
     except ConfigError as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ import pytest
 from support.namesrv_process import spawn_namesrv
 from support.paths import REPO_ROOT
 
+from namesrv.ops.audit_trail import AUDIT_LOGGER
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from protocol.push_codec import decode_go_away, encode_subscribe
@@ -219,6 +221,65 @@ def test_running_out_of_file_descriptors_is_logged_once_per_episode(tmp_path):
     assert err.count("out of file descriptors") == 1, err
     assert "accepting connections again" in err
     assert "Traceback" not in err
+
+
+def test_the_audit_log_file_holds_the_audit_trail_and_nothing_else(tmp_path):
+    config = tmp_path / "namesrv.toml"
+    config.write_text('[server]\nwait_for_service_ms = 0\n[registry]\nkv_config_path = ""\n')
+    audit = tmp_path / "audit.log"
+    proc = spawn_namesrv(
+        "--listen", "127.0.0.1:0", "--config", str(config), "--audit-log", str(audit)
+    )
+    try:
+        port = bound_port(proc)
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            for opaque, (key, value) in enumerate([("k1", "v1"), ("k2", "x\ny")], 1):
+                ext = {"namespace": "ns1", "key": key, "value": value}
+                put = RemotingCommand.request(RequestCode.PUT_KV_CONFIG, ext, opaque=opaque)
+                sock.sendall(encode_command(put))
+                assert read_frames(sock, 1)[0].code == ResponseCode.SUCCESS
+            host, port_seen = sock.getsockname()
+            peer = f"{host}:{port_seen}"
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=20)[1]
+    finally:
+        proc.kill()
+    lines = audit.read_text().splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        f"INFO namesrv.audit: kv put: namespace=ns1 key=k1 value=v1 peer={peer}",
+        f"INFO namesrv.audit: kv put: namespace=ns1 key=k2 value=x\\ny peer={peer}",
+    ]
+    assert lines[0] in err  # and on stderr, with every other line
+
+
+def test_the_audit_log_takes_info_lines_when_stderr_takes_warnings_only(tmp_path):
+    from namesrv.cli import write_audit_log
+
+    root = logging.getLogger()
+    audit = logging.getLogger(AUDIT_LOGGER)
+    before = root.level, audit.level
+    root.setLevel(logging.WARNING)
+    handler = write_audit_log(str(tmp_path / "audit.log"))
+    try:
+        audit.info("a line of the trail")
+        logging.getLogger("namesrv.server").info("not of the trail")
+    finally:
+        audit.removeHandler(handler)
+        handler.close()
+        root.setLevel(before[0])
+        audit.setLevel(before[1])
+    [line] = (tmp_path / "audit.log").read_text().splitlines()
+    assert line.endswith("INFO namesrv.audit: a line of the trail")
+
+
+def test_an_audit_log_that_cannot_be_opened_exits_2_naming_it(tmp_path, capsys):
+    from namesrv.cli import main
+
+    config = tmp_path / "namesrv.toml"
+    config.write_text('[registry]\nkv_config_path = ""\n')
+    missing = tmp_path / "no-such-dir" / "audit.log"
+    assert main(["--config", str(config), "--audit-log", str(missing)]) == 2
+    assert f"--audit-log {missing}: cannot open it" in capsys.readouterr().err
 
 
 ALLOCATOR_PROBE = """
