@@ -515,7 +515,8 @@ class NameServer:
     def _broker_event(self, event: BrokerEvent) -> None:
         self.counters[f"broker_events.{event.kind.name.lower()}"] += 1
         if event.cause is ChangeCause.EXPIRY:  # no request did it: the server tells the trail
-            conn = self.connections.get(event.channel)  # type: ignore[call-overload]
+            channel = event.channel  # the connection id it registered over, if still open
+            conn = self.connections.get(channel) if isinstance(channel, int) else None
             peer = conn.peer if conn is not None else ""
             self.audit.record(BrokerLeft.of(event), self._broker_who(event, peer))
         self.acl.broker_changed(event.kind, event.cluster, event.broker_name, event.addrs)
