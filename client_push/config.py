@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol.address import AddressError, split_host_port
 from protocol.signing import check_server_identity
 
 MIB = 1024 * 1024
@@ -25,11 +26,10 @@ def parse_namesrv_addrs(text: str) -> tuple[str, ...]:
 
 def split_addr(addr: str) -> tuple[str, int]:
     """``HOST:PORT`` (IPv6 hosts in brackets) to (host, port)."""
-    host, sep, port_text = addr.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ClientConfigError(f"name-server address must be HOST:PORT, got {addr!r}")
-    return host, int(port_text)
+    try:
+        return split_host_port(addr)
+    except AddressError:
+        raise ClientConfigError(f"name-server address must be HOST:PORT, got {addr!r}") from None
 
 
 _POSITIVE = (

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
+from protocol.address import AddressError, split_host_port
 from protocol.signing import SERVER_IDENTITY, SERVER_IDENTITY_MAX_CHARS
 
 KIB = 1024
@@ -520,9 +521,10 @@ def _validate_pressure(pr: PressureConfig) -> None:
 
 
 def _check_addr(name: str, addr: str) -> None:
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT")
+    try:
+        split_host_port(addr)
+    except AddressError:
+        raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT") from None
 
 
 def check_paths(cfg: NamesrvConfig, *, create: bool = True) -> None:
@@ -636,14 +638,10 @@ def _validate_acl(acl: AclConfig) -> None:
 
 def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (IPv6 hosts in brackets) to a (host, port) pair."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not port_text.isdigit():
-        raise ConfigError(f"listen address must be HOST:PORT, got {text!r}")
-    port = int(port_text)
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"listen port out of range: {port}")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, port
+    try:
+        return split_host_port(text, listening=True)
+    except AddressError as exc:
+        raise ConfigError(f"listen address must be HOST:PORT: {exc}") from None
 
 
 def from_mapping(raw: dict[str, Any]) -> NamesrvConfig:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from protocol.address import AddressError, split_host_port
 from protocol.command_line import DefaultsHelpFormatter, add_version
 from sandbox.control import (
     DEFAULT_CONTROL,
@@ -38,10 +39,10 @@ DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
 def _hostport(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return split_host_port(text)
+    except AddressError:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}") from None
 
 
 def _topics(text: str) -> dict[str, int]:

@@ -16,6 +16,7 @@ import ssl
 import time
 from dataclasses import dataclass
 
+from protocol.address import AddressError, split_host_port
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 from protocol.signing import Credentials, RequestSigner
@@ -40,11 +41,10 @@ class Target:
 
 
 def split_hostport(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"name-server address must be HOST:PORT, got {text!r}")
-    return host, int(port)
+    try:
+        return split_host_port(text)
+    except AddressError:
+        raise ValueError(f"name-server address must be HOST:PORT, got {text!r}") from None
 
 
 def _wall_ms() -> int:

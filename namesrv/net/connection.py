@@ -124,6 +124,41 @@ class NamesrvConnection(TwistedProtocol):
     of the body; meanwhile the connection is not read and any other output waits behind it.
     """
 
+    # Tens of thousands of these are held: slots keep each one's state out of a per-instance
+    # dict (Twisted's base protocol still has one, for the transport it is given).
+    __slots__ = (
+        "_after_stream",
+        "_held",
+        "_input_reported",
+        "_kept",
+        "_kept_call",
+        "_out",
+        "_out_bytes",
+        "_output_bound",
+        "_paused_by_transport",
+        "_pending_bound",
+        "_pending_held",
+        "_socket_transport",
+        "_stream",
+        "_stream_body",
+        "_stream_next",
+        "_stream_slice",
+        "closed",
+        "closing",
+        "conn_id",
+        "decoder",
+        "host",
+        "kept_input",
+        "last_request_ms",
+        "max_header_size",
+        "output_blocked",
+        "owner",
+        "peer",
+        "pending_input",
+        "serialize_type",
+        "speaks_extension",
+    )
+
     def __init__(self, owner: ConnectionOwner, conn_id: int, config: ServerConfig) -> None:
         self.owner = owner
         self.conn_id = conn_id
@@ -172,7 +207,7 @@ class NamesrvConnection(TwistedProtocol):
         self._stream_next: tuple[bytes, bytes] | None = None
         """An answer from a shared body given during a read: it starts once the read's other
         answers are written."""
-        self._after_stream: list[bytes] = []
+        self._after_stream: list[bytes] | None = None
         """Output given while an answer is sent from a shared body: it follows that answer."""
         self._stream_slice = min(STREAM_SLICE_BYTES, self._output_bound)
 
@@ -495,7 +530,7 @@ class NamesrvConnection(TwistedProtocol):
         if self.closed or self.closing:
             return
         if self._stream is not None:  # one at a time: the later waits behind the first
-            self._after_stream += (head, body)
+            self._follow_stream(head, body)
             return
         self._stream = [memoryview(head), memoryview(body)]
         self._stream_body = body
@@ -528,7 +563,7 @@ class NamesrvConnection(TwistedProtocol):
         """The answer from a shared body is all queued: what waited behind it goes on."""
         body, self._stream, self._stream_body = self._stream_body, None, b""
         self.owner.shared_answer_ended(self, body)
-        after, self._after_stream = self._after_stream, []
+        after, self._after_stream = self._after_stream, None
         if after and not self.closed:
             self._write(b"".join(after))
         if self._stream is not None or self.closing or self.closed:
@@ -541,10 +576,16 @@ class NamesrvConnection(TwistedProtocol):
         elif not self._pending_held:
             self._transport.resumeProducing()
 
+    def _follow_stream(self, *parts: bytes) -> None:
+        """Queue ``parts`` behind the answer being sent from a shared body."""
+        if self._after_stream is None:
+            self._after_stream = []
+        self._after_stream.extend(parts)
+
     def _drop_stream(self) -> None:
         """A closing connection sends no more of an answer from a shared body."""
         self._stream_next = None
-        self._after_stream = []
+        self._after_stream = None
         if self._stream is not None:
             body, self._stream, self._stream_body = self._stream_body, None, b""
             self.owner.shared_answer_ended(self, body)
@@ -559,7 +600,7 @@ class NamesrvConnection(TwistedProtocol):
         most readers are still awake from the first answers.
         """
         if self._stream is not None:  # behind the answer being sent from a shared body
-            self._after_stream.append(data)
+            self._follow_stream(data)
             return
         reactor = self.owner.dispatching_reactor
         if reactor is not None and reactor.dispatching:

@@ -33,6 +33,19 @@ class _BoundedReadTransport(tcp.Server):
     buffer of that size: most of a route lookup's CPU. Reads keep their own size here.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Twisted formats both descriptions of every connection up front; tens of thousands
+        # of idle connections would hold them for nothing, so they are formatted when asked.
+        self.logstr = self.repstr = ""
+
+    def __repr__(self) -> str:
+        port = getattr(self.server, "_realPortNumber", "?")
+        return f"<NamesrvConnection #{self.sessionno} on {port}>"
+
+    def logPrefix(self) -> str:
+        return f"NamesrvConnection,{self.sessionno},{self.hostname}"
+
     def doRead(self) -> Any:
         try:
             data = self.socket.recv(READ_SIZE)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from namesrv.push.subscriptions import SubscriptionError, validate_topic_name
+from protocol.address import AddressError, split_host_port
 from protocol.codes import Perm, ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.route_model import QueueData, TopicConfig
@@ -37,15 +38,11 @@ def check_address(field: str, addr: str, *, required: bool = True) -> None:
     """``HOST:PORT`` with a port in 1..65535, as a broker advertises its addresses."""
     if not addr and not required:
         return
-    host, sep, port = addr.rpartition(":")
-    ok = (
-        sep
-        and host
-        and len(addr) <= ADDRESS_MAX_LENGTH
-        and port.isdigit()
-        and 0 < int(port) < 65536
-        and not any(ch.isspace() for ch in addr)
-    )
+    try:
+        split_host_port(addr)
+        ok = len(addr) <= ADDRESS_MAX_LENGTH and not any(ch.isspace() for ch in addr)
+    except AddressError:
+        ok = False
     if not ok:
         raise RegisterError(f"{field} must be HOST:PORT, got {addr[:ADDRESS_MAX_LENGTH]!r}")
 

@@ -231,3 +231,14 @@ def test_idle_connections_are_returned_unless_kept():
     busy.last_request_ms = 1
     found = bound.overdue([idle, subscribed, busy], 120_000, lambda conn: conn is subscribed)
     assert found == [idle] and counters["idle_closes"] == 1
+
+
+def test_a_served_connection_keeps_its_state_in_slots_not_a_per_instance_dict():
+    """Tens of thousands of idle connections are held: each one's state lives in slots, and
+    only what Twisted's base protocol sets itself (its transport) goes to an instance dict."""
+    owner = FakeOwner()
+    conn, _transport = connect(owner)
+    conn.dataReceived(request(1))
+    owner.clock.advance(0)
+    assert set(vars(conn)) <= {"transport", "connected"}
+    assert conn._after_stream is None  # queued output behind a shared answer is made lazily
