@@ -34,7 +34,7 @@ from sandbox.control import (
 from sandbox.fleet import HELP, Fleet
 from sandbox.standin import parse_topics
 
-COMMANDS = ("stats", "stop", "fail", "start", "restart", "slow", "busy", "normal", "help")
+COMMANDS = ("stats", "stop", "fail", "start", "restart", "slow", "busy", "normal", "freeze", "help")
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 

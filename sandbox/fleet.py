@@ -45,6 +45,8 @@ HELP = {
     "restart [NAME]": "stop, then start at once",
     "slow NAME MS | busy NAME | normal NAME": "answers delayed, sends answered SYSTEM_BUSY, or "
     "back to normal",
+    "freeze [NAME]": "hung like a stalled broker: no registers, no answers, connections kept "
+    "open, so the name server expires it once its heartbeats are overdue (normal NAME thaws it)",
     "help": "this list",
 }
 """The commands, as the prompt, the control port and ``namesrv-sandbox COMMAND`` take them."""
@@ -319,7 +321,7 @@ class Fleet:
                 else:
                     done.append(await self.restart(name))
             return {"brokers": done}
-        if verb in ("slow", "busy", "normal"):
+        if verb in ("slow", "busy", "normal", "freeze"):
             names = self._names(args[:1])
             for name in names:
                 broker = self._running(name).broker
@@ -328,6 +330,8 @@ class Fleet:
                     broker.slow(_number(args[1]) if len(args) > 1 else 800)
                 elif verb == "busy":
                     broker.busy()
+                elif verb == "freeze":
+                    broker.freeze()
                 else:
                     broker.normal()
             return self.stats(names)

@@ -17,6 +17,9 @@ refusal is reported as one. It can be told to misbehave:
 * ``slow(ms)``: every answer waits that long;
 * ``busy(code, remark)``: sends are answered with a busy code (probes still answered);
 * ``black_hole()``: requests are read and never answered;
+* ``freeze()``: hung, as a stalled broker process: no registers and no answers, every
+  connection kept open, so a name server drops it only once its heartbeats are overdue (its
+  broker expiry); ``normal()`` thaws it and it registers again at once;
 * ``refuse()``: the port stops listening and open connections are dropped (``accept()`` undoes);
 * ``shutdown(grace_ms)``: GoAway (7004, oneway) to every client connection, unregister from the
   name servers, serve on for the grace period, then close; ``kill()`` is the abrupt stop.
@@ -50,7 +53,7 @@ from sandbox.broker_requests import register_request, topic_configs, unregister_
 
 log = logging.getLogger("sandbox.standin")
 
-NORMAL, SLOW, BUSY, BLACK_HOLE = "normal", "slow", "busy", "black-hole"
+NORMAL, SLOW, BUSY, BLACK_HOLE, FROZEN = "normal", "slow", "busy", "black-hole", "frozen"
 BUSY_REMARK = "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while"
 
 
@@ -212,10 +215,13 @@ class BrokerStandIn:
         self.accept()
         if not self.namesrv_addrs:
             return defer.succeed(None)
+        self._start_registering()
+        return self._register_all()
+
+    def _start_registering(self) -> None:
         self._register_loop = task.LoopingCall(self._register_all)
         self._register_loop.clock = self.clock
         self._register_loop.start(self.register_interval_s, now=False)
-        return self._register_all()
 
     def promote(self) -> defer.Deferred[None]:
         """Become the group's master (as a controller's election makes a slave) and say so to
@@ -300,7 +306,16 @@ class BrokerStandIn:
     # -- behaviour switches ---------------------------------------------------------------------
 
     def normal(self) -> None:
+        thawed = self.mode == FROZEN
         self.mode, self.latency_ms = NORMAL, 0
+        if thawed and not self.stopping and self.namesrv_addrs:
+            # A name server has likely closed the connections of a broker it expired: the
+            # thawed one registers on new connections, as a broker reconnects.
+            for proto in self._namesrv.values():
+                proto.close()
+            self._namesrv.clear()
+            self._start_registering()
+            self._register_all()
 
     def slow(self, latency_ms: int) -> None:
         self.mode, self.latency_ms = SLOW, latency_ms
@@ -310,6 +325,12 @@ class BrokerStandIn:
 
     def black_hole(self) -> None:
         self.mode = BLACK_HOLE
+
+    def freeze(self) -> None:
+        """Hang: registers stop and requests go unanswered, connections stay open."""
+        self.mode = FROZEN
+        if self._register_loop is not None and self._register_loop.running:
+            self._register_loop.stop()
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -392,7 +413,7 @@ class BrokerStandIn:
 
     def _request(self, conn: _ClientConn, cmd: RemotingCommand) -> None:
         self.counters[f"requests.{cmd.code}"] += 1
-        if self.mode == BLACK_HOLE:
+        if self.mode in (BLACK_HOLE, FROZEN):
             self.counters["swallowed"] += 1
             return
         response = self._answer(cmd)

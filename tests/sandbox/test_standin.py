@@ -203,3 +203,31 @@ async def test_the_messages_it_keeps_are_bounded_in_bytes_as_well_as_count():
     finally:
         client.transport.loseConnection()
         await broker.shutdown(grace_ms=0)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_frozen_stand_in_keeps_its_connection_and_is_expired_then_thawed_registers(cluster):
+    """``freeze`` is a hung broker: no registers, no answers, the connection kept open, so the
+    name server drops it only at its broker expiry; ``normal`` registers again at once."""
+    server, port = cluster.start_server()
+    broker = BrokerStandIn(
+        "broker-x", {"T": 2}, [f"127.0.0.1:{port}"], reactor=reactor, clock=cluster.clock
+    )
+    try:
+        await broker.start()
+        opened = server.counters["connections_opened"]
+        broker.freeze()
+        expiry_s = server.config.registry.broker_expiry_ms / 1000
+        cluster.clock.advance(expiry_s - 5)
+        assert "broker-x" in broker_names(server)  # registers stopped, not yet overdue
+        assert server.counters["connections_opened"] == opened
+        for _ in range(3):  # past the expiry, through the scans that follow it
+            cluster.clock.advance(server.config.registry.scan_interval_ms / 1000 + 1)
+        await until(lambda: "broker-x" not in broker_names(server))
+        assert broker.counters["registered"] == 1
+        registered = broker.counters["registered"]
+        broker.normal()
+        await until(lambda: broker.counters["registered"] == registered + 1)
+        assert "broker-x" in broker_names(server)
+    finally:
+        await broker.shutdown(grace_ms=0)
