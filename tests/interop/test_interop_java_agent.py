@@ -273,9 +273,10 @@ def test_the_agent_subscribes_again_after_the_name_server_restarts(world):
         world["ns"], again = apache.start_namesrv(work, NAMESRV_TOML, port=port)
         assert again == port
         wait_for(lambda: subscribed_connections(port) >= 1, ROUND_S, "subscribed again")
-        log = probe.stderr()
-        assert f"name-server connection to 127.0.0.1:{port} lost, subscribing again" in log, log
+        # How the agent learns of the loss depends on timing (its watch of the connection, or
+        # a SUBSCRIBE that finds it gone); either way it names the new epoch once subscribed.
         wait_for(lambda: "refetching held topics" in probe.stderr(), 30, "the new epoch seen")
+        assert "subscribing again" in probe.stderr() or "retrying in" in probe.stderr()
         time.sleep(2)  # the resync's refreshes (spread over 1 s) have run
         # The client kept its route throughout: the agent never empties one.
         assert not probe.seen(lambda ln: ln.kind == "route" and ln.value == ""), probe.lines
