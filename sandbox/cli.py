@@ -129,9 +129,21 @@ def say(text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] and argv[0] in COMMANDS:
+    if _command_word(argv) in COMMANDS:
         return control_command(command_parser().parse_args(argv))
     return run(run_parser().parse_args(argv))
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The first word that is neither an option nor an option's value: a command's name when
+    ``namesrv-sandbox [--control HOST:PORT] COMMAND ...`` is meant (options on either side)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--control", "--wait"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def control_command(args: argparse.Namespace) -> int:

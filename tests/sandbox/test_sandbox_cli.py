@@ -137,8 +137,11 @@ def test_brokers_stop_fail_and_start_again_on_command(sandbox):
     assert code == 1 and "no broker broker-z" in unknown["error"]
 
 
-def test_a_command_without_a_sandbox_says_so():
-    done = run("sandbox", "stats", "--control", f"127.0.0.1:{free_port()}", "--wait", "0")
+@pytest.mark.parametrize("options_first", [False, True], ids=["command-first", "options-first"])
+def test_a_command_without_a_sandbox_says_so(options_first):
+    options = ("--control", f"127.0.0.1:{free_port()}", "--wait", "0")
+    words = (*options, "stats") if options_first else ("stats", *options)
+    done = run("sandbox", *words)
     assert done.returncode == 1
     assert "no sandbox answers at" in done.stderr
 
