@@ -18,6 +18,10 @@ import javax.management.ObjectName;
  * The clients' own registry ({@code MQClientManager}'s factory table, in every class loader that
  * loaded it) is read every scan interval, so an instance started later is found within one
  * interval; an instance that left the table or shut down is let go.
+ *
+ * <p>In a RocketMQ 5.x proxy it also finds the proxy's route cache ({@link ProxyFinder}) and
+ * serves it as a host of its own ({@link ProxyAccess}), in cluster mode only: in local mode the
+ * proxy forwards every send to the broker it embeds, whatever its route cache says.
  */
 final class Watcher implements AgentStatus.Source {
     static final String MANAGER = "org.apache.rocketmq.client.impl.MQClientManager";
@@ -28,6 +32,11 @@ final class Watcher implements AgentStatus.Source {
     private final Map<Object, Boolean> refused = new IdentityHashMap<Object, Boolean>();
     private final List<Object> explicit = new ArrayList<Object>();
     private final ConcurrentLinkedQueue<ClassLoader> newLoaders = new ConcurrentLinkedQueue<ClassLoader>();
+    private final ConcurrentLinkedQueue<ClassLoader> newProxyLoaders = new ConcurrentLinkedQueue<ClassLoader>();
+    /** Loaders running a proxy whose route service is still looked for. */
+    private final List<ProxyLoader> proxyLoaders = new ArrayList<ProxyLoader>();
+    /** Route services found (identity), each served as a host once started. */
+    private final List<Object> proxyServices = new ArrayList<Object>();
     private final ScheduledExecutorService scheduler;
     /** The counters of instances let go, so the totals never go down. */
     private final Counts retired = new Counts();
@@ -121,9 +130,79 @@ final class Watcher implements AgentStatus.Source {
         }
     }
 
+    /**
+     * Looks for a proxy's route service in {@code loader}, which defined the proxy's
+     * {@code ProxyStartup} (the proxy runs there). Never blocks, as {@link #addLoader}.
+     */
+    void addProxyLoader(ClassLoader loader) {
+        if (loader != null && newProxyLoaders.size() < 64) {
+            newProxyLoaders.add(loader);
+        }
+    }
+
     private void takeLoaders() {
         for (ClassLoader loader = newLoaders.poll(); loader != null; loader = newLoaders.poll()) {
             keepLoader(loader);
+        }
+        for (ClassLoader loader = newProxyLoaders.poll(); loader != null; loader = newProxyLoaders.poll()) {
+            boolean known = false;
+            for (ProxyLoader p : proxyLoaders) {
+                known |= p.loader.get() == loader;
+            }
+            if (!known) {
+                proxyLoaders.add(new ProxyLoader(loader));
+            }
+        }
+    }
+
+    /** A loader running a proxy, and how many scans have looked for its route service. */
+    private static final class ProxyLoader {
+        /** Scans that look for the route service before the agent gives up on it: the proxy
+         * builds it within its first seconds. */
+        static final int MAX_LOOKS = 300;
+        final WeakReference<ClassLoader> loader;
+        int looks;
+
+        ProxyLoader(ClassLoader loader) {
+            this.loader = new WeakReference<ClassLoader>(loader);
+        }
+    }
+
+    /**
+     * Looks for the route services of the proxies not found yet; a proxy whose route service is
+     * not found within {@link ProxyLoader#MAX_LOOKS} scans gets one line and is left alone.
+     */
+    private void findProxies() {
+        for (ProxyLoader p : new ArrayList<ProxyLoader>(proxyLoaders)) {
+            ClassLoader loader = p.loader.get();
+            if (loader == null) {
+                proxyLoaders.remove(p);
+                continue;
+            }
+            List<Object> found;
+            try {
+                found = ProxyFinder.find(loader);
+            } catch (Throwable t) {
+                found = new ArrayList<Object>();
+                Log.warn("proxy-find", "cannot read the RocketMQ proxy's start-up objects", t);
+            }
+            for (Object service : found) {
+                boolean known = false;
+                for (Object s : proxyServices) {
+                    known |= s == service;
+                }
+                if (!known && proxyServices.size() < 16) {
+                    proxyServices.add(service);
+                }
+            }
+            if (!found.isEmpty()) {
+                proxyLoaders.remove(p);
+            } else if (++p.looks >= ProxyLoader.MAX_LOOKS) {
+                proxyLoaders.remove(p);
+                Log.info("a RocketMQ proxy runs here (client " + ClientVersion.of(loader) + ") but its route service"
+                        + " (" + ProxyAccess.ROUTE_SERVICE + ") was not found among its objects; the proxy runs as"
+                        + " before, with its own route refresh");
+            }
         }
     }
 
@@ -176,6 +255,7 @@ final class Watcher implements AgentStatus.Source {
     synchronized void scan() {
         try {
             takeLoaders();
+            findProxies();
             Map<Object, Boolean> live = new IdentityHashMap<Object, Boolean>();
             for (WeakReference<ClassLoader> ref : new ArrayList<WeakReference<ClassLoader>>(loaders)) {
                 ClassLoader loader = ref.get();
@@ -189,6 +269,9 @@ final class Watcher implements AgentStatus.Source {
             }
             for (Object instance : explicit) {
                 live.put(instance, Boolean.TRUE);
+            }
+            for (Object service : proxyServices) {
+                live.put(service, Boolean.TRUE);
             }
             for (Object instance : new ArrayList<Object>(attached.keySet())) {
                 Attachment a = attached.get(instance);
@@ -212,32 +295,77 @@ final class Watcher implements AgentStatus.Source {
         }
     }
 
+    private boolean isProxyService(Object o) {
+        for (Object s : proxyServices) {
+            if (s == o) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     private void attach(Object instance) {
+        if (isProxyService(instance)) {
+            attachProxy(instance);
+            return;
+        }
         try {
             ClientAccess access = ClientAccess.of(instance);
             if (access.stoppedForGood()) {
                 return; // shut down, still in the registry for a moment: nothing to serve
             }
-            Attachment a = new Attachment(access, options);
-            a.start();
-            attached.put(instance, a);
-            if (options.jmx && mbean.name() == null) {
-                // Registered with the first client served, not at premain: an application server
-                // may install its own MBean server builder while it starts, which creating the
-                // platform MBean server earlier would break; by now the application runs.
-                ObjectName name = mbean.register();
-                if (name != null) {
-                    Log.info("status MBean " + name + " registered (jconsole, or java -jar "
-                            + "rocketmq-routepush-agent.jar " + pid() + ")");
-                }
-            }
+            serve(instance, access);
         } catch (Throwable t) {
-            if (refused.size() > 1024) {
-                refused.clear();
-            }
-            refused.put(instance, Boolean.TRUE);
+            refuse(instance);
             Log.warn("attach", "cannot serve RocketMQ client " + instance.getClass().getName() + " (client "
                     + ClientVersion.of(instance.getClass().getClassLoader()) + "); it keeps its 30 s poll", t);
+        }
+    }
+
+    /**
+     * Serves a proxy's route service, in cluster mode. In local mode the proxy forwards every
+     * send to the broker it embeds ({@code getBrokerAddr} answers that broker, not the cache),
+     * so push could change no send's broker: one line says so and the proxy is left alone.
+     */
+    private void attachProxy(Object service) {
+        ClientVersion version = ClientVersion.of(service.getClass().getClassLoader());
+        if (ProxyAccess.local(service)) {
+            refuse(service);
+            Log.info("the RocketMQ proxy (" + version.text + ") runs in local mode: it forwards every send to"
+                    + " the broker it embeds, not by its route cache, so route push leaves it alone");
+            return;
+        }
+        try {
+            serve(service, ProxyAccess.of(service, options.requestTimeoutMs));
+        } catch (ProxyAccess.NotStarted e) {
+            // built, not started yet: the next scan tries again
+        } catch (Throwable t) {
+            refuse(service);
+            Log.warn("attach", "cannot serve the route cache of the RocketMQ proxy " + service.getClass().getName()
+                    + " (" + version.text + "); the proxy runs as before, with its own route refresh", t);
+        }
+    }
+
+    private void refuse(Object instance) {
+        if (refused.size() > 1024) {
+            refused.clear();
+        }
+        refused.put(instance, Boolean.TRUE);
+    }
+
+    private void serve(Object instance, Host access) throws ReflectiveOperationException {
+        Attachment a = new Attachment(access, options);
+        a.start();
+        attached.put(instance, a);
+        if (options.jmx && mbean.name() == null) {
+            // Registered with the first host served, not at premain: an application server may
+            // install its own MBean server builder while it starts, which creating the platform
+            // MBean server earlier would break; by now the application runs.
+            ObjectName name = mbean.register();
+            if (name != null) {
+                Log.info("status MBean " + name + " registered (jconsole, or java -jar "
+                        + "rocketmq-routepush-agent.jar " + pid() + ")");
+            }
         }
     }
 

@@ -158,7 +158,7 @@ public class StatusTest {
 
             @Override
             public String[] clientLines() {
-                return new String[] {client.id + ": a line"};
+                return new String[] {"client " + client.id + ": a line"};
             }
 
             @Override
