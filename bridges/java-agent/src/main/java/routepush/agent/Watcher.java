@@ -331,8 +331,9 @@ final class Watcher implements AgentStatus.Source {
         ClientVersion version = ClientVersion.of(service.getClass().getClassLoader());
         if (ProxyAccess.local(service)) {
             refuse(service);
-            Log.info("the RocketMQ proxy (" + version.text + ") runs in local mode: it forwards every send to"
-                    + " the broker it embeds, not by its route cache, so route push leaves it alone");
+            Log.once("proxy-local:" + System.identityHashCode(service.getClass().getClassLoader()), "the RocketMQ"
+                    + " proxy (" + version.text + ") runs in local mode: it forwards every send to the broker it"
+                    + " embeds, not by its route cache, so route push leaves it alone");
             return;
         }
         try {
@@ -341,7 +342,7 @@ final class Watcher implements AgentStatus.Source {
             // built, not started yet: the next scan tries again
         } catch (Throwable t) {
             refuse(service);
-            Log.warn("attach", "cannot serve the route cache of the RocketMQ proxy " + service.getClass().getName()
+            Log.warn("attach-proxy", "cannot serve the route cache of the RocketMQ proxy " + service.getClass().getName()
                     + " (" + version.text + "); the proxy runs as before, with its own route refresh", t);
         }
     }
