@@ -3,10 +3,8 @@ package routepush.agent;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertTrue;
 
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
-import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import org.apache.rocketmq.proxy.ProxyStartup;
@@ -22,28 +20,10 @@ import org.junit.Test;
  * however often the agent scans, and no attachment.
  */
 public class ProxyShapesTest {
-    private final List<LogRecord> records = new ArrayList<LogRecord>();
-    private final Handler capture = new Handler() {
-        @Override
-        public void publish(LogRecord r) {
-            synchronized (records) {
-                records.add(r);
-            }
-        }
-
-        @Override
-        public void flush() {
-        }
-
-        @Override
-        public void close() {
-        }
-    };
     private Watcher watcher;
 
     @Before
     public void setUp() {
-        Log.LOGGER.addHandler(capture);
         watcher = new Watcher(Options.parse("jmx=false", new Properties()));
         watcher.addProxyLoader(getClass().getClassLoader());
     }
@@ -51,16 +31,22 @@ public class ProxyShapesTest {
     @After
     public void tearDown() {
         watcher.stop();
-        Log.LOGGER.removeHandler(capture);
     }
 
-    private int lines(Level level, String text) {
+    /** The lines five scans write. */
+    private List<LogRecord> scans() {
+        return LogLines.capture(() -> {
+            for (int i = 0; i < 5; i++) {
+                watcher.scan();
+            }
+        });
+    }
+
+    private static int lines(List<LogRecord> records, Level level, String text) {
         int n = 0;
-        synchronized (records) {
-            for (LogRecord r : records) {
-                if (r.getLevel() == level && r.getMessage().contains(text)) {
-                    n++;
-                }
+        for (LogRecord r : records) {
+            if (r.getLevel() == level && r.getMessage().contains(text)) {
+                n++;
             }
         }
         return n;
@@ -70,22 +56,18 @@ public class ProxyShapesTest {
     public void aProxyInLocalModeIsLeftAloneWithOneLine() {
         LocalTopicRouteService local = new LocalTopicRouteService();
         ProxyStartup.hold(local);
-        for (int i = 0; i < 5; i++) {
-            watcher.scan();
-        }
+        List<LogRecord> records = scans();
         assertTrue(ProxyAccess.local(local));
         assertEquals(0, watcher.attachments().size());
-        assertEquals(1, lines(Level.INFO, "runs in local mode"));
+        assertEquals(1, lines(records, Level.INFO, "runs in local mode"));
     }
 
     @Test
     public void aRouteServiceOfAnotherShapeIsLeftAloneWithOneWarning() {
         ProxyStartup.hold(new ClusterTopicRouteService());
-        for (int i = 0; i < 5; i++) {
-            watcher.scan();
-        }
+        List<LogRecord> records = scans();
         assertEquals(0, watcher.attachments().size());
-        assertEquals(1, lines(Level.WARNING, "cannot serve the route cache of the RocketMQ proxy"));
-        assertEquals(0, lines(Level.INFO, "attached to proxy"));
+        assertEquals(1, lines(records, Level.WARNING, "cannot serve the route cache of the RocketMQ proxy"));
+        assertEquals(0, lines(records, Level.INFO, "attached to proxy"));
     }
 }
