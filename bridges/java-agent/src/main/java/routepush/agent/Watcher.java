@@ -19,7 +19,7 @@ import javax.management.ObjectName;
  * loaded it) is read every scan interval, so an instance started later is found within one
  * interval; an instance that left the table or shut down is let go.
  *
- * <p>In a RocketMQ 5.x proxy it also finds the proxy's route cache ({@link ProxyFinder}) and
+ * <p>In a RocketMQ 5.x proxy it also finds the proxy's route cache ({@link ProxyHosts}) and
  * serves it as a host of its own ({@link ProxyAccess}), in cluster mode only: in local mode the
  * proxy forwards every send to the broker it embeds, whatever its route cache says.
  */
@@ -32,11 +32,7 @@ final class Watcher implements AgentStatus.Source {
     private final Map<Object, Boolean> refused = new IdentityHashMap<Object, Boolean>();
     private final List<Object> explicit = new ArrayList<Object>();
     private final ConcurrentLinkedQueue<ClassLoader> newLoaders = new ConcurrentLinkedQueue<ClassLoader>();
-    private final ConcurrentLinkedQueue<ClassLoader> newProxyLoaders = new ConcurrentLinkedQueue<ClassLoader>();
-    /** Loaders running a proxy whose route service is still looked for. */
-    private final List<ProxyLoader> proxyLoaders = new ArrayList<ProxyLoader>();
-    /** Route services found (identity), each served as a host once started. */
-    private final List<Object> proxyServices = new ArrayList<Object>();
+    private final ProxyHosts proxies = new ProxyHosts();
     private final ScheduledExecutorService scheduler;
     /** The counters of instances let go, so the totals never go down. */
     private final Counts retired = new Counts();
@@ -135,74 +131,12 @@ final class Watcher implements AgentStatus.Source {
      * {@code ProxyStartup} (the proxy runs there). Never blocks, as {@link #addLoader}.
      */
     void addProxyLoader(ClassLoader loader) {
-        if (loader != null && newProxyLoaders.size() < 64) {
-            newProxyLoaders.add(loader);
-        }
+        proxies.offer(loader);
     }
 
     private void takeLoaders() {
         for (ClassLoader loader = newLoaders.poll(); loader != null; loader = newLoaders.poll()) {
             keepLoader(loader);
-        }
-        for (ClassLoader loader = newProxyLoaders.poll(); loader != null; loader = newProxyLoaders.poll()) {
-            boolean known = false;
-            for (ProxyLoader p : proxyLoaders) {
-                known |= p.loader.get() == loader;
-            }
-            if (!known) {
-                proxyLoaders.add(new ProxyLoader(loader));
-            }
-        }
-    }
-
-    /** A loader running a proxy, and how many scans have looked for its route service. */
-    private static final class ProxyLoader {
-        /** Scans that look for the route service before the agent gives up on it: the proxy
-         * builds it within its first seconds. */
-        static final int MAX_LOOKS = 300;
-        final WeakReference<ClassLoader> loader;
-        int looks;
-
-        ProxyLoader(ClassLoader loader) {
-            this.loader = new WeakReference<ClassLoader>(loader);
-        }
-    }
-
-    /**
-     * Looks for the route services of the proxies not found yet; a proxy whose route service is
-     * not found within {@link ProxyLoader#MAX_LOOKS} scans gets one line and is left alone.
-     */
-    private void findProxies() {
-        for (ProxyLoader p : new ArrayList<ProxyLoader>(proxyLoaders)) {
-            ClassLoader loader = p.loader.get();
-            if (loader == null) {
-                proxyLoaders.remove(p);
-                continue;
-            }
-            List<Object> found;
-            try {
-                found = ProxyFinder.find(loader);
-            } catch (Throwable t) {
-                found = new ArrayList<Object>();
-                Log.warn("proxy-find", "cannot read the RocketMQ proxy's start-up objects", t);
-            }
-            for (Object service : found) {
-                boolean known = false;
-                for (Object s : proxyServices) {
-                    known |= s == service;
-                }
-                if (!known && proxyServices.size() < 16) {
-                    proxyServices.add(service);
-                }
-            }
-            if (!found.isEmpty()) {
-                proxyLoaders.remove(p);
-            } else if (++p.looks >= ProxyLoader.MAX_LOOKS) {
-                proxyLoaders.remove(p);
-                Log.info("a RocketMQ proxy runs here (client " + ClientVersion.of(loader) + ") but its route service"
-                        + " (" + ProxyAccess.ROUTE_SERVICE + ") was not found among its objects; the proxy runs as"
-                        + " before, with its own route refresh");
-            }
         }
     }
 
@@ -255,7 +189,6 @@ final class Watcher implements AgentStatus.Source {
     synchronized void scan() {
         try {
             takeLoaders();
-            findProxies();
             Map<Object, Boolean> live = new IdentityHashMap<Object, Boolean>();
             for (WeakReference<ClassLoader> ref : new ArrayList<WeakReference<ClassLoader>>(loaders)) {
                 ClassLoader loader = ref.get();
@@ -270,7 +203,7 @@ final class Watcher implements AgentStatus.Source {
             for (Object instance : explicit) {
                 live.put(instance, Boolean.TRUE);
             }
-            for (Object service : proxyServices) {
+            for (Object service : proxies.scan()) {
                 live.put(service, Boolean.TRUE);
             }
             for (Object instance : new ArrayList<Object>(attached.keySet())) {
@@ -295,17 +228,8 @@ final class Watcher implements AgentStatus.Source {
         }
     }
 
-    private boolean isProxyService(Object o) {
-        for (Object s : proxyServices) {
-            if (s == o) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     private void attach(Object instance) {
-        if (isProxyService(instance)) {
+        if (proxies.holds(instance)) {
             attachProxy(instance);
             return;
         }
