@@ -12,9 +12,10 @@ nothing. ``DIR`` defaults to ``$ROCKETMQ_JAR_CACHE`` or ``~/.cache/rocketmq-rout
 Prints one ``VERSION DIR/VERSION/lib`` line per version, for scripts to read.
 
 ``--agent`` then builds the route-push Java agent (``bridges/java-agent``) with its JUnit tests,
-which attach to real 5.x and 4.9.x clients. ``--if-possible`` (what a developer's test run
-uses) notes and skips instead of failing where Maven or a JDK is missing or Maven Central cannot
-be reached; with ``CI`` set every failure fails.
+which attach to real 5.x and 4.9.x clients and, when a set names ``proxy`` (``5.3.3:proxy,...``),
+to that real proxy's route cache. ``--if-possible`` (what a developer's test run uses) notes and
+skips instead of failing where Maven or a JDK is missing or Maven Central cannot be reached; with
+``CI`` set every failure fails.
 """
 
 from __future__ import annotations
@@ -97,11 +98,13 @@ def resolve(cache: Path, version: str, artifacts: tuple[str, ...]) -> Path:
     return lib
 
 
-def build_agent(legacy_lib: Path | None) -> None:
+def build_agent(legacy_lib: Path | None, proxy_lib: Path | None = None) -> None:
     """``mvn package`` of the Java agent: its JUnit tests, then the jar."""
     command = ["mvn", "-q", "-B", "-f", str(AGENT_POM), "package"]
     if legacy_lib is not None:
         command.append(f"-Droutepush.legacyLib={legacy_lib}")
+    if proxy_lib is not None:
+        command.append(f"-Droutepush.proxyLib={proxy_lib}")
     subprocess.run(command, check=True, stdin=subprocess.DEVNULL, timeout=1800)
 
 
@@ -130,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{version} {libs[version]}", flush=True)
         if args.agent:
             legacy = [lib for version, lib in libs.items() if version.startswith("4.")]
-            build_agent(legacy[0] if legacy else None)
+            proxy = [libs[version] for version, names in sets if "proxy" in names]
+            build_agent(legacy[0] if legacy else None, proxy[0] if proxy else None)
             print(f"agent {AGENT_POM.parent / 'target' / 'rocketmq-routepush-agent.jar'}")
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
         if lenient and not args.agent:

@@ -9,15 +9,15 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The agent's presence in one client instance: its control thread (ticks and frames, in order),
- * its refresh thread, the {@link Bridge} between them, and the {@link FrameInbox} that carries
- * frames from the client's Netty thread to the control thread, bounded in bytes. Two daemon
- * threads per instance, both the agent's own.
+ * The agent's presence in one {@link Host} (a client instance, or a proxy's route cache): its
+ * control thread (ticks and frames, in order), its refresh thread, the {@link Bridge} between
+ * them, and the {@link FrameInbox} that carries frames from the host's Netty thread to the
+ * control thread, bounded in bytes. Two daemon threads per host, both the agent's own.
  */
 final class Attachment {
     /** Tasks waiting for the control thread: ticks and drain requests, never frames. */
     static final int CONTROL_QUEUE = 16;
-    final ClientAccess access;
+    final Host access;
     final Bridge bridge;
     final RefreshQueue queue;
     final FrameInbox inbox;
@@ -29,7 +29,7 @@ final class Attachment {
     private final RefreshWorker worker;
     private final String id;
 
-    Attachment(ClientAccess access, Options options) {
+    Attachment(Host access, Options options) {
         this.access = access;
         this.id = access.clientId();
         this.queue = new RefreshQueue(1 << 20);
@@ -62,14 +62,14 @@ final class Attachment {
     }
 
     void start() throws ReflectiveOperationException {
-        access.registerFrames(new ClientAccess.FrameHandler() {
+        access.registerFrames(new Remoting.FrameHandler() {
             @Override
             public void frame(Object connection, int code, byte[] body) {
                 received(connection, code, body);
             }
         }, Messages.NOTIFY, Messages.GO_AWAY);
         worker.start();
-        Log.info("attached to client " + id + " (RocketMQ client " + access.version.text + ")");
+        Log.info("attached to " + access.kind() + " " + access.label());
     }
 
     /**
@@ -89,7 +89,7 @@ final class Attachment {
             }
             bridge.lost(inbox.takeLost());
         } catch (Throwable t) {
-            Log.warn("drain:" + id, "route-push frame handling failed for client " + id, t);
+            Log.warn("drain:" + id, "route-push frame handling failed for " + access.kind() + " " + id, t);
         }
     }
 
@@ -102,7 +102,7 @@ final class Attachment {
                 try {
                     bridge.tick();
                 } catch (Throwable t) {
-                    Log.warn("tick:" + id, "route-push step failed for client " + id, t);
+                    Log.warn("tick:" + id, "route-push step failed for " + access.kind() + " " + id, t);
                 }
             }
         });
@@ -111,7 +111,7 @@ final class Attachment {
     void stop() {
         worker.stop();
         control.shutdownNow();
-        Log.info("detached from client " + id);
+        Log.info("detached from " + access.kind() + " " + id);
     }
 
     /** What the agent did for this instance. */
@@ -120,7 +120,7 @@ final class Attachment {
     }
 
     String status() {
-        return id + " (RocketMQ client " + access.version.text + "): at " + bridge.subscribedAt() + (bridge.unsupported() ? " (no push there)" : "")
+        return access.kind() + " " + access.label() + ": at " + bridge.subscribedAt() + (bridge.unsupported() ? " (no push there)" : "")
                 + ", " + bridge.subscribedCount() + " topics subscribed, " + bridge.frames.get()
                 + " frames, " + worker.refreshed() + " refreshes (" + worker.failed() + " failed, "
                 + queue.coalesced() + " coalesced), " + bridge.resyncs.get() + " resyncs, "

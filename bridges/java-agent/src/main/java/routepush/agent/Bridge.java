@@ -211,7 +211,7 @@ final class Bridge {
             if (reply.code == Messages.REQUEST_CODE_NOT_SUPPORTED) {
                 unsupported = true;
                 Log.once("unsupported:" + addr, client.clientId() + ": the name server at " + addr
-                        + " has no route push (REQUEST_CODE_NOT_SUPPORTED); the client's own 30 s poll"
+                        + " has no route push (REQUEST_CODE_NOT_SUPPORTED); " + client.ownRefresh()
                         + " keeps its routes");
                 return false;
             }
@@ -301,7 +301,7 @@ final class Bridge {
         long backoff = Math.min(options.checkIntervalMs, 1000L << Math.min(failures - 1, 5));
         retryAt = clock.nowMs() + backoff;
         Log.warn("subscribe:" + client.clientId(), client.clientId() + ": " + why
-                + "; retrying in " + backoff + " ms (the client's own poll goes on)", error);
+                + "; retrying in " + backoff + " ms (" + client.ownRefresh() + " goes on)", error);
     }
 
     /**

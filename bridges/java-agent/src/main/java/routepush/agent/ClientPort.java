@@ -52,4 +52,9 @@ interface ClientPort {
 
     /** Makes {@code addr} the name server of the instance's next request; false if not possible. */
     boolean switchNameServer(String addr);
+
+    /** What keeps the routes when push does not, for the agent's lines. */
+    default String ownRefresh() {
+        return "the client's own 30 s poll";
+    }
 }

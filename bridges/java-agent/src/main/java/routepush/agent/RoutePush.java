@@ -89,6 +89,8 @@ public final class RoutePush {
             for (Class<?> c : inst.getAllLoadedClasses()) {
                 if (Watcher.MANAGER.equals(c.getName())) {
                     w.addLoader(c.getClassLoader());
+                } else if (ProxyFinder.STARTUP.equals(c.getName())) {
+                    w.addProxyLoader(c.getClassLoader());
                 }
             }
         }

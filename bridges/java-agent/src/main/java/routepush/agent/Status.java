@@ -81,7 +81,7 @@ public final class Status {
                 out.println(String.format("  %-20s %s", attribute, server.getAttribute(name, attribute)));
             }
             for (String line : (String[]) server.getAttribute(name, "ClientLines")) {
-                out.println("  client " + line);
+                out.println("  " + line);
             }
         }
         return true;

@@ -18,6 +18,10 @@ import javax.management.ObjectName;
  * The clients' own registry ({@code MQClientManager}'s factory table, in every class loader that
  * loaded it) is read every scan interval, so an instance started later is found within one
  * interval; an instance that left the table or shut down is let go.
+ *
+ * <p>In a RocketMQ 5.x proxy it also finds the proxy's route cache ({@link ProxyHosts}) and
+ * serves it as a host of its own ({@link ProxyAccess}), in cluster mode only: in local mode the
+ * proxy forwards every send to the broker it embeds, whatever its route cache says.
  */
 final class Watcher implements AgentStatus.Source {
     static final String MANAGER = "org.apache.rocketmq.client.impl.MQClientManager";
@@ -28,6 +32,7 @@ final class Watcher implements AgentStatus.Source {
     private final Map<Object, Boolean> refused = new IdentityHashMap<Object, Boolean>();
     private final List<Object> explicit = new ArrayList<Object>();
     private final ConcurrentLinkedQueue<ClassLoader> newLoaders = new ConcurrentLinkedQueue<ClassLoader>();
+    private final ProxyHosts proxies = new ProxyHosts();
     private final ScheduledExecutorService scheduler;
     /** The counters of instances let go, so the totals never go down. */
     private final Counts retired = new Counts();
@@ -121,6 +126,14 @@ final class Watcher implements AgentStatus.Source {
         }
     }
 
+    /**
+     * Looks for a proxy's route service in {@code loader}, which defined the proxy's
+     * {@code ProxyStartup} (the proxy runs there). Never blocks, as {@link #addLoader}.
+     */
+    void addProxyLoader(ClassLoader loader) {
+        proxies.offer(loader);
+    }
+
     private void takeLoaders() {
         for (ClassLoader loader = newLoaders.poll(); loader != null; loader = newLoaders.poll()) {
             keepLoader(loader);
@@ -190,6 +203,9 @@ final class Watcher implements AgentStatus.Source {
             for (Object instance : explicit) {
                 live.put(instance, Boolean.TRUE);
             }
+            for (Object service : proxies.scan()) {
+                live.put(service, Boolean.TRUE);
+            }
             for (Object instance : new ArrayList<Object>(attached.keySet())) {
                 Attachment a = attached.get(instance);
                 if (!live.containsKey(instance) || a.access.stoppedForGood()) {
@@ -213,31 +229,68 @@ final class Watcher implements AgentStatus.Source {
     }
 
     private void attach(Object instance) {
+        if (proxies.holds(instance)) {
+            attachProxy(instance);
+            return;
+        }
         try {
             ClientAccess access = ClientAccess.of(instance);
             if (access.stoppedForGood()) {
                 return; // shut down, still in the registry for a moment: nothing to serve
             }
-            Attachment a = new Attachment(access, options);
-            a.start();
-            attached.put(instance, a);
-            if (options.jmx && mbean.name() == null) {
-                // Registered with the first client served, not at premain: an application server
-                // may install its own MBean server builder while it starts, which creating the
-                // platform MBean server earlier would break; by now the application runs.
-                ObjectName name = mbean.register();
-                if (name != null) {
-                    Log.info("status MBean " + name + " registered (jconsole, or java -jar "
-                            + "rocketmq-routepush-agent.jar " + pid() + ")");
-                }
-            }
+            serve(instance, access);
         } catch (Throwable t) {
-            if (refused.size() > 1024) {
-                refused.clear();
-            }
-            refused.put(instance, Boolean.TRUE);
+            refuse(instance);
             Log.warn("attach", "cannot serve RocketMQ client " + instance.getClass().getName() + " (client "
                     + ClientVersion.of(instance.getClass().getClassLoader()) + "); it keeps its 30 s poll", t);
+        }
+    }
+
+    /**
+     * Serves a proxy's route service, in cluster mode. In local mode the proxy forwards every
+     * send to the broker it embeds ({@code getBrokerAddr} answers that broker, not the cache),
+     * so push could change no send's broker: one line says so and the proxy is left alone.
+     */
+    private void attachProxy(Object service) {
+        ClientVersion version = ClientVersion.of(service.getClass().getClassLoader());
+        if (ProxyAccess.local(service)) {
+            refuse(service);
+            Log.once("proxy-local:" + System.identityHashCode(service.getClass().getClassLoader()), "the RocketMQ"
+                    + " proxy (" + version.text + ") runs in local mode: it forwards every send to the broker it"
+                    + " embeds, not by its route cache, so route push leaves it alone");
+            return;
+        }
+        try {
+            serve(service, ProxyAccess.of(service, options.requestTimeoutMs));
+        } catch (ProxyAccess.NotStarted e) {
+            // built, not started yet: the next scan tries again
+        } catch (Throwable t) {
+            refuse(service);
+            Log.warn("attach-proxy", "cannot serve the route cache of the RocketMQ proxy " + service.getClass().getName()
+                    + " (" + version.text + "); the proxy runs as before, with its own route refresh", t);
+        }
+    }
+
+    private void refuse(Object instance) {
+        if (refused.size() > 1024) {
+            refused.clear();
+        }
+        refused.put(instance, Boolean.TRUE);
+    }
+
+    private void serve(Object instance, Host access) throws ReflectiveOperationException {
+        Attachment a = new Attachment(access, options);
+        a.start();
+        attached.put(instance, a);
+        if (options.jmx && mbean.name() == null) {
+            // Registered with the first host served, not at premain: an application server may
+            // install its own MBean server builder while it starts, which creating the platform
+            // MBean server earlier would break; by now the application runs.
+            ObjectName name = mbean.register();
+            if (name != null) {
+                Log.info("status MBean " + name + " registered (jconsole, or java -jar "
+                        + "rocketmq-routepush-agent.jar " + pid() + ")");
+            }
         }
     }
 

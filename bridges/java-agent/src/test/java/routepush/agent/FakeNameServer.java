@@ -10,6 +10,7 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -18,8 +19,10 @@ import java.util.regex.Pattern;
 
 /**
  * A name server on loopback speaking just enough RocketMQ remoting (JSON headers) for a real
- * client: GET_ROUTEINFO_BY_TOPIC answered as {@link #answer} says, SUBSCRIBE acknowledged with
- * every topic at version 1, and oneway frames pushed to the connections that subscribed.
+ * client: GET_ROUTEINFO_BY_TOPIC answered as {@link #answer} says (a route on broker-a, master
+ * {@link #master}), SUBSCRIBE acknowledged with every topic at version 1 (or, without
+ * {@link #push}, refused as Apache's name server does), UNSUBSCRIBE followed, and oneway frames
+ * pushed to the connections that subscribed.
  */
 final class FakeNameServer implements AutoCloseable {
     static final int GET_ROUTEINFO_BY_TOPIC = 105;
@@ -29,6 +32,12 @@ final class FakeNameServer implements AutoCloseable {
     /** How lookups are answered: SUCCESS (0) with a route on broker-a, or this error code. */
     volatile int answer = 0;
     volatile boolean warmingUp;
+    /** The master address of broker-a in the routes answered. */
+    volatile String master = "127.0.0.1:1";
+    /** false: SUBSCRIBE is answered REQUEST_CODE_NOT_SUPPORTED, as by a name server without push. */
+    volatile boolean push = true;
+    /** Topics subscribed now, over every connection. */
+    final Set<String> subscribed = ConcurrentHashMap.newKeySet();
     final Map<String, AtomicInteger> lookups = new ConcurrentHashMap<String, AtomicInteger>();
     final AtomicInteger subscribes = new AtomicInteger();
     private final List<OutputStream> subscribers = new CopyOnWriteArrayList<OutputStream>();
@@ -93,17 +102,31 @@ final class FakeNameServer implements AutoCloseable {
                     String topic = text(h, "topic");
                     lookups.computeIfAbsent(topic, k -> new AtomicInteger()).incrementAndGet();
                     if (answer == 0) {
-                        respond(out, op, 0, null, route().getBytes(StandardCharsets.UTF_8));
+                        respond(out, op, 0, null, route(master).getBytes(StandardCharsets.UTF_8));
                     } else {
                         respond(out, op, answer, answer == SYSTEM_ERROR ? "name server not ready" : "no route", null);
                     }
+                } else if (code == Messages.SUBSCRIBE && !push) {
+                    respond(out, op, Messages.REQUEST_CODE_NOT_SUPPORTED, "request type 7001 not supported", null);
+                } else if (code == Messages.UNSUBSCRIBE) {
+                    Proto.Reader r = new Proto.Reader(body);
+                    for (int f = r.next(); f != 0; f = r.next()) {
+                        if (f == 1) {
+                            subscribed.remove(r.string());
+                        } else {
+                            r.skip();
+                        }
+                    }
+                    respond(out, op, 0, null, null);
                 } else if (code == Messages.SUBSCRIBE) {
                     subscribes.incrementAndGet();
                     Proto.Writer ack = new Proto.Writer();
                     Proto.Reader r = new Proto.Reader(body);
                     for (int f = r.next(); f != 0; f = r.next()) {
                         if (f == 1) {
-                            ack.bytes(1, new Proto.Writer().string(1, r.string()).uint(2, 1).uint(3, 1).toByteArray());
+                            String topic = r.string();
+                            subscribed.add(topic);
+                            ack.bytes(1, new Proto.Writer().string(1, topic).uint(2, 1).uint(3, 1).toByteArray());
                         } else {
                             r.skip();
                         }
@@ -137,8 +160,8 @@ final class FakeNameServer implements AutoCloseable {
         return n;
     }
 
-    private static String route() {
-        return "{\"brokerDatas\":[{\"brokerAddrs\":{\"0\":\"127.0.0.1:1\"},\"brokerName\":\"broker-a\","
+    private static String route(String master) {
+        return "{\"brokerDatas\":[{\"brokerAddrs\":{\"0\":\"" + master + "\"},\"brokerName\":\"broker-a\","
                 + "\"cluster\":\"c\"}],\"filterServerTable\":{},\"queueDatas\":[{\"brokerName\":\"broker-a\","
                 + "\"perm\":6,\"readQueueNums\":4,\"topicSysFlag\":0,\"writeQueueNums\":4}]}";
     }

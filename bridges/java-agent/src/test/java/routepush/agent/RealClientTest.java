@@ -7,13 +7,13 @@ import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertSame;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assume.assumeTrue;
+import static routepush.agent.RealJars.await;
 
 import java.io.File;
 import java.lang.management.ManagementFactory;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.net.ServerSocket;
-import java.net.URL;
 import java.net.URLClassLoader;
 import java.util.ArrayList;
 import java.util.List;
@@ -66,7 +66,7 @@ public class RealClientTest {
      * remove anything. Frames far over the agent's bounds cost it no more than its bounds.
      */
     private void keepsRoutes(File dir) throws Exception {
-        URLClassLoader loader = new URLClassLoader(jars(dir), ClassLoader.getSystemClassLoader().getParent());
+        URLClassLoader loader = RealJars.loader(dir);
         ClassLoader before = Thread.currentThread().getContextClassLoader();
         Thread.currentThread().setContextClassLoader(loader);
         FakeNameServer ns = new FakeNameServer();
@@ -171,22 +171,8 @@ public class RealClientTest {
         return ((List<?>) route.getClass().getMethod("getBrokerDatas").invoke(route)).size();
     }
 
-    interface Check {
-        boolean ok() throws Exception;
-    }
-
-    private static void await(Check check, String what) throws Exception {
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (!check.ok()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError(what + ": not within 20 s");
-            }
-            Thread.sleep(10);
-        }
-    }
-
     private void exercise(File dir, String version) throws Exception {
-        URLClassLoader loader = new URLClassLoader(jars(dir), ClassLoader.getSystemClassLoader().getParent());
+        URLClassLoader loader = RealJars.loader(dir);
         // As in a container, the application's threads see its own loader.
         ClassLoader before = Thread.currentThread().getContextClassLoader();
         Thread.currentThread().setContextClassLoader(loader);
@@ -215,7 +201,7 @@ public class RealClientTest {
                 watcher.scan();
                 List<Attachment> attached = watcher.attachments();
                 assertEquals(1, attached.size());
-                assertSame(instance, attached.get(0).access.instance());
+                assertSame(instance, ((ClientAccess) attached.get(0).access).instance());
 
                 // The processor the agent registered takes the extension's frames, and whatever
                 // a frame holds, it returns nothing and throws nothing into the client.
@@ -286,19 +272,6 @@ public class RealClientTest {
         type.getMethod("markOnewayRPC").invoke(cmd);
         type.getMethod("setBody", byte[].class).invoke(cmd, (Object) body);
         return cmd;
-    }
-
-    private static URL[] jars(File dir) throws Exception {
-        List<URL> out = new ArrayList<URL>();
-        File[] files = dir.listFiles();
-        if (files != null) {
-            for (File f : files) {
-                if (f.getName().endsWith(".jar")) {
-                    out.add(f.toURI().toURL());
-                }
-            }
-        }
-        return out.toArray(new URL[0]);
     }
 
     private static int deadPort() throws Exception {

@@ -14,7 +14,6 @@ import java.util.List;
 import java.util.Properties;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import javax.management.MBeanServer;
@@ -42,40 +41,11 @@ public class StatusTest {
             }
         }
         try {
-            return capture(body);
+            return LogLines.capture(body);
         } finally {
             for (String key : saved.stringPropertyNames()) {
                 System.setProperty(key, saved.getProperty(key));
             }
-        }
-    }
-
-    private static List<LogRecord> capture(Runnable body) {
-        final List<LogRecord> records = new ArrayList<LogRecord>();
-        Handler capture = new Handler() {
-            @Override
-            public void publish(LogRecord r) {
-                synchronized (records) {
-                    records.add(r);
-                }
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-        Log.LOGGER.addHandler(capture);
-        try {
-            body.run();
-        } finally {
-            Log.LOGGER.removeHandler(capture);
-        }
-        synchronized (records) {
-            return new ArrayList<LogRecord>(records);
         }
     }
 
@@ -158,7 +128,7 @@ public class StatusTest {
 
             @Override
             public String[] clientLines() {
-                return new String[] {client.id + ": a line"};
+                return new String[] {"client " + client.id + ": a line"};
             }
 
             @Override
