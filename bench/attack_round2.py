@@ -379,9 +379,9 @@ def row8_forged_lines(t: Target) -> dict[str, Any]:
     broker = connect(t.port, "127.0.0.5")
     cmd = broker_register(t, FORGED, FORGED, ["F1"], heartbeat_ms=10)
     answers.append(code_name(roundtrip(broker, cmd)[0].code))
-    broker.close()
     sock.close()
-    time.sleep(8)  # the 1 s floor, then the next 5 s scan expires it
+    time.sleep(8)  # the 1 s floor, then the next 5 s scan expires it (its connection open)
+    broker.close()
     lines = t.log.read_text(errors="replace").splitlines()
     journal_lines = [
         line for path in t.journal.rglob("*") if path.is_file() for line in read_lines(path)
