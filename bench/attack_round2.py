@@ -240,9 +240,17 @@ class ProbeBroker(threading.Thread):
 
 
 def broker_register(
-    t: Target, name: str, cluster: str, topics: list[str], *, heartbeat_ms: int | None = None
+    t: Target,
+    name: str,
+    cluster: str,
+    topics: list[str],
+    *,
+    addr: str = "10.9.0.1:10911",
+    heartbeat_ms: int | None = None,
 ) -> RemotingCommand:
-    cmd = register_command(topics, name, f"10.9.{len(name) % 250}.1:10911", compressed=False)
+    """A broker's register, each broker at an address of its own (with ACL on, an address
+    belongs to the broker live at it)."""
+    cmd = register_command(topics, name, addr, compressed=False)
     cmd.ext_fields["clusterName"] = cluster
     if heartbeat_ms is not None:
         cmd.ext_fields["heartbeatTimeoutMillis"] = str(heartbeat_ms)
@@ -378,7 +386,9 @@ def row7_log_flood(t: Target) -> dict[str, Any]:
     registers: Counter[str] = Counter()
     for _round in range(12):
         for n, conn in enumerate(brokers):
-            cmd = broker_register(t, f"hb{n}", "c" * 30_000, [f"H{n}"], heartbeat_ms=10)
+            cmd = broker_register(
+                t, f"hb{n}", "c" * 30_000, [f"H{n}"], addr=f"10.9.1.{n}:10911", heartbeat_ms=10
+            )
             registers[code_name(roundtrip(conn, cmd)[0].code)] += 1
         time.sleep(1)
     for conn in brokers:
