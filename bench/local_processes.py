@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def bench_home() -> Path:
+    """The home directory of the servers a benchmark starts, one per benchmark process: their
+    default state files (``~/namesrv/kvConfig.json`` and the replay record) stay out of the
+    real one, and survive the restarts within one run."""
+    return Path(tempfile.mkdtemp(prefix="routepush-bench-home-"))
 
 
 def free_port() -> int:
@@ -47,19 +57,26 @@ def roundtrip(sock: socket.socket, cmd: RemotingCommand) -> tuple[RemotingComman
 
 
 def start_namesrv(
-    port: int, config: Path | None = None, root: Path = ROOT, log: Path | None = None
+    port: int,
+    config: Path | None = None,
+    root: Path = ROOT,
+    log: Path | None = None,
+    *,
+    log_level: str = "WARNING",
+    home: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """``python -m namesrv`` (of the checkout at ``root``) on 127.0.0.1:``port``, returned once
     it accepts connections. It runs in ``root``: ``-m`` puts the working directory first on
     the import path, so from any other checkout that checkout's code would run. Its output goes
-    to ``log`` (appended) when given, else to this process's."""
+    to ``log`` (appended) when given, else to this process's; its home directory is ``home``
+    (:func:`bench_home` by default)."""
     args = [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}"]
     if config is not None:
         args += ["--config", str(Path(config).resolve())]
     out = None if log is None else log.open("ab")
     proc = subprocess.Popen(
-        [*args, "--log-level", "WARNING"],
-        env=dict(os.environ, PYTHONPATH=str(root)),
+        [*args, "--log-level", log_level],
+        env=dict(os.environ, PYTHONPATH=str(root), HOME=str(home or bench_home())),
         cwd=root,
         stdout=out,
         stderr=None if out is None else subprocess.STDOUT,

@@ -24,6 +24,8 @@ DEFAULT_KV_CONFIG_PATH = "~/namesrv/kvConfig.json"
 """Upstream's ``kvConfigPath`` default: ``${user.home}/namesrv/kvConfig.json``."""
 IN_MEMORY = ":memory:"
 """A state-file path that keeps the state in memory only (as does an empty one)."""
+DEFAULT_REPLAY_RECORD_PATH = "aclReplayRecord.json"
+"""Relative, so beside the KV config file (see :func:`replay_record_file`)."""
 
 
 def state_file_path(value: str) -> str | None:
@@ -294,9 +296,11 @@ class AclConfig:
     replay_cache_max_entries_per_key: int = 50_000
     """Strong-form nonces one access key holds at once; the share a key gets is this or the
     total divided among the accounts that take the strong form, whichever is less."""
-    replay_record_path: str = ""
+    replay_record_path: str = DEFAULT_REPLAY_RECORD_PATH
     """Where the highest strong-form stamp accepted per access key is kept across restarts: a
-    restarted server refuses every request stamped at or before it. Empty: only the server's
+    restarted server refuses every request stamped at or before it. A relative path is taken in
+    the KV config file's directory (``~/namesrv`` when the KV config is in memory), so by
+    default the record sits beside ``kvConfig.json``. ``:memory:`` or empty: only the server's
     start time bounds replays after a restart (a request stamped ahead of that, by a client
     clock running ahead or a server clock stepped back, could be sent again)."""
     accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
@@ -527,6 +531,20 @@ def _check_addr(name: str, addr: str) -> None:
         raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT") from None
 
 
+def replay_record_file(cfg: NamesrvConfig) -> str | None:
+    """The file of the strong form's replay record, ``~`` expanded; None when nothing needs one
+    (ACL off, or no account takes the strong form) or ``acl.replay_record_path`` opts out."""
+    acl = cfg.acl
+    if not acl.enabled or all(a.signature == "upstream" for a in acl.accounts):
+        return None
+    path = state_file_path(acl.replay_record_path)
+    if path is None or os.path.isabs(path):
+        return path
+    kv_file = state_file_path(cfg.registry.kv_config_path)
+    beside = os.path.dirname(kv_file or os.path.expanduser(DEFAULT_KV_CONFIG_PATH))
+    return os.path.join(beside, path)
+
+
 def check_paths(cfg: NamesrvConfig, *, create: bool = True) -> None:
     """The files and directories the server will write are usable: checked at start-up, so a
     typo stops the server instead of dropping its journal or KV changes later. ``create``
@@ -537,7 +555,7 @@ def check_paths(cfg: NamesrvConfig, *, create: bool = True) -> None:
         _check_directory("journal.directory", journal, create)
     for name, state in (
         ("registry.kv_config_path", state_file_path(cfg.registry.kv_config_path)),
-        ("acl.replay_record_path", cfg.acl.replay_record_path),
+        ("acl.replay_record_path", replay_record_file(cfg)),
     ):
         if state:
             if os.path.isdir(state):

@@ -21,7 +21,7 @@ from typing import Any
 from twisted.internet import defer, task
 from twisted.internet.interfaces import IListeningPort
 
-from namesrv.config import JournalConfig, NamesrvConfig, state_file_path
+from namesrv.config import JournalConfig, NamesrvConfig, replay_record_file, state_file_path
 from namesrv.net import transport
 from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
@@ -178,9 +178,8 @@ class NameServer:
 
     def _build_requests(self, cfg: NamesrvConfig) -> None:
         """Access control, the request processor and the registers answered over turns."""
-        self.replay_record = (
-            ReplayRecord(cfg.acl.replay_record_path) if cfg.acl.replay_record_path else None
-        )
+        record_file = replay_record_file(cfg)
+        self.replay_record = ReplayRecord(record_file) if record_file is not None else None
         self.acl = AccessControl(cfg.acl, record=self.replay_record)
         self._services = Services(
             config=cfg,

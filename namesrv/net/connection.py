@@ -64,10 +64,13 @@ class ConnectionOwner(Protocol):
 
     def connection_lost(self, conn: NamesrvConnection) -> None: ...
 
-    def input_changed(self, conn: NamesrvConnection, partial: int, kept: int) -> None:
+    def input_changed(
+        self, conn: NamesrvConnection, partial: int, kept: int, *, frame_begun: bool = False
+    ) -> None:
         """``conn`` now holds ``partial`` bytes of a frame in arrival and ``kept`` bytes of
         whole requests: frames waiting for its output to drain, and requests being served
-        over several reactor turns (reported whenever either is or was non-zero)."""
+        over several reactor turns (reported whenever either is or was non-zero).
+        ``frame_begun``: the read completed frames, so the partial one began in it."""
 
     def stream_refused(self, conn: NamesrvConnection, error: FrameError) -> None:
         """The stream cannot be read on: the owner counts it and closes ``conn``."""
@@ -279,7 +282,7 @@ class NamesrvConnection(TwistedProtocol):
             self.owner.stream_refused(self, exc)
             return None
         if self._input_reported or self.decoder.allocated:  # the usual read holds nothing
-            self._report_input()
+            self._report_input(frame_begun=bool(frames))
         if not frames:
             self._refuse_oversized_header()
             return None
@@ -369,7 +372,7 @@ class NamesrvConnection(TwistedProtocol):
         if self._kept is not None:
             self._answer_kept_later()
 
-    def _report_input(self) -> None:
+    def _report_input(self, *, frame_begun: bool = False) -> None:
         """Tell the owner what input this connection holds (it may shed one, this one too).
         Once closed it reports nothing more: the owner has released it."""
         if self.closed:
@@ -379,7 +382,7 @@ class NamesrvConnection(TwistedProtocol):
         held = partial + whole
         if held or self._input_reported:
             self._input_reported = held
-            self.owner.input_changed(self, partial, whole)
+            self.owner.input_changed(self, partial, whole, frame_begun=frame_begun)
 
     def pending_began(self, size: int) -> None:
         """A request of ``size`` bytes is served over several turns: it counts as input until

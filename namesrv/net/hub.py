@@ -119,8 +119,10 @@ class ConnectionHub:
 
     # -- input -------------------------------------------------------------------------------
 
-    def input_changed(self, conn: NamesrvConnection, partial: int, kept: int) -> None:
-        for shed in self.input.held(conn, partial, kept, self.now_ms()):
+    def input_changed(
+        self, conn: NamesrvConnection, partial: int, kept: int, *, frame_begun: bool = False
+    ) -> None:
+        for shed in self.input.held(conn, partial, kept, self.now_ms(), frame_begun=frame_begun):
             shed.close(abort=True)
 
     def stream_refused(self, conn: NamesrvConnection, error: FrameError) -> None:

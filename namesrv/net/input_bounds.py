@@ -47,10 +47,19 @@ class InputBounds:
         )
 
     def held(
-        self, conn: NamesrvConnection, partial: int, kept: int, now_ms: int
+        self,
+        conn: NamesrvConnection,
+        partial: int,
+        kept: int,
+        now_ms: int,
+        *,
+        frame_begun: bool = False,
     ) -> list[NamesrvConnection]:
         """Account ``conn``'s input: ``partial`` bytes of a frame in arrival (memory allocated,
-        not just received) and ``kept`` bytes of whole requests (kept or in service). Past
+        not just received) and ``kept`` bytes of whole requests (kept or in service). The
+        frame timeout runs from when the partial frame began: from this report when
+        ``frame_begun`` (the read that brought it completed others), so a peer streaming
+        pipelined requests, every read ending inside one, is never overdue. Past
         the bound, the biggest holders are released, counted and returned, to be closed,
         until the total is back under it; a connection whose input shrank never causes a
         shed."""
@@ -66,7 +75,7 @@ class InputBounds:
         self.buffered += delta
         if partial == 0:  # kept whole frames are not overdue: the peer is not reading
             self._partial_since.pop(conn, None)
-        elif conn not in self._partial_since:
+        elif frame_begun or conn not in self._partial_since:
             self._partial_since[conn] = now_ms
         if delta <= 0 or self.buffered <= self._bound:
             return []

@@ -33,10 +33,12 @@ class Running:
 
 
 def isolated_config(raw: dict[str, Any] | None = None) -> NamesrvConfig:
-    """``from_mapping(raw)`` with the KV config in memory unless ``raw`` names a file: a test
-    never reads or writes the kvConfig.json of the home directory (the default path)."""
+    """``from_mapping(raw)`` with the KV config and the replay record in memory unless ``raw``
+    names files: a test never reads or writes the state files of the home directory (the
+    default paths)."""
     raw = {section: dict(values) for section, values in (raw or {}).items()}
     raw.setdefault("registry", {}).setdefault("kv_config_path", IN_MEMORY)
+    raw.setdefault("acl", {}).setdefault("replay_record_path", IN_MEMORY)
     return from_mapping(raw)
 
 

@@ -61,7 +61,9 @@ class FakeOwner:
     def connection_lost(self, conn: NamesrvConnection) -> None:
         self.calls.append(("lost", conn.conn_id))
 
-    def input_changed(self, conn: NamesrvConnection, partial: int, kept: int) -> None:
+    def input_changed(
+        self, conn: NamesrvConnection, partial: int, kept: int, *, frame_begun: bool = False
+    ) -> None:
         self.calls.append(("input", partial > 0, kept))
 
     def stream_refused(self, conn: NamesrvConnection, error: FrameError) -> None:

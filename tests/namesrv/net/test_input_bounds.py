@@ -227,6 +227,29 @@ async def test_a_frame_trickled_a_byte_a_second_is_closed_at_the_frame_timeout(n
     assert ns.server.stats()["frame_timeouts"] == 1
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_stream_of_pipelined_requests_whose_reads_end_inside_frames_is_never_overdue(ns):
+    """Every read completes a frame and begins the next one, for longer than the frame
+    timeout: each frame is timed from its own start, so the connection is served throughout."""
+    pipelined = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+    pipelined.opaque = 1_000_000  # answers no request of the client's own
+    raw = encode_command(pipelined)
+    half = len(raw) // 2
+    client = await connect(ns.port)
+    handled = ns.server.processor.handled
+    client.transport.write(raw[:half])
+    seconds = ns.server.config.server.frame_timeout_ms // 1000 + 10
+    for second in range(seconds):
+        client.transport.write(raw[half:] + raw[:half])  # the rest of one, the start of another
+        await until(lambda s=second: handled["GET_BROKER_CLUSTER_INFO"] == s + 1)
+        ns.clock.advance(1)
+    assert client.connected
+    assert ns.server.stats().get("frame_timeouts", 0) == 0
+    client.transport.write(raw[half:])
+    resp = await client.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+    assert resp.code == ResponseCode.SUCCESS
+
+
 # -- connections ------------------------------------------------------------------------------
 
 

@@ -4,18 +4,22 @@ captured their bytes would: each was accepted once and is never accepted again b
 from __future__ import annotations
 
 import itertools
+import json
 import time
+from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_twisted
 from support.acl_signing import independent_strong_sign, resent
 from support.wire_client import connect
 from twisted.internet import defer, reactor, task
 
-from namesrv.config import from_mapping
+from namesrv.config import IN_MEMORY, check_paths, from_mapping, replay_record_file
 from namesrv.requests.acl import AccessControl, AclDenied
 from namesrv.requests.commands import AccessClass
 from namesrv.requests.replay_record import ReplayRecord
+from namesrv.server import NameServer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 
@@ -87,6 +91,88 @@ def test_requests_captured_before_a_restart_are_refused_after_it_even_stamped_ah
     # The key's fresh requests are served.
     resp = yield send(second.port, signed(put_kv("newer"), ahead + 3))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def start_at_defaults(raw: dict[str, Any]) -> tuple[NameServer, int]:
+    """A server on ``raw`` and the defaults of every state file, prepared as ``python -m
+    namesrv`` prepares it; the home directory is the test's."""
+    config = from_mapping(
+        {
+            **raw,
+            "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0, "wait_for_service_ms": 0},
+        }
+    )
+    check_paths(config)
+    server = NameServer(config, reactor, clock=task.Clock(), epoch="e1")
+    return server, server.listen().getHost().port  # type: ignore[attr-defined]
+
+
+@pytest_twisted.inlineCallbacks
+def test_at_the_defaults_requests_captured_before_a_restart_are_refused_after_it(
+    tmp_path, monkeypatch
+):
+    """No state-file setting at all: the record sits beside the default kvConfig.json, so a
+    request stamped ahead of the restarted server's clock is refused and its effect stays gone."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    record = tmp_path / "namesrv" / "aclReplayRecord.json"
+    first, port = start_at_defaults({"acl": ACL})
+    try:
+        ahead = now_ms() + 60_000
+        captured = [signed(put_kv("old"), ahead), signed(wipe(), ahead + 1)]
+        for cmd in captured:
+            assert (yield send(port, cmd)).code == ResponseCode.SUCCESS
+        resp = yield send(port, signed(put_kv("new"), ahead + 2))
+        assert resp.code == ResponseCode.SUCCESS
+    finally:
+        yield first.stop(grace_ms=0)
+    assert Path(replay_record_file(first.config) or "") == record
+    assert json.loads(record.read_text()) == {"highestAcceptedMs": {"ops": ahead + 2}}
+
+    second, port = start_at_defaults({"acl": ACL})  # within the window: stamps alone would pass
+    try:
+        assert second.kv.get("NS", "k") == "new"
+        for cmd in captured:
+            resp = yield send(port, cmd)
+            assert resp.code == ResponseCode.NO_PERMISSION
+            assert "earlier run of this server" in resp.remark
+        assert second.kv.get("NS", "k") == "new"
+        assert second.stats()["rejected.acl_stale"] == 2
+        resp = yield send(port, signed(put_kv("newer"), ahead + 3))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+    finally:
+        yield second.stop(grace_ms=0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ({"acl": ACL}, "{home}/namesrv/aclReplayRecord.json"),
+        (
+            {"acl": ACL, "registry": {"kv_config_path": "{home}/state/kv.json"}},
+            "{home}/state/aclReplayRecord.json",
+        ),
+        (
+            {"acl": ACL, "registry": {"kv_config_path": IN_MEMORY}},
+            "{home}/namesrv/aclReplayRecord.json",
+        ),
+        ({"acl": {**ACL, "replay_record_path": "{home}/r.json"}}, "{home}/r.json"),
+        ({"acl": {**ACL, "replay_record_path": "~/r.json"}}, "{home}/r.json"),
+        ({"acl": {**ACL, "replay_record_path": IN_MEMORY}}, None),
+        ({"acl": {**ACL, "replay_record_path": ""}}, None),
+        ({"acl": {**ACL, "enabled": False}}, None),
+        (
+            {"acl": {**ACL, "accounts": [{**ACL["accounts"][0], "signature": "upstream"}]}},
+            None,
+        ),
+    ],
+)
+def test_the_replay_record_sits_beside_the_kv_file_unless_opted_out_or_unneeded(
+    tmp_path, monkeypatch, raw, where
+):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    filled = json.loads(json.dumps(raw).replace("{home}", str(tmp_path)))
+    expected = where.replace("{home}", str(tmp_path)) if where is not None else None
+    assert replay_record_file(from_mapping(filled)) == expected
 
 
 @pytest_twisted.inlineCallbacks
