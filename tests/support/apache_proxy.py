@@ -14,16 +14,17 @@ benchmark with another cache uses the same code.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.apache_rocketmq import compile_against, end_input, stop
 from support.paths import REPO_ROOT
 
 PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
@@ -141,21 +142,11 @@ def start_proxy(
             if STARTED in text and _accepts(grpc_port):
                 return proxy
             time.sleep(0.2)
-        stop_process(proc)
+        stop(proc)
         text = out.read_text(errors="replace") + proxy.log_text()[-3000:]
         if BIND_CLASH not in text:
             break
     raise AssertionError(f"the proxy did not start: {text[-3000:]}")
-
-
-def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def compile_probe(client_lib: str | Path, classes: Path) -> Path:
@@ -163,13 +154,7 @@ def compile_probe(client_lib: str | Path, classes: Path) -> Path:
     is newer than the class)."""
     target = classes / "GrpcProbe.class"
     if not target.exists() or target.stat().st_mtime < PROBE_SOURCE.stat().st_mtime:
-        classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["javac", "-nowarn", "-d", str(classes), "-cp", f"{client_lib}/*", str(PROBE_SOURCE)],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+        compile_against(PROBE_SOURCE, client_lib, classes)
     return classes
 
 
@@ -220,14 +205,14 @@ class ProbeSends:
         with self.cond:
             return [s for s in self.sends if topic is None or s.topic == topic]
 
-    def wait(self, check: object, timeout: float) -> bool:
+    def wait(self, check: Callable[[list[Send]], bool], timeout: float) -> bool:
         """Waits up to ``timeout`` s until ``check(sends)`` holds; whether it did."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while not check(self.sends):  # type: ignore[operator]
+            while not check(self.sends):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.proc.poll() is not None:
-                    return bool(check(self.sends))  # type: ignore[operator]
+                    return check(self.sends)
                 self.cond.wait(min(left, 0.5))
             return True
 
@@ -243,19 +228,10 @@ class ProbeSends:
         return min(oks, key=lambda s: s.end_ms) if oks else None
 
     def failures(self, since_ms: float, until_ms: float, topic: str | None = None) -> list[Send]:
-        return [
-            s for s in self.snapshot(topic) if not s.ok and since_ms <= s.end_ms < until_ms
-        ]
+        return [s for s in self.snapshot(topic) if not s.ok and since_ms <= s.end_ms < until_ms]
 
     def stop(self) -> None:
-        if self.proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_input(self.proc)
 
 
 def start_probe(

@@ -8,6 +8,7 @@ test run fills it first where Maven is at hand); without them, or without a JDK,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -85,6 +86,19 @@ def stop(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def end_input(proc: subprocess.Popen[str], timeout: float = 30.0) -> None:
+    """Closes the stdin of a probe that runs until EOF of its stdin, then waits for it to end;
+    kills it when it has not within ``timeout`` seconds."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _bindable(port: int) -> bool:
@@ -244,6 +258,18 @@ def compile_java(source: Path, classes: Path) -> None:
     subprocess.run(
         ["javac", "-d", str(classes), "-cp", classpath(), str(source)], check=True, timeout=300
     )
+
+
+def compile_against(source: Path, lib: str | Path, classes: Path) -> Path:
+    """``source`` (a probe) compiled against the jars in ``lib`` into ``classes``."""
+    classes.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return classes
 
 
 def properties_table(text: str) -> dict[str, str]:
