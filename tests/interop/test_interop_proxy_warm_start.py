@@ -20,7 +20,6 @@ Needs the 5.3.3 jars with ``rocketmq-proxy`` and the gRPC client's jar, resolved
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
@@ -32,15 +31,8 @@ from namesrv.admin.wire import AdminClient, Target
 from protocol.codes import RequestCode, ResponseCode
 
 pytestmark = pytest.mark.interop
-CLIENT_LIB = apache.cached_lib("5.2.0", "ROCKETMQ_GRPC_CLIENT_LIB_DIR")
-if not (apache.AVAILABLE and apache_proxy.has_proxy(apache.LIB)) or not CLIENT_LIB:
-    if os.environ.get("CI"):
-        raise RuntimeError("CI: rocketmq-proxy (5.3.3 set) or rocketmq-client-java jars missing")
-    pytest.skip(
-        "rocketmq-proxy and rocketmq-client-java jars and a JDK are needed: "
-        "run python tools/rocketmq_jars.py",
-        allow_module_level=True,
-    )
+apache_proxy.require_jars()
+CLIENT_LIB = apache_proxy.CLIENT_LIB
 
 WINDOW_MS = 600_000
 """Longer than the test: after each restart everything runs inside the window."""
