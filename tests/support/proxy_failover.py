@@ -7,9 +7,11 @@ The proxy (cluster mode) caches a topic's route and refreshes it 20 s after each
 failed sends and the time from the kill to the first send **stored by the new master**.
 
 * *The proxy's route loads* are seen from this name server: its GET_PUSH_STATUS counters,
-  polled every 20 ms, count the GET_ROUTEINFO_BY_TOPIC requests it answered, and while a round
-  runs only the proxy asks it for routes (the gRPC client asks the proxy; the harness reads the
-  master from GET_BROKER_CLUSTER_INFO, which that counter does not count).
+  polled every 20 ms, count the GET_ROUTEINFO_BY_TOPIC requests it answered. Only the proxy
+  asks it for routes (the gRPC client asks the proxy; the harness reads the master from
+  GET_BROKER_CLUSTER_INFO, which that counter does not count): the topic's load when the client
+  first asks for it, its refreshes every 20 s after, and the proxy's own clients polling their
+  topics every 30 s from its start, told apart by that cycle (``RouteLoads.chain``).
 * *Stored by the new master* is proven per message: the probe prints each send's message id,
   which the proxy stores as the message's unique key. After the kill the harness asks the
   surviving broker itself (QUERY_MESSAGE by unique key, straight to its address, no name
@@ -41,6 +43,8 @@ BORNHOST_V6 = 0x1 << 4
 STOREHOST_V6 = 0x1 << 5
 LOOKUPS = "handled.GET_ROUTEINFO_BY_TOPIC"
 POLL_S = 0.02
+REFRESH_WAIT_MS = 21_500
+"""Past the proxy's 20 s refresh after a load (its first access after 20 s reloads)."""
 
 
 def now_ms() -> float:
@@ -76,18 +80,27 @@ class RouteLoads(threading.Thread):
             last = count
             time.sleep(POLL_S)
 
-    def latest(self) -> float | None:
-        return self.times[-1] if self.times else None
+    def chain(self, anchor_ms: float) -> list[float]:
+        """The refreshes of one cached route: the first load at or after ``anchor_ms`` (the
+        client's first query of the topic), then each load 19.5-21.5 s after the previous
+        one. The proxy's other lookups (its own clients poll their topics every 30 s from its
+        start) fall off that cycle. When a load off the cycle moved it (a reload the cycle did
+        not schedule), the chain goes on at the first later load followed by one 20 s after."""
+        times = list(self.times)
 
-    def wait_next(self, after_ms: float, timeout: float) -> float | None:
-        """The first load after ``after_ms``, waiting up to ``timeout`` s for it."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            later = [t for t in self.times if t > after_ms]
-            if later:
-                return later[0]
-            time.sleep(POLL_S)
-        return None
+        def follower(t: float) -> float | None:
+            return next((u for u in times if t + 19_500 <= u <= t + 21_500), None)
+
+        first = next((t for t in times if t >= anchor_ms), None)
+        out = [] if first is None else [first]
+        while out:
+            nxt = follower(out[-1])
+            if nxt is None:
+                nxt = next((t for t in times if t > out[-1] and follower(t) is not None), None)
+            if nxt is None:
+                break
+            out.append(nxt)
+        return out
 
 
 def store_host(broker: str, topic: str, message_id: str) -> str | None:
@@ -139,7 +152,7 @@ class Round:
     new_master_in_namesrv_s: float | None
     """Kill to this name server listing the survivor as master."""
     route_loads_s: list[float]
-    """The proxy's route loads after the kill, seconds after it."""
+    """The proxy's loads of the topic's route after the kill, seconds after it."""
     sends_after_kill: int
 
     def line(self) -> str:
@@ -191,20 +204,22 @@ def failover_round(
     round_start = now_ms()
     master = group.master()
     assert master is not None, "no master listed"
-    last = loads.latest()
-    if last is None:
-        last = loads.wait_next(round_start - 60_000, timeout=30)
-    assert last is not None, "the proxy never loaded a route"
-    while last + phase_s * 1000 < now_ms() + 300:
-        nxt = loads.wait_next(last, timeout=30)
-        assert nxt is not None, "the proxy stopped loading routes"
-        last = nxt
-    time.sleep(max(0.0, (last + phase_s * 1000 - now_ms()) / 1000))
+    assert probe.started_ms, "the probe has not started"
+    for _ in range(4):
+        chain = loads.chain(probe.started_ms)
+        assert chain, "the proxy never loaded the topic's route"
+        target = chain[-1] + phase_s * 1000
+        if target >= now_ms() + 300:
+            break
+        time.sleep(max(0.0, (chain[-1] + REFRESH_WAIT_MS - now_ms()) / 1000))
+    else:
+        raise AssertionError(f"the proxy's route refreshes stopped: {chain[-3:]}")
+    time.sleep(max(0.0, (target - now_ms()) / 1000))
     victim = group.by_addr(master)
     assert victim.proc is not None
     kill_ms = now_ms()
     victim.proc.kill()
-    phase = (kill_ms - (loads.latest() or last)) / 1000
+    phase = (kill_ms - chain[-1]) / 1000
     survivor = next(b.addr for b in group.brokers if b.addr != master)
     stored: Send | None = None
     listed_at: float | None = None
@@ -230,6 +245,8 @@ def failover_round(
         new_master_in_namesrv_s=None
         if listed_at is None
         else round((listed_at - kill_ms) / 1000, 3),
-        route_loads_s=[round((t - kill_ms) / 1000, 2) for t in loads.times if t > kill_ms][:10],
+        route_loads_s=[
+            round((t - kill_ms) / 1000, 2) for t in loads.chain(probe.started_ms) if t > kill_ms
+        ][:10],
         sends_after_kill=len([s for s in probe.snapshot(topic) if s.start_ms >= kill_ms]),
     )
