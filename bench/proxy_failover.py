@@ -27,7 +27,12 @@ the order they were answered.
 ``python tools/rocketmq_jars.py --agent`` or here when missing), ``--no-agent`` without it;
 both flags: all rounds without, then all rounds with it, on the same cluster (the default).
 
-    python bench/proxy_failover.py --rounds 3 [--agent] [--no-agent]
+``--sdk python`` sends with the Python gRPC SDK instead (``rocketmq-python-client`` from PyPI,
+``bench/grpc_python_probe.py``), run on ``--sdk-python``: an interpreter of its own virtual
+environment (``python -m venv DIR && DIR/bin/pip install rocketmq-python-client``), since the
+SDK pins its own gRPC and protobuf.
+
+    python bench/proxy_failover.py --rounds 3 [--agent] [--no-agent] [--sdk python --sdk-python P]
 
 Never part of the test suite: it needs Java, minutes, and a quiet machine (say when it was not).
 """
@@ -36,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,6 +57,7 @@ from apache_procs import stop_processes, tree_commit  # noqa: E402
 from local_processes import free_port, start_namesrv  # noqa: E402
 from support import apache_proxy, java_agent  # noqa: E402
 from support.apache_controller import ControllerGroup  # noqa: E402
+from support.apache_proxy import ProbeSends  # noqa: E402
 from support.proxy_failover import Round, RouteLoads, failover_round  # noqa: E402
 
 TOPIC = "ProxyFailoverBench"
@@ -68,10 +76,7 @@ def run_mode(
     proxy = apache_proxy.start_proxy(
         args.lib, run_dir, group.namesrv, name=f"proxy-{name}", jvm=jvm
     )
-    classes = apache_proxy.compile_probe(args.client_lib, run_dir / "grpc-classes")
-    probe = apache_proxy.start_probe(
-        args.client_lib, classes, run_dir / f"probe-{name}", proxy.endpoint, TOPIC, args.interval_ms
-    )
+    probe = start_sdk_probe(args, run_dir / f"probe-{name}", proxy.endpoint)
     rounds = []
     try:
         if not probe.wait(lambda sends: sum(s.ok for s in sends) >= 20, 120):
@@ -91,6 +96,24 @@ def run_mode(
         probe.stop()
         stop_processes([proxy.proc])
     return rounds
+
+
+def start_sdk_probe(args: argparse.Namespace, home: Path, endpoint: str) -> ProbeSends:
+    """The gRPC client of ``--sdk``: Java's ``GrpcProbe``, or the Python SDK's probe run on
+    ``--sdk-python`` (an interpreter whose environment has ``rocketmq-python-client``)."""
+    if args.sdk == "java":
+        classes = apache_proxy.compile_probe(args.client_lib, home.parent / "grpc-classes")
+        return apache_proxy.start_probe(
+            args.client_lib, classes, home, endpoint, TOPIC, args.interval_ms
+        )
+    home.mkdir(parents=True, exist_ok=True)
+    stderr = home / "probe.err"
+    proc = subprocess.Popen(
+        [args.sdk_python, HERE / "grpc_python_probe.py", endpoint, TOPIC, str(args.interval_ms)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True,
+        env=dict(os.environ, HOME=str(home)),
+    )  # fmt: skip
+    return ProbeSends(proc, stderr)
 
 
 def summary(name: str, rounds: list[Round]) -> str:
@@ -120,6 +143,14 @@ def main() -> None:
     parser.add_argument("--agent", action="store_true", help="rounds with the agent")
     parser.add_argument("--no-agent", action="store_true", help="rounds without the agent")
     parser.add_argument("--agent-jar", help="default: bridges/java-agent's, built when missing")
+    parser.add_argument(
+        "--sdk", choices=("java", "python"), default="java", help="the gRPC client that sends"
+    )
+    parser.add_argument(
+        "--sdk-python",
+        default="python3",
+        help="with --sdk python: an interpreter whose environment has rocketmq-python-client",
+    )
     parser.add_argument("--json", dest="json_out", help="also write the result here")
     args = parser.parse_args()
     cache = Path(args.cache).expanduser()
@@ -144,12 +175,13 @@ def main() -> None:
     namesrv = f"127.0.0.1:{port}"
     group = ControllerGroup(args.lib, run_dir, namesrv)
     loads = RouteLoads(namesrv)
-    result: dict[str, Any] = {"commit": commit, "interval_ms": args.interval_ms}
+    result: dict[str, Any] = {"commit": commit, "interval_ms": args.interval_ms, "sdk": args.sdk}
     try:
         group.start()
         group.create_topic(TOPIC)
         if not group.in_sync(2, timeout=180):
             raise SystemExit("the slave never joined the sync state set")
+        apache_proxy.wait_until_warm(namesrv)  # a proxy cannot start inside the window
         loads.start()
         for agent in modes:
             name = "agent" if agent else "no-agent"
@@ -161,7 +193,7 @@ def main() -> None:
     result["run_dir"] = str(run_dir)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))
-    print(f"commit {commit}, run dir {run_dir}")
+    print(f"commit {commit}, gRPC client {args.sdk}, run dir {run_dir}")
     for agent in modes:
         name = "agent" if agent else "no-agent"
         print(summary(name, [Round(**r) for r in result[name]]))
