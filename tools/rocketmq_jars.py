@@ -3,7 +3,7 @@ the interop tests, the Java agent's tests and the benchmarks.
 
     python tools/rocketmq_jars.py [--cache DIR] [VERSION:ARTIFACTS ...]
 
-Each ``VERSION:ARTIFACTS`` (``5.3.3:namesrv,broker,controller,tools,client``) becomes
+Each ``VERSION:ARTIFACTS`` (``5.3.3:namesrv,broker,controller,tools,client,proxy``) becomes
 ``DIR/VERSION/lib``: the named ``org.apache.rocketmq`` artifacts and every runtime dependency,
 copied by ``mvn dependency:copy-dependencies`` from a generated ``pom.xml``. A directory already
 complete (its marker file names the same artifacts) is left alone, so a second run costs
@@ -30,7 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 AGENT_POM = ROOT / "bridges" / "java-agent" / "pom.xml"
 
-DEFAULT_SETS = ("5.3.3:namesrv,broker,controller,tools,client", "4.9.7:client")
+DEFAULT_SETS = (
+    "5.3.3:namesrv,broker,controller,tools,client,proxy",
+    "5.2.0:client-java",
+    "4.9.7:client",
+)
+"""The server side and the remoting client of 5.x, the gRPC Java client (a self-contained jar of
+its own versions), the 4.9.x remoting client."""
 MARKER = ".resolved"
 
 POM = """<?xml version="1.0" encoding="UTF-8"?>

@@ -8,6 +8,7 @@ test run fills it first where Maven is at hand); without them, or without a JDK,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -22,6 +23,7 @@ from pathlib import Path
 from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_hostport
 from protocol import bodies
 from protocol.codes import RequestCode
+from protocol.route_model import ClusterInfo
 from support.paths import REPO_ROOT, isolated_home
 
 
@@ -85,6 +87,19 @@ def stop(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def end_input(proc: subprocess.Popen[str], timeout: float = 30.0) -> None:
+    """Closes the stdin of a probe that runs until EOF of its stdin, then waits for it to end;
+    kills it when it has not within ``timeout`` seconds."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _bindable(port: int) -> bool:
@@ -199,23 +214,32 @@ def start_broker(
     return Broker(proc, f"127.0.0.1:{port}", name, log)
 
 
-def _listed(namesrv: str, name: str) -> bool:
-    """Whether the (first) name server of ``namesrv`` lists broker ``name`` (its first
-    register, which follows the boot line, has arrived)."""
+def cluster_info(namesrv: str) -> ClusterInfo | None:
+    """GET_BROKER_CLUSTER_INFO of the (first) name server of ``namesrv``; None when it cannot
+    be had (not listening, or an error answered)."""
     host, port = split_hostport(namesrv.split(";")[0])
     try:
         with AdminClient(Target(host, port, timeout_s=5)) as client:
             response = client.call(RequestCode.GET_BROKER_CLUSTER_INFO)
     except AdminConnectionError:
-        return False
+        return None
     if response.code != 0:
-        return False
-    return name in bodies.decode_cluster_info(response.body).broker_addr_table
+        return None
+    return bodies.decode_cluster_info(response.body)
 
 
-def mqadmin(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Upstream's ``mqadmin`` (``MQAdminStartup``) with ``args``; logback's chatter dropped
-    from its output."""
+def _listed(namesrv: str, name: str) -> bool:
+    """Whether the (first) name server of ``namesrv`` lists broker ``name`` (its first
+    register, which follows the boot line, has arrived)."""
+    info = cluster_info(namesrv)
+    return info is not None and name in info.broker_addr_table
+
+
+def mqadmin(
+    workdir: Path, *args: str, lib: str | Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Upstream's ``mqadmin`` (``MQAdminStartup``) with ``args``, from ``lib`` (default: the
+    5.x jars); logback's chatter dropped from its output."""
     proc = subprocess.run(
         [
             "java",
@@ -223,7 +247,7 @@ def mqadmin(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
             f"-Duser.home={workdir}",
             f"-Drocketmq.home.dir={workdir}",
             "-cp",
-            classpath(),
+            f"{lib}/*" if lib else classpath(),
             "org.apache.rocketmq.tools.command.MQAdminStartup",
             *args,
         ],
@@ -244,6 +268,18 @@ def compile_java(source: Path, classes: Path) -> None:
     subprocess.run(
         ["javac", "-d", str(classes), "-cp", classpath(), str(source)], check=True, timeout=300
     )
+
+
+def compile_against(source: Path, lib: str | Path, classes: Path) -> Path:
+    """``source`` (a probe) compiled against the jars in ``lib`` into ``classes``."""
+    classes.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return classes
 
 
 def properties_table(text: str) -> dict[str, str]:

@@ -9,7 +9,6 @@ cache outside the repository by ``tools/rocketmq_jars.py``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import threading
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.apache_rocketmq import cached_lib
+from support.apache_rocketmq import cached_lib, compile_against, end_input
 from support.paths import REPO_ROOT
 
 AGENT_DIR = REPO_ROOT / "bridges" / "java-agent"
@@ -52,15 +51,7 @@ def agent_jar() -> Path:
 
 def compile_probe(lib: str, classes: Path) -> Path:
     """``AgentProbe`` compiled against the client jars in ``lib`` into ``classes``."""
-    classes.mkdir(parents=True, exist_ok=True)
-    source = REPO_ROOT / "tests" / "interop" / "AgentProbe.java"
-    subprocess.run(
-        ["javac", "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(source)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return classes
+    return compile_against(REPO_ROOT / "tests" / "interop" / "AgentProbe.java", lib, classes)
 
 
 @dataclass
@@ -113,14 +104,7 @@ class Probe:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_input(self.proc)
 
 
 def start_probe(
