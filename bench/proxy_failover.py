@@ -181,7 +181,6 @@ def main() -> None:
         group.create_topic(TOPIC)
         if not group.in_sync(2, timeout=180):
             raise SystemExit("the slave never joined the sync state set")
-        apache_proxy.wait_until_warm(namesrv)  # a proxy cannot start inside the window
         loads.start()
         for agent in modes:
             name = "agent" if agent else "no-agent"

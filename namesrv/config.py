@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from protocol.address import AddressError, split_host_port
 from protocol.signing import SERVER_IDENTITY, SERVER_IDENTITY_MAX_CHARS
+from protocol.topic_name import topic_name_problem
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -93,6 +94,13 @@ class ServerConfig:
     broker (they register every 30 s), so a lookup of a topic it has not heard of is answered
     SYSTEM_ERROR ("not ready"), not TOPIC_NOT_EXIST, as upstream's ``waitSecondsForService``.
     0 turns the window off."""
+    wait_for_service_exempt_topics: list[str] = field(
+        default_factory=lambda: ["DefaultHeartBeatSyncerTopic"]
+    )
+    """Topics answered TOPIC_NOT_EXIST inside the start-up window all the same: system topics
+    a client creates when told they are absent and cannot start without. The 5.x proxy asks
+    for its heartbeat-sync topic (``heartbeatSyncerTopicName``) at start and exits on any
+    other answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +407,7 @@ def _validate(cfg: NamesrvConfig) -> None:
     parse_listen(s.listen)
     for addr in s.go_away_alternatives:
         _check_addr("server.go_away_alternatives", addr)
+    _check_exempt_topics(s.wait_for_service_exempt_topics)
     _validate_metrics(cfg.metrics)
     _validate_tls(s)
     _validate_acl(cfg.acl)
@@ -522,6 +531,21 @@ def _validate_pressure(pr: PressureConfig) -> None:
                 f"pressure.{kind}_low_percent ({low}) and pressure.{kind}_high_percent ({high}) "
                 "must satisfy 0 < low <= high <= 100"
             )
+
+
+MAX_EXEMPT_TOPICS = 100
+
+
+def _check_exempt_topics(topics: list[str]) -> None:
+    name = "server.wait_for_service_exempt_topics"
+    if len(topics) > MAX_EXEMPT_TOPICS:
+        raise ConfigError(
+            f"config key {name} names {len(topics)} topics, at most {MAX_EXEMPT_TOPICS}"
+        )
+    for topic in topics:
+        problem = topic_name_problem(topic)
+        if problem is not None:
+            raise ConfigError(f"config key {name}: {problem}")
 
 
 def _check_addr(name: str, addr: str) -> None:

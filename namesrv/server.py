@@ -97,7 +97,11 @@ class NameServer:
         self.counters: Counter[str] = Counter()
         self.epoch = epoch or secrets.token_hex(8)
         self.journal = self._open_journal(cfg.journal)
-        self.startup = StartupWindow(self.clock, cfg.server.wait_for_service_ms)
+        self.startup = StartupWindow(
+            self.clock,
+            cfg.server.wait_for_service_ms,
+            cfg.server.wait_for_service_exempt_topics,
+        )
         """The start-up window; it starts now."""
         self.audit = AuditTrail(self.clock)
         """The operator's audit trail (logger ``namesrv.audit``)."""

@@ -11,19 +11,22 @@ Pure: the window reads the server's clock (``seconds()``), so tests move it with
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
 class StartupWindow:
     """Whether the server is warming up, for how long still, and how long it has been up."""
 
-    __slots__ = ("_clock", "_started_ms", "_warm_until_ms", "window_ms")
+    __slots__ = ("_clock", "_exempt", "_started_ms", "_warm_until_ms", "window_ms")
 
-    def __init__(self, clock: Any, window_ms: int) -> None:
+    def __init__(self, clock: Any, window_ms: int, exempt: Iterable[str] = ()) -> None:
         """The window starts now (the server is built, and listens in the same turn);
-        ``clock`` has ``seconds()``; ``window_ms`` 0: never warming up."""
+        ``clock`` has ``seconds()``; ``window_ms`` 0: never warming up. ``exempt`` topics are
+        answered as absent inside the window too (:meth:`not_ready_for`)."""
         self._clock = clock
         self.window_ms = window_ms
+        self._exempt = frozenset(exempt)
         self._started_ms = self._now_ms()
         self._warm_until_ms = self._started_ms + window_ms
 
@@ -34,6 +37,11 @@ class StartupWindow:
     def warming_up(self) -> bool:
         """Inside the window (a window of 0 never is)."""
         return self.left_ms() > 0
+
+    def not_ready_for(self, topic: str) -> bool:
+        """Whether a lookup of ``topic``, not heard of, is answered "not ready": inside the
+        window, unless it is a system topic a client creates when told it is absent."""
+        return topic not in self._exempt and self.warming_up
 
     def left_ms(self) -> int:
         """Milliseconds left in the window; 0 once it is over."""

@@ -57,7 +57,6 @@ def test_with_the_agent_a_proxy_sends_to_the_new_master_within_a_second_of_the_k
         group.start()
         group.create_topic(TOPIC)
         assert group.in_sync(2, timeout=120), "the slave never joined the sync state set"
-        apache_proxy.wait_until_warm(namesrv)  # a proxy cannot start inside the window
         jvm = (f"-javaagent:{java_agent.agent_jar()}",)
         proxy = apache_proxy.start_proxy(apache.LIB, tmp_path, namesrv, jvm=jvm)
         started = agent_start_line(proxy)

@@ -26,8 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.admin.wire import AdminClient, Target
-from protocol.codes import RequestCode
 from support.apache_rocketmq import AVAILABLE, LIB, cached_lib, compile_against, end_input, stop
 from support.paths import REPO_ROOT
 
@@ -114,21 +112,6 @@ class Proxy:
             for i, line in enumerate(lines)
             if line.rstrip().endswith(marker)
         ]
-
-
-def wait_until_warm(namesrv: str, timeout: float = 120.0) -> None:
-    """Waits until this name server's start-up window is over. A cluster-mode proxy asks for
-    its system topic's route while it starts and, answered "not ready" for a topic the server
-    has not heard of, fails to start (upstream's own name server waits for nothing by default)."""
-    host, port = namesrv.rsplit(":", 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with AdminClient(Target(host, int(port), timeout_s=5)) as client:
-            status = json.loads(client.call(RequestCode.GET_PUSH_STATUS).body)
-        if not status["warmingUp"]:
-            return
-        time.sleep(min(1.0, max(0.05, status["warmInMs"] / 1000)))
-    raise AssertionError(f"{namesrv} still warming up after {timeout:g} s")
 
 
 def proxy_config(namesrv: str, grpc_port: int, remoting_port: int) -> dict[str, object]:

@@ -40,9 +40,10 @@ class LookupHandlers:
         """A topic without a route: TOPIC_NOT_EXIST (``topicDeleted=true`` when it was deleted
         in this epoch), or, for a topic never heard of (version 0) while the server warms up,
         SYSTEM_ERROR "not ready" as upstream answers while ``waitSecondsForService`` runs:
-        upstream clients keep the route they hold and ask again."""
+        upstream clients keep the route they hold and ask again (a system topic clients create
+        on absence excepted: ``server.wait_for_service_exempt_topics``)."""
         startup = self.s.startup
-        if version == 0 and startup is not None and startup.warming_up:
+        if version == 0 and startup is not None and startup.not_ready_for(topic):
             return req.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"name server not ready: warming up, {startup.left_ms()} ms left",

@@ -17,6 +17,7 @@ from support.wire_client import connect
 from twisted.internet import task
 
 from namesrv.admin.render import push_status_table
+from namesrv.config import ConfigError, from_mapping
 from namesrv.ops.metrics import NamesrvCollector
 from namesrv.requests.startup_window import StartupWindow
 from protocol.codes import RequestCode, ResponseCode
@@ -169,3 +170,25 @@ def test_a_topic_deleted_during_the_window_is_notified_deleted_and_answered_dele
     assert resp.ext_fields["topicDeleted"] == "true"
     ack = yield subscribe(client, "T")
     assert ack.warming_up and not ack.topics[0].exists and ack.topics[0].deleted
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_system_topic_clients_create_on_absence_is_answered_absent_inside_the_window(warming):
+    """The 5.x proxy asks for its heartbeat-sync topic at start and creates it only when told
+    it is absent: that topic (``server.wait_for_service_exempt_topics``) is answered
+    TOPIC_NOT_EXIST inside the window; every other unheard topic still "not ready"."""
+    client = yield connect(warming.port)
+    resp = yield lookup(client, "DefaultHeartBeatSyncerTopic")
+    assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+    assert "warmingUp" not in resp.ext_fields
+    resp = yield lookup(client, "Unheard")
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_the_exempt_topics_are_topic_names_and_few():
+    with pytest.raises(ConfigError, match="wait_for_service_exempt_topics"):
+        from_mapping({"server": {"wait_for_service_exempt_topics": ["bad topic!"]}})
+    with pytest.raises(ConfigError, match="at most 100"):
+        from_mapping({"server": {"wait_for_service_exempt_topics": [f"T{i}" for i in range(101)]}})
+    custom = from_mapping({"server": {"wait_for_service_exempt_topics": ["MySyncer"]}})
+    assert custom.server.wait_for_service_exempt_topics == ["MySyncer"]
