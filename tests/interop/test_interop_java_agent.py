@@ -211,8 +211,8 @@ def agent_status(probe: java_agent.Probe, version: str) -> None:
     log = probe.stderr()
     start = re.search(
         r"\[routepush\] route push \S+ started as an agent for Apache RocketMQ Java clients "
-        r"4\.9\.x and 5\.x; options: defaults; status: MBean routepush:type=Agent once a client "
-        r"is served",
+        r"4\.9\.x and 5\.x and proxies 5\.1 to 5\.3; options: defaults; status: MBean "
+        r"routepush:type=Agent once a client is served",
         log,
     )
     assert start, log[-3000:]

@@ -11,6 +11,8 @@ final class AgentVersion {
     /** The RocketMQ Java client lines the agent reaches into; {@link ClientVersion#supported()}
      * is the same rule. */
     static final String CLIENTS = "4.9.x and 5.x";
+    /** The RocketMQ proxy lines whose route cache the agent reaches into (cluster mode). */
+    static final String PROXIES = "5.1 to 5.3";
 
     private static final String TEXT = read();
 

@@ -127,7 +127,7 @@ public final class RoutePush {
 
     static String startLine(String how, Options options) {
         return "route push " + AgentVersion.text() + " started " + how + " for Apache RocketMQ Java clients "
-                + AgentVersion.CLIENTS + "; options: " + options.summary() + "; status: MBean "
+                + AgentVersion.CLIENTS + " and proxies " + AgentVersion.PROXIES + "; options: " + options.summary() + "; status: MBean "
                 + AgentStatus.NAME + (options.jmx ? " once a client is served" : " off (jmx=false)")
                 + (options.statusIntervalMs > 0 ? ", a status line every " + options.statusIntervalMs + " ms" : "");
     }

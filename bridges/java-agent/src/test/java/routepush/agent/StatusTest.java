@@ -76,7 +76,7 @@ public class StatusTest {
         assertEquals("[routepush] route push option scanIntervalMs=fast (agent argument) is malformed: expected "
                 + "a whole number in [10, 60000]; using the default 1000", warnings.get(1));
         assertEquals(infos.toString(), "[routepush] route push " + VERSION + " started as an agent for Apache "
-                + "RocketMQ Java clients 4.9.x and 5.x; options: exclude=%RETRY%*;Audit, checkIntervalMs=15000; "
+                + "RocketMQ Java clients 4.9.x and 5.x and proxies 5.1 to 5.3; options: exclude=%RETRY%*;Audit, checkIntervalMs=15000; "
                 + "status: MBean routepush:type=Agent once a client is served", infos.get(0));
     }
 
