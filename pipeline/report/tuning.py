@@ -231,6 +231,18 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
+def _quotient(a: int, b: int) -> str:
+    """``a / b`` to one decimal, or to as many more as keep its whole part that of the
+    quotient: the reason states ``a // b`` beside it, and ``296.0`` beside "holds 295" would
+    contradict it."""
+    whole = a // b
+    for decimals in range(1, 12):
+        text = f"{a / b:,.{decimals}f}"
+        if float(text.replace(",", "")) < whole + 1:
+            return text
+    return f"{whole:,}.{'9' * 12}"
+
+
 def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
     """The buffer must hold ``FRAME_HEADROOM`` of the largest per-connection notification,
     rounded up to a power of two and never under ``MIN_OUTPUT_BUFFER``; only ever raised.
@@ -247,7 +259,7 @@ def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
     seen = (
         f"the largest notification was {_n(largest)} bytes per connection; "
         f"{_n(current)} bytes hold {_n(holds)} of them "
-        f"({_n(current)} / {_n(largest)} = {current / largest:,.1f})"
+        f"({_n(current)} / {_n(largest)} = {_quotient(current, largest)})"
     )
     rule = (
         f"the rule wants {FRAME_HEADROOM} x {_n(largest)} = {_n(room)} bytes, rounded up to "
@@ -273,7 +285,7 @@ def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
         need,
         why,
         effect=f"a connection holds {_n(need // largest)} of the largest notification "
-        f"({_n(need)} / {_n(largest)} = {need / largest:,.1f}) before it is paused (was "
+        f"({_n(need)} / {_n(largest)} = {_quotient(need, largest)}) before it is paused (was "
         f"{_n(holds)}); up to "
         f"{_n(need)} - {_n(current)} = {_n(need - current)} more bytes per busy connection",
     )
