@@ -8,7 +8,13 @@ from datetime import UTC, datetime
 from pipeline.report.headline import Headline, headline
 from pipeline.report.replay_model import MAX_MODEL_ERROR, ReplayResult
 from pipeline.report.summary import SPREAD_CAUSES, Distribution, InputQuality, Summary
-from pipeline.report.tuning import Recommendation, Targets, changes_live, how_to_apply
+from pipeline.report.tuning import (
+    Recommendation,
+    Targets,
+    changes_live,
+    counted,
+    how_to_apply,
+)
 
 TUNED_FILE = "namesrv-tuned.toml"
 
@@ -204,7 +210,7 @@ def _slow(s: Summary) -> list[str]:
     out = [
         "## Slow subscribers",
         "",
-        f"{_count(s.slow_skips, 'skip')} of {_count(s.slow_connections, 'connection')}.",
+        f"{counted(s.slow_skips, 'skip')} of {counted(s.slow_connections, 'connection')}.",
     ]
     if s.slowest:
         out += [
@@ -361,12 +367,8 @@ def applying(recommendations: Sequence[Recommendation]) -> list[str]:
     ]
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
-
-
 def _keys(n: int) -> str:
-    return _count(n, "key")
+    return counted(n, "key")
 
 
 REPLAY_MODEL = (

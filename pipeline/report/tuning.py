@@ -231,6 +231,11 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
+def counted(n: int, one: str, many: str = "") -> str:
+    """``n`` and its noun, singular for one: "1 recovery", "2 recoveries"."""
+    return f"{n:,} {one}" if n == 1 else f"{n:,} {many or one + 's'}"
+
+
 def _quotient(a: int, b: int) -> str:
     """``a / b`` to one decimal, or to as many more as keep its whole part that of the
     quotient: the reason states ``a // b`` beside it, and ``296.0`` beside "holds 295" would
@@ -329,8 +334,8 @@ def _recovery_rate(s: Summary, cfg: NamesrvConfig) -> Recommendation:
         key,
         rate,
         rate,
-        f"kept: {len(drained)} backlogs drained, {relapsed} relapses "
-        f"in {len(recovered)} recoveries",
+        f"kept: {counted(len(drained), 'backlog')} drained, {counted(relapsed, 'relapse')} "
+        f"in {counted(len(recovered), 'recovery', 'recoveries')}",
     )
 
 
@@ -347,7 +352,10 @@ def _pressure(s: Summary, cfg: NamesrvConfig) -> list[Recommendation]:
     ]
     lengths = [e.degraded_ms for e in s.episodes if e.degraded_ms is not None]
     if len(lengths) < FLAP_EPISODES:
-        why = f"kept: {len(lengths)} degraded episodes ended, {FLAP_EPISODES} needed to judge"
+        why = (
+            f"kept: {counted(len(lengths), 'degraded episode')} ended, {FLAP_EPISODES} needed "
+            "to judge"
+        )
         return [replace(r, reason=why) for r in keep]
     median = statistics.median(lengths)
     if median > FLAP_SAMPLES * p.sample_interval_ms:

@@ -373,3 +373,18 @@ def test_report_names_every_section_and_bolds_changed_values():
 )
 def test_journal_source_names_its_name_server_only_when_prefixed(text, expected):
     assert JournalSource.parse(text) == expected
+
+
+def test_kept_reasons_count_one_episode_in_the_singular():
+    one = [Episode(None, 10_000, 95.0, 40.0, 50_000, 4, 200, 4)]
+    recs = by_key(summary(episodes=one))
+    assert recs["push.recovery_notifications_per_second"].reason == (
+        "kept: 1 backlog drained, 0 relapses in 1 recovery"
+    )
+    assert recs["pressure.sample_interval_ms"].reason == (
+        "kept: 1 degraded episode ended, 3 needed to judge"
+    )
+    two = [*one, Episode(None, 60_000, 95.0, 40.0, 70_000, 4, 200, 4)]
+    assert by_key(summary(episodes=two))["push.recovery_notifications_per_second"].reason == (
+        "kept: 2 backlogs drained, 0 relapses in 2 recoveries"
+    )
