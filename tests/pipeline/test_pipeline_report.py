@@ -269,7 +269,7 @@ def test_a_replay_without_verdict_draws_no_curve_and_says_why_in_their_place():
     assert all(p.how_to_read.startswith("No verdict for this key: the replay gives no verdict")
                for p in pictures)  # fmt: skip
     markdown = render(full_summary(), [], r)
-    why = "the model misses the recorded p99 by +583% (more than 10%)"
+    why = "the model misses the recorded p99 by +583.0% (more than 10%)"
     assert f"No verdict on any key: {why}" in markdown
     assert f"| `{TICK}` | 500 (current) (no verdict) |" in markdown
     page = render_html(full_summary(), pictures, markdown, r)
