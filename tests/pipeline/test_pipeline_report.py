@@ -319,3 +319,19 @@ def test_counted_nouns_agree_with_their_number():
     two = render(s, [buffer, tick])
     assert "holds only the 2 keys whose value changes, each under its table" in two
     assert "merge them into the config file" in two
+
+
+def test_held_changes_no_client_learned_after_are_split_by_whether_their_topic_was_learned():
+    s = full_summary()
+    s.held_changes, s.held_reached, s.held_superseded, s.held_unresolved = 20, 5, 9, 6
+    s.held_unlearned_topic = 4
+    assert (
+        "6 were followed by no version any client learned: 4 of topics no client learned any "
+        "version of, 2 after the last version clients learned of theirs)"
+    ) in render(s, [])
+    # a summary.json written before the split says both reasons, not a split it lacks
+    s.held_unlearned_topic = None
+    assert (
+        "6 were followed by no version any client learned: no client held their topic, or the "
+        "telemetry ends first)"
+    ) in render(s, [])
