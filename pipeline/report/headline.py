@@ -87,10 +87,17 @@ def staleness_line(s: Summary) -> str:
     parts = []
     if s.held_changes:
         h = s.staleness_held
+        unlearned = s.held_unlearned_topic
+        why = (
+            "no client held their topic, or the telemetry ends first"
+            if unlearned is None
+            else f"{unlearned:,} of topics no client learned any version of, "
+            f"{s.held_unresolved - unlearned:,} after the last version clients learned of theirs"
+        )
         fate = (
             f"{s.held_reached:,} reached clients, {s.held_superseded:,} were superseded "
             f"before reaching any, {s.held_unresolved:,} were followed by no version any "
-            "client learned: no client held their topic, or the telemetry ends first"
+            f"client learned: {why}"
         )
         parts.append(
             f"Held while push was degraded: {s.held_changes:,} changes ({fate}); clients "

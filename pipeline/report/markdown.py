@@ -8,7 +8,13 @@ from datetime import UTC, datetime
 from pipeline.report.headline import Headline, headline
 from pipeline.report.replay_model import MAX_MODEL_ERROR, ReplayResult
 from pipeline.report.summary import SPREAD_CAUSES, Distribution, InputQuality, Summary
-from pipeline.report.tuning import Recommendation, Targets, changes_live, how_to_apply
+from pipeline.report.tuning import (
+    Recommendation,
+    Targets,
+    changes_live,
+    counted,
+    how_to_apply,
+)
 
 TUNED_FILE = "namesrv-tuned.toml"
 
@@ -204,7 +210,7 @@ def _slow(s: Summary) -> list[str]:
     out = [
         "## Slow subscribers",
         "",
-        f"{s.slow_skips:,} skips of {s.slow_connections:,} connections.",
+        f"{counted(s.slow_skips, 'skip')} of {counted(s.slow_connections, 'connection')}.",
     ]
     if s.slowest:
         out += [
@@ -284,9 +290,7 @@ def _propagation(s: Summary) -> list[str]:
         "",
         *_dist_table("ms", _propagation_rows(s)),
         "",
-        f"{s.learned_changes:,} client-versions tied to a journal change; "
-        f"{s.unmatched_fetches:,} not (another name server's journal, a journal gap, or "
-        "an upstream name server).",
+        fetches_reconciled(s),
     ]
     if s.learned_changes:
         out.append(
@@ -309,6 +313,20 @@ def _propagation(s: Summary) -> list[str]:
             "not a delay.",
         ]
     return out
+
+
+def fetches_reconciled(s: Summary) -> str:
+    """How the fetch table's total splits: versions tied to a change, versions no journal
+    change explains, and fetches that told the client nothing new."""
+    fetched = sum(s.fetches_by_cause.values())
+    nothing_new = fetched - s.learned_changes - s.unmatched_fetches
+    return (
+        f"Of the {fetched:,} fetches above, {s.learned_changes:,} brought a client-version "
+        f"tied to a journal change; {s.unmatched_fetches:,} brought one tied to none (another "
+        "name server's journal, a journal gap, or an upstream name server); "
+        f"{nothing_new:,} told the client nothing new (its first route of a topic, or a "
+        "version it already held)."
+    )
 
 
 def _tuning(recommendations: Sequence[Recommendation]) -> list[str]:
@@ -335,10 +353,11 @@ def applying(recommendations: Sequence[Recommendation]) -> list[str]:
             f"No key changes: `{TUNED_FILE}` holds none, and the name server runs on as it is.",
         ]
     live = sum(changes_live(r.key) for r in changed)
+    each, them = ("", "it") if len(changed) == 1 else ("each ", "them")
     return [
         *out,
-        f"`{TUNED_FILE}` holds only the {_keys(len(changed))} whose value changes, each under "
-        "its table with its reason above it; merge them into the config file the name server "
+        f"`{TUNED_FILE}` holds only the {_keys(len(changed))} whose value changes, {each}under "
+        f"its table with its reason above it; merge {them} into the config file the name server "
         "runs with (every other key stays as that file has it). Changing at run time: "
         f"{_keys(live)}; taking a restart: {_keys(len(changed) - live)}.",
         "",
@@ -349,7 +368,7 @@ def applying(recommendations: Sequence[Recommendation]) -> list[str]:
 
 
 def _keys(n: int) -> str:
-    return f"{n:,} key" if n == 1 else f"{n:,} keys"
+    return counted(n, "key")
 
 
 REPLAY_MODEL = (

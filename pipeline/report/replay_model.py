@@ -373,7 +373,7 @@ class ReplayResult:
             return "the recording has no end-to-end figure to calibrate the model on"
         if abs(error) > MAX_MODEL_ERROR:
             return (
-                f"the model misses the recorded p99 by {error:+.0%} (more than "
+                f"the model misses the recorded p99 by {error:+.1%} (more than "
                 f"{MAX_MODEL_ERROR:.0%}) with the recorded thresholds"
             )
         return None

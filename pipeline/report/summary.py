@@ -241,6 +241,10 @@ class Summary:
     held_unresolved: int = 0
     """Held changes after which no client learned any version of their topic (no client held
     it, or the telemetry ends first): no staleness."""
+    held_unlearned_topic: int | None = None
+    """Of ``held_unresolved``, those of a topic no client learned any version of in the whole
+    recording (nobody held it); the others follow the last version clients learned of theirs.
+    None in a summary from a job that did not split them."""
     broker_events: dict[str, int] = field(default_factory=dict)
     """Journal ``broker_event`` records by "KIND cause" (``DEPARTED unregister``)."""
     notification_ticks: int = 0

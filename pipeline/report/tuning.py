@@ -231,6 +231,23 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
+def counted(n: int, one: str, many: str = "") -> str:
+    """``n`` and its noun, singular for one: "1 recovery", "2 recoveries"."""
+    return f"{n:,} {one}" if n == 1 else f"{n:,} {many or one + 's'}"
+
+
+def _quotient(a: int, b: int) -> str:
+    """``a / b`` to one decimal, or to as many more as keep its whole part that of the
+    quotient: the reason states ``a // b`` beside it, and ``296.0`` beside "holds 295" would
+    contradict it."""
+    whole = a // b
+    for decimals in range(1, 12):
+        text = f"{a / b:,.{decimals}f}"
+        if float(text.replace(",", "")) < whole + 1:
+            return text
+    return f"{whole:,}.{'9' * 12}"
+
+
 def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
     """The buffer must hold ``FRAME_HEADROOM`` of the largest per-connection notification,
     rounded up to a power of two and never under ``MIN_OUTPUT_BUFFER``; only ever raised.
@@ -247,7 +264,7 @@ def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
     seen = (
         f"the largest notification was {_n(largest)} bytes per connection; "
         f"{_n(current)} bytes hold {_n(holds)} of them "
-        f"({_n(current)} / {_n(largest)} = {current / largest:,.1f})"
+        f"({_n(current)} / {_n(largest)} = {_quotient(current, largest)})"
     )
     rule = (
         f"the rule wants {FRAME_HEADROOM} x {_n(largest)} = {_n(room)} bytes, rounded up to "
@@ -273,7 +290,7 @@ def _output_buffer(s: Summary, cfg: NamesrvConfig) -> Recommendation:
         need,
         why,
         effect=f"a connection holds {_n(need // largest)} of the largest notification "
-        f"({_n(need)} / {_n(largest)} = {need / largest:,.1f}) before it is paused (was "
+        f"({_n(need)} / {_n(largest)} = {_quotient(need, largest)}) before it is paused (was "
         f"{_n(holds)}); up to "
         f"{_n(need)} - {_n(current)} = {_n(need - current)} more bytes per busy connection",
     )
@@ -317,8 +334,8 @@ def _recovery_rate(s: Summary, cfg: NamesrvConfig) -> Recommendation:
         key,
         rate,
         rate,
-        f"kept: {len(drained)} backlogs drained, {relapsed} relapses "
-        f"in {len(recovered)} recoveries",
+        f"kept: {counted(len(drained), 'backlog')} drained, {counted(relapsed, 'relapse')} "
+        f"in {counted(len(recovered), 'recovery', 'recoveries')}",
     )
 
 
@@ -335,7 +352,10 @@ def _pressure(s: Summary, cfg: NamesrvConfig) -> list[Recommendation]:
     ]
     lengths = [e.degraded_ms for e in s.episodes if e.degraded_ms is not None]
     if len(lengths) < FLAP_EPISODES:
-        why = f"kept: {len(lengths)} degraded episodes ended, {FLAP_EPISODES} needed to judge"
+        why = (
+            f"kept: {counted(len(lengths), 'degraded episode')} ended, {FLAP_EPISODES} needed "
+            "to judge"
+        )
         return [replace(r, reason=why) for r in keep]
     median = statistics.median(lengths)
     if median > FLAP_SAMPLES * p.sample_interval_ms:

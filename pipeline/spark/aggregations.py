@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from pyspark import InheritableThread
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -549,19 +549,24 @@ def _table(
 def staleness_fields(table: DataFrame) -> Fields:
     """The summary's staleness figures from the per-change table (``ties.change_table``):
     every change's, the held changes', and how the held ones ended (reached clients
-    themselves, superseded by a later version that did, or neither)."""
+    themselves, superseded by a later version that did, or neither: of a topic no client
+    learned any version of, or after the last version clients learned of theirs)."""
     stale = F.col("staleness_ms")
+    learned = F.col("clients") > 0
+    topic = Window.partitionBy("namesrv", "topic")
     rows = (
-        table.groupBy(
+        table.withColumn("topic_learned", F.max(learned).over(topic))
+        .groupBy(
             "held",
-            (F.col("clients") > 0).alias("reached"),
+            learned.alias("reached"),
             F.when(stale.isNotNull(), histogram_bucket(stale)).alias("bucket"),
+            "topic_learned",
         )
         .agg(F.count(F.lit(1)).alias("count"), F.max(stale).alias("largest"))
         .collect()
     )
     every, held = Histogram(), Histogram()
-    reached = superseded = unresolved = 0
+    reached = superseded = unresolved = unlearned_topic = 0
     for r in rows:
         n = int(r["count"])
         if r["bucket"] is not None:
@@ -576,10 +581,12 @@ def staleness_fields(table: DataFrame) -> Fields:
             superseded += n
         else:
             unresolved += n
+            unlearned_topic += 0 if r["topic_learned"] else n
     return {
         "staleness": every.distribution(),
         "staleness_held": held.distribution(),
         "held_reached": reached,
         "held_superseded": superseded,
         "held_unresolved": unresolved,
+        "held_unlearned_topic": unlearned_topic,
     }

@@ -87,6 +87,7 @@ async def test_demo_records_the_system_and_its_report_shows_it(spark, tmp_path):
         summary["held_superseded"],
         summary["held_unresolved"],
     )
+    assert by_hand.unlearned_topic == summary["held_unlearned_topic"]
     for figure, spread in (("staleness_held", by_hand.staleness), ("staleness", by_hand.every)):
         assert summary[figure]["count"] == spread.count and summary[figure]["max"] == spread.max
         assert close(summary[figure]["p99"], spread.p99), figure

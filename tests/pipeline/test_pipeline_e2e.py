@@ -58,7 +58,7 @@ async def test_journal_and_telemetry_of_a_real_run_give_its_propagation(cluster,
     assert "5 changes, 4 of them notified; 1 suppressed." in report
     assert "| broker_startup | 1 |" in report
     assert f"{CLIENTS} subscribed connections closed" in report
-    assert f"{2 * CLIENTS} client-versions tied to a journal change; 0 not" in report
+    assert f"{2 * CLIENTS} brought a client-version tied to a journal change; 0 brought" in report
     # the clients ask for inline routes (the default): every change came with its route
     assert f"| end to end, learned by inline | {2 * CLIENTS} |" in report
     assert "100.0% of them learned inline" in report

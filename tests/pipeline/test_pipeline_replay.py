@@ -124,10 +124,13 @@ def test_a_model_off_the_recording_by_more_than_a_tenth_gives_no_verdict():
     r = result(2_202.0, 5_624.0, 1_400.0)
     assert r.calibration.error == pytest.approx(5_624 / 2_202 - 1)
     assert r.met is None
-    assert r.no_verdict is not None and "misses the recorded p99 by +155%" in r.no_verdict
+    assert r.no_verdict is not None and "misses the recorded p99 by +155.4%" in r.no_verdict
     s = Summary(journal=InputQuality(1, 10, 0, 0), telemetry=None)
     text = render(s, [], r)
-    assert "Replay: no verdict (the model misses the recorded p99 by +155%" in text
+    assert (
+        "Replay: no verdict (the model misses the recorded p99 by +155.4% (more than 10%)" in text
+    )
+    assert "model error +155.4% at p99)" in text  # one figure, one value
     assert "| tuned | 100 | 1,372 | 90 | 150 | 1,400 | 1,500 | - |" in text  # shown, not judged
 
 

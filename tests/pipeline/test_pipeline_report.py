@@ -42,6 +42,7 @@ from pipeline.report.summary import (
     InputQuality,
     Summary,
 )
+from pipeline.report.tuning import Recommendation
 
 
 def embedded_images(page: str) -> list[bytes]:
@@ -268,7 +269,7 @@ def test_a_replay_without_verdict_draws_no_curve_and_says_why_in_their_place():
     assert all(p.how_to_read.startswith("No verdict for this key: the replay gives no verdict")
                for p in pictures)  # fmt: skip
     markdown = render(full_summary(), [], r)
-    why = "the model misses the recorded p99 by +583% (more than 10%)"
+    why = "the model misses the recorded p99 by +583.0% (more than 10%)"
     assert f"No verdict on any key: {why}" in markdown
     assert f"| `{TICK}` | 500 (current) (no verdict) |" in markdown
     page = render_html(full_summary(), pictures, markdown, r)
@@ -291,3 +292,46 @@ def test_a_key_the_journal_cannot_judge_gets_its_reason_in_place_of_a_picture():
     assert ReplayResult.from_json(r.to_json()) == r
     assert r.to_json()["grid"][1]["no_verdict"] == why
     assert r.to_json()["grid"][0]["no_verdict"] is None
+
+
+def test_the_fetch_table_total_is_split_in_the_text():
+    s = full_summary()
+    s.fetches_by_cause = {"inline": 1_253, "broker_arrived": 49, "first": 47, "version_check": 1}
+    s.learned_changes, s.unmatched_fetches = 1_299, 4
+    assert (
+        "Of the 1,350 fetches above, 1,299 brought a client-version tied to a journal change; "
+        "4 brought one tied to none"
+    ) in render(s, [])
+    assert "47 told the client nothing new (its first route of a topic" in render(s, [])
+
+
+def test_counted_nouns_agree_with_their_number():
+    s = full_summary()
+    s.slow_skips, s.slow_connections = 79, 1
+    assert "79 skips of 1 connection." in render(s, [])
+    s.slow_skips, s.slow_connections = 1, 2
+    assert "1 skip of 2 connections." in render(s, [])
+    buffer = Recommendation("server.output_buffer_bytes", 65_536, 1_048_576, "why")
+    tick = Recommendation("push.tick_interval_ms", 200, 100, "why")
+    one = render(s, [buffer])
+    assert "holds only the 1 key whose value changes, under its table" in one
+    assert "merge it into the config file" in one
+    two = render(s, [buffer, tick])
+    assert "holds only the 2 keys whose value changes, each under its table" in two
+    assert "merge them into the config file" in two
+
+
+def test_held_changes_no_client_learned_after_are_split_by_whether_their_topic_was_learned():
+    s = full_summary()
+    s.held_changes, s.held_reached, s.held_superseded, s.held_unresolved = 20, 5, 9, 6
+    s.held_unlearned_topic = 4
+    assert (
+        "6 were followed by no version any client learned: 4 of topics no client learned any "
+        "version of, 2 after the last version clients learned of theirs)"
+    ) in render(s, [])
+    # a summary.json written before the split says both reasons, not a split it lacks
+    s.held_unlearned_topic = None
+    assert (
+        "6 were followed by no version any client learned: no client held their topic, or the "
+        "telemetry ends first)"
+    ) in render(s, [])

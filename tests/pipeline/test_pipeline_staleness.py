@@ -58,9 +58,18 @@ def journal() -> list[dict]:
     out: list[dict] = [sent(T0, 1, 300)]
     for ts, topic, version in changes():
         out.append(dict(changed(ts, topic, version), mutated_at_ms=ts - 30))
-    # a topic no client holds: its changes have no staleness
+    # a topic no client holds: its changes have no staleness, the last two held
     out += [
         dict(changed(T0 + 500 + 1_000 * i, "lonely", i + 2), mutated_at_ms=T0) for i in range(3)
+    ]
+    out += [
+        dict(changed(DEGRADED_AT + 1_000 * i, "lonely", i + 5), mutated_at_ms=DEGRADED_AT)
+        for i in (1, 2)
+    ]
+    # a topic clients learned once, then no more: its held change follows the last learned
+    out += [
+        dict(changed(T0 + 2_000, "gone", 2), mutated_at_ms=T0 + 1_990),
+        dict(changed(DEGRADED_AT + 3_000, "gone", 3), mutated_at_ms=DEGRADED_AT + 2_990),
     ]
     out += [
         degradation(DEGRADED_AT, True, 95.0, 40.0),
@@ -74,7 +83,8 @@ def journal() -> list[dict]:
 def telemetry(lag: int) -> list[dict]:
     """A client learns each change sent at once, and of the held ones only each topic's last,
     with the backlog after recovery."""
-    out = [fetch(topic, 1, "first", T0 - 5_000) for topic in TOPICS]
+    out = [fetch(topic, 1, "first", T0 - 5_000) for topic in (*TOPICS, "gone")]
+    out.append(fetch("gone", 2, "notify", T0 + 2_000 + lag, notified=T0 + 2_001))
     last_held = {}
     for ts, topic, version in changes():
         if held(ts):
@@ -112,9 +122,11 @@ def test_the_held_figures_equal_a_computation_by_hand_from_the_parquet_table(rep
     by_hand, stale, held_rows = held_figures(rows, s["episodes"], s["last_ts_ms"])
     assert [r["staleness_ms"] for r in rows] == stale
     assert [r["held"] for r in rows] == held_rows
-    assert by_hand.held == s["held_changes"] == 3 * 30
-    assert (by_hand.reached, by_hand.superseded, by_hand.unresolved) == (3, 87, 0)
-    assert (s["held_reached"], s["held_superseded"], s["held_unresolved"]) == (3, 87, 0)
+    assert by_hand.held == s["held_changes"] == 3 * 30 + 3
+    assert (by_hand.reached, by_hand.superseded, by_hand.unresolved) == (3, 87, 3)
+    assert (s["held_reached"], s["held_superseded"], s["held_unresolved"]) == (3, 87, 3)
+    # two of a topic nobody learned, one after the last version clients learned of its own
+    assert by_hand.unlearned_topic == s["held_unlearned_topic"] == 2
     for figure, spread in (("staleness_held", by_hand.staleness), ("staleness", by_hand.every)):
         job = s[figure]
         assert job["count"] == spread.count, figure
@@ -122,8 +134,9 @@ def test_the_held_figures_equal_a_computation_by_hand_from_the_parquet_table(rep
         assert job["max"] == spread.max, figure
     # the first held version waited for the whole episode, the drain and the slower client
     assert by_hand.staleness.max == RECOVERED_AT + DRAIN_MS + 120 - (DEGRADED_AT + 200 - 30)
-    # the lonely topic's three changes reached nobody, nor did anything after them
-    assert by_hand.every.count == len(rows) - 3
+    # the lonely topic's five changes reached nobody, nor did anything after them, nor
+    # anything after gone's last
+    assert by_hand.every.count == len(rows) - 6
 
 
 def test_the_headline_states_the_held_figures_the_table_gives(report):
@@ -134,7 +147,10 @@ def test_the_headline_states_the_held_figures_the_table_gives(report):
     assert (
         f"Held while push was degraded: {by_hand.held} changes ({by_hand.reached} reached "
         f"clients, {by_hand.superseded} were superseded before reaching any, "
-        f"{by_hand.unresolved} were followed by no version any client learned"
+        f"{by_hand.unresolved} were followed by no version any client learned: "
+        f"{by_hand.unlearned_topic} of topics no client learned any version of, "
+        f"{by_hand.unresolved - by_hand.unlearned_topic} after the last version clients "
+        "learned of theirs)"
     ) in line
     h = s["staleness_held"]
     assert (

@@ -218,6 +218,26 @@ def test_the_output_buffer_reason_states_the_numbers_that_chose_the_value(curren
         assert f"raised to the {driver} alone" in rec.reason
 
 
+@pytest.mark.parametrize(
+    ("current", "largest"),
+    [(65_536, 3_543), (65_536, 3_277), (65_536, 2_049), (1 << 20, 3_542)],
+)
+def test_a_stated_quotient_has_the_whole_number_stated_beside_it(current, largest):
+    # 1,048,576 / 3,543 is 295.95: "holds 295 ... = 296.0" would say two different things.
+    cfg = NamesrvConfig(server=replace(NamesrvConfig().server, output_buffer_bytes=current))
+    rec = by_key(summary(frame_bytes=Distribution(10, 100, 100, largest, largest)), cfg)[
+        "server.output_buffer_bytes"
+    ]
+    stated = re.findall(r"holds? ([\d,]+) (?:of them|of the largest notification) \(([\d,]+) / "
+                        r"([\d,]+) = ([\d,.]+)\)", f"{rec.reason} {rec.effect}")  # fmt: skip
+    assert len(stated) == (2 if rec.changed else 1)
+    for whole, a, b, quotient in stated:
+        assert int(whole.replace(",", "")) == int(a.replace(",", "")) // int(b.replace(",", ""))
+        assert quotient.replace(",", "").partition(".")[0] == whole.replace(",", "")
+    check_arithmetic(rec.reason)
+    check_arithmetic(rec.effect)
+
+
 def test_the_demo_output_buffer_reason_names_the_floor_that_drives_it():
     # 65,536 bytes hold 40 notifications of 1,610 bytes: enough; the 1 MiB floor raises it.
     cfg = NamesrvConfig(server=replace(NamesrvConfig().server, output_buffer_bytes=65_536))
@@ -353,3 +373,18 @@ def test_report_names_every_section_and_bolds_changed_values():
 )
 def test_journal_source_names_its_name_server_only_when_prefixed(text, expected):
     assert JournalSource.parse(text) == expected
+
+
+def test_kept_reasons_count_one_episode_in_the_singular():
+    one = [Episode(None, 10_000, 95.0, 40.0, 50_000, 4, 200, 4)]
+    recs = by_key(summary(episodes=one))
+    assert recs["push.recovery_notifications_per_second"].reason == (
+        "kept: 1 backlog drained, 0 relapses in 1 recovery"
+    )
+    assert recs["pressure.sample_interval_ms"].reason == (
+        "kept: 1 degraded episode ended, 3 needed to judge"
+    )
+    two = [*one, Episode(None, 60_000, 95.0, 40.0, 70_000, 4, 200, 4)]
+    assert by_key(summary(episodes=two))["push.recovery_notifications_per_second"].reason == (
+        "kept: 2 backlogs drained, 0 relapses in 2 recoveries"
+    )

@@ -74,6 +74,8 @@ class HeldByHand:
     reached: int
     superseded: int
     unresolved: int
+    unlearned_topic: int
+    """Of ``unresolved``, those of a topic no row shows any client learning."""
     staleness: Spread
     every: Spread
 
@@ -84,12 +86,18 @@ def held_figures(rows: Sequence[Row], episodes: Sequence[Mapping[str, Any]], las
     stale = staleness_by_hand(rows)
     held = [held_by_hand(r, episodes, last_ts) for r in rows]
     in_held = [(r, s) for r, s, h in zip(rows, stale, held, strict=True) if h]
+    learned_topics = {(r["namesrv"], r["topic"]) for r in rows if r["clients"] > 0}
     return (
         HeldByHand(
             held=len(in_held),
             reached=sum(1 for r, _ in in_held if r["clients"] > 0),
             superseded=sum(1 for r, s in in_held if r["clients"] == 0 and s is not None),
             unresolved=sum(1 for _, s in in_held if s is None),
+            unlearned_topic=sum(
+                1
+                for r, s in in_held
+                if s is None and (r["namesrv"], r["topic"]) not in learned_topics
+            ),
             staleness=spread(s for _, s in in_held if s is not None),
             every=spread(s for s in stale if s is not None),
         ),
