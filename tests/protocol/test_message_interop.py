@@ -142,16 +142,25 @@ public class JavaSend {
         DefaultMQProducer producer = new DefaultMQProducer("java-pg");
         producer.setNamesrvAddr(args[0]);
         producer.setSendMsgTimeout(10000);
-        producer.start();
-        Message m = new Message("T", "TagJ", "kj1 kj2", "hello from java".getBytes("UTF-8"));
-        m.putUserProperty("color", "blue");
-        SendResult r = producer.send(m);
-        System.out.println("status\\t" + r.getSendStatus());
-        System.out.println("msgId\\t" + r.getMsgId());
-        System.out.println("offsetMsgId\\t" + r.getOffsetMsgId());
-        System.out.println("queueOffset\\t" + r.getQueueOffset());
-        System.out.println("broker\\t" + r.getMessageQueue().getBrokerName());
-        producer.shutdown();
+        int code = 1;
+        try {
+            producer.start();
+            Message m = new Message("T", "TagJ", "kj1 kj2", "hello from java".getBytes("UTF-8"));
+            m.putUserProperty("color", "blue");
+            SendResult r = producer.send(m);
+            System.out.println("status\\t" + r.getSendStatus());
+            System.out.println("msgId\\t" + r.getMsgId());
+            System.out.println("offsetMsgId\\t" + r.getOffsetMsgId());
+            System.out.println("queueOffset\\t" + r.getQueueOffset());
+            System.out.println("broker\\t" + r.getMessageQueue().getBrokerName());
+            code = 0;
+        } catch (Exception e) {
+            e.printStackTrace();
+        } finally {
+            producer.shutdown();
+        }
+        // A failed send leaves the client's non-daemon threads running: exit either way.
+        System.exit(code);
     }
 }
 """
