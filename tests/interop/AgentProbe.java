@@ -39,6 +39,9 @@ public class AgentProbe {
                     p = new DefaultMQProducer(group);
                     p.setNamesrvAddr(namesrv);
                     p.setPollNameServerInterval(pollMs);
+                    // Routes are under test, not latency: a JVM still warming up on a busy
+                    // machine must not fail a send at the client's 3 s default.
+                    p.setSendMsgTimeout(15000);
                     p.setInstanceName("probe-" + System.nanoTime());
                     p.start();
                 } else {
