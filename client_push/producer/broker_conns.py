@@ -22,7 +22,6 @@ from client_push.producer.broker_wire import (
     is_go_away,
 )
 from client_push.runtime.interface import Future, Runtime, Task, fail, settle
-from client_push.wire.paced_log import PacedLog
 from client_push.wire.remoting import (
     ConnectionBounds,
     Deadline,
@@ -31,6 +30,7 @@ from client_push.wire.remoting import (
     close_within,
 )
 from protocol.frame import RemotingCommand
+from protocol.paced_log import PacedLog
 
 log = logging.getLogger("client_push.producer.broker_conns")
 
@@ -92,7 +92,7 @@ class BrokerConnections:
         self._honour_go_away = honour_go_away
         self._close_timeout_ms = close_timeout_ms
         self._conns: KeptConnections[RemotingConnection] = KeptConnections()
-        self.paced = PacedLog(log, lambda: runtime.clock.time())
+        self.paced = PacedLog(log, lambda: runtime.clock.time(), burst=1)
         """One pace for the warnings of every connection, reopened ones included."""
         self._connecting: dict[str, _Connect] = {}
         self._retired: set[RemotingConnection] = set()

@@ -21,8 +21,8 @@ from client_push.producer.broker_wire import (
     probe_says_going_away,
 )
 from client_push.runtime.interface import Runtime
-from client_push.wire.paced_log import PacedLog
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection
+from protocol.paced_log import PacedLog
 
 log = logging.getLogger("client_push.producer.broker_probe")
 
@@ -38,7 +38,7 @@ class BrokerProber(ProberBook[RemotingConnection]):
         super().__init__(on_go_away)
         self._runtime = runtime
         self._bounds = bounds or ConnectionBounds()
-        self._paced = PacedLog(log, lambda: runtime.clock.time())
+        self._paced = PacedLog(log, lambda: runtime.clock.time(), burst=1)
 
     async def probe(self, addr: str, topic: str, timeout_ms: int) -> bool:
         """True when the broker answered within ``timeout_ms`` (connecting included), False

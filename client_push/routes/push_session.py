@@ -59,10 +59,10 @@ from client_push.routes.push_actions import (
 from client_push.routes.push_tracker import PushTracker, Verdict, needs_refetch
 from client_push.routes.refetch_spread import SpreadQueue
 from client_push.routes.untrusted_retries import UntrustedRetries
-from client_push.wire.paced_log import PacedLog
 from protocol.bodies import decode_route
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
+from protocol.paced_log import PacedLog
 from protocol.push_events import (
     BrokerChange,
     BrokerChangeKind,
@@ -114,7 +114,7 @@ class PushSession:
         self._retries = UntrustedRetries(
             config.untrusted_retry_initial_ms, config.untrusted_retry_max_ms, rng
         )
-        self.paced = PacedLog(log, clock)
+        self.paced = PacedLog(log, clock, burst=1)
         """Warnings a server can provoke at will (malformed frames, failing fetches), paced."""
 
     # -- state ---------------------------------------------------------------------------------

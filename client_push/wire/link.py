@@ -23,7 +23,6 @@ from client_push.runtime.interface import Future, Runtime, Task, Tls, fail, sett
 from client_push.wire.backoff import Backoff
 from client_push.wire.link_state import LinkOwner, LinkState
 from client_push.wire.nameserver_selector import NameServerSelector
-from client_push.wire.paced_log import PacedLog
 from client_push.wire.remoting import (
     ConnectionBounds,
     Deadline,
@@ -35,6 +34,7 @@ from client_push.wire.request_signing import request_signer, signed
 from client_push.wire.timer import Timer
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
+from protocol.paced_log import PacedLog
 
 log = logging.getLogger("client_push.wire.connection")
 
@@ -65,7 +65,7 @@ class NameServerLink:
         self._on_request = on_request
         self._owner = owner
         self._bounds = client_bounds(config)
-        self._paced = PacedLog(log, lambda: runtime.clock.time())
+        self._paced = PacedLog(log, lambda: runtime.clock.time(), burst=1)
         self.selector = NameServerSelector(
             config.namesrv_addrs, rng, move_interval_ms=config.warm_move_interval_ms
         )

@@ -37,10 +37,10 @@ from client_push.runtime.interface import (
     Transport,
     settle,
 )
-from client_push.wire.paced_log import PacedLog
 from client_push.wire.request_table import RequestTable, answer_server_request
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+from protocol.paced_log import PacedLog
 from protocol.tls_refusal import is_tls_refusal
 
 log = logging.getLogger("client_push.wire.remoting")
@@ -108,7 +108,7 @@ class RemotingConnection:
         self.lost: Future[None] = runtime.future()
         """Done (with None) when the connection closes, for whatever reason."""
         self.counters: Counter[str] = Counter() if counters is None else counters
-        self._paced = paced or PacedLog(log, self._clock.time)
+        self._paced = paced or PacedLog(log, self._clock.time, burst=1)
         self._input: deque[bytes] = deque()
         """Reads not handled yet, in order."""
         self.input_bytes = 0

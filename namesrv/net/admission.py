@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from twisted.logger import ILogObserver, globalLogPublisher
 
 from namesrv.config import ServerConfig
-from namesrv.ops.log_limit import RateLimitedLog
+from protocol.paced_log import PacedLog
 
 if TYPE_CHECKING:
     from namesrv.net.connection import NamesrvConnection
@@ -47,7 +47,7 @@ class Admission:
         self,
         config: ServerConfig,
         counters: Counter[str],
-        peer_log: RateLimitedLog,
+        peer_log: PacedLog,
         may_evict: Callable[[NamesrvConnection], bool] | None = None,
         subscribed: Callable[[NamesrvConnection], object] | None = None,
     ):

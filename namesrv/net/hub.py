@@ -20,10 +20,10 @@ from namesrv.config import ServerConfig
 from namesrv.net.admission import Admission
 from namesrv.net.connection import CachedAnswers, NamesrvConnection, PollState
 from namesrv.net.input_bounds import InputBounds
-from namesrv.ops.log_limit import RateLimitedLog
 from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command
+from protocol.paced_log import PacedLog
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class ConnectionHub:
         self._departed = departed
         self._keeps_idle = keeps_idle
         self._never_evict = never_evict
-        self.peer_log = RateLimitedLog(log, clock)
+        self.peer_log = PacedLog(log, clock.seconds)
         """Lines a peer can provoke, paced per kind."""
         self.admission = Admission(
             config, counters, self.peer_log, self._may_evict, subscribed=keeps_idle

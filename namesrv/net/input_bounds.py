@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from namesrv.config import ServerConfig
-from namesrv.ops.log_limit import RateLimitedLog
+from protocol.paced_log import PacedLog
 
 if TYPE_CHECKING:
     from namesrv.net.connection import NamesrvConnection
@@ -28,9 +28,7 @@ log = logging.getLogger(__name__)
 
 
 class InputBounds:
-    def __init__(
-        self, config: ServerConfig, counters: Counter[str], peer_log: RateLimitedLog
-    ) -> None:
+    def __init__(self, config: ServerConfig, counters: Counter[str], peer_log: PacedLog) -> None:
         self._config = config
         self._counters = counters
         self._peer_log = peer_log

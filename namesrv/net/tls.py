@@ -21,7 +21,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 
-from namesrv.ops.log_limit import RateLimitedLog
+from protocol.paced_log import PacedLog
 from protocol.tls_refusal import tls_required_frame
 
 TLS_HANDSHAKE_RECORD = 0x16
@@ -201,7 +201,7 @@ class TlsRoutingFactory(Factory):
         *,
         clock: Any,
         handshake_timeout_ms: int,
-        peer_log: RateLimitedLog,
+        peer_log: PacedLog,
     ) -> None:
         self.plain_factory = plain_factory
         wrapped: Any = plain_factory

@@ -18,7 +18,7 @@ from twisted.internet.protocol import Factory
 
 from namesrv.config import ServerConfig, parse_listen
 from namesrv.net.connection import ConnectionOwner, NamesrvConnection
-from namesrv.ops.log_limit import RateLimitedLog
+from protocol.paced_log import PacedLog
 
 READ_SIZE = 64 * 1024
 """Bytes asked of the kernel per read: Twisted's default, whatever the output bound is."""
@@ -79,7 +79,7 @@ def listen(
     counters: Counter[str],
     *,
     clock: Any,
-    peer_log: RateLimitedLog,
+    peer_log: PacedLog,
 ) -> IListeningPort:
     """Listen on ``server.listen`` (with ``server.tls``); TLS outcomes count in ``counters``,
     handshake timeouts run on ``clock`` and are logged through ``peer_log``."""

@@ -9,7 +9,7 @@ with access control on, the access key that signed the request. The code that kn
 records the event: the request handlers for requests, the server for what no request did
 (expiry, a closed connection). Steady heartbeats of a known broker are no event.
 
-Lines are paced per kind and per peer host (:class:`~namesrv.ops.log_limit.RateLimitedLog`):
+Lines are paced per kind and per peer host (:class:`~protocol.paced_log.PacedLog`):
 a peer that registers thousands of made-up brokers gets :data:`AUDIT_BURST` lines of each
 kind per :data:`AUDIT_PERIOD_S`, then one line counting the rest, and cannot crowd out
 another host's lines. Every string of a line is a peer's and passes through
@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from namesrv.ops.audit_events import AuditEvent, Who
-from namesrv.ops.log_limit import MAX_KINDS, RateLimitedLog
+from protocol.paced_log import MAX_KINDS, PacedLog
 
 AUDIT_LOGGER = "namesrv.audit"
 """The logger every audit line is written to."""
@@ -45,9 +45,9 @@ class AuditTrail:
         max_kinds: int = MAX_KINDS,
     ) -> None:
         """``clock`` has ``seconds()`` (the reactor or a ``task.Clock``)."""
-        self._paced = RateLimitedLog(
+        self._paced = PacedLog(
             logger or logging.getLogger(AUDIT_LOGGER),
-            clock,
+            None if clock is None else clock.seconds,
             period_s=period_s,
             burst=burst,
             max_kinds=max_kinds,
@@ -66,7 +66,7 @@ class AuditTrail:
         return self._paced.log(logging.INFO, kind, msg, *args)
 
     def release(self) -> int:
-        """Tell the lines held back in periods that are over (see ``RateLimitedLog.release``)."""
+        """Tell the lines held back in periods that are over (see ``PacedLog.release``)."""
         return self._paced.release()
 
     @property

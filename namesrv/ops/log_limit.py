@@ -1,117 +1,18 @@
-"""Log lines that a peer can provoke, limited per kind so no client can flood the log.
+"""Every log line escaped on its way out, whatever produced it.
 
-Each kind may log ``burst`` lines per ``period_s``; the lines it had to drop are counted and
-reported by the next line of that kind, or by :meth:`RateLimitedLog.release` once the period
-is over, so an operator still sees how often it happened. The kinds it keeps are bounded:
-a caller may name a kind per peer, and past ``max_kinds`` kinds in one period the new ones
-share one window.
-Every string argument of such a line is shown by :func:`protocol.peer_text.printable`: control
-characters escaped (a peer's ``\\n`` cannot start a forged line) and cut to a length, so one
-line costs at most a few KiB whatever the peer sent. :class:`EscapingFilter` does the same to
-every line a handler writes, for lines that name a peer's string outside the pacer.
+Lines a peer can provoke are paced and their peer strings escaped by
+:class:`protocol.paced_log.PacedLog`; :class:`EscapingFilter` does the escaping for every line a
+handler writes, for lines that name a peer's string outside the pacer.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from typing import Any
 
-from protocol.peer_text import DEFAULT_SHOWN_CHARS, printable
+from protocol.peer_text import printable
 
 MAX_LINE_CHARS = 4_096
 """A whole log line's message is cut here by :class:`EscapingFilter`."""
-MAX_KINDS = 4_096
-"""Kinds a pacer keeps a window for at once; past it, new kinds share :data:`OTHER_KINDS`."""
-OTHER_KINDS = "other kinds"
-"""The window shared by the kinds past ``max_kinds``."""
-
-
-class _Monotonic:
-    def seconds(self) -> float:
-        return time.monotonic()
-
-
-class RateLimitedLog:
-    def __init__(
-        self,
-        logger: logging.Logger,
-        clock: Any = None,
-        *,
-        period_s: float = 10.0,
-        burst: int = 5,
-        shown_chars: int = DEFAULT_SHOWN_CHARS,
-        max_kinds: int = MAX_KINDS,
-    ) -> None:
-        """``clock`` has ``seconds()`` (a reactor or ``task.Clock``); None: the monotonic clock.
-        A string argument keeps ``shown_chars`` characters."""
-        self._log = logger
-        self._clock = clock if clock is not None else _Monotonic()
-        self._period = period_s
-        self._burst = burst
-        self._shown = shown_chars
-        self._max_kinds = max_kinds
-        self._windows: dict[str, list[float]] = {}
-        """kind -> [window start, lines logged in it, lines dropped in it, level]."""
-        self.dropped = 0
-
-    def log(self, level: int, kind: str, msg: str, *args: Any, exc_info: bool = False) -> bool:
-        """Log ``msg`` unless ``kind`` has used its burst in this period; True when logged."""
-        now = self._clock.seconds()
-        window = self._windows.get(kind)
-        if window is None and len(self._windows) >= self._max_kinds:
-            self._prune(now)
-            if len(self._windows) >= self._max_kinds:
-                kind = OTHER_KINDS
-                window = self._windows.get(kind)
-        if window is None or now - window[0] >= self._period:
-            dropped = int(self._windows.pop(kind)[2]) if window is not None else 0
-            window = self._windows[kind] = [now, 0, 0, level]  # the windows in start order
-            if dropped:
-                msg += f" ({dropped} more like this in the previous {self._period:g} s not logged)"
-        if window[1] >= self._burst:
-            window[2] += 1
-            self.dropped += 1
-            return False
-        window[1] += 1
-        shown = tuple(printable(a, self._shown) if isinstance(a, str) else a for a in args)
-        self._log.log(level, msg, *shown, exc_info=exc_info)
-        return True
-
-    def warning(self, kind: str, msg: str, *args: Any) -> bool:
-        return self.log(logging.WARNING, kind, msg, *args)
-
-    @property
-    def kinds(self) -> int:
-        """Kinds with a window kept now (at most ``max_kinds`` and the shared one)."""
-        return len(self._windows)
-
-    def release(self) -> int:
-        """Report the lines each kind dropped in a period that is over, one line per kind, and
-        forget the windows that are over; returns the lines reported as dropped. Called on a
-        timer, so a count is told even when no line of its kind follows."""
-        return self._prune(self._clock.seconds())
-
-    def _prune(self, now: float) -> int:
-        """Forget the windows that are over (the oldest first: they are kept in start order,
-        so this stops at the first that is not), reporting what each dropped."""
-        windows = self._windows
-        told = 0
-        while windows:
-            kind, (start, _, dropped, level) = next(iter(windows.items()))
-            if now - start < self._period:
-                break
-            del windows[kind]
-            if dropped:
-                told += int(dropped)
-                self._log.log(
-                    int(level),
-                    "%s: %d more lines like this in the previous %g s not logged",
-                    printable(kind, self._shown),
-                    int(dropped),
-                    self._period,
-                )
-        return told
 
 
 class EscapingFilter(logging.Filter):

@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests.commands import COMMANDS, Command
 from namesrv.requests.context import Connection, PendingResponse, Services
 from namesrv.requests.handlers.admin import AdminHandlers
@@ -30,6 +29,7 @@ from namesrv.requests.route_response_cache import RouteResponseCache
 from protocol.codes import ResponseCode, SerializeType
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command, encode_command_head
+from protocol.paced_log import PacedLog
 from protocol.register.chunk_cache import ChunkCache
 
 __all__ = ["Connection", "PendingResponse", "RequestProcessor", "Services", "SharedAnswer"]
@@ -70,7 +70,7 @@ class RequestProcessor:
         self.counters: Counter[str] = counters if counters is not None else Counter()
         self.handled: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
-        self._log = RateLimitedLog(log, services.clock)
+        self._log = PacedLog(log, services.clock.seconds)
         """A peer decides how many requests get refused: its lines are paced per request."""
         self.brokers = BrokerHandlers(services, self.refused, self._log)
         self.limit_refusals = self.brokers.limit_refusals

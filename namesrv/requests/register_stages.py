@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from namesrv.ops.audit_events import BrokerRegistered, TopicsUnlisted, Who
-from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Services, ok
 from namesrv.routes.register_request import RegisterRequest
@@ -37,6 +36,7 @@ from protocol import headers
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
+from protocol.paced_log import PacedLog
 from protocol.register import lean_read, version_cut
 from protocol.register.chunk_cache import ChunkCache
 from protocol.register.read_table import ReadLimits, RegisterTable
@@ -129,12 +129,12 @@ class RegisterStages:
         services: Services,
         limits: ReadLimits,
         cache: ChunkCache | None,
-        peer_log: RateLimitedLog | None = None,
+        peer_log: PacedLog | None = None,
     ) -> None:
         self.s = services
         self.limits = limits
         self.chunk_cache = cache
-        self._log = peer_log if peer_log is not None else RateLimitedLog(log, services.clock)
+        self._log = peer_log if peer_log is not None else PacedLog(log, services.clock.seconds)
         self.topics_dropped = 0
         """Topics dropped from registers for names that are no topic names."""
         self.bodies_read = 0

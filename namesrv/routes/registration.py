@@ -15,7 +15,6 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent
@@ -31,6 +30,7 @@ from namesrv.routes.tables import (
     RouteTables,
     now_ms,
 )
+from protocol.paced_log import PacedLog
 from protocol.push_events import BrokerChangeKind
 from protocol.route_model import DataVersion
 
@@ -110,7 +110,7 @@ class Registration:
         self._clock = clock
         self._expiry_ms = broker_expiry_ms
         self._min_timeout_ms = min_heartbeat_timeout_ms
-        self._log = RateLimitedLog(log, clock)
+        self._log = PacedLog(log, clock.seconds)
         self._delete_with_registration = delete_topic_with_broker_registration
 
     def register_broker(self, request: RegisterRequest) -> RegisterResult:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer
 from namesrv.routes.tables import Clock, RouteTables
 from protocol.codes import PERM_READ_WRITE, Perm
+from protocol.paced_log import PacedLog
 from protocol.route_model import QueueData
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ class TopicAdmin:
     def __init__(self, tables: RouteTables, announce: Announcer, clock: Clock) -> None:
         self._t = tables
         self._announce = announce
-        self._log = RateLimitedLog(log, clock)
+        self._log = PacedLog(log, clock.seconds)
 
     def wipe_write_perm(self, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER: clear the write bit of the broker's queues.

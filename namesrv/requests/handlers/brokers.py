@@ -7,7 +7,6 @@ import logging
 from collections import Counter
 
 from namesrv.ops.audit_events import BrokerLeft
-from namesrv.ops.log_limit import RateLimitedLog
 from namesrv.requests import register_validation as validation
 from namesrv.requests.context import (
     Connection,
@@ -22,6 +21,7 @@ from protocol import bodies, headers, register_body
 from protocol.codes import ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand
+from protocol.paced_log import PacedLog
 from protocol.register.chunk_cache import ChunkCache
 from protocol.register.read_table import ReadLimits
 
@@ -30,13 +30,13 @@ log = logging.getLogger(__name__)
 
 class BrokerHandlers:
     def __init__(
-        self, services: Services, refused: Counter[str], peer_log: RateLimitedLog | None = None
+        self, services: Services, refused: Counter[str], peer_log: PacedLog | None = None
     ) -> None:
         """``refused`` counts the registers refused once they were pending (by code name);
         ``peer_log`` paces the lines about them (a peer decides how many there are)."""
         self.s = services
         self._refused = refused
-        self._log = peer_log if peer_log is not None else RateLimitedLog(log, services.clock)
+        self._log = peer_log if peer_log is not None else PacedLog(log, services.clock.seconds)
         registry = services.config.registry
         limits = ReadLimits(
             max_topics=registry.max_topics_per_broker,

@@ -8,7 +8,7 @@ from typing import Any
 
 from namesrv.config import ServerConfig
 from namesrv.net.admission import Admission
-from namesrv.ops.log_limit import RateLimitedLog
+from protocol.paced_log import PacedLog
 
 
 class Peer:
@@ -20,7 +20,7 @@ class Peer:
 
 def admission(**server: Any) -> tuple[Admission, Counter[str]]:
     counters: Counter[str] = Counter()
-    log = RateLimitedLog(logging.getLogger(__name__))
+    log = PacedLog(logging.getLogger(__name__))
     return Admission(ServerConfig(**server), counters, log), counters
 
 
@@ -95,7 +95,7 @@ class Evictable:
 
 def full_gate(peers: list[Idle], **server: Any) -> tuple[Admission, Counter[str], Evictable]:
     counters: Counter[str] = Counter()
-    log = RateLimitedLog(logging.getLogger(__name__))
+    log = PacedLog(logging.getLogger(__name__))
     may_evict = Evictable()
     gate = Admission(
         ServerConfig(**server), counters, log, may_evict, subscribed=lambda c: c.subscribed

@@ -18,10 +18,10 @@ from twisted.internet.testing import StringTransport
 from namesrv.config import ServerConfig
 from namesrv.net.connection import ConnectionOwner, NamesrvConnection
 from namesrv.net.input_bounds import InputBounds
-from namesrv.ops.log_limit import RateLimitedLog
 from protocol.codes import RequestCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import FrameDecoder, RemotingCommand, SplitFrame, decode_frame, encode_command
+from protocol.paced_log import PacedLog
 
 
 class Cache:
@@ -199,7 +199,7 @@ class Held:
 def bounds(**server: int) -> tuple[InputBounds, Counter[str]]:
     counters: Counter[str] = Counter()
     config = ServerConfig(output_buffer_bytes=1024, max_frame_size=1024, **server)
-    return InputBounds(config, counters, RateLimitedLog(logging.getLogger(__name__))), counters
+    return InputBounds(config, counters, PacedLog(logging.getLogger(__name__))), counters
 
 
 def test_past_the_input_bound_the_biggest_holders_are_returned_to_shed():

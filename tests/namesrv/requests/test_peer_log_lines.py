@@ -15,9 +15,10 @@ from support.register_bodies import plain_body, register
 from support.wire_client import connect
 from twisted.internet import defer, reactor, task
 
-from namesrv.ops.log_limit import MAX_LINE_CHARS, EscapingFilter, RateLimitedLog
+from namesrv.ops.log_limit import MAX_LINE_CHARS, EscapingFilter
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
+from protocol.paced_log import PacedLog
 from protocol.peer_text import printable
 from protocol.route_model import QueueData, TopicRouteData
 
@@ -139,7 +140,7 @@ def test_printable_escapes_controls_separators_and_bidi_and_cuts():
 
 
 def test_the_pacer_escapes_and_cuts_its_string_arguments(caplog):
-    paced = RateLimitedLog(logging.getLogger("paced.escape"), task.Clock(), shown_chars=20)
+    paced = PacedLog(logging.getLogger("paced.escape"), task.Clock().seconds, shown_chars=20)
     with caplog.at_level(logging.INFO, logger="paced.escape"):
         paced.warning("k", "refused %s (%d)", FORGED, 7)
     (line,) = _logged(caplog)

@@ -6,12 +6,12 @@ import logging
 
 from twisted.internet import task
 
-from namesrv.ops.log_limit import RateLimitedLog
+from protocol.paced_log import PacedLog
 
 
 def test_each_kind_logs_its_burst_per_period_and_the_next_line_counts_the_rest(caplog):
     clock = task.Clock()
-    paced = RateLimitedLog(logging.getLogger("paced"), clock, period_s=10, burst=3)
+    paced = PacedLog(logging.getLogger("paced"), clock.seconds, period_s=10, burst=3)
     with caplog.at_level(logging.INFO, logger="paced"):
         for i in range(100):
             paced.warning("a", "a %d", i)
@@ -31,7 +31,7 @@ def test_each_kind_logs_its_burst_per_period_and_the_next_line_counts_the_rest(c
 
 def test_release_tells_each_kinds_held_back_lines_once_its_period_is_over(caplog):
     clock = task.Clock()
-    paced = RateLimitedLog(logging.getLogger("paced"), clock, period_s=10, burst=2)
+    paced = PacedLog(logging.getLogger("paced"), clock.seconds, period_s=10, burst=2)
     with caplog.at_level(logging.INFO, logger="paced"):
         for i in range(5):
             paced.log(logging.INFO, "a", "a %d", i)
@@ -53,7 +53,7 @@ def test_release_tells_each_kinds_held_back_lines_once_its_period_is_over(caplog
 
 def test_kinds_past_the_bound_share_one_window_and_ended_ones_make_room(caplog):
     clock = task.Clock()
-    paced = RateLimitedLog(logging.getLogger("paced"), clock, period_s=10, burst=1, max_kinds=3)
+    paced = PacedLog(logging.getLogger("paced"), clock.seconds, period_s=10, burst=1, max_kinds=3)
     with caplog.at_level(logging.INFO, logger="paced"):
         for i in range(100):  # a peer naming a new kind each time
             paced.warning(f"kind {i}", "line %d", i)
