@@ -25,7 +25,14 @@ the order they were answered.
 
 ``--agent`` runs the proxy with ``-javaagent:`` the agent (``bridges/java-agent``, built by
 ``python tools/rocketmq_jars.py --agent`` or here when missing), ``--no-agent`` without it;
-both flags: all rounds without, then all rounds with it, on the same cluster (the default).
+both flags (the default): the modes alternate on the same cluster, each phase without, then
+with the agent. Each round starts a proxy and a probe of its own and stops them after it, so
+only one proxy asks this name server for routes at a time.
+
+``--steady-seconds N`` kills nothing: it measures the proxy's own cost under the same sending
+(``bench/proxy_steady.py``), ``--steady-legs`` legs of N s per mode, alternating, each on a
+fresh proxy after ``--steady-warmup-s`` of sending, the proxy JVM's CPU time and RSS sampled
+every second.
 
 ``--sdk python`` sends with the Python gRPC SDK instead (``rocketmq-python-client`` from PyPI,
 ``bench/grpc_python_probe.py``), run on ``--sdk-python``: an interpreter of its own virtual
@@ -33,6 +40,7 @@ environment (``python -m venv DIR && DIR/bin/pip install rocketmq-python-client`
 SDK pins its own gRPC and protobuf.
 
     python bench/proxy_failover.py --rounds 3 [--agent] [--no-agent] [--sdk python --sdk-python P]
+    python bench/proxy_failover.py --steady-seconds 300 --steady-legs 2
 
 Never part of the test suite: it needs Java, minutes, and a quiet machine (say when it was not).
 """
@@ -53,6 +61,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tests")]
 
+import proxy_steady  # noqa: E402
 from apache_procs import stop_processes, tree_commit  # noqa: E402
 from local_processes import free_port, start_namesrv  # noqa: E402
 from support import apache_proxy, java_agent  # noqa: E402
@@ -63,39 +72,82 @@ from support.proxy_failover import Round, RouteLoads, failover_round  # noqa: E4
 TOPIC = "ProxyFailoverBench"
 
 
-def run_mode(
+def mode_name(agent: Path | None) -> str:
+    return "agent" if agent else "no-agent"
+
+
+def start_mode(
+    args: argparse.Namespace, run_dir: Path, namesrv: str, agent: Path | None, tag: str
+) -> tuple[apache_proxy.Proxy, ProbeSends]:
+    """A proxy of its own (with the agent or not) and a gRPC probe sending through it, returned
+    once the probe's sends succeed."""
+    name = f"{mode_name(agent)}-{tag}"
+    jvm = (f"-javaagent:{agent}",) if agent else ()
+    proxy = apache_proxy.start_proxy(args.lib, run_dir, namesrv, name=f"proxy-{name}", jvm=jvm)
+    probe = start_sdk_probe(args, run_dir / f"probe-{name}", proxy.endpoint)
+    if not probe.wait(lambda sends: sum(s.ok for s in sends) >= 20, 120):
+        stop_mode(proxy, probe)
+        raise SystemExit(f"the gRPC probe never sent; see {probe.stderr}")
+    return proxy, probe
+
+
+def stop_mode(proxy: apache_proxy.Proxy, probe: ProbeSends) -> None:
+    probe.stop()
+    stop_processes([proxy.proc])
+
+
+def run_round(
     args: argparse.Namespace,
     run_dir: Path,
     group: ControllerGroup,
     loads: RouteLoads,
     agent: Path | None,
-) -> list[Round]:
-    """Every round with one proxy (with the agent or not) and its own gRPC probe."""
-    name = "agent" if agent else "no-agent"
-    jvm = (f"-javaagent:{agent}",) if agent else ()
-    proxy = apache_proxy.start_proxy(
-        args.lib, run_dir, group.namesrv, name=f"proxy-{name}", jvm=jvm
-    )
-    probe = start_sdk_probe(args, run_dir / f"probe-{name}", proxy.endpoint)
-    rounds = []
+    number: int,
+) -> Round:
+    """Round ``number`` (its phase from ``--phases``) on a fresh proxy, with the agent or not;
+    the killed broker is back in the sync state set when it returns. Only this proxy runs
+    during the round, so the name server's route lookups are its own."""
+    name = mode_name(agent)
+    proxy, probe = start_mode(args, run_dir, group.namesrv, agent, str(number))
     try:
-        if not probe.wait(lambda sends: sum(s.ok for s in sends) >= 20, 120):
-            raise SystemExit(f"the gRPC probe never sent; see {probe.stderr}")
-        for number, phase in enumerate(args.phase_list[: args.rounds], 1):
-            result = failover_round(
-                group, probe, loads, TOPIC, phase, timeout_s=args.round_timeout_s
-            )
-            rounds.append(result)
-            print(f"{name} round {number}: {result.line()}", flush=True)
-            print(json.dumps(result.as_dict()), flush=True)
-            victim = group.by_addr(result.killed)
-            group.restart(victim)
-            if not group.in_sync(2, timeout=180):
-                raise SystemExit(f"{victim.addr} never rejoined the sync state set")
+        phase = args.phase_list[(number - 1) % len(args.phase_list)]
+        result = failover_round(group, probe, loads, TOPIC, phase, timeout_s=args.round_timeout_s)
+        print(f"{name} round {number}: {result.line()}", flush=True)
+        print(json.dumps(result.as_dict()), flush=True)
     finally:
-        probe.stop()
-        stop_processes([proxy.proc])
-    return rounds
+        stop_mode(proxy, probe)
+    victim = group.by_addr(result.killed)
+    group.restart(victim)
+    if not group.in_sync(2, timeout=180):
+        raise SystemExit(f"{victim.addr} never rejoined the sync state set")
+    return result
+
+
+def steady_legs(
+    args: argparse.Namespace, run_dir: Path, namesrv: str, modes: list[Path | None]
+) -> list[dict[str, Any]]:
+    """``--steady-legs`` legs per mode, the modes alternating, each on a fresh proxy with its
+    own probe at the same send rate: ``--steady-warmup-s`` unsampled, then the proxy JVM's
+    CPU and RSS sampled every second for ``--steady-seconds``. No broker is killed."""
+    legs = []
+    for number in range(1, args.steady_legs + 1):
+        for agent in modes:
+            proxy, probe = start_mode(args, run_dir, namesrv, agent, f"steady-{number}")
+            try:
+                time.sleep(args.steady_warmup_s)
+
+                def sends(probe: ProbeSends = probe) -> tuple[int, int]:
+                    done = probe.snapshot(TOPIC)
+                    return sum(s.ok for s in done), sum(not s.ok for s in done)
+
+                leg = proxy_steady.measure_leg(
+                    mode_name(agent), proxy.proc.pid, args.steady_seconds, sends
+                )
+            finally:
+                stop_mode(proxy, probe)
+            print(leg.line(), flush=True)
+            legs.append(proxy_steady.as_dict(leg))
+    return legs
 
 
 def start_sdk_probe(args: argparse.Namespace, home: Path, endpoint: str) -> ProbeSends:
@@ -151,6 +203,14 @@ def main() -> None:
         default="python3",
         help="with --sdk python: an interpreter whose environment has rocketmq-python-client",
     )
+    parser.add_argument(
+        "--steady-seconds",
+        type=float,
+        default=0,
+        help="instead of failovers: legs of N s of steady sending, the proxy's CPU and RSS",
+    )
+    parser.add_argument("--steady-legs", type=int, default=2, help="legs per mode")
+    parser.add_argument("--steady-warmup-s", type=float, default=30.0)
     parser.add_argument("--json", dest="json_out", help="also write the result here")
     args = parser.parse_args()
     cache = Path(args.cache).expanduser()
@@ -182,9 +242,13 @@ def main() -> None:
         if not group.in_sync(2, timeout=180):
             raise SystemExit("the slave never joined the sync state set")
         loads.start()
-        for agent in modes:
-            name = "agent" if agent else "no-agent"
-            result[name] = [r.as_dict() for r in run_mode(args, run_dir, group, loads, agent)]
+        if args.steady_seconds:
+            result["steady"] = steady_legs(args, run_dir, namesrv, modes)
+        else:
+            for number in range(1, args.rounds + 1):
+                for agent in modes:
+                    rounds = result.setdefault(mode_name(agent), [])
+                    rounds.append(run_round(args, run_dir, group, loads, agent, number).as_dict())
     finally:
         loads.stopping.set()
         group.stop()
@@ -193,9 +257,11 @@ def main() -> None:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))
     print(f"commit {commit}, gRPC client {args.sdk}, run dir {run_dir}")
-    for agent in modes:
-        name = "agent" if agent else "no-agent"
-        print(summary(name, [Round(**r) for r in result[name]]))
+    if args.steady_seconds:
+        print(proxy_steady.summary(result["steady"]))
+    for agent in [] if args.steady_seconds else modes:
+        name = mode_name(agent)
+        print(summary(name, [Round(**r) for r in result.get(name, [])]))
 
 
 if __name__ == "__main__":
