@@ -3,9 +3,10 @@
 Every server runs as its own process on loopback: ours (``python -m namesrv``) and Apache's
 ``org.apache.rocketmq.namesrv.NamesrvStartup`` of each ``--java`` version, its jars resolved by
 Maven into a cache directory outside the repository (``--cache``, default
-``~/.cache/rocketmq-bench/VERSION/lib``; see ``--help``). Java gets ``--java-warmup`` seconds of
-lookups and registers before anything is measured. Then, in interleaved rounds (the order of
-servers rotates every round), the same load generator measures each server:
+``~/.cache/rocketmq-routepush/VERSION/lib``, where ``python tools/rocketmq_jars.py`` puts them).
+Java gets ``--java-warmup`` seconds of lookups and registers before anything is measured. Then,
+in interleaved rounds (the order of servers rotates every round), the same load generator
+measures each server:
 
 * lookups/s and CPU per lookup: GET_ROUTEINFO_BY_TOPIC, 100 connections, one request in flight
   each, 2 brokers x 1,000 topics registered;
@@ -473,7 +474,10 @@ def main() -> None:
         help="also run the name server of this checkout (e.g. a worktree of main), as 'baseline'",
     )
     parser.add_argument(
-        "--cache", type=Path, default=Path.home() / ".cache" / "rocketmq-bench", help="jar cache"
+        "--cache",
+        type=Path,
+        default=Path.home() / ".cache" / "rocketmq-routepush",
+        help="jar cache, as python tools/rocketmq_jars.py fills it [default: %(default)s]",
     )
     parser.add_argument("--loadgen", choices=("python", "go"), default="python")
     args = parser.parse_args()
