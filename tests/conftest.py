@@ -25,20 +25,14 @@ pytest_plugins = [
 
 TESTS = Path(__file__).resolve().parent
 
-JVM_SUITES = {"interop": "apache-rocketmq", "pipeline": "spark"}
-"""Test folders whose tests boot JVMs, each kept on one worker when the run is spread over
-workers (tox runs ``pytest -n 2 --dist loadgroup``): Spark's session is built once, and two of
-Apache's brokers or proxies never boot at once on a two-core machine."""
+JVM_SUITES = ("interop", "pipeline")
+"""Test folders whose tests boot JVMs (Apache RocketMQ, Spark): the longest work. When the run is
+spread over workers (tox runs ``pytest -n 2 --dist loadfile``) their files go out first, so each
+worker starts on one of them and the short tests fill in around them."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the JVM suites' groups; when spread over workers, put them first (the longest
-    work first: each worker starts on one of them and the rest fills in around them)."""
-    for item in items:
-        group = JVM_SUITES.get(item.path.relative_to(TESTS).parts[0])
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-    if getattr(config.option, "numprocesses", None):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: item.path.relative_to(TESTS).parts[0] not in JVM_SUITES)
 
 
