@@ -48,8 +48,6 @@ MAX_EXEMPT_TOPICS = 100
 INT31 = 2**31 - 1
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
-BIG = 2**62
-"""The highest value of a byte bound that has no real ceiling."""
 
 
 def state_file_path(value: str) -> str | None:

@@ -21,6 +21,8 @@ from typing import Any
 
 Bound = int | float | str | tuple[int | float | str, ...]
 """A range end: a number, a sibling key's name (its value), or a tuple of those (the least)."""
+NO_CEILING = 2**62
+"""The upper end of a range declared without one."""
 
 
 class ConfigError(ValueError):
@@ -125,7 +127,7 @@ def check_section(section: Any, prefix: str) -> None:
             )
         if s.low is not None and not (s.zero_off and value == 0):
             low = resolve(section, s.low)
-            high = resolve(section, s.high) if s.high is not None else 2**62
+            high = resolve(section, s.high) if s.high is not None else NO_CEILING
             if s.high is None and low == 1 and value < 1:
                 raise ConfigError(f"config key {name} must be positive, got {value}")
             if not low <= value <= high:

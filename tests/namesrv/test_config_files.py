@@ -197,6 +197,20 @@ def test_dash_c_is_upstreams_spelling_of_config_for_a_toml_file_too(tmp_path):
     serve_one_request(spawn_namesrv("-c", str(path)), port)
 
 
+def test_a_built_in_limit_is_refused_in_the_config_file_and_taken_from_a_tuning_file(tmp_path):
+    port = free_port()
+    path = tmp_path / "namesrv.toml"
+    path.write_text(f'[server]\nlisten = "127.0.0.1:{port}"\nframe_timeout_ms = 5000\n')
+    proc = spawn_namesrv("-c", str(path))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert err == (
+        "namesrv: config key server.frame_timeout_ms is internal tuning, not a setting of the "
+        'config file (docs/config.md, "Built-in limits")\n'
+    )
+    serve_one_request(spawn_namesrv("--tuning", str(path)), port)
+
+
 def serve_one_request(proc: subprocess.Popen[str], port: int) -> list[str]:
     """Wait until the name server listens on ``port``, check it answers a request there, stop
     it; the log lines up to "listening on" are returned."""
