@@ -661,7 +661,9 @@ class MetricsConfig:
         "", "With basic_auth_password: /metrics takes HTTP basic auth", check=_check_no_colon
     )
     basic_auth_password: str = setting(
-        "", "(either credential is enough when both kinds are set)", secret=True
+        "",
+        "basic_auth_user's password; with bearer_token also set, either credential is accepted",
+        secret=True,
     )
 
 
