@@ -117,8 +117,9 @@ class Server:
     def __init__(self, root: Path, tmp: Path, name: str, form: str, extra: str = "") -> None:
         self.port = free_port()
         self.identity = f"{name}.bench"
+        # The file sets a built-in limit (the replay cache) besides settings: --tuning.
         self.proc = start_namesrv(
-            self.port, config_file(tmp, name, form, self.identity, extra), root
+            self.port, root=root, tuning=config_file(tmp, name, form, self.identity, extra)
         )
 
     def ask(self, code: int, ext: dict[str, str]) -> RemotingCommand:

@@ -283,7 +283,8 @@ def main() -> int:
             config = Path(tempfile.mkstemp(suffix=".toml")[1])
             config.write_text(config_text)
         port = free_port()
-        proc = start_namesrv(port, config, root=args.root.resolve())
+        # The rows' files set built-in limits (slice sizes) as well as settings.
+        proc = start_namesrv(port, root=args.root.resolve(), tuning=config)
         try:
             broker = broker_for_probe(port)
             server = psutil.Process(proc.pid)

@@ -249,7 +249,8 @@ def main() -> int:
         if wanted and number not in wanted:
             continue
         port = free_port()
-        proc = start_namesrv(port, config if title in SHORT_TIMEOUTS else None)
+        # frame_timeout_ms is a built-in limit: the file goes as --tuning.
+        proc = start_namesrv(port, tuning=config if title in SHORT_TIMEOUTS else None)
         try:
             broker = connect(port)
             register(broker)

@@ -64,15 +64,19 @@ def start_namesrv(
     *,
     log_level: str = "WARNING",
     home: Path | None = None,
+    tuning: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """``python -m namesrv`` (of the checkout at ``root``) on 127.0.0.1:``port``, returned once
     it accepts connections. It runs in ``root``: ``-m`` puts the working directory first on
     the import path, so from any other checkout that checkout's code would run. Its output goes
     to ``log`` (appended) when given, else to this process's; its home directory is ``home``
-    (:func:`bench_home` by default)."""
+    (:func:`bench_home` by default). ``tuning`` is a TOML file of built-in limits the
+    benchmark changes (``namesrv --tuning``); no config file may set them."""
     args = [sys.executable, "-m", "namesrv", "--listen", f"127.0.0.1:{port}"]
     if config is not None:
         args += ["--config", str(Path(config).resolve())]
+    if tuning is not None:
+        args += ["--tuning", str(Path(tuning).resolve())]
     out = None if log is None else log.open("ab")
     proc = subprocess.Popen(
         [*args, "--log-level", log_level],

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from protocol.address import AddressError, split_host_port
 from protocol.signing import check_server_identity
@@ -32,108 +33,85 @@ def split_addr(addr: str) -> tuple[str, int]:
         raise ClientConfigError(f"name-server address must be HOST:PORT, got {addr!r}") from None
 
 
-_POSITIVE = (
-    "poll_interval_ms",
-    "poll_interval_with_push_ms",
-    "topic_idle_expiry_ms",
-    "expiry_check_interval_ms",
-    "request_timeout_ms",
-    "reconnect_initial_ms",
-    "reconnect_max_ms",
-    "max_frame_size",
-    "max_queue_nums",
-    "max_route_queues",
-    "subscribe_batch_size",
-    "version_check_interval_ms",
-    "departure_confirm_window_ms",
-    "arrival_refetch_window_ms",
-    "telemetry_memory_bytes",
-    "max_route_body_bytes",
-    "max_requests_in_flight",
-    "max_request_bytes_in_flight",
-    "write_buffer_bytes",
-    "max_unprocessed_input_bytes",
-    "close_timeout_ms",
-    "untrusted_retry_initial_ms",
-    "untrusted_retry_max_ms",
-    "warm_move_interval_ms",
-)
-"""The settings that must be positive."""
+def positive(default: int) -> Any:
+    """A field whose value must be above 0: declared where the field is, checked at
+    construction."""
+    return field(default=default, metadata={"positive": True})
 
 
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
     namesrv_addrs: tuple[str, ...]
-    poll_interval_ms: int = 30_000
+    poll_interval_ms: int = positive(30_000)
     """Route poll period while push is off or unsupported (upstream's pollNameServerInterval)."""
-    poll_interval_with_push_ms: int = 120_000
+    poll_interval_with_push_ms: int = positive(120_000)
     """Full-refetch poll period while push is healthy: a safety net behind the version check."""
-    version_check_interval_ms: int = 30_000
+    version_check_interval_ms: int = positive(30_000)
     """While push is healthy, held topics are re-subscribed this often: the ack's versions show
     any change push did not deliver (suppressed, held by a degraded server, a skipped frame), so
     a change is never learned later than upstream's 30 s poll would, for one request per
     ``subscribe_batch_size`` topics instead of one per topic."""
     departure_confirm_delay_ms: int = 1_000
     """After a broker departure applied locally, confirming refetches start this much later."""
-    departure_confirm_window_ms: int = 10_000
+    departure_confirm_window_ms: int = positive(10_000)
     """... and are spread over this window (jittered, coalesced)."""
     confirm_exact_departures: bool = True
     """Also confirm topics whose departure step was exact (their route is provably the
     server's); False confirms only the topics the step could not be applied to exactly."""
-    arrival_refetch_window_ms: int = 10_000
+    arrival_refetch_window_ms: int = positive(10_000)
     """Topics a broker arrival changed are refetched spread over this window (jittered)."""
-    topic_idle_expiry_ms: int = 300_000
+    topic_idle_expiry_ms: int = positive(300_000)
     """A topic not looked up for this long is dropped and unsubscribed (#3870 3.2)."""
-    expiry_check_interval_ms: int = 10_000
+    expiry_check_interval_ms: int = positive(10_000)
     negative_ttl_ms: int = 30_000
     """How long TOPIC_NOT_EXIST is believed without asking again (#3870 3.3); only ever for a
     topic the client holds no route for, and never from a name server warming up."""
-    untrusted_retry_initial_ms: int = 1_000
+    untrusted_retry_initial_ms: int = positive(1_000)
     """A held topic whose route answer cannot be trusted (SYSTEM_ERROR, a failed request, an
     absence from a name server warming up) keeps its route, marked stale, and is asked again
     after this long, doubling per answer up to ``untrusted_retry_max_ms``."""
-    untrusted_retry_max_ms: int = 30_000
+    untrusted_retry_max_ms: int = positive(30_000)
     """The longest pause between two such retries of one topic (the poll interval: never
     rarer than the poll would ask)."""
-    warm_move_interval_ms: int = 10_000
+    warm_move_interval_ms: int = positive(10_000)
     """With several name servers, a client whose server says it is warming up moves to one
     that has been up longer at most once per this long (two servers that keep restarting, or
     keep claiming short uptimes, cannot make it move on every answer)."""
-    request_timeout_ms: int = 3_000
-    reconnect_initial_ms: int = 200
-    reconnect_max_ms: int = 10_000
-    max_frame_size: int = 16 * MIB
+    request_timeout_ms: int = positive(3_000)
+    reconnect_initial_ms: int = positive(200)
+    reconnect_max_ms: int = positive(10_000)
+    max_frame_size: int = positive(16 * MIB)
     """Frames announcing more than this close the connection (upstream's frameMaxLength)."""
-    max_route_body_bytes: int = 1 * MIB
+    max_route_body_bytes: int = positive(1 * MIB)
     """A route answer (or an inline route) with a body larger than this is refused before it is
     decoded (the lookup fails with ``RouteClientError``): decoding runs on the event loop, and
     this bounds how long one route can hold it (docs/client-runtime.md gives the measured cost)."""
-    max_requests_in_flight: int = 10_000
+    max_requests_in_flight: int = positive(10_000)
     """Requests sent on one name-server connection and not answered yet; one more fails at
     once with ``RequestsInFlightError`` (so do requests waiting for a connection past it)."""
-    max_request_bytes_in_flight: int = 64 * MIB
+    max_request_bytes_in_flight: int = positive(64 * MIB)
     """The encoded bytes of those requests, the ones held back from a peer that does not read
     included; one more past it fails at once the same way."""
-    write_buffer_bytes: int = 256 * 1024
+    write_buffer_bytes: int = positive(256 * 1024)
     """A connection's transport buffer above this means the peer is not reading: nothing more
     is written to it until it drains."""
-    max_unprocessed_input_bytes: int = 4 * MIB
+    max_unprocessed_input_bytes: int = positive(4 * MIB)
     """Bytes received from the name server and not yet handled above which the connection is
     not read until they are: a server flooding frames costs the client this, one read and one
     partial frame (``max_frame_size``) at most."""
-    close_timeout_ms: int = 3_000
+    close_timeout_ms: int = positive(3_000)
     """``stop``/``close`` returns within this: a connection whose peer has not let it close by
     then (say, one that does not read) is aborted."""
-    max_queue_nums: int = 1_024
+    max_queue_nums: int = positive(1_024)
     """A route with a broker's queue count above this fails its lookup (RouteClientError):
     the client builds one object per queue and will not do so for an absurd number."""
-    max_route_queues: int = 65_536
+    max_route_queues: int = positive(65_536)
     """A route naming more queues than this in total fails its lookup the same way."""
-    subscribe_batch_size: int = 1_000
+    subscribe_batch_size: int = positive(1_000)
     """Topics per SUBSCRIBE/UNSUBSCRIBE request; the server bounds topics per request."""
     telemetry_path: str = ""
     """JSON-lines file of route refetches (docs/telemetry.md); empty turns telemetry off."""
-    telemetry_memory_bytes: int = 16 * MIB
+    telemetry_memory_bytes: int = positive(16 * MIB)
     """Telemetry remembers each topic's last record to mark the records that are news; past
     this many bytes (a topic costs its name plus about 128) it leaves the field out."""
     client_id: str = ""
@@ -169,10 +147,10 @@ class ClientConfig:
             raise ClientConfigError("namesrv_addrs must name at least one name server")
         for addr in self.namesrv_addrs:
             split_addr(addr)
-        for name in _POSITIVE:
-            value = getattr(self, name)
-            if value <= 0:
-                raise ClientConfigError(f"{name} must be positive, got {value}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("positive") and value <= 0:
+                raise ClientConfigError(f"{f.name} must be positive, got {value}")
         if self.departure_confirm_delay_ms < 0:
             raise ClientConfigError(
                 "departure_confirm_delay_ms must not be negative, "

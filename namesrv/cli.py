@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         "starting; exit 0 when it is usable, 2 with the reason when not",
     )
     parser.add_argument(
+        "--tuning",
+        metavar="FILE",
+        help="TOML overriding built-in limits (docs/config.md) besides settings, for "
+        "benchmarks and tests; no config file may set them [default: none]",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -99,7 +105,7 @@ def default_config_text() -> str:
 
 
 def resolve_config(args: argparse.Namespace) -> NamesrvConfig:
-    config = load(args.config)
+    config = load(args.config, args.tuning)
     if args.listen:
         parse_listen(args.listen)
         config = dataclasses.replace(
@@ -157,7 +163,7 @@ def print_config(args: argparse.Namespace) -> int:
     if args.config is not None and looks_like_properties_file(args.config):
         sys.stdout.write(config_properties(config, title))
     else:
-        sys.stdout.write(config_toml(config, title))
+        sys.stdout.write(config_toml(config, header=title))
     return 0
 
 

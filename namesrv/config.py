@@ -1,20 +1,35 @@
 """Name-server configuration: embedded defaults, overridden by an optional file (``config_file``).
 
-Every value here is documented in ``docs/config.md``; a file may set any subset. Unknown keys
-and values of the wrong type are refused at start-up with a message naming the key, so a typo
-never silently leaves a default in force.
+Each value is declared once below (``namesrv.config_setting``): its default, doc, range,
+upstream key and whether it is internal tuning. ``python -m namesrv.config_text --write``
+renders ``default_config.toml`` and the settings tables of ``docs/config.md`` from these
+declarations. Unknown keys, tuning keys and values of the wrong type are refused at start-up
+with a message naming the key, so a typo never silently leaves a default in force.
 """
+
+# ruff: noqa: RUF009 (setting(), section() and items() return dataclasses.field(...))
 
 from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
+from namesrv.config_setting import (
+    ConfigError,
+    check_section,
+    is_section,
+    items,
+    section,
+    setting,
+    tuning,
+)
 from protocol.address import AddressError, split_host_port
 from protocol.signing import SERVER_IDENTITY, SERVER_IDENTITY_MAX_CHARS
 from protocol.topic_name import topic_name_problem
+
+__all__ = ["ConfigError"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -27,6 +42,12 @@ IN_MEMORY = ":memory:"
 """A state-file path that keeps the state in memory only (as does an empty one)."""
 DEFAULT_REPLAY_RECORD_PATH = "aclReplayRecord.json"
 """Relative, so beside the KV config file (see :func:`replay_record_file`)."""
+TLS_MODES = ("disabled", "permissive", "enforcing")
+SIGNATURE_FORMS = ("upstream", "strong", "either")
+MAX_EXEMPT_TOPICS = 100
+INT31 = 2**31 - 1
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
 
 
 def state_file_path(value: str) -> str | None:
@@ -36,313 +57,627 @@ def state_file_path(value: str) -> str | None:
     return os.path.expanduser(value)
 
 
-class ConfigError(ValueError):
-    """The configuration file or a value in it is not acceptable."""
+def _check_listen(name: str, value: str) -> None:
+    if value:
+        parse_listen(value)
+
+
+def _check_addrs(name: str, addrs: list[str]) -> None:
+    for addr in addrs:
+        try:
+            split_host_port(addr)
+        except AddressError:
+            raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT") from None
+
+
+def _check_exempt_topics(name: str, topics: list[str]) -> None:
+    if len(topics) > MAX_EXEMPT_TOPICS:
+        raise ConfigError(
+            f"config key {name} names {len(topics)} topics, at most {MAX_EXEMPT_TOPICS}"
+        )
+    for topic in topics:
+        problem = topic_name_problem(topic)
+        if problem is not None:
+            raise ConfigError(f"config key {name}: {problem}")
+
+
+def _check_no_colon(name: str, value: str) -> None:
+    if ":" in value:
+        raise ConfigError(f"config key {name} must not contain ':'")
+
+
+def _check_token(name: str, token: str) -> None:
+    if token and (not token.isascii() or not token.isprintable() or " " in token):
+        raise ConfigError(f"config key {name} must be printable ASCII without spaces")
+
+
+def _check_identity(name: str, identity: str) -> None:
+    if identity and not SERVER_IDENTITY.fullmatch(identity):
+        raise ConfigError(
+            f"config key {name} must be 1 to {SERVER_IDENTITY_MAX_CHARS} characters "
+            f"of A-Z a-z 0-9 . _ : @ / -, got {identity!r}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
-    listen: str = "0.0.0.0:9876"
-    max_frame_size: int = 16 * MIB
-    """Frames announcing more than this are refused and their connection closed."""
-    max_header_size: int = 64 * KIB
-    """A frame whose header is longer is refused before the header is parsed."""
-    frame_timeout_ms: int = 30_000
-    """A frame begun must be complete within this long, or its connection is closed."""
-    max_buffered_input_bytes: int = 128 * MIB
-    """Bytes of partly received frames, of whole requests waiting for their connection's
-    output to drain and of requests served over several reactor turns (large registers), held
-    over all connections; past it the connection holding the most is closed."""
-    max_input_bytes_per_connection: int = 32 * MIB
-    """Bytes of requests one connection has in service over several reactor turns (large
-    registers being read or applied, and those queued behind them): past it nothing more is
-    read from the connection until they are answered. Above ``max_buffered_input_bytes``
-    that bound is the share."""
-    idle_timeout_ms: int = 120_000
-    """A connection with no request for this long is closed, as upstream's
-    ``serverChannelMaxIdleTimeSeconds``; subscribed connections are exempt. 0 turns it off."""
-    max_connections: int = 10_000
-    max_connections_per_host: int = 1_000
-    """Connections from one remote address; a bound well below ``max_connections`` keeps one
-    host from taking every slot."""
-    route_cache_bytes: int = 64 * MIB
-    """Bytes of whole route responses kept to answer repeated lookups without decoding."""
-    output_buffer_bytes: int = 4 * MIB
-    """Unsent bytes on one connection past which the server stops reading its requests and
-    skips its notifications until it drains: what bounds memory against a client that never
-    reads."""
-    max_shared_output_bytes: int = 256 * MIB
-    """Bytes that answers with a large body (listings of the whole registry) may hold until
-    their clients read them: each distinct body once, and ``output_buffer_bytes`` per
-    connection being sent one. A large answer that would pass it is answered SYSTEM_BUSY."""
-    shutdown_grace_ms: int = 5_000
-    """After GoAway, how long existing connections are still served before the server closes."""
-    go_away_alternatives: list[str] = field(default_factory=list)
-    """Other name servers named in GoAway, so clients know where to move."""
-    tls: str = "disabled"
-    """``disabled``, ``permissive`` (TLS and plaintext on one port) or ``enforcing``."""
-    tls_cert_file: str = ""
-    """PEM certificate (chain) the server presents; required unless TLS is disabled."""
-    tls_key_file: str = ""
-    """PEM private key of that certificate (may be the same file)."""
-    tls_handshake_timeout_ms: int = 10_000
-    """A TLS connection whose handshake has not finished within this long is closed, as
-    upstream's name server does after 10 s (from accept when ``tls`` is enforcing, from the
-    first handshake byte when permissive)."""
-    wait_for_service_ms: int = 45_000
-    """The start-up window: for this long after it starts the server has not heard every
-    broker (they register every 30 s), so a lookup of a topic it has not heard of is answered
-    SYSTEM_ERROR ("not ready"), not TOPIC_NOT_EXIST, as upstream's ``waitSecondsForService``.
-    0 turns the window off."""
-    wait_for_service_exempt_topics: list[str] = field(
-        default_factory=lambda: ["DefaultHeartBeatSyncerTopic"]
+    listen: str = setting(
+        "0.0.0.0:9876",
+        "HOST:PORT to listen on; port 0 picks a free port, 127.0.0.1 serves this host only "
+        "(--listen overrides it; upstream's bindAddress and listenPort)",
+        check=lambda name, value: parse_listen(value),
     )
-    """Topics answered TOPIC_NOT_EXIST inside the start-up window all the same: system topics
-    a client creates when told they are absent and cannot start without. The 5.x proxy asks
-    for its heartbeat-sync topic (``heartbeatSyncerTopicName``) at start and exits on any
-    other answer."""
+    max_frame_size: int = tuning(
+        16 * MIB,
+        "Frames announcing more are refused and their connection closed: upstream clients' "
+        "own limit, so no valid frame is larger.",
+        low=64 * KIB,
+        high=INT31,
+    )
+    max_header_size: int = tuning(
+        64 * KIB,
+        "A frame whose header is longer is refused before the header is parsed; upstream "
+        "headers are a few hundred bytes.",
+        low=1 * KIB,
+        high=("max_frame_size", 0xFFFFFF),
+    )
+    frame_timeout_ms: int = tuning(
+        30_000,
+        "A frame begun must be complete within this long, or its connection is closed.",
+        low=10,
+        high=HOUR_MS,
+    )
+    max_buffered_input_bytes: int = tuning(
+        128 * MIB,
+        "Bytes of partly received frames, of requests waiting for their connection's output to "
+        "drain and of large registers in service, over all connections; past it the connection "
+        "holding the most is closed.",
+        low="max_frame_size",
+    )
+    max_input_bytes_per_connection: int = tuning(
+        32 * MIB,
+        "Bytes of large registers one connection has in service (read, applied or queued): "
+        "past it nothing more is read from it until they are answered.",
+        low=64 * KIB,
+    )
+    idle_timeout_ms: int = setting(
+        120_000,
+        "A connection without a request this long is closed (upstream's "
+        "serverChannelMaxIdleTimeSeconds); subscribed connections are exempt",
+        low=10,
+        high=INT31,
+        zero_off=True,
+    )
+    max_connections: int = setting(10_000, "Connections held at once", low=1, high=10_000_000)
+    max_connections_per_host: int = setting(
+        1_000,
+        "Connections from one remote address, so one host cannot take every slot",
+        low=1,
+        high="max_connections",
+    )
+    route_cache_bytes: int = tuning(
+        64 * MIB,
+        "Whole route responses kept to answer repeated lookups without encoding; dropped "
+        "whole and refilled at the bound.",
+        low=0,
+    )
+    output_buffer_bytes: int = setting(
+        4 * MIB,
+        "Unsent bytes on one connection past which it is not read and its notifications are "
+        "skipped until it drains: the memory a client that never reads can cost",
+        low=64 * KIB,
+    )
+    max_shared_output_bytes: int = tuning(
+        256 * MIB,
+        "Bytes that large answers (listings of the whole registry) hold until their clients "
+        "read them; an answer past it is SYSTEM_BUSY.",
+        low=0,
+    )
+    shutdown_grace_ms: int = setting(
+        5_000,
+        "After GoAway, how long existing connections are still served before the server closes",
+        low=0,
+        high=HOUR_MS,
+    )
+    go_away_alternatives: list[str] = setting(
+        [],
+        'Other name servers named in GoAway, so clients know where to move ("HOST:PORT")',
+        check=_check_addrs,
+    )
+    tls: str = setting(
+        "disabled",
+        "TLS: off, TLS and plaintext on one port, or TLS only",
+        choices=TLS_MODES,
+        upstream="tls.server.mode",
+    )
+    tls_cert_file: str = setting(
+        "",
+        "PEM certificate (chain) the server presents; needed unless tls is disabled",
+        upstream="tls.server.certPath",
+        path=True,
+    )
+    tls_key_file: str = setting(
+        "",
+        "PEM private key of that certificate (may be the same file)",
+        upstream="tls.server.keyPath",
+        path=True,
+    )
+    tls_handshake_timeout_ms: int = tuning(
+        10_000,
+        "A TLS handshake not done this long after accept (enforcing) or its first byte "
+        "(permissive) closes the connection, as upstream's name server after 10 s.",
+        low=10,
+        high=HOUR_MS,
+    )
+    wait_for_service_ms: int = setting(
+        45_000,
+        "Start-up window: a lookup of a topic not heard of yet is answered SYSTEM_ERROR "
+        '"not ready", not TOPIC_NOT_EXIST, until every broker has registered (upstream\'s '
+        "needWaitForService and waitSecondsForService)",
+        low=0,
+        high=DAY_MS,
+    )
+    wait_for_service_exempt_topics: list[str] = setting(
+        ["DefaultHeartBeatSyncerTopic"],
+        "Topics answered TOPIC_NOT_EXIST inside the start-up window all the same: system topics "
+        "a client creates when told they are absent (add a 5.x proxy's own "
+        "heartbeatSyncerTopicName if it sets one); at most 100",
+        check=_check_exempt_topics,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class RegistryConfig:
-    broker_expiry_ms: int = 120_000
-    min_heartbeat_timeout_ms: int = 1_000
-    """A broker's own ``heartbeatTimeoutMillis`` below this is raised to it: a broker that
-    expires between its heartbeats churns routes, events and log lines."""
-    scan_interval_ms: int = 5_000
-    order_message_enable: bool = False
-    enable_all_topic_list: bool = True
-    kv_config_path: str = DEFAULT_KV_CONFIG_PATH
-    """Where KV config is persisted (``~`` is the home directory of the server's user), as
-    upstream's ``kvConfigPath``: by default where upstream keeps it. ``:memory:`` or empty
-    keeps it in memory only (lost when the server stops)."""
-    max_kv_config_bytes: int = 16 * MIB
-    """Namespaces, keys and values of the KV config together; a PUT_KV_CONFIG past it is
-    refused (INVALID_PARAMETER). A file loaded at start-up may hold more."""
-    max_queue_nums: int = 1_024
-    """Read or write queue counts above this in a register are refused (INVALID_PARAMETER)."""
-    delete_topic_with_broker_registration: bool = False
-    """Upstream's ``deleteTopicWithBrokerRegistration``: a master's full register drops topics
-    it no longer reports. Off as upstream: 5.x brokers also register single new topics."""
-    register_slice_topics: int = 5_000
-    """A register table larger than this is applied this many topics per reactor turn, so a
-    broker with 100,000 topics never stalls lookups (each topic's route moves in one step)."""
-    register_read_slice_bytes: int = 1 << 19
-    """A register body larger than this is checked and parsed in slices of this many bytes
-    (and ``register_slice_topics`` topic configs) per reactor turn."""
-    max_listing_bytes: int = 15 * MIB
-    """Body bytes of an answer listing the whole registry (topic lists, cluster info): past
-    it the list is cut to its first entries in sorted order, and the answer says so. Below
-    upstream clients' 16 MiB frame limit, so they can always read the answer."""
-    register_chunk_cache_bytes: int = 64 * MIB
-    """Topic-table chunks read lately, charged at their JSON size: a chunk seen again (the
-    next register of the same broker, or a broker with the same topics) is not decoded again,
-    and one the broker's table already holds is not applied again. 0 turns it off."""
-    max_topics_per_broker: int = 1_000_000
-    """A REGISTER_BROKER whose table holds more topics is refused whole. Upstream's largest
-    reported broker holds about 60,000; a million still registers (and costs about 200 MiB)."""
-    max_total_topics: int = 2_000_000
-    """A REGISTER_BROKER or REGISTER_TOPIC_IN_NAMESRV that would take the distinct topics of
-    the registry past this is refused whole (about 400 MiB of route tables at the bound)."""
-    max_topic_name_bytes: int = 127
-    """A topic name longer than this is dropped from its register (counted, logged);
-    upstream's ``TopicValidator`` allows 127 (ASCII) characters, so the bound can only be
-    lowered."""
-    max_topic_attributes_bytes: int = 16 * KIB
-    """A topic config whose attributes (their JSON text as sent) are longer is refused with its
-    register. Upstream's attributes are a few short pairs (message type, queue type, cleanup
-    policy): well under 1 KiB."""
-    register_max_inflate_ratio: int = 128
-    """A compressed register body may inflate to this many times its size (from 1 MiB on; at
-    most 64 MiB): real topic tables inflate 15 to 60 times, a compression bomb about 1,000, so
-    a bomb is refused after inflating this much of it, at a cost in proportion to its size."""
-    heap_trim_after_ms: int = 1_000
-    """Once register tables applied in slices have been done this long, the C heap's free
-    pages go back to the system (glibc's ``malloc_trim``): what reading and applying them
-    allocated and freed. 0 keeps them with the allocator."""
+    broker_expiry_ms: int = setting(
+        120_000,
+        "A broker silent this long is removed (unless it sent its own heartbeat timeout)",
+        low=10,
+        high=INT31,
+    )
+    min_heartbeat_timeout_ms: int = tuning(
+        1_000,
+        "A broker's own heartbeatTimeoutMillis below this is raised to it: a broker that "
+        "expires between its heartbeats churns routes, events and log lines.",
+        low=10,
+        high=INT31,
+    )
+    scan_interval_ms: int = setting(
+        5_000,
+        "How often broker expiry is checked",
+        low=10,
+        high=HOUR_MS,
+        upstream="scanNotActiveBrokerInterval",
+    )
+    order_message_enable: bool = setting(
+        False,
+        "Fill orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG",
+        upstream="orderMessageEnable",
+        runtime=True,
+    )
+    enable_all_topic_list: bool = setting(
+        True,
+        "Answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+        upstream="enableAllTopicList",
+        runtime=True,
+    )
+    kv_config_path: str = setting(
+        DEFAULT_KV_CONFIG_PATH,
+        'File the KV config persists to, in upstream\'s format; ":memory:" or "" keeps it '
+        "in memory only",
+        upstream="kvConfigPath",
+        path=True,
+    )
+    max_kv_config_bytes: int = tuning(
+        16 * MIB,
+        "What the KV table occupies (each entry its strings and 80 bytes); a PUT_KV_CONFIG "
+        "past it is refused. Upstream's KV config is a few order-topic entries.",
+        low=1 * KIB,
+        high=2**40,
+    )
+    max_queue_nums: int = tuning(
+        1_024,
+        "Read or write queue counts above this in a register are refused; upstream brokers "
+        "create 8 or 16.",
+        low=1,
+        high=65_535,
+    )
+    delete_topic_with_broker_registration: bool = setting(
+        False,
+        "A master's full register drops topics it no longer lists (off as upstream: 5.x "
+        "brokers also register single new topics)",
+        upstream="deleteTopicWithBrokerRegistration",
+    )
+    register_slice_topics: int = tuning(
+        5_000,
+        "A larger register table is applied this many topics per reactor turn, so a broker "
+        "with 100,000 topics never stalls lookups.",
+        low=1,
+        high=10_000_000,
+    )
+    register_read_slice_bytes: int = tuning(
+        1 << 19,
+        "A larger register body is checked and parsed in slices of this many bytes per "
+        "reactor turn.",
+        low=4 * KIB,
+        high=INT31,
+    )
+    max_listing_bytes: int = tuning(
+        15 * MIB,
+        "Body bytes of a listing of the whole registry; a longer one is cut to its first "
+        "entries. Below upstream clients' 16 MiB frame limit, so they can read every answer.",
+        low=1 * KIB,
+        high=INT31,
+    )
+    register_chunk_cache_bytes: int = tuning(
+        64 * MIB,
+        "Topic-table chunks read lately (JSON size): a chunk seen again is not decoded again, "
+        "nor applied again when the broker's table holds it. 0 turns the cache off.",
+        low=0,
+        high=2**40,
+    )
+    max_topics_per_broker: int = setting(
+        1_000_000,
+        "A register whose table holds more topics is refused whole (a million costs about 200 MiB)",
+        low=1,
+        high=INT31,
+    )
+    max_total_topics: int = setting(
+        2_000_000,
+        "A register that would take the registry's distinct topics past this is refused whole",
+        low=1,
+        high=INT31,
+    )
+    max_topic_name_bytes: int = tuning(
+        127,
+        "A longer topic name is dropped from its register; upstream's TopicValidator allows "
+        "127, so the bound can only be lowered.",
+        low=1,
+        high=127,
+    )
+    max_topic_attributes_bytes: int = tuning(
+        16 * KIB,
+        "A topic whose attributes (JSON text as sent) are longer is refused with its register; "
+        "upstream's are a few short pairs.",
+        low=2,
+        high=INT31,
+    )
+    register_max_inflate_ratio: int = tuning(
+        128,
+        "A compressed register may inflate this many times its size (from 1 MiB on, at most "
+        "64 MiB): real tables inflate 15 to 60 times, a compression bomb about 1,000.",
+        low=2,
+        high=1_032,
+    )
+    heap_trim_after_ms: int = tuning(
+        1_000,
+        "Once sliced registers have been done this long, free C heap pages go back to the "
+        "system (malloc_trim); 0 keeps them with the allocator.",
+        low=0,
+        high=DAY_MS,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class SuppressionConfig:
-    """Which causes of a route change stay silent (upstream issue #3870, table in 3.1.1.2)."""
-
-    broker_startup: bool = True
-    unregister: bool = True
-    channel_close: bool = True
-    expiry: bool = True
-    delete_topic: bool = False
-    register: bool = False
-    write_perm: bool = False
+    broker_startup: bool = setting(
+        True, "A register carrying more than one topic from a broker not registered"
+    )
+    unregister: bool = setting(True, "UNREGISTER_BROKER")
+    channel_close: bool = setting(True, "A broker's connection closed")
+    expiry: bool = setting(True, "A broker expired (no heartbeat)")
+    delete_topic: bool = setting(False, "DELETE_TOPIC_IN_NAMESRV")
+    register: bool = setting(False, "A register that adds or changes topics of a live broker")
+    write_perm: bool = setting(False, "WIPE_WRITE_PERM_OF_BROKER, ADD_WRITE_PERM_OF_BROKER")
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerEventConfig:
-    """Which broker arrivals and departures are announced, one entry per broker per subscriber.
-
-    False keeps the seed's behaviour for that cause: silent (as ``[push.suppress]`` decides),
-    learned by poll. Per-topic entries stay governed by ``[push.suppress]`` either way.
-    """
-
-    unregister: bool = True
-    channel_close: bool = True
-    expiry: bool = True
-    arrival: bool = True
-    """A broker address's first registration (start-up, or a slave joining its master)."""
-    refetch_rate_per_second: int = 2_000
-    """Route requests per second the fleet's refetches after broker events may cost: each entry
-    carries ``refetch_window_ms`` = subscriptions owed broker entries / this rate."""
-    max_refetch_window_ms: int = 60_000
-    """... but never longer than this (clients then learn arrivals within it)."""
+    unregister: bool = setting(True, "A broker unregistered")
+    channel_close: bool = setting(True, "A broker's connection closed")
+    expiry: bool = setting(True, "A broker expired")
+    arrival: bool = setting(
+        True, "A broker address's first registration (start-up, or a slave joining its master)"
+    )
+    refetch_rate_per_second: int = tuning(
+        2_000,
+        "Route requests per second the fleet's refetches after broker events may cost: each "
+        "entry carries refetch_window_ms = subscriptions owed broker entries / this rate.",
+        low=1,
+        high=100_000_000,
+    )
+    max_refetch_window_ms: int = tuning(
+        60_000,
+        "The refetch window is never longer than this (clients then learn arrivals within it).",
+        low=1,
+        high=HOUR_MS,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class PushConfig:
-    enabled: bool = True
-    tick_interval_ms: int = 1_000
-    master_arrival_tick_ms: int = 50
-    """A master arriving in a broker name (a slave promoted, a master started or replaced)
-    brings the next tick forward to this many ms after it, once between two regular ticks:
-    until they learn the new master, producers fail their sends. 0: wait for the regular tick."""
-    max_topics_per_connection: int = 10_000
-    max_total_subscriptions: int = 1_000_000
-    max_subscriptions_per_host: int = 100_000
-    """Subscriptions held by the connections of one remote address; so no single client host
-    can spend the total budget for everyone."""
-    max_topics_per_request: int = 10_000
-    recovery_notifications_per_second: int = 2_000
-    """After degradation ends, at most this many connection notifications go out per second."""
-    settle_slice_topics: int = 5_000
-    """Changed topics a tick settles per reactor turn; more continue in the next turn."""
-    settle_slice_ms: int = 5
-    """Time a tick may spend settling in one reactor turn (checked every 256 topics); the
-    rest continue in the next turn, so a slow machine does not stretch a turn."""
-    notify_slice_connections: int = 2_000
-    """Notification frames a tick builds and writes per reactor turn; more continue next turn."""
-    inline_route_max_bytes: int = 4 * KIB
-    """A changed topic's route goes inside the notification (to connections that asked for
-    inline routes) only when its GET_ROUTEINFO body is at most this long; 0 inlines none."""
-    inline_budget_bytes_per_tick: int = 64 * KIB
-    """Inline route bytes one connection's frame may carry per tick; the changes past it go as
-    plain entries (the client fetches them)."""
-    deleted_topics_remembered: int = 100_000
-    """Topics deleted in this epoch that the server remembers (the newest), so a lookup or a
-    SUBSCRIBE can say a topic was deleted rather than merely unrouted. 0 remembers none."""
-    suppress: SuppressionConfig = field(default_factory=SuppressionConfig)
-    broker_events: BrokerEventConfig = field(default_factory=BrokerEventConfig)
+    enabled: bool = setting(
+        True,
+        "Push route changes; false answers SUBSCRIBE REQUEST_CODE_NOT_SUPPORTED (clients poll)",
+    )
+    tick_interval_ms: int = setting(
+        1_000, "Change-detection period: notifications go out once per tick", low=10, high=HOUR_MS
+    )
+    master_arrival_tick_ms: int = tuning(
+        50,
+        "A broker name's new master brings the next tick forward to this many ms after it "
+        "(producers fail their sends until they learn it); 0 waits for the regular tick.",
+        low=0,
+        high=HOUR_MS,
+    )
+    max_topics_per_connection: int = setting(
+        10_000, "Topics one connection may subscribe", low=1, high=100_000_000
+    )
+    max_total_subscriptions: int = setting(
+        1_000_000,
+        "Subscriptions over all connections (about 460 bytes each)",
+        low=1,
+        high=1_000_000_000,
+    )
+    max_subscriptions_per_host: int = setting(
+        100_000,
+        "Subscriptions of all connections of one remote address, so one host cannot spend the "
+        "total",
+        low=1,
+        high="max_total_subscriptions",
+    )
+    max_topics_per_request: int = tuning(
+        10_000,
+        "Topics one SUBSCRIBE may name, so one request's cost stays bounded.",
+        low=1,
+        high=100_000_000,
+    )
+    recovery_notifications_per_second: int = setting(
+        2_000,
+        "Notification frames per second while the backlog of a degraded period drains",
+        low=1,
+        high=100_000_000,
+    )
+    settle_slice_topics: int = tuning(
+        5_000,
+        "Changed topics a tick settles per reactor turn; more continue in the next turn.",
+        low=1,
+        high=100_000_000,
+    )
+    settle_slice_ms: int = tuning(
+        5,
+        "Time a tick may spend settling in one reactor turn (checked every 256 topics), so a "
+        "slow machine does not stretch a turn.",
+        low=1,
+        high=60_000,
+    )
+    notify_slice_connections: int = tuning(
+        2_000,
+        "Notification frames a tick builds and writes per reactor turn; more continue next turn.",
+        low=1,
+        high=100_000_000,
+    )
+    inline_route_max_bytes: int = tuning(
+        4 * KIB,
+        "A changed topic's route goes inside the notification only when its route body is at "
+        "most this long; 0 inlines none.",
+        low=0,
+        high=16 * MIB,
+    )
+    inline_budget_bytes_per_tick: int = tuning(
+        64 * KIB,
+        "Inline route bytes one connection's frame may carry per tick; the rest go as plain "
+        "entries the client fetches.",
+        low=0,
+        high=64 * MIB,
+    )
+    deleted_topics_remembered: int = tuning(
+        100_000,
+        "Topics deleted in this epoch remembered (the newest, about 100 bytes each), so a "
+        "client can tell deleted from unrouted; 0 remembers none.",
+        low=0,
+        high=10_000_000,
+    )
+    suppress: SuppressionConfig = section(
+        SuppressionConfig,
+        "true: that cause of a route change sends no per-topic notification (as upstream's "
+        "route-push proposal); clients learn it by their poll",
+    )
+    broker_events: BrokerEventConfig = section(
+        BrokerEventConfig,
+        "true: that broker arrival or departure is announced as one entry per broker per "
+        "subscriber; false: silent as [push.suppress] says",
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class PressureConfig:
-    enabled: bool = True
-    sample_interval_ms: int = 1_000
-    cpu_high_percent: float = 90.0
-    cpu_low_percent: float = 75.0
-    memory_high_percent: float = 90.0
-    memory_low_percent: float = 85.0
+    enabled: bool = setting(True, "Stop notifying while the process is under pressure")
+    sample_interval_ms: int = setting(
+        1_000, "How often CPU and memory are sampled", low=10, high=HOUR_MS
+    )
+    cpu_high_percent: float = setting(90.0, "Process CPU above this: degraded", low=0.0, high=100.0)
+    cpu_low_percent: float = setting(
+        75.0, "Recover only when CPU is below this (at most cpu_high_percent)", low=0.0, high=100.0
+    )
+    memory_high_percent: float = setting(
+        90.0, "System memory above this: degraded", low=0.0, high=100.0
+    )
+    memory_low_percent: float = setting(
+        85.0,
+        "... and memory below this (at most memory_high_percent)",
+        low=0.0,
+        high=100.0,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class JournalConfig:
-    directory: str = ""
-    """Empty turns the journal off."""
-    max_file_bytes: int = 64 * MIB
-    max_files: int = 0
-    """Rotated files kept; 0 leaves the count unbounded (``max_total_bytes`` still applies)."""
-    max_total_bytes: int = 1 * GIB
-    """The journal's files together; the oldest are deleted past it. 0 keeps every file."""
-    max_records_per_second: int = 1_000
-    """Records beyond this in one second are dropped and summarized in one
-    ``journal_suppressed`` record; 0 turns the limit off. Route changes and the tick's own
-    records are never dropped."""
-    max_topics_per_record: int = 1_000
-    """Topics one ``route_changes`` record lists at most; a larger tick writes several."""
-    max_bytes_per_second: int = 256 * KIB
-    """Bytes of the records clients and brokers cause (all but route changes and the tick's
-    own) in one second; past it they are dropped and summarized. 0 turns the bound off."""
-    max_bytes_per_connection_per_second: int = 32 * KIB
-    """The same, for the records that name one connection (``conn``): no connection takes
-    more than this share. 0 turns the bound off."""
-
-
-SIGNATURE_FORMS = ("upstream", "strong", "either")
+    directory: str = setting(
+        "", "Directory of the JSON-lines journal (docs/journal.md); empty: off", path=True
+    )
+    max_file_bytes: int = setting(64 * MIB, "A journal file is rotated past this size", low=4 * KIB)
+    max_files: int = tuning(
+        0,
+        "Rotated files kept; 0 leaves the count to max_total_bytes, the bound an operator sizes.",
+        low=0,
+        high=1_000_000,
+    )
+    max_total_bytes: int = setting(
+        1 * GIB,
+        "The journal's files together; the oldest are deleted past it (0: keep every file; "
+        "else at least max_file_bytes)",
+        low=0,
+    )
+    max_records_per_second: int = tuning(
+        1_000,
+        "Records past this in one second are dropped and summarized in one journal_suppressed "
+        "record (route changes and the tick's own never); 0 turns the limit off.",
+        low=0,
+        high=100_000_000,
+    )
+    max_topics_per_record: int = tuning(
+        1_000,
+        "Topics one route_changes record lists at most; a larger tick writes several.",
+        low=1,
+        high=1_000_000,
+    )
+    max_bytes_per_second: int = tuning(
+        256 * KIB,
+        "Bytes of the records clients and brokers cause in one second; past it they are "
+        "dropped and summarized. 0 turns the bound off.",
+        low=0,
+    )
+    max_bytes_per_connection_per_second: int = tuning(
+        32 * KIB,
+        "The same for the records that name one connection, so none takes more than this "
+        "share. 0 turns the bound off.",
+        low=0,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class AclAccount:
     """One access key and what it may do."""
 
-    access_key: str = ""
-    secret_key: str = ""
-    brokers: list[str] = field(default_factory=list)
-    """Broker names this key may register, unregister and heartbeat; ``"*"`` allows any."""
-    admin: bool = False
-    """Admin writes: wipe/add write perm, delete/register topic, KV put/delete, push status."""
-    read: bool = True
-    """Lookups and subscriptions, when ``acl.authenticate_reads`` makes them need a signature."""
-    signature: str = "either"
-    """Signed forms accepted: ``"upstream"`` (``AclClientRPCHook``), ``"strong"`` (bound to the
-    request code, timestamp and nonce) or ``"either"``."""
+    access_key: str = setting("", "The access key", example="broker-a-key")
+    secret_key: str = setting("", "Its secret", secret=True, example="change-me")
+    brokers: list[str] = setting(
+        [],
+        'Broker names this key may register, unregister and heartbeat; "*" allows any',
+        example=["broker-a"],
+    )
+    admin: bool = setting(
+        False,
+        "Admin writes: wipe/add write perm, delete/register topic, KV put/delete, push status",
+    )
+    read: bool = setting(True, "Lookups and subscriptions, when acl.authenticate_reads is on")
+    signature: str = setting(
+        "either",
+        'Signed forms accepted: "upstream" (AclClientRPCHook), "strong" (bound to the request '
+        'code, server, time and nonce) or "either"',
+        choices=SIGNATURE_FORMS,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class AclConfig:
-    enabled: bool = False
-    authenticate_reads: bool = False
-    """Off: lookups, lists and subscriptions need no signature (a bad one is still refused)."""
-    max_bound_brokers: int = 100_000
-    """Broker names (and their addresses) remembered with the key that registered them."""
-    server_identity: str = ""
-    """The name this server answers to in the strong form's ``SignServer``: a strong-signed
-    request names the server it is for and is refused by every server of another identity.
-    One per server binds a request to that server; one per cluster lets every member take it
-    (once each). Empty: the strong form is refused (accounts must then take the upstream one)."""
-    signature_skew_ms: int = 120_000
-    """A strong-form request stamped further than this from the server's clock is refused;
-    its nonce is remembered this long past its stamp."""
-    replay_cache_max_entries: int = 200_000
-    """Strong-form nonces remembered at once over all keys (each at most 64 characters)."""
-    replay_cache_max_entries_per_key: int = 50_000
-    """Strong-form nonces one access key holds at once; the share a key gets is this or the
-    total divided among the accounts that take the strong form, whichever is less."""
-    replay_record_path: str = DEFAULT_REPLAY_RECORD_PATH
-    """Where the highest strong-form stamp accepted per access key is kept across restarts: a
-    restarted server refuses every request stamped at or before it. A relative path is taken in
-    the KV config file's directory (``~/namesrv`` when the KV config is in memory), so by
-    default the record sits beside ``kvConfig.json``. ``:memory:`` or empty: only the server's
-    start time bounds replays after a restart (a request stamped ahead of that, by a client
-    clock running ahead or a server clock stepped back, could be sent again)."""
-    accounts: list[AclAccount] = field(default_factory=list, metadata={"item": AclAccount})
+    enabled: bool = setting(
+        False, "Broker and admin requests must be signed (upstream's AclClientRPCHook)"
+    )
+    authenticate_reads: bool = setting(
+        False,
+        "Lookups, lists and subscriptions must be signed too (off: a bad signature is still "
+        "refused)",
+    )
+    max_bound_brokers: int = tuning(
+        100_000,
+        "Broker names (and addresses) remembered with the key that registered them: far above "
+        "any fleet, a bound on what signed registers can make the server hold.",
+        low=1,
+    )
+    server_identity: str = setting(
+        "",
+        "The name strong-form requests must name (SignServer): per server or per cluster; "
+        "empty: the strong form is refused",
+        check=_check_identity,
+    )
+    signature_skew_ms: int = tuning(
+        120_000,
+        "A strong-form request stamped further than this from the server's clock is refused; "
+        "its nonce is remembered this long past its stamp.",
+        low=1,
+    )
+    replay_cache_max_entries: int = setting(
+        200_000,
+        "Strong-form nonces remembered at once over all keys (about 250 bytes each)",
+        low=1,
+    )
+    replay_cache_max_entries_per_key: int = setting(
+        50_000,
+        "Strong-form nonces one key holds at once (at most the total divided among the strong "
+        "accounts): size it above the key's strong-form requests per second times twice "
+        "signature_skew_ms",
+        low=1,
+    )
+    replay_record_path: str = setting(
+        DEFAULT_REPLAY_RECORD_PATH,
+        "Highest strong-form stamp accepted per key, kept across restarts; relative: beside "
+        'kv_config_path; ":memory:" or "": only the start time bounds replays',
+        path=True,
+    )
+    accounts: list[AclAccount] = items(
+        AclAccount, "Access keys, one [[acl.accounts]] table each (none by default)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class MetricsConfig:
-    listen: str = ""
-    """HOST:PORT of the Prometheus endpoint (``/metrics``); empty turns it off."""
-    max_connections: int = 64
-    """Connections open to the endpoint at once; a new one past it closes the connection
-    served longest ago, so held-open connections cannot lock the scraper out."""
-    idle_timeout_ms: int = 30_000
-    """A connection that completes no request for this long is closed."""
-    bearer_token: str = field(default="", metadata={"secret": True})
-    """Non-empty: ``/metrics`` needs ``Authorization: Bearer <token>`` (or the basic
-    credentials below, when set)."""
-    basic_auth_user: str = ""
-    basic_auth_password: str = field(default="", metadata={"secret": True})
-    """Both set: ``/metrics`` needs HTTP basic auth with them (or the bearer token, when set)."""
-
-
-TLS_MODES = ("disabled", "permissive", "enforcing")
+    listen: str = setting(
+        "",
+        "HOST:PORT serving Prometheus text at /metrics; empty: off; bind it privately "
+        "(--metrics overrides it)",
+        check=_check_listen,
+    )
+    max_connections: int = tuning(
+        64,
+        "Connections to the endpoint at once; a new one past it closes the one served longest "
+        "ago, so held-open connections cannot lock the scraper out.",
+        low=1,
+        high=100_000,
+    )
+    idle_timeout_ms: int = tuning(
+        30_000,
+        "A metrics connection completing no request this long is closed.",
+        low=10,
+        high=HOUR_MS,
+    )
+    bearer_token: str = setting(
+        "",
+        'Non-empty: /metrics needs "Authorization: Bearer <token>"',
+        secret=True,
+        check=_check_token,
+    )
+    basic_auth_user: str = setting(
+        "", "With basic_auth_password: /metrics takes HTTP basic auth", check=_check_no_colon
+    )
+    basic_auth_password: str = setting(
+        "",
+        "basic_auth_user's password; with bearer_token also set, either credential is accepted",
+        secret=True,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class NamesrvConfig:
-    server: ServerConfig = field(default_factory=ServerConfig)
-    registry: RegistryConfig = field(default_factory=RegistryConfig)
-    push: PushConfig = field(default_factory=PushConfig)
-    pressure: PressureConfig = field(default_factory=PressureConfig)
-    journal: JournalConfig = field(default_factory=JournalConfig)
-    acl: AclConfig = field(default_factory=AclConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    server: ServerConfig = section(ServerConfig, "The listener, connections and their bounds")
+    registry: RegistryConfig = section(RegistryConfig, "Brokers, topics and the KV config")
+    push: PushConfig = section(PushConfig, "Route-change notifications")
+    pressure: PressureConfig = section(
+        PressureConfig, "Degradation: no notifications while CPU or memory is high"
+    )
+    journal: JournalConfig = section(JournalConfig, "The event journal")
+    acl: AclConfig = section(AclConfig, "Access control (see Access control below)")
+    metrics: MetricsConfig = section(MetricsConfig, "The Prometheus endpoint")
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -351,12 +686,19 @@ class NamesrvConfig:
 T = TypeVar("T")
 
 
-def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
-    """Overlay a TOML table on a dataclass's defaults, refusing unknown keys and wrong types."""
-    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+def _build(cls: type[T], raw: dict[str, Any], where: str, with_tuning: bool) -> T:
+    """Overlay a TOML table on a dataclass's defaults, refusing unknown keys and wrong types,
+    and tuning keys unless ``with_tuning``."""
+    every = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    known = {n: f for n, f in every.items() if with_tuning or not f.metadata.get("tuning")}
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in known:
+            if key in every:
+                raise ConfigError(
+                    f"config key {where}{key} is internal tuning, not a setting of the "
+                    'config file (docs/config.md, "Built-in limits")'
+                )
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f" (did you mean {where}{close[0]}?)" if close else ""
             raise ConfigError(f"unknown config key {where}{key}{hint}")
@@ -365,12 +707,14 @@ def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
         if item is not None:
             if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
                 raise ConfigError(f"config key {where}{key} must be an array of tables")
-            values[key] = [_build(item, v, f"{where}{key}[{i}].") for i, v in enumerate(value)]
+            values[key] = [
+                _build(item, v, f"{where}{key}[{i}].", with_tuning) for i, v in enumerate(value)
+            ]
             continue
         if is_dataclass(default):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key {where}{key} must be a table")
-            values[key] = _build(type(default), value, f"{where}{key}.")
+            values[key] = _build(type(default), value, f"{where}{key}.", with_tuning)
             continue
         expected = type(default)
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
@@ -381,144 +725,27 @@ def _build(cls: type[T], raw: dict[str, Any], where: str) -> T:
     return replace(cls(), **values)  # type: ignore[type-var]
 
 
-_Range = tuple[str, int | float, int | float, int | float]
-"""A key's name, value, lowest and highest allowed value."""
-
-
 def _validate(cfg: NamesrvConfig) -> None:
-    s, j = cfg.server, cfg.journal
-    ranges = [
-        *_server_ranges(s),
-        *_registry_ranges(cfg.registry),
-        *_push_ranges(cfg.push),
-        *_ops_ranges(cfg),
-    ]
-    for name, value, lowest, highest in ranges:
-        if not lowest <= value <= highest:
-            raise ConfigError(
-                f"config key {name} must be between {lowest} and {highest}, got {value}"
-            )
+    """Each value against its declaration, then the rules between values."""
+    _check_sections(cfg, "")
+    j = cfg.journal
     if 0 < j.max_total_bytes < j.max_file_bytes:
         raise ConfigError(
             f"config key journal.max_total_bytes ({j.max_total_bytes}) must be 0 or at least "
             f"journal.max_file_bytes ({j.max_file_bytes})"
         )
     _validate_pressure(cfg.pressure)
-    parse_listen(s.listen)
-    for addr in s.go_away_alternatives:
-        _check_addr("server.go_away_alternatives", addr)
-    _check_exempt_topics(s.wait_for_service_exempt_topics)
     _validate_metrics(cfg.metrics)
-    _validate_tls(s)
+    _validate_tls(cfg.server)
     _validate_acl(cfg.acl)
 
 
-def _server_ranges(s: ServerConfig) -> list[_Range]:
-    ranges: list[_Range] = [
-        ("server.max_frame_size", s.max_frame_size, 64 * KIB, 2**31 - 1),
-        ("server.max_header_size", s.max_header_size, 1 * KIB, min(s.max_frame_size, 0xFFFFFF)),
-        ("server.frame_timeout_ms", s.frame_timeout_ms, 10, 3_600_000),
-        ("server.max_buffered_input_bytes", s.max_buffered_input_bytes, s.max_frame_size, 2**62),
-        (
-            "server.max_input_bytes_per_connection",
-            s.max_input_bytes_per_connection,
-            64 * KIB,
-            2**62,
-        ),
-        ("server.max_connections", s.max_connections, 1, 10_000_000),
-        ("server.max_connections_per_host", s.max_connections_per_host, 1, s.max_connections),
-        ("server.route_cache_bytes", s.route_cache_bytes, 0, 2**62),
-        ("server.output_buffer_bytes", s.output_buffer_bytes, 64 * KIB, 2**62),
-        ("server.max_shared_output_bytes", s.max_shared_output_bytes, 0, 2**62),
-        ("server.shutdown_grace_ms", s.shutdown_grace_ms, 0, 3_600_000),
-        ("server.tls_handshake_timeout_ms", s.tls_handshake_timeout_ms, 10, 3_600_000),
-        ("server.wait_for_service_ms", s.wait_for_service_ms, 0, 86_400_000),
-    ]
-    if s.idle_timeout_ms != 0:
-        ranges.append(("server.idle_timeout_ms", s.idle_timeout_ms, 10, 2**31 - 1))
-    return ranges
-
-
-def _registry_ranges(r: RegistryConfig) -> list[_Range]:
-    return [
-        ("registry.broker_expiry_ms", r.broker_expiry_ms, 10, 2**31 - 1),
-        ("registry.min_heartbeat_timeout_ms", r.min_heartbeat_timeout_ms, 10, 2**31 - 1),
-        ("registry.scan_interval_ms", r.scan_interval_ms, 10, 3_600_000),
-        ("registry.max_queue_nums", r.max_queue_nums, 1, 65_535),
-        ("registry.max_kv_config_bytes", r.max_kv_config_bytes, 1 * KIB, 2**40),
-        ("registry.register_slice_topics", r.register_slice_topics, 1, 10_000_000),
-        ("registry.register_read_slice_bytes", r.register_read_slice_bytes, 4 * KIB, 2**31 - 1),
-        ("registry.register_chunk_cache_bytes", r.register_chunk_cache_bytes, 0, 2**40),
-        ("registry.max_listing_bytes", r.max_listing_bytes, 1 * KIB, 2**31 - 1),
-        ("registry.heap_trim_after_ms", r.heap_trim_after_ms, 0, 86_400_000),
-        ("registry.max_topics_per_broker", r.max_topics_per_broker, 1, 2**31 - 1),
-        ("registry.max_total_topics", r.max_total_topics, 1, 2**31 - 1),
-        ("registry.max_topic_name_bytes", r.max_topic_name_bytes, 1, 127),
-        ("registry.max_topic_attributes_bytes", r.max_topic_attributes_bytes, 2, 2**31 - 1),
-        ("registry.register_max_inflate_ratio", r.register_max_inflate_ratio, 2, 1_032),
-    ]
-
-
-def _push_ranges(p: PushConfig) -> list[_Range]:
-    return [
-        ("push.tick_interval_ms", p.tick_interval_ms, 10, 3_600_000),
-        ("push.master_arrival_tick_ms", p.master_arrival_tick_ms, 0, 3_600_000),
-        ("push.max_topics_per_connection", p.max_topics_per_connection, 1, 100_000_000),
-        ("push.max_total_subscriptions", p.max_total_subscriptions, 1, 1_000_000_000),
-        (
-            "push.max_subscriptions_per_host",
-            p.max_subscriptions_per_host,
-            1,
-            p.max_total_subscriptions,
-        ),
-        ("push.max_topics_per_request", p.max_topics_per_request, 1, 100_000_000),
-        (
-            "push.recovery_notifications_per_second",
-            p.recovery_notifications_per_second,
-            1,
-            100_000_000,
-        ),
-        ("push.settle_slice_topics", p.settle_slice_topics, 1, 100_000_000),
-        ("push.settle_slice_ms", p.settle_slice_ms, 1, 60_000),
-        ("push.notify_slice_connections", p.notify_slice_connections, 1, 100_000_000),
-        ("push.inline_route_max_bytes", p.inline_route_max_bytes, 0, 16 * MIB),
-        ("push.inline_budget_bytes_per_tick", p.inline_budget_bytes_per_tick, 0, 64 * MIB),
-        ("push.deleted_topics_remembered", p.deleted_topics_remembered, 0, 10_000_000),
-        (
-            "push.broker_events.refetch_rate_per_second",
-            p.broker_events.refetch_rate_per_second,
-            1,
-            100_000_000,
-        ),
-        (
-            "push.broker_events.max_refetch_window_ms",
-            p.broker_events.max_refetch_window_ms,
-            1,
-            3_600_000,
-        ),
-    ]
-
-
-def _ops_ranges(cfg: NamesrvConfig) -> list[_Range]:
-    """The pressure monitor's, the journal's and the metrics port's."""
-    j = cfg.journal
-    return [
-        ("pressure.sample_interval_ms", cfg.pressure.sample_interval_ms, 10, 3_600_000),
-        ("journal.max_file_bytes", j.max_file_bytes, 4 * KIB, 2**62),
-        ("journal.max_files", j.max_files, 0, 1_000_000),
-        ("journal.max_total_bytes", j.max_total_bytes, 0, 2**62),
-        ("journal.max_records_per_second", j.max_records_per_second, 0, 100_000_000),
-        ("journal.max_topics_per_record", j.max_topics_per_record, 1, 1_000_000),
-        ("journal.max_bytes_per_second", j.max_bytes_per_second, 0, 2**62),
-        (
-            "journal.max_bytes_per_connection_per_second",
-            j.max_bytes_per_connection_per_second,
-            0,
-            2**62,
-        ),
-        ("metrics.max_connections", cfg.metrics.max_connections, 1, 100_000),
-        ("metrics.idle_timeout_ms", cfg.metrics.idle_timeout_ms, 10, 3_600_000),
-    ]
+def _check_sections(obj: Any, prefix: str) -> None:
+    for f in fields(obj):
+        if is_section(f):
+            value = getattr(obj, f.name)
+            check_section(value, f"{prefix}{f.name}.")
+            _check_sections(value, f"{prefix}{f.name}.")
 
 
 def _validate_pressure(pr: PressureConfig) -> None:
@@ -531,28 +758,6 @@ def _validate_pressure(pr: PressureConfig) -> None:
                 f"pressure.{kind}_low_percent ({low}) and pressure.{kind}_high_percent ({high}) "
                 "must satisfy 0 < low <= high <= 100"
             )
-
-
-MAX_EXEMPT_TOPICS = 100
-
-
-def _check_exempt_topics(topics: list[str]) -> None:
-    name = "server.wait_for_service_exempt_topics"
-    if len(topics) > MAX_EXEMPT_TOPICS:
-        raise ConfigError(
-            f"config key {name} names {len(topics)} topics, at most {MAX_EXEMPT_TOPICS}"
-        )
-    for topic in topics:
-        problem = topic_name_problem(topic)
-        if problem is not None:
-            raise ConfigError(f"config key {name}: {problem}")
-
-
-def _check_addr(name: str, addr: str) -> None:
-    try:
-        split_host_port(addr)
-    except AddressError:
-        raise ConfigError(f"config key {name} holds {addr!r}, not HOST:PORT") from None
 
 
 def replay_record_file(cfg: NamesrvConfig) -> str | None:
@@ -611,22 +816,11 @@ def _check_directory(name: str, directory: str, create: bool) -> None:
 
 
 def _validate_metrics(metrics: MetricsConfig) -> None:
-    if metrics.listen:
-        parse_listen(metrics.listen)
     if bool(metrics.basic_auth_user) != bool(metrics.basic_auth_password):
         raise ConfigError("metrics.basic_auth_user and metrics.basic_auth_password go together")
-    if ":" in metrics.basic_auth_user:
-        raise ConfigError("config key metrics.basic_auth_user must not contain ':'")
-    token = metrics.bearer_token
-    if token and (not token.isascii() or not token.isprintable() or " " in token):
-        raise ConfigError("config key metrics.bearer_token must be printable ASCII without spaces")
 
 
 def _validate_tls(server: ServerConfig) -> None:
-    if server.tls not in TLS_MODES:
-        raise ConfigError(
-            f"config key server.tls must be one of {', '.join(TLS_MODES)}, got {server.tls!r}"
-        )
     if server.tls != "disabled" and not (server.tls_cert_file and server.tls_key_file):
         raise ConfigError(
             f"server.tls = {server.tls!r} needs server.tls_cert_file and server.tls_key_file"
@@ -634,23 +828,7 @@ def _validate_tls(server: ServerConfig) -> None:
 
 
 def _validate_acl(acl: AclConfig) -> None:
-    if acl.max_bound_brokers <= 0:
-        raise ConfigError(
-            f"config key acl.max_bound_brokers must be positive, got {acl.max_bound_brokers}"
-        )
     seen: set[str] = set()
-    for key in (
-        "signature_skew_ms",
-        "replay_cache_max_entries",
-        "replay_cache_max_entries_per_key",
-    ):
-        if getattr(acl, key) <= 0:
-            raise ConfigError(f"config key acl.{key} must be positive, got {getattr(acl, key)}")
-    if acl.server_identity and not SERVER_IDENTITY.fullmatch(acl.server_identity):
-        raise ConfigError(
-            f"config key acl.server_identity must be 1 to {SERVER_IDENTITY_MAX_CHARS} characters "
-            f"of A-Z a-z 0-9 . _ : @ / -, got {acl.server_identity!r}"
-        )
     for i, account in enumerate(acl.accounts):
         if not account.access_key or not account.secret_key:
             raise ConfigError(f"acl.accounts[{i}] needs access_key and secret_key")
@@ -686,5 +864,8 @@ def parse_listen(text: str) -> tuple[str, int]:
         raise ConfigError(f"listen address must be HOST:PORT: {exc}") from None
 
 
-def from_mapping(raw: dict[str, Any]) -> NamesrvConfig:
-    return _build(NamesrvConfig, raw, "")
+def from_mapping(raw: dict[str, Any], *, with_tuning: bool = True) -> NamesrvConfig:
+    """The defaults overlaid with ``raw`` (TOML-shaped). A config file is read with
+    ``with_tuning`` False, refusing tuning keys; tests, benchmarks and embedding programs
+    may override tuning values."""
+    return _build(NamesrvConfig, raw, "", with_tuning)

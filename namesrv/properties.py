@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig, parse_listen
+from namesrv.config_setting import Setting, walk
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +76,11 @@ def _int(key: str, value: str) -> int:
 
 
 def _path(key: str, value: str) -> str:
+    """A path as upstream writes it: ``${user.home}`` (and ``~``) is the home directory."""
     return os.path.expanduser(value.strip().replace("${user.home}", "~"))
 
 
-def _tls_mode(key: str, value: str) -> str:
+def _lower(key: str, value: str) -> str:
     return value.strip().lower()
 
 
@@ -97,18 +99,25 @@ class UpstreamKey:
     """UPDATE_NAMESRV_CONFIG may change it while the server runs (under either key form)."""
 
 
+def _parser(f: dataclasses.Field[Any], s: Setting) -> Callable[[str, str], Any]:
+    """How the properties text of a declared setting becomes its value."""
+    if f.type in ("bool", bool):
+        return _bool
+    if f.type in ("int", int):
+        return _int
+    if s.path:
+        return _path
+    return _lower
+
+
 UPSTREAM_KEYS: dict[str, UpstreamKey] = {
-    "scanNotActiveBrokerInterval": UpstreamKey("registry", "scan_interval_ms", _int),
-    "orderMessageEnable": UpstreamKey("registry", "order_message_enable", _bool, runtime=True),
-    "kvConfigPath": UpstreamKey("registry", "kv_config_path", _path),
-    "deleteTopicWithBrokerRegistration": UpstreamKey(
-        "registry", "delete_topic_with_broker_registration", _bool
-    ),
-    "enableAllTopicList": UpstreamKey("registry", "enable_all_topic_list", _bool, runtime=True),
-    "tls.server.mode": UpstreamKey("server", "tls", _tls_mode),
-    "tls.server.certPath": UpstreamKey("server", "tls_cert_file", _path),
-    "tls.server.keyPath": UpstreamKey("server", "tls_key_file", _path),
+    s.upstream: UpstreamKey(
+        key.partition(".")[0], key.partition(".")[2], _parser(f, s), runtime=s.runtime
+    )
+    for key, f, s in walk(NamesrvConfig)
+    if s.upstream
 }
+"""The upstream keys declared on our settings (``setting(..., upstream=...)``)."""
 LISTEN_KEYS = ("bindAddress", "listenPort")
 """Upstream's two halves of ``server.listen`` (``HOST:PORT``); never changed at run time."""
 WAIT_KEYS = ("needWaitForService", "waitSecondsForService")
@@ -265,15 +274,10 @@ def resolve_key(key: str) -> UpstreamKey | None:
     known = _BY_FIELD.get((section, name))
     if known is not None:
         return known
-    obj: Any = NamesrvConfig()
-    for part in key.split("."):
-        fields = dataclasses.fields(obj) if dataclasses.is_dataclass(obj) else ()
-        if part not in {f.name for f in fields}:
-            return None
-        obj = getattr(obj, part)
-    if dataclasses.is_dataclass(obj):
-        return None  # a section, not a key
-    return dataclasses.replace(_FIXED, section=section, field=name)
+    for dotted, _, setting in walk(NamesrvConfig):
+        if dotted == key and not setting.tuning:
+            return dataclasses.replace(_FIXED, section=section, field=name)
+    return None  # a section, a tuning value, or nothing
 
 
 def looks_like_properties(path: str, text: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import socket
@@ -15,36 +14,76 @@ from support.namesrv_process import spawn_namesrv
 from namesrv.cli import default_config_text, main
 from namesrv.config import ConfigError, NamesrvConfig, from_mapping
 from namesrv.config_file import load
+from namesrv.config_setting import walk
+from namesrv.config_text import docs_tables, stale_files
 from namesrv.properties import parse_properties
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
 
-def all_keys(obj: object, prefix: str = "") -> list[str]:
-    out = []
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value):
-            out += all_keys(value, f"{prefix}{f.name}.")
-        else:
-            out.append(f"{prefix}{f.name}")
-    return out
+def operator_keys() -> list[str]:
+    return [key for key, _, setting in walk(NamesrvConfig) if not setting.tuning]
+
+
+def tuning_keys() -> list[str]:
+    return [key for key, _, setting in walk(NamesrvConfig) if setting.tuning]
 
 
 def test_print_config_is_the_full_default_toml_with_comments(capsys):
     assert main(["--print-config"]) == 0
     text = capsys.readouterr().out
     assert text == default_config_text()
-    assert from_mapping(tomllib.loads(text)) == NamesrvConfig()
-    for key in all_keys(NamesrvConfig()):
+    assert from_mapping(tomllib.loads(text), with_tuning=False) == NamesrvConfig()
+    for key in operator_keys():
         section, _, name = key.rpartition(".")
         if key == "acl.accounts":
-            assert "[[acl.accounts]]" in text
+            assert "# [[acl.accounts]]" in text
             continue
         header = "[" + section + "]"
         assert header in text, key
         assert re.search(rf"^{name} = ", text.split(header, 1)[1], re.M), key
+    for key in tuning_keys():
+        section, _, name = key.rpartition(".")
+        assert not re.search(rf"^{name} = ", text.split(f"[{section}]", 1)[1], re.M), key
     assert text.count("#") > 40
+
+
+def test_the_generated_default_toml_and_docs_tables_match_the_declarations():
+    stale = [path.name for path in stale_files()]
+    assert stale == [], f"regenerate them: python -m namesrv.config_text --write ({stale})"
+
+
+def test_each_operator_setting_has_a_docs_row_and_no_tuning_value_is_a_setting_row():
+    docs = docs_tables()
+    for key in operator_keys():
+        assert f"| `{key}` |" in docs, key
+    limits = docs.split("### Built-in limits", 1)
+    for key in tuning_keys():
+        assert f"| `{key}` |" not in limits[0] and f"| `{key}` |" in limits[1], key
+
+
+def test_a_config_file_setting_a_tuning_value_is_refused_naming_it(tmp_path):
+    path = tmp_path / "namesrv.toml"
+    path.write_text("[registry]\nheap_trim_after_ms = 5\n")
+    with pytest.raises(ConfigError, match=r"registry\.heap_trim_after_ms is internal tuning"):
+        load(path)
+    path.write_text("[push]\ntick_intervall_ms = 5\n")
+    with pytest.raises(
+        ConfigError, match=r"unknown config key push\.tick_intervall_ms \(did you mean"
+    ):
+        load(path)
+
+
+def test_tuning_values_are_overridden_through_from_mapping_and_a_tuning_file(tmp_path):
+    assert from_mapping({"registry": {"heap_trim_after_ms": 5}}).registry.heap_trim_after_ms == 5
+    with pytest.raises(ConfigError, match=r"registry\.heap_trim_after_ms must be between"):
+        from_mapping({"registry": {"heap_trim_after_ms": -1}})
+    config = tmp_path / "namesrv.toml"
+    config.write_text("[push]\ntick_interval_ms = 250\n")
+    tuning = tmp_path / "tuning.toml"
+    tuning.write_text("[push]\nsettle_slice_ms = 7\n")
+    loaded = load(config, tuning)
+    assert loaded.push.settle_slice_ms == 7 and loaded.push.tick_interval_ms == 250
 
 
 def test_properties_parser_follows_java_properties_syntax():
@@ -156,6 +195,20 @@ def test_dash_c_is_upstreams_spelling_of_config_for_a_toml_file_too(tmp_path):
     path = tmp_path / "namesrv.toml"
     path.write_text(f'[server]\nlisten = "127.0.0.1:{port}"\n')
     serve_one_request(spawn_namesrv("-c", str(path)), port)
+
+
+def test_a_built_in_limit_is_refused_in_the_config_file_and_taken_from_a_tuning_file(tmp_path):
+    port = free_port()
+    path = tmp_path / "namesrv.toml"
+    path.write_text(f'[server]\nlisten = "127.0.0.1:{port}"\nframe_timeout_ms = 5000\n')
+    proc = spawn_namesrv("-c", str(path))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert err == (
+        "namesrv: config key server.frame_timeout_ms is internal tuning, not a setting of the "
+        'config file (docs/config.md, "Built-in limits")\n'
+    )
+    serve_one_request(spawn_namesrv("--tuning", str(path)), port)
 
 
 def serve_one_request(proc: subprocess.Popen[str], port: int) -> list[str]:

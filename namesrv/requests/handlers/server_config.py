@@ -160,6 +160,8 @@ def config_properties(config: NamesrvConfig, listening: str | None = None) -> st
     def walk(prefix: str, obj: Any) -> None:
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
+            if f.metadata.get("tuning"):
+                continue  # built-in limits: not keys of the config file
             if dataclasses.is_dataclass(value):
                 walk(f"{prefix}{f.name}.", value)
             elif f.metadata.get("secret"):

@@ -134,7 +134,17 @@ def test_update_enable_all_topic_list_takes_effect_on_the_next_request(make_serv
     ("props", "code", "named"),
     [
         ({"listenPort": "9999"}, ResponseCode.NO_PERMISSION, "listenPort"),
-        ({"server.route_cache_bytes": "1"}, ResponseCode.NO_PERMISSION, "server.route_cache_bytes"),
+        (
+            {"server.output_buffer_bytes": "1"},
+            ResponseCode.NO_PERMISSION,
+            "server.output_buffer_bytes",
+        ),
+        # A built-in limit is no key of the config: unknown here as in a file.
+        (
+            {"server.route_cache_bytes": "1"},
+            ResponseCode.INVALID_PARAMETER,
+            "server.route_cache_bytes",
+        ),
         ({"orderMessageEnable": "maybe"}, ResponseCode.INVALID_PARAMETER, "orderMessageEnable"),
         ({"noSuchKey": "1"}, ResponseCode.INVALID_PARAMETER, "noSuchKey"),
     ],
