@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
@@ -51,11 +51,8 @@ def probe_says_going_away(response: RemotingCommand) -> bool:
     return response.code == ResponseCode.GO_AWAY
 
 
-class Closable(Protocol):
-    def close(self) -> None: ...
-
-
-C = TypeVar("C", bound=Closable)
+C = TypeVar("C")
+"""The connection type kept: bookkeeping only, never called."""
 
 
 class KeptConnections(Generic[C]):
