@@ -7,9 +7,9 @@ budget, what an answer means next) is ``SendAttempts``'s and what an answer says
 ``send_answer``'s, both sans-I/O; this class carries them out on the broker connections and
 the runtime's clock, counts, and reports every attempt's latency and outcome to the fault
 table. An attempt still unanswered at an isolating latency isolates its broker at once, before
-it is answered or times out. A GoAway answer (1500) keeps new sends off the broker, already
-reported; a GoAway request (7004) on a send connection is the broker's last sent to at that
-address (``addr_names``).
+it is answered or times out. A GoAway answer (1500) keeps new sends off the broker without
+counting as a failure; a GoAway request (7004) on a send connection is taken as from the broker
+last sent to at that address (``addr_names``).
 """
 
 from __future__ import annotations
