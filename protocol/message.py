@@ -20,6 +20,7 @@ What an answer means to a producer (stored, busy, retry elsewhere, refused) is t
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
@@ -164,6 +165,15 @@ class MessageIdGenerator:
         self._counter = 0
         self._month: tuple[int, int] = (0, 0)  # (start_ms, next_start_ms)
 
+    @classmethod
+    def for_host(
+        cls, host_ipv4: str | None, pid: int, salt: int, now_ms: int
+    ) -> MessageIdGenerator:
+        """Ids of a process on the host at ``host_ipv4`` (dotted); None when the host has no
+        address but loopback: upstream's ``createFakeIP`` then, the low four bytes of
+        ``now_ms``. ``ValueError`` for an address that is not IPv4."""
+        return cls(id_ip(host_ipv4, now_ms), pid, salt)
+
     def next_id(self, now_ms: int) -> str:
         start, next_start = self._month
         if not start <= now_ms < next_start:
@@ -172,6 +182,13 @@ class MessageIdGenerator:
         self._counter = (counter + 1) & 0xFFFFFFFF
         tail = struct.pack(">ih", _int32(now_ms - start), _int16(counter))
         return self._prefix + tail.hex().upper()
+
+
+def id_ip(host_ipv4: str | None, now_ms: int) -> bytes:
+    """The four ip bytes of a message id (``MessageIdGenerator.for_host``)."""
+    if host_ipv4 is None:
+        return struct.pack(">Q", now_ms & 0xFFFFFFFFFFFFFFFF)[4:]
+    return ipaddress.IPv4Address(host_ipv4).packed
 
 
 def _int16(value: int) -> int:

@@ -1,4 +1,4 @@
-"""Queue selection for the asyncio producer: the shared ``ProducerRouting`` on the running
+"""Queue selection for asyncio programs: the shared ``RoutingCore`` on the running
 loop (the detector's and the waits' timers on ``clock``, default the route client's)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import random
 from client_push.aio.client import RouteClient
 from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.fault_table import FaultStrategyConfig
-from client_push.producer.shared_routing import SharedRouting
+from client_push.producer.routing_core import RoutingCore
 from client_push.runtime.asyncio_loop import AsyncioRuntime
 from client_push.runtime.interface import Clock
 
 
-class ProducerRouting(SharedRouting):
+class ProducerRouting(RoutingCore):
     def __init__(
         self,
         client: RouteClient,

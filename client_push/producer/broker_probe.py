@@ -11,23 +11,28 @@ means the broker is reachable. A GoAway from a broker (code 7004, or a response 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from client_push.errors import ConnectionLostError, RequestsInFlightError, RequestTimeoutError
 from client_push.producer.broker_conns import kept_connection
 from client_push.producer.broker_wire import (
     GoAwayHandler,
-    ProberBook,
+    KeptConnections,
+    ProbesInFlight,
+    go_away_grace,
+    is_go_away,
     probe_request,
     probe_says_going_away,
 )
 from client_push.runtime.interface import Runtime
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection
+from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
 
 log = logging.getLogger("client_push.producer.broker_probe")
 
 
-class BrokerProber(ProberBook[RemotingConnection]):
+class BrokerProber:
     def __init__(
         self,
         runtime: Runtime,
@@ -35,7 +40,10 @@ class BrokerProber(ProberBook[RemotingConnection]):
         *,
         bounds: ConnectionBounds | None = None,
     ) -> None:
-        super().__init__(on_go_away)
+        self._on_go_away = on_go_away
+        self._conns: KeptConnections[RemotingConnection] = KeptConnections()
+        self.counters: Counter[str] = Counter()
+        self._in_flight = ProbesInFlight(self.counters)
         self._runtime = runtime
         self._bounds = bounds or ConnectionBounds()
         self._paced = PacedLog(log, lambda: runtime.clock.time(), burst=1)
@@ -79,3 +87,37 @@ class BrokerProber(ProberBook[RemotingConnection]):
             self.counters,
             self._paced,
         )
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def retain(self, addrs: set[str]) -> None:
+        """Close the connections of brokers no longer probed."""
+        for conn in self._conns.not_in(addrs):
+            conn.close()
+            self.counters["connections_closed"] += 1
+
+    def stop(self) -> None:
+        for conn in self._conns.stop():
+            conn.close()
+
+    # -- a broker's GoAway ---------------------------------------------------------------------
+
+    def _on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        if is_go_away(cmd):
+            self._go_away(conn, conn.label, go_away_grace(cmd, conn.label, self.counters))
+        return None
+
+    def _go_away(self, conn: RemotingConnection, addr: str, grace_ms: int) -> None:
+        """The broker is going away: its connection is closed (the next round opens a fresh
+        one) and the owner told."""
+        self.counters["go_away_received"] += 1
+        log.info("broker %s is going away (grace %d ms)", addr, grace_ms)
+        self._conns.forget(addr, conn)
+        conn.close()
+        self._on_go_away(addr, grace_ms)

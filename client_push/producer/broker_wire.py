@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
@@ -51,17 +51,14 @@ def probe_says_going_away(response: RemotingCommand) -> bool:
     return response.code == ResponseCode.GO_AWAY
 
 
-class Closable(Protocol):
-    def close(self) -> None: ...
-
-
-C = TypeVar("C", bound=Closable)
+C = TypeVar("C")
+"""The connection type kept: bookkeeping only, never called."""
 
 
 class KeptConnections(Generic[C]):
-    """One kept connection per broker address, as both producers keep their send connections
-    and their probe connections (a connection type of either loop). Pure bookkeeping: the
-    glue opens and closes; this says which connection serves an address and which to close."""
+    """One kept connection per broker address, as the producer keeps its send connections and
+    its probe connections. Pure bookkeeping: the owner opens and closes; this says which
+    connection serves an address and which to close."""
 
     def __init__(self) -> None:
         self._by_addr: dict[str, C] = {}
@@ -121,53 +118,3 @@ class ProbesInFlight:
         self._addrs.discard(addr)
         self._counters["probes_answered" if ok else "probes_failed"] += 1
         return ok
-
-
-class Labelled(Closable, Protocol):
-    @property
-    def label(self) -> str: ...
-
-
-L = TypeVar("L", bound=Labelled)
-
-
-class ProberBook(Generic[L]):
-    """What both loops' detector probers keep and do alike: one kept connection per broker
-    address, at most one probe in flight per address, a broker's GoAway (its connection is
-    closed, the next round opens a fresh one). The glue subclass connects and probes."""
-
-    def __init__(self, on_go_away: GoAwayHandler) -> None:
-        self._on_go_away = on_go_away
-        self._conns: KeptConnections[L] = KeptConnections()
-        self.counters: Counter[str] = Counter()
-        self._in_flight = ProbesInFlight(self.counters)
-
-    @property
-    def connections(self) -> int:
-        return len(self._conns)
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._in_flight)
-
-    def _on_request(self, conn: L, cmd: RemotingCommand) -> RemotingCommand | None:
-        if is_go_away(cmd):
-            self._go_away(conn, conn.label, go_away_grace(cmd, conn.label, self.counters))
-        return None
-
-    def _go_away(self, conn: L, addr: str, grace_ms: int) -> None:
-        self.counters["go_away_received"] += 1
-        log.info("broker %s is going away (grace %d ms)", addr, grace_ms)
-        self._conns.forget(addr, conn)
-        conn.close()
-        self._on_go_away(addr, grace_ms)
-
-    def retain(self, addrs: set[str]) -> None:
-        """Close the connections of brokers no longer probed."""
-        for conn in self._conns.not_in(addrs):
-            conn.close()
-            self.counters["connections_closed"] += 1
-
-    def stop(self) -> None:
-        for conn in self._conns.stop():
-            conn.close()

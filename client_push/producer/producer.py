@@ -14,8 +14,8 @@ from typing import Any
 
 from client_push.producer.config import ProducerConfig
 from client_push.producer.producer_core import ProducerCore
+from client_push.producer.routing_core import RoutingCore
 from client_push.producer.send_core import BrokerRefusedError, SendError, SendResult
-from client_push.producer.shared_routing import SharedRouting
 from client_push.routes.client import RouteClient
 from client_push.runtime.twisted_loop import TwistedRuntime
 
@@ -32,7 +32,7 @@ class Producer(ProducerCore):
         reactor: Any = None,
         clock: Any = None,
         rng: random.Random | None = None,
-        routing: SharedRouting | None = None,
+        routing: RoutingCore | None = None,
     ) -> None:
         """``reactor``/``clock``: the producer's sockets and timers (default: the route
         client's)."""

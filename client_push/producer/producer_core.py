@@ -1,9 +1,9 @@
-"""The producer, written once for every event loop: sends messages over SEND_MESSAGE_V2 to the
-queue ``ProducerRouting`` picks.
+"""The producer, written once for every event loop: its public face (send, send_oneway,
+start, stop, stats) over its parts.
 
-The send loop is ``send_flow``'s and what each step means ``send_attempts`` and
-``send_core``'s, where to send ``ProducerRouting``'s; this class supplies the broker
-connections, timers and clock of the runtime. A send tries up to ``1 + retries`` times, each
+Where each send goes is ``RoutingCore``'s, how a send is carried out ``SendCore``'s, the broker
+connections ``BrokerConnections``'; this class builds the message, owns the lifecycle and closes
+the connections of brokers no held route names. A send tries up to ``1 + retries`` times, each
 attempt on another broker where the route has one, within ``send_timeout_ms``; every attempt's
 latency and outcome go to the fault strategy. Busy answers are retried elsewhere after a
 backoff; a broker's GoAway (7004, or a 1500 answer) keeps new sends off it for its grace
@@ -15,21 +15,21 @@ the connect it started (``outstanding()`` shows these tables).
 from __future__ import annotations
 
 import logging
+import os
 import random
+import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from functools import partial
 from typing import Any
 
-from client_push.producer import send_flow
 from client_push.producer.broker_conns import BrokerConnections
 from client_push.producer.config import ProducerConfig
-from client_push.producer.send_core import SendCore, SendError
-from client_push.producer.shared_routing import SharedRouting
+from client_push.producer.routing_core import RoutingCore
+from client_push.producer.send_core import SendCore, SendError, wall_ms
 from client_push.routes.client_core import RouteClientCore
-from client_push.runtime.interface import Future, Runtime, settle
+from client_push.runtime.interface import Runtime
 from client_push.wire.remoting import Deadline
 from client_push.wire.timer import Timer
-from protocol.message import EncodedMessage
+from protocol.message import EncodedMessage, MessageIdGenerator, encode_message
 
 log = logging.getLogger("client_push.producer.producer")
 
@@ -45,7 +45,7 @@ class ProducerCore:
         config: ProducerConfig | None,
         runtime: Runtime,
         rng: random.Random | None = None,
-        routing: SharedRouting | None = None,
+        routing: RoutingCore | None = None,
         *,
         must_start: bool = False,
     ) -> None:
@@ -56,7 +56,7 @@ class ProducerCore:
         self.group = group
         self._runtime = runtime
         rng = rng or random.Random()
-        self.routing = routing or SharedRouting(
+        self.routing = routing or RoutingCore(
             client, config.fault, runtime=runtime, rng=rng, auto_create=config.auto_create()
         )
         self.connections = BrokerConnections(
@@ -66,10 +66,13 @@ class ProducerCore:
             honour_go_away=config.honour_go_away,
             close_timeout_ms=config.close_timeout_ms,
         )
-        self.core = SendCore(config, group, rng, self.routing, self.routing.table)
-        self.counters = self.core.counters
-        self.first_attempts_by_broker = self.core.first_attempts_by_broker
-        self.statuses = self.core.statuses
+        self.sends = SendCore(config, group, runtime, self.routing, self.connections)
+        self.counters = self.sends.counters
+        self.first_attempts_by_broker = self.sends.first_attempts_by_broker
+        self.statuses = self.sends.statuses
+        self._ids = MessageIdGenerator.for_host(
+            host_ipv4(), os.getpid(), rng.getrandbits(31), wall_ms()
+        )
         self._tidy = Timer(runtime, self._tidy_round)
         self._sends = 0
         """Sends (and oneway sends) under way."""
@@ -110,9 +113,9 @@ class ProducerCore:
         Deferred on Twisted). Fails with ``MessageError`` (refused before sending),
         ``BrokerRefusedError``, ``SendError`` (no broker took it), or what the route lookup
         raises (``TopicNotExistError``, ``NoMasterError``, ...)."""
-        flow = send_flow.send
+        send = self.sends.send
         return self._runtime.public(
-            self._send(flow, topic, body, keys, tags, properties, timeout_ms)
+            self._send(send, topic, body, keys, tags, properties, timeout_ms)
         )
 
     def send_oneway(
@@ -127,14 +130,14 @@ class ProducerCore:
     ) -> Any:
         """Done once the message is written to a broker's connection; no answer, no retry (as
         upstream's ``sendOneway``)."""
-        flow = send_flow.send_oneway
+        send = self.sends.send_oneway
         return self._runtime.public(
-            self._send(flow, topic, body, keys, tags, properties, timeout_ms)
+            self._send(send, topic, body, keys, tags, properties, timeout_ms)
         )
 
     async def _send(
         self,
-        flow: Callable[..., Awaitable[Any]],
+        send: Callable[[EncodedMessage, int], Awaitable[Any]],
         topic: str,
         body: bytes,
         keys: Iterable[str],
@@ -142,16 +145,16 @@ class ProducerCore:
         properties: Mapping[str, str] | None,
         timeout_ms: int | None,
     ) -> Any:
-        message = self._encode(topic, body, keys, tags, properties)
+        message = self._message(topic, body, keys, tags, properties)
         timeout = self.config.send_timeout_ms if timeout_ms is None else timeout_ms
         self._sends += 1
         try:
-            return await flow(self.core, self.routing, self, message, timeout)
+            return await send(message, timeout)
         finally:
             self._sends -= 1
 
     def stats(self) -> dict[str, Any]:
-        return self.core.stats(self.routing.stats(), self.connections.counters)
+        return self.sends.stats()
 
     def outstanding(self) -> dict[str, int]:
         """What the producer has in flight or armed, table by table (for tests and
@@ -161,7 +164,7 @@ class ProducerCore:
         out.update(self.routing.outstanding())
         return out
 
-    def _encode(
+    def _message(
         self,
         topic: str,
         body: bytes,
@@ -169,27 +172,23 @@ class ProducerCore:
         tags: str | None,
         properties: Mapping[str, str] | None,
     ) -> EncodedMessage:
+        """The message as sent (``MessageError`` when it cannot be)."""
         if self._stopped:
             raise SendError("producer stopped")
         if self._must_start and not self._started:
             raise SendError("producer not started: use `async with Producer(...)`")
-        return self.core.encode(topic, body, keys, tags, properties)
-
-    # -- send_flow.SenderGlue ------------------------------------------------------------------
-
-    def now_ms(self) -> int:
-        return int(self._runtime.clock.time() * 1000)
-
-    def call_later(self, delay_ms: int, call: Callable[[], None]) -> Callable[[], None]:
-        return self._runtime.clock.call_later(delay_ms / 1000.0, call).cancel
-
-    async def sleep(self, delay_ms: int) -> None:
-        done: Future[None] = self._runtime.future()
-        timer = self._runtime.clock.call_later(delay_ms / 1000.0, partial(settle, done, None))
-        try:
-            await done
-        finally:
-            timer.cancel()
+        cfg = self.config
+        return encode_message(
+            topic,
+            body,
+            keys=keys,
+            tags=tags,
+            properties=properties,
+            uniq_key=self._ids.next_id(wall_ms()),
+            compress_over=cfg.compress_over_bytes,
+            compress_level=cfg.compress_level,
+            max_body_size=cfg.max_message_size,
+        )
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -198,7 +197,7 @@ class ProducerCore:
         try:
             held = {addr for addr, _topic in self.routing.held_broker_addrs().values()}
             self.connections.retain(held)
-            self.core.tidy(held)
+            self.sends.tidy(held)
         except Exception:  # the timer must survive anything one round meets
             self.counters["tidy_errors"] += 1
             log.exception("closing unused broker connections failed")
@@ -206,4 +205,13 @@ class ProducerCore:
             self._tidy.arm(TIDY_INTERVAL_S)
 
     def _broker_go_away(self, addr: str, grace_ms: int) -> None:
-        self.core.go_away(addr, grace_ms)
+        self.sends.go_away(addr, grace_ms)
+
+
+def host_ipv4() -> str | None:
+    """This host's IPv4 address for message ids; None when only loopback is found."""
+    try:
+        addr = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return None
+    return None if addr.startswith("127.") else addr

@@ -1,5 +1,5 @@
-"""Queue selection for Twisted producers: the shared ``SharedRouting`` (``shared_routing``)
-on the reactor. ``reactor``/``clock`` default to the route client's."""
+"""Queue selection for Twisted programs: the shared ``RoutingCore`` on the reactor.
+``reactor``/``clock`` default to the route client's."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 from client_push.producer.auto_create import AutoCreateTopic
 from client_push.producer.fault_table import FaultStrategyConfig
-from client_push.producer.shared_routing import SharedRouting
+from client_push.producer.routing_core import RoutingCore
 from client_push.routes.client import RouteClient
 from client_push.runtime.twisted_loop import TwistedRuntime
 
 
-class ProducerRouting(SharedRouting):
+class ProducerRouting(RoutingCore):
     def __init__(
         self,
         client: RouteClient,

@@ -1,105 +1,55 @@
-"""A producer's routing decisions, sans-I/O: where a send goes, when it waits, what to probe.
+"""A producer's routing, written once over the runtime: where each send goes.
 
-Pure: no Twisted, no sockets; every call carries the time (``now_ms``) on the caller's clock.
-``ProducerRouting`` (Twisted) is glue over this core, and any other event loop can drive it
-the same way. The interface, events in and decisions out:
+The route client's publish info, the fault strategy, the active broker detector, broker GoAway
+and departures behind one object. ``Producer`` asks it for every attempt; an application with
+its own sending can use it alone (``ProducerRouting``, its face on each loop): ask
+``select_queue`` where to send and tell ``report_send`` how it went::
 
-Events in
-  ``route_used(topic, info, route, now_ms)``
-      a selection is about to use ``info`` (``route``'s publish info); returns the ``Probe``\\ s
-      of the brokers the detector must probe at once (brokers it has not met yet).
-  ``detect_round(held, held_topics, now_ms)``
-      the detector's timer fired; ``held`` comes from ``held_brokers`` over the routes the
-      client holds. Returns the ``Probe``\\ s due now.
-  ``first_probed(name, ok, now_ms)`` / ``probed(name, ok, now_ms)``
-      a first probe / a round's probe of ``name`` ended; ``first_probed`` returns the
-      ``FirstAnswerWait``\\ s that end with it (release those selections).
-  ``wait_expired(wait)``
-      a first-answer wait ran out its ``first_probe_wait_ms``; True when it was still open.
-  ``wait_given_up(wait)``
-      the selection holding a first-answer wait was cancelled.
-  ``broker_going_away(name, grace_ms, now_ms)``, ``addr_going_away(addr, grace_ms, now_ms)``
-      a broker's GoAway (on a send connection, on a probe connection).
-  ``broker_event(event, now_ms)``, ``broker_gone(name, now_ms, gone_addrs)``
-      the route client's broker arrival or departure (route push); a departure by hand.
-  ``start_detector()`` / ``stop_detector()``
-      the detector's timer started (when ``detector_wanted``) / stopped; ``stop_detector``
-      returns the open first-answer waits to release. ``probe_addrs()`` after a round: the
-      addresses still probed (close the other probe connections).
+    routing = ProducerRouting(client)
+    routing.start()
+    queue = await routing.select_queue("TopicTest")
+    ...send to queue.broker_name / queue.queue_id, timing it...
+    routing.report_send(queue.broker_name, elapsed_ms, SendOutcome.OK)
+    # on failure, retry elsewhere:
+    queue = await routing.select_queue("TopicTest", last_broker_name=queue.broker_name)
 
-A selection may skip ``route_used`` while ``detecting`` is false and ``departed`` is empty,
-and ``first_answer_wait`` while ``first_probing`` is empty: neither has anything to do then.
+With the detector on, a route's brokers are probed as soon as a selection first uses the route,
+and a selection for a route none of whose brokers has answered yet waits (at most
+``first_probe_wait_ms``) for the first answer, so the first sends go to a broker known to
+answer rather than round-robin onto brokers nobody has heard from.
 
-Decisions out
-  ``first_answer_wait(info, last_broker_name)``
-      a ``FirstAnswerWait`` when the selection should wait for a first probe answer (at most
-      ``first_probe_wait_ms``), else None.
-  ``select(info, route, last_broker_name, now_ms)``
-      the ``MessageQueue`` to send to, or ``AwaitRoute`` when the held route has no queue a
-      send may go to now (a group without master, a group turned read-only, a departure
-      applied before the new master is announced): the caller waits for the next route of the
-      topic, within the send's timeout, and asks again. A route change ends each of these.
-
-The failover rule: publish info holds the queues of groups with a master and write permission
-only, so a send goes at once to any group that has one; it waits only when no group can take
-it (``AwaitRoute.reason``: ``no_master`` when some group lists brokers but no master, as while
-the controller promotes a slave; else ``no_writable_queue``). A departed master's group is
-avoided until a route shows it back or shows a master at a new address: the promoted slave is
-used as soon as the name server announces it.
+Every decision is ``RoutingDecisions``'s (sans-I/O); this class looks routes up (borrowing the
+default topic's for auto-creation), runs the detector's timer and probes, and holds the waits,
+each taken back at once when the send waiting on it is cancelled.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from functools import partial
 
-from client_push.producer.fault_table import FaultStrategyConfig, FaultTable
+from client_push.errors import TopicNotExistError
+from client_push.producer.auto_create import AutoCreateTopic, BorrowedRoutes
+from client_push.producer.broker_probe import BrokerProber
+from client_push.producer.fault_table import FaultStrategyConfig, FaultTable, SendOutcome
 from client_push.producer.queue_select import NoWritableQueueError, QueueSelector
-from client_push.routes.events import BrokerEvent
-from client_push.routes.route_cache import MASTER_ID, MessageQueue, PublishInfo
+from client_push.producer.routing_decisions import (
+    AwaitRoute,
+    FirstAnswerWait,
+    Probe,
+    RoutingDecisions,
+    held_brokers,
+    log,
+    master_addr,
+)
+from client_push.routes.client_core import RouteClientCore
+from client_push.routes.events import CACHED, BrokerEvent, RouteEvent
+from client_push.routes.route_cache import MessageQueue, PublishInfo
+from client_push.runtime.interface import Future, Runtime, Task, Timer, settle
+from client_push.wire.timer import Timer as Rearmable
 from protocol.route_model import TopicRouteData
-
-log = logging.getLogger("client_push.producer.routing")
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """Probe ``broker_name`` at ``addr`` with a request about ``topic`` (one it serves)."""
-
-    broker_name: str
-    addr: str
-    topic: str
-
-
-@dataclass(eq=False, slots=True)
-class FirstAnswerWait:
-    """A selection waiting for one of ``pending`` (brokers probed a first time) to answer."""
-
-    pending: set[str]
-
-
-NO_MASTER = "no_master"
-NO_WRITABLE_QUEUE = "no_writable_queue"
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitRoute:
-    """No group can take a send now: wait for the next route of ``topic``. ``groups``: the
-    groups without master (``reason`` ``no_master``); none when every group listed is
-    read-only or the departures left no writable queue (``no_writable_queue``)."""
-
-    topic: str
-    groups: tuple[str, ...]
-    reason: str = NO_MASTER
-
-    def error(self, waited_ms: int) -> NoWritableQueueError:
-        """What the send raises when no route that can take it came in ``waited_ms``."""
-        if self.groups:
-            return NoMasterError(self, waited_ms)
-        return NoWritableQueueError(f"topic {self.topic} has no writable queue")
 
 
 class NoMasterError(NoWritableQueueError):
@@ -118,271 +68,307 @@ class NoMasterError(NoWritableQueueError):
         )
 
 
-@dataclass(slots=True)
-class _Departure:
-    seen_absent: bool
-    """A route without the group has been seen since it left."""
-    gone_addrs: frozenset[str] = field(default_factory=frozenset)
-    """The master addresses that left; a master at another address is a new master."""
-
-
-def held_brokers(routes: Iterable[tuple[str, TopicRouteData]]) -> dict[str, tuple[str, str]]:
-    """Broker name -> (master address, one topic it serves), over ``(topic, route)`` pairs."""
-    brokers: dict[str, tuple[str, str]] = {}
-    for topic, route in routes:
-        serving = {q.broker_name for q in route.queue_datas}
-        for broker in route.broker_datas:
-            addr = broker.broker_addrs.get(MASTER_ID)
-            if addr and broker.broker_name in serving and broker.broker_name not in brokers:
-                brokers[broker.broker_name] = (addr, topic)
-    return brokers
-
-
-def master_addr(route: TopicRouteData | None, broker_name: str) -> str | None:
-    """The master address of ``broker_name`` in ``route``."""
-    if route is None:
-        return None
-    for broker in route.broker_datas:
-        if broker.broker_name == broker_name:
-            return broker.broker_addrs.get(MASTER_ID)
-    return None
-
-
-def masterless_groups(route: TopicRouteData) -> tuple[str, ...]:
-    """Groups serving the topic that list brokers but no master (brokerId 0): a slave left
-    alone while the controller elects it, or acting master read-only meanwhile."""
-    serving = {q.broker_name for q in route.queue_datas}
-    return tuple(
-        sorted(
-            b.broker_name
-            for b in route.broker_datas
-            if b.broker_name in serving and b.broker_addrs and MASTER_ID not in b.broker_addrs
-        )
-    )
+def no_queue_error(wait: AwaitRoute, waited_ms: int) -> NoWritableQueueError:
+    """What a selection raises when no route that can take the send came in ``waited_ms``."""
+    if wait.groups:
+        return NoMasterError(wait, waited_ms)
+    return NoWritableQueueError(f"topic {wait.topic} has no writable queue")
 
 
 class RoutingCore:
     def __init__(
         self,
+        client: RouteClientCore,
         config: FaultStrategyConfig | None = None,
+        *,
+        runtime: Runtime | None = None,
         rng: random.Random | None = None,
-        counters: Counter[str] | None = None,
+        auto_create: AutoCreateTopic | None = None,
     ) -> None:
-        self.config = config or FaultStrategyConfig()
-        self.counters: Counter[str] = Counter() if counters is None else counters
-        self.table = FaultTable(self.config, counters=self.counters)
-        """How sends went is reported here directly (``FaultTable.report``/``waiting``)."""
-        self.selector = QueueSelector(self.table, rng)
-        self.detecting = False
-        self._addr_names: dict[str, str] = {}
-        self.departed: dict[str, _Departure] = {}
-        """Groups announced gone, until a route shows them back (``route_used`` watches)."""
-        self._tracked: dict[str, PublishInfo] = {}
-        """Per topic, the publish info whose brokers were last handed to the detector."""
-        self.first_probing: set[str] = set()
-        """Brokers whose first probe is in flight and that selections may still wait for (not
-        once a wait for them has run out: one bounded wait per new broker, not one per send)."""
-        self._waits: list[FirstAnswerWait] = []
+        """``runtime``: the loop and clock of the detector and the waits (default: the route
+        client's). ``auto_create``: send to topics without a route through the default topic's
+        route (``auto_create`` module); None: such sends fail with ``TopicNotExistError``."""
+        self._client = client
+        self._runtime = runtime = runtime or client.runtime
+        self.decisions = decisions = RoutingDecisions(config, rng, Counter())
+        self.counters = decisions.counters
+        self.config: FaultStrategyConfig = decisions.config
+        self.table: FaultTable = decisions.table
+        self.selector: QueueSelector = decisions.selector
+        self.auto_create = auto_create
+        self._borrowed = None if auto_create is None else BorrowedRoutes(auto_create, self.counters)
+        self.prober = BrokerProber(runtime, self._broker_addr_going_away)
+        self._detector = Rearmable(runtime, self._detect_round)
+        self._probes: set[Task] = set()
+        self._started = False
+        self._remove_listener: Callable[[], None] | None = None
+        self._first_waits: dict[FirstAnswerWait, Future[None]] = {}
+        self._route_waiters: dict[str, set[Future[bool]]] = {}
+        """Per topic, the waits for its next route."""
+        self._route_listeners: dict[str, Callable[[], None]] = {}
 
-    @property
-    def detector_wanted(self) -> bool:
-        return self.config.enabled and self.config.detector_enabled
-
-    def start_detector(self) -> None:
-        self.detecting = True
-        self.selector.prefer_heard = True
-
-    def stop_detector(self) -> list[FirstAnswerWait]:
-        """Stop detecting; returns the open waits, to release."""
-        self.detecting = False
-        self.selector.prefer_heard = False
-        waits, self._waits = self._waits, []
-        return waits
-
-    # -- selection -------------------------------------------------------------------------------
-
-    def route_used(
-        self, topic: str, info: PublishInfo, route: TopicRouteData | None, now_ms: int
-    ) -> tuple[Probe, ...]:
-        """A selection is about to use ``info`` (of ``route``): the brokers to probe a first
-        time, now rather than at the next round (until one answers, nothing says it is not a
-        black hole)."""
-        if self.departed:
-            self._watch_departed(info.message_queues, route, now_ms)
-        if not self.detecting or self._tracked.get(topic) is info:
-            return ()
-        self._tracked[topic] = info
-        probes = []
-        names = {q.broker_name for q in info.message_queues}
-        for name in self.table.track(names, now_ms):
-            addr = master_addr(route, name)
-            if addr is None:
-                continue
-            self._addr_names[addr] = name
-            self.first_probing.add(name)
-            self.counters["first_probes"] += 1
-            probes.append(Probe(name, addr, topic))
-        return tuple(probes)
-
-    def first_answer_wait(
-        self, info: PublishInfo, last_broker_name: str | None
-    ) -> FirstAnswerWait | None:
-        """Hold a selection while none of the route's brokers has ever answered and some are
-        being probed a first time (a route just arrived): until one answers, all such probes
-        end, or ``first_probe_wait_ms``; never longer, and never failing the send."""
-        if not self.first_probing or self.config.first_probe_wait_ms <= 0:
-            return None
-        pending = {
-            q.broker_name
-            for q in info.message_queues
-            if q.broker_name in self.first_probing and q.broker_name != last_broker_name
-        }
-        if not pending or self.selector.has_heard_from(info, last_broker_name):
-            return None
-        wait = FirstAnswerWait(pending)
-        self._waits.append(wait)
-        self.counters["first_probe_waits"] += 1
-        return wait
-
-    def wait_expired(self, wait: FirstAnswerWait) -> bool:
-        self.first_probing -= wait.pending
-        if wait not in self._waits:
-            return False
-        self._waits.remove(wait)
-        self.counters["first_probe_waits_expired"] += 1
-        return True
-
-    @property
-    def open_waits(self) -> int:
-        """First-answer waits holding selections now."""
-        return len(self._waits)
-
-    def wait_given_up(self, wait: FirstAnswerWait) -> None:
-        """The selection holding ``wait`` was cancelled: forget the wait (its brokers' first
-        probes go on, and may still hold other selections)."""
-        if wait in self._waits:
-            self._waits.remove(wait)
-
-    def select(
-        self,
-        info: PublishInfo,
-        route: TopicRouteData | None,
-        last_broker_name: str | None,
-        now_ms: int,
-    ) -> MessageQueue | AwaitRoute:
-        if not info.message_queues and route is not None:
-            groups = masterless_groups(route)
-            if groups:
-                self.counters["awaiting_master"] += 1
-                return AwaitRoute(info.topic, groups, NO_MASTER)
-            return AwaitRoute(info.topic, (), NO_WRITABLE_QUEUE)
-        queue = self.selector.select(info, last_broker_name, now_ms)
-        self.counters["selected"] += 1
-        if last_broker_name is not None and queue.broker_name == last_broker_name:
-            self.counters["selected_last_broker_again"] += 1
-        return queue
-
-    # -- what happened to brokers ------------------------------------------------------------------
-
-    def broker_going_away(self, broker_name: str, grace_ms: int, now_ms: int) -> None:
-        self.counters["brokers_going_away"] += 1
-        self.table.going_away(broker_name, grace_ms, now_ms)
-
-    def addr_going_away(self, addr: str, grace_ms: int, now_ms: int) -> None:
-        name = self._addr_names.get(addr)
-        if name is not None:
-            self.broker_going_away(name, grace_ms, now_ms)
-
-    def broker_gone(self, broker_name: str, now_ms: int, gone_addrs: Iterable[str] = ()) -> None:
-        """The broker left: avoid it until a route shows it back (or a new master of its
-        group), at most ``departed_avoid_ms``."""
-        self.counters["brokers_gone"] += 1
-        self.table.going_away(broker_name, self.config.departed_avoid_ms, now_ms)
-        self.departed[broker_name] = _Departure(False, frozenset(gone_addrs))
-
-    def broker_event(self, event: BrokerEvent, now_ms: int) -> None:
-        """A departure of the master (or of the whole broker name) is ``broker_gone``; the
-        route client has already dropped it from held routes. An arrival of a departed broker
-        lets the next route that shows it bring it back."""
-        masters = [addr for broker_id, addr in event.addrs if broker_id == MASTER_ID]
-        if event.kind == "departed" and (event.broker_name_gone or masters):
-            self.broker_gone(event.broker_name, now_ms, masters)
-        elif event.kind == "arrived" and event.broker_name in self.departed:
-            self.departed[event.broker_name].seen_absent = True
-
-    def _watch_departed(
-        self, queues: tuple[MessageQueue, ...], route: TopicRouteData | None, now_ms: int
-    ) -> None:
-        present = {q.broker_name for q in queues}
-        for name, departure in list(self.departed.items()):
-            if not self.table.is_going_away(name, now_ms):
-                del self.departed[name]
-            elif name not in present:
-                departure.seen_absent = True
-            elif _new_master(departure, master_addr(route, name)):
-                # Another process at another address: the old master's record says nothing
-                # about it, and sends go there at once.
-                del self.departed[name]
-                self.table.forget(name)
-                self.counters["new_masters"] += 1
-                log.info("broker %s has a new master in the route of %s", name, queues[0].topic)
-            elif departure.seen_absent:
-                del self.departed[name]
-                self.table.returned(name, now_ms)
-                self.counters["brokers_returned"] += 1
-                log.info("broker %s is back in the route of %s", name, queues[0].topic)
-
-    # -- the detector ------------------------------------------------------------------------------
-
-    def detect_round(
-        self, held: Mapping[str, tuple[str, str]], held_topics: set[str], now_ms: int
-    ) -> list[Probe]:
-        for name in self.table.retain(set(held)):
-            log.info("broker %s left every held route; its fault record is dropped", name)
-        self.selector.forget(held_topics)
-        for topic in [t for t in self._tracked if t not in held_topics]:
-            del self._tracked[topic]
-        self._addr_names = {addr: name for name, (addr, _) in held.items()}
-        self.counters["detect_rounds"] += 1
-        probes = []
-        for name in self.table.due_probes(now_ms):
-            addr, topic = held[name]
-            probes.append(Probe(name, addr, topic))
-        return probes
-
-    def probe_addrs(self) -> set[str]:
-        """The addresses the detector still probes (close connections to the others)."""
-        return set(self._addr_names)
-
-    def first_probed(self, name: str, ok: bool, now_ms: int) -> list[FirstAnswerWait]:
-        self.first_probing.discard(name)
-        self.probed(name, ok, now_ms)
-        ended = []
-        for wait in self._waits:
-            wait.pending.discard(name)
-            if ok or not wait.pending:
-                ended.append(wait)
-        if ended:
-            self._waits = [w for w in self._waits if w not in ended]
-        return ended
-
-    def probed(self, name: str, ok: bool, now_ms: int) -> None:
-        if not ok:
-            heard = self.table.is_heard_from(name)
-            if self.table.probe_failed(name, now_ms):
-                if heard:
-                    self.counters["isolations_extended_by_probe"] += 1
-                else:
-                    self.counters["unheard_brokers_held_off"] += 1
-                    log.info(
-                        "broker %s has not answered the detector yet; not available until it does",
-                        name,
-                    )
+    def start(self) -> None:
+        """Follow the route client's broker events, and start the detector (when enabled);
+        selection works without either."""
+        if self._started:
             return
-        if self.table.probe_answered(name, now_ms):
-            self.counters["brokers_reachable_again"] += 1
-            log.info("broker %s answers again; it can be chosen when no broker is available", name)
+        self._started = True
+        self._remove_listener = self._client.add_broker_listener(self._broker_event)
+        if self.decisions.detector_wanted:
+            self._detector.arm(self.config.detect_interval_ms / 1000.0)
+            self.decisions.start_detector()
 
+    def stop(self) -> None:
+        """Stop the detector and its probes; waiting selections go on without waiting."""
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+        self._detector.cancel()
+        probes = list(self._probes)
+        self._probes.clear()
+        for probe in probes:
+            probe.cancel()
+        self.prober.stop()
+        for wait in self.decisions.stop_detector():
+            self._end_first_wait(wait)
+        for waiters in list(self._route_waiters.values()):
+            for done in list(waiters):
+                settle(done, False)
 
-def _new_master(departure: _Departure, addr: str | None) -> bool:
-    return bool(departure.gone_addrs) and addr is not None and addr not in departure.gone_addrs
+    def outstanding(self) -> dict[str, int]:
+        """Waits and probes under way (for tests and debugging)."""
+        return {
+            "first_answer_waits": len(self._first_waits),
+            "core_first_answer_waits": self.decisions.open_waits,
+            "route_waits": sum(len(w) for w in self._route_waiters.values()),
+            "route_listeners": len(self._route_listeners),
+            "probes": len(self._probes),
+        }
+
+    def stats(self) -> dict[str, int]:
+        out = dict(self.counters)
+        out.update({f"probe.{k}": v for k, v in self.prober.counters.items()})
+        out["fault_items"] = len(self.table)
+        out["probe_connections"] = self.prober.connections
+        return out
+
+    def _now_ms(self) -> int:
+        return int(self._runtime.clock.time() * 1000)
+
+    # -- selection -----------------------------------------------------------------------------
+
+    async def select_queue(
+        self, topic: str, last_broker_name: str | None = None, *, wait_ms: int = 0
+    ) -> MessageQueue:
+        """A queue to send to; ``last_broker_name``: the broker whose send just failed.
+
+        When the held route has no queue a send may go to (a group without master, a group
+        turned read-only, a departure applied before the new master is announced), waits up
+        to ``wait_ms`` for a route of the topic that has one, taking each route as it is
+        announced; ``route_waits.<reason>`` counts such waits, ``route_wait_ms.<reason>`` their
+        time, ``route_wait_timeouts.<reason>`` those that ran out. Raises what the route
+        client's ``get_route`` raises (TopicNotExistError at once for a topic known absent,
+        ...), ``NoMasterError`` when no master came in time, and ``NoWritableQueueError`` when
+        no writable queue did.
+        """
+        decisions = self.decisions
+        started = now = self._now_ms()
+        waiting: AwaitRoute | None = None
+        while True:
+            info, route = await self._publish_info(topic)
+            if decisions.detecting or decisions.departed:  # else route_used has nothing to do
+                for probe in decisions.route_used(topic, info, route, now):
+                    self._spawn_probe(probe, self._first_probed)
+            if decisions.first_probing:  # else no selection waits for a first answer
+                wait = decisions.first_answer_wait(info, last_broker_name)
+                if wait is not None:
+                    await self._wait_for_first_answer(wait)
+                    now = self._now_ms()
+            choice = decisions.select(info, route, last_broker_name, now)
+            if type(choice) is MessageQueue:
+                if waiting is not None:
+                    self._waited(waiting, now - started)
+                return choice
+            assert isinstance(choice, AwaitRoute)
+            if waiting is None:
+                self.counters[f"route_waits.{choice.reason}"] += 1
+            waiting = choice
+            now = self._now_ms()
+            waited = now - started
+            if waited >= wait_ms:
+                self._waited(choice, waited)
+                self.counters[f"route_wait_timeouts.{choice.reason}"] += 1
+                if choice.groups:
+                    self.counters["no_master_in_time"] += 1
+                raise no_queue_error(choice, wait_ms)
+            await self.wait_for_route(topic, wait_ms - waited)
+            now = self._now_ms()
+
+    def _waited(self, wait: AwaitRoute, waited_ms: int) -> None:
+        self.counters[f"route_wait_ms.{wait.reason}"] += max(0, waited_ms)
+
+    async def _publish_info(self, topic: str) -> tuple[PublishInfo, TopicRouteData]:
+        """The topic's publish info and route; for a topic the name server has no route for,
+        those borrowed from the default topic's (``auto_create`` module)."""
+        borrowed = self._borrowed
+        try:
+            entry = await self._client.get_route(topic)
+        except TopicNotExistError:
+            if borrowed is None:
+                raise
+        else:
+            if borrowed:  # None, or no topic borrows: nothing to drop
+                borrowed.own_route(topic)
+            return entry.publish_info, entry.route
+        try:
+            default = await self._client.get_route(borrowed.config.create_topic_key)
+        except TopicNotExistError:
+            raise borrowed.no_default(topic) from None
+        return borrowed.borrow(topic, default)
+
+    def via_default_topic(self, topic: str) -> bool:
+        """Whether sends to ``topic`` go through the default topic's route now."""
+        return self._borrowed is not None and topic in self._borrowed
+
+    def broker_addr(self, topic: str, broker_name: str) -> str | None:
+        """The master address of ``broker_name`` in the held route of ``topic``."""
+        entry = self._client.cached_route(topic)
+        if entry is not None:
+            return master_addr(entry.route, broker_name)
+        if self._borrowed is None:
+            return None
+        return master_addr(self._borrowed.route(topic), broker_name)
+
+    # -- waits ---------------------------------------------------------------------------------
+
+    async def wait_for_route(self, topic: str, timeout_ms: int) -> bool:
+        """True with the next route state the client learns for ``topic`` (a push, a poll, a
+        departure dropped locally), False after ``timeout_ms`` or once the routing stops."""
+        done: Future[bool] = self._runtime.future()
+        waiters = self._route_waiters.get(topic)
+        if waiters is None:
+            waiters = self._route_waiters[topic] = set()
+            self._route_listeners[topic] = self._client.add_listener(
+                topic, partial(self._route_learned, topic)
+            )
+        waiters.add(done)
+        self.counters["route_waits"] += 1
+        timer = self._call_later(max(0, timeout_ms), partial(settle, done, False))
+        try:
+            return await done
+        finally:
+            timer.cancel()
+            waiters.discard(done)
+            if not waiters and self._route_waiters.get(topic) is waiters:
+                del self._route_waiters[topic]
+                self._route_listeners.pop(topic)()
+
+    def _route_learned(self, topic: str, event: RouteEvent) -> None:
+        if event.cause != CACHED:
+            for done in list(self._route_waiters.get(topic, ())):
+                settle(done, True)
+
+    async def _wait_for_first_answer(self, wait: FirstAnswerWait) -> None:
+        """Until ``wait`` ends (an answer, its probes all failed) or ``first_probe_wait_ms``."""
+        done: Future[None] = self._runtime.future()
+        self._first_waits[wait] = done
+        timer = self._call_later(
+            self.config.first_probe_wait_ms, partial(self._first_wait_expired, wait)
+        )
+        try:
+            await done
+        finally:
+            timer.cancel()
+            if self._first_waits.pop(wait, None) is not None:
+                self.decisions.wait_given_up(wait)
+
+    def _first_wait_expired(self, wait: FirstAnswerWait) -> None:
+        if self.decisions.wait_expired(wait):
+            self._end_first_wait(wait)
+
+    def _end_first_wait(self, wait: FirstAnswerWait) -> None:
+        done = self._first_waits.pop(wait, None)
+        if done is not None:
+            settle(done, None)
+
+    def _call_later(self, delay_ms: int, call: Callable[[], None]) -> Timer:
+        return self._runtime.clock.call_later(delay_ms / 1000.0, call)
+
+    # -- what happened to sends and brokers ----------------------------------------------------
+
+    def report_send(
+        self, broker_name: str, latency_ms: int, outcome: SendOutcome = SendOutcome.OK
+    ) -> None:
+        """How a send to ``broker_name`` went; slow or failed sends isolate the broker."""
+        self.table.report(broker_name, latency_ms, outcome, self._now_ms())
+
+    def report_waiting(self, broker_name: str, waited_ms: int) -> None:
+        """A send to ``broker_name`` is still unanswered after ``waited_ms``."""
+        self.table.waiting(broker_name, waited_ms, self._now_ms())
+
+    def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
+        """A broker announced a graceful shutdown (to the application's send connection, say):
+        new sends avoid it for the grace period and until it answers a probe again."""
+        self.decisions.broker_going_away(broker_name, grace_ms, self._now_ms())
+
+    def broker_gone(self, broker_name: str) -> None:
+        """The name server announced the broker left (unregistered, expired, its channel
+        closed): new sends avoid it until a route shows it back, at most
+        ``departed_avoid_ms``. The hook for the route client's broker-departure events."""
+        self.decisions.broker_gone(broker_name, self._now_ms())
+
+    def held_broker_addrs(self) -> dict[str, tuple[str, str]]:
+        """Broker name -> (master address, one topic it serves), over every held route."""
+        client = self._client
+        routes = []
+        for topic in client.held_topics():
+            entry = client.cached_route(topic)
+            if entry is not None:
+                routes.append((topic, entry.route))
+        return held_brokers(routes)
+
+    def _broker_event(self, event: BrokerEvent) -> None:
+        self.decisions.broker_event(event, self._now_ms())
+
+    def _broker_addr_going_away(self, addr: str, grace_ms: int) -> None:
+        self.decisions.addr_going_away(addr, grace_ms, self._now_ms())
+
+    # -- the detector --------------------------------------------------------------------------
+
+    def _detect_round(self) -> None:
+        try:
+            held = self.held_broker_addrs()
+            held_topics = set(self._client.held_topics())
+            probes = self.decisions.detect_round(held, held_topics, self._now_ms())
+            self.prober.retain(self.decisions.probe_addrs())
+            for probe in probes:
+                self._spawn_probe(probe, self._probed)
+        except Exception:  # the detector must survive anything one round meets
+            self.counters["detect_errors"] += 1
+            log.exception("broker detection round failed")
+        if self._remove_listener is not None:
+            self._detector.arm(self.config.detect_interval_ms / 1000.0)
+
+    def _probed(self, ok: bool, name: str) -> None:
+        self.decisions.probed(name, ok, self._now_ms())
+
+    def _first_probed(self, ok: bool, name: str) -> None:
+        for wait in self.decisions.first_probed(name, ok, self._now_ms()):
+            self._end_first_wait(wait)
+
+    def _spawn_probe(self, probe: Probe, done: Callable[[bool, str], None]) -> None:
+        timeout = self.config.detect_timeout_ms
+        box: list[Task] = []
+
+        async def run() -> None:
+            try:
+                ok = await self.prober.probe(probe.addr, probe.topic, timeout)
+            finally:
+                if box:
+                    self._probes.discard(box[0])
+            done(ok, probe.broker_name)
+
+        task = self._runtime.spawn(run())
+        if not task.done():
+            box.append(task)
+            self._probes.add(task)

@@ -1,7 +1,7 @@
 """One send's attempts, sans-I/O: the deadline, the retry budget, what each outcome means next.
 
-Pure: every call carries the time on the caller's clock. ``Producer`` (Twisted) is glue over
-it, and so can any other event loop be. Events in and decisions out:
+Pure: every call carries the time on the caller's clock; ``SendCore`` carries the plan out on
+the runtime. Events in and decisions out:
 
 * ``next_attempt(now_ms)`` -> whether another attempt may start (budget and deadline left);
 * ``begin(broker_name)`` -> an attempt to ``broker_name`` starts (True for the first one);

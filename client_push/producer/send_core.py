@@ -1,55 +1,46 @@
-"""What one send is, whatever event loop carries it: the request, what an answer or a failure
-means, what is counted and reported to the fault strategy.
+"""A producer's sends, written once over the runtime: select, wait for a route, attempt,
+decide, back off, retry.
 
-Pure: no Twisted, no asyncio; the caller passes latencies and the time measured on its clock. Both
-producers (Twisted's ``client_push.producer.producer`` and asyncio's
-``client_push.aio.producer``) run the same loop over ``SendAttempts`` and hand every outcome
-here, so they count, isolate and fail alike. Events in and decisions out:
-
-* ``encode(topic, body, ...)`` -> the ``EncodedMessage`` (``MessageError`` before sending);
-* ``request(message, queue, oneway=...)`` -> the SEND_MESSAGE_V2 command of one attempt;
-* ``unreachable(plan, queue, addr, detail, latency_ms, now_ms, connection=...)`` -> no
-  connection or no answer in time: the broker is reported unreachable, the plan moves on;
-* ``answered(plan, message, queue, response, latency_ms, now_ms)`` -> a ``SendResult`` when
-  stored,
-  else the ``Decision`` for the next attempt (``AVOID``: a GoAway answer, already reported;
-  ``RETRY`` after ``delay_ms``); raises ``SendError`` / ``BrokerRefusedError`` when the send
-  must end;
-* ``unanswered(broker_name, waited_ms, now_ms)`` -> an attempt still unanswered at an isolating
-  latency (``watch_after_ms``): the broker is isolated at once;
-* ``exhausted(plan, message)`` -> the ``SendError`` of a send out of attempts or time;
-* ``oneway_failed(queue, detail, latency_ms, now_ms)`` -> the ``SendError`` of a oneway send;
-* ``go_away(addr, grace_ms)`` -> a broker's GoAway on a send connection, reported for the
-  broker last sent to at ``addr`` (``addr_names``, kept by the send loop); ``tidy(held)``
-  forgets the addresses no held route names.
-
-Every report of how an attempt went is one call to the fault table (``FaultReports``), given
-to the constructor with the routing it belongs to.
+A send tries up to ``1 + retries`` times within its timeout, each attempt on another broker
+where the route has one (``RoutingCore.select_queue``). The plan of one send (deadline, retry
+budget, what an answer means next) is ``SendAttempts``'s and what an answer says is
+``send_answer``'s, both sans-I/O; this class carries them out on the broker connections and
+the runtime's clock, counts, and reports every attempt's latency and outcome to the fault
+table. An attempt still unanswered at an isolating latency isolates its broker at once, before
+it is answered or times out. A GoAway answer (1500) keeps new sends off the broker without
+counting as a failure; a GoAway request (7004) on a send connection is taken as from the broker
+last sent to at that address (``addr_names``).
 """
 
 from __future__ import annotations
 
-import os
-import random
-import socket
-import struct
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
-from client_push.errors import RouteClientError
-from client_push.producer.auto_create import AutoCreateTopic
+from client_push.errors import (
+    ConnectionLostError,
+    RequestsInFlightError,
+    RequestTimeoutError,
+    RouteClientError,
+)
+from client_push.producer.broker_conns import BrokerConnections
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import SendOutcome
+from client_push.producer.routing_core import RoutingCore
 from client_push.producer.send_answer import Answer, SendStatus, classify, parse_stored
 from client_push.producer.send_attempts import Decision, SendAttempts, Step
 from client_push.routes.route_cache import MessageQueue
+from client_push.runtime.interface import Future, Runtime, settle
 from protocol.codes import RequestCode
 from protocol.errors import HeaderError
 from protocol.frame import RemotingCommand
-from protocol.message import EncodedMessage, MessageIdGenerator, encode_message, send_header
+from protocol.message import EncodedMessage, send_header
+
+UNREACHABLE = (ConnectionLostError, RequestTimeoutError, RequestsInFlightError)
+"""What an attempt that reached no broker raises: the next attempt goes elsewhere."""
 
 
 class SendError(RouteClientError):
@@ -78,79 +69,143 @@ class SendResult:
     transaction_id: str | None = None
 
 
-class Routing(Protocol):
-    """What the send core asks and tells a producer's routing (either loop's
-    ``ProducerRouting``)."""
-
-    @property
-    def auto_create(self) -> AutoCreateTopic | None: ...
-
-    def broker_going_away(self, broker_name: str, grace_ms: int) -> None: ...
-
-    def via_default_topic(self, topic: str) -> bool: ...
-
-
-class FaultReports(Protocol):
-    """The routing's fault table (``fault_table.FaultTable``), as the send core reports to it."""
-
-    def report(
-        self, broker_name: str, latency_ms: int, outcome: SendOutcome, now_ms: int
-    ) -> None: ...
-
-    def waiting(self, broker_name: str, latency_ms: int, now_ms: int) -> None: ...
-
-    def first_isolating_latency(self) -> int | None: ...
-
-
 class SendCore:
     def __init__(
         self,
         config: ProducerConfig,
         group: str,
-        rng: random.Random,
-        routing: Routing,
-        faults: FaultReports,
+        runtime: Runtime,
+        routing: RoutingCore,
+        connections: BrokerConnections,
     ) -> None:
         if not group:
             raise ValueError("producer group must not be empty")
         self.config = config
         self.group = group
+        self._runtime = runtime
         self.routing = routing
-        self.faults = faults
+        self.connections = connections
         self.counters: Counter[str] = Counter()
         self.first_attempts_by_broker: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
-        self._ids = MessageIdGenerator(local_ip(), os.getpid(), rng.getrandbits(31))
         self.addr_names: dict[str, str] = {}
         """Broker address -> the broker name sends to it went to (whose GoAway it is)."""
-        self.watch_after_ms = faults.first_isolating_latency() if config.fault.enabled else None
-        """How long an attempt may wait unanswered before its broker is isolated as slow (the
-        caller then calls ``unanswered``); None: never."""
-
-    def encode(
-        self,
-        topic: str,
-        body: bytes,
-        keys: Iterable[str] = (),
-        tags: str | None = None,
-        properties: Mapping[str, str] | None = None,
-    ) -> EncodedMessage:
-        cfg = self.config
-        return encode_message(
-            topic,
-            body,
-            keys=keys,
-            tags=tags,
-            properties=properties,
-            uniq_key=self._ids.next_id(wall_ms()),
-            compress_over=cfg.compress_over_bytes,
-            compress_level=cfg.compress_level,
-            max_body_size=cfg.max_message_size,
+        self.watch_after_ms = (
+            routing.table.first_isolating_latency() if config.fault.enabled else None
         )
+        """How long an attempt may wait unanswered before its broker is isolated as slow;
+        None: never."""
+
+    def _now_ms(self) -> int:
+        return int(self._runtime.clock.time() * 1000)
+
+    # -- a send --------------------------------------------------------------------------------
+
+    async def send(self, message: EncodedMessage, timeout_ms: int) -> SendResult:
+        """Up to ``1 + retries`` attempts within ``timeout_ms``; the result, or the error of the
+        last attempt (``SendError``, ``BrokerRefusedError``, or what the selection raised)."""
+        routing = self.routing
+        self.counters["sends"] += 1
+        plan = SendAttempts(self.config, timeout_ms, self._now_ms())
+        while plan.next_attempt(self._now_ms()):
+            try:
+                queue = await routing.select_queue(
+                    message.topic, plan.last_broker, wait_ms=plan.time_left(self._now_ms())
+                )
+            except Exception:
+                self.counters["failed"] += 1
+                self.counters["failed_no_route"] += 1
+                raise
+            addr = routing.broker_addr(message.topic, queue.broker_name)
+            if addr is not None:
+                route_wait = plan.route_wait(addr, self._now_ms())
+                if route_wait:
+                    self.counters["waits_for_route_after_unreachable"] += 1
+                    await routing.wait_for_route(message.topic, route_wait)
+                    continue
+            if plan.begin(queue.broker_name):
+                self.first_attempts_by_broker[queue.broker_name] += 1
+            else:
+                self.counters["retries"] += 1
+            if addr is None:
+                plan.no_address(queue.broker_name)
+                continue
+            result = await self._attempt(message, queue, addr, plan)
+            if result is not None:
+                return result
+        self.counters["failed"] += 1
+        raise SendError(
+            plan.failure(message.uniq_key, message.topic), plan.attempts, plan.last_code
+        )
+
+    async def _attempt(
+        self, message: EncodedMessage, queue: MessageQueue, addr: str, plan: SendAttempts
+    ) -> SendResult | None:
+        """One attempt: the result once stored, None when the next attempt should follow."""
+        self.addr_names[addr] = queue.broker_name  # a GoAway there is this broker's
+        request = self.request(message, queue)
+        started = self._now_ms()
+        watchdog = None
+        if self.watch_after_ms is not None:
+            watchdog = self._runtime.clock.call_later(
+                self.watch_after_ms / 1000.0,
+                partial(self.unanswered, queue.broker_name, self.watch_after_ms),
+            )
+        try:
+            response = await self.connections.request(addr, request, plan.attempt_timeout(started))
+        except UNREACHABLE as exc:
+            now = self._now_ms()
+            connection = isinstance(exc, ConnectionLostError)
+            self.unreachable(plan, queue, addr, _describe(exc), now - started, now, connection)
+            return None
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        now = self._now_ms()
+        outcome = self.answered(plan, message, queue, response, now - started, now)
+        if isinstance(outcome, SendResult):
+            return outcome
+        if outcome.step is Step.RETRY and outcome.delay_ms:
+            await self._sleep(outcome.delay_ms)
+        return None
+
+    async def _sleep(self, delay_ms: int) -> None:
+        done: Future[None] = self._runtime.future()
+        timer = self._runtime.clock.call_later(delay_ms / 1000.0, partial(settle, done, None))
+        try:
+            await done
+        finally:
+            timer.cancel()
+
+    async def send_oneway(self, message: EncodedMessage, timeout_ms: int) -> None:
+        """Written once to a broker's connection: no answer, no retry (upstream's
+        ``sendOneway``)."""
+        queue = await self.routing.select_queue(message.topic, wait_ms=timeout_ms)
+        self.first_attempts_by_broker[queue.broker_name] += 1
+        addr = self.routing.broker_addr(message.topic, queue.broker_name)
+        if addr is None:
+            raise SendError(f"broker {queue.broker_name} has no master address in the route", 1)
+        self.addr_names[addr] = queue.broker_name
+        request = self.request(message, queue, oneway=True)
+        started = self._now_ms()
+        try:
+            await self.connections.oneway(addr, request, timeout_ms)
+        except UNREACHABLE as exc:
+            now = self._now_ms()
+            self.routing.table.report(
+                queue.broker_name, now - started, SendOutcome.UNREACHABLE, now
+            )
+            self.counters["oneway_failed"] += 1
+            detail = _describe(exc)
+            raise SendError(f"oneway send to {queue.broker_name} failed: {detail}", 1) from None
+        self.counters["oneway_sent"] += 1
+
+    # -- what each step means ------------------------------------------------------------------
 
     def request(
         self, message: EncodedMessage, queue: MessageQueue, *, oneway: bool = False
     ) -> RemotingCommand:
+        """The SEND_MESSAGE_V2 command of one attempt."""
         header = send_header(
             message,
             producer_group=self.group,
@@ -164,20 +219,10 @@ class SendCore:
             RequestCode.SEND_MESSAGE_V2, header.to_wire(), message.body, oneway=oneway
         )
 
-    # -- one send's events ---------------------------------------------------------------------
-
-    def unanswered(self, broker_name: str, waited_ms: int, now_ms: int) -> None:
+    def unanswered(self, broker_name: str, waited_ms: int) -> None:
         """An attempt to ``broker_name`` is still unanswered after ``waited_ms``: the broker is
         isolated as that slow at once."""
-        self.faults.waiting(broker_name, waited_ms, now_ms)
-
-    def no_route(self) -> None:
-        """The selection raised (no route, no master in time): the send fails with it."""
-        self.counters["failed"] += 1
-        self.counters["failed_no_route"] += 1
-
-    def waiting_for_route(self) -> None:
-        self.counters["waits_for_route_after_unreachable"] += 1
+        self.routing.table.waiting(broker_name, waited_ms, self._now_ms())
 
     def unreachable(
         self,
@@ -187,11 +232,11 @@ class SendCore:
         detail: str,
         latency_ms: int,
         now_ms: int,
-        *,
         connection: bool,
     ) -> None:
-        """``connection``: no connection (refused, lost), rather than no answer in time."""
-        self.faults.report(queue.broker_name, latency_ms, SendOutcome.UNREACHABLE, now_ms)
+        """No connection (``connection``: refused, lost) or no answer in time: the broker is
+        reported unreachable, the plan moves on."""
+        self.routing.table.report(queue.broker_name, latency_ms, SendOutcome.UNREACHABLE, now_ms)
         self.counters["attempts_unreachable"] += 1
         plan.unreachable(queue.broker_name, addr, detail, connection=connection)
 
@@ -204,12 +249,15 @@ class SendCore:
         latency_ms: int,
         now_ms: int,
     ) -> SendResult | Decision:
+        """A ``SendResult`` when stored, else the ``Decision`` for the next attempt (``AVOID``:
+        a GoAway answer, already reported; ``RETRY`` after ``delay_ms``); raises
+        ``SendError`` / ``BrokerRefusedError`` when the send must end."""
+        routing = self.routing
         answer = classify(response.code, response.remark)
         if answer is Answer.STORED:
             result = self._stored(message, queue, response, plan.attempts)
-            self.faults.report(queue.broker_name, latency_ms, SendOutcome.OK, now_ms)
+            routing.table.report(queue.broker_name, latency_ms, SendOutcome.OK, now_ms)
             return result
-        routing = self.routing
         auto_create = routing.auto_create
         via_default = None
         if auto_create is not None and routing.via_default_topic(message.topic):
@@ -222,7 +270,7 @@ class SendCore:
             if self.config.honour_go_away:
                 routing.broker_going_away(queue.broker_name, self.config.go_away_answer_avoid_ms)
             return decision
-        self.faults.report(queue.broker_name, latency_ms, SendOutcome.FAILED, now_ms)
+        routing.table.report(queue.broker_name, latency_ms, SendOutcome.FAILED, now_ms)
         if answer is Answer.BUSY:
             self.counters["answers_busy"] += 1
         elif answer is Answer.RETRY:
@@ -234,12 +282,6 @@ class SendCore:
             self.counters["refused"] += 1
             raise BrokerRefusedError(plan.last_error, plan.attempts, response.code)
         return decision
-
-    def exhausted(self, plan: SendAttempts, message: EncodedMessage) -> SendError:
-        self.counters["failed"] += 1
-        return SendError(
-            plan.failure(message.uniq_key, message.topic), plan.attempts, plan.last_code
-        )
 
     def _stored(
         self,
@@ -271,25 +313,6 @@ class SendCore:
             stored.transaction_id,
         )
 
-    # -- oneway --------------------------------------------------------------------------------
-
-    def oneway_began(self, broker_name: str) -> None:
-        self.first_attempts_by_broker[broker_name] += 1
-
-    @staticmethod
-    def oneway_no_address(broker_name: str) -> SendError:
-        return SendError(f"broker {broker_name} has no master address in the route", 1)
-
-    def oneway_failed(
-        self, queue: MessageQueue, detail: str, latency_ms: int, now_ms: int
-    ) -> SendError:
-        self.faults.report(queue.broker_name, latency_ms, SendOutcome.UNREACHABLE, now_ms)
-        self.counters["oneway_failed"] += 1
-        return SendError(f"oneway send to {queue.broker_name} failed: {detail}", 1)
-
-    def oneway_sent(self) -> None:
-        self.counters["oneway_sent"] += 1
-
     # -- a send connection's broker --------------------------------------------------------
 
     def go_away(self, addr: str, grace_ms: int) -> None:
@@ -304,27 +327,19 @@ class SendCore:
         for addr in [a for a in self.addr_names if a not in held_addrs]:
             del self.addr_names[addr]
 
-    def stats(self, routing: dict[str, int], connections: Mapping[str, int]) -> dict[str, Any]:
+    def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.counters)
         out["statuses"] = dict(self.statuses)
         out["first_attempts_by_broker"] = dict(self.first_attempts_by_broker)
-        out["routing"] = routing
-        out["connections"] = dict(connections)
+        out["routing"] = self.routing.stats()
+        out["connections"] = dict(self.connections.counters)
         return out
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def wall_ms() -> int:
     """Born timestamps and message ids carry wall-clock time, as upstream's."""
     return int(time.time() * 1000)
-
-
-def local_ip() -> bytes:
-    """This host's IPv4 address for message ids; upstream's fake one (from the time) when
-    only loopback is found."""
-    try:
-        addr = socket.gethostbyname(socket.gethostname())
-        if not addr.startswith("127."):
-            return socket.inet_aton(addr)
-    except OSError:
-        pass
-    return struct.pack(">Q", wall_ms())[4:]

@@ -1,5 +1,6 @@
-"""The pure parts both producers share, on their own: what an answer means and what it reports
-(``SendCore``), the kept-connection table and the probes in flight (``broker_wire``)."""
+"""What an answer means and what it reports (``SendCore``, on the producer's own routing and
+connections, nothing sent), the kept-connection table and the probes in flight
+(``broker_wire``)."""
 
 from __future__ import annotations
 
@@ -7,34 +8,24 @@ import random
 from collections import Counter
 
 import pytest
+from twisted.internet import reactor, task
 
-from client_push.producer.auto_create import AutoCreateTopic
+from client_push.config import ClientConfig
+from client_push.producer.broker_conns import BrokerConnections
 from client_push.producer.broker_wire import KeptConnections, ProbesInFlight
 from client_push.producer.config import ProducerConfig
-from client_push.producer.fault_table import FaultTable
+from client_push.producer.routing_core import RoutingCore
 from client_push.producer.send_attempts import SendAttempts, Step
 from client_push.producer.send_core import BrokerRefusedError, SendCore, SendError, SendResult
+from client_push.routes.client import RouteClient
 from client_push.routes.route_cache import MessageQueue
+from client_push.runtime.twisted_loop import TwistedRuntime
 from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
+from protocol.message import EncodedMessage, encode_message
 
 QUEUE = MessageQueue("T", "broker-a", 1)
-
-
-class Reports:
-    """A producer's routing as the core sees it: records what it is told; sends are reported
-    to its fault table."""
-
-    def __init__(self) -> None:
-        self.auto_create: AutoCreateTopic | None = None
-        self.table = FaultTable()
-        self.going_away: list[tuple[str, int]] = []
-
-    def broker_going_away(self, broker_name: str, grace_ms: int) -> None:
-        self.going_away.append((broker_name, grace_ms))
-
-    def via_default_topic(self, topic: str) -> bool:
-        return False
+NOW = 100
 
 
 def answer(code: int, remark: str | None = None, **fields: str) -> RemotingCommand:
@@ -44,82 +35,97 @@ def answer(code: int, remark: str | None = None, **fields: str) -> RemotingComma
     return response
 
 
-def setup(**config: object) -> tuple[SendCore, Reports, SendAttempts]:
-    reports = Reports()
+def message() -> EncodedMessage:
+    return encode_message("T", b"x", uniq_key="0A0000010000000000000000000000AA")
+
+
+def setup(**config: object) -> tuple[SendCore, RoutingCore, SendAttempts]:
+    """A send core on a routing and connections of its own, on a clock at ``NOW`` ms; no route
+    client started, nothing connected."""
+    clock = task.Clock()
+    clock.advance(NOW / 1000)
+    runtime = TwistedRuntime(reactor, clock)
     cfg = ProducerConfig(**config)  # type: ignore[arg-type]
-    core = SendCore(cfg, "pg", random.Random(1), reports, reports.table)
+    client = RouteClient(ClientConfig(namesrv_addrs=("127.0.0.1:1",)), reactor, clock=clock)
+    routing = RoutingCore(client, cfg.fault, runtime=runtime, rng=random.Random(1))
+    connections = BrokerConnections(runtime, lambda _addr, _grace: None)
+    core = SendCore(cfg, "pg", runtime, routing, connections)
     plan = SendAttempts(cfg, cfg.send_timeout_ms, 0)
     plan.begin("broker-a")
-    return core, reports, plan
+    return core, routing, plan
+
+
+def reported(routing: RoutingCore) -> dict[str, int]:
+    """What was reported to the fault table, by outcome."""
+    return {k: v for k, v in routing.table.counters.items() if k.startswith("reported.")}
 
 
 def test_a_stored_answer_is_the_result_and_reports_the_latency():
-    core, reports, plan = setup()
-    message = core.encode("T", b"x")
+    core, routing, plan = setup()
+    sent = message()
     stored = answer(ResponseCode.SUCCESS, msgId="ID", queueId="1", queueOffset="7")
-    result = core.answered(plan, message, QUEUE, stored, 12, 100)
+    result = core.answered(plan, sent, QUEUE, stored, 12, NOW)
     assert isinstance(result, SendResult) and result.queue_offset == 7
-    assert result.msg_id == message.uniq_key and result.attempts == 1
-    item = reports.table.item("broker-a")
+    assert result.msg_id == sent.uniq_key and result.attempts == 1
+    item = routing.table.item("broker-a")
     assert item is not None and item.latency_ms == 12 and item.heard_from
-    assert reports.table.counters == {"reported.ok": 1}
+    assert routing.table.counters == {"reported.ok": 1}
     assert core.counters["sent_ok"] == 1
 
 
 def test_a_go_away_answer_avoids_the_broker_without_isolating_it():
-    core, reports, plan = setup(go_away_answer_avoid_ms=7_000)
-    decision = core.answered(plan, core.encode("T", b"x"), QUEUE, answer(1500, "bye"), 3, 100)
+    core, routing, plan = setup(go_away_answer_avoid_ms=7_000)
+    decision = core.answered(plan, message(), QUEUE, answer(1500, "bye"), 3, NOW)
     assert decision.step is Step.AVOID  # type: ignore[union-attr]
-    assert reports.going_away == [("broker-a", 7_000)] and len(reports.table) == 0
+    assert routing.counters["brokers_going_away"] == 1 and reported(routing) == {}
+    assert routing.table.is_going_away("broker-a", NOW + 6_999)
+    assert not routing.table.is_going_away("broker-a", NOW + 7_000)
 
 
 def test_a_busy_answer_is_retried_after_a_backoff_and_isolates_the_broker():
-    core, reports, plan = setup(busy_backoff_ms=40)
+    core, routing, plan = setup(busy_backoff_ms=40)
     decision = core.answered(
-        plan, core.encode("T", b"x"), QUEUE, answer(ResponseCode.SYSTEM_BUSY, "busy"), 5, 100
+        plan, message(), QUEUE, answer(ResponseCode.SYSTEM_BUSY, "busy"), 5, NOW
     )
     assert (decision.step, decision.delay_ms) == (Step.RETRY, 40)  # type: ignore[union-attr]
-    assert reports.table.counters == {"reported.failed": 1}
-    assert not reports.table.is_available("broker-a", 100)
+    assert routing.table.counters == {"reported.failed": 1}
+    assert not routing.table.is_available("broker-a", NOW)
     assert core.counters["answers_busy"] == 1
 
 
 def test_a_refused_message_ends_the_send_and_a_malformed_store_is_not_retried():
-    core, _reports, plan = setup()
+    core, _routing, plan = setup()
     with pytest.raises(BrokerRefusedError, match="illegal"):
         core.answered(
-            plan,
-            core.encode("T", b"x"),
-            QUEUE,
-            answer(ResponseCode.MESSAGE_ILLEGAL, "illegal"),
-            1,
-            100,
+            plan, message(), QUEUE, answer(ResponseCode.MESSAGE_ILLEGAL, "illegal"), 1, NOW
         )
-    core, reports, plan = setup()
+    core, routing, plan = setup()
     with pytest.raises(SendError, match="malformed"):
-        core.answered(plan, core.encode("T", b"x"), QUEUE, answer(ResponseCode.SUCCESS), 1, 100)
-    assert core.counters["malformed_answers"] == 1 and len(reports.table) == 0
+        core.answered(plan, message(), QUEUE, answer(ResponseCode.SUCCESS), 1, NOW)
+    assert core.counters["malformed_answers"] == 1 and len(routing.table) == 0
 
 
 def test_an_attempt_still_unanswered_at_an_isolating_latency_isolates_its_broker_at_once():
-    core, reports, _plan = setup()
+    core, routing, _plan = setup()
     waited = core.watch_after_ms
-    assert waited == reports.table.first_isolating_latency() == 550
-    core.unanswered("broker-a", waited, 100)
-    assert not reports.table.is_available("broker-a", 100)
-    assert reports.table.counters == {"reported.waiting": 1}
+    assert waited is not None and waited == routing.table.first_isolating_latency() == 550
+    core.unanswered("broker-a", waited)
+    assert not routing.table.is_available("broker-a", NOW)
+    assert routing.table.counters == {"reported.waiting": 1}
 
 
 def test_a_go_away_on_a_send_connection_reaches_the_broker_sent_to_there():
-    core, reports, _plan = setup()
+    core, routing, _plan = setup()
     core.addr_names["10.0.0.1:10911"] = "broker-a"
     core.go_away("10.0.0.1:10911", 3_000)
     core.go_away("10.0.0.9:10911", 3_000)  # no send went there: counted only
-    assert reports.going_away == [("broker-a", 3_000)]
+    assert routing.counters["brokers_going_away"] == 1 and len(routing.table) == 1
+    assert routing.table.is_going_away("broker-a", NOW + 2_999)
+    assert not routing.table.is_going_away("broker-a", NOW + 3_000)
     assert core.counters["go_away_received"] == 2
     core.tidy(set())
     core.go_away("10.0.0.1:10911", 3_000)
-    assert len(reports.going_away) == 1
+    assert routing.counters["brokers_going_away"] == 1
 
 
 class Conn:

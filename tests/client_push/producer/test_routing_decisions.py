@@ -1,4 +1,4 @@
-"""The sans-I/O routing core alone: routes in, decisions out, time passed by the test."""
+"""The routing decisions alone (sans-I/O): routes in, decisions out, time passed by the test."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import random
 
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
-from client_push.producer.routing_core import (
+from client_push.producer.routing_core import no_queue_error
+from client_push.producer.routing_decisions import (
     NO_WRITABLE_QUEUE,
     AwaitRoute,
-    RoutingCore,
+    RoutingDecisions,
     masterless_groups,
 )
 from client_push.producer.send_attempts import SendAttempts
@@ -31,14 +32,14 @@ def route(*brokers: BrokerData) -> TopicRouteData:
     )
 
 
-def select(core: RoutingCore, r: TopicRouteData, now: int, last: str | None = None):
+def select(core: RoutingDecisions, r: TopicRouteData, now: int, last: str | None = None):
     info = publish_info("T", r)
     core.route_used("T", info, r, now)
     return core.select(info, r, last, now)
 
 
 def test_a_group_without_master_is_waited_for_only_when_no_group_can_take_the_send():
-    core = RoutingCore(FaultStrategyConfig(detector_enabled=False), random.Random(1))
+    core = RoutingDecisions(FaultStrategyConfig(detector_enabled=False), random.Random(1))
     assert masterless_groups(route(A_SLAVE_ONLY, B)) == ("broker-a",)
     assert select(core, route(A_SLAVE_ONLY), 0) == AwaitRoute("T", ("broker-a",))
     chosen = {select(core, route(A_SLAVE_ONLY, B), 0).broker_name for _ in range(6)}  # type: ignore[union-attr]
@@ -47,17 +48,19 @@ def test_a_group_without_master_is_waited_for_only_when_no_group_can_take_the_se
 
 
 def test_a_read_only_route_is_waited_for_and_fails_as_before_when_the_wait_runs_out():
-    core = RoutingCore(FaultStrategyConfig(detector_enabled=False), random.Random(1))
+    core = RoutingDecisions(FaultStrategyConfig(detector_enabled=False), random.Random(1))
     read_only = TopicRouteData([QueueData("broker-b", 2, 2, int(Perm.READ))], [B])
     wait = select(core, read_only, 0)
     assert wait == AwaitRoute("T", (), NO_WRITABLE_QUEUE)
     assert isinstance(wait, AwaitRoute)
-    assert str(wait.error(3_000)) == "topic T has no writable queue"
-    assert "no master" in str(select(core, route(A_SLAVE_ONLY), 0).error(3_000))  # type: ignore[union-attr]
+    assert str(no_queue_error(wait, 3_000)) == "topic T has no writable queue"
+    no_master = select(core, route(A_SLAVE_ONLY), 0)
+    assert isinstance(no_master, AwaitRoute)
+    assert "no master" in str(no_queue_error(no_master, 3_000))
 
 
 def test_a_new_master_announced_with_the_departure_is_used_at_once_and_starts_clean():
-    core = RoutingCore(FaultStrategyConfig(detector_enabled=False), random.Random(1))
+    core = RoutingDecisions(FaultStrategyConfig(detector_enabled=False), random.Random(1))
     select(core, route(A_MASTER, B), 0)
     core.table.report("broker-a", 5, SendOutcome.UNREACHABLE, 10)
     core.broker_gone("broker-a", 20, ["10.0.0.1:10911"])
