@@ -19,6 +19,7 @@ from client_push.routes.fetch_table import Fetch, FetchTable, route_request
 from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.push_actions import Action
 from client_push.routes.push_session import PushSession
+from client_push.routes.refetch_schedule import RefetchSchedule
 from client_push.routes.route_cache import CachedRoute
 from client_push.runtime.interface import Future, Runtime, Task, fail, settle
 from client_push.wire.link import NameServerLink
@@ -34,19 +35,21 @@ class RouteFetches:
         link: NameServerLink,
         routes: HeldRoutes,
         session: PushSession,
+        schedule: RefetchSchedule,
         listeners: Listeners,
         *,
         runtime: Runtime,
         counters: Counter[str],
         marks: Iterator[int],
         run: ActionRunner,
+        warming: Callable[[], bool],
     ) -> None:
         self._link = link
         self._session = session
         self._run = run
         self._runtime = runtime
         self._table: FetchTable[Waiter] = FetchTable(
-            routes, session, listeners, counters=counters, marks=marks
+            routes, session, schedule, listeners, counters=counters, marks=marks, warming=warming
         )
         self.inflight = self._table.inflight
         """topic → fetch in flight (for inspection)."""

@@ -18,6 +18,7 @@ from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.negative_cache import NegativeCache
 from client_push.routes.push_actions import Refetch
 from client_push.routes.push_session import PushSession
+from client_push.routes.refetch_schedule import RefetchSchedule
 from client_push.routes.route_cache import CachedRoute, RouteCache
 from client_push.routes.telemetry import NullTelemetry
 from protocol import bodies
@@ -38,14 +39,22 @@ class Table:
         marks = itertools.count(1)
         session = PushSession(
             config,
-            self.routes,
+            self.cache,
             clock=lambda: 1.0,
-            rng=random.Random(1),
             counters=self.counters,
             marks=marks,
+            namesrv=lambda: "ns",
         )
+        self.schedule = RefetchSchedule(1_000, 60_000, random.Random(1))
+        self.warming = False
         self.table: FetchTable[str] = FetchTable(
-            self.routes, session, self.listeners, counters=self.counters, marks=marks
+            self.routes,
+            session,
+            self.schedule,
+            self.listeners,
+            counters=self.counters,
+            marks=marks,
+            warming=lambda: self.warming,
         )
 
     def hold(self, topic: str) -> None:
