@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from client_push.config import ClientConfig
@@ -109,28 +109,7 @@ class PushRunner:
         self.subscriptions = Subscriptions(
             config, self.session, cache, negative, self.schedule, clock=clock, counters=counters
         )
-        self.fetches = RouteFetches(
-            link,
-            self.routes,
-            self.session,
-            self.schedule,
-            listeners,
-            runtime=runtime,
-            counters=counters,
-            marks=marks,
-            run=lambda actions: self.run(actions, None),
-            warming=lambda: self.subscriptions.server_warming,
-        )
-        self.requests = PushRequests(
-            config,
-            link,
-            self.subscriptions,
-            self.run,
-            runtime=runtime,
-            counters=counters,
-            client_id=client_id,
-            paced=self.session.paced,
-        )
+        self.fetches, self.requests = self._wire_requests(marks, client_id)
         self._spread_timer = Timer(runtime, self._run_spread)
         self._poll_timer = Timer(runtime, self._poll)
         self._expiry_timer = Timer(runtime, self._expiry_tick)
@@ -141,10 +120,40 @@ class PushRunner:
             self._expiry_timer,
             self._version_check_timer,
         )
+        """The spread, poll, expiry and version-check timers."""
         self._handlers = self._action_handlers()
         """One handler per action type; each wire action is dropped without a connection."""
         self.started = False
         self.stopped = False
+
+    def _wire_requests(
+        self, marks: Iterator[int], client_id: str
+    ) -> tuple[RouteFetches, PushRequests]:
+        """What sends the session's requests: route fetches and SUBSCRIBE/UNSUBSCRIBE."""
+        link, runtime, counters = self.link, self._runtime, self.counters
+        fetches = RouteFetches(
+            link,
+            self.routes,
+            self.session,
+            self.schedule,
+            self._listeners,
+            runtime=runtime,
+            counters=counters,
+            marks=marks,
+            run=lambda actions: self.run(actions, None),
+            warming=lambda: self.subscriptions.server_warming,
+        )
+        requests = PushRequests(
+            self._config,
+            link,
+            self.subscriptions,
+            self.run,
+            runtime=runtime,
+            counters=counters,
+            client_id=client_id,
+            paced=self.session.paced,
+        )
+        return fetches, requests
 
     def _action_handlers(self) -> dict[type, Callable[[Any, C | None], None]]:
         return {
