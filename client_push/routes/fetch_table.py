@@ -18,7 +18,7 @@ hands back; a waiter is whatever the glue waits on (a Deferred, a Future).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from client_push.errors import (
@@ -115,6 +115,9 @@ class FetchTable(Generic[W]):
         self._marks = marks
         self._paced = session.paced
         self.inflight: dict[str, Fetch[W]] = {}
+        self._awaited: dict[str, tuple[int, int]] = {}
+        """topic → (version a fetch must reach, mark at the change) for routes changed here
+        by a departure: an answer to a fetch sent earlier and older than that is stale."""
         self.stopped = False
 
     def begin(
@@ -145,6 +148,30 @@ class FetchTable(Generic[W]):
         running = self.inflight.get(topic)
         if running is not None:
             running.add_reason(cause, notified_at_ms, wanted_version)
+
+    def await_version(self, topic: str, version: int) -> None:
+        """A departure changed ``topic``'s route here toward ``version`` (``AwaitVersion``)."""
+        self._awaited[topic] = (version, next(self._marks))
+
+    def forget_awaited(self, topics: Iterable[str] | None = None) -> None:
+        """Versions awaited for ``topics`` (all: a new connection or epoch) no longer hold."""
+        if topics is None:
+            self._awaited.clear()
+        for topic in topics or ():
+            self._awaited.pop(topic, None)
+
+    def _answer_is_current(self, topic: str, fetch_mark: int, version: int) -> bool:
+        """Whether a route answer may be taken: not when its fetch was sent before a local
+        change (``fetch_mark`` earlier) and answered from before it (an older version)."""
+        awaited = self._awaited.get(topic)
+        if awaited is None:
+            return True
+        required, since = awaited
+        if fetch_mark < since and version < required:
+            self._counters["fetch_older_than_local"] += 1
+            return False
+        del self._awaited[topic]
+        return True
 
     def stop(self) -> list[Fetch[W]]:
         """No follow-ups from now on; the fetches in flight, for the glue to fail."""
@@ -226,7 +253,7 @@ class FetchTable(Generic[W]):
     ) -> CachedRoute | Exception:
         topic = fetch.topic
         version = route_version(response)
-        if not self._session.answer_is_current(topic, fetch.started, version):
+        if not self._answer_is_current(topic, fetch.started, version):
             # Sent before a departure was applied locally and answered from before it.
             held = self._cache.peek(topic)
             return held or RouteClientError(f"{topic} changed while fetched")

@@ -11,7 +11,7 @@ A fetch whose answer could not be trusted hands the session's retry actions to t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from client_push.errors import ClientStoppedError, RouteClientError
 from client_push.routes.events import Listeners
@@ -82,6 +82,12 @@ class RouteFetches:
         self, topic: str, cause: str, notified_at_ms: int | None, wanted_version: int
     ) -> None:
         self._table.follow_up(topic, cause, notified_at_ms, wanted_version)
+
+    def await_version(self, topic: str, version: int) -> None:
+        self._table.await_version(topic, version)
+
+    def forget_awaited(self, topics: Iterable[str] | None = None) -> None:
+        self._table.forget_awaited(topics)
 
     async def wait(self, fetch: Fetch[Waiter]) -> CachedRoute:
         """The fetch's route (or its error); a cancelled caller leaves no future behind."""

@@ -85,6 +85,15 @@ class ForgetVersions:
 
 
 @dataclass(frozen=True, slots=True)
+class AwaitVersion:
+    """A departure changed ``topic``'s route here toward ``version``: an answer to a fetch sent
+    before now and older than that predates the change and must not undo it."""
+
+    topic: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class FollowUp:
     """A fetch of ``topic`` in flight may be answered from before a change: when it ends,
     fetch again if the held version is still older than ``wanted_version``."""
@@ -168,6 +177,7 @@ Action: TypeAlias = (
     | DropRoute
     | ClearAbsence
     | ForgetVersions
+    | AwaitVersion
     | FollowUp
     | SendSubscribe
     | SendUnsubscribe

@@ -28,6 +28,7 @@ from client_push.routes.push_actions import (
     Action,
     AdoptRoute,
     Announce,
+    AwaitVersion,
     BackOff,
     ClearAbsence,
     DropRoute,
@@ -103,7 +104,6 @@ class PushRunner:
             cache,
             clock=clock,
             counters=counters,
-            marks=marks,
             namesrv=lambda: link.addr,
         )
         self.subscriptions = Subscriptions(
@@ -164,6 +164,7 @@ class PushRunner:
             DropRoute: self._held_changed,
             ClearAbsence: self._held_changed,
             ForgetVersions: self._held_changed,
+            AwaitVersion: lambda a, _conn: self.fetches.await_version(a.topic, a.version),
             FollowUp: self._follow_up,
             Announce: lambda action, _conn: self._listeners.tell(action.event),
             SpreadRefetch: lambda a, _conn: self._spread(
@@ -220,6 +221,7 @@ class PushRunner:
         return True
 
     def on_connected(self, conn: C, addr: str) -> None:
+        self.fetches.forget_awaited()  # changes made here belong to the connection left
         self.run(self.subscriptions.connected(), conn)
 
     def on_disconnected(self, addr: str) -> None:
@@ -253,6 +255,7 @@ class PushRunner:
     def _dropped(self, gone: list[str]) -> None:
         for topic in gone:
             self.schedule.discard(topic)
+        self.fetches.forget_awaited(gone)
         self.run(self.subscriptions.dropped(gone), self.link.current)
 
     # -- the actions ---------------------------------------------------------------------------
@@ -272,6 +275,8 @@ class PushRunner:
             self.counters["routes_kept_stale"] += 1
         elif isinstance(action, DropRoute):
             self.schedule.discard(action.topic)
+        elif isinstance(action, ForgetVersions):
+            self.fetches.forget_awaited()
         self._tell(event)
 
     def _tell(self, event: RouteEvent | None) -> None:

@@ -4,20 +4,21 @@ Everything that affects this state machine lives in this file (route-push contra
 order of NOTIFY frames on a connection (a sequence gap or a new epoch means every held topic
 may be stale), which notified versions are worth a request, a departed broker dropped from the
 held routes and when its step may be adopted, arrivals and confirmations spread over a window,
-what a SubscribeAck's versions say, and the backoff of topics whose answer could not be trusted.
+deletions, and GO_AWAY. ``Subscriptions`` hands it what a SubscribeAck says of epochs and
+deletions.
 
-Nothing here touches a socket, a clock or a held route: time comes from an injected callable
-(seconds), randomness from an injected ``random.Random``, the held routes are read through
-``HeldView`` and never written. Every effect is an action (``push_actions``) that the glue
-carries out in order, held routes included; the rest of one event sees what its own earlier
-actions will make of them (``_Actions``). Requests arrive read (``protocol.push_codec``): typed
+Nothing here touches a socket, a clock or a table: time comes from an injected callable
+(seconds), the held routes are read through ``HeldView`` and never written. Every effect is an
+action (``push_actions``) the glue carries out in order, held routes and the refetch schedule
+included; the rest of one event sees what its own earlier actions will make of the held routes
+(``_Actions``). Requests arrive read (``protocol.push_codec.read_server_request``): typed
 values, inline routes already decoded.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Protocol
 
@@ -37,6 +38,7 @@ from client_push.routes.push_actions import (
     Action,
     AdoptRoute,
     Announce,
+    AwaitVersion,
     BackOff,
     ClearAbsence,
     DropRoute,
@@ -84,12 +86,7 @@ def needs_refetch(held_version: int | None, notified_version: int) -> bool:
 
 
 class PushSession:
-    """One client's reading of its name server: epoch and sequence, local changes, spreads.
-
-    ``marks`` numbers fetches and local changes in one order (the fetch glue draws from the
-    same iterator), so an answer to a fetch sent before a local change is told from one sent
-    after it.
-    """
+    """One client's reading of its name server: the epoch and sequence of its frames."""
 
     def __init__(
         self,
@@ -98,38 +95,18 @@ class PushSession:
         *,
         clock: Callable[[], float],
         counters: Counter[str],
-        marks: Iterator[int],
         namesrv: Callable[[], str],
     ) -> None:
         self.config = config
         self._held = held
         self._clock = clock
         self.counters = counters
-        self._marks = marks
         self._namesrv = namesrv
         self._epoch: str | None = None
         """The epoch the held versions belong to; None before any SUBSCRIBE ack."""
         self._last_sequence = 0
-        self._local: dict[str, tuple[int, int]] = {}
-        """topic → (version a fetch must reach, mark at the change) for routes changed
-        locally by a departure: an answer to a fetch sent earlier and older than that is stale."""
         self.paced = PacedLog(log, clock, burst=1)
         """Warnings a server can provoke at will (malformed frames, failing fetches), paced."""
-
-    # -- state ---------------------------------------------------------------------------------
-
-    def answer_is_current(self, topic: str, fetch_mark: int, version: int) -> bool:
-        """Whether a route answer may be taken: not when its fetch was sent before a local
-        change (``fetch_mark`` earlier) and answered from before it (an older version)."""
-        local = self._local.get(topic)
-        if local is None:
-            return True
-        required, since = local
-        if fetch_mark < since and version < required:
-            self.counters["fetch_older_than_local"] += 1
-            return False
-        del self._local[topic]
-        return True
 
     # -- the server's requests -----------------------------------------------------------------
 
@@ -265,7 +242,6 @@ class PushSession:
         self.counters["broker_departures"] += 1
         steps = {s.topic: (s.from_version, s.version) for s in entry.topics}
         gone = {a.addr for a in entry.addrs}
-        since = next(self._marks)
         touched: list[str] = []
         confirm: list[tuple[str, int | None]] = []
         for topic in self._held.held():
@@ -280,7 +256,7 @@ class PushSession:
             exact = exact_allowed and step is not None and step[0] != 0 and step[0] == held[1]
             self.counters["departure_exact" if exact else "departure_inexact"] += 1
             if step is not None and step[1] > held[1]:
-                self._local[topic] = (step[1], since)
+                acts.out.append(AwaitVersion(topic, step[1]))
             if not exact or self.config.confirm_exact_departures:
                 confirm.append((topic, step[1] if step is not None else None))
             if after is None:  # its last broker left: kept, stale, never emptied
@@ -328,9 +304,8 @@ class PushSession:
     # -- subscriptions' news -------------------------------------------------------------------
 
     def connected(self) -> None:
-        """A new connection: sequences count from 1, local changes are its own."""
+        """A new connection: its sequences count from 1."""
         self._last_sequence = 0
-        self._local.clear()
 
     def epoch_acked(self, epoch: str, cause: str) -> list[Action] | None:
         """A SubscribeAck's epoch: the refetch of every held topic when it is not the one the
@@ -355,17 +330,11 @@ class PushSession:
         if cause in (EPOCH, RECONNECT):
             # Versions of another server process are not comparable: a held route stays
             # (stale until answered afresh), but its version must not hide the new epoch's news.
-            self._local.clear()
             acts.out.append(ForgetVersions())
         topics = self._held.held()
         self.counters[f"refetch_all.{cause}"] += 1
         log.info("refetching all %d held topics (%s)", len(topics), cause)
         acts.out.extend(Refetch(topic, cause, None, notified_at_ms) for topic in topics)
-
-    def forget(self, topics: Iterable[str]) -> None:
-        """Topics no longer held: nothing of theirs stays queued or remembered."""
-        for topic in topics:
-            self._local.pop(topic, None)
 
     def untrusted(self, topic: str) -> list[Action]:
         """A route answer for held ``topic`` that cannot be trusted: ask again after a backoff."""

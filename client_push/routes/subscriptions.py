@@ -262,7 +262,6 @@ class Subscriptions:
     def dropped(self, gone: Iterable[str]) -> list[Action]:
         """Topics no longer held (expired or released): unsubscribe the subscribed ones."""
         gone = list(gone)
-        self._session.forget(gone)
         self._to_subscribe.difference_update(gone)
         subscribed = [t for t in gone if t in self._subscribed]
         self._subscribed.difference_update(subscribed)

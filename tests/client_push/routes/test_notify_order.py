@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 
 from hypothesis import given
@@ -26,7 +25,6 @@ def session(epoch: str = "e1") -> tuple[PushSession, Counter[str]]:
         cache,
         clock=lambda: 1.0,
         counters=counters,
-        marks=itertools.count(1),
         namesrv=lambda: "ns",
     )
     assert s.epoch_acked(epoch, "subscribe") is None

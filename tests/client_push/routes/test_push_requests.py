@@ -3,7 +3,6 @@ server's requests read at the edge into what the session sees; pure, no event lo
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 
 from client_push.config import ClientConfig
@@ -41,7 +40,6 @@ def holding(*topics: str) -> tuple[Subscriptions, PushSession, RouteCache, Count
         cache,
         clock=lambda: 1.0,
         counters=counters,
-        marks=itertools.count(1),
         namesrv=lambda: "ns",
     )
     negative = NegativeCache(config.negative_ttl_ms)
