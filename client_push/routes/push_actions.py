@@ -191,3 +191,6 @@ Action: TypeAlias = (
 
 HeldRouteAction: TypeAlias = AdoptRoute | KeepStale | DropRoute | ClearAbsence | ForgetVersions
 """The actions ``HeldRoutes.apply`` carries out."""
+
+ScheduleAction: TypeAlias = SpreadRefetch | BackOff
+"""The actions ``RefetchSchedule.apply`` carries out."""

@@ -15,12 +15,12 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from client_push.config import ClientConfig
 from client_push.errors import RouteClientError
-from client_push.routes.events import INLINE, RETRY, Listeners, RouteEvent, log
+from client_push.routes.events import INLINE, Listeners, RouteEvent, log
 from client_push.routes.fetches import RouteFetches
 from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.negative_cache import NegativeCache
@@ -39,6 +39,7 @@ from client_push.routes.push_actions import (
     KeepStale,
     MoveTo,
     Refetch,
+    ScheduleAction,
     SendSubscribe,
     SendUnsubscribe,
     ServerUp,
@@ -167,10 +168,8 @@ class PushRunner:
             AwaitVersion: lambda a, _conn: self.fetches.await_version(a.topic, a.version),
             FollowUp: self._follow_up,
             Announce: lambda action, _conn: self._listeners.tell(action.event),
-            SpreadRefetch: lambda a, _conn: self._spread(
-                a.topics, a.cause, a.delay_ms, a.window_ms
-            ),
-            BackOff: lambda a, _conn: self._back_off(a.topic),
+            SpreadRefetch: self._scheduled,
+            BackOff: self._scheduled,
             SetPushHealthy: self._push_health_changed,
             SendSubscribe: self._send_subscribe,
             SendUnsubscribe: self._send_unsubscribe,
@@ -310,18 +309,13 @@ class PushRunner:
             action.topic, action.cause, action.notified_at_ms, action.wanted_version
         )
 
-    def _spread(
-        self, topics: Iterable[tuple[str, int | None]], cause: str, delay_ms: int, window_ms: int
-    ) -> None:
+    def _scheduled(self, action: ScheduleAction, conn: C | None) -> None:
         now_ms = self._runtime.clock.time() * 1000.0
-        queued = self.schedule.spread(topics, cause, now_ms, delay_ms, window_ms)
+        cause, queued = self.schedule.apply(action, now_ms)
         self.counters[f"spread_queued.{cause}"] += queued
+        if isinstance(action, BackOff):
+            self.counters["untrusted_answers"] += 1
         self._wake_for_schedule()
-
-    def _back_off(self, topic: str) -> None:
-        delay = self.schedule.back_off_ms(topic)
-        self.counters["untrusted_answers"] += 1
-        self._spread([(topic, None)], RETRY, delay, 0)
 
     def _wake_for_schedule(self) -> None:
         """Arm the spread timer for the schedule's next refetch (or earlier)."""

@@ -1,7 +1,8 @@
 """Refetches due later: spread over a window, or backed off after an answer not to be trusted.
 
 Pure: callers pass the time; randomness is an injected ``random.Random``. The push session
-decides what is due when (``SpreadRefetch``, ``BackOff``); this table keeps it until then.
+decides what is due when (``SpreadRefetch``, ``BackOff``: ``apply``); this table keeps it until
+then.
 
 Spreading: a batch of T topics over a window W is laid out at a spacing of W / T from a random
 offset inside the first slot, in a random order. Any one second then holds at most ceil(T / W)
@@ -24,8 +25,8 @@ import heapq
 import random
 from collections.abc import Iterable
 
-from client_push.routes.events import CONFIRM
-from client_push.routes.push_actions import Refetch
+from client_push.routes.events import CONFIRM, RETRY
+from client_push.routes.push_actions import BackOff, Refetch, ScheduleAction
 from client_push.routes.push_session import HeldView, needs_refetch
 
 MAX_DOUBLINGS = 30
@@ -73,6 +74,15 @@ class RefetchSchedule:
             self._due[topic] = (due, cause, wanted)
             heapq.heappush(self._heap, (due, topic))
         return len(fresh)
+
+    def apply(self, action: ScheduleAction, now_ms: float) -> tuple[str, int]:
+        """Schedule what the push session decided: (the refetches' cause, how many topics
+        were newly queued)."""
+        if isinstance(action, BackOff):
+            delay = self.back_off_ms(action.topic)
+            return RETRY, self.spread([(action.topic, None)], RETRY, now_ms, delay, 0)
+        a = action
+        return a.cause, self.spread(a.topics, a.cause, now_ms, a.delay_ms, a.window_ms)
 
     def back_off_ms(self, topic: str) -> int:
         """One more untrusted answer for ``topic``: how long to wait before asking again."""

@@ -28,7 +28,6 @@ from client_push.routes.events import (
     GAP,
     NOTIFY,
     RECONNECT,
-    RETRY,
     SUBSCRIBE,
     VERSION_CHECK,
     BrokerEvent,
@@ -158,14 +157,9 @@ class Rig:
                 if event is not None:
                     self.counters["routes_kept_stale"] += isinstance(action, KeepStale)
                     out.append(Announce(event))
-            elif isinstance(action, SpreadRefetch):
-                a = action
-                now_ms = self.now * 1000.0
-                queued = self.schedule.spread(a.topics, a.cause, now_ms, a.delay_ms, a.window_ms)
-                self.counters[f"spread_queued.{a.cause}"] += queued
-            elif isinstance(action, BackOff):
-                delay = self.schedule.back_off_ms(action.topic)
-                self.schedule.spread([(action.topic, None)], RETRY, self.now * 1000.0, delay, 0)
+            elif isinstance(action, SpreadRefetch | BackOff):
+                cause, queued = self.schedule.apply(action, self.now * 1000.0)
+                self.counters[f"spread_queued.{cause}"] += queued
             else:
                 out.append(action)
         return out
