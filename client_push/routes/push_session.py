@@ -150,10 +150,9 @@ class PushSession:
         if order != IN_ORDER:
             self._refetch_all(order, emitted, acts)
             return acts.out
-        now = self._now_ms()
         inline = note.inline or (None,) * len(note.changes)
         for change, route in zip(note.changes, inline, strict=True):
-            self._changed(change, route, emitted, now, acts)
+            self._changed(change, route, emitted, acts)
         for arrival in note.brokers:
             if arrival.kind == BrokerChangeKind.ARRIVED:
                 self._arrive(arrival, acts)
@@ -180,7 +179,6 @@ class PushSession:
         change: TopicChange,
         inline: InlineRoute | None,
         emitted: int | None,
-        now: int,
         acts: _Actions,
     ) -> None:
         topic = change.topic
