@@ -9,24 +9,29 @@ tears a connection down.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from protocol import routepush_pb2 as pb
-from protocol.errors import BodyError
+from protocol.bodies import decode_route
+from protocol.codes import RequestCode
+from protocol.errors import BodyError, ProtocolError
 from protocol.push_events import (
     BrokerAddress,
     BrokerChange,
     BrokerChangeKind,
     ChangeKind,
     GoAway,
+    InlineRoute,
     RouteChanged,
     Subscribe,
     SubscribeAck,
     TopicChange,
     TopicStep,
     TopicVersion,
+    Unreadable,
     Unsubscribe,
 )
 
@@ -44,6 +49,7 @@ __all__ = [
     "encode_subscribe_ack",
     "encode_unsubscribe",
     "notification_prefix",
+    "read_server_request",
     "sequence_suffix",
 ]
 
@@ -241,3 +247,44 @@ def encode_go_away(grace_period_ms: int, alternative_addrs: Iterable[str], reaso
 def decode_go_away(body: bytes) -> GoAway:
     msg = _parse(pb.GoAway, body)
     return GoAway(msg.grace_period_ms, tuple(msg.alternative_addrs), msg.reason)
+
+
+# -- a client's reading of the server's requests ----------------------------------------------
+
+
+def read_server_request(
+    code: int, body: bytes, *, max_route_bytes: int
+) -> RouteChanged | GoAway | Unreadable | None:
+    """A request the name server sent a client, read whole: a NOTIFY with its inline routes
+    decoded (each over ``max_route_bytes`` refused undecoded), a GO_AWAY, what made either
+    unreadable, or None for a code the push extension does not define."""
+    try:
+        if code == RequestCode.GO_AWAY:
+            return decode_go_away(body)
+        if code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED:
+            note = decode_notification(body)
+            return _with_inline_routes(note, max_route_bytes)
+    except ProtocolError as exc:
+        return Unreadable(code, exc.remark)
+    return None
+
+
+def _with_inline_routes(note: RouteChanged, max_bytes: int) -> RouteChanged:
+    """``note`` with the inline route of each change decoded (None where it carried none)."""
+    if not any(change.route for change in note.changes):
+        return note
+    inline: list[InlineRoute | None] = []
+    for change in note.changes:
+        inline.append(_inline(change.route, max_bytes))
+    return replace(note, inline=tuple(inline))
+
+
+def _inline(body: bytes, max_bytes: int) -> InlineRoute | None:
+    if not body:
+        return None
+    if len(body) > max_bytes:  # refused by size: decoding runs on the event loop
+        return InlineRoute(None, oversize=True)
+    try:
+        return InlineRoute(decode_route(body))
+    except ProtocolError as exc:
+        return InlineRoute(None, unreadable=exc.remark)

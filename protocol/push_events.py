@@ -12,6 +12,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from protocol import routepush_pb2 as pb
+from protocol.route_model import TopicRouteData
 
 
 class ChangeKind(IntEnum):
@@ -82,6 +83,17 @@ class TopicVersion(NamedTuple):
     """Deleted in this epoch: drop the route (``exists`` false alone: no broker serves it now)."""
 
 
+class InlineRoute(NamedTuple):
+    """A change's inline route as a client reads it: decoded, or refused with the reason."""
+
+    route: TopicRouteData | None
+    """None when the route was refused (``oversize`` or ``unreadable`` says why)."""
+    oversize: bool = False
+    """Over the reader's size bound: refused before decoding."""
+    unreadable: str = ""
+    """What was wrong with a route that could not be decoded."""
+
+
 @dataclass(frozen=True, slots=True)
 class RouteChanged:
     """NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED (7003): every change of one tick for one connection."""
@@ -91,6 +103,9 @@ class RouteChanged:
     emitted_at_ms: int
     epoch: str
     brokers: tuple[BrokerChange, ...] = ()
+    inline: tuple[InlineRoute | None, ...] = ()
+    """Filled by a client's read (``push_codec.read_server_request``): one entry per change, in
+    the order of ``changes``, None where the change carried no route; empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +137,15 @@ class Unsubscribe:
     """UNSUBSCRIBE_TOPIC_ROUTE_CHANGED (7002) request."""
 
     topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A request of the push extension whose body could not be read."""
+
+    code: int
+    """The request code (NOTIFY or GO_AWAY)."""
+    remark: str
 
 
 @dataclass(frozen=True, slots=True)

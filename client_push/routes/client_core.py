@@ -1,25 +1,21 @@
 """The route client, written once for every event loop: cached routes kept fresh by push,
 with polling as the safety net.
 
-Over the runtime (``client_push.runtime.interface``): ``PushSession`` decides everything the
-push contract asks (route-push contract v1, docs/protocol-extension.md) and returns actions,
-``FetchTable`` and ``push_exchange`` say what a request and an answer are, ``HeldRoutes`` keeps
-the caches in step. This class carries the actions out, one handler per action type (an action
-without one is an error, not a silent skip), and runs the timers on the runtime's clock.
-Twisted's ``client_push.routes.client.RouteClient`` and ``client_push.aio.RouteClient`` are
-this class with their loop's adapter and their loop's public face.
+This class is the client's face over the runtime (``client_push.runtime.interface``): lookups,
+listeners, ``changes()`` streams, inspection. Keeping the routes fresh is ``PushRunner``'s: it
+holds the link, hands what the name server says to the sans-I/O ``PushSession`` and
+``Subscriptions`` (route-push contract v1, docs/protocol-extension.md) and carries out the
+actions they return. Twisted's ``client_push.routes.client.RouteClient`` and
+``client_push.aio.RouteClient`` are this class with their loop's adapter and public face.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
 import os
 import random
 import socket
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from client_push.config import ClientConfig
 from client_push.errors import ClientStoppedError, RouteClientError
@@ -27,45 +23,17 @@ from client_push.routes.changes import RouteChanges
 from client_push.routes.events import (
     CACHED,
     FIRST,
-    INLINE,
     BrokerListener,
     Listeners,
     RouteListener,
 )
-from client_push.routes.fetches import RouteFetches
-from client_push.routes.held_routes import HeldRoutes
-from client_push.routes.negative_cache import NegativeCache
-from client_push.routes.push_actions import (
-    Action,
-    Announce,
-    FollowUp,
-    InstallRoute,
-    MoveTo,
-    Refetch,
-    SendSubscribe,
-    SendUnsubscribe,
-    ServerUp,
-    SetPushHealthy,
-    WakeAt,
-)
-from client_push.routes.push_exchange import server_request
-from client_push.routes.push_requests import PushRequests
-from client_push.routes.push_session import PushSession
-from client_push.routes.route_cache import CachedRoute, PublishInfo, RouteCache, RouteTooLargeError
+from client_push.routes.push_runner import PushRunner, UnknownActionError
+from client_push.routes.route_cache import CachedRoute, PublishInfo
 from client_push.routes.telemetry import TelemetrySink, open_telemetry
 from client_push.runtime.interface import Runtime
-from client_push.wire.link import NameServerLink
-from client_push.wire.remoting import Deadline, RemotingConnection
-from client_push.wire.timer import Timer
-from protocol.frame import RemotingCommand
+from client_push.wire.remoting import Deadline
 
-log = logging.getLogger("client_push.routes.client")
-
-C = RemotingConnection
-
-
-class UnknownActionError(RouteClientError):
-    """The push session asked for an action this client has no handler for (a bug)."""
+__all__ = ["RouteClientCore", "UnknownActionError", "client_identity"]
 
 
 def client_identity(config: ClientConfig) -> dict[str, str]:
@@ -93,10 +61,6 @@ class RouteClientCore:
         self._must_start = must_start
         self._rng = rng or random.Random()
         self.counters: Counter[str] = Counter()
-        self._cache = RouteCache(
-            config.topic_idle_expiry_ms, config.max_queue_nums, config.max_route_queues
-        )
-        self._negative = NegativeCache(config.negative_ttl_ms)
         identity = client_identity(config)
         self._telemetry = (
             telemetry
@@ -105,70 +69,25 @@ class RouteClientCore:
         )
         self._listeners = Listeners(self.counters)
         self._streams: set[RouteChanges] = set()
-        self._link = link = NameServerLink(config, runtime, self._rng, self._handle_request, self)
-        self._routes = HeldRoutes(self._cache, self._negative, self._telemetry, lambda: link.addr)
-        self._build_push(identity["client_id"])
-        self._spread_timer = Timer(runtime, self._run_spread)
-        self._poll_timer = Timer(runtime, self._poll)
-        self._expiry_timer = Timer(runtime, self._expiry_tick)
-        self._version_check_timer = Timer(runtime, self._version_check_tick)
-        self._timers = (
-            self._spread_timer,
-            self._poll_timer,
-            self._expiry_timer,
-            self._version_check_timer,
+        self._push = push = PushRunner(
+            config,
+            runtime,
+            self._rng,
+            self._telemetry,
+            self._listeners,
+            counters=self.counters,
+            client_id=identity["client_id"],
         )
-        self._actions = self._action_handlers()
-        """One handler per action type; each wire action is dropped without a connection."""
+        # What lookups read and start, named once.
+        self._link = push.link
+        self._routes = push.routes
+        self._cache = push.routes.cache
+        self._negative = push.routes.negative
+        self._fetches = push.fetches
+        self._subscriptions = push.subscriptions
+        self._run = push.run
         self._started = False
         self._stopped = False
-
-    def _build_push(self, client_id: str) -> None:
-        """The push session and the two parts that carry its requests: route fetches and
-        SUBSCRIBE/UNSUBSCRIBE."""
-        config, runtime, link = self.config, self._runtime, self._link
-        marks = itertools.count(1)
-        self._session = PushSession(
-            config,
-            self._routes,
-            clock=lambda: runtime.clock.time(),
-            rng=self._rng,
-            counters=self.counters,
-            marks=marks,
-        )
-        self._fetches = RouteFetches(
-            link,
-            self._routes,
-            self._session,
-            self._listeners,
-            runtime=runtime,
-            counters=self.counters,
-            marks=marks,
-            run=lambda actions: self._run(actions, None),
-        )
-        self._subscriptions = PushRequests(
-            config,
-            link,
-            self._session,
-            self._run,
-            runtime=runtime,
-            counters=self.counters,
-            client_id=client_id,
-        )
-
-    def _action_handlers(self) -> dict[type, Callable[[Any, C | None], None]]:
-        return {
-            Refetch: self._refetch,
-            InstallRoute: lambda action, _conn: self._install(action),
-            FollowUp: self._follow_up,
-            Announce: lambda action, _conn: self._listeners.tell(action.event),
-            WakeAt: self._wake_at,
-            SetPushHealthy: self._push_health_changed,
-            SendSubscribe: self._send_subscribe,
-            SendUnsubscribe: self._send_unsubscribe,
-            MoveTo: self._move_to,
-            ServerUp: self._server_up,
-        }
 
     @property
     def runtime(self) -> Runtime:
@@ -183,13 +102,7 @@ class RouteClientCore:
         if self._started:
             return
         self._started = True
-        config = self.config
-        self._link.start()
-        self._poll_timer.arm(self._session.poll_interval_ms / 1000.0)
-        self._expiry_timer.arm(config.expiry_check_interval_ms / 1000.0)
-        # A random phase: clients started together must not check (and refetch) together.
-        interval = config.version_check_interval_ms / 1000.0
-        self._version_check_timer.arm(interval * self._rng.random())
+        self._push.start()
         for topic in self._cache.held():
             if topic not in self._cache and topic not in self._routes.absent:
                 self._fetches.fetch(topic, FIRST)
@@ -203,12 +116,8 @@ class RouteClientCore:
         deadline = Deadline(self._runtime, self.config.close_timeout_ms)
         for stream in list(self._streams):
             stream.close()
-        self._subscriptions.stop()
-        for timer in self._timers:
-            timer.cancel()
-        self._fetches.stop()
         try:
-            await self._link.stop(deadline)
+            await self._push.stop(deadline)
         finally:
             self._telemetry.close()
 
@@ -238,7 +147,7 @@ class RouteClientCore:
                 and topic not in self._routes.absent
                 and topic not in self._listeners.topics()
             ):
-                self._run(self._session.release([topic]), self._link.current)
+                self._push.release([topic])
             self._fetches.drop_if_unwanted(fetch)
             raise
 
@@ -269,7 +178,7 @@ class RouteClientCore:
                 if t not in listened and self._cache.last_access_ms(t) == at
             ]
             if alone:
-                self._run(self._session.release(alone), self._link.current)
+                self._push.release(alone)
 
         stream = RouteChanges(self._runtime, close)
         self._streams.add(stream)
@@ -317,98 +226,13 @@ class RouteClientCore:
             "fetches": len(self._fetches.inflight),
             "fetch_tasks": len(self._fetches.requests),
             "fetch_waiters": sum(len(f.waiters) for f in self._fetches.inflight.values()),
-            "push_requests": len(self._subscriptions.tasks),
+            "push_requests": len(self._push.requests.tasks),
             "route_listeners": len(self._listeners.topics()),
             "streams": len(self._streams),
             "held_topics": len(self._cache.held()),
-            "subscribed": self._session.subscription_count,
-            "timers": sum(timer.active for timer in self._timers) + link.reconnect_pending,
+            "subscribed": self._subscriptions.count,
+            "timers": sum(timer.active for timer in self._push.timers) + link.reconnect_pending,
         }
-
-    # -- the push session's actions ------------------------------------------------------------
-
-    def _run(self, actions: list[Action], conn: C | None) -> None:
-        """Carry out ``actions`` in order; wire actions go to ``conn`` (dropped when None)."""
-        for action in actions:
-            carry_out = self._actions.get(type(action))
-            if carry_out is None:
-                self.counters["internal_errors"] += 1
-                raise UnknownActionError(f"no handler for action {type(action).__name__}")
-            carry_out(action, conn)
-
-    def _refetch(self, action: Refetch, conn: C | None) -> None:
-        self._fetches.fetch(
-            action.topic,
-            action.cause,
-            notified_at_ms=action.notified_at_ms,
-            wanted_version=action.wanted_version,
-        )
-
-    def _follow_up(self, action: FollowUp, conn: C | None) -> None:
-        self._fetches.follow_up(
-            action.topic, action.cause, action.notified_at_ms, action.wanted_version
-        )
-
-    def _wake_at(self, action: WakeAt, conn: C | None) -> None:
-        if not self._stopped:
-            delay = action.due_ms / 1000.0 - self._runtime.clock.time()
-            self._spread_timer.arm(delay, earliest=True)
-
-    def _push_health_changed(self, action: SetPushHealthy, conn: C | None) -> None:
-        if self._started and not self._stopped:
-            self._poll_timer.arm(self._session.poll_interval_ms / 1000.0)
-
-    def _send_subscribe(self, action: SendSubscribe, conn: C | None) -> None:
-        if conn is not None:
-            self._subscriptions.subscribe(conn, action.topics, action.cause)
-
-    def _send_unsubscribe(self, action: SendUnsubscribe, conn: C | None) -> None:
-        if conn is not None:
-            self._subscriptions.unsubscribe(conn, action.topics)
-
-    def _move_to(self, action: MoveTo, conn: C | None) -> None:
-        if conn is not None:
-            self._link.go_away(conn, action.alternatives, still_serving=action.still_serving)
-
-    def _server_up(self, action: ServerUp, conn: C | None) -> None:
-        if conn is not None and self._link.server_up(conn, action.uptime_ms, action.warming_up):
-            self.counters["moved_from_warming_server"] += 1
-
-    # -- timers --------------------------------------------------------------------------------
-
-    def _run_spread(self) -> None:
-        self._guarded(lambda: self._run(self._session.spread_due(), self._link.current))
-
-    def _version_check_tick(self) -> None:
-        conn = self._link.current
-        if conn is not None:
-            self._guarded(lambda: self._run(self._session.version_check(), conn))
-        if not self._stopped:
-            self._version_check_timer.arm(self.config.version_check_interval_ms / 1000.0)
-
-    def _poll(self) -> None:
-        self._guarded(self._poll_once)
-        if not self._stopped:
-            self._poll_timer.arm(self._session.poll_interval_ms / 1000.0)
-
-    def _poll_once(self) -> None:
-        self._expire_idle()
-        conn = self._link.current
-        if conn is not None:  # otherwise the next connection refetches what changed
-            self._run(self._session.poll(), conn)
-
-    def _expiry_tick(self) -> None:
-        self._guarded(self._expire_idle)
-        if not self._stopped:
-            self._expiry_timer.arm(self.config.expiry_check_interval_ms / 1000.0)
-
-    def _guarded(self, call: Callable[[], None]) -> None:
-        """Run a timer's job; an error is logged and counted, never stops the timer."""
-        try:
-            call()
-        except Exception:
-            self.counters["internal_errors"] += 1
-            log.exception("error in a timer of the route client")
 
     def _check_started(self) -> None:
         if self._must_start and not self._started:
@@ -437,7 +261,7 @@ class RouteClientCore:
         now = self._now_ms()
         made_held = self._cache.touch(topic, now)
         if made_held:
-            self._subscriptions.want(topic)
+            self._push.requests.want(topic)
         self._negative.check(topic, now)
         self.counters["lookup_misses"] += 1
         return made_held
@@ -449,7 +273,7 @@ class RouteClientCore:
         remove = self._listeners.add_route(topic, callback)
         now = self._now_ms()
         if self._cache.touch(topic, now):
-            self._subscriptions.want(topic)
+            self._push.requests.want(topic)
         entry = self._cache.peek(topic)
         if entry is not None:
             callback(self._routes.event(topic, True, entry.version, entry, CACHED, now))
@@ -458,21 +282,6 @@ class RouteClientCore:
         else:
             return remove, True
         return remove, False
-
-    def _install(self, action: InstallRoute) -> None:
-        """Hold a route sent inside a notification as a fetched one is held, with no request."""
-        now = self._now_ms()
-        try:
-            _entry, changed = self._routes.learn_route(
-                action.topic, action.route, action.version, INLINE, action.notified_at_ms, now, now
-            )
-        except RouteTooLargeError as exc:
-            self.counters["routes_refused"] += 1
-            log.warning("inline route of %s refused: %s", action.topic, exc)
-            return
-        self.counters["routes_inline"] += 1
-        if changed is not None:
-            self._listeners.tell(changed)
 
     def _check_usable(self, topic: str) -> None:
         if self._stopped:
@@ -493,7 +302,7 @@ class RouteClientCore:
     @property
     def push_active(self) -> bool:
         """True while the current name server has acknowledged our subscriptions."""
-        return self._session.push_healthy
+        return self._subscriptions.push_healthy
 
     def held_topics(self) -> list[str]:
         return self._cache.held()
@@ -510,42 +319,13 @@ class RouteClientCore:
             negative_entries=len(self._negative),
             negative_hits=self._negative.hits,
             stale_routes=self._routes.stale_count,
-            untrusted_retries_pending=self._session.retries_pending,
-            namesrv_warming=self._session.server_warming,
-            subscribed=self._session.subscription_count,
-            push_active=self._session.push_healthy,
+            untrusted_retries_pending=self._push.schedule.backing_off,
+            namesrv_warming=self._subscriptions.server_warming,
+            subscribed=self._subscriptions.count,
+            push_active=self._subscriptions.push_healthy,
             namesrv=self._link.addr,
             connects=self._link.connects,
             connect_failures=self._link.connect_failures,
         )
         out.update({f"wire.{k}": v for k, v in self._link.counters.items()})
         return out
-
-    # -- the name server's requests and the link's events -------------------------------------
-
-    def _handle_request(self, conn: C, cmd: RemotingCommand) -> RemotingCommand | None:
-        handled = server_request(
-            self._session,
-            cmd,
-            current=self._link.is_current(conn),
-            server=conn.label,
-            counters=self.counters,
-        )
-        if handled is None:
-            return None
-        actions, response = handled
-        self._run(actions, conn)
-        return response
-
-    def on_connected(self, conn: C, addr: str) -> None:
-        self._run(self._session.connected(), conn)
-
-    def on_disconnected(self, addr: str) -> None:
-        self._run(self._session.disconnected(), None)
-
-    def on_switching(self, old: C, old_addr: str, *, going_away: bool) -> None:
-        actions = self._session.switching(going_away=going_away, old_connected=bool(old.connected))
-        self._run(actions, old)
-
-    def _expire_idle(self) -> None:
-        self._run(self._session.expire_idle(self._listeners.topics()), self._link.current)

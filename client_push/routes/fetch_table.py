@@ -9,7 +9,8 @@ An answer that would leave a held topic with no broker keeps its route, stale, a
 as if it were the answer (``HeldRoutes.keep_stale``): only ``topicDeleted=true`` drops it. An
 answer that cannot be trusted (an error, a failed request, an absence from a name server
 warming up) marks its fetch ``untrusted``; the glue then asks the session to retry it with
-backoff (``PushSession.untrusted``). The glue (Twisted's ``RouteFetches``, asyncio's
+backoff (``PushSession.untrusted``); a trusted one ends the topic's backoff
+(``RefetchSchedule.trusted``). The glue (Twisted's ``RouteFetches``, asyncio's
 ``client_push.aio.fetches``) sends the request this table asks for and settles the waiters it
 hands back; a waiter is whatever the glue waits on (a Deferred, a Future).
 """
@@ -17,7 +18,7 @@ hands back; a waiter is whatever the glue waits on (a Deferred, a Future).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from client_push.errors import (
@@ -28,8 +29,8 @@ from client_push.errors import (
 from client_push.routes.events import UNCONDITIONAL, Listeners, log
 from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.push_actions import Refetch
-from client_push.routes.push_session import PushSession
-from client_push.routes.push_tracker import needs_refetch
+from client_push.routes.push_session import PushSession, needs_refetch
+from client_push.routes.refetch_schedule import RefetchSchedule
 from client_push.routes.route_cache import CachedRoute, RouteTooLargeError
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
@@ -96,19 +97,27 @@ class FetchTable(Generic[W]):
         self,
         routes: HeldRoutes,
         session: PushSession,
+        schedule: RefetchSchedule,
         listeners: Listeners,
         *,
         counters: Counter[str],
         marks: Iterator[int],
+        warming: Callable[[], bool],
     ) -> None:
+        """``warming``: whether the current name server is in its start-up window."""
         self._routes = routes
         self._cache = routes.cache
         self._session = session
+        self._schedule = schedule
+        self._warming = warming
         self._listeners = listeners
         self._counters = counters
         self._marks = marks
         self._paced = session.paced
         self.inflight: dict[str, Fetch[W]] = {}
+        self._awaited: dict[str, tuple[int, int]] = {}
+        """topic → (version a fetch must reach, mark at the change) for routes changed here
+        by a departure: an answer to a fetch sent earlier and older than that is stale."""
         self.stopped = False
 
     def begin(
@@ -139,6 +148,30 @@ class FetchTable(Generic[W]):
         running = self.inflight.get(topic)
         if running is not None:
             running.add_reason(cause, notified_at_ms, wanted_version)
+
+    def await_version(self, topic: str, version: int) -> None:
+        """A departure changed ``topic``'s route here toward ``version`` (``AwaitVersion``)."""
+        self._awaited[topic] = (version, next(self._marks))
+
+    def forget_awaited(self, topics: Iterable[str] | None = None) -> None:
+        """Versions awaited for ``topics`` (all: a new connection or epoch) no longer hold."""
+        if topics is None:
+            self._awaited.clear()
+        for topic in topics or ():
+            self._awaited.pop(topic, None)
+
+    def _answer_is_current(self, topic: str, fetch_mark: int, version: int) -> bool:
+        """Whether a route answer may be taken: not when its fetch was sent before a local
+        change (``fetch_mark`` earlier) and answered from before it (an older version)."""
+        awaited = self._awaited.get(topic)
+        if awaited is None:
+            return True
+        required, since = awaited
+        if fetch_mark < since and version < required:
+            self._counters["fetch_older_than_local"] += 1
+            return False
+        del self._awaited[topic]
+        return True
 
     def stop(self) -> list[Fetch[W]]:
         """No follow-ups from now on; the fetches in flight, for the glue to fail."""
@@ -220,12 +253,12 @@ class FetchTable(Generic[W]):
     ) -> CachedRoute | Exception:
         topic = fetch.topic
         version = route_version(response)
-        if not self._session.answer_is_current(topic, fetch.started, version):
+        if not self._answer_is_current(topic, fetch.started, version):
             # Sent before a departure was applied locally and answered from before it.
             held = self._cache.peek(topic)
             return held or RouteClientError(f"{topic} changed while fetched")
         fields = response.ext_fields or {}
-        warming = self._session.server_warming or fields.get("warmingUp") == "true"
+        warming = self._warming() or fields.get("warmingUp") == "true"
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             return self._absent(fetch, version, now, fields.get("topicDeleted") == "true", warming)
         if response.code != ResponseCode.SUCCESS:
@@ -263,7 +296,7 @@ class FetchTable(Generic[W]):
             self._counters["routes_kept_stale"] += changed is not None
             fetch.untrusted = warming
         else:
-            self._session.trusted(topic)
+            self._schedule.trusted(topic)
         return entry
 
     def _absent(
@@ -281,13 +314,13 @@ class FetchTable(Generic[W]):
             if warming:
                 fetch.untrusted = True
             else:
-                self._session.trusted(topic)
+                self._schedule.trusted(topic)
             return self._cache.peek(topic) or held
         if warming and not deleted:
             fetch.untrusted = True  # "not heard of yet": nothing learned
             return TopicNotExistError(topic, None, now_ms=now)
         if deleted:
-            self._session.trusted(topic)
+            self._schedule.trusted(topic)
             self._counters["routes_dropped_deleted"] += held is not None
         event = self._routes.learn_absent(
             topic,

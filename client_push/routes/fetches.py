@@ -11,7 +11,7 @@ A fetch whose answer could not be trusted hands the session's retry actions to t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from client_push.errors import ClientStoppedError, RouteClientError
 from client_push.routes.events import Listeners
@@ -19,6 +19,7 @@ from client_push.routes.fetch_table import Fetch, FetchTable, route_request
 from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.push_actions import Action
 from client_push.routes.push_session import PushSession
+from client_push.routes.refetch_schedule import RefetchSchedule
 from client_push.routes.route_cache import CachedRoute
 from client_push.runtime.interface import Future, Runtime, Task, fail, settle
 from client_push.wire.link import NameServerLink
@@ -34,19 +35,21 @@ class RouteFetches:
         link: NameServerLink,
         routes: HeldRoutes,
         session: PushSession,
+        schedule: RefetchSchedule,
         listeners: Listeners,
         *,
         runtime: Runtime,
         counters: Counter[str],
         marks: Iterator[int],
         run: ActionRunner,
+        warming: Callable[[], bool],
     ) -> None:
         self._link = link
         self._session = session
         self._run = run
         self._runtime = runtime
         self._table: FetchTable[Waiter] = FetchTable(
-            routes, session, listeners, counters=counters, marks=marks
+            routes, session, schedule, listeners, counters=counters, marks=marks, warming=warming
         )
         self.inflight = self._table.inflight
         """topic → fetch in flight (for inspection)."""
@@ -79,6 +82,12 @@ class RouteFetches:
         self, topic: str, cause: str, notified_at_ms: int | None, wanted_version: int
     ) -> None:
         self._table.follow_up(topic, cause, notified_at_ms, wanted_version)
+
+    def await_version(self, topic: str, version: int) -> None:
+        self._table.await_version(topic, version)
+
+    def forget_awaited(self, topics: Iterable[str] | None = None) -> None:
+        self._table.forget_awaited(topics)
 
     async def wait(self, fetch: Fetch[Waiter]) -> CachedRoute:
         """The fetch's route (or its error); a cancelled caller leaves no future behind."""

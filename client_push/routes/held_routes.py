@@ -18,6 +18,13 @@ from collections.abc import Callable
 
 from client_push.routes.events import BROKER_GONE, RouteEvent
 from client_push.routes.negative_cache import NegativeCache
+from client_push.routes.push_actions import (
+    AdoptRoute,
+    ClearAbsence,
+    DropRoute,
+    HeldRouteAction,
+    KeepStale,
+)
 from client_push.routes.route_cache import CachedRoute, RouteCache, is_empty
 from client_push.routes.telemetry import RefetchRecord, TelemetrySink
 from protocol.route_model import TopicRouteData
@@ -155,6 +162,24 @@ class HeldRoutes:
         if not update.changed:
             return None
         return self.event(topic, True, version, update.entry, BROKER_GONE, now)
+
+    def apply(self, action: HeldRouteAction, now: int) -> RouteEvent | None:
+        """Carry out what the push session decided about the held routes; the event for the
+        listeners when a topic's state changed."""
+        if isinstance(action, AdoptRoute):
+            return self.adopt(action.topic, action.route, action.version, now)
+        if isinstance(action, KeepStale):
+            return self.keep_stale(action.topic, action.cause, now)
+        if isinstance(action, DropRoute):
+            a = action
+            return self.learn_absent(
+                a.topic, a.version, a.cause, a.notified_at_ms, now, now, deleted=True
+            )
+        if isinstance(action, ClearAbsence):
+            self.negative.clear(action.topic)
+        else:
+            self.cache.forget_versions()
+        return None
 
     def expire(self, now: int, keep: set[str]) -> list[str]:
         """Stop holding topics idle past the expiry (``keep`` never expires); the gone ones."""

@@ -2,7 +2,9 @@
 
 Pure. Wire actions (``SendSubscribe``, ``SendUnsubscribe``, ``MoveTo``) go to the connection
 the event came from; with no connection they are dropped, since the next connection subscribes
-every held topic anyway.
+every held topic anyway. Held-route actions (``AdoptRoute``, ``KeepStale``, ``DropRoute``,
+``ClearAbsence``, ``ForgetVersions``) are the only way the session changes the held routes:
+the glue applies them through ``HeldRoutes`` and tells the listeners what changed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,57 @@ class InstallRoute:
 
 
 @dataclass(frozen=True, slots=True)
+class AdoptRoute:
+    """Hold ``route`` at ``version`` for ``topic``: a departed broker dropped locally, with no
+    request (``HeldRoutes.adopt``: nothing recorded, listeners told when it changed)."""
+
+    topic: str
+    route: TopicRouteData
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeepStale:
+    """News that would leave held ``topic`` with no broker: keep its route, marked stale
+    (``HeldRoutes.keep_stale``); counted ``routes_kept_stale`` and told when it was not stale."""
+
+    topic: str
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropRoute:
+    """``topic`` was deleted: drop its route and remember it absent (``HeldRoutes.learn_absent``
+    with ``deleted``); listeners told when it was not absent already."""
+
+    topic: str
+    version: int
+    cause: str
+    notified_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClearAbsence:
+    """Forget a remembered absence of ``topic``: a lookup should ask rather than trust it."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetVersions:
+    """Hold every route at version 0: its version came from another name-server process."""
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitVersion:
+    """A departure changed ``topic``'s route here toward ``version``: an answer to a fetch sent
+    before now and older than that predates the change and must not undo it."""
+
+    topic: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class FollowUp:
     """A fetch of ``topic`` in flight may be answered from before a change: when it ends,
     fetch again if the held version is still older than ``wanted_version``."""
@@ -66,7 +119,7 @@ class SendUnsubscribe:
 
 @dataclass(frozen=True, slots=True)
 class SetPushHealthy:
-    """Push became (un)healthy: poll at ``PushSession.poll_interval_ms`` from now on."""
+    """Push became (un)healthy: poll at ``Subscriptions.poll_interval_ms`` from now on."""
 
     healthy: bool
 
@@ -97,15 +150,34 @@ class Announce:
 
 
 @dataclass(frozen=True, slots=True)
-class WakeAt:
-    """Call ``PushSession.spread_due`` at ``due_ms`` (clock milliseconds) or earlier."""
+class SpreadRefetch:
+    """Refetch ``topics`` ((topic, wanted version or None) each) spread evenly over
+    ``window_ms`` after ``delay_ms`` (``RefetchSchedule.spread``); a topic already scheduled
+    keeps its time."""
 
-    due_ms: float
+    topics: tuple[tuple[str, int | None], ...]
+    cause: str
+    delay_ms: int
+    window_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BackOff:
+    """The last answer for ``topic`` could not be trusted: refetch it after a backoff that
+    grows per such answer in a row (``RefetchSchedule.back_off_ms``), cause ``retry``."""
+
+    topic: str
 
 
 Action: TypeAlias = (
     Refetch
     | InstallRoute
+    | AdoptRoute
+    | KeepStale
+    | DropRoute
+    | ClearAbsence
+    | ForgetVersions
+    | AwaitVersion
     | FollowUp
     | SendSubscribe
     | SendUnsubscribe
@@ -113,5 +185,12 @@ Action: TypeAlias = (
     | MoveTo
     | ServerUp
     | Announce
-    | WakeAt
+    | SpreadRefetch
+    | BackOff
 )
+
+HeldRouteAction: TypeAlias = AdoptRoute | KeepStale | DropRoute | ClearAbsence | ForgetVersions
+"""The actions ``HeldRoutes.apply`` carries out."""
+
+ScheduleAction: TypeAlias = SpreadRefetch | BackOff
+"""The actions ``RefetchSchedule.apply`` carries out."""

@@ -1,32 +1,29 @@
 """SUBSCRIBE and UNSUBSCRIBE on the wire: each batch a task on the given connection.
 
-Written once over the runtime. The commands and what an answer means are the pure
-``push_exchange``'s and the session's; the actions go back through the owner's ``run`` with
-the connection that answered.
+Written once over the runtime. The requests are built and their answers read here (bytes
+stay in ``protocol.push_codec``); what an answer means is the pure ``Subscriptions``'s, whose
+actions go back through the owner's ``run`` with the connection that answered.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from client_push.config import ClientConfig
+from client_push.routes.events import log
 from client_push.routes.push_actions import Action
-from client_push.routes.push_exchange import (
-    subscribe_answered,
-    subscribe_failed,
-    subscribe_requests,
-    unsubscribe_answered,
-    unsubscribe_failed,
-    unsubscribe_requests,
-)
-from client_push.routes.push_session import PushSession
+from client_push.routes.subscriptions import Subscriptions
 from client_push.runtime.interface import Runtime, Task
 from client_push.runtime.interface import Timer as Handle
 from client_push.wire.link import NameServerLink
 from client_push.wire.remoting import RemotingConnection
+from protocol.codes import RequestCode, ResponseCode
+from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
+from protocol.paced_log import PacedLog
+from protocol.push_codec import decode_subscribe_ack, encode_subscribe, encode_unsubscribe
 
 ActionRunner = Callable[[list[Action], RemotingConnection | None], None]
 """Carries out a session's actions; wire actions go to the given connection."""
@@ -37,16 +34,18 @@ class PushRequests:
         self,
         config: ClientConfig,
         link: NameServerLink,
-        session: PushSession,
+        subscriptions: Subscriptions,
         run: ActionRunner,
         *,
         runtime: Runtime,
         counters: Counter[str],
         client_id: str,
+        paced: PacedLog,
     ) -> None:
         self._config = config
         self._link = link
-        self._session = session
+        self._subscriptions = subscriptions
+        self._paced = paced
         self._run = run
         self._runtime = runtime
         self._counters = counters
@@ -60,7 +59,7 @@ class PushRequests:
         """Subscribe a newly held topic; topics held in one loop turn share one request."""
         if self._link.current is None or self._stopped:
             return  # on (re)connect every held topic is subscribed anyway
-        if not self._session.want_subscription(topic):
+        if not self._subscriptions.want(topic):
             return
         if self._flush_call is None:
             # "After this turn" on the loop, not a timer of the clock.
@@ -107,7 +106,7 @@ class PushRequests:
 
     def _flush(self) -> None:
         self._flush_call = None
-        self._run(self._session.flush(), self._link.current)
+        self._run(self._subscriptions.flush(), self._link.current)
 
     async def _subscribe(
         self, conn: RemotingConnection, cmd: RemotingCommand, batch: Sequence[str], cause: str
@@ -120,10 +119,13 @@ class PushRequests:
             self._counters["subscribe_failed"] += 1
             if self._link.is_current(conn) and not self._stopped:
                 why = f"{type(exc).__name__}: {exc}"
-                self._run(subscribe_failed(self._session, conn.label, batch, cause, why), conn)
+                what = "SUBSCRIBE of %d topics at %s failed: %s"
+                self._paced.warning("subscribe", what, len(batch), conn.label, why)
+                self._run(self._subscriptions.failed(batch, cause), conn)
             return
         if self._link.is_current(conn) and not self._stopped:
-            self._run(subscribe_answered(self._session, conn.label, batch, cause, response), conn)
+            answer = subscribe_answered(self._subscriptions, conn.label, batch, cause, response)
+            self._run(answer, conn)
 
     async def _unsubscribe(
         self, conn: RemotingConnection, answer: Awaitable[RemotingCommand]
@@ -133,6 +135,57 @@ class PushRequests:
         except self._runtime.cancelled_error:
             raise
         except Exception as exc:
-            unsubscribe_failed(conn.label, f"{type(exc).__name__}: {exc}")
+            # The subscription dies with the connection anyway; nothing to repair.
+            log.info("UNSUBSCRIBE at %s failed: %s: %s", conn.label, type(exc).__name__, exc)
             return
-        unsubscribe_answered(conn.label, response)
+        if response.code != ResponseCode.SUCCESS:
+            what = "UNSUBSCRIBE at %s answered code %d: %s"
+            log.info(what, conn.label, response.code, response.remark)
+
+
+def subscribe_requests(
+    topics: Sequence[str], batch_size: int, client_id: str, inline_routes: bool = False
+) -> list[tuple[Sequence[str], RemotingCommand]]:
+    """One SUBSCRIBE per ``batch_size`` topics, each with the batch it names; ``inline_routes``
+    asks the server to send new routes inside notifications."""
+    return [
+        (
+            batch,
+            RemotingCommand.request(
+                RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
+                body=encode_subscribe(batch, client_id, inline_routes),
+            ),
+        )
+        for batch in _batches(topics, batch_size)
+    ]
+
+
+def unsubscribe_requests(topics: Sequence[str], batch_size: int) -> list[RemotingCommand]:
+    return [
+        RemotingCommand.request(
+            RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_unsubscribe(batch)
+        )
+        for batch in _batches(topics, batch_size)
+    ]
+
+
+def subscribe_answered(
+    subscriptions: Subscriptions,
+    server: str,
+    batch: Sequence[str],
+    cause: str,
+    response: RemotingCommand,
+) -> list[Action]:
+    """What a SUBSCRIBE answer from the current connection means, its ack read here."""
+    if response.code != ResponseCode.SUCCESS:
+        return subscriptions.refused(server, batch, cause, response.code, response.remark)
+    try:
+        ack = decode_subscribe_ack(response.body)
+    except ProtocolError as exc:
+        return subscriptions.unreadable(server, exc.remark)
+    return subscriptions.acked(batch, cause, ack)
+
+
+def _batches(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -2,8 +2,9 @@
 
 Written once over the runtime. The rules (which connection serves, when a left one closes) are
 the pure ``link_state``'s, the pick the ``NameServerSelector``'s, the spacing of reconnects
-``Backoff``'s. The owner sees three events (connected, disconnected, switching away) and one
-call (``request``), which waits for a connection when there is none and retries once on a new
+``Backoff``'s. The owner sees three events (connected, disconnected, switching away) and the
+name server's requests (``server_request``: the link answers them), and makes one call
+(``request``), which waits for a connection when there is none and retries once on a new
 connection when a server answers GO_AWAY (1500), as upstream's
 ``enableReconnectForGoAway``. A request whose caller is cancelled leaves no waiter, timer or
 table entry behind. ``stop`` returns within ``close_timeout_ms`` whatever the servers do.
@@ -27,7 +28,6 @@ from client_push.wire.remoting import (
     ConnectionBounds,
     Deadline,
     RemotingConnection,
-    RequestHandler,
     close_within,
 )
 from client_push.wire.request_signing import request_signer, signed
@@ -57,12 +57,10 @@ class NameServerLink:
         config: ClientConfig,
         runtime: Runtime,
         rng: random.Random,
-        on_request: RequestHandler,
         owner: LinkOwner[RemotingConnection],
     ) -> None:
         self._config = config
         self._runtime = runtime
-        self._on_request = on_request
         self._owner = owner
         self._bounds = client_bounds(config)
         self._paced = PacedLog(log, lambda: runtime.clock.time(), burst=1)
@@ -267,7 +265,7 @@ class NameServerLink:
         conn = RemotingConnection(
             self._runtime,
             self._bounds,
-            self._on_request,
+            self._serve,
             label=addr,
             paced=self._paced,
             counters=self.counters,
@@ -283,6 +281,13 @@ class NameServerLink:
             return
         self._connecting.pop(addr, None)
         self._connected(conn, addr)
+
+    def _serve(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """The answer to a request of the name server: SUCCESS once the owner served it; None
+        (REQUEST_CODE_NOT_SUPPORTED) for a code it does not serve."""
+        if not self._owner.server_request(conn, cmd):
+            return None
+        return cmd.make_response(ResponseCode.SUCCESS)
 
     def _connected(self, conn: RemotingConnection, addr: str) -> None:
         if not self._state.accept(conn, addr):

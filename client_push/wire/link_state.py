@@ -15,6 +15,7 @@ from typing import Generic, Protocol, TypeVar
 
 from client_push.wire.backoff import Backoff
 from client_push.wire.nameserver_selector import NameServerSelector
+from protocol.frame import RemotingCommand
 
 
 class Connection(Protocol):
@@ -43,6 +44,10 @@ class LinkOwner(Protocol[C_contra]):
 
     def on_switching(self, old: C_contra, old_addr: str, *, going_away: bool) -> None:
         """``old`` stops being the current connection (it may still answer in-flight requests)."""
+
+    def server_request(self, conn: C_contra, cmd: RemotingCommand) -> bool:
+        """A request the name server sent on ``conn``; False for a code the owner does not
+        serve (the link answers REQUEST_CODE_NOT_SUPPORTED, and SUCCESS once served)."""
 
 
 class LinkState(Generic[C]):

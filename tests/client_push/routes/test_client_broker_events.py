@@ -1,4 +1,5 @@
-"""The client's pure halves of broker events: dropping a departed broker, spreading refetches."""
+"""The client's pure halves of broker events: dropping a departed broker, spreading refetches,
+backing off after answers that cannot be trusted."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from client_push.config import ClientConfig, ClientConfigError
-from client_push.routes.broker_departure import without_broker
-from client_push.routes.refetch_spread import SpreadQueue
+from client_push.routes.push_session import without_broker
+from client_push.routes.refetch_schedule import RefetchSchedule
 from protocol.codes import Perm
+from protocol.push_events import BrokerChange, BrokerChangeKind
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
 
 RW = int(Perm.READ | Perm.WRITE)
@@ -28,8 +30,14 @@ def route() -> TopicRouteData:
     )
 
 
+def leaving(name: str, *, name_gone: bool, read_only: bool = False) -> BrokerChange:
+    return BrokerChange(
+        BrokerChangeKind.DEPARTED, name, "c", (), "expiry", name_gone, read_only, (), 0
+    )
+
+
 def test_a_gone_broker_name_leaves_queues_addresses_filters_and_mapping():
-    after = without_broker(route(), "a", {"a0:1", "a1:1"}, name_gone=True, read_only=False)
+    after = without_broker(route(), leaving("a", name_gone=True), {"a0:1", "a1:1"})
     assert after is not None
     assert [q.broker_name for q in after.queue_datas] == ["b"]
     assert [b.broker_name for b in after.broker_datas] == ["b"]
@@ -38,7 +46,7 @@ def test_a_gone_broker_name_leaves_queues_addresses_filters_and_mapping():
 
 
 def test_a_master_leaving_under_acting_master_keeps_the_slave_and_turns_queues_read_only():
-    after = without_broker(route(), "a", {"a0:1"}, name_gone=False, read_only=True)
+    after = without_broker(route(), leaving("a", name_gone=False, read_only=True), {"a0:1"})
     assert after is not None
     assert after.broker_datas[0].broker_addrs == {1: "a1:1"}
     assert after.queue_datas[0].perm == Perm.READ and after.queue_datas[1].perm == RW
@@ -47,22 +55,16 @@ def test_a_master_leaving_under_acting_master_keeps_the_slave_and_turns_queues_r
 
 def test_a_route_without_the_broker_is_returned_as_is_and_the_last_broker_empties_it():
     r = route()
-    assert without_broker(r, "z", {"z:1"}, name_gone=True, read_only=False) is r
+    assert without_broker(r, leaving("z", name_gone=True), {"z:1"}) is r
     only_a = TopicRouteData(queue_datas=[r.queue_datas[0]], broker_datas=[r.broker_datas[0]])
-    assert without_broker(only_a, "a", {"a0:1", "a1:1"}, name_gone=True, read_only=False) is None
+    assert without_broker(only_a, leaving("a", name_gone=True), {"a0:1", "a1:1"}) is None
 
 
 def test_spread_lays_a_batch_out_evenly_inside_the_window_and_coalesces():
-    q = SpreadQueue()
-    rng = random.Random(3)
+    q = RefetchSchedule(1_000, 60_000, random.Random(3))
     topics = [(f"t{i}", i) for i in range(10)]
-    assert q.spread(topics, "arrived", now_ms=0, delay_ms=1_000, window_ms=10_000, rng=rng) == 10
-    assert (
-        q.spread(
-            [("t1", 50), ("new", None)], "confirm", now_ms=0, delay_ms=0, window_ms=10, rng=rng
-        )
-        == 1
-    )
+    assert q.spread(topics, "arrived", now_ms=0, delay_ms=1_000, window_ms=10_000) == 10
+    assert q.spread([("t1", 50), ("new", None)], "confirm", now_ms=0, delay_ms=0, window_ms=10) == 1
     first = q.next_due_ms()
     assert first is not None and first < 1_000  # "new" alone in a 10 ms window
     due_times = []
@@ -76,7 +78,7 @@ def test_spread_lays_a_batch_out_evenly_inside_the_window_and_coalesces():
     assert ("t1" in {t for _, t, _, _ in batch}) and dict((t, w) for _, t, _, w in batch)[
         "t1"
     ] == 50
-    q.spread([("x", None)], "c", now_ms=0, delay_ms=0, window_ms=10, rng=rng)
+    q.spread([("x", None)], "c", now_ms=0, delay_ms=0, window_ms=10)
     q.discard("x")
     assert q.next_due_ms() is None and q.pop_due(1e9) == []
 
@@ -91,14 +93,13 @@ def test_no_second_holds_more_than_the_even_share_of_requests(clients, topics, w
     rng = random.Random(seed)
     times: list[float] = []
     for _ in range(clients):
-        q = SpreadQueue()
+        q = RefetchSchedule(1_000, 60_000, rng)
         q.spread(
             [(f"t{i}", None) for i in range(topics)],
             "arrived",
             now_ms=0,
             delay_ms=0,
             window_ms=window_s * 1000,
-            rng=rng,
         )
         times.extend(due for due, _ in q._heap)
     times.sort()
@@ -111,6 +112,18 @@ def test_no_second_holds_more_than_the_even_share_of_requests(clients, topics, w
         worst = max(worst, i - j + 1)
     assert worst <= clients * per_client
     assert all(0 <= t < window_s * 1000 for t in times)
+
+
+def test_backoff_doubles_per_untrusted_answer_up_to_the_cap_and_a_trusted_one_ends_it():
+    q = RefetchSchedule(1_000, 4_000, random.Random(7))
+    delays = [q.back_off_ms("T") for _ in range(5)]
+    for delay, full in zip(delays, (1_000, 2_000, 4_000, 4_000, 4_000), strict=True):
+        assert full / 2 <= delay <= full
+    assert q.backing_off == 1
+    assert q.trusted("T") and not q.trusted("T") and q.backing_off == 0
+    assert q.back_off_ms("T") <= 1_000  # a new run starts from the initial pause
+    q.discard("T")
+    assert q.backing_off == 0
 
 
 def test_client_config_refuses_a_zero_window_and_a_negative_delay():

@@ -18,6 +18,7 @@ from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.negative_cache import NegativeCache
 from client_push.routes.push_actions import Refetch
 from client_push.routes.push_session import PushSession
+from client_push.routes.refetch_schedule import RefetchSchedule
 from client_push.routes.route_cache import CachedRoute, RouteCache
 from client_push.routes.telemetry import NullTelemetry
 from protocol import bodies
@@ -37,15 +38,18 @@ class Table:
         self.events: list[RouteEvent] = []
         marks = itertools.count(1)
         session = PushSession(
-            config,
+            config, self.cache, clock=lambda: 1.0, counters=self.counters, namesrv=lambda: "ns"
+        )
+        self.schedule = RefetchSchedule(1_000, 60_000, random.Random(1))
+        self.warming = False
+        self.table: FetchTable[str] = FetchTable(
             self.routes,
-            clock=lambda: 1.0,
-            rng=random.Random(1),
+            session,
+            self.schedule,
+            self.listeners,
             counters=self.counters,
             marks=marks,
-        )
-        self.table: FetchTable[str] = FetchTable(
-            self.routes, session, self.listeners, counters=self.counters, marks=marks
+            warming=lambda: self.warming,
         )
 
     def hold(self, topic: str) -> None:
@@ -93,6 +97,26 @@ def test_no_follow_up_when_the_answer_is_as_new_as_the_reason_unless_versions_ar
     assert t.table.finish(fetch, t.table.answered(fetch, answer(5), 1_004))[1] == Refetch(
         "T", GAP, None, None
     )
+
+
+def test_an_answer_older_than_a_departure_applied_here_does_not_undo_it():
+    t = Table()
+    t.hold("T")
+    t.cache.put("T", TWO, 4, 1_000)
+    before, _ = t.table.begin("T", "first", 1_000)  # sent before the departure
+    t.table.await_version("T", 6)
+    kept = t.table.answered(before, answer(4), 1_001)
+    assert isinstance(kept, CachedRoute) and kept.version == 4
+    assert t.counters["fetch_older_than_local"] == 1
+    t.table.finish(before, kept)
+    after, _ = t.table.begin("T", "confirm", 1_002)
+    taken = t.table.answered(after, answer(6), 1_003)
+    assert isinstance(taken, CachedRoute) and taken.version == 6
+    t.table.finish(after, taken)
+    late, _ = t.table.begin("T", "poll", 1_004)  # sent before the next departure
+    t.table.await_version("T", 9)
+    t.table.forget_awaited()  # a new connection or epoch: nothing awaited any more
+    assert t.table.answered(late, answer(7), 1_005).version == 7  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

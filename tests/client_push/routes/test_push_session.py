@@ -6,7 +6,6 @@ that in a fresh interpreter).
 
 from __future__ import annotations
 
-import itertools
 import random
 import subprocess
 import sys
@@ -38,21 +37,31 @@ from client_push.routes.held_routes import HeldRoutes
 from client_push.routes.negative_cache import NegativeCache
 from client_push.routes.push_actions import (
     Action,
+    AdoptRoute,
     Announce,
+    AwaitVersion,
+    BackOff,
+    ClearAbsence,
+    DropRoute,
     FollowUp,
+    ForgetVersions,
     InstallRoute,
+    KeepStale,
     MoveTo,
     Refetch,
     SendSubscribe,
     SendUnsubscribe,
     SetPushHealthy,
-    WakeAt,
+    SpreadRefetch,
 )
 from client_push.routes.push_session import PushSession
+from client_push.routes.refetch_schedule import RefetchSchedule
 from client_push.routes.route_cache import RouteCache
+from client_push.routes.subscriptions import Subscriptions
 from client_push.routes.telemetry import RefetchRecord
 from protocol.bodies import encode_route
-from protocol.codes import ResponseCode
+from protocol.codes import RequestCode, ResponseCode
+from protocol.push_codec import encode_notification, read_server_request
 from protocol.push_events import (
     BrokerAddress,
     BrokerChange,
@@ -60,13 +69,14 @@ from protocol.push_events import (
     ChangeKind,
     RouteChanged,
     SubscribeAck,
-    TopicChange,
     TopicStep,
     TopicVersion,
+    Unreadable,
 )
 from protocol.route_model import TopicRouteData
 
 NS = "10.0.0.9:9876"
+NOTIFY_CODE = RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED
 
 
 class Records:
@@ -83,7 +93,11 @@ class Records:
 
 
 class Rig:
-    """A session over held routes, on a clock the test moves by hand (seconds)."""
+    """A session and its subscriptions over held routes, on a clock the test moves by hand
+    (seconds). What they decide about the held routes and the refetch schedule is carried out
+    on the real tables (``HeldRoutes.apply``, ``RefetchSchedule``), as the client's glue does;
+    the actions that remain, with ``Announce`` for each route state that changed, are returned.
+    """
 
     def __init__(self, held: dict[str, int], **overrides: Any) -> None:
         self.now = 100.0
@@ -93,14 +107,25 @@ class Rig:
         self.telemetry = Records()
         self.routes = HeldRoutes(self.cache, self.negative, self.telemetry, lambda: NS)
         self.counters: Counter[str] = Counter()
-        self.marks = itertools.count(1)
+        cfg = self.config
+        self.schedule = RefetchSchedule(
+            cfg.untrusted_retry_initial_ms, cfg.untrusted_retry_max_ms, random.Random(5)
+        )
         self.session = PushSession(
-            self.config,
-            self.routes,
+            cfg,
+            self.cache,
             clock=lambda: self.now,
-            rng=random.Random(5),
             counters=self.counters,
-            marks=self.marks,
+            namesrv=lambda: NS,
+        )
+        self.subs = Subscriptions(
+            cfg,
+            self.session,
+            self.cache,
+            self.negative,
+            self.schedule,
+            clock=lambda: self.now,
+            counters=self.counters,
         )
         self.sequence = 0
         for topic, version in held.items():
@@ -120,26 +145,70 @@ class Rig:
     def now_ms(self) -> int:
         return int(self.now * 1000)
 
+    def carry(self, actions: list[Action]) -> list[Action]:
+        out: list[Action] = []
+        for action in actions:
+            if isinstance(
+                action, AdoptRoute | KeepStale | DropRoute | ClearAbsence | ForgetVersions
+            ):
+                event = self.routes.apply(action, self.now_ms)
+                if isinstance(action, DropRoute):
+                    self.schedule.discard(action.topic)
+                if event is not None:
+                    self.counters["routes_kept_stale"] += isinstance(action, KeepStale)
+                    out.append(Announce(event))
+            elif isinstance(action, SpreadRefetch | BackOff):
+                cause, queued = self.schedule.apply(action, self.now * 1000.0)
+                self.counters[f"spread_queued.{cause}"] += queued
+            else:
+                out.append(action)
+        return out
+
     def subscribed(self, epoch: str = "e1") -> list[Action]:
         """Connect and have every held topic acknowledged at the version held."""
-        self.session.connected()
+        self.subs.connected()
         held = self.cache.held()
         versions = tuple(TopicVersion(t, self.version(t), True) for t in held)
-        return self.session.subscribe_acked(held, SUBSCRIBE, SubscribeAck(versions, epoch))
+        return self.acked(held, SUBSCRIBE, SubscribeAck(versions, epoch))
+
+    def acked(self, batch: Sequence[str], cause: str, ack: SubscribeAck) -> list[Action]:
+        return self.carry(self.subs.acked(batch, cause, ack))
+
+    def refused(self, *args: Any) -> list[Action]:
+        return self.carry(self.subs.refused(*args))
 
     def notify(
         self,
-        changes: Sequence[tuple[str, int, int]] = (),
+        changes: Sequence[tuple[str, int, int] | tuple[str, int, int, bytes]] = (),
         brokers: tuple[BrokerChange, ...] = (),
         *,
         sequence: int | None = None,
         epoch: str = "e1",
     ) -> list[Action]:
+        """A NOTIFY as the client's edge reads it (inline routes decoded there)."""
         self.sequence = sequence if sequence is not None else self.sequence + 1
-        msg = RouteChanged(
-            tuple(TopicChange(*c) for c in changes), self.sequence, 5_000, epoch, brokers
-        )
-        return self.session.notified(msg)
+        plain = [c[:3] for c in changes]
+        routes = [c[3] if len(c) > 3 else b"" for c in changes]  # type: ignore[misc]
+        body = encode_notification(plain, self.sequence, 5_000, epoch, brokers, routes)
+        code = RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED
+        note = read_server_request(code, body, max_route_bytes=self.config.max_route_body_bytes)
+        assert isinstance(note, RouteChanged)
+        return self.carry(self.session.on_server_request(note, NS))
+
+    def spread_due(self) -> list[Action]:
+        due, skipped = self.schedule.due(self.now * 1000.0, self.cache)
+        self.counters["spread_already_held"] += skipped
+        return list(due)
+
+    def expire_idle(self, keep: set[str]) -> list[Action]:
+        return self.subs.dropped(self.routes.expire(self.now_ms, keep))
+
+    def release(self, topics: list[str]) -> list[Action]:
+        gone = [t for t in topics if self.cache.is_held(t)]
+        for topic in gone:
+            self.routes.release(topic)
+            self.schedule.discard(topic)
+        return self.subs.dropped(gone)
 
 
 def refetched(actions: list[Action]) -> list[tuple[str, str, int | None]]:
@@ -234,7 +303,7 @@ def test_a_frame_older_than_one_seen_is_ignored():
 def test_an_unreadable_notification_refetches_every_held_topic():
     rig = Rig({"A": 3, "B": 5})
     rig.subscribed()
-    actions = rig.session.notification_unreadable(NS, "truncated")
+    actions = rig.carry(rig.session.on_server_request(Unreadable(NOTIFY_CODE, "truncated"), NS))
     assert refetched(actions) == [("A", GAP, None), ("B", GAP, None)]
 
 
@@ -283,19 +352,17 @@ def test_an_exact_departure_step_is_adopted_without_a_request():
 def test_an_inexact_departure_drops_the_broker_keeps_the_version_and_confirms_later():
     rig = Rig({"T": 4})
     rig.subscribed()
-    before = next(rig.marks)  # a fetch sent before the departure
     actions = rig.notify(brokers=(broker_change(BrokerChangeKind.DEPARTED, (("T", 6, 5),)),))
     held = rig.cache.peek("T")
     assert held is not None and held.version == 4 and held.route == ONLY_B
     assert rig.counters["departure_inexact"] == 1
-    wake = [a for a in actions if isinstance(a, WakeAt)]
-    assert len(wake) == 1 and wake[0].due_ms >= rig.now_ms + 1_000  # the confirmation delay
-    # An answer to the earlier fetch, from before the departure, must not undo it.
-    assert not rig.session.answer_is_current("T", before, 4)
-    assert rig.counters["fetch_older_than_local"] == 1
+    assert len(rig.schedule) == 1  # the confirmation, after its delay
+    due = rig.schedule.next_due_ms()
+    assert due is not None and due >= rig.now_ms + 1_000
+    # An answer to a fetch sent earlier, from before the departure, must not undo it.
+    assert AwaitVersion("T", 6) in actions
     rig.now += 11.0  # past the delay and the window
-    assert refetched(rig.session.spread_due()) == [("T", CONFIRM, 6)]
-    assert rig.session.answer_is_current("T", next(rig.marks), 6)
+    assert refetched(rig.spread_due()) == [("T", CONFIRM, 6)]
 
 
 def test_a_departure_during_a_gap_is_applied_but_never_exactly():
@@ -322,11 +389,11 @@ def test_an_arrival_spreads_the_refetches_of_changed_topics_over_its_window():
     assert set(broker.event.topics) == set(topics)  # U holds the arrival's version already
     due: dict[str, float] = {}
     for _ in range(200):
-        wake = [a.due_ms for a in actions if isinstance(a, WakeAt)]
-        if not wake:
+        wake = rig.schedule.next_due_ms()
+        if wake is None:
             break
-        rig.now = wake[0] / 1000.0
-        actions = rig.session.spread_due()
+        rig.now = wake / 1000.0
+        actions = rig.spread_due()
         for topic, cause, wanted in refetched(actions):
             assert cause == BROKER_ARRIVED and wanted == 5 and topic not in due
             due[topic] = rig.now * 1000.0
@@ -341,12 +408,12 @@ def test_an_arrival_spreads_the_refetches_of_changed_topics_over_its_window():
 
 def test_a_subscribe_ack_with_newer_versions_refetches_those_topics():
     rig = Rig({"A": 3, "B": 5, "C": 1})
-    assert rig.session.connected() == [SendSubscribe(("A", "B", "C"), SUBSCRIBE)]
+    assert rig.subs.connected() == [SendSubscribe(("A", "B", "C"), SUBSCRIBE)]
     ack = SubscribeAck(
         (TopicVersion("A", 4, True), TopicVersion("B", 5, True), TopicVersion("C", 1, False)),
         "e1",
     )
-    actions = rig.session.subscribe_acked(["A", "B", "C"], SUBSCRIBE, ack)
+    actions = rig.acked(["A", "B", "C"], SUBSCRIBE, ack)
     # C exists no more there: its route is kept, stale, and asked for again.
     kept = rig.cache.peek("C")
     assert kept is not None and kept.stale and kept.version == 1
@@ -357,51 +424,51 @@ def test_a_subscribe_ack_with_newer_versions_refetches_those_topics():
         Announce(stale_c),
         Refetch("C", SUBSCRIBE),
     ]
-    assert rig.session.push_healthy and rig.session.subscription_count == 3
-    assert rig.session.poll_interval_ms == rig.config.poll_interval_with_push_ms
+    assert rig.subs.push_healthy and rig.subs.count == 3
+    assert rig.subs.poll_interval_ms == rig.config.poll_interval_with_push_ms
 
 
 def test_an_ack_for_topics_expired_meanwhile_unsubscribes_them():
     rig = Rig({"A": 3})
-    rig.session.connected()
+    rig.subs.connected()
     ack = SubscribeAck((TopicVersion("A", 3, True), TopicVersion("Z", 1, True)), "e1")
-    actions = rig.session.subscribe_acked(["A", "Z"], SUBSCRIBE, ack)
+    actions = rig.acked(["A", "Z"], SUBSCRIBE, ack)
     assert actions == [SendUnsubscribe(("Z",)), SetPushHealthy(True)]
 
 
 def test_a_reconnect_to_another_epoch_refetches_everything_held():
     rig = Rig({"A": 3, "B": 5})
     rig.subscribed(epoch="e1")
-    rig.session.disconnected()
-    assert rig.session.connected() == [SendSubscribe(("A", "B"), RECONNECT)]
+    rig.subs.disconnected()
+    assert rig.subs.connected() == [SendSubscribe(("A", "B"), RECONNECT)]
     ack = SubscribeAck((TopicVersion("A", 3, True), TopicVersion("B", 5, True)), "e2")
-    actions = rig.session.subscribe_acked(["A", "B"], RECONNECT, ack)
+    actions = rig.acked(["A", "B"], RECONNECT, ack)
     assert refetched(actions) == [("A", RECONNECT, None), ("B", RECONNECT, None)]
 
 
 def test_request_code_not_supported_falls_back_to_polling():
     rig = Rig({"A": 3})
     rig.subscribed()
-    rig.session.disconnected()
-    rig.session.connected()
-    actions = rig.session.subscribe_refused(
+    rig.subs.disconnected()
+    rig.subs.connected()
+    actions = rig.refused(
         NS, ["A"], RECONNECT, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "no push here"
     )
     assert refetched(actions) == [("A", RECONNECT, None)]
-    session = rig.session
+    session = rig.subs
     assert session.push_unsupported and not session.push_healthy
     assert session.poll_interval_ms == rig.config.poll_interval_ms
     assert session.version_check() == []
-    assert not session.want_subscription("B") and session.flush() == []
+    assert not session.want("B") and session.flush() == []
     assert [a for a in session.poll() if isinstance(a, SendSubscribe)] == []
 
 
 def test_another_refusal_marks_push_unhealthy_and_counts():
     rig = Rig({"A": 3})
     rig.subscribed()
-    actions = rig.session.subscribe_refused(NS, ["A"], SUBSCRIBE, ResponseCode.SYSTEM_BUSY, "")
+    actions = rig.refused(NS, ["A"], SUBSCRIBE, ResponseCode.SYSTEM_BUSY, "")
     assert actions == [SetPushHealthy(False)]
-    assert rig.counters["subscribe_refused"] == 1 and not rig.session.push_unsupported
+    assert rig.counters["subscribe_refused"] == 1 and not rig.subs.push_unsupported
 
 
 def test_go_away_moves_to_another_name_server():
@@ -409,42 +476,42 @@ def test_go_away_moves_to_another_name_server():
     rig.subscribed()
     assert rig.session.go_away(["10.0.0.7:9876"]) == [MoveTo(("10.0.0.7:9876",), True)]
     assert rig.counters["go_away_received"] == 1
-    refused = rig.session.subscribe_refused(NS, ["A"], SUBSCRIBE, ResponseCode.GO_AWAY, "bye")
+    refused = rig.refused(NS, ["A"], SUBSCRIBE, ResponseCode.GO_AWAY, "bye")
     assert refused == [MoveTo((), False)]
 
 
 def test_leaving_a_server_for_good_unsubscribes_but_a_server_going_away_is_not_told():
     rig = Rig({"B": 1, "A": 3})
     rig.subscribed()
-    left = rig.session.switching(going_away=False, old_connected=True)
+    left = rig.subs.switching(going_away=False, old_connected=True)
     assert left == [SendUnsubscribe(("A", "B")), SetPushHealthy(False)]
     rig.subscribed()
-    assert rig.session.switching(going_away=True, old_connected=True) == [SetPushHealthy(False)]
+    assert rig.subs.switching(going_away=True, old_connected=True) == [SetPushHealthy(False)]
 
 
 def test_the_version_check_resubscribes_held_topics_but_skips_spread_ones_in_its_answer():
     rig = Rig({"A": 3, "B": 5})
     rig.subscribed()
-    assert rig.session.version_check() == [SendSubscribe(("A", "B"), VERSION_CHECK)]
+    assert rig.subs.version_check() == [SendSubscribe(("A", "B"), VERSION_CHECK)]
     rig.notify(brokers=(broker_change(BrokerChangeKind.ARRIVED, (("B", 6, 5),)),))
     ack = SubscribeAck((TopicVersion("A", 4, True), TopicVersion("B", 6, True)), "e1")
-    actions = rig.session.subscribe_acked(["A", "B"], VERSION_CHECK, ack)
+    actions = rig.acked(["A", "B"], VERSION_CHECK, ack)
     assert refetched(actions) == [("A", VERSION_CHECK, 4)]
 
 
 def test_a_failed_version_check_is_subscribed_again_at_the_next_poll_and_push_recovers():
     rig = Rig({"A": 3, "B": 5})
     rig.subscribed()
-    assert rig.session.version_check() == [SendSubscribe(("A", "B"), VERSION_CHECK)]
+    assert rig.subs.version_check() == [SendSubscribe(("A", "B"), VERSION_CHECK)]
     # The version check timed out: whether the server still holds them is unknown.
-    assert rig.session.subscribe_failed(["A", "B"], VERSION_CHECK) == [SetPushHealthy(False)]
-    assert rig.session.version_check() == []  # none while push is not known to work
-    again = [a for a in rig.session.poll() if isinstance(a, SendSubscribe)]
+    assert rig.subs.failed(["A", "B"], VERSION_CHECK) == [SetPushHealthy(False)]
+    assert rig.subs.version_check() == []  # none while push is not known to work
+    again = [a for a in rig.subs.poll() if isinstance(a, SendSubscribe)]
     assert again == [SendSubscribe(("A", "B"), SUBSCRIBE)]
     ack = SubscribeAck((TopicVersion("A", 3, True), TopicVersion("B", 6, True)), "e1")
-    actions = rig.session.subscribe_acked(["A", "B"], SUBSCRIBE, ack)
+    actions = rig.acked(["A", "B"], SUBSCRIBE, ack)
     assert SetPushHealthy(True) in actions and refetched(actions) == [("B", SUBSCRIBE, 6)]
-    assert rig.session.poll_interval_ms == rig.config.poll_interval_with_push_ms
+    assert rig.subs.poll_interval_ms == rig.config.poll_interval_with_push_ms
 
 
 @pytest.mark.parametrize("how", ["refused", "unreadable"])
@@ -452,10 +519,10 @@ def test_a_refused_or_unreadable_resubscribe_is_tried_again_at_the_next_poll(how
     rig = Rig({"A": 3})
     rig.subscribed()
     if how == "refused":
-        rig.session.subscribe_refused(NS, ["A"], VERSION_CHECK, ResponseCode.SYSTEM_BUSY, "")
+        rig.refused(NS, ["A"], VERSION_CHECK, ResponseCode.SYSTEM_BUSY, "")
     else:
-        rig.session.subscribe_unreadable(NS, "garbage")
-    assert [a for a in rig.session.poll() if isinstance(a, SendSubscribe)] == [
+        rig.subs.unreadable(NS, "garbage")
+    assert [a for a in rig.subs.poll() if isinstance(a, SendSubscribe)] == [
         SendSubscribe(("A",), SUBSCRIBE)
     ]
 
@@ -464,7 +531,7 @@ def test_a_healthy_poll_subscribes_only_what_is_missing():
     rig = Rig({"A": 3})
     rig.subscribed()
     rig.hold("B", 1)
-    assert [a for a in rig.session.poll() if isinstance(a, SendSubscribe)] == [
+    assert [a for a in rig.subs.poll() if isinstance(a, SendSubscribe)] == [
         SendSubscribe(("B",), SUBSCRIBE)
     ]
 
@@ -473,8 +540,8 @@ def test_idle_topics_expire_and_are_unsubscribed_unless_kept():
     rig = Rig({"A": 3, "B": 5, "C": 1})
     rig.subscribed()
     rig.now += rig.config.topic_idle_expiry_ms / 1000.0
-    assert rig.session.expire_idle(keep={"B"}) == [SendUnsubscribe(("A", "C"))]
-    assert rig.cache.held() == ["B"] and rig.session.subscription_count == 1
+    assert rig.expire_idle(keep={"B"}) == [SendUnsubscribe(("A", "C"))]
+    assert rig.cache.held() == ["B"] and rig.subs.count == 1
 
 
 # -- the invariant ----------------------------------------------------------------------------
@@ -545,9 +612,9 @@ def test_an_inline_route_of_a_created_topic_ends_its_absence():
     rig = Rig({})
     rig.cache.touch("N", rig.now_ms)
     rig.routes.learn_absent("N", 1, NOTIFY, None, rig.now_ms, rig.now_ms)
-    rig.session.connected()
+    rig.subs.connected()
     ack = SubscribeAck((TopicVersion("N", 1, False),), "e1")
-    rig.session.subscribe_acked(["N"], SUBSCRIBE, ack)
+    rig.acked(["N"], SUBSCRIBE, ack)
     body = encode_route(TWO, standard_json=True)
     actions = rig.notify([("N", 2, int(ChangeKind.CREATED), body)])
     assert actions[0] == InstallRoute("N", TWO, 2, 5_000)
@@ -567,17 +634,17 @@ def test_a_server_that_never_answers_trustworthily_is_asked_at_a_bounded_rate():
     asked = 0
     for _ in range(3_600):  # an hour, one second at a time
         rig.now += 1.0
-        due = rig.session.spread_due()
+        due = rig.spread_due()
         retries = [a for a in due if isinstance(a, Refetch)]
         asked += len(retries)
         for action in retries:
-            rig.session.untrusted(action.topic)  # its answer: SYSTEM_ERROR again
+            rig.carry(rig.session.untrusted(action.topic))  # its answer: SYSTEM_ERROR again
         if rig.now == 101.0:
             for topic in topics:
-                rig.session.untrusted(topic)
-        assert rig.session.retries_pending <= len(topics)
+                rig.carry(rig.session.untrusted(topic))
+        assert rig.schedule.backing_off <= len(topics)
     # 1 s doubling to 30 s (each pause at least half of it): under 3600/15 + 5 per topic.
     assert asked <= len(topics) * (3_600 // 15 + 5)
     assert asked >= len(topics) * (3_600 // 30 - 1)
-    rig.session.release(list(topics))
-    assert rig.session.retries_pending == 0 and not rig.session.spread_due()
+    rig.release(list(topics))
+    assert rig.schedule.backing_off == 0 and not rig.spread_due()
