@@ -1,3 +1,3 @@
-from pipeline.cli import main
+from namesrv_pipeline.cli import main
 
 raise SystemExit(main())

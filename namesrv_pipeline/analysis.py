@@ -15,9 +15,9 @@ import sys
 
 from namesrv.config import ConfigError
 from namesrv.config_file import load
-from pipeline.request import AnalysisRequest
+from namesrv_pipeline.request import AnalysisRequest
 
-log = logging.getLogger("pipeline")
+log = logging.getLogger("namesrv_pipeline")
 
 PROG = "namesrv-pipeline"
 
@@ -71,8 +71,8 @@ def analyse(request: AnalysisRequest) -> int:
     if problem is not None:
         return _refused(problem)
     try:
-        from pipeline.spark.job import InputError, run
-        from pipeline.spark.session import spark_session
+        from namesrv_pipeline.spark.job import InputError, run
+        from namesrv_pipeline.spark.session import spark_session
     except ImportError as exc:
         return _refused(
             f"{exc}; install the pipeline's dependencies with "

@@ -1,4 +1,4 @@
-"""``python -m pipeline`` / ``namesrv-pipeline``: journal and telemetry in, report and tuned
+"""``python -m namesrv_pipeline`` / ``namesrv-pipeline``: journal and telemetry in, report and tuned
 config out.
 
 Exit codes: 0 done, 2 unusable arguments or inputs (the message names which), 3 Spark could
@@ -12,16 +12,16 @@ import logging
 import sys
 import tempfile
 
-from pipeline.analysis import analyse
-from pipeline.report.summary import MatchWindow
-from pipeline.report.tuning import Targets
-from pipeline.request import (
+from namesrv_pipeline.analysis import analyse
+from namesrv_pipeline.report.summary import MatchWindow
+from namesrv_pipeline.report.tuning import Targets
+from namesrv_pipeline.request import (
     DEFAULT_MAX_LINE_BYTES,
     MAX_MAX_LINE_BYTES,
     MIN_MAX_LINE_BYTES,
     AnalysisRequest,
 )
-from pipeline.sources import JournalSource
+from namesrv_pipeline.sources import JournalSource
 from protocol.command_line import DefaultsHelpFormatter, add_version
 
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["demo"]:
-        from pipeline.demo.run import main as demo_main
+        from namesrv_pipeline.demo.run import main as demo_main
 
         return demo_main(demo_args(argv[1:]))
     return analyse(parse(argv))

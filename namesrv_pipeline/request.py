@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.report.summary import MatchWindow
-from pipeline.report.tuning import Targets
-from pipeline.sources import JournalSource
+from namesrv_pipeline.report.summary import MatchWindow
+from namesrv_pipeline.report.tuning import Targets
+from namesrv_pipeline.sources import JournalSource
 
 DEFAULT_MAX_LINE_BYTES = 64 * 2**20
-"""A line this long or longer is no record (``pipeline.spark.long_lines``). Far above any
+"""A line this long or longer is no record (``namesrv_pipeline.spark.long_lines``). Far above any
 record the name server or the client writes (a subscribe record lists the topics of one request
 frame, at most ``server.max_frame_size``, 16 MiB by default)."""
 

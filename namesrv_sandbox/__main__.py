@@ -1,5 +1,5 @@
 import sys
 
-from sandbox.cli import main
+from namesrv_sandbox.cli import main
 
 sys.exit(main())

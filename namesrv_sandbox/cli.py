@@ -5,7 +5,8 @@ commands, so route push can be seen at work without a RocketMQ broker.
 and broker-b by default) with the name server at ``--namesrv`` (127.0.0.1:9876), starting one
 there, in this process, when none answers. It then takes commands on stdin (when it is in the
 foreground) and on its control port; ``namesrv-sandbox COMMAND`` sends one command to a running
-sandbox (see ``sandbox.fleet.HELP``). The stand-ins are not brokers: see ``sandbox.standin``.
+sandbox (see ``namesrv_sandbox.fleet.HELP``). The stand-ins are not brokers: see
+``namesrv_sandbox.standin``.
 
 Exit codes: 0 stopped by a signal or ``quit``; 1 the name server or control port could not be
 used, or a command failed; 2 bad arguments.
@@ -23,16 +24,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from protocol.address import AddressError, split_host_port
-from protocol.command_line import DefaultsHelpFormatter, add_version
-from sandbox.control import (
+from namesrv_sandbox.control import (
     DEFAULT_CONTROL,
     ControlFactory,
     ControlUnreachable,
     send_command,
 )
-from sandbox.fleet import HELP, Fleet
-from sandbox.standin import parse_topics
+from namesrv_sandbox.fleet import HELP, Fleet
+from namesrv_sandbox.standin import parse_topics
+from protocol.address import AddressError, split_host_port
+from protocol.command_line import DefaultsHelpFormatter, add_version
 
 COMMANDS = ("stats", "stop", "fail", "start", "restart", "slow", "busy", "normal", "freeze", "help")
 DEFAULT_NAMESRV = "127.0.0.1:9876"

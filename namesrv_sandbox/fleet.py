@@ -21,12 +21,12 @@ from twisted.internet import defer
 
 from client_push.runtime.twisted_loop import TwistedRuntime, describe
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection
+from namesrv_sandbox.standin import BrokerStandIn
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.route_model import ClusterInfo
-from sandbox.standin import BrokerStandIn
 
 VIEW_TIMEOUT_MS = 3_000
 """How long ``stats`` waits for each name server's answer about the brokers."""

@@ -24,7 +24,7 @@ refusal is reported as one. It can be told to misbehave:
 * ``shutdown(grace_ms)``: GoAway (7004, oneway) to every client connection, unregister from the
   name servers, serve on for the grace period, then close; ``kill()`` is the abrupt stop.
 
-``namesrv-sandbox`` (``sandbox.cli``) runs stand-ins as a process a user can drive.
+``namesrv-sandbox`` (``namesrv_sandbox.cli``) runs stand-ins as a process a user can drive.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from twisted.internet.protocol import Factory, Protocol
 
 from client_push.runtime.twisted_loop import TwistedRuntime, describe
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection
+from namesrv_sandbox.broker_requests import register_request, topic_configs, unregister_request
 from protocol.bodies import encode_group_list, encode_kv_table
 from protocol.codes import RequestCode, ResponseCode
 from protocol.errors import ProtocolError
@@ -49,9 +50,8 @@ from protocol.message import MessageError, ReceivedMessage, decode_send_request
 from protocol.push_codec import encode_go_away
 from protocol.route_model import DataVersion
 from protocol.topic_name import topic_name_problem
-from sandbox.broker_requests import register_request, topic_configs, unregister_request
 
-log = logging.getLogger("sandbox.standin")
+log = logging.getLogger("namesrv_sandbox.standin")
 
 NORMAL, SLOW, BUSY, BLACK_HOLE, FROZEN = "normal", "slow", "busy", "black-hole", "frozen"
 BUSY_REMARK = "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while"

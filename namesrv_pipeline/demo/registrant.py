@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.demo.wire import Peer, connect
+from namesrv_pipeline.demo.wire import Peer, connect
 from protocol import register_body
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand

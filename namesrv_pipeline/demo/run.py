@@ -28,12 +28,12 @@ from client_push.routes.client import RouteClient
 from namesrv.config import NamesrvConfig, from_mapping
 from namesrv.config_file import load
 from namesrv.server import NameServer
-from pipeline.analysis import analyse
-from pipeline.demo.registrant import Broker, RouteChanges
-from pipeline.demo.wire import Peer, connect
-from pipeline.report.config_toml import to_toml
-from pipeline.request import AnalysisRequest
-from pipeline.sources import JournalSource
+from namesrv_pipeline.analysis import analyse
+from namesrv_pipeline.demo.registrant import Broker, RouteChanges
+from namesrv_pipeline.demo.wire import Peer, connect
+from namesrv_pipeline.report.config_toml import to_toml
+from namesrv_pipeline.request import AnalysisRequest
+from namesrv_pipeline.sources import JournalSource
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command_line import DefaultsHelpFormatter, add_version
 from protocol.frame import RemotingCommand, encode_command
@@ -46,7 +46,7 @@ STORM_IN_FLIGHT = 200
 SLOW_FLOOD = 40_000
 """Lookups the slow subscriber sends without reading: their answers fill its buffers."""
 
-log = logging.getLogger("pipeline.demo")
+log = logging.getLogger("namesrv_pipeline.demo")
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +298,7 @@ def main(argv: list[str]) -> int:
         print(f"namesrv-pipeline demo: cannot create {out}: {exc}", file=sys.stderr)
         return 2
     # The name server and clients log every connection; the demo says what happens itself.
-    for name in ("namesrv", "client_push", "pipeline"):
+    for name in ("namesrv", "client_push", "namesrv_pipeline"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
     from twisted.internet import reactor as default_reactor

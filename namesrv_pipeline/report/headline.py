@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.report.replay_model import ReplayResult
-from pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
-from pipeline.report.tuning import Targets, end_to_end
+from namesrv_pipeline.report.replay_model import ReplayResult
+from namesrv_pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
+from namesrv_pipeline.report.tuning import Targets, end_to_end
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,11 @@ import html
 import re
 from collections.abc import Sequence
 
-from pipeline.report.headline import headline
-from pipeline.report.plot_kit import Plot
-from pipeline.report.replay_model import ReplayResult
-from pipeline.report.summary import Summary
-from pipeline.report.tuning import Targets
+from namesrv_pipeline.report.headline import headline
+from namesrv_pipeline.report.plot_kit import Plot
+from namesrv_pipeline.report.replay_model import ReplayResult
+from namesrv_pipeline.report.summary import Summary
+from namesrv_pipeline.report.tuning import Targets
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;
@@ -30,7 +30,7 @@ def _ms(value: float | None) -> str:
 
 
 def headline_html(s: Summary, replayed: ReplayResult | None = None) -> str:
-    """The headline (``pipeline.report.headline``): the target's figure, met or missed, and
+    """The headline (``namesrv_pipeline.report.headline``): the target's figure, met or missed, and
     the replay's verdict with its model error."""
     h = headline(s, replayed, Targets())
     state = {True: "met", False: "missed", None: "unknown"}[h.met]

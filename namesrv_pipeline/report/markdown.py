@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from pipeline.report.headline import Headline, headline
-from pipeline.report.replay_model import MAX_MODEL_ERROR, ReplayResult
-from pipeline.report.summary import SPREAD_CAUSES, Distribution, InputQuality, Summary
-from pipeline.report.tuning import (
+from namesrv_pipeline.report.headline import Headline, headline
+from namesrv_pipeline.report.replay_model import MAX_MODEL_ERROR, ReplayResult
+from namesrv_pipeline.report.summary import SPREAD_CAUSES, Distribution, InputQuality, Summary
+from namesrv_pipeline.report.tuning import (
     Recommendation,
     Targets,
     changes_live,

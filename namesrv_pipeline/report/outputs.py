@@ -1,6 +1,6 @@
 """The job's files in ``--out``: the report (HTML and Markdown), ``summary.json`` and the tuned
 config, written from plain values; and the report rendered again from a ``summary.json``
-alone, with no Spark (``python -m pipeline.report SUMMARY_JSON OUT_DIR``)."""
+alone, with no Spark (``python -m namesrv_pipeline.report SUMMARY_JSON OUT_DIR``)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pipeline.report.html import render_html
-from pipeline.report.markdown import TUNED_FILE, render
-from pipeline.report.plots import Plot, Plotter, plots
-from pipeline.report.replay_model import ReplayResult
-from pipeline.report.summary import Summary
-from pipeline.report.tuning import Recommendation
+from namesrv_pipeline.report.html import render_html
+from namesrv_pipeline.report.markdown import TUNED_FILE, render
+from namesrv_pipeline.report.plots import Plot, Plotter, plots
+from namesrv_pipeline.report.replay_model import ReplayResult
+from namesrv_pipeline.report.summary import Summary
+from namesrv_pipeline.report.tuning import Recommendation
 
 REPORT = "report.md"
 REPORT_HTML = "report.html"

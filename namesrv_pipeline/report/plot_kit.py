@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, NullFormatter
 
-from pipeline.report.summary import Summary, degraded_spans
+from namesrv_pipeline.report.summary import Summary, degraded_spans
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 4.2, 100
 DEGRADED_COLOR = "tab:red"

@@ -2,7 +2,7 @@
 as PNG bytes. Each plot comes with its title and one sentence on how to read it.
 
 This module holds the journal's plots and the list of all of them; the telemetry's are in
-``pipeline.report.plots_propagation``. Plain values in, bytes out: no Spark here.
+``namesrv_pipeline.report.plots_propagation``. Plain values in, bytes out: no Spark here.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from matplotlib.axes import Axes
 
-from pipeline.report.plot_kit import (
+from namesrv_pipeline.report.plot_kit import (
     DEGRADED_COLOR,
     Plot,
     beside,
@@ -21,14 +21,14 @@ from pipeline.report.plot_kit import (
     shade_degraded,
     time_axis,
 )
-from pipeline.report.plots_propagation import (
+from namesrv_pipeline.report.plots_propagation import (
     detection_and_delivery,
     propagation_distribution,
     top_clients,
 )
-from pipeline.report.plots_whatif import whatif_plots
-from pipeline.report.replay_model import ReplayResult
-from pipeline.report.summary import Summary
+from namesrv_pipeline.report.plots_whatif import whatif_plots
+from namesrv_pipeline.report.replay_model import ReplayResult
+from namesrv_pipeline.report.summary import Summary
 
 __all__ = ["PLOTTERS", "Plot", "Plotter", "journal_plots", "plots", "tick_series"]
 

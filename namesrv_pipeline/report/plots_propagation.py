@@ -8,7 +8,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from pipeline.report.plot_kit import (
+from namesrv_pipeline.report.plot_kit import (
     LOG_FLOOR_MS,
     Plot,
     at_least_floor,
@@ -17,7 +17,7 @@ from pipeline.report.plot_kit import (
     log_ms_axis,
     png,
 )
-from pipeline.report.summary import CDF_POINTS, SPREAD_CAUSES, Distribution, Summary
+from namesrv_pipeline.report.summary import CDF_POINTS, SPREAD_CAUSES, Distribution, Summary
 
 
 def propagation_distribution(s: Summary) -> Plot | None:

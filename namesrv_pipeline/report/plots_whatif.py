@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from pipeline.report.plot_kit import Plot, figure, png
-from pipeline.report.replay_model import (
+from namesrv_pipeline.report.plot_kit import Plot, figure, png
+from namesrv_pipeline.report.replay_model import (
     CPU_LOW,
     MEMORY_LOW,
     RATE,

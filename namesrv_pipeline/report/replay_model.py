@@ -53,9 +53,9 @@ from typing import Any
 import numpy as np
 
 from namesrv.config import ConfigError, NamesrvConfig, PressureConfig
-from pipeline.report.summary import Distribution, Episode, Summary, per_name_server
-from pipeline.report.tuning import Recommendation, tuned
-from pipeline.report.tuning import end_to_end as recorded_end_to_end
+from namesrv_pipeline.report.summary import Distribution, Episode, Summary, per_name_server
+from namesrv_pipeline.report.tuning import Recommendation, tuned
+from namesrv_pipeline.report.tuning import end_to_end as recorded_end_to_end
 
 PUSH_CAUSES = ("notify", "inline")
 """Learning causes whose timing the replay models: the fetch a NOTIFY caused, or the route

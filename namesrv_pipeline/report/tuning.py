@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from namesrv.config import NamesrvConfig
 from namesrv.properties import resolve_key
-from pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
+from namesrv_pipeline.report.summary import SPREAD_CAUSES, Distribution, Summary
 
 MIN_SAMPLES = 20
 """Fewer notified fetches than this say nothing about the tick."""

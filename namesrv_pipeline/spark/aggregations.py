@@ -1,9 +1,9 @@
 """The Spark side of the job: parsed journal and telemetry in, a ``Summary`` and a per-change
 table out.
 
-The journal is parsed once into a cache (``pipeline.spark.inputs``); the telemetry is parsed once,
-tied to the journal changes it reflects and aggregated in the same pass. Every figure comes
-from three aggregations whose small results are collected:
+The journal is parsed once into a cache (``namesrv_pipeline.spark.inputs``); the telemetry is
+parsed once, tied to the journal changes it reflects and aggregated in the same pass. Every
+figure comes from three aggregations whose small results are collected:
 
 1. the journal's totals, input quality and degradation transitions (this fills its cache);
 2. the journal's grouped counts: per cause, kind, rule and time bucket, histograms, and the
@@ -39,8 +39,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.report.replay_model import PUSH_CAUSES
-from pipeline.report.summary import (
+from namesrv_pipeline.report.replay_model import PUSH_CAUSES
+from namesrv_pipeline.report.summary import (
     CDF_POINTS,
     SPREAD_CAUSES,
     Distribution,
@@ -53,11 +53,11 @@ from pipeline.report.summary import (
     degraded_spans,
     pair_episodes,
 )
-from pipeline.spark.facts import each_fact, fact, grouped, histogram_bucket
-from pipeline.spark.inputs import Parsed
-from pipeline.spark.replay_grid import ReplayInputs
-from pipeline.spark.spans import span_values
-from pipeline.spark.ties import change_table, fetch_table
+from namesrv_pipeline.spark.facts import each_fact, fact, grouped, histogram_bucket
+from namesrv_pipeline.spark.inputs import Parsed
+from namesrv_pipeline.spark.replay_grid import ReplayInputs
+from namesrv_pipeline.spark.spans import span_values
+from namesrv_pipeline.spark.ties import change_table, fetch_table
 
 Fields = dict[str, Any]
 """Some of ``Summary``'s (or ``Charts``') fields by name: what one aggregation found."""
@@ -453,7 +453,8 @@ STEPS = ("journal and telemetry: parsed, tied and aggregated",)
 
 JOURNAL_POOL = "journal"
 TELEMETRY_POOL = "telemetry"
-"""Scheduler pools of the two passes (``spark.scheduler.mode=FAIR``, ``pipeline.spark.session``)."""
+"""Scheduler pools of the two passes (``spark.scheduler.mode=FAIR``,
+``namesrv_pipeline.spark.session``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.report.summary import EXACT_BELOW
+from namesrv_pipeline.report.summary import EXACT_BELOW
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from namesrv.ops.journal import EARLY_TICK_EVENT
-from pipeline.request import DEFAULT_MAX_LINE_BYTES
-from pipeline.sources import JournalSource
-from pipeline.spark.long_lines import HADOOP_MAX_LINE, Reader, local_reader, oversized_lines
+from namesrv_pipeline.request import DEFAULT_MAX_LINE_BYTES
+from namesrv_pipeline.sources import JournalSource
+from namesrv_pipeline.spark.long_lines import HADOOP_MAX_LINE, Reader, local_reader, oversized_lines
 
 __all__ = ["InputError", "JournalSource", "Parsed", "read_journal", "read_telemetry"]
 
@@ -165,7 +165,7 @@ def _read_json(
     spark: SparkSession, files: Sequence[str], schema: T.StructType, max_line_bytes: int
 ) -> DataFrame:
     """The files' lines parsed; a line of ``max_line_bytes`` or more is not held in memory
-    whole (``pipeline.spark.long_lines``)."""
+    whole (``namesrv_pipeline.spark.long_lines``)."""
     if not files:
         return spark.createDataFrame([], schema)
     return (
@@ -238,7 +238,7 @@ class Parsed:
     clients: Mapping[int, str] = field(default_factory=dict)
     """The telemetry's ``client`` ids and the files they stand for."""
     oversized: int = 0
-    """Lines too long to be records (``pipeline.spark.long_lines``), left out unread."""
+    """Lines too long to be records (``namesrv_pipeline.spark.long_lines``), left out unread."""
 
     @property
     def usable(self) -> DataFrame:

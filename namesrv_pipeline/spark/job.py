@@ -11,18 +11,18 @@ from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig
 from namesrv.config_file import load
-from pipeline.report.config_toml import keys_toml
-from pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
-from pipeline.report.plots import PLOTTERS, Plot, Plotter, journal_plots
-from pipeline.report.summary import Summary
-from pipeline.report.tuning import Targets, how_to_apply, recommend, tuned, tuned_keys
-from pipeline.request import AnalysisRequest
-from pipeline.spark.aggregations import STEPS, Tables, summarize
-from pipeline.spark.beside import Beside
-from pipeline.spark.client_names import client_labels
-from pipeline.spark.inputs import InputError, Parsed, read_journal, read_telemetry
-from pipeline.spark.progress import Progress
-from pipeline.spark.replay_grid import replay
+from namesrv_pipeline.report.config_toml import keys_toml
+from namesrv_pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
+from namesrv_pipeline.report.plots import PLOTTERS, Plot, Plotter, journal_plots
+from namesrv_pipeline.report.summary import Summary
+from namesrv_pipeline.report.tuning import Targets, how_to_apply, recommend, tuned, tuned_keys
+from namesrv_pipeline.request import AnalysisRequest
+from namesrv_pipeline.spark.aggregations import STEPS, Tables, summarize
+from namesrv_pipeline.spark.beside import Beside
+from namesrv_pipeline.spark.client_names import client_labels
+from namesrv_pipeline.spark.inputs import InputError, Parsed, read_journal, read_telemetry
+from namesrv_pipeline.spark.progress import Progress
+from namesrv_pipeline.spark.replay_grid import replay
 
 __all__ = ["InputError", "Outputs", "run"]
 

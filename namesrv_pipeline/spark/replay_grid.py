@@ -1,6 +1,6 @@
 """The replay in Spark: the recorded client-versions run again under the current thresholds
 (the calibration), the tuned ones, each tuned value alone and every point of the what-if grid
-(``pipeline.report.replay_model`` holds the model and the result).
+(``namesrv_pipeline.report.replay_model`` holds the model and the result).
 
 One aggregation over the telemetry's per-change groups (cached by the telemetry's pass: one
 group per change, learning cause and emission offset, not one row per fetch) joined with the
@@ -11,7 +11,7 @@ tick, spans and drain give the same figures, so each such set is computed once. 
 aggregation over the journal's sending ticks, run beside the first, gives the frames per tick of
 each tested tick. The journal's early ticks (brought forward after a master arrived, at most
 one per regular tick) come to the driver as times and are looked up like the degraded spans,
-by a broadcast join (``pipeline.spark.spans``): one lookup per row, whatever their number.
+by a broadcast join (``namesrv_pipeline.spark.spans``): one lookup per row, whatever their number.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 
 from namesrv.config import NamesrvConfig
 from namesrv.ops.journal import EARLY_TICK_EVENT
-from pipeline.report.replay_model import (
+from namesrv_pipeline.report.replay_model import (
     PUSH_CAUSES,
     Calibration,
     Curve,
@@ -43,12 +43,12 @@ from pipeline.report.replay_model import (
     unjudged,
     value_of,
 )
-from pipeline.report.summary import Distribution, Summary
-from pipeline.report.tuning import Recommendation, Targets
-from pipeline.report.tuning import end_to_end as recorded_end_to_end
-from pipeline.spark.beside import Beside
-from pipeline.spark.facts import histogram_bucket
-from pipeline.spark.spans import span_values
+from namesrv_pipeline.report.summary import Distribution, Summary
+from namesrv_pipeline.report.tuning import Recommendation, Targets
+from namesrv_pipeline.report.tuning import end_to_end as recorded_end_to_end
+from namesrv_pipeline.spark.beside import Beside
+from namesrv_pipeline.spark.facts import histogram_bucket
+from namesrv_pipeline.spark.spans import span_values
 
 
 @dataclass(frozen=True, slots=True)

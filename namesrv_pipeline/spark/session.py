@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 APP_NAME = "routepush-pipeline"
 POOLS = Path(__file__).with_name("scheduler_pools.xml")
-"""The scheduler pools of ``pipeline.spark.aggregations.summarize``."""
+"""The scheduler pools of ``namesrv_pipeline.spark.aggregations.summarize``."""
 LOG4J = Path(__file__).with_name("log4j2.properties")
 """The driver's log config: warnings and errors, no start-up banner."""
 
@@ -76,8 +76,8 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     """A session for the job.
 
     ``master`` wins when given. Otherwise the master ``spark-submit`` was given is kept, and a
-    plain ``python -m pipeline`` gets ``local[*]``: the embedded default needs no cluster and
-    no configuration.
+    plain ``python -m namesrv_pipeline`` gets ``local[*]``: the embedded default needs no
+    cluster and no configuration.
     """
     conf = SparkConf()
     conf.setIfMissing("spark.ui.showConsoleProgress", "false")
@@ -91,8 +91,8 @@ def spark_session(master: str | None = None, shuffle_partitions: int | None = No
     # driver time spent building the job's expressions.
     conf.setIfMissing("spark.python.sql.dataFrameDebugging.enabled", "false")
     # The job runs its journal and telemetry passes side by side, each in a pool of its own
-    # (``pipeline.spark.aggregations.summarize``): fair pools let the short stages of one pass
-    # run between the tasks of the other's long stage.
+    # (``namesrv_pipeline.spark.aggregations.summarize``): fair pools let the short stages of
+    # one pass run between the tasks of the other's long stage.
     conf.setIfMissing("spark.scheduler.mode", "FAIR")
     conf.setIfMissing("spark.scheduler.allocation.file", str(POOLS))
     # Under spark-submit the JVM is already up (it started this process and said where to

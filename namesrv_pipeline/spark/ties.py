@@ -16,8 +16,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.report.summary import MatchWindow, Span
-from pipeline.spark.spans import span_values
+from namesrv_pipeline.report.summary import MatchWindow, Span
+from namesrv_pipeline.spark.spans import span_values
 
 
 def _candidates(changes: DataFrame) -> DataFrame:

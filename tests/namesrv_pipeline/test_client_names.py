@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pipeline.spark.client_names import client_labels, label
+from namesrv_pipeline.spark.client_names import client_labels, label
 
 
 def test_a_client_is_named_by_its_id_and_host():

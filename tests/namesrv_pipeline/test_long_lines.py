@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.spark.long_lines import FIRST_PROBE_BYTES, local_reader, oversized_lines
+from namesrv_pipeline.spark.long_lines import FIRST_PROBE_BYTES, local_reader, oversized_lines
 
 
 def skipped_by_line_reader(data: bytes, limit: int) -> list[int]:

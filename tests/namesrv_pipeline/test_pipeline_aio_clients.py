@@ -23,9 +23,9 @@ from support.pipeline_records import changed, journal_file
 
 from client_push import aio
 from client_push.config import ClientConfig
-from pipeline.request import AnalysisRequest
-from pipeline.sources import JournalSource
-from pipeline.spark.job import run
+from namesrv_pipeline.request import AnalysisRequest
+from namesrv_pipeline.sources import JournalSource
+from namesrv_pipeline.spark.job import run
 from protocol.push_codec import ChangeKind
 
 TOPICS = ("Orders", "Payments", "Refunds")

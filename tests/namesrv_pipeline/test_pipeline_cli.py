@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pipeline.analysis import check_paths
-from pipeline.cli import demo_args, main, parse, parser
-from pipeline.spark.progress import Progress
+from namesrv_pipeline.analysis import check_paths
+from namesrv_pipeline.cli import demo_args, main, parse, parser
+from namesrv_pipeline.spark.progress import Progress
 
 
 def args(tmp_path, *extra: str):

@@ -15,12 +15,12 @@ from pyspark.sql import functions as F
 from support.pipeline_records import T0, DegradedRun, journal_file, write_lines
 
 from namesrv.config import NamesrvConfig
-from pipeline.report.plots import tick_series
-from pipeline.report.replay_model import ReplayResult
-from pipeline.report.tuning import Recommendation, Targets, recommend
-from pipeline.spark.aggregations import summarize
-from pipeline.spark.inputs import JournalSource, read_journal, read_telemetry
-from pipeline.spark.replay_grid import replay
+from namesrv_pipeline.report.plots import tick_series
+from namesrv_pipeline.report.replay_model import ReplayResult
+from namesrv_pipeline.report.tuning import Recommendation, Targets, recommend
+from namesrv_pipeline.spark.aggregations import summarize
+from namesrv_pipeline.spark.inputs import JournalSource, read_journal, read_telemetry
+from namesrv_pipeline.spark.replay_grid import replay
 
 RUN = DegradedRun()
 CONFIG = NamesrvConfig(push=replace(NamesrvConfig().push, tick_interval_ms=200))

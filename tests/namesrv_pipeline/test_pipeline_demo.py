@@ -21,10 +21,10 @@ from support.pipeline_tables import close, held_figures
 
 from namesrv.config import from_mapping
 from namesrv.server import NameServer
-from pipeline.demo.run import analysis, record
-from pipeline.report.markdown import causes_reconciled, rules_reconciled
-from pipeline.report.summary import Summary
-from pipeline.spark.job import run
+from namesrv_pipeline.demo.run import analysis, record
+from namesrv_pipeline.report.markdown import causes_reconciled, rules_reconciled
+from namesrv_pipeline.report.summary import Summary
+from namesrv_pipeline.spark.job import run
 
 
 def plot_images(page: str) -> list[bytes]:

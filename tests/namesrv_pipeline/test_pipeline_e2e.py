@@ -7,8 +7,8 @@ from support.loopback_wait import until
 from twisted.internet import defer
 
 from client_push.routes.client import RouteClient
-from pipeline.cli import parse
-from pipeline.spark.job import run
+from namesrv_pipeline.cli import parse
+from namesrv_pipeline.spark.job import run
 from protocol.codes import RequestCode, ResponseCode
 
 CLIENTS = 3

@@ -13,11 +13,11 @@ import pytest
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
 from namesrv.config import from_mapping
-from pipeline.cli import parse
-from pipeline.report.summary import MatchWindow
-from pipeline.spark.aggregations import summarize
-from pipeline.spark.inputs import InputError, JournalSource, read_journal, read_telemetry
-from pipeline.spark.job import run
+from namesrv_pipeline.cli import parse
+from namesrv_pipeline.report.summary import MatchWindow
+from namesrv_pipeline.spark.aggregations import summarize
+from namesrv_pipeline.spark.inputs import InputError, JournalSource, read_journal, read_telemetry
+from namesrv_pipeline.spark.job import run
 
 NS = "127.0.0.1:9876"
 
@@ -86,7 +86,7 @@ def test_lines_too_long_for_a_record_are_counted_and_never_held_whole(spark, tmp
 
     from pyspark.sql import functions as F
 
-    from pipeline.spark.inputs import CORRUPT, JOURNAL_SCHEMA, _read_json
+    from namesrv_pipeline.spark.inputs import CORRUPT, JOURNAL_SCHEMA, _read_json
 
     raw = _read_json(spark, [str(path)], JOURNAL_SCHEMA, limit)
     longest = raw.select(F.max(F.length(CORRUPT)), F.count("ts_ms")).first()[0]
@@ -306,7 +306,7 @@ class _Colliding:
 def test_pairs_whose_hashes_collide_are_tied_only_to_their_own_change(spark, tmp_path, monkeypatch):
     """The telemetry meets the journal's changes on a hash of (topic, version); with every
     pair hashing alike, each fetch must still find its own change, and only it."""
-    from pipeline.spark import aggregations as stats
+    from namesrv_pipeline.spark import aggregations as stats
 
     journal_file(
         tmp_path / "j",
@@ -414,7 +414,7 @@ def test_run_writes_report_summary_tuned_config_and_change_table(spark, tmp_path
 
 def test_cli_refuses_bad_config_and_missing_journal_with_exit_2(tmp_path):
     (tmp_path / "bad.toml").write_text("[push]\ntick_interval_ms = 1\n")
-    base = [sys.executable, "-m", "pipeline", "--out", str(tmp_path / "out")]
+    base = [sys.executable, "-m", "namesrv_pipeline", "--out", str(tmp_path / "out")]
     bad = subprocess.run(
         [*base, "--journal", str(tmp_path), "--config", str(tmp_path / "bad.toml")],
         capture_output=True,
@@ -477,7 +477,7 @@ def test_end_to_end_propagation_runs_from_the_mutation_and_splits_into_its_parts
 
 
 def test_a_local_session_sizes_its_heap_from_the_machine(spark):
-    from pipeline.spark.session import local_heap_mib
+    from namesrv_pipeline.spark.session import local_heap_mib
 
     # the 1 GiB default left a 10 M-event journal's cache on disk
     assert 1024 <= local_heap_mib() <= 8192
@@ -509,7 +509,7 @@ def test_a_second_run_in_one_session_generates_no_new_code(spark, tmp_path):
 def test_a_local_session_runs_four_even_tasks_per_core(spark):
     import os
 
-    from pipeline.spark.session import local_cores
+    from namesrv_pipeline.spark.session import local_cores
 
     masters = ("local", "local[1]", "local[3]", "local[3,2]", "local-cluster[2,2,1024]")
     assert [local_cores(m) for m in masters] == [1, 1, 3, 3, 4]
@@ -521,7 +521,7 @@ def test_a_local_session_runs_four_even_tasks_per_core(spark):
 
 
 def test_a_local_session_on_two_cores_collects_its_garbage_for_throughput(spark):
-    from pipeline.spark.session import usable_cpus
+    from namesrv_pipeline.spark.session import usable_cpus
 
     beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     collectors = [b.getName() for b in beans.getGarbageCollectorMXBeans()]
@@ -532,7 +532,7 @@ def test_a_local_session_on_two_cores_collects_its_garbage_for_throughput(spark)
 
 
 def test_a_collector_named_in_the_environment_is_left_alone():
-    from pipeline.spark.session import throughput_collector
+    from namesrv_pipeline.spark.session import throughput_collector
 
     assert throughput_collector({}, 2) == "-XX:+UseParallelGC"
     assert throughput_collector({"JAVA_TOOL_OPTIONS": "-Xss2m"}, 4) == "-XX:+UseParallelGC"

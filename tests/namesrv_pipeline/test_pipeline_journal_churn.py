@@ -13,8 +13,8 @@ from support.wire_client import connect
 from twisted.internet import reactor, task
 
 from namesrv.ops.journal_routes import ROUTE_CHANGES_EVENT
-from pipeline.cli import parse
-from pipeline.spark.job import run
+from namesrv_pipeline.cli import parse
+from namesrv_pipeline.spark.job import run
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import encode_subscribe
 

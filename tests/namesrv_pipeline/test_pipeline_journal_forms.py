@@ -8,10 +8,10 @@ from itertools import groupby
 
 from support.pipeline_records import fetch, journal_file, write_lines
 
-from pipeline.cli import parse
-from pipeline.spark.aggregations import summarize
-from pipeline.spark.inputs import JournalSource, read_journal
-from pipeline.spark.job import run
+from namesrv_pipeline.cli import parse
+from namesrv_pipeline.spark.aggregations import summarize
+from namesrv_pipeline.spark.inputs import JournalSource, read_journal
+from namesrv_pipeline.spark.job import run
 
 T0 = 1_700_000_000_000
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from namesrv.config import NamesrvConfig
-from pipeline.report.markdown import render
-from pipeline.report.replay_model import (
+from namesrv_pipeline.report.markdown import render
+from namesrv_pipeline.report.replay_model import (
     PRESSURE_KEYS,
     Calibration,
     Curve,
@@ -24,8 +24,8 @@ from pipeline.report.replay_model import (
     scenarios,
     unjudged,
 )
-from pipeline.report.summary import Distribution, Episode, InputQuality, Summary
-from pipeline.report.tuning import Recommendation
+from namesrv_pipeline.report.summary import Distribution, Episode, InputQuality, Summary
+from namesrv_pipeline.report.tuning import Recommendation
 
 BASE = NamesrvConfig()
 

@@ -19,10 +19,10 @@ pytest.importorskip("pyspark")
 
 from support.replay_journals import Degraded, Fleet, write_recording
 
-from pipeline.cli import parse
-from pipeline.report.replay_model import EarlyTick, early_ticks
-from pipeline.spark.job import run
-from pipeline.spark.spans import MAX_TABLE_ROWS, span_values
+from namesrv_pipeline.cli import parse
+from namesrv_pipeline.report.replay_model import EarlyTick, early_ticks
+from namesrv_pipeline.spark.job import run
+from namesrv_pipeline.spark.spans import MAX_TABLE_ROWS, span_values
 
 NS = "127.0.0.1:9876"
 THREE = ("10.0.0.1:9876", "10.0.0.2:9876", "10.0.0.3:9876")

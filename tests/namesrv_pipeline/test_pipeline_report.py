@@ -19,13 +19,13 @@ import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
 from PIL import Image
 
-from pipeline.report.html import render_html
-from pipeline.report.markdown import render
-from pipeline.report.outputs import Findings
-from pipeline.report.plot_kit import at_least_floor, figure, log_ms_axis
-from pipeline.report.plots import plots
-from pipeline.report.plots_whatif import whatif_plots
-from pipeline.report.replay_model import (
+from namesrv_pipeline.report.html import render_html
+from namesrv_pipeline.report.markdown import render
+from namesrv_pipeline.report.outputs import Findings
+from namesrv_pipeline.report.plot_kit import at_least_floor, figure, log_ms_axis
+from namesrv_pipeline.report.plots import plots
+from namesrv_pipeline.report.plots_whatif import whatif_plots
+from namesrv_pipeline.report.replay_model import (
     CPU_LOW,
     TICK,
     Calibration,
@@ -33,7 +33,7 @@ from pipeline.report.replay_model import (
     GridPoint,
     ReplayResult,
 )
-from pipeline.report.summary import (
+from namesrv_pipeline.report.summary import (
     CDF_POINTS,
     Charts,
     Distribution,
@@ -42,7 +42,7 @@ from pipeline.report.summary import (
     InputQuality,
     Summary,
 )
-from pipeline.report.tuning import Recommendation
+from namesrv_pipeline.report.tuning import Recommendation
 
 
 def embedded_images(page: str) -> list[bytes]:
@@ -235,7 +235,7 @@ def test_the_report_renders_from_a_summary_json_alone_without_spark(tmp_path):
     blocked = (
         "import sys, runpy; sys.modules['pyspark'] = None; sys.modules['py4j'] = None; "
         f"sys.argv = ['report', {str(tmp_path / 'summary.json')!r}, {str(tmp_path / 'out')!r}]; "
-        "runpy.run_module('pipeline.report', run_name='__main__')"
+        "runpy.run_module('namesrv_pipeline.report', run_name='__main__')"
     )
     done = subprocess.run(
         [sys.executable, "-c", blocked], capture_output=True, text=True, check=False

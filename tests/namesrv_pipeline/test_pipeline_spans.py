@@ -1,5 +1,5 @@
-"""Span lookups on the journal's timeline (``pipeline.spark.spans.span_values``): the value of the
-span of the row's name server that holds its time, or null."""
+"""Span lookups on the journal's timeline (``namesrv_pipeline.spark.spans.span_values``): the
+value of the span of the row's name server that holds its time, or null."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T
 
-from pipeline.report.replay_model import Release
-from pipeline.report.summary import Span
-from pipeline.spark.spans import MAX_TABLE_ROWS, span_values
+from namesrv_pipeline.report.replay_model import Release
+from namesrv_pipeline.report.summary import Span
+from namesrv_pipeline.spark.spans import MAX_TABLE_ROWS, span_values
 
 ROWS = T.StructType(
     [

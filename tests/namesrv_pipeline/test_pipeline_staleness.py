@@ -22,12 +22,12 @@ from support.pipeline_records import (
 )
 from support.pipeline_tables import close, held_figures
 
-from pipeline.report.headline import headline
-from pipeline.report.summary import Summary
-from pipeline.report.tuning import Targets
-from pipeline.request import AnalysisRequest
-from pipeline.sources import JournalSource
-from pipeline.spark.job import run
+from namesrv_pipeline.report.headline import headline
+from namesrv_pipeline.report.summary import Summary
+from namesrv_pipeline.report.tuning import Targets
+from namesrv_pipeline.request import AnalysisRequest
+from namesrv_pipeline.sources import JournalSource
+from namesrv_pipeline.spark.job import run
 
 TOPICS = ("a", "b", "c")
 DEGRADED_AT = T0 + 10_000

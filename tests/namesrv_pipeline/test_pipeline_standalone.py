@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
-from pipeline.cli import parse
-from pipeline.spark.job import run
+from namesrv_pipeline.cli import parse
+from namesrv_pipeline.spark.job import run
 
 JOB_TIMEOUT_S = 420
 
@@ -68,7 +68,7 @@ def inputs(root: Path) -> list[str]:
 
 def job(args: list[str], env: dict[str, str] | None = None) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "namesrv_pipeline", *args],
         capture_output=True,
         text=True,
         timeout=JOB_TIMEOUT_S,

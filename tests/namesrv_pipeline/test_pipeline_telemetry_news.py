@@ -10,8 +10,8 @@ from typing import Any
 from support.pipeline_records import changed, fetch, journal_file, write_lines
 
 from client_push.routes.telemetry import JsonLinesTelemetry, RefetchRecord
-from pipeline.spark.aggregations import summarize
-from pipeline.spark.inputs import (
+from namesrv_pipeline.spark.aggregations import summarize
+from namesrv_pipeline.spark.inputs import (
     HEAD_BYTES,
     JournalSource,
     _carries_news,

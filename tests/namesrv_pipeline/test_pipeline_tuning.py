@@ -10,9 +10,9 @@ import pytest
 
 from namesrv.config import NamesrvConfig
 from namesrv.config_file import load
-from pipeline.report.config_toml import to_toml
-from pipeline.report.markdown import render
-from pipeline.report.summary import (
+from namesrv_pipeline.report.config_toml import to_toml
+from namesrv_pipeline.report.markdown import render
+from namesrv_pipeline.report.summary import (
     Distribution,
     Episode,
     InputQuality,
@@ -20,8 +20,8 @@ from pipeline.report.summary import (
     Transition,
     pair_episodes,
 )
-from pipeline.report.tuning import Targets, loosens, recommend, tuned
-from pipeline.spark.inputs import JournalSource
+from namesrv_pipeline.report.tuning import Targets, loosens, recommend, tuned
+from namesrv_pipeline.spark.inputs import JournalSource
 
 QUALITY = InputQuality(files=1, lines=10, corrupt=0, invalid=0)
 

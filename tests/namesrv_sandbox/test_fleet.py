@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest_twisted
 from twisted.internet import reactor
 
-from sandbox.fleet import MAX_BROKERS, Fleet
+from namesrv_sandbox.fleet import MAX_BROKERS, Fleet
 
 
 @pytest_twisted.ensureDeferred

@@ -41,7 +41,7 @@ class Sandbox:
         self.namesrv = f"127.0.0.1:{free_port()}"
         self.control = f"127.0.0.1:{free_port()}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sandbox", "--namesrv", self.namesrv,
+            [sys.executable, "-m", "namesrv_sandbox", "--namesrv", self.namesrv,
              "--control", self.control, "--topic", "T:2"],
             cwd=REPO_ROOT,
             env=ENV,
@@ -68,7 +68,7 @@ class Sandbox:
         return json.loads(self.read_until("{"))
 
     def command(self, *words: str) -> tuple[int, dict[str, Any]]:
-        done = run("sandbox", *words, "--control", self.control)
+        done = run("namesrv_sandbox", *words, "--control", self.control)
         return done.returncode, json.loads(done.stdout) if done.stdout else {}
 
     def admin(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -141,7 +141,7 @@ def test_brokers_stop_fail_and_start_again_on_command(sandbox):
 def test_a_command_without_a_sandbox_says_so(options_first):
     options = ("--control", f"127.0.0.1:{free_port()}", "--wait", "0")
     words = (*options, "stats") if options_first else ("stats", *options)
-    done = run("sandbox", *words)
+    done = run("namesrv_sandbox", *words)
     assert done.returncode == 1
     assert "no sandbox answers at" in done.stderr
 
@@ -149,8 +149,8 @@ def test_a_command_without_a_sandbox_says_so(options_first):
 def test_a_second_sandbox_joins_the_running_name_server(sandbox):
     control = f"127.0.0.1:{free_port()}"
     second = subprocess.Popen(
-        [sys.executable, "-m", "sandbox", "--namesrv", sandbox.namesrv, "--control", control,
-         "--broker", "broker-c", "--topic", "T:1", "--topic", "U"],
+        [sys.executable, "-m", "namesrv_sandbox", "--namesrv", sandbox.namesrv,
+         "--control", control, "--broker", "broker-c", "--topic", "T:1", "--topic", "U"],
         cwd=REPO_ROOT, env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -12,9 +12,9 @@ from support.wire_client import connect
 from twisted.internet import reactor
 from twisted.internet.error import ConnectionRefusedError
 
+from namesrv_sandbox.standin import BrokerStandIn, message_cost
 from protocol.codes import RequestCode, ResponseCode
 from protocol.message import encode_message, send_header
-from sandbox.standin import BrokerStandIn, message_cost
 
 MIB = 1024 * 1024
 
@@ -130,7 +130,7 @@ async def test_a_topic_name_upstream_refuses_is_refused_at_creation_and_never_re
 def test_the_topic_option_refuses_a_bad_name():
     import pytest
 
-    from sandbox.standin import parse_topics
+    from namesrv_sandbox.standin import parse_topics
 
     assert parse_topics(["Good_1%|-:3"]) == {"Good_1%|-": 3}
     for bad in ("bad topic!", "x" * 128):
@@ -140,7 +140,7 @@ def test_the_topic_option_refuses_a_bad_name():
 
 @pytest_twisted.ensureDeferred
 async def test_stats_show_the_name_servers_view_and_a_refused_register_as_refused(cluster):
-    from sandbox.fleet import Fleet
+    from namesrv_sandbox.fleet import Fleet
 
     _server, port = cluster.start_server(registry={"max_queue_nums": 4})
     addr = f"127.0.0.1:{port}"
