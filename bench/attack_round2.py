@@ -525,7 +525,7 @@ def row15_sandbox_messages(t: Target) -> dict[str, Any]:
         [
             sys.executable,
             "-m",
-            "sandbox",
+            "namesrv_sandbox",
             "--namesrv",
             f"127.0.0.1:{t.port}",
             "--control",

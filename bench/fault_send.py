@@ -1,6 +1,6 @@
 """Sends against a bad broker mix: no fault strategy, upstream 4.x tiers, 5.x tiers + detector.
 
-A real name server and three broker stand-ins (``sandbox/standin.py``) on loopback,
+A real name server and three broker stand-ins (``namesrv_sandbox/standin.py``) on loopback,
 in this process: broker-a is a black hole (reads, never answers), broker-b answers after 800 ms,
 broker-c is healthy. For each mode a fresh route client and producer send ``--count`` messages
 with ``--concurrency`` in flight, and the script prints failures, total time, p50/p99 and the
@@ -41,7 +41,7 @@ from client_push.producer.producer import Producer  # noqa: E402
 from client_push.routes.client import RouteClient  # noqa: E402
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
-from sandbox.standin import BrokerStandIn  # noqa: E402
+from namesrv_sandbox.standin import BrokerStandIn  # noqa: E402
 
 BAD = ("broker-a", "broker-b")
 MODES = {

@@ -45,9 +45,9 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.cli import parse
-from pipeline.spark.job import run
-from pipeline.spark.session import spark_session
+from namesrv_pipeline.cli import parse
+from namesrv_pipeline.spark.job import run
+from namesrv_pipeline.spark.session import spark_session
 
 T0 = 1_700_000_000_000
 

@@ -1,6 +1,6 @@
 """Rolling restarts under load, with GoAway and without.
 
-Part ``brokers``: one name server, three broker stand-ins (``sandbox/standin.py``),
+Part ``brokers``: one name server, three broker stand-ins (``namesrv_sandbox/standin.py``),
 a producer sending ``--messages`` at about ``--rate`` per second while the brokers restart one
 after the other (shut down with ``--grace-ms``, down for ``--down-ms``, back on the same port,
 ``--settle-ms`` before the next). With GoAway the stand-in announces its shutdown (7004) and the
@@ -45,9 +45,9 @@ from client_push.runtime.twisted_loop import TwistedRuntime  # noqa: E402
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection  # noqa: E402
 from namesrv.config import from_mapping  # noqa: E402
 from namesrv.server import NameServer  # noqa: E402
+from namesrv_sandbox.standin import BrokerStandIn  # noqa: E402
 from protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from protocol.frame import RemotingCommand  # noqa: E402
-from sandbox.standin import BrokerStandIn  # noqa: E402
 
 NAMES = ("broker-a", "broker-b", "broker-c")
 

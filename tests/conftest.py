@@ -25,7 +25,7 @@ pytest_plugins = [
 
 TESTS = Path(__file__).resolve().parent
 
-JVM_SUITES = ("interop", "pipeline")
+JVM_SUITES = ("interop", "namesrv_pipeline")
 """Test folders whose tests boot JVMs (Apache RocketMQ, Spark): the longest work. When the run is
 spread over workers (tox runs ``pytest -n 2 --dist loadfile``) their files go out first, so each
 worker starts on one of them and the short tests fill in around them."""

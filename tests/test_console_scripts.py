@@ -16,8 +16,8 @@ from protocol.version import VERSION
 COMMANDS = {
     "namesrv": ["namesrv"],
     "namesrv-admin": ["namesrv.admin"],
-    "namesrv-sandbox": ["sandbox"],
-    "namesrv-pipeline": ["pipeline"],
+    "namesrv-sandbox": ["namesrv_sandbox"],
+    "namesrv-pipeline": ["namesrv_pipeline"],
     "python -m client_push": ["client_push"],
 }
 HELPS = [
@@ -25,10 +25,10 @@ HELPS = [
     ["namesrv.admin"],
     ["namesrv.admin", "update-topic"],
     ["namesrv.admin", "subscriptions"],
-    ["sandbox"],
-    ["sandbox", "stats"],
-    ["pipeline"],
-    ["pipeline", "demo"],
+    ["namesrv_sandbox"],
+    ["namesrv_sandbox", "stats"],
+    ["namesrv_pipeline"],
+    ["namesrv_pipeline", "demo"],
     ["client_push", "watch"],
     ["client_push", "send"],
 ]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import grimp
 
-PACKAGES = ("protocol", "namesrv", "client_push", "pipeline", "sandbox")
+PACKAGES = ("protocol", "namesrv", "client_push", "namesrv_pipeline", "namesrv_sandbox")
 
 
 def _cycles(graph: grimp.ImportGraph, modules: Iterable[str]) -> list[list[str]]:

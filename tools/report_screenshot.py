@@ -5,7 +5,7 @@
 The browser is Chromium (``--browser`` names another binary; ``apt-get install chromium``
 on Debian). The page is drawn at ``--width`` CSS pixels across and tall enough for all of it,
 then the blank strip below the content is cut off. The script checks what a browser adds to the
-suite's pure-Python checks (``tests/pipeline/test_pipeline_report.py``): that Chromium loads
+suite's pure-Python checks (``tests/namesrv_pipeline/test_pipeline_report.py``): that Chromium loads
 the page, that every figure's image decodes there (the DOM Chromium dumps holds each ``img``,
 and the screenshot has content down to the last table), and it prints the figures it found.
 Look at the PNG afterwards: whether each plot reads right is for a person to judge.

@@ -19,7 +19,7 @@ CHANGES = (
     "a new producer fault rule",
     "a new pipeline figure",
 )
-PACKAGES = ("protocol", "namesrv", "client_push", "sandbox", "pipeline")
+PACKAGES = ("protocol", "namesrv", "client_push", "namesrv_sandbox", "namesrv_pipeline")
 MODULE_CELL = re.compile(r"`([\w/]+\.py)`")
 
 

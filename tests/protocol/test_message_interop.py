@@ -24,9 +24,9 @@ from support import apache_rocketmq as apache
 from support.process_output import Collect
 from twisted.internet import reactor
 
+from namesrv_sandbox.standin import BrokerStandIn
 from protocol.frame import RemotingCommand, encode_command
 from protocol.message import MessageIdGenerator, decode_properties, encode_message, send_header
-from sandbox.standin import BrokerStandIn
 
 pytestmark = pytest.mark.interop
 

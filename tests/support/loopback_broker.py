@@ -7,9 +7,9 @@ from typing import Any
 
 from twisted.internet import defer, reactor
 
+from namesrv_sandbox.standin import BrokerStandIn, _ClientConn
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
-from sandbox.standin import BrokerStandIn, _ClientConn
 
 
 class FakeBroker(BrokerStandIn):

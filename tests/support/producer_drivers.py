@@ -30,7 +30,7 @@ from client_push.producer.fault_table import FaultStrategyConfig
 from client_push.producer.producer import Producer
 from client_push.producer.routing import ProducerRouting
 from client_push.routes.route_cache import CachedRoute
-from sandbox.standin import BrokerStandIn
+from namesrv_sandbox.standin import BrokerStandIn
 from support.aio_loop import FakeClock, LoopThread, ReactorLoop
 from support.loopback_wait import until_read
 

@@ -13,7 +13,7 @@ from support.spark_standalone import StandaloneCluster, java_missing, standalone
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from pipeline.spark.session import spark_session
+    from namesrv_pipeline.spark.session import spark_session
 
     session = spark_session("local[2]", shuffle_partitions=1)
     yield session

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from namesrv_sandbox.standin import BrokerStandIn
 from protocol.codes import RequestCode
 from protocol.frame import RemotingCommand
 from protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
-from sandbox.standin import BrokerStandIn
 
 
 class TopicAdminBroker(BrokerStandIn):

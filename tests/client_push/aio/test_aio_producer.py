@@ -11,8 +11,8 @@ from twisted.internet import reactor
 from client_push import aio
 from client_push.errors import TopicNotExistError
 from client_push.producer.send_answer import SendStatus
+from namesrv_sandbox.standin import BrokerStandIn
 from protocol.message import MessageError
-from sandbox.standin import BrokerStandIn
 
 
 @pytest_twisted.ensureDeferred

@@ -21,11 +21,11 @@ from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig
 from client_push.producer.producer import Producer
 from client_push.producer.queue_select import NoWritableQueueError
+from namesrv_sandbox.standin import BrokerStandIn
 from protocol.codes import Perm, RequestCode
 from protocol.frame import RemotingCommand
 from protocol.push_codec import BrokerChangeKind, ChangeKind, encode_notification
 from protocol.route_model import BrokerData, QueueData, TopicRouteData
-from sandbox.standin import BrokerStandIn
 
 RW = int(Perm.READ | Perm.WRITE)
 STEP_S = 0.02

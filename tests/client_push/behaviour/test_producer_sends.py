@@ -19,9 +19,9 @@ from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
 from client_push.producer.send_answer import SendStatus
 from client_push.producer.send_core import BrokerRefusedError, SendError
+from namesrv_sandbox.standin import BrokerStandIn
 from protocol.codes import ResponseCode
 from protocol.message import MessageError
-from sandbox.standin import BrokerStandIn
 
 NAMES = ("broker-a", "broker-b", "broker-c")
 NO_DETECTOR = FaultStrategyConfig(detector_enabled=False)

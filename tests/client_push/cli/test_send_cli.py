@@ -20,7 +20,7 @@ from twisted.internet import reactor, task
 from client_push.cli.loops import LOOPS
 from client_push.cli.send import Progress, percentile, producer_config
 from namesrv.server import NameServer
-from sandbox.standin import BrokerStandIn
+from namesrv_sandbox.standin import BrokerStandIn
 
 ROOT = REPO_ROOT
 

@@ -234,7 +234,7 @@ def test_reads_fail_over_to_the_next_name_server(make_server):
 def test_cluster_list_m_and_topic_list_c_show_mqadmins_columns(make_server, cluster):
     from twisted.internet import reactor
 
-    from sandbox.standin import BrokerStandIn
+    from namesrv_sandbox.standin import BrokerStandIn
 
     _server, port = cluster.start_server()
     broker = BrokerStandIn("broker-s", {"TopicS": 2}, [f"127.0.0.1:{port}"], reactor=reactor)

@@ -1,0 +1,3 @@
+from namesrv_pipeline.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from namesrv_sandbox.cli import main
+
+sys.exit(main())

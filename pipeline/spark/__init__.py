@@ -1,3 +1,0 @@
-"""The Spark half of the job: reading the journal and telemetry, the facts, their
-aggregations into a summary, and the replay grid. Everything here may import pyspark;
-``pipeline.report`` never imports this package."""

@@ -1,5 +1,0 @@
-import sys
-
-from sandbox.cli import main
-
-sys.exit(main())
