@@ -27,11 +27,11 @@ from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from namesrv.config import NamesrvConfig, from_mapping
 from namesrv.config_file import load
+from namesrv.config_text import config_toml
 from namesrv.server import NameServer
 from namesrv_pipeline.analysis import analyse
 from namesrv_pipeline.demo.registrant import Broker, RouteChanges
 from namesrv_pipeline.demo.wire import Peer, connect
-from namesrv_pipeline.report.config_toml import to_toml
 from namesrv_pipeline.request import AnalysisRequest
 from namesrv_pipeline.sources import JournalSource
 from protocol.codes import RequestCode, ResponseCode
@@ -167,7 +167,7 @@ def _prepare(work: Path) -> Path:
     (work / "telemetry").mkdir()
     config_path = work / "namesrv.toml"
     config_path.write_text(
-        to_toml(demo_config(work), {}, "name server config of namesrv-pipeline demo"),
+        config_toml(demo_config(work), {}, "name server config of namesrv-pipeline demo"),
         encoding="utf-8",
     )
     return config_path

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from namesrv.config import NamesrvConfig
 from namesrv.config_file import load
-from namesrv_pipeline.report.config_toml import keys_toml
+from namesrv.config_text import keys_toml
 from namesrv_pipeline.report.outputs import REPORT, TUNED_CONFIG, Findings, Outputs, write_report
 from namesrv_pipeline.report.plots import PLOTTERS, Plot, Plotter, journal_plots
 from namesrv_pipeline.report.summary import Summary

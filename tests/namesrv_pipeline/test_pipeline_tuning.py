@@ -10,7 +10,7 @@ import pytest
 
 from namesrv.config import NamesrvConfig
 from namesrv.config_file import load
-from namesrv_pipeline.report.config_toml import to_toml
+from namesrv.config_text import config_toml as to_toml
 from namesrv_pipeline.report.markdown import render
 from namesrv_pipeline.report.summary import (
     Distribution,
