@@ -25,6 +25,7 @@ from protocol.frame import FrameDecoder, RemotingCommand, SplitFrame, decode_fra
 
 if TYPE_CHECKING:
     from namesrv.config import ServerConfig
+    from namesrv.ops.clock import DelayedCall
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class NamesrvConnection(TwistedProtocol):
         """Bytes of the answers in :attr:`_out` sent by request handlers (not from the cache)."""
         self._kept: list[bytes | SplitFrame] | None = None
         """Frames of a read not answered yet: its answers had reached the output bound."""
-        self._kept_call: Any = None
+        self._kept_call: DelayedCall | None = None
         """The pending call that answers :attr:`_kept` (the output did not need to drain)."""
         self._paused_by_transport = False
         """The transport paused this producer: it calls :meth:`resumeProducing` when drained."""
