@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from twisted.internet import tcp
-from twisted.internet.interfaces import IDelayedCall, IPushProducer
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -57,7 +57,7 @@ class ConnectionOwner(Protocol):
 
     def now_ms(self) -> int: ...
 
-    def call_soon(self, call: Callable[[], object]) -> IDelayedCall:
+    def call_soon(self, call: Callable[[], object]) -> DelayedCall:
         """Run ``call`` on the reactor's next turn."""
 
     def connection_made(self, conn: NamesrvConnection) -> bool:

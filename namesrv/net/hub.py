@@ -14,13 +14,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from twisted.internet.interfaces import IDelayedCall
-
 from namesrv.config import ServerConfig
 from namesrv.net.admission import Admission
 from namesrv.net.connection import CachedAnswers, NamesrvConnection, PollState
 from namesrv.net.input_bounds import InputBounds
-from namesrv.ops.clock import Clock, now_ms
+from namesrv.ops.clock import Clock, DelayedCall, now_ms
 from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command
@@ -51,7 +49,7 @@ class ConnectionHub:
         self,
         config: ServerConfig,
         *,
-        reactor: Any,
+        reactor: Clock,
         clock: Clock,
         counters: Counter[str],
         route_cache: CachedAnswers,
@@ -108,9 +106,8 @@ class ConnectionHub:
         conn = self.connections.get(conn_id) if isinstance(conn_id, int) else None
         return conn.peer if conn is not None else ""
 
-    def call_soon(self, call: Callable[[], object]) -> IDelayedCall:
-        delayed: IDelayedCall = self._reactor.callLater(0, call)
-        return delayed
+    def call_soon(self, call: Callable[[], object]) -> DelayedCall:
+        return self._reactor.callLater(0, call)
 
     # -- admission ---------------------------------------------------------------------------
 
