@@ -262,9 +262,7 @@ class NameServer:
         )
         self.connections: dict[int, NamesrvConnection] = self.hub.connections
         """Open connections by id (the hub's admission keeps them)."""
-        self.door = RequestDoor(
-            self.processor, self.register_turns, self.registry, self.hub.send_shared
-        )
+        self.door = RequestDoor(self.processor, self.register_turns, self.registry, self.hub)
         self.departures = BrokerDepartures(
             self.audit, self.acl, self.hub.peer_of, self.counters, self.hub.peer_log
         )

@@ -2,7 +2,7 @@
 each kind of answer goes out.
 
 The processor answers a request with bytes (sent at once), a shared large answer (sent within
-the connections' bound on such answers, which ``send_shared`` keeps), a register spread over
+the connections' bound on such answers, which :class:`SharedOutput` keeps), a register spread over
 reactor turns (handed to :class:`~namesrv.requests.register_turns.RegisterTurns` with its
 request's size), or nothing (a oneway request, a response). A request that left registry work
 for later (an unregister of a large broker) starts the turns that do it.
@@ -10,7 +10,6 @@ for later (an unregister of a large broker) starts the turns that do it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 from namesrv.requests.context import Connection
@@ -27,8 +26,12 @@ class Peer(Connection, Requester, Protocol):
         """Send an answer whose (large, shared) ``body`` is written as the output drains."""
 
 
-SendShared = Callable[[Peer, RemotingCommand, bytes, bytes], None]
-"""Sends (head, body) of a shared answer to a request, or refuses it within the bound."""
+class SharedOutput(Protocol):
+    """The bound on answers sent from shared bodies (``namesrv.net.hub.ConnectionHub``)."""
+
+    def send_shared(self, conn: Peer, request: RemotingCommand, head: bytes, body: bytes) -> None:
+        """Send ``request``'s answer (``head``, then the shared ``body``) to ``conn`` within
+        the bound, or answer it SYSTEM_BUSY past it."""
 
 
 class RequestDoor:
@@ -39,12 +42,12 @@ class RequestDoor:
         processor: RequestProcessor,
         turns: RegisterTurns,
         registry: RouteRegistry,
-        send_shared: SendShared,
+        shared: SharedOutput,
     ) -> None:
         self._processor = processor
         self._turns = turns
         self._registry = registry
-        self._send_shared = send_shared
+        self._shared = shared
 
     def frame_received(
         self, conn: Peer, command: RemotingCommand, frame: bytes | SplitFrame
@@ -59,6 +62,6 @@ class RequestDoor:
         if self._registry.pending_jobs:  # e.g. an unregister of a large broker
             self._turns.schedule()
         if isinstance(answer, SharedAnswer):
-            self._send_shared(conn, command, answer.head, answer.body)
+            self._shared.send_shared(conn, command, answer.head, answer.body)
             return
         conn.send(answer)
