@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from twisted.internet import tcp
-from twisted.internet.interfaces import IDelayedCall, IPushProducer
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -25,6 +25,7 @@ from protocol.frame import FrameDecoder, RemotingCommand, SplitFrame, decode_fra
 
 if TYPE_CHECKING:
     from namesrv.config import ServerConfig
+    from namesrv.ops.clock import DelayedCall
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class ConnectionOwner(Protocol):
 
     def now_ms(self) -> int: ...
 
-    def call_soon(self, call: Callable[[], object]) -> IDelayedCall:
+    def call_soon(self, call: Callable[[], object]) -> DelayedCall:
         """Run ``call`` on the reactor's next turn."""
 
     def connection_made(self, conn: NamesrvConnection) -> bool:
@@ -181,7 +182,7 @@ class NamesrvConnection(TwistedProtocol):
         """Bytes of the answers in :attr:`_out` sent by request handlers (not from the cache)."""
         self._kept: list[bytes | SplitFrame] | None = None
         """Frames of a read not answered yet: its answers had reached the output bound."""
-        self._kept_call: Any = None
+        self._kept_call: DelayedCall | None = None
         """The pending call that answers :attr:`_kept` (the output did not need to drain)."""
         self._paused_by_transport = False
         """The transport paused this producer: it calls :meth:`resumeProducing` when drained."""

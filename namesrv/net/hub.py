@@ -12,20 +12,31 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
-
-from twisted.internet.interfaces import IDelayedCall
+from typing import Any, Protocol
 
 from namesrv.config import ServerConfig
 from namesrv.net.admission import Admission
 from namesrv.net.connection import CachedAnswers, NamesrvConnection, PollState
 from namesrv.net.input_bounds import InputBounds
-from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
+from namesrv.ops.clock import Clock, DelayedCall, now_ms
+from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command
 from protocol.paced_log import PacedLog
 
 log = logging.getLogger(__name__)
+
+
+class SharedSender(Protocol):
+    """A connection that may be sent an answer from a shared body."""
+
+    @property
+    def peer(self) -> str: ...
+
+    def send(self, data: bytes) -> None: ...
+
+    def send_shared(self, head: bytes, body: bytes) -> None: ...
+
 
 FrameHandler = Callable[[NamesrvConnection, RemotingCommand, "bytes | SplitFrame"], None]
 
@@ -38,8 +49,8 @@ class ConnectionHub:
         self,
         config: ServerConfig,
         *,
-        reactor: Any,
-        clock: Any,
+        reactor: Clock,
+        clock: Clock,
         counters: Counter[str],
         route_cache: CachedAnswers,
         frame_received: FrameHandler,
@@ -79,11 +90,24 @@ class ConnectionHub:
         output bound once per connection sending one (its queued slices)."""
 
     def now_ms(self) -> int:
-        return int(self._clock.seconds() * 1000)
+        return now_ms(self._clock)
 
-    def call_soon(self, call: Callable[[], object]) -> IDelayedCall:
-        delayed: IDelayedCall = self._reactor.callLater(0, call)
-        return delayed
+    def figures(self) -> dict[str, int]:
+        """The connections' figures for the server's stats."""
+        return {
+            "connections": len(self.connections),
+            "buffered_input_bytes": self.input.buffered,
+            "shared_output_bytes": self.shared_output,
+            "log_lines_suppressed": self.peer_log.dropped,
+        }
+
+    def peer_of(self, conn_id: object) -> str:
+        """``HOST:PORT`` of the open connection ``conn_id`` names; "" when none is open."""
+        conn = self.connections.get(conn_id) if isinstance(conn_id, int) else None
+        return conn.peer if conn is not None else ""
+
+    def call_soon(self, call: Callable[[], object]) -> DelayedCall:
+        return self._reactor.callLater(0, call)
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -165,6 +189,31 @@ class ConnectionHub:
 
     def requests_dropped(self, conn: NamesrvConnection, count: int) -> None:
         self._counters["kept_requests_dropped"] += count
+
+    def send_shared(
+        self, conn: SharedSender, request: RemotingCommand, head: bytes, body: bytes
+    ) -> None:
+        """Answer ``request`` from a (shared) large ``body`` while the total such answers may
+        hold allows; past ``server.max_shared_output_bytes`` it is answered SYSTEM_BUSY."""
+        if self.shared_answer_admitted(body):
+            conn.send_shared(head, body)
+            return
+        self._counters["shared_answers_refused"] += 1
+        self.peer_log.warning(
+            "shared_output",
+            "answered %s from %s SYSTEM_BUSY: large answers not yet read hold %d bytes, "
+            "server.max_shared_output_bytes=%d",
+            request.code,
+            conn.peer,
+            self.shared_output,
+            self.config.max_shared_output_bytes,
+        )
+        busy = request.make_response(
+            ResponseCode.SYSTEM_BUSY,
+            "large answers not yet read by their clients fill server.max_shared_output_bytes; "
+            "retry later",
+        )
+        conn.send(encode_command(busy))
 
     def shared_answer_admitted(self, body: bytes) -> bool:
         """Whether one more connection may be sent an answer from ``body`` within

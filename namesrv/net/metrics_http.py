@@ -19,6 +19,7 @@ costs one render per page it actually takes.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,8 @@ from twisted.web.resource import Resource
 from twisted.web.server import Site
 
 from namesrv.config import MetricsConfig, parse_listen
-from namesrv.ops.metrics import MetricsGate, NamesrvCollector
+from namesrv.ops.clock import Clock
+from namesrv.ops.metrics import MetricsGate, MetricsSource, NamesrvCollector
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +179,9 @@ class BoundedMetricsFactory(WrappingFactory):
 
     protocol = _BoundedConnection
 
-    def __init__(self, site: Site, config: MetricsConfig, clock: Any, counters: Any) -> None:
+    def __init__(
+        self, site: Site, config: MetricsConfig, clock: Clock, counters: Counter[str]
+    ) -> None:
         super().__init__(site)
         self.max_connections = config.max_connections
         self.idle_timeout = config.idle_timeout_ms / 1000.0
@@ -205,7 +209,7 @@ class BoundedMetricsFactory(WrappingFactory):
         self.protocols.pop(p, None)  # a dropped connection has left already
 
 
-def metrics_site(server: Any) -> MetricsSite:
+def metrics_site(server: MetricsSource) -> MetricsSite:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NamesrvCollector(server))
     root = Resource()
@@ -214,7 +218,7 @@ def metrics_site(server: Any) -> MetricsSite:
     return MetricsSite(root, MetricsGate(server.config.metrics, server.counters))
 
 
-def listen_metrics(reactor: Any, listen: str, server: Any) -> Any:
+def listen_metrics(reactor: Any, listen: str, server: MetricsSource) -> Any:
     """Start serving ``/metrics`` on ``HOST:PORT`` under the ``[metrics]`` bounds; returns the
     listening port."""
     host, port = parse_listen(listen)

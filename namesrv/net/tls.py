@@ -14,6 +14,7 @@ connection bounds, the idle and frame timeouts; and its handshake must finish wi
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from twisted.internet import ssl
@@ -21,6 +22,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 
+from namesrv.ops.clock import Clock, DelayedCall
 from protocol.paced_log import PacedLog
 from protocol.tls_refusal import tls_required_frame
 
@@ -83,7 +85,7 @@ class _FirstByteRouter(Protocol):
         self._inner: Any = None
         """What the socket's bytes go to once the first has come: the TLS layer, or the
         connection itself."""
-        self._deadline: Any = None
+        self._deadline: DelayedCall | None = None
         """The pending handshake timeout, while a handshake is awaited or under way."""
 
     def connectionMade(self) -> None:
@@ -197,9 +199,9 @@ class TlsRoutingFactory(Factory):
         plain_factory: Factory,
         options: Any,
         mode: str,
-        counters: Any,
+        counters: Counter[str],
         *,
-        clock: Any,
+        clock: Clock,
         handshake_timeout_ms: int,
         peer_log: PacedLog,
     ) -> None:

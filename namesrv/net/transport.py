@@ -18,6 +18,7 @@ from twisted.internet.protocol import Factory
 
 from namesrv.config import ServerConfig, parse_listen
 from namesrv.net.connection import ConnectionOwner, NamesrvConnection
+from namesrv.ops.clock import Clock
 from protocol.paced_log import PacedLog
 
 READ_SIZE = 64 * 1024
@@ -78,7 +79,7 @@ def listen(
     owner: ConnectionOwner,
     counters: Counter[str],
     *,
-    clock: Any,
+    clock: Clock,
     peer_log: PacedLog,
 ) -> IListeningPort:
     """Listen on ``server.listen`` (with ``server.tls``); TLS outcomes count in ``counters``,

@@ -19,9 +19,9 @@ another host's lines. Every string of a line is a peer's and passes through
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from namesrv.ops.audit_events import AuditEvent, Who
+from namesrv.ops.clock import Clock
 from protocol.paced_log import MAX_KINDS, PacedLog
 
 AUDIT_LOGGER = "namesrv.audit"
@@ -37,7 +37,7 @@ class AuditTrail:
 
     def __init__(
         self,
-        clock: Any = None,
+        clock: Clock | None = None,
         *,
         logger: logging.Logger | None = None,
         burst: int = AUDIT_BURST,

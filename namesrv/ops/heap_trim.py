@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
+from collections import Counter
 from collections.abc import Callable
-from typing import Any
+
+from namesrv.ops.clock import Clock, DelayedCall
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +41,19 @@ class HeapTrim:
 
     def __init__(
         self,
-        clock: Any,
+        clock: Clock,
         after_ms: int,
         busy: Callable[[], bool],
         trim: Callable[[], bool] = malloc_trim,
+        counters: Counter[str] | None = None,
     ) -> None:
+        """``counters`` (the server's) counts ``heap_trims`` too."""
         self._clock = clock
         self._after = after_ms / 1000.0
         self._busy = busy
         self._trim = trim
-        self._call: Any = None
+        self._counters = counters if counters is not None else Counter()
+        self._call: DelayedCall | None = None
         self.trims = 0
         """Trims run."""
 
@@ -66,6 +71,7 @@ class HeapTrim:
         if self._busy():
             return
         self.trims += 1
+        self._counters["heap_trims"] += 1
         try:
             self._trim()
         except Exception:  # giving memory back is an optimisation: never the server's end

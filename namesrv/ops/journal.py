@@ -15,6 +15,18 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from namesrv.config import JournalConfig
+from namesrv.ops.events import (
+    TOPIC_LIST_LIMIT,
+    BrokerChanged,
+    ConnectionClosed,
+    EventSink,
+    RouteChanged,
+    RouteSuppressed,
+    SubscriptionsChanged,
+    SuppressionsCounted,
+    topic_list_fields,
+)
 from namesrv.ops.journal_routes import DEFAULT_MAX_TOPICS, ROUTE_CHANGES_EVENT, RouteChangeBatches
 
 log = logging.getLogger(__name__)
@@ -28,20 +40,18 @@ _FILE_NAME = re.compile(rf"{FILE_PREFIX}(\d+)-(\d+){re.escape(FILE_SUFFIX)}")
 _SEQ_DIGITS = 6
 _RESERVED_FIELDS = frozenset({"ts_ms", "event"})
 
-TOPIC_LIST_LIMIT = 100
-"""``notification_sent``, ``subscribe`` and ``unsubscribe`` name at most this many topics; the
-counts cover all of them."""
+__all__ = ["TOPIC_LIST_LIMIT", "EventJournal", "Journal", "NullJournal", "topic_list_fields"]
 
 
-class Journal(Protocol):
+class Journal(EventSink, Protocol):
+    """A journal: route push's events (:class:`~namesrv.ops.events.EventSink`) and the tick's
+    own records."""
+
     write_errors: int
     dropped_records: int
+    suppressed_records: int
 
     def record(self, event: str, **fields: Any) -> None: ...
-
-    def route_changed(self, fields: dict[str, Any]) -> None: ...
-
-    def route_suppressed(self, fields: dict[str, Any]) -> None: ...
 
     def flush(self) -> None: ...
 
@@ -53,14 +63,27 @@ class NullJournal:
 
     write_errors = 0
     dropped_records = 0
+    suppressed_records = 0
 
     def record(self, event: str, **fields: Any) -> None:
         pass
 
-    def route_changed(self, fields: dict[str, Any]) -> None:
+    def route_changed(self, change: RouteChanged) -> None:
         pass
 
-    def route_suppressed(self, fields: dict[str, Any]) -> None:
+    def route_suppressed(self, suppressed: RouteSuppressed) -> None:
+        pass
+
+    def suppressions_counted(self, counted: SuppressionsCounted) -> None:
+        pass
+
+    def broker_changed(self, change: BrokerChanged) -> None:
+        pass
+
+    def subscriptions_changed(self, change: SubscriptionsChanged) -> None:
+        pass
+
+    def connection_closed(self, closed: ConnectionClosed) -> None:
         pass
 
     def flush(self) -> None:
@@ -85,14 +108,6 @@ def notification_sent_fields(
         "topic_list": names[:TOPIC_LIST_LIMIT],
         "broker_entries": broker_entries,
     }
-
-
-def topic_list_fields(topics: list[str]) -> dict[str, Any]:
-    """The topics of a ``subscribe`` or ``unsubscribe`` record: the first ``TOPIC_LIST_LIMIT``
-    in ``topics``, and ``topics_omitted``, how many more there were, when any were left out."""
-    if len(topics) <= TOPIC_LIST_LIMIT:
-        return {"topics": topics}
-    return {"topics": topics[:TOPIC_LIST_LIMIT], "topics_omitted": len(topics) - TOPIC_LIST_LIMIT}
 
 
 def file_name(start_ms: int, seq: int) -> str:
@@ -244,21 +259,34 @@ class EventJournal:
         self._second, self._second_records, self._second_bytes = second, 0, 0
         self._conn_bytes.clear()
 
-    def route_changed(self, fields: dict[str, Any]) -> None:
-        """One settled change (the change detector's ``route_changed`` fields: ``topic``,
-        ``version``, ``kind``, ``causes``, ``notify``, ``mutated_at_ms`` when known), detected
-        now; it is written within a ``route_changes`` record at the next :meth:`flush`."""
+    def route_changed(self, change: RouteChanged) -> None:
+        """One settled change, detected now; it is written within a ``route_changes`` record
+        at the next :meth:`flush`."""
         if self._closed:
             self.dropped_records += 1
             return
-        for ts_ms, record in self._routes.add(self._clock_ms(), fields):
+        for ts_ms, record in self._routes.add(self._clock_ms(), change):
             self._append(ts_ms, ROUTE_CHANGES_EVENT, record)
 
-    def route_suppressed(self, fields: dict[str, Any]) -> None:
-        """The ``suppressed`` event that follows a silent change's ``route_changed``: its
-        ``rules`` go into that change's record; without one, a ``suppressed`` record."""
-        if not self._routes.add_rules(fields["topic"], fields["version"], fields["rules"]):
-            self.record("suppressed", **fields)
+    def route_suppressed(self, suppressed: RouteSuppressed) -> None:
+        """The rules of a silent change, which follows its :meth:`route_changed`: they go into
+        that change's record; without one, a ``suppressed`` record."""
+        if not self._routes.add_rules(suppressed.topic, suppressed.version, suppressed.rules):
+            self.record("suppressed", **suppressed.fields())
+
+    def suppressions_counted(self, counted: SuppressionsCounted) -> None:
+        pass  # without per-topic events there is no journal: counted, not recorded
+
+    def broker_changed(self, change: BrokerChanged) -> None:
+        self.record("broker_event", **change.fields())
+
+    def subscriptions_changed(self, change: SubscriptionsChanged) -> None:
+        self.record(change.event, **change.fields())
+
+    def connection_closed(self, closed: ConnectionClosed) -> None:
+        self.record(
+            "connection_closed", conn=closed.conn_id, released_topics=closed.released_topics
+        )
 
     def _write_routes(self) -> None:
         for ts_ms, record in self._routes.drain():
@@ -435,3 +463,20 @@ class EventJournal:
         log.error(
             "journal %s in %s failed; dropping records until it works: %s", what, self._dir, exc
         )
+
+
+def open_journal(config: JournalConfig, clock_ms: Callable[[], int]) -> EventJournal | NullJournal:
+    """The journal ``config`` asks for: none without ``journal.directory``."""
+    if not config.directory:
+        return NullJournal()
+    return EventJournal(
+        config.directory,
+        max_file_bytes=config.max_file_bytes,
+        max_files=config.max_files,
+        max_total_bytes=config.max_total_bytes,
+        max_records_per_second=config.max_records_per_second,
+        max_topics_per_record=config.max_topics_per_record,
+        max_bytes_per_second=config.max_bytes_per_second,
+        max_bytes_per_connection_per_second=config.max_bytes_per_connection_per_second,
+        clock_ms=clock_ms,
+    )

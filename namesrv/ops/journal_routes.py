@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from namesrv.ops.events import RouteChanged
+
 ROUTE_CHANGES_EVENT = "route_changes"
 
 DEFAULT_MAX_TOPICS = 1_000
@@ -50,7 +52,7 @@ class RouteChangeBatches:
     """Open ``route_changes`` records of the current millisecond, one per kind, causes,
     ``notify`` and whether mutation times are known.
 
-    :meth:`add` takes one ``route_changed`` event (the change detector's fields) and returns
+    :meth:`add` takes one settled change (the change detector's ``RouteChanged``) and returns
     the records it completed: those of an earlier millisecond, and a record that was full
     before this change. :meth:`drain` completes every open record (the tick's end).
     """
@@ -65,26 +67,21 @@ class RouteChangeBatches:
         """The record holding the latest change: a ``suppressed`` event that follows it names
         its rules."""
 
-    def add(self, ts_ms: int, fields: dict[str, Any]) -> list[Record]:
+    def add(self, ts_ms: int, change: RouteChanged) -> list[Record]:
         done: list[Record] = []
         if ts_ms != self._ms and self._open:
             done = self.drain()
         self._ms = ts_ms
-        mutated = fields.get("mutated_at_ms")
-        key: _Key = (
-            fields["kind"],
-            tuple(fields["causes"]),
-            bool(fields["notify"]),
-            mutated is not None,
-        )
+        mutated = change.mutated_at_ms
+        key: _Key = (change.kind, tuple(change.causes), bool(change.notify), mutated is not None)
         batch = self._open.get(key)
         if batch is not None and len(batch.topics) >= self._max:
             done.append((ts_ms, batch.fields()))
             batch = None
         if batch is None:
             batch = self._open[key] = _Batch(key)
-        batch.topics.append(fields["topic"])
-        batch.versions.append(fields["version"])
+        batch.topics.append(change.topic)
+        batch.versions.append(change.version)
         if mutated is not None:
             batch.waits.append(ts_ms - mutated)
         self._last = batch

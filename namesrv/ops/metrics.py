@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import base64
 import hmac
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -29,7 +30,9 @@ from prometheus_client.core import (
     Metric,
 )
 
-from namesrv.config import MetricsConfig, SuppressionConfig
+from namesrv.config import MetricsConfig, NamesrvConfig, SuppressionConfig
+from namesrv.ops.clock import Clock
+from namesrv.ops.durations import DurationHistogram
 
 P = "rocketmq_namesrv_"
 
@@ -151,10 +154,29 @@ _BOUNDS = {
 """Read before the other families take their keys, so a count shows under both names."""
 
 
+class MetricsSource(Protocol):
+    """What the metrics read of a server: its stats, tick durations, config, clock and the
+    counters the ``/metrics`` gate counts its refusals in."""
+
+    @property
+    def config(self) -> NamesrvConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def counters(self) -> Counter[str]: ...
+
+    @property
+    def tick_durations(self) -> DurationHistogram: ...
+
+    def stats(self) -> Mapping[str, int]: ...
+
+
 class NamesrvCollector:
     """Reads one ``stats()`` snapshot per scrape and yields every family."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: MetricsSource) -> None:
         self._server = server
 
     def describe(self) -> list[Metric]:
@@ -239,7 +261,7 @@ class MetricsGate:
     how much of a guess was right.
     """
 
-    def __init__(self, config: MetricsConfig, counters: Any) -> None:
+    def __init__(self, config: MetricsConfig, counters: Counter[str]) -> None:
         self.counters = counters
         accepted: list[bytes] = []
         challenges: list[bytes] = []

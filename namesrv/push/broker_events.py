@@ -20,12 +20,13 @@ degradation or a slow reader lasts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from namesrv.config import BrokerEventConfig
-from namesrv.push.subscriptions import Conn, SubscriptionRegistry
+from namesrv.ops.events import BrokerChanged, EventSink
+from namesrv.push.subscriber import Subscriber
+from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import BrokerEvent
 from protocol.push_events import BrokerAddress, BrokerChange, BrokerChangeKind, TopicStep
@@ -40,8 +41,6 @@ DEPARTURE_RULE_OF_CAUSE: dict[ChangeCause, str] = {
 ARRIVAL_RULE = "arrival"
 """Arrivals (a broker address's first registration) are governed by one field, whatever the
 register's cause (``broker_startup`` or ``register``)."""
-
-EventHook = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(slots=True)
@@ -82,7 +81,7 @@ class _Pending:
     """An event whose topics are not all settled yet."""
 
     event: BrokerEvent
-    merged: set[Conn] = field(default_factory=set)
+    merged: set[Subscriber] = field(default_factory=set)
     """Connections whose owed entry already took this event's header (addresses, cause)."""
 
 
@@ -96,10 +95,11 @@ class BrokerEventBook:
         self,
         config: BrokerEventConfig,
         subscriptions: SubscriptionRegistry,
-        on_event: EventHook | None = None,
+        events: EventSink | None = None,
     ) -> None:
+        """``events`` hears every broker event and whether it is announced."""
         self._subs = subscriptions
-        self.on_event = on_event
+        self.events = events
         self._departure_causes = frozenset(
             cause for cause, rule in DEPARTURE_RULE_OF_CAUSE.items() if getattr(config, rule)
         )
@@ -110,7 +110,7 @@ class BrokerEventBook:
         """Announced events, oldest first, each with its topics not settled yet. A set built
         in C per event, not a per-topic index built in Python: a broker of 100,000 topics
         arrives in one reactor turn."""
-        self._debt: dict[Conn, dict[_Key, _Owed]] = {}
+        self._debt: dict[Subscriber, dict[_Key, _Owed]] = {}
         self.events_announced = 0
         self.events_silent = 0
         self.entries_owed = 0
@@ -130,19 +130,18 @@ class BrokerEventBook:
                 self._waiting.append((_Pending(event), set(event.topics)))
         else:
             self.events_silent += 1
-        if self.on_event is not None:
-            self.on_event(
-                "broker_event",
-                {
-                    "kind": event.kind.name,
-                    "cause": event.cause.value,
-                    "cluster": event.cluster,
-                    "broker_name": event.broker_name,
-                    "addrs": [addr for _, addr in event.addrs],
-                    "name_gone": event.name_gone,
-                    "topics": len(event.topics),
-                    "notify": announced,
-                },
+        if self.events is not None:
+            self.events.broker_changed(
+                BrokerChanged(
+                    event.kind.name,
+                    event.cause.value,
+                    event.cluster,
+                    event.broker_name,
+                    [addr for _, addr in event.addrs],
+                    event.name_gone,
+                    len(event.topics),
+                    announced,
+                )
             )
 
     @property
@@ -197,7 +196,7 @@ class BrokerEventBook:
                     step_from = earlier[1] if chained else 0
                 owed.steps[topic] = (version, step_from)
 
-    def _entry(self, conn: Conn, pending: _Pending) -> _Owed:
+    def _entry(self, conn: Subscriber, pending: _Pending) -> _Owed:
         event = pending.event
         key = (event.broker_name, event.kind)
         debt = self._debt.get(conn)
@@ -245,7 +244,7 @@ class BrokerEventBook:
 
     # -- what the detector's tick asks -----------------------------------------------------------
 
-    def debtors(self) -> Iterable[Conn]:
+    def debtors(self) -> Iterable[Subscriber]:
         return self._debt.keys()
 
     @property
@@ -262,7 +261,7 @@ class BrokerEventBook:
         return min(self._max_window_ms, -(-steps * 1000 // self._rate))
 
     def owed(
-        self, conn: Conn, held: Collection[str], window_ms: int = 0
+        self, conn: Subscriber, held: Collection[str], window_ms: int = 0
     ) -> tuple[BrokerChange, ...]:
         """The entries owed to ``conn``, limited to topics it still subscribes to."""
         debt = self._debt.get(conn)
@@ -271,10 +270,10 @@ class BrokerEventBook:
         entries = [owed.as_change(held, window_ms) for _, owed in sorted(debt.items())]
         return tuple(entry for entry in entries if entry.topics)
 
-    def served(self, conn: Conn) -> None:
+    def served(self, conn: Subscriber) -> None:
         self._debt.pop(conn, None)
 
-    def discard_topics(self, conn: Conn, topics: Iterable[str]) -> None:
+    def discard_topics(self, conn: Subscriber, topics: Iterable[str]) -> None:
         """``conn`` unsubscribed ``topics``: entries left without a topic are dropped."""
         debt = self._debt.get(conn)
         if debt is None:
@@ -289,5 +288,5 @@ class BrokerEventBook:
         if not debt:
             del self._debt[conn]
 
-    def forget(self, conn: Conn) -> None:
+    def forget(self, conn: Subscriber) -> None:
         self._debt.pop(conn, None)

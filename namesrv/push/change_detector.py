@@ -34,12 +34,20 @@ from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from itertools import filterfalse, islice, repeat
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from namesrv.config import PushConfig, SuppressionConfig
+from namesrv.ops.events import (
+    ConnectionClosed,
+    EventSink,
+    RouteChanged,
+    RouteSuppressed,
+    SuppressionsCounted,
+)
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.deleted_topics import DeletedTopics
-from namesrv.push.subscriptions import Conn, SubscriptionRegistry
+from namesrv.push.subscriber import Subscriber
+from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
 from protocol.push_events import BrokerChange, ChangeKind
 
@@ -58,9 +66,6 @@ RULE_OF_CAUSE: dict[ChangeCause, str] = {
 }
 """The ``SuppressionConfig`` field (True = stay silent) that governs each cause."""
 
-EventHook = Callable[[str, dict[str, Any]], None]
-
-
 ChangeTuple = tuple[str, int, int]
 """(topic, version, kind): a ``protocol.push_events.TopicChange``'s fields, as a plain tuple
 (see :func:`_pending`)."""
@@ -69,7 +74,7 @@ ChangeTuple = tuple[str, int, int]
 class Notification(NamedTuple):
     """One NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED frame to build for one connection."""
 
-    conn: Conn
+    conn: Subscriber
     changes: tuple[ChangeTuple, ...]
     """The change of every topic the connection is owed."""
     sequence: int
@@ -158,7 +163,7 @@ class ChangeDetector:
         subscriptions: SubscriptionRegistry,
         suppress: SuppressionConfig,
         epoch: str,
-        on_event: EventHook | None = None,
+        events: EventSink | None = None,
         broker_events: BrokerEventBook | None = None,
         clock_ms: Callable[[], int] | None = None,
         report_routes: bool = True,
@@ -173,12 +178,12 @@ class ChangeDetector:
         """Announces broker arrivals and departures; None keeps them silent."""
         self._subs = subscriptions
         self._epoch = epoch
-        self.on_event = on_event
-        """Gets ``route_changed`` and ``suppressed`` events (docs/journal.md).
-        Without ``report_routes``, suppressions of topics nobody subscribes to come as one
-        ``suppressed_counts`` event per settle batch (``{"rules": {rule: count}}``)."""
+        self.events = events
+        """Hears each settled change and each suppression (docs/journal.md), and a connection
+        gone with its subscriptions. Without ``report_routes``, suppressions of topics nobody
+        subscribes to come as one ``SuppressionsCounted`` per settle batch."""
         self.report_routes = report_routes
-        """Whether ``on_event`` gets a ``route_changed`` event per settled topic; off when no one
+        """Whether ``events`` hears a ``RouteChanged`` per settled topic; off when no one
         records them (no journal), which spares a 100,000-topic register 100,000 dicts."""
         self._silent_mask = sum(
             _BIT_OF_CAUSE[cause] for cause, rule in RULE_OF_CAUSE.items() if getattr(suppress, rule)
@@ -191,10 +196,10 @@ class ChangeDetector:
         """Per dirty topic, the clock at its first mark (only with ``clock_ms``)."""
         self._known: dict[str, int] = {}
         """topic → its version, negated while the topic does not exist (deleted)."""
-        self._debt: dict[Conn, dict[str, _Pending]] = {}
+        self._debt: dict[Subscriber, dict[str, _Pending]] = {}
         """Insertion order is the order connections got debt: served first-come."""
         self._pending_pairs = 0
-        self._sequence: dict[Conn, int] = {}
+        self._sequence: dict[Subscriber, int] = {}
         self._cause_names: dict[int, list[str]] = {}
         self.stats = DetectorStats()
 
@@ -223,6 +228,17 @@ class ChangeDetector:
     def tracked_topics(self) -> int:
         """Topics with a version record, deleted ones included."""
         return len(self._known)
+
+    def figures(self) -> dict[str, int]:
+        """The detector's figures for the server's stats."""
+        return {
+            "ticks": self.stats.ticks,
+            "suppressed_changes": self.stats.suppressed_changes,
+            "push_pending_connections": self.pending_connections,
+            "push_pending_topics": self.pending_topic_count,
+            "deleted_topics": len(self.deleted_topics),
+            "deleted_topics_forgotten": self.deleted_topics.forgotten,
+        }
 
     def mark(self, topics: Collection[str], cause: ChangeCause) -> None:
         """Record that a mutation for ``cause`` changed these topics' routes."""
@@ -274,7 +290,7 @@ class ChangeDetector:
         self,
         now_ms: int,
         *,
-        can_send: Callable[[Conn], bool],
+        can_send: Callable[[Subscriber], bool],
         degraded: bool,
         max_notifications: int | None = None,
         max_settle: int | None = None,
@@ -309,15 +325,15 @@ class ChangeDetector:
     def _notify(
         self,
         now_ms: int,
-        can_send: Callable[[Conn], bool],
+        can_send: Callable[[Subscriber], bool],
         max_notifications: int | None,
         book: BrokerEventBook | None,
     ) -> list[Notification]:
         """One notification per owed connection that ``can_send``, at most
         ``max_notifications``; ``book``: it owes broker events too (None: it owes none)."""
         built: list[Notification] = []
-        served: list[Conn] = []
-        owed: Iterable[Conn] = self._debt
+        served: list[Subscriber] = []
+        owed: Iterable[Subscriber] = self._debt
         window_ms = 0
         if book is not None:
             owed = list(self._debt) + [c for c in book.debtors() if c not in self._debt]
@@ -399,7 +415,7 @@ class ChangeDetector:
         if book is not None and book.waiting:
             # A broker event only waits for the topics nobody subscribes to; nothing is owed.
             book.unsubscribed_settled(special.symmetric_difference(topics))
-        per_topic = self.on_event is not None and self.report_routes
+        per_topic = self.events is not None and self.report_routes
         if special or per_topic:
             self._settle_each(batch, special, marked_at)
             return False
@@ -434,7 +450,7 @@ class ChangeDetector:
         exists_now = self._exists
         silent_mask = self._silent_mask
         deleted_topics = self.deleted_topics
-        per_topic = self.on_event is not None and self.report_routes
+        per_topic = self.events is not None and self.report_routes
         quiet: dict[int, int] = {}
         settled = bumped = suppressed = 0
         for topic, causes in batch:
@@ -471,20 +487,20 @@ class ChangeDetector:
         self._count_quiet(quiet)
 
     def _count_quiet(self, quiet: dict[int, int]) -> None:
-        """Tell ``on_event`` the suppressions settled without a per-topic event, by rule."""
-        if not quiet or self.on_event is None:
+        """Tell ``events`` the suppressions settled without a per-topic event, by rule."""
+        if not quiet or self.events is None:
             return
         rules: dict[str, int] = {}
         for causes, count in quiet.items():
             for rule in {RULE_OF_CAUSE[cause] for cause in _causes_of(causes)}:
                 rules[rule] = rules.get(rule, 0) + count
-        self.on_event("suppressed_counts", {"rules": rules})
+        self.events.suppressions_counted(SuppressionsCounted(rules))
 
-    def pending_topics_of(self, conn: Conn) -> int:
+    def pending_topics_of(self, conn: Subscriber) -> int:
         """Topics ``conn`` is owed a notification for."""
         return len(self._debt.get(conn, ()))
 
-    def discard_debt(self, conn: Conn, topics: Iterable[str]) -> None:
+    def discard_debt(self, conn: Subscriber, topics: Iterable[str]) -> None:
         """Forget what ``conn`` is owed for ``topics`` (it unsubscribed them)."""
         if self.broker_events is not None:
             topics = list(topics)
@@ -498,7 +514,15 @@ class ChangeDetector:
         if not debt:
             del self._debt[conn]
 
-    def forget_connection(self, conn: Conn) -> None:
+    def connection_closed(self, conn: Subscriber) -> None:
+        """``conn`` is gone: its subscriptions are released and everything kept for it is
+        dropped; ``events`` hears of it when it held subscriptions."""
+        released = self._subs.drop_connection(conn)
+        self.forget_connection(conn)
+        if released and self.events is not None:
+            self.events.connection_closed(ConnectionClosed(conn.conn_id, len(released)))
+
+    def forget_connection(self, conn: Subscriber) -> None:
         """Drop everything kept for a closed connection: its debt and its sequence."""
         debt = self._debt.pop(conn, None)
         if debt is not None:
@@ -536,7 +560,7 @@ class ChangeDetector:
             if subscribers:
                 change = _pending(topic, version, existed, exists, deleted)
                 self._owe(topic, subscribers, change)
-        if self.on_event is not None and (self.report_routes or silent):
+        if self.events is not None and (self.report_routes or silent):
             self._report(topic, version, existed, exists, deleted, causes, silent, marked_at)
 
     def _note_deletion(self, topic: str, existed: bool, exists: bool, causes: int) -> bool:
@@ -562,27 +586,21 @@ class ChangeDetector:
         silent: bool,
         marked_at: int | None,
     ) -> None:
-        on_event = self.on_event
-        assert on_event is not None
+        events = self.events
+        assert events is not None
         names = self._cause_names.get(causes)
         if names is None:
             names = self._cause_names[causes] = sorted(c.value for c in _causes_of(causes))
         if self.report_routes:
-            fields: dict[str, Any] = {
-                "topic": topic,
-                "version": version,
-                "kind": _pending(topic, version, existed, exists, deleted).kind.name,
-                "causes": list(names),
-                "notify": not silent,
-            }
-            if marked_at is not None:
-                fields["mutated_at_ms"] = marked_at
-            on_event("route_changed", fields)
+            kind = _pending(topic, version, existed, exists, deleted).kind.name
+            events.route_changed(
+                RouteChanged(topic, version, kind, list(names), not silent, marked_at)
+            )
         if silent:
             rules = sorted({RULE_OF_CAUSE[cause] for cause in _causes_of(causes)})
-            on_event("suppressed", {"topic": topic, "version": version, "rules": rules})
+            events.route_suppressed(RouteSuppressed(topic, version, rules))
 
-    def _owe(self, topic: str, subscribers: Iterable[Conn], change: _Pending) -> None:
+    def _owe(self, topic: str, subscribers: Iterable[Subscriber], change: _Pending) -> None:
         """Queue ``change`` for every current subscriber, merging with what each is owed."""
         for conn in subscribers:
             debt = self._debt.get(conn)

@@ -25,7 +25,8 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple
 
 from namesrv.config import PushConfig
-from namesrv.push.subscriptions import Conn, SubscriptionRegistry
+from namesrv.push.subscriber import Subscriber
+from namesrv.push.subscriptions import SubscriptionRegistry
 from protocol.push_events import ChangeKind
 
 BodyOf = Callable[[str, bool, bool], bytes | None]
@@ -69,7 +70,7 @@ class InlineRoutes:
         self._settled_version = settled_version
         self._counters = counters
         self._chosen: dict[Hashable, InlineChoice] = {}
-        self._spent: dict[Conn, int] = {}
+        self._spent: dict[Subscriber, int] = {}
         """Inline bytes sent to each connection in this tick (connections notified only)."""
 
     @property
@@ -85,7 +86,7 @@ class InlineRoutes:
         """Forget the choices of the last slice: a route may have moved since."""
         self._chosen.clear()
 
-    def choose(self, conn: Conn, changes: Sequence[tuple[str, int, int]]) -> InlineChoice:
+    def choose(self, conn: Subscriber, changes: Sequence[tuple[str, int, int]]) -> InlineChoice:
         """The inline routes for ``conn``'s frame of ``changes`` (a tuple, as a cache key)."""
         form = self._subs.inline_form(conn)
         if form is None or not changes:

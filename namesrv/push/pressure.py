@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import psutil
 
 from namesrv.config import PressureConfig
+from namesrv.ops.clock import Every
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,10 @@ class PressureMonitor:
         self._failing = 0
         """Consecutive failed samples: the current failing episode."""
 
+    def figures(self) -> dict[str, int]:
+        """The monitor's figures for the server's stats."""
+        return {"degraded": int(self._degraded), "pressure_sample_errors": self.sample_errors}
+
     @property
     def degraded(self) -> bool:
         return self._degraded
@@ -71,6 +76,11 @@ class PressureMonitor:
     @property
     def last_sample(self) -> Sample | None:
         return self._last
+
+    def start(self, every: Every) -> None:
+        """With ``pressure.enabled``, sample every ``pressure.sample_interval_ms`` on ``every``."""
+        if self._config.enabled:
+            every(self._config.sample_interval_ms, self.sample_now)
 
     def sample_now(self) -> bool:
         """Take one sample and return whether the process is degraded after it.

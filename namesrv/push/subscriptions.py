@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
-from typing import TypeAlias
 
+from namesrv.push.subscriber import Subscriber
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
 from protocol.topic_name import topic_name_problem
-
-Conn: TypeAlias = object
-"""A connection as the registries see it: any hashable object, opaque to them."""
 
 _EMPTY: frozenset = frozenset()
 
@@ -50,16 +47,18 @@ class SubscriptionRegistry:
         self._max_per_connection = max_topics_per_connection
         self._max_total = max_total_subscriptions
         self._max_per_host = max_subscriptions_per_host or max_total_subscriptions
-        self._by_topic: dict[str, set[Conn]] = {}
-        self._by_connection: dict[Conn, set[str]] = {}
-        self._host_of: dict[Conn, str] = {}
+        self._by_topic: dict[str, set[Subscriber]] = {}
+        self._by_connection: dict[Subscriber, set[str]] = {}
+        self._host_of: dict[Subscriber, str] = {}
         self._by_host: dict[str, int] = {}
         self._total = 0
-        self._inline: dict[Conn, tuple[bool, bool]] = {}
+        self._inline: dict[Subscriber, tuple[bool, bool]] = {}
         """connection → the body form of the inline routes it asked for (standard JSON, 4.9.x
         shape); one entry per connection at most, dropped with the connection."""
 
-    def subscribe(self, conn: Conn, topics: Iterable[str], host: str | None = None) -> list[str]:
+    def subscribe(
+        self, conn: Subscriber, topics: Iterable[str], host: str | None = None
+    ) -> list[str]:
         """Add ``topics`` for ``conn`` (from remote ``host``); returns the new ones, in order.
 
         Idempotent, and topics need not exist yet. Every name and every bound is checked before
@@ -108,7 +107,7 @@ class SubscriptionRegistry:
         """Subscriptions held by the connections of ``host``."""
         return self._by_host.get(host, 0)
 
-    def unsubscribe(self, conn: Conn, topics: Iterable[str]) -> list[str]:
+    def unsubscribe(self, conn: Subscriber, topics: Iterable[str]) -> list[str]:
         """Remove ``topics`` for ``conn``; returns the ones it actually held."""
         mine = self._by_connection.get(conn)
         if mine is None:
@@ -122,7 +121,7 @@ class SubscriptionRegistry:
             del self._by_connection[conn]
         return removed
 
-    def set_inline(self, conn: Conn, form: tuple[bool, bool] | None) -> None:
+    def set_inline(self, conn: Subscriber, form: tuple[bool, bool] | None) -> None:
         """Whether ``conn`` gets inline routes, and in which body form (standard JSON, 4.9.x
         shape) as GET_ROUTEINFO would answer it; None: plain notifications only."""
         if form is None:
@@ -130,7 +129,7 @@ class SubscriptionRegistry:
         else:
             self._inline[conn] = form
 
-    def inline_form(self, conn: Conn) -> tuple[bool, bool] | None:
+    def inline_form(self, conn: Subscriber) -> tuple[bool, bool] | None:
         return self._inline.get(conn)
 
     @property
@@ -138,7 +137,7 @@ class SubscriptionRegistry:
         """Connections that asked for inline routes."""
         return len(self._inline)
 
-    def drop_connection(self, conn: Conn) -> list[str]:
+    def drop_connection(self, conn: Subscriber) -> list[str]:
         """Forget every subscription of a closed connection; returns the topics it held."""
         self._inline.pop(conn, None)
         mine = self._by_connection.pop(conn, None)
@@ -149,7 +148,7 @@ class SubscriptionRegistry:
         self._release_host(conn, len(mine), forget=True)
         return sorted(mine)
 
-    def subscribers(self, topic: str) -> AbstractSet[Conn]:
+    def subscribers(self, topic: str) -> AbstractSet[Subscriber]:
         """The connections subscribed to ``topic``: a live view, copy it before mutating."""
         return self._by_topic.get(topic, _EMPTY)
 
@@ -157,12 +156,16 @@ class SubscriptionRegistry:
         """Those of ``topics`` somebody subscribes to (a C-level intersection)."""
         return self._by_topic.keys() & topics if self._by_topic else set()
 
-    def topics_of(self, conn: Conn) -> AbstractSet[str]:
+    def topics_of(self, conn: Subscriber) -> AbstractSet[str]:
         """The topics ``conn`` is subscribed to: a live view, copy it before mutating."""
         return self._by_connection.get(conn, _EMPTY)
 
-    def is_subscribed(self, conn: Conn, topic: str) -> bool:
+    def is_subscribed(self, conn: Subscriber, topic: str) -> bool:
         return topic in self._by_connection.get(conn, _EMPTY)
+
+    def figures(self) -> dict[str, int]:
+        """The subscriptions' figures for the server's stats."""
+        return {"subscriptions": self._total, "subscribed_connections": self.connection_count}
 
     @property
     def total(self) -> int:
@@ -177,7 +180,7 @@ class SubscriptionRegistry:
     def topic_count(self) -> int:
         return len(self._by_topic)
 
-    def _release_host(self, conn: Conn, count: int, *, forget: bool) -> None:
+    def _release_host(self, conn: Subscriber, count: int, *, forget: bool) -> None:
         host = self._host_of.pop(conn, None) if forget else self._host_of.get(conn)
         if host is None:
             return
@@ -187,7 +190,7 @@ class SubscriptionRegistry:
         else:
             self._by_host.pop(host, None)
 
-    def _release(self, conn: Conn, topic: str) -> None:
+    def _release(self, conn: Subscriber, topic: str) -> None:
         conns = self._by_topic[topic]
         conns.discard(conn)
         if not conns:

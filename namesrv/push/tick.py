@@ -11,15 +11,19 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
 from namesrv.config import PushConfig
+from namesrv.ops.clock import Clock, DelayedCall, Every, now_ms
 from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.journal import EARLY_TICK_EVENT, Journal, notification_sent_fields
 from namesrv.push.change_detector import ChangeDetector, Notification
 from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import Sample
+from namesrv.push.subscriber import Subscriber
+from namesrv.routes.events import BrokerEvent
+from namesrv.routes.tables import MASTER_ID
 from protocol.notify_frames import NotifyFrames
+from protocol.push_events import BrokerChangeKind
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +44,7 @@ class Ticker:
         frames: NotifyFrames,
         journal: Journal,
         counters: Counter[str],
-        clock: Any,
+        clock: Clock,
         timer: Callable[[], float],
         durations: DurationHistogram,
         registers_pending: Callable[[], int],
@@ -66,11 +70,11 @@ class Ticker:
         """Degradation ended and connections still owe what they missed meanwhile."""
         self._recovery_started_ms = 0
         self._recovery_frames = 0
-        self._continuation: Any = None
+        self._continuation: DelayedCall | None = None
         self._quiet_deferrals = 0
         """Ticks in a row that left topics nobody subscribes to marked (registers pending)."""
         self._defers = False
-        self._expedited: Any = None
+        self._expedited: DelayedCall | None = None
         """The pending tick :meth:`expedite` brought forward."""
         self._timed = False
         """The regular ticks run on a timer (:meth:`start`): only then is one brought forward."""
@@ -78,7 +82,7 @@ class Ticker:
         """No tick was brought forward since the last regular one."""
 
     def _now_ms(self) -> int:
-        return int(self._clock.seconds() * 1000)
+        return now_ms(self._clock)
 
     def tick(self) -> None:
         """One regular detection tick: settle changed routes and send at most one frame per
@@ -108,8 +112,20 @@ class Ticker:
         self._counters["expedited_ticks"] += 1
         self._expedited = self._clock.callLater(delay_ms / 1000.0, self._expedited_tick, delay_ms)
 
-    def start(self) -> None:
-        """The regular ticks now run on a timer: from now on a tick may be brought forward."""
+    def broker_changed(self, event: BrokerEvent) -> None:
+        """The registry's broker event: a broker name with a new master brings the next tick
+        forward (:meth:`expedite`)."""
+        if event.kind is BrokerChangeKind.ARRIVED and any(
+            broker_id == MASTER_ID for broker_id, _ in event.addrs
+        ):
+            self.expedite()
+
+    def start(self, every: Every) -> None:
+        """With push on, run the regular ticks every ``push.tick_interval_ms`` on ``every``;
+        from then on a tick may be brought forward."""
+        if not self._config.enabled:
+            return
+        every(self._config.tick_interval_ms, self.tick)
         self._timed = True
 
     def stop(self) -> None:
@@ -177,7 +193,7 @@ class Ticker:
             self._recovered(now_ms)
         self._journal.flush()
 
-    def _begin(self, continuation: Any) -> None:
+    def _begin(self, continuation: DelayedCall | None) -> None:
         """Start a continuation, or a scheduled tick with work: a scheduled tick decides for
         its continuations whether settling is deferred."""
         if continuation is not None:
@@ -213,7 +229,7 @@ class Ticker:
             "backlog_drained", frames=self._recovery_frames, duration_ms=duration_ms
         )
 
-    def _can_send(self, conn: Any) -> bool:
+    def _can_send(self, conn: Subscriber) -> bool:
         if conn.output_blocked or conn.closed:
             self._counters["slow_subscriber_skips"] += 1
             self._journal.record(
@@ -238,7 +254,7 @@ class Ticker:
             inline.start_slice()
             choose = inline.choose
         for note in notes:
-            conn: Any = note.conn
+            conn = note.conn
             routes = choose(conn, note.changes).routes if choose is not None else ()
             data = frame(note.changes, note.brokers, note.sequence, conn.serialize_type, routes)
             conn.send(data)

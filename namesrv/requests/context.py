@@ -14,7 +14,10 @@ from typing import Any, Protocol
 from namesrv.config import NamesrvConfig
 from namesrv.ops.audit_events import AuditEvent, Who
 from namesrv.ops.audit_trail import AuditTrail
+from namesrv.ops.clock import Clock
+from namesrv.ops.events import EventSink
 from namesrv.push.change_detector import ChangeDetector
+from namesrv.push.subscriber import Subscriber
 from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.requests.acl import ACCESS_KEY, AccessControl
 from namesrv.requests.startup_window import StartupWindow
@@ -27,15 +30,12 @@ from protocol.errors import ProtocolError
 from protocol.frame import RemotingCommand
 
 
-class Connection(Protocol):
-    """What the requests layer may know of a peer and tell it.
+class Connection(Subscriber, Protocol):
+    """What the requests layer may know of a peer and tell it: a subscriber to route push.
 
     ``conn_id`` names it to the registries, ``peer`` to the log. The layer never writes a
     connection's fields: it tells the connection what a request showed about it.
     """
-
-    conn_id: int
-    peer: str
 
     def note_extension(self, serialize_type: SerializeType | None) -> None:
         """The peer sent a push-extension request: it may be sent GoAway. A serialize type
@@ -67,14 +67,15 @@ class Services:
     detector: ChangeDetector
     listings: Listings
     """The whole-registry answers (topic lists, cluster info), encoded once per change."""
-    on_subscription_change: Callable[[str, Connection, list[str]], None] | None = None
+    clock: Clock
+    """Paces the refusal log (``seconds()``)."""
+    events: EventSink | None = None
+    """Hears the topics a connection subscribed to or gave up."""
     acl: AccessControl | None = None
     operations: Callable[[int, RemotingCommand], RemotingCommand] | None = None
     """Answers the operations extension (push status, subscriptions); None: unsupported."""
     config_control: ConfigControl | None = None
     """Reads and changes the running config; None: UPDATE_NAMESRV_CONFIG is refused."""
-    clock: Any = None
-    """Paces the refusal log (``seconds()``); None: the monotonic clock."""
     startup: StartupWindow | None = None
     """The start-up window: while it lasts a topic not heard of is not called absent. None:
     no window (never warming up, up 0 ms)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv.push.change_detector import ChangeDetector
+from namesrv.push.subscriber import Subscriber
 from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.requests.startup_window import StartupWindow
 from protocol.codes import RequestCode, ResponseCode
@@ -37,7 +38,7 @@ class PushStatusSource:
     degraded: Callable[[], bool]
     recovering: Callable[[], bool]
     stats: Callable[[], Mapping[str, int]]
-    connections: Callable[[], Iterable[Any]]
+    connections: Callable[[], Iterable[Subscriber]]
     startup: StartupWindow | None = None
     """The start-up window; None: none (never warming up)."""
 
@@ -78,7 +79,7 @@ def subscriptions(src: PushStatusSource, ext: Mapping[str, str]) -> dict[str, An
         limit = int(limit_text)
     topic = ext.get("topic") or None
     subs = src.subscriptions
-    rows = []
+    rows: list[dict[str, Any]] = []
     for conn in src.connections():
         topics = subs.topics_of(conn)
         if not topics or (topic is not None and topic not in topics):

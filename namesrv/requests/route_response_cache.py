@@ -56,6 +56,16 @@ class RouteResponseCache:
         self.uncacheable = 0
         """Successful answers not stored: unusual header fields or an oversized header."""
 
+    def figures(self) -> dict[str, int]:
+        """The cache's figures for the server's stats."""
+        return {
+            "route_cache_hits": self.hits,
+            "route_cache_bytes": self.size_bytes,
+            "route_cache_entries": len(self),
+            "route_cache_resets": self.resets,
+            "route_cache_uncacheable": self.uncacheable,
+        }
+
     def __len__(self) -> int:
         return len(self._answers)
 

@@ -7,13 +7,13 @@ import nothing from push.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from namesrv.routes.change_cause import ChangeCause
 from protocol.push_events import BrokerChangeKind
 
-Listener = Callable[[Iterable[str], ChangeCause], None]
+Listener = Callable[[Collection[str], ChangeCause], None]
 """Told the topics whose assembled route a mutation may have changed, and why."""
 
 

@@ -1,14 +1,18 @@
 """docs/architecture.md is how a newcomer finds the code: its "where to change what" table names
 files that exist, and each package's room table names every module of the package, one row each
 with what it holds, and nothing that is not there. A module added, moved or renamed without its
-row fails here, naming the rows to add or drop."""
+row fails here, naming the rows to add or drop. Its ``imports`` blocks draw the packages and the
+name server's rooms with their arrows, and the arrows are exactly the imports the code makes
+between the rooms drawn."""
 
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
+import grimp
 from support.paths import REPO_ROOT
 
 ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
@@ -98,3 +102,61 @@ def test_the_room_tables_name_every_module_and_only_modules_that_exist() -> None
         for module in sorted(named - required - optional):
             problems.append(f"{package}/{module}: a row, but no such module; drop or move it")
     assert not problems, "docs/architecture.md's room tables:\n" + "\n".join(problems)
+
+
+IMPORTS_BLOCK = re.compile(
+    r"^```imports(?: (?P<container>[\w.]+))?\n(?P<body>.*?)^```", re.S | re.M
+)
+ROOM = re.compile(r"^[A-Za-z_]\w*(?:\.py|/)$")
+
+
+def _room_module(container: str | None, room: str) -> str:
+    name = room.removesuffix(".py").removesuffix("/")
+    return f"{container}.{name}" if container else name
+
+
+def _drawn_imports() -> list[tuple[str | None, set[str], set[tuple[str, str]]]]:
+    """Each ``imports`` block of docs/architecture.md: its container package (None: the
+    top-level packages), the rooms it draws and its arrows, as module names. A line is
+    ``ROOM -> ROOM, ROOM`` (or a ``ROOM`` alone, which imports none of the others); a room is
+    a module (``name.py``) or a package (``name/``)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    blocks = []
+    for match in IMPORTS_BLOCK.finditer(text):
+        container = match["container"]
+        rooms: set[str] = set()
+        arrows: set[tuple[str, str]] = set()
+        for line in match["body"].splitlines():
+            if not line.strip():
+                continue
+            source, _, targets = line.partition("->")
+            drawn = [source.strip(), *(t.strip() for t in targets.split(",") if t.strip())]
+            for room in drawn:
+                assert ROOM.match(room), f"imports block {container}: {room!r} is not a room"
+            importer, *imported = (_room_module(container, room) for room in drawn)
+            rooms.update((importer, *imported))
+            arrows.update((importer, target) for target in imported)
+        blocks.append((container, rooms, arrows))
+    return blocks
+
+
+def test_the_drawn_imports_are_the_imports_the_code_makes() -> None:
+    blocks = _drawn_imports()
+    assert {container for container, _, _ in blocks} >= {None, "namesrv"}, blocks
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    problems = []
+    for _, rooms, arrows in blocks:
+        for room in sorted(rooms):
+            if room not in graph.modules:
+                problems.append(f"{room}: drawn, but there is no such module or package")
+        known = sorted(room for room in rooms if room in graph.modules)
+        for importer, imported in itertools.permutations(known, 2):
+            made = graph.direct_import_exists(
+                importer=importer, imported=imported, as_packages=True
+            )
+            drawn = (importer, imported) in arrows
+            if drawn and not made:
+                problems.append(f"{importer} -> {imported}: drawn, but no module imports it")
+            elif made and not drawn:
+                problems.append(f"{importer} -> {imported}: imported, but no arrow draws it")
+    assert not problems, "docs/architecture.md's imports blocks:\n" + "\n".join(problems)

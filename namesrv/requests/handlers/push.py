@@ -3,6 +3,7 @@ codes that report on push (7005/7006). With push off, all four are unsupported."
 
 from __future__ import annotations
 
+from namesrv.ops.events import SubscriptionsChanged
 from namesrv.requests.context import Connection, Services, ok, require_push
 from protocol.codes import RequestCode, ResponseCode, Version
 from protocol.errors import BodyError, ProtocolError
@@ -36,8 +37,8 @@ class PushHandlers:
         # The latest SUBSCRIBE decides; inline routes take the body form GET_ROUTEINFO would
         # answer a request like this one with (its version, its acceptStandardJsonOnly).
         self.s.subscriptions.set_inline(conn, _route_form(req) if msg.inline_routes else None)
-        if added and self.s.on_subscription_change is not None:
-            self.s.on_subscription_change("subscribe", conn, added)
+        if added and self.s.events is not None:
+            self.s.events.subscriptions_changed(SubscriptionsChanged(True, conn.conn_id, added))
         startup = self.s.startup
         body = encode_subscribe_ack(
             acks,
@@ -56,8 +57,8 @@ class PushHandlers:
             raise BodyError("UnsubscribeTopicRoute names no topic")
         removed = self.s.subscriptions.unsubscribe(conn, topics)
         self.s.detector.discard_debt(conn, removed)
-        if removed and self.s.on_subscription_change is not None:
-            self.s.on_subscription_change("unsubscribe", conn, removed)
+        if removed and self.s.events is not None:
+            self.s.events.subscriptions_changed(SubscriptionsChanged(False, conn.conn_id, removed))
         return ok(req)
 
     def get_push_status(self, conn: Connection, req: RemotingCommand, h: None) -> RemotingCommand:

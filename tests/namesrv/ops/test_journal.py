@@ -9,6 +9,7 @@ from typing import BinaryIO
 import pytest
 
 from namesrv.ops import journal as journal_mod
+from namesrv.ops.events import RouteChanged, RouteSuppressed
 from namesrv.ops.journal import EventJournal, NullJournal, file_name
 
 
@@ -204,8 +205,8 @@ def test_records_after_close_are_dropped_and_counted(tmp_path: Path) -> None:
 def test_null_journal_accepts_everything() -> None:
     j = NullJournal()
     j.record("anything", x=1)
-    j.route_changed({"topic": "a"})
-    j.route_suppressed({"topic": "a"})
+    j.route_changed(RouteChanged("a", 1, "CREATED", ["register"], True))
+    j.route_suppressed(RouteSuppressed("a", 1, ["register"]))
     j.flush()
     j.close()
     assert (j.write_errors, j.dropped_records) == (0, 0)
@@ -296,18 +297,9 @@ def route_change(
     causes: tuple[str, ...] = ("wipe_write_perm",),
     notify: bool = True,
     mutated_at_ms: int | None = None,
-) -> dict:
-    """The fields of a ``route_changed`` event as the change detector builds them."""
-    fields = {
-        "topic": topic,
-        "version": version,
-        "kind": kind,
-        "causes": list(causes),
-        "notify": notify,
-    }
-    if mutated_at_ms is not None:
-        fields["mutated_at_ms"] = mutated_at_ms
-    return fields
+) -> RouteChanged:
+    """A settled change as the change detector reports it."""
+    return RouteChanged(topic, version, kind, list(causes), notify, mutated_at_ms)
 
 
 def test_route_changes_of_a_tick_are_one_compact_record_per_kind_and_causes(
@@ -320,7 +312,7 @@ def test_route_changes_of_a_tick_are_one_compact_record_per_kind_and_causes(
     j.route_changed(route_change("b", 1, kind="CREATED", causes=("register",), mutated_at_ms=t0))
     j.route_changed(route_change("c", 7, mutated_at_ms=t0 - 15))
     j.route_changed(route_change("q", 3, causes=("broker_startup",), notify=False))
-    j.route_suppressed({"topic": "q", "version": 3, "rules": ["broker_startup"]})
+    j.route_suppressed(RouteSuppressed("q", 3, ["broker_startup"]))
     assert files(tmp_path) == []  # written at the tick's flush
     clock.now += 3
     j.flush()
@@ -374,7 +366,7 @@ def test_a_suppressed_record_stands_alone_when_no_change_record_holds_it(
     tmp_path: Path,
 ) -> None:
     j = make(tmp_path)
-    j.route_suppressed({"topic": "q", "version": 3, "rules": ["expiry"]})
+    j.route_suppressed(RouteSuppressed("q", 3, ["expiry"]))
     j.close()
     [record] = lines(files(tmp_path)[0])
     assert (record["event"], record["topic"], record["rules"]) == ("suppressed", "q", ["expiry"])

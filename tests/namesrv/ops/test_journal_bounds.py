@@ -11,6 +11,7 @@ import pytest_twisted
 from support.push_wire import subscribe
 from support.wire_client import connect
 
+from namesrv.ops.events import RouteChanged
 from namesrv.ops.journal import TOPIC_LIST_LIMIT, EventJournal, topic_list_fields
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import encode_unsubscribe
@@ -115,15 +116,7 @@ def test_route_changes_are_never_cut_by_the_byte_bounds(tmp_path):
         tmp_path, clock, max_bytes_per_second=1024, max_bytes_per_connection_per_second=512
     )
     for i in range(2_000):
-        journal.route_changed(
-            {
-                "topic": f"T{i}",
-                "version": 1,
-                "kind": "CREATED",
-                "causes": ["register"],
-                "notify": True,
-            }
-        )
+        journal.route_changed(RouteChanged(f"T{i}", 1, "CREATED", ["register"], True))
     journal.close()
     listed = sum(len(r["topics"]) for r in _records(tmp_path) if r["event"] == "route_changes")
     assert listed == 2_000

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from namesrv.ops.events import RouteChanged
 from namesrv.ops.journal_routes import RouteChangeBatches
 
 
-def change(topic: str, version: int = 1, **more: object) -> dict:
-    fields: dict = {
-        "topic": topic,
-        "version": version,
-        "kind": "UPDATED",
-        "causes": ["register"],
-        "notify": True,
-    }
-    fields.update(more)
-    return fields
+def change(topic: str, version: int = 1, **more: object) -> RouteChanged:
+    return RouteChanged(topic, version, "UPDATED", ["register"], True)._replace(**more)
 
 
 def test_a_record_never_lists_more_than_its_bound() -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any
 
@@ -14,8 +15,17 @@ from hypothesis.stateful import (
 )
 
 from namesrv.config import SuppressionConfig
+from namesrv.ops.events import (
+    BrokerChanged,
+    ConnectionClosed,
+    RouteChanged,
+    RouteSuppressed,
+    SubscriptionsChanged,
+    SuppressionsCounted,
+)
 from namesrv.push.change_detector import RULE_OF_CAUSE, ChangeDetector, Notification
-from namesrv.push.subscriptions import Conn, SubscriptionRegistry
+from namesrv.push.subscriber import Subscriber
+from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
 from protocol.push_codec import ChangeKind
 
@@ -28,6 +38,31 @@ DELETE = object()
 ALL_LOUD = SuppressionConfig(
     broker_startup=False, unregister=False, channel_close=False, expiry=False
 )
+
+
+class RecordedEvents:
+    """An event sink that hands each event on as the journal names it: (name, fields)."""
+
+    def __init__(self, hear: Callable[[str, dict[str, Any]], None]) -> None:
+        self.hear = hear
+
+    def route_changed(self, change: RouteChanged) -> None:
+        self.hear("route_changed", change.fields())
+
+    def route_suppressed(self, suppressed: RouteSuppressed) -> None:
+        self.hear("suppressed", suppressed.fields())
+
+    def suppressions_counted(self, counted: SuppressionsCounted) -> None:
+        self.hear("suppressed_counts", {"rules": counted.rules})
+
+    def broker_changed(self, change: BrokerChanged) -> None:
+        self.hear("broker_event", change.fields())
+
+    def subscriptions_changed(self, change: SubscriptionsChanged) -> None:
+        self.hear(change.event, change.fields())
+
+    def connection_closed(self, closed: ConnectionClosed) -> None:
+        self.hear("connection_closed", closed._asdict())
 
 
 class Routes:
@@ -52,7 +87,7 @@ class Harness:
             self.subs,
             suppress or SuppressionConfig(),
             "epoch-1",
-            on_event=lambda name, data: self.events.append((name, data)),
+            events=RecordedEvents(lambda name, data: self.events.append((name, data))),
         )
         self.now = 1_000
 
@@ -66,12 +101,12 @@ class Harness:
             self.routes.table[topic] = route
         self.detector.mark([topic], cause)
 
-    def subscribe(self, conn: Conn, *topics: str) -> None:
+    def subscribe(self, conn: Subscriber, *topics: str) -> None:
         for topic in topics:
             self.detector.version(topic)
         self.subs.subscribe(conn, topics)
 
-    def unsubscribe(self, conn: Conn, *topics: str) -> None:
+    def unsubscribe(self, conn: Subscriber, *topics: str) -> None:
         removed = self.subs.unsubscribe(conn, topics)
         self.detector.discard_debt(conn, removed)
 
@@ -82,7 +117,7 @@ class Harness:
         return self.detector.tick(self.now, **kwargs)
 
 
-def by_conn(notes: list[Notification]) -> dict[Conn, Notification]:
+def by_conn(notes: list[Notification]) -> dict[Subscriber, Notification]:
     result = {n.conn: n for n in notes}
     assert len(result) == len(notes), "more than one frame for a connection in one tick"
     return result
@@ -298,7 +333,7 @@ def test_max_notifications_spreads_frames_over_ticks_without_loss() -> None:
         h.subscribe(conn, "a")
     h.set("a", b"1")
     h.tick(degraded=True)
-    served: list[Conn] = []
+    served: list[Subscriber] = []
     for _ in range(4):
         batch = h.tick(max_notifications=3)
         assert len(batch) <= 3
@@ -462,11 +497,11 @@ class DetectorMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.h: Harness
-        self.owed: dict[tuple[Conn, str], int] = {}
+        self.owed: dict[tuple[Subscriber, str], int] = {}
         """(conn, topic) -> the latest unsuppressed version not yet delivered."""
-        self.delivered: dict[tuple[Conn, str], int] = {}
+        self.delivered: dict[tuple[Subscriber, str], int] = {}
         self.loud_versions: dict[str, set[int]] = {}
-        self.sequence: dict[Conn, int] = {}
+        self.sequence: dict[Subscriber, int] = {}
         self.last_version: dict[str, int] = {}
         self.route_counter = 0
         self.marked: dict[str, set[ChangeCause]] = {}
@@ -476,7 +511,7 @@ class DetectorMachine(RuleBasedStateMachine):
     @initialize(suppress=st.builds(SuppressionConfig, *[st.booleans()] * 7))
     def setup(self, suppress: SuppressionConfig) -> None:
         self.h = Harness(suppress)
-        self.h.detector.on_event = self._on_event
+        self.h.detector.events = RecordedEvents(self._on_event)
         self.silent = {c for c, r in RULE_OF_CAUSE.items() if getattr(suppress, r)}
 
     def _on_event(self, name: str, data: dict[str, Any]) -> None:
@@ -622,7 +657,7 @@ def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
         h.subs,
         SuppressionConfig(),
         "epoch-1",
-        on_event=lambda name, data: h.events.append((name, data)),
+        events=RecordedEvents(lambda name, data: h.events.append((name, data))),
         clock_ms=lambda: clock[0],
     )
     h.set("a", b"1")
@@ -656,7 +691,7 @@ def test_a_capped_settle_keeps_the_mutation_time_of_what_it_leaves_marked() -> N
         h.subs,
         SuppressionConfig(),
         "epoch-1",
-        on_event=lambda name, data: h.events.append((name, data)),
+        events=RecordedEvents(lambda name, data: h.events.append((name, data))),
         clock_ms=lambda: clock[0],
     )
     h.set("a", b"1")

@@ -94,7 +94,7 @@ def test_a_not_ready_answer_is_never_cached(warming):
 
 @pytest_twisted.inlineCallbacks
 def test_with_the_window_off_a_fresh_server_answers_topic_not_exist(make_server, caplog):
-    with caplog.at_level(logging.INFO, logger="namesrv.server"):
+    with caplog.at_level(logging.INFO, logger="namesrv.requests.startup_window"):
         ns = make_server({"server": {"wait_for_service_ms": 0}})
     client = yield connect(ns.port)
     resp = yield lookup(client, "Unheard")
@@ -121,7 +121,7 @@ def test_subscribe_ack_says_warming_up_how_long_is_left_and_the_uptime(warming):
 def test_the_window_end_is_logged_counted_in_the_metric_and_shown_in_push_status(
     make_server, caplog
 ):
-    with caplog.at_level(logging.INFO, logger="namesrv.server"):
+    with caplog.at_level(logging.INFO, logger="namesrv.requests.startup_window"):
         ns = make_server({"server": {"wait_for_service_ms": WINDOW_MS}})
         started = [r.getMessage() for r in caplog.records if "warming up for" in r.getMessage()]
         assert started == [
