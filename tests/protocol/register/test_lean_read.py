@@ -230,3 +230,20 @@ def test_malformed_bodies_are_refused_as_the_full_decoder_refuses_them(body):
             _read(body, topics_per_step=per_step, bytes_per_step=per_step)
         assert str(lean.value) == str(full.value)
 
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a":' * 2000 + b"1" + b"}" * 2000,
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"attributes":'
+        + b'{"a":' * 2000
+        + b'"x"'
+        + b"}" * 2004,
+    ],
+    ids=["whole-body", "in-the-table"],
+)
+def test_a_body_nested_past_any_parser_depth_is_refused_by_the_nesting_bound(body):
+    for per_step in (1, 1 << 20):
+        with pytest.raises(bodies.BodyError) as lean:
+            _read(body, topics_per_step=per_step, bytes_per_step=per_step)
+        assert "nests deeper than" in str(lean.value)
