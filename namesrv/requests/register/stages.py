@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Hashable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -45,6 +45,7 @@ from namesrv.requests.register import validation
 from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registration import RegisterResult
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
+from namesrv.routes.tables import QueueSpec
 from protocol import headers
 from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
@@ -300,33 +301,48 @@ def apply(s: RegisterStages, p: Passage) -> None:
 
 
 def _request_of(p: Passage) -> RegisterRequest:
-    """The register as the registry takes it: the header's, with what the body holds (or that
-    it is the body of the address's last register, or that only its data version is new)."""
-    kind, cut = p.kind, p.cut
+    """The register as the registry takes it: the header's, with what the body holds, or that
+    it is the body of the address's last register, or that only its data version is new. Made
+    once, here (not copied from the header's with changes: a heartbeat's cost counts)."""
+    r, kind, cut = p.request, p.kind, p.cut
     if kind is Kind.EMPTY:
-        return p.request
-    if kind is Kind.HEARTBEAT:
-        return p.request.evolve(topic_configs=None, body_digest=p.digest)
+        return r
+    topic_configs: Mapping[str, QueueSpec] | None = None
+    data_version, servers = r.data_version, r.filter_server_list
+    mapping, parts = r.topic_queue_mapping_info, None
+    table_key: Hashable | None = None
     if kind is Kind.VERSION_ONLY:
         assert cut is not None
-        return p.request.evolve(
-            topic_configs=None,
-            data_version=cut.version,
-            body_digest=p.digest,
-            table_key=cut.key,
-            same_table=True,
+        data_version, table_key = cut.version, cut.key
+    elif kind is Kind.READ:
+        table = p.table
+        assert table is not None
+        topic_configs, data_version = table.topic_queues, table.data_version
+        servers, mapping, parts = (
+            table.filter_server_list,
+            table.topic_queue_mapping_info_map,
+            table.parts,
         )
-    table = p.table
-    assert table is not None
-    certified = cut is not None and version_cut.certify(p.data, cut, table.data_version)
-    return p.request.evolve(
-        topic_configs=table.topic_queues,
-        data_version=table.data_version,
-        filter_server_list=table.filter_server_list,
-        topic_queue_mapping_info=table.topic_queue_mapping_info_map,
+        if cut is not None and version_cut.certify(p.data, cut, data_version):
+            table_key = cut.key
+    return RegisterRequest(
+        cluster_name=r.cluster_name,
+        broker_addr=r.broker_addr,
+        broker_name=r.broker_name,
+        broker_id=r.broker_id,
+        ha_server_addr=r.ha_server_addr,
+        topic_configs=topic_configs,
+        data_version=data_version,
+        filter_server_list=servers,
+        heartbeat_timeout_ms=r.heartbeat_timeout_ms,
+        enable_acting_master=r.enable_acting_master,
+        channel=r.channel,
+        topic_queue_mapping_info=mapping,
         body_digest=p.digest,
-        table_parts=table.parts,
-        table_key=cut.key if certified and cut is not None else None,
+        table_parts=parts,
+        zone_name=r.zone_name,
+        table_key=table_key,
+        same_table=kind is Kind.VERSION_ONLY,
     )
 
 
@@ -348,11 +364,12 @@ def answer(s: RegisterStages, p: Passage) -> Work:
 class Stage:
     name: str
     run: Callable[[RegisterStages, Passage], Work | None]
-    runs_for: frozenset[Kind] | None
-    """The kinds of body it runs for; None: every register."""
+    runs_for: tuple[Kind, ...] | None
+    """The kinds of body it runs for; None: every register. A tuple: ``in`` looks at
+    identity in C, where a set would hash the enum member in Python."""
 
 
-_READ = frozenset({Kind.READ})
+_READ = (Kind.READ,)
 
 STAGES: tuple[Stage, ...] = (
     Stage("checksum", checksum, None),

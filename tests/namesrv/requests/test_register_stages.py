@@ -76,7 +76,7 @@ def test_the_stage_table_declares_the_stages_of_a_register_in_order():
         "apply",
         "answer",
     ]
-    reading = {stage.name for stage in STAGES if stage.runs_for == frozenset({Kind.READ})}
+    reading = {stage.name for stage in STAGES if stage.runs_for == (Kind.READ,)}
     assert reading == {"read", "validate", "totals"}
 
 
