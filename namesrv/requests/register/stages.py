@@ -137,7 +137,7 @@ class RegisterStages:
         cache: ChunkCache | None,
         peer_log: PacedLog | None = None,
     ) -> None:
-        self.s = services
+        self.services = services
         self.limits = limits
         self.chunk_cache = cache
         self.log = peer_log if peer_log is not None else PacedLog(log, services.clock.seconds)
@@ -161,51 +161,51 @@ class RegisterStages:
         return p.response
 
 
-def checksum(s: RegisterStages, p: Passage) -> Work:
+def checksum(stages: RegisterStages, p: Passage) -> Work:
     """The body's CRC-32 against the declared one, a slice per step when large."""
     p.crc = yield from identity.crc32_steps(p.data, p.declared_crc32, p.large)
 
 
-def classify(s: RegisterStages, p: Passage) -> Work:
+def classify(stages: RegisterStages, p: Passage) -> Work:
     """Heartbeat, version-only, a body to read, or none, told by the body's digest and cut
     (:mod:`protocol.register.identity`) against the address's last register."""
     if not p.data:
         p.kind = Kind.EMPTY
         return
     p.digest, p.cut = yield from identity.digest_steps(p.data, p.compressed, p.crc, p.large)
-    registry = s.s.registry
+    registry = stages.services.registry
     if registry.body_unchanged(p.request, p.digest):
         p.kind = Kind.HEARTBEAT
     elif p.cut is not None and registry.table_unchanged(p.request, p.cut.key):
-        s.versions_only += 1
+        stages.versions_only += 1
         p.kind = Kind.VERSION_ONLY
 
 
-def read(s: RegisterStages, p: Passage) -> Work:
+def read(stages: RegisterStages, p: Passage) -> Work:
     """The lean read, a slice of content per step whatever the body's size: a small compressed
     body may inflate large, and then its reading yields like a large one's."""
-    s.bodies_read += 1
+    stages.bodies_read += 1
     p.table = yield from lean_read.register_body_steps(
         p.data,
         p.compressed,
         p.broker_version,
-        topics_per_step=s.s.registry.slice_topics,
-        bytes_per_step=s.s.config.registry.register_read_slice_bytes,
-        chunk_cache=s.chunk_cache,
-        limits=s.limits,
+        topics_per_step=stages.services.registry.slice_topics,
+        bytes_per_step=stages.services.config.registry.register_read_slice_bytes,
+        chunk_cache=stages.chunk_cache,
+        limits=stages.limits,
     )
 
 
-def validate(s: RegisterStages, p: Passage) -> Work:
+def validate(stages: RegisterStages, p: Passage) -> Work:
     """The table checked whole before anything is applied: names a slice at a time (in C; the
     names of cached chunks that passed before are not checked again), keys against names, and
     queue counts and perms once per spec. Topics whose names are no topic names leave the
     table."""
     table = p.table
     assert table is not None
-    config = s.s.config.registry
-    per_step = s.s.registry.slice_topics
-    cache = s.chunk_cache
+    config = stages.services.config.registry
+    per_step = stages.services.registry.slice_topics
+    cache = stages.chunk_cache
     if table.parts is not None and cache is not None:
         names = cache.unchecked_names(table.parts)
     else:
@@ -217,7 +217,7 @@ def validate(s: RegisterStages, p: Passage) -> Work:
         piece = names[start : start + per_step]
         bad.update(validation.bad_topic_names(piece, config.max_topic_name_bytes))
     if bad:
-        table = p.table = _without(s, table, bad, p.request.broker_addr)
+        table = p.table = _without(stages, table, bad, p.request.broker_addr)
     for name, other in table.renamed.items():
         field = f"topicConfigTable[{name[:130]!r}]"
         raise validation.RegisterError(f"{field}.topicName {other[:130]!r} differs from its key")
@@ -227,20 +227,20 @@ def validate(s: RegisterStages, p: Passage) -> Work:
 
 
 def _without(
-    s: RegisterStages, table: RegisterTable, bad: dict[str, str], broker_addr: str
+    stages: RegisterStages, table: RegisterTable, bad: dict[str, str], broker_addr: str
 ) -> RegisterTable:
     """``table`` less the topics named in ``bad``, logged (paced) and counted. The chunks it
     was read from are not marked checked, so the next register checks them again."""
-    s.topics_dropped += len(bad)
+    stages.topics_dropped += len(bad)
     shown = "; ".join(list(bad.values())[:DROPPED_NAMES_SHOWN])
     more = len(bad) - DROPPED_NAMES_SHOWN
-    s.log.warning(
+    stages.log.warning(
         "register_topic_dropped",
         "REGISTER_BROKER from %s: %d topic(s) dropped, their names are no topic names "
         "(1-%d characters of A-Z a-z 0-9 _ - %% |): %s%s",
         broker_addr,
         len(bad),
-        s.s.config.registry.max_topic_name_bytes,
+        stages.services.config.registry.max_topic_name_bytes,
         shown,
         f" (and {more} more)" if more > 0 else "",
     )
@@ -254,13 +254,13 @@ def _without(
     )
 
 
-def totals(s: RegisterStages, p: Passage) -> Work:
+def totals(stages: RegisterStages, p: Passage) -> Work:
     """``registry.max_total_topics``: near the bound, the topics new to the registry are
     counted, a slice per step."""
     assert p.table is not None
     topic_queues = p.table.topic_queues
-    registry = s.s.registry
-    limit = s.s.config.registry.max_total_topics
+    registry = stages.services.registry
+    limit = stages.services.config.registry.max_total_topics
     topic_count = registry.topic_count
     unknown = 0
     if topic_count + len(topic_queues) > limit:
@@ -272,14 +272,14 @@ def totals(s: RegisterStages, p: Passage) -> Work:
     validation.check_total_topics(topic_count, unknown, limit)
 
 
-def apply(s: RegisterStages, p: Passage) -> None:
+def apply(stages: RegisterStages, p: Passage) -> None:
     """Filter-server addresses and the ACL's claim on the address, then the registry. A new
     address of a broker id, and topics its table no longer lists, go to the audit trail as the
     sender's doing."""
     request = _request_of(p)
     for i, addr in enumerate(request.filter_server_list):
         validation.check_address(f"filterServerList[{i}]", addr)
-    acl = s.s.acl
+    acl = stages.services.acl
     if acl is not None and acl.enabled:
         # Checked again where it is applied: a register checked before another one took the
         # address (both pending) must not move it.
@@ -290,8 +290,8 @@ def apply(s: RegisterStages, p: Passage) -> None:
             request.broker_name,
             request.broker_addr,
         )
-    result = p.result = s.s.registry.register_broker(request)
-    trail = s.s.audit
+    result = p.result = stages.services.registry.register_broker(request)
+    trail = stages.services.audit
     if trail is not None:
         if result.arrived is not None:
             trail.record(BrokerRegistered.of(result.arrived), p.who)
@@ -346,7 +346,7 @@ def _request_of(p: Passage) -> RegisterRequest:
     )
 
 
-def answer(s: RegisterStages, p: Passage) -> Work:
+def answer(stages: RegisterStages, p: Passage) -> Work:
     """The answer (a slave's master and HA address, the order confs), given once the registry
     has applied the table: :data:`WAIT` until then."""
     result = p.result
@@ -354,7 +354,7 @@ def answer(s: RegisterStages, p: Passage) -> Work:
     ext = headers.RegisterBrokerResponseHeader(
         ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
     ).to_wire()
-    order_conf = s.s.kv.listing(ORDER_TOPIC_CONFIG_NAMESPACE)
+    order_conf = stages.services.kv.listing(ORDER_TOPIC_CONFIG_NAMESPACE)
     p.response = ok(p.req, ext, order_conf or b"")
     while result.job is not None and not result.job.done:
         yield WAIT
