@@ -646,7 +646,7 @@ class NameServer:
         out["kv_listing_builds"] = self.kv.listing_builds
         out["kv_file_writes"] = self.kv.file_writes
         out["kv_persist_failures"] = self.kv.persist_failures
-        out["register_topics_dropped"] = self.processor.registers.stages.topics_dropped
+        out["register_topics_dropped"] = self.processor.register_topics_dropped
         out["route_cache_resets"] = self.route_responses.resets
         out["route_cache_uncacheable"] = self.route_responses.uncacheable
         out["log_lines_suppressed"] = self.hub.peer_log.dropped

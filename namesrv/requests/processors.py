@@ -101,6 +101,11 @@ class RequestProcessor:
         return self.registers.stages.bodies_read
 
     @property
+    def register_topics_dropped(self) -> int:
+        """Topics dropped from registers because their names are no topic names."""
+        return self.registers.stages.topics_dropped
+
+    @property
     def chunk_cache(self) -> ChunkCache | None:
         """Register-table chunks read lately (see ``registry.register_chunk_cache_bytes``)."""
         return self.registers.stages.chunk_cache
