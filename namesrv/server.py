@@ -46,7 +46,7 @@ from namesrv.requests.acl import AccessControl
 from namesrv.requests.context import ConfigControl
 from namesrv.requests.door import RequestDoor
 from namesrv.requests.processors import RequestProcessor, Services
-from namesrv.requests.register_turns import RegisterTurns
+from namesrv.requests.register.turns import RegisterTurns
 from namesrv.requests.replay_record import ReplayRecord
 from namesrv.requests.route_response_cache import RouteResponseCache
 from namesrv.requests.startup_window import StartupWindow
@@ -385,7 +385,7 @@ class NameServer:
         out["kv_listing_builds"] = self.kv.listing_builds
         out["kv_file_writes"] = self.kv.file_writes
         out["kv_persist_failures"] = self.kv.persist_failures
-        out["register_topics_dropped"] = self.processor.brokers.register_topics_dropped
+        out["register_topics_dropped"] = self.processor.register_topics_dropped
         out["audit_lines_suppressed"] = self.audit.dropped
         out["journal_suppressed_records"] = self.journal.suppressed_records
         chunks = self.processor.chunk_cache

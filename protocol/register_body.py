@@ -1,5 +1,7 @@
-"""The REGISTER_BROKER body as upstream writes it, plain or compressed: encoding, and the full
-decode into :class:`RegisterBrokerBody` (topic configs, data version, filter servers).
+"""The REGISTER_BROKER body as upstream writes it, plain or compressed: its encoding, and the
+parts the name server's lean read (:mod:`protocol.register`) shares with any read of it: the
+small parts' bounds and decoders, a topic config's two forms, and the compressed body's inflate
+(zip-bomb bound) and length-prefixed parts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from protocol.json_fields import (
     as_object,
     bool_field,
     int_field,
-    load_object,
     or_empty,
     str_field,
 )
@@ -204,27 +205,6 @@ class RegisterBrokerBody:
                 chunk(fastjson.dumps(info))
         return zlib.compress(bytes(out), 9)
 
-    @classmethod
-    def from_wire(cls, data: bytes, compressed: bool, broker_version: int) -> RegisterBrokerBody:
-        if compressed:
-            return _decode_compressed(data, broker_version)
-        doc = load_object(data, "RegisterBrokerBody")
-        what = "topicConfigSerializeWrapper"
-        wrapper_doc = as_object(or_empty(doc.get(what)), what)
-        table_doc = as_object(or_empty(wrapper_doc.get("topicConfigTable")), "topicConfigTable")
-        mapping = or_empty(wrapper_doc.get("topicQueueMappingInfoMap"))
-        if not isinstance(mapping, dict):
-            raise BodyError("topicQueueMappingInfoMap must be a JSON object")
-        wrapper = TopicConfigSerializeWrapper(
-            topic_config_table={
-                str(name): topic_config_from(tc, str(name)) for name, tc in table_doc.items()
-            },
-            data_version=data_version_from(or_empty(wrapper_doc.get("dataVersion"))),
-            topic_queue_mapping_info_map=mapping,
-        )
-        servers = [str(s) for s in as_list(doc.get("filterServerList"), "filterServerList")]
-        return cls(wrapper, servers)
-
 
 class Inflated:
     """Reads the length-prefixed parts of an inflated compressed register body."""
@@ -250,17 +230,6 @@ class Inflated:
         value = self.data[self.pos : end]
         self.pos = end
         return value
-
-
-def inflate(data: bytes, max_ratio: int = MAX_INFLATE_RATIO) -> bytes:
-    """A compressed register body inflated whole (see :func:`inflate_steps`)."""
-    steps = inflate_steps(data, max_ratio)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            inflated: bytes = done.value
-            return inflated
 
 
 def inflate_limit(compressed_bytes: int, max_ratio: int = MAX_INFLATE_RATIO) -> int:
@@ -308,41 +277,12 @@ def inflate_steps(
         yield
 
 
-def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
-    reader = Inflated(inflate(data))
-    data_version = data_version_part(reader)
-    count = reader.int32("topic count")
-    table: dict[str, TopicConfig] = {}
-    for _ in range(count):
-        raw = reader.chunk("topic config")
-        try:
-            text = raw.decode()
-        except UnicodeDecodeError:
-            raise BodyError("compressed topic config is not UTF-8") from None
-        tc = topic_config_from_text(text)
-        table[tc.topic_name] = tc
-    servers, mapping = compressed_tail(reader, broker_version)
-    wrapper = TopicConfigSerializeWrapper(table, data_version, mapping)
-    return RegisterBrokerBody(wrapper, servers)
-
-
-def compressed_tail(reader: Inflated, broker_version: int) -> tuple[list[str], dict[str, Any]]:
-    """The filter servers and (from 5.x brokers) static-topic mapping infos after the topic
-    records of an inflated compressed body (see :func:`compressed_tail_steps`)."""
-    steps = compressed_tail_steps(reader, broker_version)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            tail: tuple[list[str], dict[str, Any]] = done.value
-            return tail
-
-
 def compressed_tail_steps(
     reader: Inflated, broker_version: int, slice_bytes: int = MAX_PART_BYTES
 ) -> Generator[None, None, tuple[list[str], dict[str, Any]]]:
-    """:func:`compressed_tail`, yielding after each ``slice_bytes`` or so of mapping infos
-    parsed; each part is at most :data:`MAX_PART_BYTES` long."""
+    """The filter servers and (from 5.x brokers) static-topic mapping infos after the topic
+    records of an inflated compressed body, yielding after each ``slice_bytes`` or so of
+    mapping infos parsed; each part is at most :data:`MAX_PART_BYTES` long."""
     servers_text = check_part_size(reader.chunk("filterServerList"), "filterServerList")
     servers = as_list(fastjson.loads(servers_text), "filterServerList")
     mapping: dict[str, Any] = {}

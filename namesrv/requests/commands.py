@@ -24,6 +24,7 @@ from namesrv.requests.handlers.kv import KvHandlers as Kv
 from namesrv.requests.handlers.lookups import LookupHandlers as Lookups
 from namesrv.requests.handlers.push import PushHandlers as Push
 from namesrv.requests.handlers.server_config import ServerConfigHandlers as Config
+from namesrv.requests.register.entry import Registers
 from protocol import headers as h
 from protocol.codes import RequestCode
 
@@ -70,7 +71,7 @@ COMMANDS: tuple[Command, ...] = (
         READ,
     ),
     # Brokers
-    Command(c.REGISTER_BROKER, h.RegisterBrokerRequestHeader, Brokers.register_broker, BROKER),
+    Command(c.REGISTER_BROKER, h.RegisterBrokerRequestHeader, Registers.register_broker, BROKER),
     Command(
         c.UNREGISTER_BROKER, h.UnregisterBrokerRequestHeader, Brokers.unregister_broker, BROKER
     ),

@@ -88,7 +88,8 @@ class PendingResponse:
     """A register answered over several reactor turns: the server calls
     :meth:`RequestProcessor.step` once per turn until it returns the response."""
 
-    steps: Generator[str, None, RemotingCommand]
+    steps: Generator[str | None, None, RemotingCommand]
+    """The register's stages: each ``next`` a step (see ``namesrv.requests.register``)."""
     key: tuple[str, str]
     """(cluster, broker address): registers of one address are applied in arrival order."""
     started: bool = False

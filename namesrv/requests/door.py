@@ -3,7 +3,7 @@ each kind of answer goes out.
 
 The processor answers a request with bytes (sent at once), a shared large answer (sent within
 the connections' bound on such answers, which :class:`SharedOutput` keeps), a register spread over
-reactor turns (handed to :class:`~namesrv.requests.register_turns.RegisterTurns` with its
+reactor turns (handed to :class:`~namesrv.requests.register.turns.RegisterTurns` with its
 request's size), or nothing (a oneway request, a response). A request that left registry work
 for later (an unregister of a large broker) starts the turns that do it.
 """
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from namesrv.requests.context import Connection
 from namesrv.requests.processors import PendingResponse, RequestProcessor, SharedAnswer
-from namesrv.requests.register_turns import RegisterTurns, Requester
+from namesrv.requests.register.turns import RegisterTurns, Requester
 from namesrv.routes.registry import RouteRegistry
 from protocol.frame import RemotingCommand, SplitFrame
 

@@ -25,6 +25,7 @@ from namesrv.requests.handlers.kv import KvHandlers
 from namesrv.requests.handlers.lookups import LookupHandlers
 from namesrv.requests.handlers.push import PushHandlers
 from namesrv.requests.handlers.server_config import ServerConfigHandlers
+from namesrv.requests.register.entry import Registers
 from namesrv.requests.route_response_cache import RouteResponseCache
 from protocol.codes import ResponseCode, SerializeType
 from protocol.errors import LimitError, ProtocolError
@@ -72,12 +73,14 @@ class RequestProcessor:
         self.refused: Counter[str] = Counter()
         self._log = PacedLog(log, services.clock.seconds)
         """A peer decides how many requests get refused: its lines are paced per request."""
-        self.brokers = BrokerHandlers(services, self.refused, self._log)
-        self.limit_refusals = self.brokers.limit_refusals
+        self.limit_refusals: Counter[str] = Counter()
         """Requests refused at a size or count bound, by the bound's name."""
+        self.registers = Registers(services, self.refused, self.limit_refusals, self._log)
+        """REGISTER_BROKER, its pending registers stepped through :meth:`step`."""
         parts = (
             KvHandlers(services),
-            self.brokers,
+            BrokerHandlers(services),
+            self.registers,
             LookupHandlers(services),
             AdminHandlers(services),
             ServerConfigHandlers(services),
@@ -95,19 +98,25 @@ class RequestProcessor:
     @property
     def register_bodies_read(self) -> int:
         """Register bodies parsed; an identical heartbeat body is not."""
-        return self.brokers.register_bodies_read
+        return self.registers.stages.bodies_read
+
+    @property
+    def register_topics_dropped(self) -> int:
+        """Topics dropped from registers because their names are no topic names."""
+        return self.registers.stages.topics_dropped
 
     @property
     def chunk_cache(self) -> ChunkCache | None:
-        return self.brokers.chunk_cache
+        """Register-table chunks read lately (see ``registry.register_chunk_cache_bytes``)."""
+        return self.registers.stages.chunk_cache
 
     def step(self, pending: PendingResponse) -> RemotingCommand | None:
         """One step of a pending register: its response once it is done, else None."""
-        return self.brokers.step(pending)
+        return self.registers.step(pending)
 
     def abandon(self, pending: PendingResponse) -> None:
         """Drop a pending register not yet applied: it changes nothing, is never answered."""
-        self.brokers.abandon(pending)
+        self.registers.abandon(pending)
 
     def handle(
         self, conn: Connection, request: RemotingCommand, frame: bytes | SplitFrame

@@ -24,13 +24,18 @@ part                      requests
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
+
+from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
-from namesrv.routes.events import Announcer, BrokerListener, Listener
+from namesrv.routes.events import Announcer, BrokerEvent, BrokerListener, Listener
 from namesrv.routes.queries import RouteQueries
 from namesrv.routes.register_jobs import DEFAULT_SLICE_TOPICS, RegisterJobs, RegistryStats
-from namesrv.routes.registration import Registration
+from namesrv.routes.register_request import RegisterRequest
+from namesrv.routes.registration import RegisterResult, Registration
 from namesrv.routes.tables import Clock, RouteTables
 from namesrv.routes.topic_admin import TopicAdmin
+from protocol.route_model import ClusterInfo, DataVersion, QueueData, TopicRouteData
 
 
 class RouteRegistry:
@@ -46,8 +51,8 @@ class RouteRegistry:
     *incremental* registers carrying only the topics just created, which would otherwise drop
     every other topic of that broker until its next full register.
 
-    Each request method is the bound method of the part for its job, taken once here: a lookup
-    or a register goes straight to the code that does it, through no forwarding call.
+    Each request method hands the request to the part for its job (the table above), so a
+    reader, the type checker and the structure tools follow a request from here to its code.
     """
 
     def __init__(
@@ -66,11 +71,11 @@ class RouteRegistry:
         self.stats = RegistryStats()
         self._announce = Announcer(listener, broker_listener)
         self._jobs = RegisterJobs(self.tables, self._announce, self.stats, slice_topics)
-        departures = Departures(self.tables, self._jobs, self._announce, clock)
-        registration = Registration(
+        self._departures = Departures(self.tables, self._jobs, self._announce, clock)
+        self._registration = Registration(
             self.tables,
             self._jobs,
-            departures,
+            self._departures,
             self._announce,
             self.stats,
             clock,
@@ -78,50 +83,130 @@ class RouteRegistry:
             min_heartbeat_timeout_ms=min_heartbeat_timeout_ms,
             delete_topic_with_broker_registration=delete_topic_with_broker_registration,
         )
-        self._take_requests(
-            registration, departures, TopicAdmin(self.tables, self._announce, clock)
+        self._admin = TopicAdmin(self.tables, self._announce, clock)
+        self._queries = RouteQueries(self.tables)
+
+    # The requests that change the tables, each handed to the part that does it.
+
+    def register_broker(self, request: RegisterRequest) -> RegisterResult:
+        """REGISTER_BROKER (see :meth:`Registration.register_broker`)."""
+        return self._registration.register_broker(request)
+
+    def body_unchanged(self, request: RegisterRequest, body_digest: bytes) -> bool:
+        """Whether a register body with this digest is the address's last one, its table
+        standing as applied (see :meth:`Registration.body_unchanged`)."""
+        return self._registration.body_unchanged(request, body_digest)
+
+    def table_unchanged(self, request: RegisterRequest, table_key: Hashable) -> bool:
+        """Whether a body that is the last one but for its data version may skip reading its
+        table (see :meth:`Registration.table_unchanged`)."""
+        return self._registration.table_unchanged(request, table_key)
+
+    def broker_heartbeat(self, *, cluster_name: str, broker_addr: str) -> None:
+        """BROKER_HEARTBEAT: refresh the live entry, if there is one."""
+        self._registration.broker_heartbeat(cluster_name=cluster_name, broker_addr=broker_addr)
+
+    def query_data_version_changed(
+        self, *, cluster_name: str, broker_addr: str, data_version: DataVersion
+    ) -> bool:
+        """QUERY_DATA_VERSION: whether the broker must re-register; counts as a heartbeat."""
+        return self._registration.query_data_version_changed(
+            cluster_name=cluster_name, broker_addr=broker_addr, data_version=data_version
         )
-        self._take_queries(RouteQueries(self.tables))
 
-    def _take_requests(
-        self, registration: Registration, departures: Departures, admin: TopicAdmin
-    ) -> None:
-        """The requests that change the tables, each the bound method of its part."""
-        self.register_broker = registration.register_broker
-        self.body_unchanged = registration.body_unchanged
-        self.table_unchanged = registration.table_unchanged
-        self.broker_heartbeat = registration.broker_heartbeat
-        self.query_data_version_changed = registration.query_data_version_changed
+    def run_jobs(self, budget: int | None = None) -> bool:
+        """A slice of the pending register tables, departures and reports (see
+        :meth:`RegisterJobs.run`); returns whether work remains."""
+        return self._jobs.run(budget)
 
-        self.run_jobs = self._jobs.run
-        self.report_later = self._jobs.report_later
+    def report_later(self, switch: str, topics: list[str], cause: ChangeCause) -> None:
+        """Report the routes a run-time switch moved, a slice per call of :meth:`run_jobs`."""
+        self._jobs.report_later(switch, topics, cause)
 
-        self.unregister_broker = departures.unregister_broker
-        self.on_channel_close = departures.on_channel_close
-        self.scan_not_active_brokers = departures.scan_not_active_brokers
+    def unregister_broker(
+        self, *, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
+    ) -> list[BrokerEvent]:
+        """UNREGISTER_BROKER; returns the departures it caused."""
+        return self._departures.unregister_broker(
+            cluster_name=cluster_name,
+            broker_addr=broker_addr,
+            broker_name=broker_name,
+            broker_id=broker_id,
+        )
 
-        self.wipe_write_perm = admin.wipe_write_perm
-        self.add_write_perm = admin.add_write_perm
-        self.delete_topic = admin.delete_topic
-        self.register_topic = admin.register_topic
+    def on_channel_close(self, channel: object) -> list[BrokerEvent]:
+        """A broker's connection closed: its addresses leave."""
+        return self._departures.on_channel_close(channel)
 
-    def _take_queries(self, queries: RouteQueries) -> None:
-        """The requests that only read the tables."""
-        self.get_route = queries.get_route
-        self.route_exists = queries.route_exists
-        self.zone_names = queries.zone_names
-        self.route_exists_check = queries.route_exists_check
-        self.has_cluster = queries.has_cluster
-        self.all_topics = queries.all_topics
-        self.topics_by_cluster = queries.topics_by_cluster
-        self.system_topics = queries.system_topics
-        self.unit_topics = queries.unit_topics
-        self.has_unit_sub_topics = queries.has_unit_sub_topics
-        self.has_unit_sub_ununit_topics = queries.has_unit_sub_ununit_topics
-        self.cluster_info = queries.cluster_info
-        self.broker_member_group = queries.broker_member_group
-        self.topics_of_broker = queries.topics_of_broker
-        self.has_channel = self.tables.has_channel
+    def scan_not_active_brokers(self) -> list[str]:
+        """Expire the brokers past their heartbeat timeout; returns their addresses."""
+        return self._departures.scan_not_active_brokers()
+
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER; returns the topics holding the broker's queues."""
+        return self._admin.wipe_write_perm(broker_name)
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """ADD_WRITE_PERM_OF_BROKER; returns the topics holding the broker's queues."""
+        return self._admin.add_write_perm(broker_name)
+
+    def delete_topic(self, topic: str, cluster_name: str | None = None) -> list[str]:
+        """DELETE_TOPIC_IN_NAMESRV; returns the brokers that held it."""
+        return self._admin.delete_topic(topic, cluster_name)
+
+    def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> None:
+        """REGISTER_TOPIC_IN_NAMESRV."""
+        self._admin.register_topic(topic, queue_datas)
+
+    # The requests that only read the tables.
+
+    def get_route(self, topic: str) -> TopicRouteData | None:
+        """The assembled route, or None when no broker holds queues of ``topic``."""
+        return self._queries.get_route(topic)
+
+    def route_exists(self, topic: str) -> bool:
+        return self._queries.route_exists(topic)
+
+    def route_exists_check(self) -> Callable[[str], bool]:
+        """:meth:`route_exists` as one C call, for a caller that asks per topic."""
+        return self._queries.route_exists_check()
+
+    def zone_names(self) -> set[str]:
+        return self._queries.zone_names()
+
+    def has_cluster(self, cluster: str) -> bool:
+        return self._queries.has_cluster(cluster)
+
+    def all_topics(self) -> list[str]:
+        return self._queries.all_topics()
+
+    def topics_by_cluster(self, cluster: str) -> list[str]:
+        return self._queries.topics_by_cluster(cluster)
+
+    def system_topics(self) -> list[str]:
+        return self._queries.system_topics()
+
+    def unit_topics(self) -> list[str]:
+        return self._queries.unit_topics()
+
+    def has_unit_sub_topics(self) -> list[str]:
+        return self._queries.has_unit_sub_topics()
+
+    def has_unit_sub_ununit_topics(self) -> list[str]:
+        return self._queries.has_unit_sub_ununit_topics()
+
+    def cluster_info(self) -> ClusterInfo:
+        return self._queries.cluster_info()
+
+    def broker_member_group(self, cluster_name: str, broker_name: str) -> dict[int, str]:
+        return self._queries.broker_member_group(cluster_name, broker_name)
+
+    def topics_of_broker(self, broker_name: str) -> set[str]:
+        return self._queries.topics_of_broker(broker_name)
+
+    def has_channel(self, channel: object) -> bool:
+        """Whether a live broker registered on ``channel``."""
+        return self.tables.has_channel(channel)
 
     @property
     def broker_listener(self) -> BrokerListener | None:

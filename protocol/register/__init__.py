@@ -1,6 +1,6 @@
 """The name server's read of a REGISTER_BROKER body: lean (only what the registry keeps), in
-steps of bounded work, and exactly as the full decoder of :mod:`protocol.register_body` reads,
-errors included. Only the server uses it; brokers' code uses the full codec.
+steps of bounded work, and exactly as a full decode of every topic config reads, errors
+included (the tests hold it against such a decode, a slow reference kept with them).
 
 =====================  ===============================================================
 module                 holds
@@ -14,5 +14,6 @@ module                 holds
 ``compressed_fast``    a compressed body's records in the usual form, chunk by chunk
 ``chunk_cache``        chunks as read, and the bounded cache of them by identity
 ``version_cut``        a plain body cut around its data version (a version-only change)
+``identity``           a body's CRC-32 checked, and its digest: what makes two bodies the same
 =====================  ===============================================================
 """

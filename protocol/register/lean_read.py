@@ -27,35 +27,9 @@ from protocol.register_body import (
     Inflated,
     compressed_tail_steps,
     data_version_part,
-    inflate,
     inflate_steps,
     topic_config_from_text,
 )
-
-
-def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
-    """A register body, validated as :meth:`RegisterBrokerBody.from_wire` validates it, but
-    keeping only queue counts, perm and sys flag per topic (see :func:`register_body_steps`)."""
-    steps = register_body_steps(data, compressed, broker_version, topics_per_step=1 << 62)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            table: RegisterTable = done.value
-            return table
-
-
-def read_compressed_general(data: bytes, broker_version: int) -> RegisterTable:
-    """A compressed register body read topic by topic by the general reader, as
-    :meth:`RegisterBrokerBody.from_wire` reads it: what the fast read must equal, errors
-    included."""
-    steps = _compressed_steps(inflate(data), broker_version, topics_per_step=1 << 62)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            table: RegisterTable = done.value
-            return table
 
 
 def register_body_steps(
@@ -117,7 +91,7 @@ def _compressed_body_steps(
         )
     except plain_fast.NotFast:
         pass
-    return (yield from _compressed_steps(inflated, broker_version, topics_per_step, limits))
+    return (yield from compressed_general_steps(inflated, broker_version, topics_per_step, limits))
 
 
 def _check_head(head: bytes, limits: ReadLimits) -> None:
@@ -192,10 +166,11 @@ _COMPRESSED_CHARS_PER_TOPIC = 32
 into bytes."""
 
 
-def _compressed_steps(
+def compressed_general_steps(
     inflated: bytes, broker_version: int, topics_per_step: int, limits: ReadLimits = NO_LIMITS
 ) -> Generator[None, None, RegisterTable]:
-    """The general read of an inflated compressed body, topic by topic."""
+    """The general read of an inflated compressed body, topic by topic: what the fast read
+    falls back to for a record of another shape."""
     reader = Inflated(inflated)
     data_version = data_version_part(reader)
     count = reader.int32("topic count")

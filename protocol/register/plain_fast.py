@@ -128,7 +128,8 @@ def outline(data: bytes) -> Outline:
     """Decode all but the topic table (which msgspec only skips over, checking its syntax)."""
     try:
         body = _BODY.decode(data)  # one pass: the wrapper is a struct, its table left raw
-    except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # ValidationError included
+        # A body nested past msgspec's depth is the general reader's to refuse, by its bound.
         raise NotFast from None
     wrapper = body.topicConfigSerializeWrapper or _WrapperWire()
     table = memoryview(wrapper.topicConfigTable)
@@ -197,7 +198,7 @@ class TableSink:
                 self.add_parsed(general)
                 self.parts = None
                 return True
-            except (msgspec.DecodeError, UnicodeDecodeError):
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
                 if guess:
                     return False
                 raise NotFast from None

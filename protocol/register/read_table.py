@@ -34,7 +34,7 @@ class TopicQueueSpec(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class RegisterTable:
     """What the name server reads of a REGISTER_BROKER body (see
-    :func:`protocol.register.lean_read.read_register_body`)."""
+    :func:`protocol.register.lean_read.register_body_steps`)."""
 
     topic_queues: dict[str, TopicQueueSpec]
     data_version: DataVersion

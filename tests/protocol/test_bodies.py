@@ -8,11 +8,11 @@ import struct
 import zlib
 
 import pytest
+from support import register_oracle
 
 from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, ResponseCode, Version
 from protocol.errors import BodyError
-from protocol.register import lean_read
 from protocol.route_model import (
     BrokerData,
     ClusterInfo,
@@ -193,9 +193,7 @@ def test_plain_register_body_round_trips():
         MAPPING,
     )
     body = register_body.RegisterBrokerBody(wrapper, ["f:1"])
-    assert (
-        register_body.RegisterBrokerBody.from_wire(body.to_wire(), False, CURRENT_VERSION) == body
-    )
+    assert register_oracle.decode_register_body(body.to_wire(), False, CURRENT_VERSION) == body
 
 
 def test_plain_register_body_from_an_upstream_broker_decodes():
@@ -206,7 +204,7 @@ def test_plain_register_body_from_an_upstream_broker_decodes():
         b'"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"T1","topicSysFlag":0,'
         b'"writeQueueNums":4}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}}}'
     )
-    decoded = register_body.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+    decoded = register_oracle.decode_register_body(body, False, CURRENT_VERSION)
     assert decoded.topic_config_serialize_wrapper.topic_config_table == {
         "T1": TopicConfig("T1", 4, 4, 6)
     }
@@ -241,7 +239,7 @@ def test_compressed_register_body_inflates_to_the_reference_layout():
 )
 def test_hand_built_compressed_body_decodes(version, with_mapping):
     data = zlib.compress(_reference_layout(with_mapping=with_mapping), 9)
-    body = register_body.RegisterBrokerBody.from_wire(data, True, version)
+    body = register_oracle.decode_register_body(data, True, version)
     wrapper = body.topic_config_serialize_wrapper
     assert wrapper.topic_config_table == TOPICS
     assert wrapper.data_version == DataVersion(0, 1700000000000, 3)
@@ -254,7 +252,7 @@ def test_compressed_form_drops_sys_flag_and_order_as_upstream_does():
         {"T": TopicConfig("T", 2, 2, 6, topic_sys_flag=1, order=True)}, DataVersion()
     )
     data = register_body.RegisterBrokerBody(wrapper, []).to_wire(True)
-    decoded = register_body.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
+    decoded = register_oracle.decode_register_body(data, True, CURRENT_VERSION)
     assert decoded.topic_config_serialize_wrapper.topic_config_table == {
         "T": TopicConfig("T", 2, 2, 6)
     }
@@ -266,16 +264,13 @@ def test_compressed_register_body_round_trips(version):
     body = register_body.RegisterBrokerBody(
         register_body.TopicConfigSerializeWrapper(TOPICS, DataVersion(2, 3, 4), mapping), ["f:1"]
     )
-    assert (
-        register_body.RegisterBrokerBody.from_wire(body.to_wire(True, version), True, version)
-        == body
-    )
+    assert register_oracle.decode_register_body(body.to_wire(True, version), True, version) == body
 
 
 def test_compressed_topic_config_attributes_may_contain_spaces():
     layout = _chunk(b"{}") + struct.pack(">i", 1) + _chunk(b'T 1 1 6 SINGLE_TAG {"k":"a b"}')
     layout += _chunk(b"[]") + struct.pack(">i", 0)
-    body = register_body.RegisterBrokerBody.from_wire(zlib.compress(layout), True, CURRENT_VERSION)
+    body = register_oracle.decode_register_body(zlib.compress(layout), True, CURRENT_VERSION)
     assert body.topic_config_serialize_wrapper.topic_config_table["T"].attributes == {"k": "a b"}
 
 
@@ -323,10 +318,10 @@ FULL = _reference_layout(with_mapping=True)
 )
 def test_malformed_compressed_register_body_is_a_body_error(data, remark):
     with pytest.raises(BodyError, match=remark) as info:
-        register_body.RegisterBrokerBody.from_wire(data, True, CURRENT_VERSION)
+        register_oracle.decode_register_body(data, True, CURRENT_VERSION)
     assert info.value.code == ResponseCode.INVALID_PARAMETER
     with pytest.raises(BodyError, match=remark):  # the name server's lean reader alike
-        lean_read.read_register_body(data, True, CURRENT_VERSION)
+        register_oracle.read_register_body(data, True, CURRENT_VERSION)
 
 
 def test_zip_bomb_past_the_inflate_bound_is_refused():
@@ -338,9 +333,9 @@ def test_zip_bomb_past_the_inflate_bound_is_refused():
     bomb = b"".join(parts) + packer.flush()
     assert len(bomb) < 200_000
     with pytest.raises(BodyError, match="inflates past"):
-        register_body.RegisterBrokerBody.from_wire(bomb, True, CURRENT_VERSION)
+        register_oracle.decode_register_body(bomb, True, CURRENT_VERSION)
     with pytest.raises(BodyError, match="inflates past"):
-        lean_read.read_register_body(bomb, True, CURRENT_VERSION)
+        register_oracle.read_register_body(bomb, True, CURRENT_VERSION)
 
 
 @pytest.mark.parametrize(
@@ -359,9 +354,9 @@ def test_zip_bomb_past_the_inflate_bound_is_refused():
 )
 def test_malformed_plain_register_body_is_a_body_error(body):
     with pytest.raises(BodyError) as info:
-        register_body.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+        register_oracle.decode_register_body(body, False, CURRENT_VERSION)
     with pytest.raises(BodyError, match=re.escape(info.value.remark)):
-        lean_read.read_register_body(body, False, CURRENT_VERSION)
+        register_oracle.read_register_body(body, False, CURRENT_VERSION)
 
 
 # -- data version, cluster info, topic list, KV table, member group -------------------------

@@ -14,6 +14,7 @@ import zlib
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import register_oracle
 
 from protocol import bodies, header_codec, register_body
 from protocol.codes import SerializeType
@@ -114,9 +115,9 @@ body_decoders = [
     bodies.decode_topic_list,
     bodies.decode_kv_table,
     register_body.decode_data_version,
-    lambda b: register_body.RegisterBrokerBody.from_wire(b, False, 479),
-    lambda b: register_body.RegisterBrokerBody.from_wire(b, True, 479),
-    lambda b: register_body.RegisterBrokerBody.from_wire(zlib.compress(b), True, 479),
+    lambda b: register_oracle.read_register_body(b, False, 479),
+    lambda b: register_oracle.read_register_body(b, True, 479),
+    lambda b: register_oracle.read_register_body(zlib.compress(b), True, 479),
     lambda b: decode_subscribe(b),
     lambda b: decode_unsubscribe(b),
 ]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from namesrv.ops.audit_events import TopicDeleted, WritePermChanged
-from namesrv.requests import register_validation as validation
 from namesrv.requests.context import Connection, Services, audit, ok
+from namesrv.requests.register import validation
 from protocol import bodies, headers
 from protocol.errors import BodyError
 from protocol.frame import RemotingCommand

@@ -42,10 +42,10 @@ def registered(ns, conn, body: bytes):
 
 
 def counts(ns) -> tuple[int, int, int]:
-    brokers = ns.server.processor.brokers
+    stages = ns.server.processor.registers.stages
     return (
-        brokers.register_bodies_read,
-        brokers.register_versions_only,
+        stages.bodies_read,
+        stages.versions_only,
         ns.server.registry.stats.topic_writes,
     )
 

