@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from namesrv.ops.clock import Clock, now_ms
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer, BrokerEvent
 from namesrv.routes.register_jobs import RegisterJobs
-from namesrv.routes.tables import AddrKey, Clock, RouteTables, now_ms
+from namesrv.routes.tables import AddrKey, RouteTables
 from protocol.codes import Perm
 from protocol.push_events import BrokerChangeKind
 

@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from namesrv.ops.clock import Clock, now_ms
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent
@@ -24,11 +25,9 @@ from namesrv.routes.tables import (
     MASTER_ID,
     AddrKey,
     BrokerGroup,
-    Clock,
     LiveBroker,
     QueueSpec,
     RouteTables,
-    now_ms,
 )
 from protocol.paced_log import PacedLog
 from protocol.push_events import BrokerChangeKind

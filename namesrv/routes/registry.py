@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 
+from namesrv.ops.clock import Clock
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent, BrokerListener, Listener
@@ -33,7 +34,7 @@ from namesrv.routes.queries import RouteQueries
 from namesrv.routes.register_jobs import DEFAULT_SLICE_TOPICS, RegisterJobs, RegistryStats
 from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registration import RegisterResult, Registration
-from namesrv.routes.tables import Clock, RouteTables
+from namesrv.routes.tables import RouteTables
 from namesrv.routes.topic_admin import TopicAdmin
 from protocol.route_model import ClusterInfo, DataVersion, QueueData, TopicRouteData
 

@@ -40,10 +40,6 @@ MAX_INTERNED = 65_536
 """Bound of each intern cache (holder tuples, queue data per broker); cleared when passed."""
 
 
-class Clock(Protocol):
-    def seconds(self) -> float: ...
-
-
 class QueueSpec(Protocol):
     """What a register needs of a topic config (``TopicConfig`` and the lean body reader's
     ``TopicQueueSpec`` both fit)."""
@@ -88,10 +84,6 @@ class LiveBroker:
     table_key: Hashable | None = None
     """Identity of that body but for its data version (``protocol.register.version_cut``), when
     certified: a body with the same key differs from it only in the version."""
-
-
-def now_ms(clock: Clock) -> int:
-    return int(clock.seconds() * 1000)
 
 
 def broker_data(name: str, group: BrokerGroup) -> BrokerData:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from namesrv.ops.clock import Clock
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer
-from namesrv.routes.tables import Clock, RouteTables
+from namesrv.routes.tables import RouteTables
 from protocol.codes import PERM_READ_WRITE, Perm
 from protocol.paced_log import PacedLog
 from protocol.route_model import QueueData
