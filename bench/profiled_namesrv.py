@@ -3,7 +3,7 @@
 SIGUSR1 starts cProfile; SIGUSR2 stops it, writes the profile to ``--out`` and then a ``.done``
 marker beside it, so the bench can wait for the file to be complete. Start-up and idle time
 before the first signal stay out of the profile. The remaining arguments go to ``namesrv``
-unchanged. Only benchmarks use this.
+unchanged; the name server is the working directory's checkout. Only benchmarks use this.
 
     python bench/profiled_namesrv.py --out /tmp/lookup.prof -- --listen 127.0.0.1:9876
 """
@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The checkout to run is the working directory's (as with ``python -m``), so that a bench can run
+# another checkout's name server with this script.
+sys.path.insert(0, os.getcwd())
 
 from namesrv.cli import main as namesrv_main
 
