@@ -20,6 +20,7 @@ pytest_plugins = [
     "support.route_cluster",
     "support.spark_fixtures",
     "support.aio_loop",
+    "support.memory_world",
 ]
 
 

@@ -42,6 +42,21 @@ def isolated_config(raw: dict[str, Any] | None = None) -> NamesrvConfig:
     return from_mapping(raw)
 
 
+def world_config(listen: str, overrides: dict[str, Any]) -> NamesrvConfig:
+    """The config of a name server in a world of tests on one clock: listening on ``listen``,
+    the start-up window off (a fresh server answers TOPIC_NOT_EXIST for a topic no broker
+    registered, as it does once warm), brokers that never expire and no pressure sampling,
+    unless ``overrides`` (config sections) say otherwise."""
+    raw: dict[str, Any] = {
+        "server": {"listen": listen, "shutdown_grace_ms": 0, "wait_for_service_ms": 0},
+        "registry": {"broker_expiry_ms": 100_000_000},
+        "pressure": {"enabled": False},
+    }
+    for section, values in overrides.items():
+        raw.setdefault(section, {}).update(values)
+    return isolated_config(raw)
+
+
 def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]:
     # The start-up window is off unless a test is about it: a fresh test server answers
     # TOPIC_NOT_EXIST for a topic no broker registered, as it does once warm.
