@@ -130,14 +130,17 @@ class MemoryWorld:
 
     # -- parts -------------------------------------------------------------------------------
 
-    def server(self, port: int = 0, **overrides: Any) -> tuple[NameServer, str]:
-        """A name server listening (``overrides``: config sections), and its ``HOST:PORT``.
-        The start-up window is off and brokers never expire unless a test says so."""
+    def server(
+        self, port: int = 0, *, sampler: FakeSampler | None = None, **overrides: Any
+    ) -> tuple[NameServer, str]:
+        """A name server listening (``overrides``: config sections; ``sampler``: the load it
+        reads), and its ``HOST:PORT``. The start-up window is off and brokers never expire
+        unless a test says so."""
         server = NameServer(
             world_config(f"127.0.0.1:{port}", overrides),
             self.reactor,
             clock=self.reactor,
-            sampler=FakeSampler(),
+            sampler=sampler or FakeSampler(),
             epoch=f"e{next(self._epochs)}",
             timer=lambda: 0.0,
         )
