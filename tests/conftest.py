@@ -21,6 +21,7 @@ pytest_plugins = [
     "support.spark_fixtures",
     "support.aio_loop",
     "support.memory_world",
+    "support.memory_route_world",
 ]
 
 

@@ -1,5 +1,6 @@
-"""Route clients of one kind, once per kind (Twisted, asyncio, uvloop), all stopped after the
-test: ``world`` against fake name servers, ``clients`` against a ``cluster``'s real ones;
+"""``world``: fake name servers and route clients in the deterministic world
+(``support.memory_route_world``). Route clients of one kind, once per kind (Twisted, asyncio,
+uvloop), all stopped after the test: ``clients`` against a ``cluster``'s real ones;
 ``rig``: a producer driver of one kind against a ``cluster``'s real name server."""
 
 from __future__ import annotations
@@ -9,16 +10,16 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from support.memory_route_world import MemoryRouteWorld
 from support.producer_drivers import PRODUCER_KINDS, ProducerDriver, producer_driver
-from support.route_drivers import DRIVER_KINDS, ClusterClients, World
+from support.route_drivers import DRIVER_KINDS, ClusterClients
 from twisted.internet import defer
 
 
-@pytest.fixture(params=DRIVER_KINDS)
-def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    w = World(request.param)
-    yield w
-    pytest_twisted.blockon(defer.ensureDeferred(w.close()))
+@pytest.fixture
+def world(memory_routes: MemoryRouteWorld) -> MemoryRouteWorld:
+    """Fake name servers and route clients in the deterministic world."""
+    return memory_routes
 
 
 @pytest.fixture(params=DRIVER_KINDS)
