@@ -22,6 +22,7 @@ pytest_plugins = [
     "support.aio_loop",
     "support.memory_world",
     "support.memory_route_world",
+    "support.memory_producer_world",
 ]
 
 

@@ -4,53 +4,24 @@ the behaviour cases written against fake name servers run with the Twisted route
 
 A driver's awaitables end before they return: ``get`` settles the world and fails when the
 lookup has not ended without the clock moving (as a lookup on a frozen clock would have hung),
-``advance`` moves the world's clock, ``barrier`` settles it. ``until(condition)`` settles the
-worlds of the running test and asserts the condition: what has not happened once the world is
-quiet will not happen without time moving, so nothing here waits.
+``advance`` moves the world's clock, ``barrier`` settles it; ``until`` (``support.memory_world``)
+settles the worlds of the running test and asserts its condition, so nothing here waits.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Coroutine, Generator, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
-from twisted.internet import defer
 
 from client_push.config import ClientConfig
 from client_push.routes.client import RouteClient
 from client_push.routes.events import BrokerEvent, RouteEvent
 from client_push.routes.route_cache import CachedRoute
 from support.fake_namesrv import FakeNamesrv, make_route
-from support.memory_world import MemoryWorld, WorldNotSettled
-
-_LIVE: list[MemoryWorld] = []
-"""The worlds of the running test (``until`` settles them)."""
-
-
-async def until(condition: Callable[[], bool], timeout: float = 0.0) -> None:
-    """Settle the test's worlds, then assert ``condition`` (``timeout`` is accepted for the
-    face of ``support.loopback_wait.until`` and means nothing here: nothing waits)."""
-    for world in _LIVE:
-        world.settle()
-    if not condition():
-        raise WorldNotSettled("condition does not hold once the world is quiet")
-
-
-class Settled:
-    """A coroutine's Deferred on the world that, awaited, settles the world first and fails
-    if it has not ended then."""
-
-    def __init__(self, world: MemoryWorld, d: defer.Deferred[Any]) -> None:
-        self.world = world
-        self.d = d
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        self.world.settle()
-        if not self.d.called:
-            raise WorldNotSettled("the call has not ended once the world is quiet")
-        return (yield from self.d.__await__())
+from support.memory_world import LIVE, MemoryWorld, WorldDeferred, until
 
 
 class MemoryDriver:
@@ -86,8 +57,8 @@ class MemoryDriver:
                 lambda _: outcomes.append("ok"), lambda f: outcomes.append(f.type.__name__)
             )
 
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Settled:
-        return Settled(self.world, self.world.start(coro))
+    def run(self, coro: Coroutine[Any, Any, Any]) -> WorldDeferred[Any]:
+        return self.world.start(coro)
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         return function(*args)
@@ -157,9 +128,9 @@ async def held(d: MemoryDriver, ns: FakeNamesrv, topic: str) -> None:
 def memory_routes() -> Iterator[MemoryRouteWorld]:
     """A ``MemoryRouteWorld`` for the test; ``until`` settles it."""
     routes = MemoryRouteWorld()
-    _LIVE.append(routes.world)
+    LIVE.append(routes.world)
     try:
         yield routes
     finally:
-        _LIVE.remove(routes.world)
+        LIVE.remove(routes.world)
         routes.close()

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -59,6 +59,36 @@ DEFAULT_WITHIN_S = 60.0
 
 class WorldNotSettled(AssertionError):
     """The world did not reach the state asked for within its bound."""
+
+
+LIVE: list[MemoryWorld] = []
+"""The worlds of the running test (``until`` settles them); fixtures add and remove theirs."""
+
+
+async def until(condition: Callable[[], bool], timeout: float = 0.0) -> None:
+    """Settle the running test's worlds, then assert ``condition``: what has not happened
+    once the worlds are quiet will not happen without the clock moving. (``timeout`` keeps
+    the face of ``support.loopback_wait.until`` and means nothing here: nothing waits.)"""
+    for world in LIVE:
+        world.settle()
+    if not condition():
+        raise WorldNotSettled("condition does not hold once the world is quiet")
+
+
+class WorldDeferred(defer.Deferred[T]):
+    """A Deferred of the world that, awaited, settles the world first and fails when it has
+    not fired then (awaiting it can never wait for the real reactor)."""
+
+    def __init__(self, world: MemoryWorld, source: defer.Deferred[T]) -> None:
+        super().__init__()
+        self._world = world
+        source.chainDeferred(self)
+
+    def __await__(self) -> Generator[Any, None, T]:
+        self._world.settle()
+        if not self.called:
+            raise WorldNotSettled(f"not ended once the world is quiet: {self._world.describe()}")
+        return (yield from super().__await__())
 
 
 class MemoryWorld:
@@ -124,9 +154,13 @@ class MemoryWorld:
         """Run ``coro`` on the world (a client's ``get_route``, a producer's send) to its end."""
         return self.wait(defer.Deferred.fromCoroutine(coro), within)
 
-    def start(self, coro: Coroutine[Any, Any, T]) -> defer.Deferred[T]:
-        """Start ``coro`` without waiting: a Deferred of its result, for ``wait`` later."""
-        return defer.Deferred.fromCoroutine(coro)
+    def start(self, coro: Coroutine[Any, Any, T]) -> WorldDeferred[T]:
+        """Start ``coro`` without waiting: a Deferred of its result, for ``wait`` later (or
+        ``await`` once the clock has moved far enough)."""
+        return WorldDeferred(self, defer.Deferred.fromCoroutine(coro))
+
+    def describe(self) -> str:
+        return self.reactor.describe()
 
     # -- parts -------------------------------------------------------------------------------
 
@@ -260,5 +294,9 @@ class _OneProtocol(protocol.ClientFactory):
 def memory_world() -> Iterator[MemoryWorld]:
     """A ``MemoryWorld``, its parts stopped after the test."""
     world = MemoryWorld()
-    yield world
-    world.close()
+    LIVE.append(world)
+    try:
+        yield world
+    finally:
+        LIVE.remove(world)
+        world.close()
