@@ -172,7 +172,10 @@ class MemoryTransport:
             del self.outgoing[:READ_BYTES]
             drained = not self.outgoing
             other.protocol.dataReceived(chunk)
-            if drained and self.producer is not None and self.producer_paused:
+            # As Twisted's FileDescriptor: a streaming producer paused by a full buffer is
+            # resumed once it is empty, a pull producer is asked for more.
+            resume = not self.streaming or self.producer_paused
+            if drained and self.producer is not None and resume:
                 self.producer_paused = False
                 self.producer.resumeProducing()
             return True

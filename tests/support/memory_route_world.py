@@ -97,8 +97,11 @@ class MemoryRouteWorld:
         return self.server(epoch=epoch, port=ns.port, **kw)
 
     async def client(self, *servers: FakeNamesrv, **overrides: Any) -> MemoryDriver:
-        config = ClientConfig(namesrv_addrs=tuple(ns.addr for ns in servers), **overrides)
-        driver = MemoryDriver(self.world, config)
+        return await self.client_at(*(ns.addr for ns in servers), **overrides)
+
+    async def client_at(self, *addrs: str, **overrides: Any) -> MemoryDriver:
+        """A started client of the name servers at ``addrs`` (``overrides``: its config)."""
+        driver = MemoryDriver(self.world, ClientConfig(namesrv_addrs=addrs, **overrides))
         self.drivers.append(driver)
         await driver.start()
         return driver
