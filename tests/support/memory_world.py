@@ -92,8 +92,9 @@ class WorldDeferred(defer.Deferred[T]):
 
 
 class MemoryWorld:
-    def __init__(self) -> None:
+    def __init__(self, max_steps: int = MAX_STEPS) -> None:
         self.reactor = MemoryReactor()
+        self.max_steps = max_steps
         self.servers: list[NameServer] = []
         self.clients: list[RouteClient] = []
         self.producers: list[Producer] = []
@@ -109,10 +110,10 @@ class MemoryWorld:
 
     def settle(self) -> None:
         """Run what is due now and deliver bytes until nothing is left."""
-        for _ in range(MAX_STEPS):
+        for _ in range(self.max_steps):
             if not self.reactor.step():
                 return
-        raise WorldNotSettled(f"still busy after {MAX_STEPS} steps: {self.reactor.describe()}")
+        raise WorldNotSettled(f"still busy after {self.max_steps} steps: {self.describe()}")
 
     def advance(self, seconds: float) -> None:
         """Move the clock by ``seconds``, running each timer at its time, settled after each."""
