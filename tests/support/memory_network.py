@@ -40,6 +40,10 @@ FIRST_CLIENT_PORT = 40_000
 ANY_HOST = ("", "0.0.0.0")
 
 
+class NotSettledError(AssertionError):
+    """The world did not reach the state asked for within its bound."""
+
+
 class MemoryTransport:
     """One end of a connection in memory: what a protocol sees as its TCP transport."""
 
@@ -343,6 +347,24 @@ class MemoryReactor(task.Clock):
         if moved:
             self.transports = [t for t in self.transports if not t.disconnected]
         return moved
+
+    def settle(self, max_steps: int) -> None:
+        """Step until nothing is left to do now; fails after ``max_steps`` steps."""
+        for _ in range(max_steps):
+            if not self.step():
+                return
+        raise NotSettledError(f"still busy after {max_steps} steps: {self.describe()}")
+
+    def advance(self, amount: float, max_steps: int = 200_000) -> None:
+        """Move the clock by ``amount``, each timer run at its own time and the world settled
+        after it (unlike ``task.Clock.advance``, which runs every due timer in one batch)."""
+        target = self.rightNow + amount
+        self.settle(max_steps)
+        while (due := self.next_due()) is not None and due <= target:
+            self.move_to(max(due, self.rightNow))
+            self.settle(max_steps)
+        self.move_to(target)
+        self.settle(max_steps)
 
     def describe(self) -> str:
         """What is still going on, for a failure's message."""

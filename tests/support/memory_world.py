@@ -39,13 +39,15 @@ from client_push.config import ClientConfig
 from client_push.producer.config import ProducerConfig
 from client_push.producer.producer import Producer
 from client_push.routes.client import RouteClient
+from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
 from protocol.codes import RequestCode, ResponseCode
+from protocol.frame import RemotingCommand
 from protocol.route_model import DataVersion
 from sandbox.standin import BrokerStandIn
 from support.fake_broker import register_request, topic_configs
-from support.memory_network import MemoryReactor
-from support.server_fixtures import FakeSampler, world_config
+from support.memory_network import MemoryReactor, NotSettledError
+from support.server_fixtures import FakeSampler, Running, plain_server_config, world_config
 from support.wire_client import WireClient
 
 T = TypeVar("T")
@@ -57,8 +59,7 @@ DEFAULT_WITHIN_S = 60.0
 """How far ``run_until`` and ``wait`` may move the clock unless told."""
 
 
-class WorldNotSettled(AssertionError):
-    """The world did not reach the state asked for within its bound."""
+WorldNotSettled = NotSettledError
 
 
 LIVE: list[MemoryWorld] = []
@@ -110,20 +111,11 @@ class MemoryWorld:
 
     def settle(self) -> None:
         """Run what is due now and deliver bytes until nothing is left."""
-        for _ in range(self.max_steps):
-            if not self.reactor.step():
-                return
-        raise WorldNotSettled(f"still busy after {self.max_steps} steps: {self.describe()}")
+        self.reactor.settle(self.max_steps)
 
     def advance(self, seconds: float) -> None:
         """Move the clock by ``seconds``, running each timer at its time, settled after each."""
-        target = self.now() + seconds
-        self.settle()
-        while (due := self.reactor.next_due()) is not None and due <= target:
-            self.reactor.move_to(max(due, self.now()))
-            self.settle()
-        self.reactor.move_to(target)
-        self.settle()
+        self.reactor.advance(seconds, self.max_steps)
 
     def run_until(self, predicate: Callable[[], bool], within: float = DEFAULT_WITHIN_S) -> float:
         """Settle, then move from timer to timer until ``predicate`` holds; the seconds that
@@ -165,22 +157,30 @@ class MemoryWorld:
 
     # -- parts -------------------------------------------------------------------------------
 
+    def serve(
+        self, config: NamesrvConfig, sampler: FakeSampler | None = None, epoch: str | None = None
+    ) -> tuple[NameServer, int]:
+        """A name server of ``config``, listening (``sampler``: the load it reads), and its
+        port."""
+        server = NameServer(
+            config,
+            self.reactor,
+            clock=self.reactor,
+            sampler=sampler or FakeSampler(),
+            epoch=epoch or f"e{next(self._epochs)}",
+            timer=lambda: 0.0,
+        )
+        port = server.listen().getHost().port  # type: ignore[attr-defined]
+        self.servers.append(server)
+        return server, port
+
     def server(
         self, port: int = 0, *, sampler: FakeSampler | None = None, **overrides: Any
     ) -> tuple[NameServer, str]:
         """A name server listening (``overrides``: config sections; ``sampler``: the load it
         reads), and its ``HOST:PORT``. The start-up window is off and brokers never expire
         unless a test says so."""
-        server = NameServer(
-            world_config(f"127.0.0.1:{port}", overrides),
-            self.reactor,
-            clock=self.reactor,
-            sampler=sampler or FakeSampler(),
-            epoch=f"e{next(self._epochs)}",
-            timer=lambda: 0.0,
-        )
-        bound = server.listen().getHost().port  # type: ignore[attr-defined]
-        self.servers.append(server)
+        server, bound = self.serve(world_config(f"127.0.0.1:{port}", overrides), sampler)
         return server, f"127.0.0.1:{bound}"
 
     def client(self, *addrs: str, seed: int = 11, **overrides: Any) -> RouteClient:
@@ -213,11 +213,11 @@ class MemoryWorld:
         self.brokers.append(broker)
         return broker
 
-    def connect(self, addr: str, source: str | None = None) -> WireClient:
+    def connect(self, addr: str, source: str | None = None) -> WorldWire:
         """A raw remoting connection to ``addr`` (a test's broker or hostile peer);
         ``source`` poses as another host."""
         host, _, port = addr.rpartition(":")
-        wire = WireClient()
+        wire = WorldWire(self)
         factory = _OneProtocol(wire)
         self.reactor.connectTCP(
             host, int(port), factory, bindAddress=(source, 0) if source else None
@@ -279,6 +279,59 @@ class MemoryWorld:
             self.wait(server.stop(grace_ms=0))
         self.settle()
         assert all(count == 0 for count in errors.values()), f"internal errors: {errors}"
+
+
+class WorldWire(WireClient):
+    """A test's raw connection in the world: its answers are the world's Deferreds (awaited,
+    they settle the world first and fail if not answered then)."""
+
+    def __init__(self, world: MemoryWorld) -> None:
+        super().__init__()
+        self.world = world
+
+    def request(self, cmd: RemotingCommand) -> WorldDeferred[RemotingCommand]:  # type: ignore[override]
+        return WorldDeferred(self.world, super().request(cmd))
+
+    def ascii_json_request(  # type: ignore[override]
+        self, code: int, ext: dict[str, str], body: bytes = b""
+    ) -> WorldDeferred[RemotingCommand]:
+        return WorldDeferred(self.world, super().ascii_json_request(code, ext, body))
+
+    def wait_pushed(self, count: int = 1, timeout: float = 5.0) -> WorldDeferred[Any]:
+        """Fires once ``count`` server-initiated frames have arrived (``timeout``: seconds of
+        the world's clock)."""
+        d: defer.Deferred[Any] = defer.Deferred()
+        if len(self.pushed) >= count:
+            d.callback(list(self.pushed))
+        else:
+            self._push_waiters.append((count, d))
+            d.addTimeout(timeout, self.world.reactor)
+        return WorldDeferred(self.world, d)
+
+
+def the_world() -> MemoryWorld:
+    """The one world of the running test."""
+    assert len(LIVE) == 1, f"{len(LIVE)} worlds in this test; name the one to use"
+    return LIVE[0]
+
+
+async def connect(port: int, source: str | None = None) -> WorldWire:
+    """A raw connection to 127.0.0.1:``port`` in the running test's world (the face of
+    ``support.wire_client.connect``); ``source`` poses as another host."""
+    return the_world().connect(f"127.0.0.1:{port}", source)
+
+
+@pytest.fixture
+def make_world_server(memory_world: MemoryWorld) -> Callable[..., Running]:
+    """``make_server``'s face in the world: start test servers (config overrides) from inside
+    a test; they run on the world's one clock and are stopped with it."""
+
+    def make(overrides: dict[str, Any] | None = None) -> Running:
+        sampler = FakeSampler()
+        server, port = memory_world.serve(plain_server_config(overrides), sampler, epoch="e1")
+        return Running(server, port, memory_world.reactor, sampler)  # type: ignore[arg-type]
+
+    return make
 
 
 class _OneProtocol(protocol.ClientFactory):
