@@ -72,7 +72,7 @@ class MemoryDriver:
 
 class MemoryRouteWorld:
     """Fake name servers and route clients in one ``MemoryWorld``; all stopped after the
-    test (the face of ``support.route_drivers.World``)."""
+    test."""
 
     kind = "memory"
 
