@@ -19,6 +19,12 @@ The rules:
   after each) up to ``s``; ``run_until(predicate, within=s)`` does the same until the predicate
   holds and fails loudly when it does not within ``s``.
 
+- **Awaiting never waits.** A Deferred the world hands out (``WorldDeferred``: a coroutine
+  started with ``start``, a request on a ``WorldWire``) settles the world when awaited and
+  fails if it has not fired then; ``until(condition)`` settles the running test's worlds and
+  asserts. So an ``async`` test written for loopback runs here unchanged in shape, and never
+  hands control to the real reactor while it waits.
+
 A test is then a function of its inputs: the same calls give the same order of events on a
 busy machine and an idle one. A few real-loopback smoke tests per event loop check what this
 world cannot (the adapters' own sockets, TLS).
@@ -93,6 +99,8 @@ class WorldDeferred(defer.Deferred[T]):
 
 
 class MemoryWorld:
+    """The parts of one test on one ``MemoryReactor``; ``close`` stops them all."""
+
     def __init__(self, max_steps: int = MAX_STEPS) -> None:
         self.reactor = MemoryReactor()
         self.max_steps = max_steps

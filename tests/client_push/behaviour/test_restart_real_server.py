@@ -71,13 +71,20 @@ def reconnected(w: MemoryWorld, client: RouteClient, server: NameServer) -> None
     w.run_until(lambda: client.push_active and server.subscriptions.total > 0, within=30.0)
 
 
+def restarted_under_a_client(w: MemoryWorld) -> tuple[NameServer, str, RouteClient]:
+    """A client holding the route of both brokers, its server restarted (window on) and the
+    client subscribed at the new one."""
+    ns, addr, client = held_by_both(w)
+    fresh = restart(w, ns, addr)
+    reconnected(w, client, fresh)
+    return fresh, addr, client
+
+
 def test_a_restarted_server_that_knows_no_broker_yet_leaves_the_route_held(
     memory_world: MemoryWorld,
 ) -> None:
     w = memory_world
-    ns, addr, client = held_by_both(w)
-    fresh = restart(w, ns, addr)
-    reconnected(w, client, fresh)
+    _fresh, addr, client = restarted_under_a_client(w)
     # The new epoch's refetch is answered "not ready": the route stays, marked stale.
     w.settle()
     assert client.counters.get("untrusted_answers", 0) > 0
@@ -101,9 +108,7 @@ def test_a_topic_deleted_after_the_restart_is_dropped_within_a_tick(
     memory_world: MemoryWorld,
 ) -> None:
     w = memory_world
-    ns, addr, client = held_by_both(w)
-    fresh = restart(w, ns, addr)
-    reconnected(w, client, fresh)
+    fresh, addr, client = restarted_under_a_client(w)
     admin = w.broker_wire(addr, TOPIC, broker_name="broker-a", broker_addr=A_ADDR)
     assert fresh.detector.version(TOPIC)[1]
     w.advance(TICK_S)
