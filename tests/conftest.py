@@ -20,6 +20,9 @@ pytest_plugins = [
     "support.route_cluster",
     "support.spark_fixtures",
     "support.aio_loop",
+    "support.memory_world",
+    "support.memory_route_world",
+    "support.memory_producer_world",
 ]
 
 

@@ -74,8 +74,17 @@ class FakeNamesrv(protocol.Factory):
     """Answers GET_ROUTEINFO_BY_TOPIC, SUBSCRIBE and UNSUBSCRIBE like ours; records requests."""
 
     def __init__(
-        self, epoch: str = "e1", push: bool = True, *, warming: bool = False, uptime_ms: int = 0
+        self,
+        epoch: str = "e1",
+        push: bool = True,
+        *,
+        warming: bool = False,
+        uptime_ms: int = 0,
+        network: Any = None,
     ) -> None:
+        """``network``: the reactor it listens on (default the real one; a world's in
+        memory)."""
+        self.network = network if network is not None else reactor
         self.epoch = epoch
         self.push = push
         self.warming = warming
@@ -101,7 +110,7 @@ class FakeNamesrv(protocol.Factory):
         return FakeConn(self)
 
     def listen(self, port: int = 0) -> str:
-        self._listening = reactor.listenTCP(port, self, interface="127.0.0.1")
+        self._listening = self.network.listenTCP(port, self, interface="127.0.0.1")
         self.port = self._listening.getHost().port
         return self.addr
 

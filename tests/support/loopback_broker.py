@@ -15,8 +15,10 @@ from protocol.frame import RemotingCommand
 class FakeBroker(BrokerStandIn):
     """Answers probes with ``answer`` (a response code), or stays silent when it is None."""
 
-    def __init__(self, answer: int | None = ResponseCode.SUCCESS) -> None:
-        super().__init__("fake", {}, reactor=reactor)
+    def __init__(self, answer: int | None = ResponseCode.SUCCESS, network: Any = None) -> None:
+        """``network``: the reactor it listens on (default the real one; a world's in
+        memory)."""
+        super().__init__("fake", {}, reactor=network if network is not None else reactor)
         self.answer = answer
         self.probes: list[RemotingCommand] = []
         self.accept()

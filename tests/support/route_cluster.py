@@ -19,7 +19,7 @@ from namesrv.server import NameServer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.route_model import DataVersion
 from support.fake_broker import register_request, topic_configs
-from support.server_fixtures import FakeSampler, isolated_config
+from support.server_fixtures import FakeSampler, world_config
 from support.wire_client import WireClient, connect
 
 TICK_S = 1.0
@@ -36,20 +36,8 @@ class Cluster:
         self.data_version = 1
 
     def start_server(self, port: int = 0, **overrides: Any) -> tuple[NameServer, int]:
-        raw: dict[str, Any] = {
-            # The start-up window is off unless a test turns it on (``server=...``).
-            "server": {
-                "listen": f"127.0.0.1:{port}",
-                "shutdown_grace_ms": 0,
-                "wait_for_service_ms": 0,
-            },
-            "registry": {"broker_expiry_ms": 100_000_000},
-            "pressure": {"enabled": False},
-        }
-        for section, values in overrides.items():
-            raw.setdefault(section, {}).update(values)
         server = NameServer(
-            isolated_config(raw),
+            world_config(f"127.0.0.1:{port}", overrides),
             reactor,
             clock=self.clock,
             sampler=FakeSampler(),

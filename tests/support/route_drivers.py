@@ -1,4 +1,6 @@
-"""One face for both route clients, so the behaviour cases are written once.
+"""One face for both route clients over real loopback, so a case runs once per event loop (the
+loopback smoke and TLS tests; the behaviour cases run in the deterministic world,
+``support.memory_route_world``, on the same face).
 
 ``TwistedDriver`` runs ``client_push.routes.client.RouteClient`` on the reactor with a
 ``task.Clock``; ``AsyncioDriver`` runs ``client_push.aio.RouteClient`` on a ``LoopThread``
@@ -22,8 +24,6 @@ from client_push.routes.events import BrokerEvent, RouteEvent
 from client_push.routes.route_cache import CachedRoute
 from protocol.frame import RemotingCommand
 from support.aio_loop import FakeClock, LoopThread
-from support.fake_namesrv import FakeNamesrv, make_route
-from support.loopback_wait import until
 from support.route_cluster import TICK_S
 
 DRIVER_KINDS = ("twisted", "asyncio", "uvloop")
@@ -62,16 +62,6 @@ but not yet written counts as much as one written and unanswered."""
 
 def nothing_in_flight(outstanding: dict[str, int]) -> bool:
     return all(outstanding[table] == 0 for table in IN_FLIGHT)
-
-
-async def all_answered(d: RouteDriver, timeout: float = 5.0) -> None:
-    """Wait until the client has nothing in flight (read on its own loop): every request its
-    timers started has been written and answered, whatever order the server answers in."""
-    for _ in range(round(timeout / 0.005)):
-        if nothing_in_flight(await d.call(d.client.outstanding)):
-            return
-        await task.deferLater(reactor, 0.005, lambda: None)
-    raise AssertionError("requests still in flight")
 
 
 def barrier(client: Any) -> defer.Deferred[None]:
@@ -240,58 +230,6 @@ def driver_factory(
             loop.stop()
 
     return make, cleanup
-
-
-class World:
-    """Fake name servers and clients of one kind; all stopped after the test."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._make, self._cleanup = driver_factory(kind)
-        self.servers: list[FakeNamesrv] = []
-        self.drivers: list[RouteDriver] = []
-
-    def server(
-        self, *, push: bool = True, epoch: str = "e1", port: int = 0, **kw: Any
-    ) -> FakeNamesrv:
-        """A fake name server listening (``kw``: ``warming``, ``uptime_ms``)."""
-        ns = FakeNamesrv(epoch=epoch, push=push, **kw)
-        ns.listen(port)
-        self.servers.append(ns)
-        return ns
-
-    async def restart(self, ns: FakeNamesrv, epoch: str, **kw: Any) -> FakeNamesrv:
-        """``ns`` killed and started again on its port: a new epoch that knows no route
-        (``kw``: ``warming``, ``uptime_ms``), its connections cut."""
-        await ns.close()
-        return self.server(epoch=epoch, port=ns.port, **kw)
-
-    async def client(self, *servers: FakeNamesrv, **overrides: Any) -> RouteDriver:
-        driver = self._make([ns.addr for ns in servers], **overrides)
-        self.drivers.append(driver)
-        await driver.start()
-        return driver
-
-    async def close(self) -> None:
-        try:
-            for driver in self.drivers:
-                assert driver.client.counters["internal_errors"] == 0
-        finally:
-            for driver in self.drivers:
-                await driver.stop()
-            for ns in self.servers:
-                if ns._listening is not None and ns._listening.connected:
-                    await ns.close()
-            self._cleanup()
-
-
-async def held(d: RouteDriver, ns: FakeNamesrv, topic: str) -> None:
-    """``topic`` has a route at ``ns``, the client holds it and push for it is acknowledged."""
-    if topic not in ns.routes:
-        ns.set_route(topic, make_route())
-    await d.get(topic)
-    await until(lambda: topic in ns.subscribed() and d.client.push_active)
-    await d.barrier()  # the SUBSCRIBE's answer is processed too
 
 
 class ClusterClients:

@@ -42,20 +42,46 @@ def isolated_config(raw: dict[str, Any] | None = None) -> NamesrvConfig:
     return from_mapping(raw)
 
 
-def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]:
-    # The start-up window is off unless a test is about it: a fresh test server answers
-    # TOPIC_NOT_EXIST for a topic no broker registered, as it does once warm.
+def world_config(listen: str, overrides: dict[str, Any]) -> NamesrvConfig:
+    """The config of a name server in a world of tests on one clock: listening on ``listen``,
+    the start-up window off (a fresh server answers TOPIC_NOT_EXIST for a topic no broker
+    registered, as it does once warm), brokers that never expire and no pressure sampling,
+    unless ``overrides`` (config sections) say otherwise."""
+    raw: dict[str, Any] = {
+        "server": {"listen": listen, "shutdown_grace_ms": 0, "wait_for_service_ms": 0},
+        "registry": {"broker_expiry_ms": 100_000_000},
+        "pressure": {"enabled": False},
+    }
+    for section, values in overrides.items():
+        raw.setdefault(section, {}).update(values)
+    return isolated_config(raw)
+
+
+def plain_server_config(overrides: dict[str, Any] | None = None) -> NamesrvConfig:
+    """A test server's config: on 127.0.0.1, port 0, with ``overrides`` (config sections).
+
+    The start-up window is off unless a test is about it: a fresh test server answers
+    TOPIC_NOT_EXIST for a topic no broker registered, as it does once warm."""
     raw: dict[str, Any] = {
         "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0, "wait_for_service_ms": 0}
     }
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
+    return isolated_config(raw)
+
+
+def running_server(overrides: dict[str, Any] | None = None) -> Iterator[Running]:
     clock = task.Clock()
     sampler = FakeSampler()
     # The timer stands still: per-turn time budgets never run out, so slices are decided by
     # counts alone and what a tick sends does not depend on how loaded the machine is.
     server = NameServer(
-        isolated_config(raw), reactor, clock=clock, sampler=sampler, epoch="e1", timer=lambda: 0.0
+        plain_server_config(overrides),
+        reactor,
+        clock=clock,
+        sampler=sampler,
+        epoch="e1",
+        timer=lambda: 0.0,
     )
     port = server.listen().getHost().port  # type: ignore[attr-defined]
     try:

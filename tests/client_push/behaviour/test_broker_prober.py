@@ -1,8 +1,8 @@
-"""The active detector's wire side (``BrokerProber``) on every kind of runtime (Twisted,
-asyncio, uvloop: ``any_loop``) against fake brokers on loopback.
+"""The active detector's wire side (``BrokerProber``) against fake brokers, in the deterministic
+world (``support.memory_world``).
 
-Connections are real (127.0.0.1, port 0); probe timeouts run on a fake clock, so a silent
-broker is failed by advancing the clock, never by waiting. Selection through the detector, with
+Connections are in memory; probe timeouts run on the world's clock, so a silent broker is
+failed by advancing the clock, never by waiting. Selection through the detector, with
 the real name server, is in ``test_producer_selection.py``.
 """
 
@@ -13,81 +13,62 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.aio_loop import FakeClock, LoopThread, PendingClock, ReactorLoop
 from support.loopback_broker import FakeBroker
-from support.loopback_wait import until
-from support.producer_drivers import loop_turns
-from twisted.internet import defer, reactor
+from support.memory_world import MemoryWorld, WorldDeferred, until
 
 from client_push.producer.broker_probe import BrokerProber
-from client_push.runtime.asyncio_loop import AsyncioRuntime
-from client_push.runtime.interface import Runtime
 from client_push.runtime.twisted_loop import TwistedRuntime
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import encode_go_away
 
 TIMEOUT_MS = 1_500
-"""Above the default 200 ms: the timeout also bounds the probe's connect, in real time, which a
-loaded machine can outlast by holding the event loop; the cases step the answer's timeout on
-the fake clock."""
+"""A probe's timeout, on the world's clock."""
 TOPIC = "TopicTest"
 
 
 class Detector:
-    """A prober on ``loop`` with a fake clock, recording the GoAways it passes on."""
+    """A prober on the world's runtime, recording the GoAways it passes on."""
 
-    def __init__(self, loop: LoopThread | ReactorLoop) -> None:
-        self.loop = loop
+    def __init__(self, world: MemoryWorld) -> None:
+        self.world = world
         self.go_aways: list[tuple[str, int]] = []
-        runtime: Runtime
-        if loop.kind == "twisted":
-            self.clock: Any = PendingClock()
-            runtime = TwistedRuntime(reactor, self.clock)
-        else:
-            self.clock = FakeClock()
-            runtime = AsyncioRuntime(self.clock)
+        runtime = TwistedRuntime(world.reactor, world.reactor)
         self.prober = BrokerProber(runtime, lambda addr, grace: self.go_aways.append((addr, grace)))
 
-    def start_probe(self, addr: str) -> defer.Deferred[bool]:
-        """A probe of ``addr`` run on the prober's loop, not waited for."""
-        return self.loop.run(self.prober.probe(addr, TOPIC, TIMEOUT_MS))
+    def start_probe(self, addr: str) -> WorldDeferred[bool]:
+        """A probe of ``addr``, not waited for."""
+        return self.world.start(self.prober.probe(addr, TOPIC, TIMEOUT_MS))
 
     async def probe(self, addr: str) -> bool:
         return await self.start_probe(addr)
 
     async def advance(self, seconds: float) -> None:
-        await self.loop.call(self.clock.advance, seconds)
+        self.world.advance(seconds)
 
     async def settle(self) -> None:
-        """Let the loop run what the last advance made ready (on the reactor it ran inside
-        ``advance``), so a probe not done after it is still waiting."""
-        if self.loop.kind != "twisted":
-            await self.loop.run(loop_turns())
+        self.world.settle()
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
-        return await self.loop.call(function, *args)
+        return function(*args)
 
     def counter(self, name: str) -> int:
         return self.prober.counters[name]
 
 
 @pytest.fixture
-def brokers(any_loop: LoopThread | ReactorLoop) -> Iterator[Any]:
+def brokers(memory_world: MemoryWorld) -> Iterator[Any]:
     made: list[FakeBroker] = []
-    detectors: list[Detector] = []
+    detector = Detector(memory_world)
 
     def make(answer: int | None = ResponseCode.SUCCESS) -> tuple[Detector, FakeBroker]:
-        broker = FakeBroker(answer)
+        broker = FakeBroker(answer, network=memory_world.reactor)
         made.append(broker)
-        if not detectors:
-            detectors.append(Detector(any_loop))
-        return detectors[0], broker
+        return detector, broker
 
     yield make
-    for det in detectors:
-        pytest_twisted.blockon(det.loop.call(det.prober.stop))
+    detector.prober.stop()
     for broker in made:
-        broker.close()
+        memory_world.wait(broker.close())
 
 
 @pytest_twisted.ensureDeferred

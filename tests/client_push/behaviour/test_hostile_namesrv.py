@@ -1,5 +1,5 @@
-"""The route client stays bounded whatever its name server does, on every loop (Twisted,
-asyncio, uvloop; ``support.route_drivers``): each test here is the hostile peer.
+"""The route client stays bounded whatever its name server does, in the deterministic world
+(``support.memory_route_world``): each test here is the hostile peer.
 
 A server that never reads: writing pauses, requests in flight stay within their count and byte
 bounds (one past them fails at once, ``RequestsInFlightError``), and closing returns within
@@ -10,7 +10,6 @@ the warnings are paced. A route too large to decode on the loop is refused by si
 from __future__ import annotations
 
 import logging
-import socket
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -18,9 +17,10 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_namesrv import FakeNamesrv, make_route
-from support.loopback_wait import until
-from support.route_drivers import DRIVER_KINDS, RouteDriver, driver_factory
-from twisted.internet import defer, protocol, reactor
+from support.memory_route_world import MemoryDriver as RouteDriver
+from support.memory_route_world import MemoryRouteWorld
+from support.memory_world import until
+from twisted.internet import defer, protocol
 
 from client_push.errors import RouteClientError
 from protocol.codes import RequestCode
@@ -47,16 +47,13 @@ class Garbling(protocol.Protocol):
 
 
 class Hostile(protocol.Factory):
-    def __init__(self, kind: type[protocol.Protocol]) -> None:
+    def __init__(self, kind: type[protocol.Protocol], network: Any) -> None:
         self.kind = kind
-        self.port: Any = reactor.listenTCP(0, self, interface="127.0.0.1")
-        # A small receive buffer (inherited by accepted sockets): the client's bytes pile up
-        # on its own side soon.
-        self.port.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        # In memory there is no kernel buffer: what the peer does not read stays in the
+        # client's transport, whose buffer bound pauses its writing.
+        self.port: Any = network.listenTCP(0, self, interface="127.0.0.1")
         self.addr = f"127.0.0.1:{self.port.getHost().port}"
         self.conns: list[protocol.Protocol] = []
-        """Held here: a connection that does not read is in none of the reactor's sets, and
-        would be collected (closing its socket) otherwise."""
 
     def buildProtocol(self, addr: object) -> protocol.Protocol:
         conn = self.kind()
@@ -65,48 +62,36 @@ class Hostile(protocol.Factory):
 
 
 class Rig:
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._make, self._cleanup = driver_factory(kind)
-        self.drivers: list[RouteDriver] = []
+    """Hostile peers and fake name servers, and route clients of them, in one world."""
+
+    def __init__(self, routes: MemoryRouteWorld) -> None:
+        self.routes = routes
         self.ports: list[Any] = []
-        self.fakes: list[FakeNamesrv] = []
 
     def hostile(self, kind: type[protocol.Protocol]) -> Hostile:
-        server = Hostile(kind)
+        server = Hostile(kind, self.routes.world.reactor)
         self.ports.append(server.port)
         return server
 
     def fake(self) -> FakeNamesrv:
-        ns = FakeNamesrv()
-        ns.listen()
-        self.fakes.append(ns)
-        return ns
+        return self.routes.server()
 
     async def client(self, addr: str, **overrides: Any) -> RouteDriver:
-        driver = self._make([addr], **overrides)
-        self.drivers.append(driver)
-        await driver.start()
-        return driver
+        return await self.routes.client_at(addr, **overrides)
 
-    async def close(self) -> None:
-        for driver in self.drivers:
-            await driver.stop()
-        for ns in self.fakes:
-            await ns.close()
+    def close(self) -> None:
         for port in self.ports:
             for conn in port.factory.conns:
                 if conn.transport is not None:
                     conn.transport.abortConnection()
-            await defer.maybeDeferred(port.stopListening)
-        self._cleanup()
+            port.stopListening()
 
 
-@pytest.fixture(params=DRIVER_KINDS)
-def rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
-    r = Rig(request.param)
+@pytest.fixture
+def rig(memory_routes: MemoryRouteWorld) -> Iterator[Rig]:
+    r = Rig(memory_routes)
     yield r
-    pytest_twisted.blockon(defer.ensureDeferred(r.close()))
+    r.close()
 
 
 def long_topics(n: int, length: int, prefix: str = "") -> list[str]:
@@ -193,20 +178,9 @@ async def test_requests_past_the_count_bound_fail_at_once_with_a_clear_error(rig
 async def _refused(d: RouteDriver, conn: Any) -> None:
     """A request past the bound names the bound in its error."""
     cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "X"})
-    if d.kind == "twisted":
-        refused = conn.request(cmd, 1000)
-        with pytest.raises(RouteClientError, match="at most 20 requests"):
-            await refused
-    else:
-
-        async def on_loop() -> str:
-            try:
-                await conn.request(cmd, 1000)
-            except RouteClientError as exc:
-                return str(exc)
-            return ""
-
-        assert "at most 20 requests" in await d.loop.run(on_loop())
+    refused = conn.request(cmd, 1000)
+    with pytest.raises(RouteClientError, match="at most 20 requests"):
+        await refused
 
 
 @pytest_twisted.ensureDeferred
@@ -214,10 +188,14 @@ async def test_malformed_frames_are_each_counted_and_their_warnings_paced(rig, c
     server = rig.hostile(Garbling)
     caplog.set_level(logging.WARNING, logger="client_push")
     d = await rig.client(server.addr, reconnect_initial_ms=100, reconnect_max_ms=100)
+
+    def refused() -> int:
+        return d.client.stats().get("wire.frames_refused", 0)
+
     for i in range(1, 6):
-        await until(lambda i=i: d.client.stats().get("wire.frames_refused", 0) == i)
+        await until(lambda i=i: refused() == i)
         await until(lambda: d.client._link.reconnect_pending)  # the reconnect is armed
-        await d.advance(0.1)
+        d.world.run_until(lambda i=i: refused() == i + 1, within=0.1)  # and runs in time
     closing = [r for r in caplog.records if "closing connection" in r.getMessage()]
     assert d.client.stats()["wire.frames_refused"] >= 5
     assert len(closing) == 1  # five frames refused within the pace interval: one line

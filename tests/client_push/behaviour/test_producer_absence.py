@@ -1,25 +1,23 @@
 """The producer across restarts and departures: sends go on to the held brokers while a name
 server knows none, and a route with no writable queue for a moment is waited for within the
-send's deadline. The Twisted producer and route client on one ``task.Clock``, a
-``FakeNamesrv`` and broker stand-ins over loopback.
+send's deadline. The Twisted producer and route client, a ``FakeNamesrv`` and broker stand-ins
+in the deterministic world (``support.memory_world``: one virtual clock, TCP in memory).
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import pytest_twisted
-from support.fake_namesrv import FakeNamesrv, make_client
-from support.loopback_wait import until
-from twisted.internet import defer, reactor, task
+from support.fake_namesrv import FakeNamesrv
+from support.memory_world import MemoryWorld, until
+from twisted.internet import defer
 
 from client_push.errors import TopicNotExistError
 from client_push.producer.config import ProducerConfig
 from client_push.producer.fault_table import FaultStrategyConfig
-from client_push.producer.producer import Producer
 from client_push.producer.queue_select import NoWritableQueueError
 from namesrv_sandbox.standin import BrokerStandIn
 from protocol.codes import Perm, RequestCode
@@ -40,63 +38,49 @@ def route_to(addr: str) -> TopicRouteData:
 
 
 class Rig:
-    def __init__(self) -> None:
-        self.clock = task.Clock()
+    """A ``FakeNamesrv``, broker stand-ins, the route client and the producer in one world."""
+
+    def __init__(self, world: MemoryWorld) -> None:
+        self.world = world
+        self.clock = world.reactor
         self.servers: list[FakeNamesrv] = []
-        self.brokers: list[BrokerStandIn] = []
-        self.ns = FakeNamesrv()
-        self.ns.listen()
-        self.servers.append(self.ns)
+        self.ns = self.namesrv()
         self.client: Any = None
         self.producer: Any = None
 
+    def namesrv(self, port: int = 0, **kw: Any) -> FakeNamesrv:
+        """A fake name server listening in the world (``kw``: ``FakeNamesrv``'s own)."""
+        ns = FakeNamesrv(network=self.world.reactor, **kw)
+        ns.listen(port)
+        self.servers.append(ns)
+        return ns
+
     async def broker(self) -> BrokerStandIn:
-        broker = BrokerStandIn("broker-a", {"T": 4}, [], reactor=reactor, clock=self.clock)
-        await broker.start()
-        self.brokers.append(broker)
-        return broker
+        return self.world.broker("broker-a", {"T": 4})
 
     async def start(self, timeout_ms: int = 3_000) -> None:
-        self.client = make_client([self.ns.addr], self.clock)
-        self.client.start()
+        self.client = self.world.client(self.ns.addr, seed=7)
         config = ProducerConfig(fault=NO_DETECTOR, send_timeout_ms=timeout_ms)
-        self.producer = Producer(
-            self.client, "pg", config, reactor=reactor, clock=self.clock, rng=random.Random(3)
-        )
-        self.producer.start()
+        self.producer = self.world.producer(self.client, config, seed=3)
 
     async def finish(self, d: defer.Deferred[Any], max_steps: int = 2_000) -> Any:
-        for _ in range(max_steps):
-            for _ in range(3):
-                if d.called:
-                    return await d
-                await task.deferLater(reactor, 0.001, lambda: None)
-            self.clock.advance(STEP_S)
-        raise AssertionError("send did not finish")
+        """The send's result (or its error raised), the clock moved as its timers need."""
+        return self.world.wait(d, within=max_steps * STEP_S)
 
     async def run_for(self, seconds: float) -> None:
-        for _ in range(round(seconds / STEP_S)):
-            for _ in range(3):
-                await task.deferLater(reactor, 0.001, lambda: None)
-            self.clock.advance(STEP_S)
+        self.world.advance(seconds)
 
-    async def close(self) -> None:
-        if self.producer is not None:
-            await self.producer.stop()
-        if self.client is not None:
-            await self.client.stop()
-        for broker in self.brokers:
-            await broker.kill()
+    def close(self) -> None:
         for ns in self.servers:
             if ns._listening is not None and ns._listening.connected:
-                await ns.close()
+                self.world.wait(ns.close())
 
 
 @pytest.fixture
-def rig() -> Iterator[Rig]:
-    r = Rig()
+def rig(memory_world: MemoryWorld) -> Iterator[Rig]:
+    r = Rig(memory_world)
     yield r
-    pytest_twisted.blockon(defer.ensureDeferred(r.close()))
+    r.close()
 
 
 def read_only_departure(ns: FakeNamesrv, addr: str, version: int) -> None:
@@ -128,9 +112,7 @@ async def test_sends_go_on_to_the_held_broker_while_a_restarted_server_knows_non
     await until(lambda: rig.client.push_active)
     port = rig.ns.port
     await rig.ns.close()
-    fresh = FakeNamesrv(epoch="e2", warming=True, uptime_ms=100)
-    fresh.listen(port)
-    rig.servers.append(fresh)
+    fresh = rig.namesrv(port, epoch="e2", warming=True, uptime_ms=100)
     await until(lambda: not rig.client.connected)
     for i in range(50):  # 1 s of sends every 20 ms across the restart and the refetch
         result = await rig.finish(rig.producer.send("T", b"m%d" % i))

@@ -1,9 +1,9 @@
-"""Queue selection (``ProducerRouting`` alone) on every kind (``support.producer_drivers``:
-Twisted, asyncio, uvloop) against the real name server, with brokers faked on loopback.
+"""Queue selection (``ProducerRouting`` alone) against the real name server, with brokers
+faked, in the deterministic world (``support.memory_producer_world``).
 
-The name server, the route client, the detector's timer and its probe timeouts run on fake
-clocks the cases advance; connections are real. A fake broker answers probes, stays silent, or
-announces a graceful shutdown.
+The name server, the route client, the detector's timer and its probe timeouts run on the
+world's clock the cases advance; connections are in memory. A fake broker answers probes, stays
+silent, or announces a graceful shutdown.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 import pytest_twisted
 from support.loopback_broker import FakeBroker
-from support.loopback_wait import until
-from support.producer_drivers import ProducerDriver
+from support.memory_producer_world import MemoryProducerDriver as ProducerDriver
+from support.memory_world import until
 
 from client_push.producer.fault_table import FaultStrategyConfig, SendOutcome
 from protocol.codes import ResponseCode
@@ -49,8 +49,8 @@ async def two_brokers(
 ) -> tuple[FakeBroker, FakeBroker]:
     """Brokers a and b serving T (4 queues each) registered with the name server, and the
     rig's routing started."""
-    a = FakeBroker(None if silent_a else ResponseCode.SUCCESS)
-    b = FakeBroker(None if silent_b else ResponseCode.SUCCESS)
+    a = rig.fake_broker(None if silent_a else ResponseCode.SUCCESS)
+    b = rig.fake_broker(None if silent_b else ResponseCode.SUCCESS)
     fakes.extend((a, b))
     await rig.cluster.broker(rig.port, "T", broker_name="broker-a", broker_addr=a.addr)
     await rig.cluster.broker(rig.port, "T", broker_name="broker-b", broker_addr=b.addr)
@@ -115,10 +115,12 @@ async def test_a_broker_going_away_is_avoided_until_its_grace_is_over_and_it_ans
     assert await choose(rig, 20) == {"broker-b": 20}
     assert await choose(rig, 10, last="broker-b") == {"broker-b": 10}  # a is going away
 
-    await rig.advance(30.0)  # past the grace and the isolation; the next round probes
-    await until(lambda: len(a.probes) == 3)
+    # Past the grace, within the 30 s of the isolation, the next round probes it.
+    went_away_at = rig.now()
+    await rig.advancing_until(lambda: len(a.probes) == 3, 30.0)
     await rig.until(lambda: stat(rig, "brokers_reachable_again") == 1)
     assert a.opened == 2  # a fresh connection after GoAway
+    await rig.advance(30.0 - (rig.now() - went_away_at))  # the isolation is over too
     assert set(await choose(rig, 20)) == {"broker-a", "broker-b"}
 
 

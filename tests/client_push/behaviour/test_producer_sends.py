@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.loopback_wait import until
+from support.memory_world import until
 from support.producer_drivers import STEP_S, ProducerDriver
 
 from client_push.producer.config import ProducerConfig
@@ -246,7 +246,7 @@ async def test_connections_to_brokers_that_left_every_route_are_closed(rig):
     assert rig.producer.connections.connections == 2
     a = bs["broker-a"]
     a._register_loop.stop()  # type: ignore[union-attr]
-    await a._unregister_all()  # leaves the route but keeps serving
+    await rig.settled(a._unregister_all())  # leaves the route but keeps serving
     await rig.refetch("T")
     await rig.advance(30)
     await rig.until(lambda: rig.producer.connections.connections == 1)
@@ -309,7 +309,9 @@ async def test_a_departure_the_name_server_announces_keeps_sends_off_until_the_b
     await rig.send_many(8)
     await until(lambda: rig.client.push_active)
     a = bs["broker-a"]
-    await a.shutdown(grace_ms=0, go_away=False)  # unregisters: a departure is announced
+    await rig.settled(
+        a.shutdown(grace_ms=0, go_away=False)
+    )  # unregisters: a departure is announced
     for _ in range(50):
         if (await rig.call(producer.routing.stats)).get("brokers_gone"):
             break

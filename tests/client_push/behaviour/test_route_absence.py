@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import pytest_twisted
 from support.fake_namesrv import FakeNamesrv, make_route
-from support.loopback_wait import until
-from support.route_drivers import RouteDriver, held
+from support.memory_route_world import MemoryDriver as RouteDriver
+from support.memory_route_world import held, until
 
 from client_push.cli.watch import event_line
 from client_push.errors import TopicNotExistError

@@ -11,8 +11,8 @@ import pytest
 import pytest_twisted
 from support.departures import ONLY_B, TWO, departure
 from support.fake_namesrv import make_route
-from support.loopback_wait import until
-from support.route_drivers import RouteDriver, held
+from support.memory_route_world import MemoryDriver as RouteDriver
+from support.memory_route_world import held, until
 
 from client_push.errors import TopicNotExistError
 from protocol.codes import Perm, RequestCode

@@ -8,14 +8,17 @@ nothing more happened is proved by a round trip on the client's connection (``ba
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 import pytest
 import pytest_twisted
 from support.fake_namesrv import FakeConn, FakeNamesrv, make_route
-from support.loopback_wait import until, until_read
-from support.route_drivers import RouteDriver, World, held, nothing_in_flight
+from support.memory_route_world import MemoryDriver as RouteDriver
+from support.memory_route_world import MemoryRouteWorld as World
+from support.memory_route_world import held, until
+from support.route_drivers import nothing_in_flight
 
 from client_push.errors import (
     NameServerError,
@@ -263,9 +266,15 @@ async def test_reconnect_backs_off_while_the_server_is_down(world):
     await d.get("T")
     await ns.close()
     await until(lambda: not d.client.connected)
-    for attempt in range(1, 5):  # refused each time; the delays grow
-        await d.advance(10.0)
-        await until(lambda n=attempt: d.client.stats()["connect_failures"] == n)  # type: ignore[misc]
+    failed_at = []
+    for attempt in range(1, 6):  # refused each time, at once; the delays between grow
+        world.world.run_until(
+            lambda n=attempt: d.client.stats()["connect_failures"] == n,  # type: ignore[misc]
+            within=d.client.config.reconnect_max_ms / 1000,
+        )
+        failed_at.append(world.world.now())
+    delays = [later - earlier for earlier, later in itertools.pairwise(failed_at)]
+    assert delays == sorted(delays) and delays[-1] > 2 * delays[0], delays
     ns2 = world.server(epoch="e2", port=port)
     ns2.set_route("T", make_route(queues=2))
     ns2.set_route("T", make_route(queues=2))
@@ -345,7 +354,7 @@ async def test_a_route_with_an_absurd_queue_count_fails_the_call_at_once(world):
     # The lookup's SUBSCRIBE, and a fetch its answer may have started (answered with the same
     # route), end first: a later lookup would join that fetch. Each answer carrying the absurd
     # route is refused once, the lookup's and that background fetch's alike.
-    await until_read(lambda: d.call(lambda: nothing_in_flight(d.client.outstanding())))
+    await until(lambda: nothing_in_flight(d.client.outstanding()))
     answered = ns.count(RequestCode.GET_ROUTEINFO_BY_TOPIC, "T")
     assert answered >= 1
     assert d.client.stats()["routes_refused"] == answered

@@ -1,8 +1,10 @@
 """Broker departures and arrivals reach RouteClients.
 
-Server and clients share one ``task.Clock`` (``route_cluster``); sockets are real loopback. Time
-is the fake clock's: "within a tick + 100 ms" means the clock moved by at most that while the
-clients learned it, and request counts are read from the server's counters and the clients'.
+Server, clients and the test's broker connections live in the deterministic world
+(``support.memory_world``): one virtual clock, TCP in memory. "Within a tick + 100 ms" means
+the clock moved by at most that while the clients learned it; after each move the world has
+settled, so every request a client sent has been handled and every notification read, and
+request counts are read from the server's counters and the clients'.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import pytest_twisted
 from support.fake_broker import unregister_request
-from support.loopback_wait import until
+from support.memory_world import MemoryWorld
+from support.server_fixtures import FakeSampler
 
 from client_push.routes.client import BrokerEvent, RouteClient, RouteEvent
 from namesrv.server import NameServer
@@ -20,6 +22,7 @@ from namesrv.server import NameServer
 TOPICS = [f"T{i}" for i in range(10)]
 A_ADDR = "10.0.0.1:10911"
 B_ADDR = "10.0.0.2:10911"
+TICK_S = 1.0
 
 
 def gets(server: NameServer) -> int:
@@ -57,44 +60,41 @@ def holds_without(client: RouteClient, broker: str, topics: list[str] = TOPICS) 
 
 def quiet(server: NameServer, clients: list[RouteClient]) -> bool:
     """Nothing is in flight between the server and ``clients``: every notification the server
-    sent has been read and every request a client sent has been answered. The fake clock
-    moves only by the test's hand, so what the clients do next waits for it."""
+    sent has been read and every request a client sent has been answered."""
     read = sum(c.counters["notify_received"] for c in clients)
     answered = all(c.outstanding()["requests"] == 0 for c in clients)
     return answered and read == server.stats().get("notifications_sent", 0)
 
 
-async def two_brokers_and_clients(cluster: Any, clients: int, **server: Any) -> Any:
-    ns, port = cluster.start_server(**server)
-    a = await cluster.broker(port, *TOPICS, broker_name="broker-a", broker_addr=A_ADDR)
-    b = await cluster.broker(port, *TOPICS, broker_name="broker-b", broker_addr=B_ADDR)
-    cluster.tick()
+def two_brokers_and_clients(w: MemoryWorld, clients: int, **server: Any) -> Any:
+    ns, addr = w.server(**server)
+    a = w.broker_wire(addr, *TOPICS, broker_name="broker-a", broker_addr=A_ADDR)
+    b = w.broker_wire(addr, *TOPICS, broker_name="broker-b", broker_addr=B_ADDR)
+    w.advance(TICK_S)
     pool = []
     for _ in range(clients):
-        client = cluster.client(port)
+        client = w.client(addr)
         for topic in TOPICS:
             client.add_listener(topic, lambda e: None)
         pool.append(client)
-    await until(lambda: all(c.push_active for c in pool), timeout=20)
-    await until(lambda: ns.subscriptions.total == clients * len(TOPICS), timeout=20)
-    await until(lambda: all(holds(c, "broker-a") and holds(c, "broker-b") for c in pool), 20)
-    return ns, port, a, b, pool
+    w.settle()
+    assert all(c.push_active for c in pool)
+    assert ns.subscriptions.total == clients * len(TOPICS)
+    assert all(holds(c, "broker-a") and holds(c, "broker-b") for c in pool)
+    return ns, a, b, pool
 
 
-async def step_and_count(cluster: Any, ns: NameServer, clients: list[RouteClient], seconds: float):
+def step_and_count(w: MemoryWorld, ns: NameServer, clients: list[RouteClient], seconds: float):
     """Advance the clock by 0.1 s steps; the GETs the server handled after each step.
 
-    Clients count a fetch when they send it, the server when it handles it: after each step the
-    test waits until both moved by the same amount, so every request sent was counted.
-    """
+    Clients count a fetch when they send it, the server when it handles it: after each step
+    the world has settled, so both moved by the same amount."""
     sent_base, handled_base = client_fetches(clients), gets(ns)
     per_step = []
     for _ in range(round(seconds * 10)):
         before = gets(ns)
-        cluster.clock.advance(0.1)
-        await until(
-            lambda: client_fetches(clients) - sent_base == gets(ns) - handled_base, timeout=20
-        )
+        w.advance(0.1)
+        assert client_fetches(clients) - sent_base == gets(ns) - handled_base
         per_step.append(gets(ns) - before)
     return per_step
 
@@ -104,24 +104,23 @@ def max_per_second(per_step: list[int]) -> int:
     return max(sum(per_step[i : i + 10]) for i in range(max(1, len(per_step) - 9)))
 
 
-@pytest_twisted.ensureDeferred
-async def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_refetch_it_spread(
-    cluster,
-):
+def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_refetch_it_spread(
+    memory_world: MemoryWorld,
+) -> None:
+    w = memory_world
     clients = 100
-    ns, _port, a, _b, pool = await two_brokers_and_clients(cluster, clients)
+    ns, a, _b, pool = two_brokers_and_clients(w, clients)
     gone: list[BrokerEvent] = []
     pool[0].add_broker_listener(gone.append)
     events: list[RouteEvent] = []
     pool[0].add_listener("T0", events.append)
     requests_before, fetches_before = gets(ns), client_fetches(pool)
 
-    await a.request(unregister_request(broker_addr=A_ADDR))
-    cluster.tick()
-    await until(lambda: all(holds_without(c, "broker-a") for c in pool), timeout=20)
-    await until(lambda: quiet(ns, pool), timeout=20)
-    cluster.clock.advance(0.1)  # tick + 100 ms: still no request
-    await until(lambda: quiet(ns, pool), timeout=20)  # whatever the step set off has landed
+    w.wait(a.request(unregister_request(broker_addr=A_ADDR)))
+    w.run_until(lambda: all(holds_without(c, "broker-a") for c in pool), within=TICK_S)
+    assert quiet(ns, pool)
+    w.advance(0.1)  # tick + 100 ms: still no request
+    assert quiet(ns, pool)
     assert all(holds_without(c, "broker-a") and holds(c, "broker-b") for c in pool)
     assert gets(ns) == requests_before and client_fetches(pool) == fetches_before
     assert events[-1].cause == "broker_gone" and events[-1].exists
@@ -132,7 +131,7 @@ async def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_ref
     adopted = {t: pool[0].cached_route(t).version for t in TOPICS}  # type: ignore[union-attr]
     window = pool[0].config.departure_confirm_window_ms / 1000
     delay = pool[0].config.departure_confirm_delay_ms / 1000
-    confirms = await step_and_count(cluster, ns, pool, delay + window)
+    confirms = step_and_count(w, ns, pool, delay + window)
     assert sum(confirms) == clients * len(TOPICS)
     print("confirm refetches per sliding second, max:", max_per_second(confirms))
     assert max_per_second(confirms) <= clients * len(TOPICS) / window
@@ -140,13 +139,13 @@ async def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_ref
     assert all(c.counters["departure_exact"] == len(TOPICS) for c in pool)
 
     # The broker comes back: every client holds it again within the window, spread.
-    await cluster.register(a, *TOPICS, broker_name="broker-a", broker_addr=A_ADDR)
-    cluster.tick()
-    await until(lambda: all(c.counters["broker_arrivals"] == 1 for c in pool))
+    before_arrival = gets(ns)
+    w.register(a, *TOPICS, broker_name="broker-a", broker_addr=A_ADDR)
+    w.run_until(lambda: all(c.counters["broker_arrivals"] == 1 for c in pool), within=TICK_S)
+    assert gets(ns) == before_arrival  # the refetches start spread from here
     arrival_window = pool[0].config.arrival_refetch_window_ms / 1000
-    refetches = await step_and_count(cluster, ns, pool, arrival_window)
-    # The clock stays inside the window while the last answers are delivered.
-    await until(lambda: all(holds(c, "broker-a") and holds(c, "broker-b") for c in pool))
+    refetches = step_and_count(w, ns, pool, arrival_window)
+    assert all(holds(c, "broker-a") and holds(c, "broker-b") for c in pool)
     assert sum(refetches) == clients * len(TOPICS)
     print("arrival refetches per sliding second, max:", max_per_second(refetches))
     assert max_per_second(refetches) <= clients * len(TOPICS) / arrival_window
@@ -154,84 +153,90 @@ async def test_hundred_clients_drop_an_unregistered_broker_within_a_tick_and_ref
 
 
 @pytest.mark.parametrize("how", ["channel_close", "expiry"])
-@pytest_twisted.ensureDeferred
-async def test_channel_close_and_expiry_are_dropped_like_an_unregister(cluster, how):
-    ns, _port, a, _b, pool = await two_brokers_and_clients(
-        cluster, 5, registry={"broker_expiry_ms": 20_000, "scan_interval_ms": 1_000}
+def test_channel_close_and_expiry_are_dropped_like_an_unregister(
+    memory_world: MemoryWorld, how: str
+) -> None:
+    w = memory_world
+    ns, a, b, pool = two_brokers_and_clients(
+        w, 5, registry={"broker_expiry_ms": 20_000, "scan_interval_ms": 1_000}
     )
     requests_before = gets(ns)
     causes: list[str] = []
     pool[0].add_broker_listener(lambda e: causes.append(e.cause))
     if how == "channel_close":
-        a.transport.loseConnection()
-        await until(lambda: ns.registry.broker_count == 1)
-        cluster.tick()
+        a.transport.loseConnection()  # type: ignore[union-attr]
+        w.settle()
+        assert ns.registry.broker_count == 1
+        w.advance(TICK_S)
     else:
-        b_conn = cluster.brokers[1]
         for _ in range(25):  # broker-b heartbeats, broker-a stays silent
-            cluster.clock.advance(1.0)
-            await cluster.register(b_conn, *TOPICS, broker_name="broker-b", broker_addr=B_ADDR)
+            w.advance(1.0)
+            w.register(b, *TOPICS, broker_name="broker-b", broker_addr=B_ADDR)
             if ns.registry.broker_count == 1:
                 break
         assert ns.registry.broker_count == 1
-        cluster.tick()
-    await until(lambda: all(holds_without(c, "broker-a") for c in pool))
+        w.advance(TICK_S)
+    assert all(holds_without(c, "broker-a") for c in pool)
     assert causes == [how]
     if how == "channel_close":
         assert gets(ns) == requests_before
 
 
-@pytest_twisted.ensureDeferred
-async def test_with_the_rule_off_the_departure_is_silent_and_learned_by_the_version_check(
-    cluster,
-):
-    ns, _port, a, _b, pool = await two_brokers_and_clients(
-        cluster, 3, push={"broker_events": {"unregister": False}}
-    )
-    await a.request(unregister_request(broker_addr=A_ADDR))
-    cluster.tick()
-    await until(lambda: quiet(ns, pool))
+def test_with_the_rule_off_the_departure_is_silent_and_learned_by_the_version_check(
+    memory_world: MemoryWorld,
+) -> None:
+    w = memory_world
+    ns, a, _b, pool = two_brokers_and_clients(w, 3, push={"broker_events": {"unregister": False}})
+    w.wait(a.request(unregister_request(broker_addr=A_ADDR)))
+    w.advance(TICK_S)
+    assert quiet(ns, pool)
     assert all(holds(c, "broker-a") for c in pool)  # the seed's silent behaviour
     for _ in range(29):
-        cluster.clock.advance(1.0)
-        await until(lambda: quiet(ns, pool))
-    await until(lambda: all(holds_without(c, "broker-a") for c in pool))
+        w.advance(1.0)
+        assert quiet(ns, pool)
+    assert all(holds_without(c, "broker-a") for c in pool)
     assert all(c.counters["fetch.version_check"] == len(TOPICS) for c in pool)
 
 
-@pytest_twisted.ensureDeferred
-async def test_with_push_degraded_during_a_departure_clients_learn_it_within_30_s(cluster):
-    ns, _port, a, _b, pool = await two_brokers_and_clients(
-        cluster, 5, pressure={"enabled": True, "sample_interval_ms": 1_000}
+def test_with_push_degraded_during_a_departure_clients_learn_it_within_30_s(
+    memory_world: MemoryWorld,
+) -> None:
+    w = memory_world
+    sampler = FakeSampler()
+    ns, a, _b, pool = two_brokers_and_clients(
+        w, 5, sampler=sampler, pressure={"enabled": True, "sample_interval_ms": 1_000}
     )
-    ns.pressure._sampler.cpu = 99.0  # type: ignore[attr-defined]
-    cluster.clock.advance(1.0)
+    sampler.cpu = 99.0
+    w.advance(1.0)
     assert ns.pressure.degraded
-    await a.request(unregister_request(broker_addr=A_ADDR))
+    w.wait(a.request(unregister_request(broker_addr=A_ADDR)))
     for _ in range(30):
-        cluster.clock.advance(1.0)
-        await until(lambda: quiet(ns, pool))
+        w.advance(1.0)
+        assert quiet(ns, pool)
         if all(holds_without(c, "broker-a") for c in pool):
             break
-    await until(lambda: all(holds_without(c, "broker-a") for c in pool))
+    assert all(holds_without(c, "broker-a") for c in pool)
     assert ns.pressure.degraded and ns.stats().get("notifications_sent", 0) == 0
     assert all(c.counters["fetch.version_check"] >= 1 for c in pool)
 
 
-@pytest_twisted.ensureDeferred
-async def test_a_departure_emptying_a_topic_keeps_its_route_stale_without_a_request(cluster):
-    ns, port = cluster.start_server()
-    a = await cluster.broker(port, "ONLY_A", "T0", broker_name="broker-a", broker_addr=A_ADDR)
-    cluster.tick()
-    client = cluster.client(port)
+def test_a_departure_emptying_a_topic_keeps_its_route_stale_without_a_request(
+    memory_world: MemoryWorld,
+) -> None:
+    w = memory_world
+    ns, addr = w.server()
+    a = w.broker_wire(addr, "ONLY_A", "T0", broker_name="broker-a", broker_addr=A_ADDR)
+    w.advance(TICK_S)
+    client = w.client(addr)
     events: list[RouteEvent] = []
     client.add_listener("ONLY_A", events.append)
-    await until(lambda: len(events) == 1 and client.push_active)
-    await until(lambda: ns.subscriptions.total == 1)
+    w.settle()
+    assert len(events) == 1 and client.push_active
+    assert ns.subscriptions.total == 1
     before = gets(ns)
-    await a.request(unregister_request(broker_addr=A_ADDR))
-    cluster.tick()
-    await until(lambda: len(events) == 2)
+    w.wait(a.request(unregister_request(broker_addr=A_ADDR)))
+    w.advance(TICK_S)
+    assert len(events) == 2
     # The broker may be alive and only cut off from this server: the last route stays, stale.
     assert events[1].exists and events[1].stale and events[1].cause == "broker_gone"
     assert client.cached_route("ONLY_A") is not None

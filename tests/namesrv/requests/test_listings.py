@@ -1,11 +1,13 @@
 """Answers listing the whole registry: encoded once per registry change, shared, and cut at
-``registry.max_listing_bytes`` in upstream's form. Real loopback traffic."""
+``registry.max_listing_bytes`` in upstream's form. In the deterministic world
+(``support.memory_world``)."""
 
 from __future__ import annotations
 
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs
-from support.wire_client import WireClient, connect
+from support.memory_world import connect
+from support.wire_client import WireClient
 
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
@@ -33,8 +35,8 @@ def by_cluster(cluster: str) -> dict[str, str]:
 
 
 @pytest_twisted.ensureDeferred
-async def test_each_listing_is_encoded_once_per_registry_change_and_shared(make_server):
-    ns = make_server()
+async def test_each_listing_is_encoded_once_per_registry_change_and_shared(make_world_server):
+    ns = make_world_server()
     server = ns.server
     broker = await connect(ns.port)
     await registered(broker, register_request(topic_configs("A", "B")))
@@ -58,8 +60,10 @@ async def test_each_listing_is_encoded_once_per_registry_change_and_shared(make_
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_broker_group_change_that_touches_no_topic_renews_the_cluster_info(make_server):
-    ns = make_server()
+async def test_a_broker_group_change_that_touches_no_topic_renews_the_cluster_info(
+    make_world_server,
+):
+    ns = make_world_server()
     broker = await connect(ns.port)
     client = await connect(ns.port, "127.0.0.2")
     await registered(broker, register_request({}, broker_name="empty"))
@@ -80,8 +84,8 @@ async def test_a_broker_group_change_that_touches_no_topic_renews_the_cluster_in
 
 
 @pytest_twisted.ensureDeferred
-async def test_unknown_clusters_are_answered_empty_and_never_kept(make_server):
-    ns = make_server()
+async def test_unknown_clusters_are_answered_empty_and_never_kept(make_world_server):
+    ns = make_world_server()
     client = await connect(ns.port)
     for n in range(50):
         resp = await client.call(RequestCode.GET_TOPICS_BY_CLUSTER, by_cluster(f"made-up-{n}"))
@@ -91,9 +95,9 @@ async def test_unknown_clusters_are_answered_empty_and_never_kept(make_server):
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_listing_past_the_byte_limit_lists_its_first_entries_and_says_so(make_server):
+async def test_a_listing_past_the_byte_limit_lists_its_first_entries_and_says_so(make_world_server):
     limit = 1024
-    ns = make_server({"registry": {"max_listing_bytes": limit}})
+    ns = make_world_server({"registry": {"max_listing_bytes": limit}})
     broker = await connect(ns.port)
     names = [f"Topic-{n:04d}" for n in range(300)]
     await registered(broker, register_request(topic_configs(*names)))
