@@ -21,7 +21,7 @@ from client_push.producer.fault_table import FaultStrategyConfig
 from client_push.producer.producer import Producer
 from client_push.producer.routing import ProducerRouting
 from client_push.routes.client import RouteClient
-from sandbox.standin import BrokerStandIn
+from namesrv_sandbox.standin import BrokerStandIn
 from support.loopback_broker import FakeBroker
 from support.memory_world import LIVE, MemoryWorld, WorldDeferred
 from support.producer_drivers import STEP_S, ProducerDriver

@@ -47,10 +47,10 @@ from client_push.producer.producer import Producer
 from client_push.routes.client import RouteClient
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
+from namesrv_sandbox.standin import BrokerStandIn
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.route_model import DataVersion
-from sandbox.standin import BrokerStandIn
 from support.fake_broker import register_request, topic_configs
 from support.memory_network import MemoryReactor, NotSettledError
 from support.server_fixtures import FakeSampler, Running, plain_server_config, world_config
