@@ -231,14 +231,18 @@ def docs_with_tables(text: str) -> str:
     return text[:start] + docs_tables() + text[end:]
 
 
-def stale_files() -> list[Path]:
-    """The generated files whose committed text differs from what the declarations give."""
+def stale_files(root: Path = DOCS.parents[1]) -> list[Path]:
+    """The generated files of the checkout at ``root`` whose committed text differs from what
+    the declarations give. The root is a parameter because an installed package has no
+    ``docs/`` beside it: a test names its checkout."""
     stale = []
-    if DEFAULT_TOML.read_text(encoding="utf-8") != default_toml():
-        stale.append(DEFAULT_TOML)
-    docs = DOCS.read_text(encoding="utf-8")
+    default = root / "namesrv" / DEFAULT_TOML.name
+    if default.read_text(encoding="utf-8") != default_toml():
+        stale.append(default)
+    path = root / "docs" / DOCS.name
+    docs = path.read_text(encoding="utf-8")
     if docs != docs_with_tables(docs):
-        stale.append(DOCS)
+        stale.append(path)
     return stale
 
 

@@ -10,6 +10,7 @@ import tomllib
 
 import pytest
 from support.namesrv_process import spawn_namesrv
+from support.paths import REPO_ROOT
 
 from namesrv.cli import default_config_text, main
 from namesrv.config import ConfigError, NamesrvConfig, from_mapping
@@ -49,7 +50,7 @@ def test_print_config_is_the_full_default_toml_with_comments(capsys):
 
 
 def test_the_generated_default_toml_and_docs_tables_match_the_declarations():
-    stale = [path.name for path in stale_files()]
+    stale = [path.name for path in stale_files(REPO_ROOT)]
     assert stale == [], f"regenerate them: python -m namesrv.config_text --write ({stale})"
 
 
