@@ -5,11 +5,12 @@ its timers run on a fake clock, so what it sees depends on how the scheduler int
 two; the deterministic world (``tests/support/memory_world.py``) is where behaviour tests run
 instead. A module counts when it reads as both, statically:
 
-- real sockets: a loopback fixture among its tests' parameters (``cluster``, ``clients``,
-  ``make_server``, ``any_loop``, ``loop_thread``, or one its folder's ``conftest.py`` builds from
-  the loopback drivers), or a loopback helper in its text (``loopback_wait``, ``route_cluster``,
-  ``aio_world``, ``wire_client``'s ``connect``, ``listenTCP`` on the reactor, a ``FakeNamesrv``
-  or ``FakeBroker`` not given the world's network, ``LoopThread``, ``running_server``);
+- real sockets: a loopback fixture among its tests' parameters, not counting the names
+  hypothesis's ``@given`` fills (``cluster``, ``clients``, ``make_server``, ``any_loop``,
+  ``loop_thread``, or one its folder's ``conftest.py`` builds from the loopback drivers), or a
+  loopback helper in its text (``loopback_wait``, ``route_cluster``, ``aio_world``,
+  ``wire_client``'s ``connect``, ``listenTCP`` on the reactor, a ``FakeNamesrv`` or
+  ``FakeBroker`` not given the world's network, ``LoopThread``, ``running_server``);
 - a fake clock: ``task.Clock``, ``FakeClock``, ``PendingClock``, or a helper or fixture that
   runs on one (those fixtures, ``running_server``, ``AioWorld``).
 
@@ -19,6 +20,7 @@ modules.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -57,9 +59,28 @@ def conftest_fixtures(folder: Path) -> set[str]:
     return found
 
 
+def fixture_parameters(text: str) -> str:
+    """The parameters of the module's tests that fixtures fill: a name hypothesis's ``@given``
+    supplies is a generated value, not a fixture."""
+    names = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+            "test_"
+        ):
+            given = {
+                keyword.arg
+                for decorator in node.decorator_list
+                if isinstance(decorator, ast.Call)
+                and getattr(decorator.func, "id", getattr(decorator.func, "attr", "")) == "given"
+                for keyword in decorator.keywords
+            }
+            names += [arg.arg for arg in node.args.args if arg.arg not in given]
+    return " ".join(names)
+
+
 def on_a_real_loop_with_a_fake_clock(path: Path) -> bool:
     text = path.read_text(encoding="utf-8")
-    params = " ".join(re.findall(r"def test_\w+\(([^)]*)\)", text, re.S))
+    params = fixture_parameters(text)
     fixtures = set(LOOPBACK_FIXTURES) | conftest_fixtures(path.parent)
     uses_fixture = any(re.search(rf"\b{name}\b", params) for name in fixtures)
     real = uses_fixture or any(re.search(pattern, text) for pattern in LOOPBACK_TEXT)

@@ -40,6 +40,8 @@ from typing import Any, TypeVar
 import pytest
 from twisted.internet import defer, protocol
 from twisted.python.failure import Failure
+from twisted.web.client import HTTP11ClientProtocol, Request, ResponseDone
+from twisted.web.http_headers import Headers
 
 from client_push.config import ClientConfig
 from client_push.producer.config import ProducerConfig
@@ -362,3 +364,39 @@ def memory_world() -> Iterator[MemoryWorld]:
     finally:
         LIVE.remove(world)
         world.close()
+
+
+def http_get(world: MemoryWorld, addr: str, path: str) -> tuple[int, Headers, bytes]:
+    """GET ``path`` from the HTTP server at ``addr`` in ``world`` with Twisted's HTTP/1.1
+    client: the status, the headers and the body, the connection closed after."""
+    host, _, port = addr.rpartition(":")
+    client = HTTP11ClientProtocol()
+    world.reactor.connectTCP(host, int(port), _OneProtocol(client))
+    world.settle()
+    if client.transport is None:
+        raise ConnectionRefusedError(f"nobody listens on {addr}")
+    headers = Headers({b"Host": [addr.encode("ascii")]})
+    response = world.wait(client.request(Request(b"GET", path.encode("ascii"), headers, None)))
+    body = _Body()
+    response.deliverBody(body)
+    world.wait(body.done)
+    client.transport.loseConnection()
+    world.settle()
+    return response.code, response.headers, bytes(body.data)
+
+
+class _Body(protocol.Protocol):
+    """A response's body, whole once ``done`` fires (a cut body fails it)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.done: defer.Deferred[None] = defer.Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.data += data
+
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
+        if reason.check(ResponseDone):
+            self.done.callback(None)
+        else:
+            self.done.errback(reason)

@@ -1,44 +1,65 @@
 """RouteClient receiving broker entries from a fake name server (``support.fake_namesrv``):
-departures applied locally, confirmations, the stale-answer guard, the version check."""
+departures applied locally, confirmations, the stale-answer guard, the version check.
+
+Client, fake name server and test share the deterministic world (``support.memory_world``):
+one virtual clock, TCP in memory; after each step the world has settled, so every request the
+client sent has been answered and every frame the server pushed has been read.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import pytest_twisted
 from support.departures import ONLY_B, TWO, departure
-from support.fake_namesrv import FakeNamesrv, Harness, get, held, make_client
-from support.loopback_wait import until
-from support.route_drivers import barrier
-from twisted.internet import task
+from support.fake_namesrv import FakeNamesrv
+from support.memory_route_world import MemoryDriver, MemoryRouteWorld, held
+from support.memory_world import MemoryWorld, until
+from twisted.internet import defer
 
+from client_push.routes.client import RouteClient
 from protocol.codes import Perm, RequestCode
 from protocol.route_model import TopicRouteData
 
 RW = int(Perm.READ | Perm.WRITE)
+CONFIRM_DELAY_S = 1.0
+CONFIRM_WINDOW_S = 10.0
+"""The client's defaults: a departure's confirmation is fetched within this window after the
+delay."""
+
+
+@dataclass
+class Harness:
+    ns: FakeNamesrv
+    driver: MemoryDriver
+    world: MemoryWorld
+
+    @property
+    def client(self) -> RouteClient:
+        return self.driver.client
 
 
 @pytest.fixture
-def harness():
-    ns = FakeNamesrv()
-    ns.listen()
-    clock = task.Clock()
-    client = make_client([ns.addr], clock)
-    client.start()
-    yield Harness(ns, client, clock)
-    pytest_twisted.blockon(client.stop())
-    pytest_twisted.blockon(ns.close())
+def harness(memory_routes: MemoryRouteWorld) -> Harness:
+    ns = memory_routes.server()
+    driver = pytest_twisted.blockon(defer.ensureDeferred(memory_routes.client(ns)))
+    return Harness(ns, driver, memory_routes.world)
 
 
 def gets(ns: FakeNamesrv) -> int:
     return ns.count(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 
 
-async def held_on_two(h: Any) -> None:
+def version_of(h: Harness, topic: str) -> int | None:
+    entry = h.client.cached_route(topic)
+    return None if entry is None else entry.version
+
+
+async def held_on_two(h: Harness) -> None:
     h.ns.set_route("T", TWO)
-    await get(h.client, "T")
-    await until(lambda: "T" in h.ns.subscribed() and h.client.push_active)
+    await held(h.driver, h.ns, "T")
 
 
 @pytest_twisted.ensureDeferred
@@ -48,13 +69,16 @@ async def test_an_exact_step_is_adopted_and_the_confirmation_finds_the_same_rout
     harness.client.add_broker_listener(brokers.append)
     version = harness.ns.set_route("T", ONLY_B)
     departure(harness.ns, (("T", version, version - 1),))
-    await until(lambda: harness.client.cached_route("T").version == version)  # type: ignore[union-attr]
+    await until(lambda: version_of(harness, "T") == version)
     assert harness.client.cached_route("T").route == ONLY_B  # type: ignore[union-attr]
     assert gets(harness.ns) == 1 and [b.kind for b in brokers] == ["departed"]
     assert brokers[0].topics == ("T",)
-    harness.clock.advance(11.5)  # past the confirmation delay and window
-    await until(lambda: gets(harness.ns) == 2)
-    await barrier(harness.client)
+    # The confirmation goes out after the delay, inside the window, and not before.
+    took = harness.world.run_until(
+        lambda: gets(harness.ns) == 2, within=CONFIRM_DELAY_S + CONFIRM_WINDOW_S
+    )
+    assert CONFIRM_DELAY_S <= took <= CONFIRM_DELAY_S + CONFIRM_WINDOW_S
+    harness.world.settle()
     assert harness.client.counters["fetch.confirm"] == 1
     assert harness.client.cached_route("T").route == ONLY_B  # type: ignore[union-attr]
 
@@ -75,8 +99,10 @@ async def test_a_stale_holder_drops_the_broker_keeps_its_version_and_the_confirm
     await until(lambda: harness.client.counters["departure_inexact"] == 1)
     entry = harness.client.cached_route("T")
     assert entry is not None and entry.version == 1 and entry.route == ONLY_B
-    harness.clock.advance(11.5)
-    await until(lambda: harness.client.cached_route("T").version == version)  # type: ignore[union-attr]
+    took = harness.world.run_until(
+        lambda: version_of(harness, "T") == version, within=CONFIRM_DELAY_S + CONFIRM_WINDOW_S
+    )
+    assert took >= CONFIRM_DELAY_S
 
 
 @pytest_twisted.ensureDeferred
@@ -107,13 +133,11 @@ async def test_a_departure_in_a_frame_after_a_gap_is_applied_and_everything_refe
 
 @pytest_twisted.ensureDeferred
 async def test_the_version_check_finds_a_change_push_never_delivered_within_30_s(harness):
-    await held(harness, "T")
-    await barrier(harness.client)
+    await held(harness.driver, harness.ns, "T")
     subscribes = harness.ns.count(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED)
     version = harness.ns.set_route("T", ONLY_B)  # silently: no NOTIFY
-    for _ in range(30):
-        harness.clock.advance(1.0)
-        await barrier(harness.client)
-    await until(lambda: harness.client.cached_route("T").version == version)  # type: ignore[union-attr]
+    harness.world.advance(1.0)
+    assert version_of(harness, "T") == 1  # push said nothing: nothing was fetched yet
+    harness.world.run_until(lambda: version_of(harness, "T") == version, within=29.0)
     assert harness.client.counters["fetch.version_check"] == 1
     assert harness.ns.count(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED) == subscribes + 1

@@ -1,18 +1,24 @@
-"""The client's remoting protocol over loopback: opaque matching, timeouts, loss, bounds."""
+"""The client's remoting protocol: opaque matching, timeouts, loss, bounds. The connection and
+its peer live in the deterministic world (``support.memory_world``): one virtual clock, TCP in
+memory; a frame or answer awaited has arrived once the world is quiet, or the test fails."""
 
 from __future__ import annotations
 
 import struct
+from typing import Any, TypeVar
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer, protocol, reactor, task
+from support.memory_world import MemoryWorld, WorldDeferred, the_world
+from twisted.internet import defer, protocol
 
 from client_push.errors import ConnectionLostError, RequestTimeoutError
 from client_push.runtime.twisted_loop import TwistedRuntime
 from client_push.wire.remoting import ConnectionBounds, RemotingConnection
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
+
+T = TypeVar("T")
 
 
 class Peer(protocol.Protocol):
@@ -40,7 +46,8 @@ class Peer(protocol.Protocol):
 
 
 class PeerFactory(protocol.Factory):
-    def __init__(self) -> None:
+    def __init__(self, world: MemoryWorld) -> None:
+        self.world = world
         self.peers: list[Peer] = []
         self.connected: defer.Deferred[Peer] = defer.Deferred()
         self.waiters: list[defer.Deferred[RemotingCommand]] = []
@@ -48,17 +55,18 @@ class PeerFactory(protocol.Factory):
     def buildProtocol(self, addr: object) -> Peer:
         return Peer(self)
 
-    def next_frame(self) -> defer.Deferred[RemotingCommand]:
+    def next_frame(self) -> WorldDeferred[RemotingCommand]:
+        """The next frame the peer reads: awaited, it has arrived once the world is quiet."""
         d: defer.Deferred[RemotingCommand] = defer.Deferred()
         self.waiters.append(d)
-        return d.addTimeout(5, reactor)
+        return WorldDeferred(self.world, d)
 
 
 @pytest.fixture
-def link():
-    factory = PeerFactory()
-    port = reactor.listenTCP(0, factory, interface="127.0.0.1")
-    clock = task.Clock()
+def link(memory_world: MemoryWorld) -> Any:
+    factory = PeerFactory(memory_world)
+    port = memory_world.reactor.listenTCP(0, factory, interface="127.0.0.1")
+    clock = memory_world.reactor
     handled: list[RemotingCommand] = []
 
     def on_request(proto: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
@@ -67,15 +75,20 @@ def link():
             return cmd.make_response(ResponseCode.SUCCESS)
         return None
 
-    runtime = TwistedRuntime(reactor, clock)
+    runtime = TwistedRuntime(memory_world.reactor, clock)
     bounds = ConnectionBounds(max_frame_size=4096)
     client = RemotingConnection(runtime, bounds, on_request, label="test")
     addr = f"127.0.0.1:{port.getHost().port}"  # type: ignore[attr-defined]
-    pytest_twisted.blockon(defer.ensureDeferred(client.open(addr, 3000)))
-    peer = pytest_twisted.blockon(factory.connected)
+    memory_world.run(client.open(addr, 3000), within=0)
+    peer = memory_world.wait(factory.connected, within=0)
     yield client, peer, factory, clock, handled
     client.close()
-    pytest_twisted.blockon(port.stopListening())
+    memory_world.wait(port.stopListening())
+
+
+def settled(d: defer.Deferred[T]) -> WorldDeferred[T]:
+    """``d`` of the one world: awaited, it has fired once the world is quiet."""
+    return WorldDeferred(the_world(), d)
 
 
 def route_request(topic: str) -> RemotingCommand:
@@ -94,8 +107,8 @@ async def test_responses_are_matched_to_requests_by_opaque_in_any_order(link):
     assert req_a.opaque != req_b.opaque
     peer.answer(req_b, body=b"b")
     peer.answer(req_a, body=b"a")
-    assert (await first).body == b"a"
-    assert (await second).body == b"b"
+    assert (await settled(first)).body == b"a"
+    assert (await settled(second)).body == b"b"
     assert client.pending == 0
 
 
@@ -106,9 +119,9 @@ async def test_a_request_without_answer_fails_after_its_timeout_on_the_clock(lin
     await factory.next_frame()
     clock.advance(2.999)
     assert not d.called
-    clock.advance(0.001)
+    clock.advance(0.001)  # the timeout's own time, to the millisecond
     with pytest.raises(RequestTimeoutError, match="3000 ms"):
-        await d
+        await settled(d)
     assert client.pending == 0
 
 
@@ -119,11 +132,11 @@ async def test_a_late_response_after_timeout_is_dropped_and_counted(link):
     request = await factory.next_frame()
     clock.advance(0.1)
     with pytest.raises(RequestTimeoutError):
-        await d
+        await settled(d)
     peer.answer(request)
     follow = client.request(route_request("B"), 3000)
     peer.answer(await factory.next_frame())
-    await follow
+    await settled(follow)
     assert client.counters["late_responses"] == 1
 
 
@@ -135,10 +148,10 @@ async def test_every_pending_request_fails_when_the_connection_is_lost(link):
     peer.transport.loseConnection()
     for d in pending:
         with pytest.raises(ConnectionLostError):
-            await d
-    await client.lost
+            await settled(d)
+    await settled(client.lost)
     with pytest.raises(ConnectionLostError):
-        await client.request(route_request("D"), 3000)
+        await settled(client.request(route_request("D"), 3000))
 
 
 @pytest_twisted.ensureDeferred
@@ -170,7 +183,7 @@ async def test_a_frame_over_the_size_limit_closes_the_connection(link):
     client, peer, _factory, _clock, _ = link
     pending = client.request(route_request("A"), 3000)
     peer.transport.write(struct.pack(">I", 1 << 20) + b"\x00" * 16)
-    await client.lost
+    await settled(client.lost)
     assert client.counters["frames_refused"] == 1
     with pytest.raises(ConnectionLostError):
-        await pending
+        await settled(pending)

@@ -1,5 +1,6 @@
 """client_push signs its name-server requests when given credentials, in the strong form by
-default, and a name server with a strong-only account serves it (and refuses it unsigned)."""
+default, and a name server with a strong-only account serves it (and refuses it unsigned).
+Client, server and broker share the deterministic world (``support.memory_world``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ import pytest
 import pytest_twisted
 from support.acl_signing import independent_sign
 from support.fake_broker import register_request, topic_configs
-from support.loopback_wait import until
-from support.wire_client import connect
-from twisted.internet import defer
+from support.memory_world import MemoryWorld, until
 
 from client_push.config import ClientConfig, ClientConfigError
 from client_push.errors import NameServerError
@@ -26,8 +25,8 @@ ACL = {
 }
 
 
-async def signed_broker(port: int) -> None:
-    broker = await connect(port)
+async def signed_broker(world: MemoryWorld, addr: str) -> None:
+    broker = world.connect(addr)
     resp = await broker.request(
         independent_sign(register_request(topic_configs("T")), "broker-key", "broker-secret")
     )
@@ -35,13 +34,13 @@ async def signed_broker(port: int) -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_client_with_a_strong_only_account_gets_routes_and_push(cluster):
-    server, port = cluster.start_server(acl=ACL)
-    await signed_broker(port)
-    client = cluster.client(
-        port, access_key="app", secret_key="app-secret", server_identity="routes.cluster-a"
+async def test_a_client_with_a_strong_only_account_gets_routes_and_push(memory_world):
+    server, addr = memory_world.server(acl=ACL)
+    await signed_broker(memory_world, addr)
+    client = memory_world.client(
+        addr, access_key="app", secret_key="app-secret", server_identity="routes.cluster-a"
     )
-    route = await defer.ensureDeferred(client.get_route("T"))
+    route = await memory_world.start(client.get_route("T"))
     assert route.route.queue_datas
     await until(lambda: client.push_active)
     assert not any(k.startswith("rejected.acl_") for k in server.stats())
@@ -54,31 +53,31 @@ async def test_a_client_with_a_strong_only_account_gets_routes_and_push(cluster)
 )
 @pytest_twisted.ensureDeferred
 async def test_unsigned_or_upstream_signed_clients_are_refused_by_a_strong_only_account(
-    cluster, overrides
+    memory_world, overrides
 ):
-    server, port = cluster.start_server(acl=ACL)
-    await signed_broker(port)
-    client = cluster.client(port, request_timeout_ms=2_000, **overrides)
+    server, addr = memory_world.server(acl=ACL)
+    await signed_broker(memory_world, addr)
+    client = memory_world.client(addr, request_timeout_ms=2_000, **overrides)
     with pytest.raises(NameServerError) as refused:
-        await defer.ensureDeferred(client.get_route("T"))
+        await memory_world.start(client.get_route("T"))
     assert refused.value.code == ResponseCode.NO_PERMISSION
     kind = "form_refused" if overrides else "unsigned"
     assert server.stats()[f"rejected.acl_{kind}"] >= 1
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_client_signing_for_another_cluster_is_refused_as_wrong_server(cluster):
-    server, port = cluster.start_server(acl=ACL)
-    await signed_broker(port)
-    client = cluster.client(
-        port,
+async def test_a_client_signing_for_another_cluster_is_refused_as_wrong_server(memory_world):
+    server, addr = memory_world.server(acl=ACL)
+    await signed_broker(memory_world, addr)
+    client = memory_world.client(
+        addr,
         access_key="app",
         secret_key="app-secret",
         server_identity="routes.cluster-b",
         request_timeout_ms=2_000,
     )
     with pytest.raises(NameServerError) as refused:
-        await defer.ensureDeferred(client.get_route("T"))
+        await memory_world.start(client.get_route("T"))
     assert refused.value.code == ResponseCode.NO_PERMISSION
     assert "signed for name server 'routes.cluster-b'" in str(refused.value)
     assert server.stats()["rejected.acl_wrong_server"] >= 1

@@ -1,5 +1,6 @@
 """The journal bytes clients can cause per second are bounded, per connection and in total;
-what is cut is counted in the journal itself."""
+what is cut is counted in the journal itself. The server case runs in the deterministic world
+(``support.memory_world``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest_twisted
+from support.memory_world import MemoryWorld, connect
 from support.push_wire import subscribe
-from support.wire_client import connect
 
 from namesrv.ops.events import RouteChanged
 from namesrv.ops.journal import TOPIC_LIST_LIMIT, EventJournal, topic_list_fields
@@ -122,19 +123,20 @@ def test_route_changes_are_never_cut_by_the_byte_bounds(tmp_path):
     assert listed == 2_000
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_connection_churning_subscriptions_on_a_server_is_held_to_its_share(
-    make_server, tmp_path
+@pytest_twisted.ensureDeferred
+async def test_a_connection_churning_subscriptions_on_a_server_is_held_to_its_share(
+    make_world_server, memory_world: MemoryWorld, tmp_path
 ):
-    ns = make_server({"journal": {"directory": str(tmp_path)}})
-    client = yield connect(ns.port)
+    ns = make_world_server({"journal": {"directory": str(tmp_path)}})
+    client = await connect(ns.port)
     topics = LONG_TOPICS[:2_000]
-    for _ in range(20):  # one second of the fake clock: 20 subscribe/unsubscribe rounds
-        yield subscribe(client, *topics)
-        resp = yield client.call(
+    for _ in range(20):  # inside one second of the clock (it stands still): 20 rounds
+        memory_world.wait(subscribe(client, *topics), within=0)
+        resp = await client.call(
             RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_unsubscribe(topics)
         )
         assert resp.code == ResponseCode.SUCCESS
+    assert memory_world.now() == 0
     ns.clock.advance(1.5)
     ns.server.journal.flush()
     share = ns.server.config.journal.max_bytes_per_connection_per_second

@@ -1,17 +1,16 @@
-"""The Prometheus endpoint, scraped over loopback and parsed with prometheus_client's parser."""
+"""The Prometheus endpoint, scraped with Twisted's HTTP client and parsed with prometheus_client's
+parser. Server, scraper and the test's connections share the deterministic world
+(``support.memory_world``): one virtual clock, TCP in memory."""
 
 from __future__ import annotations
 
-import urllib.request
 from typing import Any
 
 import pytest
 import pytest_twisted
 from prometheus_client.parser import text_string_to_metric_families
 from support.fake_broker import register_request, topic_configs
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import defer, threads
+from support.memory_world import connect, http_get, the_world
 
 from namesrv.ops.durations import DurationHistogram
 from protocol.codes import RequestCode, ResponseCode
@@ -22,21 +21,17 @@ TICK = 1.0
 
 
 @pytest.fixture
-def ns():
-    yield from running_server({"metrics": {"listen": "127.0.0.1:0"}})
+def ns(make_world_server):
+    return make_world_server({"metrics": {"listen": "127.0.0.1:0"}})
 
 
-@defer.inlineCallbacks
 def scrape(ns: Any) -> Any:
     port = ns.server.metrics_port.getHost().port
-
-    def get() -> tuple[int, str, str]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-            return resp.status, resp.headers["Content-Type"], resp.read().decode()
-
-    status, content_type, text = yield threads.deferToThread(get)  # the reactor serves meanwhile
+    status, headers, body = http_get(the_world(), f"127.0.0.1:{port}", "/metrics")
     assert status == 200
-    assert content_type.startswith("text/plain")
+    (content_type,) = headers.getRawHeaders(b"Content-Type")
+    assert content_type.startswith(b"text/plain")
+    text = body.decode()
     samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -48,18 +43,18 @@ def value(samples: dict, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-@pytest_twisted.inlineCallbacks
-def test_scrape_before_and_after_a_notified_change_shows_counters_and_tick_histogram_move(ns):
-    broker = yield connect(ns.port)
-    resp = yield broker.request(register_request(topic_configs("T", "U")))
+@pytest_twisted.ensureDeferred
+async def test_scrape_before_and_after_a_notified_change_shows_counters_and_tick_histogram_move(ns):
+    broker = await connect(ns.port)
+    resp = await broker.request(register_request(topic_configs("T", "U")))
     assert resp.code == ResponseCode.SUCCESS
-    client = yield connect(ns.port)
-    resp = yield client.call(
+    client = await connect(ns.port)
+    resp = await client.call(
         RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["T"], "test")
     )
     assert resp.code == ResponseCode.SUCCESS
     ns.clock.advance(TICK)
-    before = yield scrape(ns)
+    before = scrape(ns)
     assert value(before, "rocketmq_namesrv_brokers") == 1
     assert value(before, "rocketmq_namesrv_topics") == 2
     assert value(before, "rocketmq_namesrv_subscriptions") == 1
@@ -77,14 +72,14 @@ def test_scrape_before_and_after_a_notified_change_shows_counters_and_tick_histo
     wipe = RemotingCommand.request(
         RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}
     )
-    resp = yield broker.request(wipe)
+    resp = await broker.request(wipe)
     assert resp.code == ResponseCode.SUCCESS
     for _ in range(3):
-        resp = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+        resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
         assert resp.code == ResponseCode.SUCCESS
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
-    after = yield scrape(ns)
+    await client.wait_pushed(1)
+    after = scrape(ns)
     assert value(after, "rocketmq_namesrv_notifications_sent_total") == 1 + value(
         before, "rocketmq_namesrv_notifications_sent_total"
     )
@@ -110,15 +105,15 @@ def test_scrape_before_and_after_a_notified_change_shows_counters_and_tick_histo
     )
 
 
-@pytest_twisted.inlineCallbacks
-def test_refused_frames_and_unsupported_codes_are_counted_by_kind(ns):
-    peer = yield connect(ns.port)
-    resp = yield peer.call(9999)
+@pytest_twisted.ensureDeferred
+async def test_refused_frames_and_unsupported_codes_are_counted_by_kind(ns):
+    peer = await connect(ns.port)
+    resp = await peer.call(9999)
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-    bad = yield connect(ns.port)
+    bad = await connect(ns.port)
     bad.transport.write(b"\xff\xff\xff\xff")
-    yield bad.lost
-    samples = yield scrape(ns)
+    the_world().wait(bad.lost, within=0)
+    samples = scrape(ns)
     assert value(samples, "rocketmq_namesrv_rejections_total", kind="unsupported_code") == 1
     assert value(samples, "rocketmq_namesrv_frames_refused_total") == 1
 
@@ -132,16 +127,16 @@ def test_tick_histogram_buckets_are_cumulative():
     assert hist.sum == pytest.approx(3.65)
 
 
-@pytest_twisted.inlineCallbacks
-def test_bounds_reached_are_named_by_their_config_key(make_server):
-    running = make_server(
+@pytest_twisted.ensureDeferred
+async def test_bounds_reached_are_named_by_their_config_key(make_world_server):
+    running = make_world_server(
         {"server": {"max_connections_per_host": 1}, "metrics": {"listen": "127.0.0.1:0"}}
     )
-    first = yield connect(running.port)
-    second = yield connect(running.port)
-    yield second.lost
+    first = await connect(running.port)
+    second = await connect(running.port)
+    the_world().wait(second.lost, within=0)
     assert first.connected
-    samples = yield scrape(running)
+    samples = scrape(running)
     assert (
         value(
             samples,
