@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
-from support.memory_world import connect, until
+from support.memory_world import connect, kept_in_use, until
 from support.push_wire import TICK, notifications, round_trip, subscribe
 
 from namesrv.config import BrokerEventConfig, SuppressionConfig
@@ -49,18 +49,6 @@ async def two_brokers(ns: Any) -> Any:
 async def route_version(client: Any, topic: str) -> Any:
     resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     return int(resp.ext_fields["routeVersion"]), resp
-
-
-async def silent_till_expired(ns: Any, broker: Any) -> None:
-    """Move the clock past the broker expiry while ``broker`` registers nothing but keeps its
-    connection in use (a KV lookup every 30 s, which is no heartbeat): it leaves by expiry,
-    not by its connection closing as idle (``server.idle_timeout_ms`` is as long as the
-    expiry)."""
-    left = ns.server.config.registry.broker_expiry_ms / 1000 + 10
-    while left > 0:
-        ns.clock.advance(min(30.0, left))
-        left -= 30.0
-        await round_trip(broker)
 
 
 def steps(entry: Any) -> dict[str, tuple[int, int]]:
@@ -125,7 +113,7 @@ async def test_channel_close_and_expiry_announce_like_unregister(ns):
     )
     assert set(steps(closed)) == {"T1"}
 
-    await silent_till_expired(ns, b)
+    await kept_in_use(ns.server.config.registry.broker_expiry_ms / 1000 + 10, b)  # b silent
     ns.clock.advance(TICK)  # the tick after the scan that expired it
     await client.wait_pushed(2)
     [expired] = notifications(client)[1].brokers
@@ -192,7 +180,7 @@ async def test_each_rule_off_keeps_that_event_silent_and_journals_it(
         a.transport.loseConnection()
         await until(lambda: ns.server.registry.broker_count == 0)
     else:
-        await silent_till_expired(ns, a)
+        await kept_in_use(ns.server.config.registry.broker_expiry_ms / 1000 + 10, a)
     ns.clock.advance(TICK)
     await round_trip(client)
     kinds = [e.kind for n in notifications(client) for e in n.brokers]
