@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
-from support.memory_world import connect
+from support.memory_world import WorldDeferred, connect, the_world
 from support.push_wire import TICK, notifications, round_trip, subscribe
 
 from namesrv.ops.metrics import NamesrvCollector
@@ -180,7 +180,7 @@ async def test_a_regular_tick_before_it_carries_the_change_and_drops_the_early_o
 @pytest_twisted.ensureDeferred
 async def test_stopping_the_server_drops_a_pending_early_tick(make_world_server):
     ns, _client = await failed_over_with_a_late_early_tick(make_world_server)
-    await ns.server.stop(grace_ms=0)
+    await WorldDeferred(the_world(), ns.server.stop(grace_ms=0))
     assert early_ticks_pending(ns) == 0
 
 
