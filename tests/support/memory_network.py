@@ -341,6 +341,11 @@ class MemoryReactor(task.Clock):
             call.called = 1
             call.func(*call.args, **call.kw)
             return True
+        return self.read_round()
+
+    def read_round(self) -> bool:
+        """One round of reads and closes, running no timer (what a real reactor does between
+        two turns of a job that reschedules itself at once); whether anything moved."""
         moved = False
         for transport in list(self.transports):
             moved = transport._deliver() or moved

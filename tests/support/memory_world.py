@@ -400,3 +400,21 @@ class _Body(protocol.Protocol):
             self.done.callback(None)
         else:
             self.done.errback(reason)
+
+
+IN_USE_EVERY_S = 30.0
+"""How often ``kept_in_use`` makes a request: well inside the server's idle timeout."""
+
+
+async def kept_in_use(seconds: float, *wires: WireClient) -> None:
+    """Move the running test's world ``seconds`` on while each of ``wires`` makes a request
+    (a KV lookup, which is no heartbeat) every ``IN_USE_EVERY_S``: a broker that registers
+    nothing meanwhile expires, instead of leaving because its connection closed as idle."""
+    world = the_world()
+    left = seconds
+    while left > 0:
+        world.advance(min(IN_USE_EVERY_S, left))
+        left -= IN_USE_EVERY_S
+        for wire in wires:
+            resp = await wire.call(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"})
+            assert resp.code == ResponseCode.QUERY_NOT_FOUND, resp.remark

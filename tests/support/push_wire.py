@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet import defer
-
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import decode_notification, decode_subscribe_ack, encode_subscribe
 from protocol.push_events import RouteChanged
@@ -26,10 +24,11 @@ def changes(client: WireClient) -> list[tuple[str, int]]:
     return [(c.topic, c.kind) for n in notifications(client) for c in n.changes]
 
 
-@defer.inlineCallbacks
-def subscribe(client: WireClient, *topics: str, inline: bool = False, **kw: Any) -> Any:
-    """SUBSCRIBE ``topics``; ``inline`` asks for inline routes, ``kw`` goes to the request."""
-    resp = yield client.call(
+async def subscribe(client: WireClient, *topics: str, inline: bool = False, **kw: Any) -> Any:
+    """SUBSCRIBE ``topics``; ``inline`` asks for inline routes, ``kw`` goes to the request.
+    A coroutine: awaited in the deterministic world, it settles the world through the wire's
+    own Deferreds (``inlineCallbacks`` tests ``yield`` it as before)."""
+    resp = await client.call(
         RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED,
         body=encode_subscribe(topics, "test", inline),
         **kw,
@@ -38,9 +37,8 @@ def subscribe(client: WireClient, *topics: str, inline: bool = False, **kw: Any)
     return decode_subscribe_ack(resp.body)
 
 
-@defer.inlineCallbacks
-def round_trip(*clients: WireClient) -> Any:
+async def round_trip(*clients: WireClient) -> None:
     """A request/response on each client: everything sent to it before is now received."""
     for client in clients:
-        resp = yield client.call(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"})
+        resp = await client.call(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"})
         assert resp.code == ResponseCode.QUERY_NOT_FOUND

@@ -1,7 +1,8 @@
 """Broker arrivals and departures, server side: each is pushed as one entry per broker.
 
-Wire-level tests against the real server over loopback (timers on a fake clock), plus unit tests
-of the per-connection broker debt (``BrokerEventBook``) through the change detector.
+Wire-level tests against the real server in the deterministic world (``support.memory_world``:
+one virtual clock, TCP in memory), plus unit tests of the per-connection broker debt
+(``BrokerEventBook``) through the change detector.
 """
 
 from __future__ import annotations
@@ -12,11 +13,8 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
-from support.loopback_wait import until
+from support.memory_world import connect, kept_in_use, until
 from support.push_wire import TICK, notifications, round_trip, subscribe
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import defer
 
 from namesrv.config import BrokerEventConfig, SuppressionConfig
 from namesrv.push.broker_events import BrokerEventBook
@@ -32,26 +30,24 @@ B_ADDR = "10.0.0.2:10911"
 
 
 @pytest.fixture
-def ns():
-    yield from running_server()
+def ns(make_world_server):
+    return make_world_server()
 
 
-@defer.inlineCallbacks
-def two_brokers(ns: Any) -> Any:
+async def two_brokers(ns: Any) -> Any:
     """broker-a serves T1, T2, T3; broker-b serves T1 and U; both settled before subscribing."""
-    a = yield connect(ns.port)
-    yield a.request(register_request(topic_configs("T1", "T2", "T3")))
-    b = yield connect(ns.port)
-    yield b.request(
+    a = await connect(ns.port)
+    await a.request(register_request(topic_configs("T1", "T2", "T3")))
+    b = await connect(ns.port)
+    await b.request(
         register_request(topic_configs("T1", "U"), broker_name="broker-b", broker_addr=B_ADDR)
     )
     ns.clock.advance(TICK)
     return a, b
 
 
-@defer.inlineCallbacks
-def route_version(client: Any, topic: str) -> Any:
-    resp = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+async def route_version(client: Any, topic: str) -> Any:
+    resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     return int(resp.ext_fields["routeVersion"]), resp
 
 
@@ -59,22 +55,23 @@ def steps(entry: Any) -> dict[str, tuple[int, int]]:
     return {s.topic: (s.from_version, s.version) for s in entry.topics}
 
 
-@pytest_twisted.inlineCallbacks
-def test_unregister_sends_each_subscriber_one_exact_entry_and_no_topic_entries(ns):
-    yield two_brokers(ns)
-    subscribers = yield defer.gatherResults([connect(ns.port) for _ in range(20)])
-    bystander = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_unregister_sends_each_subscriber_one_exact_entry_and_no_topic_entries(ns):
+    await two_brokers(ns)
+    subscribers = [await connect(ns.port) for _ in range(20)]
+    bystander = await connect(ns.port)
     acks = []
     for client in subscribers:
-        acks.append((yield subscribe(client, "T1", "T2")))
-    yield subscribe(bystander, "U")
+        acks.append(await subscribe(client, "T1", "T2"))
+    await subscribe(bystander, "U")
     before = {tv.topic: tv.version for tv in acks[0].topics}
 
-    a = yield connect(ns.port)
-    yield a.request(unregister_request())
+    a = await connect(ns.port)
+    await a.request(unregister_request())
     ns.clock.advance(TICK)
-    yield defer.gatherResults([c.wait_pushed(1) for c in subscribers])
-    yield round_trip(*subscribers, bystander)
+    for client in subscribers:
+        await client.wait_pushed(1)
+    await round_trip(*subscribers, bystander)
 
     for client in subscribers:
         [note] = notifications(client)
@@ -91,23 +88,23 @@ def test_unregister_sends_each_subscriber_one_exact_entry_and_no_topic_entries(n
         assert steps(entry) == {t: (v, v + 1) for t, v in before.items()}
     assert bystander.pushed == []
     # What a later fetch returns carries the announced version.
-    version, resp = yield route_version(subscribers[0], "T1")
+    version, resp = await route_version(subscribers[0], "T1")
     assert version == before["T1"] + 1 and resp.code == ResponseCode.SUCCESS
-    version, resp = yield route_version(subscribers[0], "T2")
+    version, resp = await route_version(subscribers[0], "T2")
     assert version == before["T2"] + 1 and resp.code == ResponseCode.TOPIC_NOT_EXIST
     assert ns.server.stats()["broker_entries_sent"] == 20
 
 
-@pytest_twisted.inlineCallbacks
-def test_channel_close_and_expiry_announce_like_unregister(ns):
-    a, b = yield two_brokers(ns)
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1", "U")
+@pytest_twisted.ensureDeferred
+async def test_channel_close_and_expiry_announce_like_unregister(ns):
+    a, b = await two_brokers(ns)
+    client = await connect(ns.port)
+    await subscribe(client, "T1", "U")
     a.transport.loseConnection()
-    yield a.lost
-    yield defer.ensureDeferred(until(lambda: ns.server.registry.broker_count == 1))
+    await until(lambda: a.lost.called)
+    assert ns.server.registry.broker_count == 1
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     [closed] = notifications(client)[0].brokers
     assert (closed.broker_name, closed.cause, closed.broker_name_gone) == (
         "broker-a",
@@ -116,46 +113,45 @@ def test_channel_close_and_expiry_announce_like_unregister(ns):
     )
     assert set(steps(closed)) == {"T1"}
 
-    ns.clock.advance(ns.server.config.registry.broker_expiry_ms / 1000 + 10)
+    await kept_in_use(ns.server.config.registry.broker_expiry_ms / 1000 + 10, b)  # b silent
     ns.clock.advance(TICK)  # the tick after the scan that expired it
-    yield client.wait_pushed(2)
+    await client.wait_pushed(2)
     [expired] = notifications(client)[1].brokers
     assert (expired.broker_name, expired.cause) == ("broker-b", "expiry")
     assert {t for t, (origin, _) in steps(expired).items() if origin} == {"T1", "U"}
     assert ns.server.registry.broker_count == 0
-    del b
 
 
-@pytest_twisted.inlineCallbacks
-def test_arrival_lists_the_subscribed_topics_it_changed_without_exact_steps(ns):
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1", "T2", "X")
-    a = yield connect(ns.port)
-    yield a.request(register_request(topic_configs("T1", "T2", "T3")))
+@pytest_twisted.ensureDeferred
+async def test_arrival_lists_the_subscribed_topics_it_changed_without_exact_steps(ns):
+    client = await connect(ns.port)
+    await subscribe(client, "T1", "T2", "X")
+    a = await connect(ns.port)
+    await a.request(register_request(topic_configs("T1", "T2", "T3")))
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     [note] = notifications(client)
     assert list(note.changes) == []  # the start-up's per-topic entries stay suppressed
     [entry] = note.brokers
     assert entry.kind == BrokerChangeKind.ARRIVED and entry.cause == "broker_startup"
     assert steps(entry) == {"T1": (0, 1), "T2": (0, 1)}
     # A heartbeat-like re-register of the same address is not an arrival.
-    yield a.request(register_request(topic_configs("T1", "T2", "T3")))
+    await a.request(register_request(topic_configs("T1", "T2", "T3")))
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     assert len(notifications(client)) == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_departure_mixed_with_a_notified_change_is_not_an_exact_step(ns):
-    a, b = yield two_brokers(ns)
-    client = yield connect(ns.port)
-    ack = yield subscribe(client, "T1", "T2")
+@pytest_twisted.ensureDeferred
+async def test_a_departure_mixed_with_a_notified_change_is_not_an_exact_step(ns):
+    a, b = await two_brokers(ns)
+    client = await connect(ns.port)
+    ack = await subscribe(client, "T1", "T2")
     before = {tv.topic: tv.version for tv in ack.topics}
-    yield b.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-b"})
-    yield a.request(unregister_request())
+    await b.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-b"})
+    await a.request(unregister_request())
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     [note] = notifications(client)
     assert [(c.topic, c.kind, c.version) for c in note.changes] == [
         ("T1", ChangeKind.UPDATED, before["T1"] + 1)
@@ -165,26 +161,28 @@ def test_a_departure_mixed_with_a_notified_change_is_not_an_exact_step(ns):
 
 
 @pytest.mark.parametrize("rule", ["unregister", "channel_close", "expiry", "arrival"])
-@pytest_twisted.inlineCallbacks
-def test_each_rule_off_keeps_that_event_silent_and_journals_it(rule, make_server, tmp_path):
-    ns = make_server(
+@pytest_twisted.ensureDeferred
+async def test_each_rule_off_keeps_that_event_silent_and_journals_it(
+    rule, make_world_server, tmp_path
+):
+    ns = make_world_server(
         {"push": {"broker_events": {rule: False}}, "journal": {"directory": str(tmp_path)}}
     )
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1")
-    a = yield connect(ns.port)
-    yield a.request(register_request(topic_configs("T1", "T2")))
+    client = await connect(ns.port)
+    await subscribe(client, "T1")
+    a = await connect(ns.port)
+    await a.request(register_request(topic_configs("T1", "T2")))
     ns.clock.advance(TICK)
     departure = "unregister" if rule == "arrival" else rule
     if departure == "unregister":
-        yield a.request(unregister_request())
+        await a.request(unregister_request())
     elif departure == "channel_close":
         a.transport.loseConnection()
-        yield defer.ensureDeferred(until(lambda: ns.server.registry.broker_count == 0))
+        await until(lambda: ns.server.registry.broker_count == 0)
     else:
-        ns.clock.advance(ns.server.config.registry.broker_expiry_ms / 1000 + 10)
+        await kept_in_use(ns.server.config.registry.broker_expiry_ms / 1000 + 10, a)
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     kinds = [e.kind for n in notifications(client) for e in n.brokers]
     expected = [BrokerChangeKind.DEPARTED] if rule == "arrival" else [BrokerChangeKind.ARRIVED]
     assert kinds == expected
@@ -202,20 +200,20 @@ def test_each_rule_off_keeps_that_event_silent_and_journals_it(rule, make_server
     assert [r["broker_entries"] for r in sent] == [1]
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_slave_leaving_keeps_the_broker_and_lists_only_its_address(ns):
-    a = yield connect(ns.port)
-    yield a.request(register_request(topic_configs("T1", "T2")))
-    slave = yield connect(ns.port)
-    yield slave.request(
+@pytest_twisted.ensureDeferred
+async def test_a_slave_leaving_keeps_the_broker_and_lists_only_its_address(ns):
+    a = await connect(ns.port)
+    await a.request(register_request(topic_configs("T1", "T2")))
+    slave = await connect(ns.port)
+    await slave.request(
         register_request(topic_configs("T1", "T2"), broker_addr=B_ADDR, broker_id=1)
     )
     ns.clock.advance(TICK)
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1")
-    yield slave.request(unregister_request(broker_addr=B_ADDR, broker_id=1))
+    client = await connect(ns.port)
+    await subscribe(client, "T1")
+    await slave.request(unregister_request(broker_addr=B_ADDR, broker_id=1))
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     [entry] = notifications(client)[0].brokers
     assert [(x.broker_id, x.addr) for x in entry.addrs] == [(1, B_ADDR)]
     assert not entry.broker_name_gone

@@ -1,8 +1,8 @@
 """Deleted versus unrouted: the push announces a deletion only when one caused a topic's leaving,
 and the server remembers (boundedly) the topics deleted in this epoch.
 
-Loopback against the real server on a fake clock; every per-topic rule is loud here
-(``push.suppress`` all off), so departures are notified per topic too.
+The real server in the deterministic world (``support.memory_world``); every per-topic rule is
+loud here (``push.suppress`` all off), so departures are notified per topic too.
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
-from support.loopback_wait import until
+from support.memory_world import connect, kept_in_use, until
 from support.push_wire import TICK, changes, round_trip, subscribe
-from support.wire_client import connect
-from twisted.internet import defer
 
 from namesrv.push.deleted_topics import DeletedTopics
 from protocol.codes import RequestCode, ResponseCode
@@ -33,26 +31,23 @@ LOUD = {
 BROKER_B = {"broker_name": "broker-b", "broker_addr": "10.0.0.2:10911", "cluster": "C2"}
 
 
-@defer.inlineCallbacks
-def registered(ns: Any, *topics: str, **kw: Any) -> Any:
-    broker = yield connect(ns.port)
-    resp = yield broker.request(register_request(topic_configs(*topics), **kw))
+async def registered(ns: Any, *topics: str, **kw: Any) -> Any:
+    broker = await connect(ns.port)
+    resp = await broker.request(register_request(topic_configs(*topics), **kw))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return broker
 
 
-@defer.inlineCallbacks
-def watching(ns: Any, *topics: str) -> Any:
+async def watching(ns: Any, *topics: str) -> Any:
     ns.clock.advance(TICK)  # what the registers changed is settled before the subscription
-    client = yield connect(ns.port)
-    yield subscribe(client, *topics)
+    client = await connect(ns.port)
+    await subscribe(client, *topics)
     return client
 
 
-@defer.inlineCallbacks
-def notified(ns: Any, client: Any) -> Any:
+async def notified(ns: Any, client: Any) -> Any:
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     return changes(client)
 
 
@@ -61,109 +56,113 @@ def lookup(client: Any, topic: str) -> Any:
 
 
 @pytest.mark.parametrize("cause", ["unregister", "channel_close", "expiry"])
-@pytest_twisted.inlineCallbacks
-def test_a_topic_whose_brokers_departed_is_unrouted_not_deleted(make_server, cause):
-    ns = make_server({"push": LOUD})
-    broker = yield registered(ns, "T", "U")
-    client = yield watching(ns, "T")
+@pytest_twisted.ensureDeferred
+async def test_a_topic_whose_brokers_departed_is_unrouted_not_deleted(make_world_server, cause):
+    ns = make_world_server({"push": LOUD})
+    broker = await registered(ns, "T", "U")
+    client = await watching(ns, "T")
     if cause == "unregister":
-        yield broker.request(unregister_request())
+        await broker.request(unregister_request())
     elif cause == "channel_close":
         broker.transport.loseConnection()
-        yield defer.ensureDeferred(until(lambda: ns.server.registry.broker_count == 0))
-    else:
-        ns.clock.advance(ns.server.config.registry.broker_expiry_ms / 1000 + 10)
-    got = yield notified(ns, client)
+        await until(lambda: ns.server.registry.broker_count == 0)
+    else:  # silent, its connection in use: it expires
+        await kept_in_use(ns.server.config.registry.broker_expiry_ms / 1000 + 10, broker)
+    got = await notified(ns, client)
     assert got == [("T", ChangeKind.UNROUTED)]
-    resp = yield lookup(client, "T")
+    resp = await lookup(client, "T")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST and "topicDeleted" not in resp.ext_fields
-    ack = yield subscribe(client, "T")
+    ack = await subscribe(client, "T")
     assert (ack.topics[0].exists, ack.topics[0].deleted) == (False, False)
     assert ns.server.stats()["deleted_topics"] == 0
 
 
 @pytest.mark.parametrize("how", ["delete_topic", "register_without_it"])
-@pytest_twisted.inlineCallbacks
-def test_a_deleted_topic_is_notified_deleted_and_remembered_until_registered_again(
-    make_server, how
+@pytest_twisted.ensureDeferred
+async def test_a_deleted_topic_is_notified_deleted_and_remembered_until_registered_again(
+    make_world_server, how
 ):
-    ns = make_server({"push": LOUD, "registry": {"delete_topic_with_broker_registration": True}})
-    broker = yield registered(ns, "T", "U")
-    client = yield watching(ns, "T")
+    ns = make_world_server(
+        {"push": LOUD, "registry": {"delete_topic_with_broker_registration": True}}
+    )
+    broker = await registered(ns, "T", "U")
+    client = await watching(ns, "T")
     if how == "delete_topic":
-        resp = yield broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"})
+        resp = await broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"})
     else:  # a live master's full register without it
-        resp = yield broker.request(
+        resp = await broker.request(
             register_request(topic_configs("U"), data_version=DataVersion(0, 2, 2))
         )
     assert resp.code == ResponseCode.SUCCESS
-    got = yield notified(ns, client)
+    got = await notified(ns, client)
     assert got == [("T", ChangeKind.DELETED)]
-    resp = yield lookup(client, "T")
+    resp = await lookup(client, "T")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
     assert resp.ext_fields["topicDeleted"] == "true"
-    ack = yield subscribe(client, "T")
+    ack = await subscribe(client, "T")
     assert (ack.topics[0].exists, ack.topics[0].deleted) == (False, True)
     # Registered again: no longer deleted; its brokers leaving then is no deletion.
-    yield broker.request(
+    await broker.request(
         register_request(topic_configs("T", "U"), data_version=DataVersion(0, 3, 3))
     )
-    resp = yield lookup(client, "T")
+    resp = await lookup(client, "T")
     assert resp.code == ResponseCode.SUCCESS
-    ack = yield subscribe(client, "T")
+    ack = await subscribe(client, "T")
     assert (ack.topics[0].exists, ack.topics[0].deleted) == (True, False)
-    yield broker.request(unregister_request())
-    resp = yield lookup(client, "T")
+    await broker.request(unregister_request())
+    resp = await lookup(client, "T")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST and "topicDeleted" not in resp.ext_fields
-    got = yield notified(ns, client)
+    got = await notified(ns, client)
     assert got[-1] == ("T", ChangeKind.UNROUTED)
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_topic_left_by_a_departure_and_a_delete_in_one_tick_is_deleted(make_server):
-    ns = make_server({"push": LOUD})
-    broker_a = yield registered(ns, "T", "A1", cluster="C1")
-    yield registered(ns, "T", "B1", **BROKER_B)
-    client = yield watching(ns, "T")
+@pytest_twisted.ensureDeferred
+async def test_a_topic_left_by_a_departure_and_a_delete_in_one_tick_is_deleted(make_world_server):
+    ns = make_world_server({"push": LOUD})
+    broker_a = await registered(ns, "T", "A1", cluster="C1")
+    await registered(ns, "T", "B1", **BROKER_B)
+    client = await watching(ns, "T")
     # T leaves cluster C2 by an operator's delete (broker-a still serves it) ...
-    resp = yield broker_a.call(
+    resp = await broker_a.call(
         RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T", "clusterName": "C2"}
     )
     assert resp.code == ResponseCode.SUCCESS
     # ... then its last broker unregisters, before the tick.
-    yield broker_a.request(unregister_request(cluster="C1"))
-    got = yield notified(ns, client)
+    await broker_a.request(unregister_request(cluster="C1"))
+    got = await notified(ns, client)
     assert got == [("T", ChangeKind.DELETED)]
-    resp = yield lookup(client, "T")
+    resp = await lookup(client, "T")
     assert resp.ext_fields.get("topicDeleted") == "true"
 
 
-@pytest_twisted.inlineCallbacks
-def test_deleting_more_topics_than_remembered_forgets_the_oldest_and_serves_on(make_server):
+@pytest_twisted.ensureDeferred
+async def test_deleting_more_topics_than_remembered_forgets_the_oldest_and_serves_on(
+    make_world_server,
+):
     bound = 50
-    ns = make_server({"push": {"deleted_topics_remembered": bound}})
-    broker = yield registered(ns, "Keep")
-    client = yield connect(ns.port)
+    ns = make_world_server({"push": {"deleted_topics_remembered": bound}})
+    broker = await registered(ns, "Keep")
+    client = await connect(ns.port)
     # As an attacker with admin rights would: create topic after topic, have each seen (a
     # lookup: a topic nobody could see come and go is no news), then delete it.
     for i in range(3 * bound):
         topic = f"Churn{i}"
-        yield broker.request(
+        await broker.request(
             register_request(topic_configs("Keep", topic), data_version=DataVersion(0, i + 2, i))
         )
-        seen = yield lookup(client, topic)
+        seen = await lookup(client, topic)
         assert seen.code == ResponseCode.SUCCESS
-        yield broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
-        gone = yield lookup(client, topic)
+        await broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+        gone = await lookup(client, topic)
         assert gone.ext_fields["topicDeleted"] == "true"
     stats = ns.server.stats()
     assert stats["deleted_topics"] == bound
     assert stats["deleted_topics_forgotten"] == 2 * bound
-    oldest = yield lookup(client, "Churn0")
+    oldest = await lookup(client, "Churn0")
     assert oldest.code == ResponseCode.TOPIC_NOT_EXIST and "topicDeleted" not in oldest.ext_fields
-    newest = yield lookup(client, f"Churn{3 * bound - 1}")
+    newest = await lookup(client, f"Churn{3 * bound - 1}")
     assert newest.ext_fields["topicDeleted"] == "true"
-    kept = yield lookup(client, "Keep")
+    kept = await lookup(client, "Keep")
     assert kept.code == ResponseCode.SUCCESS
 
 

@@ -1,8 +1,9 @@
 """Inline routes: which changes go with their route, within which bounds, and of which version.
 
 The unit tests drive ``InlineRoutes`` with a real ``SubscriptionRegistry`` and stand-in body
-and version sources; the loopback tests run the real server on a fake clock (``TICK``) and
-compare what a connection was sent with what GET_ROUTEINFO_BY_TOPIC answers.
+and version sources; the wire tests run the real server in the deterministic world
+(``support.memory_world``: one virtual clock, ``TICK``, TCP in memory) and compare what a
+connection was sent with what GET_ROUTEINFO_BY_TOPIC answers.
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs
-from support.loopback_wait import until
+from support.memory_world import connect, until
 from support.push_wire import TICK, notifications, round_trip, subscribe
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import defer, reactor, task
 
 from namesrv.config import PushConfig
 from namesrv.push.inline_routes import InlineRoutes
@@ -164,25 +162,20 @@ def test_zero_bounds_turn_inline_routes_off():
     assert not inline.active
 
 
-# -- over loopback ---------------------------------------------------------------------------
+# -- over the wire, in the world ----------------------------------------------------------
 
 
-@defer.inlineCallbacks
-def broker_with(ns: Any, *topics: str, **kw: Any) -> Any:
-    broker = yield connect(ns.port)
-    answer = broker.request(register_request(topic_configs(*topics), **kw))
-    while not answer.called:  # a large register is read and applied in turns of the clock
-        ns.clock.advance(0)
-        yield task.deferLater(reactor, 0, lambda: None)
-    resp = yield answer
+async def broker_with(ns: Any, *topics: str, **kw: Any) -> Any:
+    broker = await connect(ns.port)
+    # A large register is read and applied in turns of the clock: awaiting settles them.
+    resp = await broker.request(register_request(topic_configs(*topics), **kw))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     ns.clock.advance(TICK)  # settle the start-up registration (silent by default)
     return broker
 
 
-@defer.inlineCallbacks
-def route_answer(client: Any, topic: str) -> Any:
-    resp = yield client.call(
+async def route_answer(client: Any, topic: str) -> Any:
+    resp = await client.call(
         RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": "true"}
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -190,45 +183,48 @@ def route_answer(client: Any, topic: str) -> Any:
 
 
 @pytest.fixture
-def ns():
-    yield from running_server()
+def ns(make_world_server):
+    return make_world_server()
 
 
-@pytest_twisted.inlineCallbacks
-def test_inline_subscriber_gets_the_lookup_body_of_the_notified_version_a_plain_one_does_not(
+@pytest_twisted.ensureDeferred
+async def test_inline_subscriber_gets_the_lookup_body_of_the_notified_version_a_plain_one_does_not(
     ns,
 ):
-    broker = yield broker_with(ns, "T")
-    inline_conn = yield connect(ns.port)
-    plain_conn = yield connect(ns.port)
-    yield subscribe(inline_conn, "T", inline=True)
-    yield subscribe(plain_conn, "T")
-    yield broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    broker = await broker_with(ns, "T")
+    inline_conn = await connect(ns.port)
+    plain_conn = await connect(ns.port)
+    await subscribe(inline_conn, "T", inline=True)
+    await subscribe(plain_conn, "T")
+    await broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
     ns.clock.advance(TICK)
-    yield defer.gatherResults([inline_conn.wait_pushed(1), plain_conn.wait_pushed(1)])
+    await inline_conn.wait_pushed(1)
+    await plain_conn.wait_pushed(1)
     [inline_change] = notifications(inline_conn)[0].changes
     [plain_change] = notifications(plain_conn)[0].changes
     assert plain_change == inline_change._replace(route=b"")
-    version, body = yield route_answer(plain_conn, "T")
+    version, body = await route_answer(plain_conn, "T")
     assert (inline_change.version, inline_change.route) == (version, body)
     assert all(q.perm == Perm.READ for q in decode_route(inline_change.route).queue_datas)
     stats = ns.server.stats()
     assert stats["inline_routes_sent"] == 1 and stats["inline_route_bytes"] == len(body)
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_route_that_moves_again_before_the_frame_is_sent_goes_plain_then_exact(make_server):
+@pytest_twisted.ensureDeferred
+async def test_a_route_that_moves_again_before_the_frame_is_sent_goes_plain_then_exact(
+    make_world_server,
+):
     # One frame per reactor turn and one topic settled per turn: a change that lands between
     # two slices of one tick is still marked when the second connection's frame is built.
-    ns = make_server({"push": {"notify_slice_connections": 1, "settle_slice_topics": 1}})
-    yield broker_with(ns, "T")
-    yield broker_with(ns, "X", broker_name="broker-b", broker_addr="10.0.0.2:10911")
-    first = yield connect(ns.port)
-    second = yield connect(ns.port)
-    reader = yield connect(ns.port)
-    yield subscribe(first, "T", inline=True)
-    yield subscribe(second, "T", inline=True)
-    _, before = yield route_answer(reader, "T")
+    ns = make_world_server({"push": {"notify_slice_connections": 1, "settle_slice_topics": 1}})
+    await broker_with(ns, "T")
+    await broker_with(ns, "X", broker_name="broker-b", broker_addr="10.0.0.2:10911")
+    first = await connect(ns.port)
+    second = await connect(ns.port)
+    reader = await connect(ns.port)
+    await subscribe(first, "T", inline=True)
+    await subscribe(second, "T", inline=True)
+    _, before = await route_answer(reader, "T")
     ticker = ns.server.ticker
     send = ticker._send_notifications
     sent_first: list[tuple[int, bytes | None]] = []
@@ -246,8 +242,9 @@ def test_a_route_that_moves_again_before_the_frame_is_sent_goes_plain_then_exact
     ticker._send_notifications = first_slice_then_changes  # type: ignore[method-assign]
     ns.server.registry.wipe_write_perm("broker-a")
     ns.clock.advance(TICK)  # the tick and its continuations, until all is settled and sent
-    yield defer.gatherResults([first.wait_pushed(2), second.wait_pushed(2)])
-    yield round_trip(first, second)
+    await first.wait_pushed(2)
+    await second.wait_pushed(2)
+    await round_trip(first, second)
     [(notified_version, notified_body)] = sent_first
     assert notified_body != before
     # The first slice's connection got T with the route of its notified version; the other
@@ -259,7 +256,7 @@ def test_a_route_that_moves_again_before_the_frame_is_sent_goes_plain_then_exact
     )
     assert first_frames == [(notified_version, b""), (notified_version, notified_body)]
     # ... and both then got T's newest version with exactly its route.
-    latest_version, latest = yield route_answer(reader, "T")
+    latest_version, latest = await route_answer(reader, "T")
     assert latest_version > notified_version
     for client in (first, second):
         [newest] = notifications(client)[1].changes
@@ -267,21 +264,23 @@ def test_a_route_that_moves_again_before_the_frame_is_sent_goes_plain_then_exact
     assert all(q.perm & Perm.WRITE for q in decode_route(latest).queue_datas)
 
 
-@pytest_twisted.inlineCallbacks
-def test_ten_thousand_changed_topics_one_frame_within_the_budget_the_rest_plain(make_server):
-    ns = make_server(
+@pytest_twisted.ensureDeferred
+async def test_ten_thousand_changed_topics_one_frame_within_the_budget_the_rest_plain(
+    make_world_server,
+):
+    ns = make_world_server(
         {
             "push": {"inline_budget_bytes_per_tick": 32 * 1024},
         }
     )
     topics = [f"T{i:05d}" for i in range(10_000)]
-    broker = yield broker_with(ns, *topics)
-    client = yield connect(ns.port)
-    yield subscribe(client, *topics, inline=True)
-    yield broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    broker = await broker_with(ns, *topics)
+    client = await connect(ns.port)
+    await subscribe(client, *topics, inline=True)
+    await broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
     ns.clock.advance(TICK)  # one tick, sliced over reactor turns (5,000 topics settled each)
-    yield client.wait_pushed(1)
-    yield round_trip(client)
+    await client.wait_pushed(1)
+    await round_trip(client)
     notes = notifications(client)
     sent = [c for note in notes for c in note.changes]
     assert len(notes) >= 2 and sorted(c.topic for c in sent) == topics
@@ -290,19 +289,19 @@ def test_ten_thousand_changed_topics_one_frame_within_the_budget_the_rest_plain(
     assert sum(map(len, routes)) <= 32 * 1024  # over every frame of the tick
     assert ns.server.stats()["inline_routes_skipped"] == 10_000 - len(routes)
     sample = next(c for c in sent if c.route)
-    version, body = yield route_answer(client, sample.topic)
+    version, body = await route_answer(client, sample.topic)
     assert (sample.version, sample.route) == (version, body)
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_broker_departure_entry_reaches_an_inline_subscriber_as_before(ns):
-    broker = yield broker_with(ns, "T", "U")
-    client = yield connect(ns.port)
-    yield subscribe(client, "T", inline=True)
+@pytest_twisted.ensureDeferred
+async def test_a_broker_departure_entry_reaches_an_inline_subscriber_as_before(ns):
+    broker = await broker_with(ns, "T", "U")
+    client = await connect(ns.port)
+    await subscribe(client, "T", inline=True)
     broker.transport.loseConnection()  # channel close: a departure entry, no topic entry
-    yield until(lambda: ns.server.registry.broker_count == 0)
+    await until(lambda: ns.server.registry.broker_count == 0)
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     [note] = notifications(client)
     assert [b.broker_name for b in note.brokers] == ["broker-a"]
     assert note.brokers[0].broker_name_gone
@@ -310,14 +309,14 @@ def test_a_broker_departure_entry_reaches_an_inline_subscriber_as_before(ns):
 
 
 @pytest.mark.parametrize("version", [int(Version.V4_9_4) - 1, int(Version.V5_0_0) - 1])
-@pytest_twisted.inlineCallbacks
-def test_inline_routes_take_the_body_form_a_lookup_of_that_client_version_gets(ns, version):
-    broker = yield broker_with(ns, "T")
-    client = yield connect(ns.port)
-    yield subscribe(client, "T", inline=True, version=version)
-    yield broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+@pytest_twisted.ensureDeferred
+async def test_inline_routes_take_the_body_form_a_lookup_of_that_client_version_gets(ns, version):
+    broker = await broker_with(ns, "T")
+    client = await connect(ns.port)
+    await subscribe(client, "T", inline=True, version=version)
+    await broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     [change] = notifications(client)[0].changes
-    resp = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}, version=version)
+    resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}, version=version)
     assert change.route == resp.body

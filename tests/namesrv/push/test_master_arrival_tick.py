@@ -2,8 +2,9 @@
 
 Producers fail their sends from a master's death until they learn who took over; waiting for the
 regular tick would add up to a whole interval to that window. Wire-level tests against the real
-server over loopback, timers on a fake clock: the regular tick comes every ``TICK`` s, so a
-subscriber that hears of the new master after ``EARLY`` s heard it from the brought-forward tick.
+server in the deterministic world (``support.memory_world``: one virtual clock, each timer run at
+its own time): the regular tick comes every ``TICK`` s, so a subscriber that hears of the new
+master after ``EARLY`` s heard it from the brought-forward tick.
 With the journal on, each tick brought forward writes one ``early_tick`` record when it runs.
 """
 
@@ -15,9 +16,8 @@ from typing import Any
 
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
+from support.memory_world import WorldDeferred, connect, the_world
 from support.push_wire import TICK, notifications, round_trip, subscribe
-from support.wire_client import connect
-from twisted.internet import defer
 
 from namesrv.ops.metrics import NamesrvCollector
 from protocol.codes import RequestCode
@@ -29,35 +29,32 @@ EARLY = 0.05
 """The default ``push.master_arrival_tick_ms``, in seconds."""
 
 
-@defer.inlineCallbacks
-def master_and_slave(ns: Any) -> Any:
+async def master_and_slave(ns: Any) -> Any:
     """broker-a's master and slave serve T1; a subscriber of T1 has heard everything so far."""
-    master = yield connect(ns.port)
-    yield master.request(register_request(topic_configs("T1"), broker_addr=MASTER))
-    slave = yield connect(ns.port)
-    yield slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=1))
+    master = await connect(ns.port)
+    await master.request(register_request(topic_configs("T1"), broker_addr=MASTER))
+    slave = await connect(ns.port)
+    await slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=1))
     ns.clock.advance(TICK)
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1")
+    client = await connect(ns.port)
+    await subscribe(client, "T1")
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     client.pushed.clear()
     ns.server.counters["expedited_ticks"] = 0  # the master's start-up brought one forward
     return master, slave, client
 
 
-@defer.inlineCallbacks
-def master_address(client: Any) -> Any:
-    resp = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"})
+async def master_address(client: Any) -> Any:
+    resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"})
     [data] = json.loads(resp.body)["brokerDatas"]
     return data["brokerAddrs"].get("0")
 
 
-@defer.inlineCallbacks
-def fail_over(ns: Any, master: Any, slave: Any) -> Any:
+async def fail_over(ns: Any, master: Any, slave: Any) -> Any:
     """The master leaves, its slave registers as master (what controller mode does)."""
-    yield master.request(unregister_request(broker_addr=MASTER))
-    yield slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=0))
+    await master.request(unregister_request(broker_addr=MASTER))
+    await slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=0))
 
 
 def exported(ns: Any, name: str) -> float | None:
@@ -86,103 +83,104 @@ def arrivals(client: Any) -> list[tuple[int, str]]:
     ]
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_promoted_slave_is_pushed_within_the_early_tick(make_server):
-    ns = make_server()
-    master, slave, client = yield master_and_slave(ns)
-    yield fail_over(ns, master, slave)
+@pytest_twisted.ensureDeferred
+async def test_a_promoted_slave_is_pushed_within_the_early_tick(make_world_server):
+    ns = make_world_server()
+    master, slave, client = await master_and_slave(ns)
+    await fail_over(ns, master, slave)
     ns.clock.advance(EARLY)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     assert arrivals(client) == [(0, SLAVE)]
-    assert (yield master_address(client)) == SLAVE
+    assert (await master_address(client)) == SLAVE
     assert ns.server.stats()["expedited_ticks"] == 1
     assert exported(ns, "rocketmq_namesrv_expedited_ticks_total") == 1
     assert early_ticks_pending(ns) == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_off_the_new_master_waits_for_the_regular_tick(make_server):
-    ns = make_server({"push": {"master_arrival_tick_ms": 0}})
-    master, slave, client = yield master_and_slave(ns)
-    yield fail_over(ns, master, slave)
+@pytest_twisted.ensureDeferred
+async def test_off_the_new_master_waits_for_the_regular_tick(make_world_server):
+    ns = make_world_server({"push": {"master_arrival_tick_ms": 0}})
+    master, slave, client = await master_and_slave(ns)
+    await fail_over(ns, master, slave)
     ns.clock.advance(TICK - 0.01)
-    yield round_trip(client)
+    await round_trip(client)
     assert notifications(client) == []
     ns.clock.advance(0.01)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     assert arrivals(client) == [(0, SLAVE)]
     assert ns.server.stats()["expedited_ticks"] == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_slave_arriving_waits_for_the_regular_tick(make_server):
-    ns = make_server()
-    _master, _slave, client = yield master_and_slave(ns)
-    other = yield connect(ns.port)
-    yield other.request(
+@pytest_twisted.ensureDeferred
+async def test_a_slave_arriving_waits_for_the_regular_tick(make_world_server):
+    ns = make_world_server()
+    _master, _slave, client = await master_and_slave(ns)
+    other = await connect(ns.port)
+    await other.request(
         register_request(topic_configs("T1"), broker_addr="10.0.0.3:10911", broker_id=2)
     )
     ns.clock.advance(TICK - 0.01)
-    yield round_trip(client)
+    await round_trip(client)
     assert notifications(client) == []
     ns.clock.advance(0.01)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     assert arrivals(client) == [(2, "10.0.0.3:10911")]
     assert ns.server.stats()["expedited_ticks"] == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_at_most_one_early_tick_between_two_regular_ones(make_server):
+@pytest_twisted.ensureDeferred
+async def test_at_most_one_early_tick_between_two_regular_ones(make_world_server):
     """A cluster of masters starting at once adds one tick per interval, not one per broker."""
-    ns = make_server()
-    _master, _slave, client = yield master_and_slave(ns)
-    brokers = yield defer.gatherResults([connect(ns.port) for _ in range(5)])
+    ns = make_world_server()
+    _master, _slave, client = await master_and_slave(ns)
+    brokers = [await connect(ns.port) for _ in range(5)]
     for i, broker in enumerate(brokers):
-        yield broker.request(
+        await broker.request(
             register_request(
                 topic_configs("T1"), broker_name=f"new-{i}", broker_addr=f"10.0.1.{i}:10911"
             )
         )
         ns.clock.advance(EARLY)  # the first arrival's early tick runs; the rest wait
-    yield client.wait_pushed(1)
-    yield round_trip(client)
+    await client.wait_pushed(1)
+    await round_trip(client)
     assert len(notifications(client)) == 1
     assert ns.server.stats()["expedited_ticks"] == 1
     ns.clock.advance(TICK)  # a regular tick: the next master may bring one forward again
-    extra = yield connect(ns.port)
-    yield extra.request(
+    extra = await connect(ns.port)
+    await extra.request(
         register_request(topic_configs("T1"), broker_name="new-x", broker_addr="10.0.2.1:10911")
     )
     ns.clock.advance(EARLY)
-    yield client.wait_pushed(3)
+    await client.wait_pushed(3)
     assert ns.server.stats()["expedited_ticks"] == 2
 
 
-@defer.inlineCallbacks
-def failed_over_with_a_late_early_tick(make_server: Any) -> Any:
+async def failed_over_with_a_late_early_tick(make_world_server: Any) -> Any:
     """A failover whose early tick is 5 s away: later than the next regular tick."""
-    ns = make_server({"push": {"master_arrival_tick_ms": 5_000}})
-    master, slave, client = yield master_and_slave(ns)
-    yield fail_over(ns, master, slave)
+    ns = make_world_server({"push": {"master_arrival_tick_ms": 5_000}})
+    master, slave, client = await master_and_slave(ns)
+    await fail_over(ns, master, slave)
     assert early_ticks_pending(ns) == 1
     return ns, client
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_regular_tick_before_it_carries_the_change_and_drops_the_early_one(make_server):
-    ns, client = yield failed_over_with_a_late_early_tick(make_server)
+@pytest_twisted.ensureDeferred
+async def test_a_regular_tick_before_it_carries_the_change_and_drops_the_early_one(
+    make_world_server,
+):
+    ns, client = await failed_over_with_a_late_early_tick(make_world_server)
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     assert early_ticks_pending(ns) == 0  # the regular tick dropped it
     ns.clock.advance(5.0)
-    yield round_trip(client)
+    await round_trip(client)
     assert len(notifications(client)) == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_stopping_the_server_drops_a_pending_early_tick(make_server):
-    ns, _client = yield failed_over_with_a_late_early_tick(make_server)
-    yield ns.server.stop(grace_ms=0)
+@pytest_twisted.ensureDeferred
+async def test_stopping_the_server_drops_a_pending_early_tick(make_world_server):
+    ns, _client = await failed_over_with_a_late_early_tick(make_world_server)
+    await WorldDeferred(the_world(), ns.server.stop(grace_ms=0))
     assert early_ticks_pending(ns) == 0
 
 
@@ -201,36 +199,38 @@ def journal_records(ns: Any, tmp_path: Path, event: str | None = None) -> list[d
     return [r for r in records if event is None or r["event"] == event]
 
 
-@pytest_twisted.inlineCallbacks
-def test_each_early_tick_is_journaled_when_it_runs_and_no_regular_one_is(make_server, tmp_path):
-    ns = make_server(journaled(tmp_path))
-    # The master's start-up brought one forward; it ran as the fake clock jumped to 1 s.
-    master, slave, client = yield master_and_slave(ns)
-    yield fail_over(ns, master, slave)
+@pytest_twisted.ensureDeferred
+async def test_each_early_tick_is_journaled_when_it_runs_and_no_regular_one_is(
+    make_world_server, tmp_path
+):
+    ns = make_world_server(journaled(tmp_path))
+    # The master's start-up brought one forward; it ran ``EARLY`` after that register (t=0).
+    master, slave, client = await master_and_slave(ns)
+    await fail_over(ns, master, slave)
     ns.clock.advance(EARLY)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     ns.clock.advance(3 * TICK)  # regular ticks with nothing to send
-    yield slave.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    await slave.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
     ns.clock.advance(TICK)  # a regular tick that sends
-    yield client.wait_pushed(2)
+    await client.wait_pushed(2)
     records = journal_records(ns, tmp_path)
     assert [r for r in records if r["event"] == "early_tick"] == [
-        {"ts_ms": 1_000, "event": "early_tick", "delay_ms": 50},
+        {"ts_ms": 50, "event": "early_tick", "delay_ms": 50},
         {"ts_ms": 2_050, "event": "early_tick", "delay_ms": 50},
     ]
     sent = [r["ts_ms"] for r in records if r["event"] == "notification_sent"]
-    # the early tick's frame, then the regular 6 s tick's (run as the clock jumped to 6.05 s)
-    assert sent == [2_050, 6_050]
+    # the early tick's frame, then the regular tick's at 6 s: the first after the wipe at 5.05 s
+    assert sent == [2_050, 6_000]
     assert ns.server.stats()["expedited_ticks"] == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_the_record_carries_the_configured_delay(make_server, tmp_path):
-    ns = make_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 300}})
-    master, slave, client = yield master_and_slave(ns)
-    yield fail_over(ns, master, slave)
+@pytest_twisted.ensureDeferred
+async def test_the_record_carries_the_configured_delay(make_world_server, tmp_path):
+    ns = make_world_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 300}})
+    master, slave, client = await master_and_slave(ns)
+    await fail_over(ns, master, slave)
     ns.clock.advance(0.3)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     assert journal_records(ns, tmp_path, "early_tick")[-1] == {
         "ts_ms": 2_300,
         "event": "early_tick",
@@ -238,34 +238,36 @@ def test_the_record_carries_the_configured_delay(make_server, tmp_path):
     }
 
 
-@pytest_twisted.inlineCallbacks
-def test_an_early_tick_dropped_for_a_regular_one_is_not_journaled(make_server, tmp_path):
-    ns = make_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 5_000}})
-    master, slave, client = yield master_and_slave(ns)  # its start-up's one was dropped too
-    yield fail_over(ns, master, slave)
+@pytest_twisted.ensureDeferred
+async def test_an_early_tick_dropped_for_a_regular_one_is_not_journaled(
+    make_world_server, tmp_path
+):
+    ns = make_world_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 5_000}})
+    master, slave, client = await master_and_slave(ns)  # its start-up's one was dropped too
+    await fail_over(ns, master, slave)
     assert early_ticks_pending(ns) == 1
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     ns.clock.advance(5.0)
-    yield round_trip(client)
+    await round_trip(client)
     assert early_ticks_pending(ns) == 0
     assert ns.server.stats()["expedited_ticks"] == 1  # brought forward, then dropped
     assert journal_records(ns, tmp_path, "early_tick") == []
     assert journal_records(ns, tmp_path, "notification_sent") != []
 
 
-@pytest_twisted.inlineCallbacks
-def test_the_flood_limit_never_drops_an_early_tick(make_server, tmp_path):
+@pytest_twisted.ensureDeferred
+async def test_the_flood_limit_never_drops_an_early_tick(make_world_server, tmp_path):
     """One record a second: the failover's second broker event is dropped, its tick is not."""
-    ns = make_server(journaled(tmp_path, max_records_per_second=1))
-    master, slave, client = yield master_and_slave(ns)
-    yield fail_over(ns, master, slave)
+    ns = make_world_server(journaled(tmp_path, max_records_per_second=1))
+    master, slave, client = await master_and_slave(ns)
+    await fail_over(ns, master, slave)
     ns.clock.advance(EARLY)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     ns.clock.advance(TICK)  # the second is over: its drops are summarized
     records = journal_records(ns, tmp_path)
     assert ns.server.journal.suppressed_records >= 1
     [summary] = [r for r in records if r["event"] == "journal_suppressed" and r["ts_ms"] >= 2_000]
     assert summary["events"].get("broker_event", 0) >= 1
     assert "early_tick" not in summary["events"]
-    assert [r["ts_ms"] for r in records if r["event"] == "early_tick"] == [1_000, 2_050]
+    assert [r["ts_ms"] for r in records if r["event"] == "early_tick"] == [50, 2_050]

@@ -1,6 +1,7 @@
-"""Route push over loopback against the real server.
+"""Route push over the wire against the real server.
 
-Timers run on a fake clock (``ns.clock.advance`` is one tick); sockets are real. To prove a
+The server and the test's connections live in the deterministic world (``support.memory_world``:
+one virtual clock, TCP in memory; ``ns.clock.advance(TICK)`` is one tick). To prove a
 connection received *nothing*, a test makes a request on it afterwards: the server writes a
 tick's notifications before it reads the next request, so a notification would arrive first.
 """
@@ -13,45 +14,43 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
+from support.memory_world import connect, kept_in_use, until
 from support.push_wire import TICK, changes, notifications, round_trip, subscribe
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import defer
 
 from namesrv.push.pressure import PsutilSampler, Sample
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import ChangeKind, encode_subscribe, encode_unsubscribe
 
 
-@defer.inlineCallbacks
-def broker_with(ns: Any, *topics: str, **kw: Any) -> Any:
-    broker = yield connect(ns.port)
-    resp = yield broker.request(register_request(topic_configs(*topics), **kw))
+async def broker_with(ns: Any, *topics: str, **kw: Any) -> Any:
+    broker = await connect(ns.port)
+    resp = await broker.request(register_request(topic_configs(*topics), **kw))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     ns.clock.advance(TICK)  # settle the start-up registration (silent by default)
     return broker
 
 
 @pytest.fixture
-def ns():
-    yield from running_server()
+def ns(make_world_server):
+    return make_world_server()
 
 
-@pytest_twisted.inlineCallbacks
-def test_wipe_perm_notifies_each_subscriber_once_and_no_one_else(ns):
-    broker = yield broker_with(ns, "T", "U")
-    subscribers = yield defer.gatherResults([connect(ns.port) for _ in range(100)])
-    bystanders = yield defer.gatherResults([connect(ns.port) for _ in range(10)])
+@pytest_twisted.ensureDeferred
+async def test_wipe_perm_notifies_each_subscriber_once_and_no_one_else(ns):
+    broker = await broker_with(ns, "T", "U")
+    subscribers = [await connect(ns.port) for _ in range(100)]
+    bystanders = [await connect(ns.port) for _ in range(10)]
     for client in subscribers:
-        yield subscribe(client, "T")
+        await subscribe(client, "T")
     for client in bystanders:
-        yield subscribe(client, "U-other")
+        await subscribe(client, "U-other")
 
-    resp = yield broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    resp = await broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
     assert resp.ext_fields["wipeTopicCount"] == "2"
     ns.clock.advance(TICK)
-    yield defer.gatherResults([c.wait_pushed(1) for c in subscribers])
-    yield round_trip(*subscribers, *bystanders)
+    for client in subscribers:
+        await client.wait_pushed(1)
+    await round_trip(*subscribers, *bystanders)
 
     for client in subscribers:
         [note] = notifications(client)
@@ -61,38 +60,38 @@ def test_wipe_perm_notifies_each_subscriber_once_and_no_one_else(ns):
     assert ns.server.stats()["notifications_sent"] == 100
 
 
-@pytest_twisted.inlineCallbacks
-def test_route_version_in_get_routeinfo_matches_the_notified_version(ns):
-    broker = yield broker_with(ns, "T")
-    client = yield connect(ns.port)
-    ack = yield subscribe(client, "T")
+@pytest_twisted.ensureDeferred
+async def test_route_version_in_get_routeinfo_matches_the_notified_version(ns):
+    broker = await broker_with(ns, "T")
+    client = await connect(ns.port)
+    ack = await subscribe(client, "T")
     [before] = ack.topics
-    yield broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    await broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     [change] = notifications(client)[0].changes
     assert change.version == before.version + 1
-    resp = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
     assert resp.ext_fields["routeVersion"] == str(change.version)
 
 
-@pytest_twisted.inlineCallbacks
-def test_topic_created_on_live_broker_reaches_early_subscribers_then_delete(ns):
-    broker = yield broker_with(ns, "A", "B")
-    client = yield connect(ns.port)
-    ack = yield subscribe(client, "NEW")
+@pytest_twisted.ensureDeferred
+async def test_topic_created_on_live_broker_reaches_early_subscribers_then_delete(ns):
+    broker = await broker_with(ns, "A", "B")
+    client = await connect(ns.port)
+    ack = await subscribe(client, "NEW")
     assert not ack.topics[0].exists
 
-    resp = yield broker.request(register_request(topic_configs("A", "B", "NEW")))
+    resp = await broker.request(register_request(topic_configs("A", "B", "NEW")))
     assert resp.code == ResponseCode.SUCCESS
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     assert changes(client) == [("NEW", ChangeKind.CREATED)]
 
-    resp = yield broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "NEW"})
+    resp = await broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "NEW"})
     assert resp.code == ResponseCode.SUCCESS
     ns.clock.advance(TICK)
-    yield client.wait_pushed(2)
+    await client.wait_pushed(2)
     assert changes(client)[1] == ("NEW", ChangeKind.DELETED)
     assert [n.sequence for n in notifications(client)] == [1, 2]
 
@@ -107,34 +106,34 @@ BROKER_EVENTS_OFF = {
 }
 
 
-@pytest_twisted.inlineCallbacks
-def test_start_up_and_unregister_are_silent_with_broker_events_off(make_server):
-    ns = make_server({"push": BROKER_EVENTS_OFF})
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1", "T2")
-    broker = yield connect(ns.port)
-    yield broker.request(register_request(topic_configs("T1", "T2", "T3")))
+@pytest_twisted.ensureDeferred
+async def test_start_up_and_unregister_are_silent_with_broker_events_off(make_world_server):
+    ns = make_world_server({"push": BROKER_EVENTS_OFF})
+    client = await connect(ns.port)
+    await subscribe(client, "T1", "T2")
+    broker = await connect(ns.port)
+    await broker.request(register_request(topic_configs("T1", "T2", "T3")))
     ns.clock.advance(TICK)
-    yield broker.request(unregister_request())
+    await broker.request(unregister_request())
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     assert client.pushed == []
-    resp = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"})
+    resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"})
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST  # the change happened, silently
 
 
 @pytest.mark.parametrize("rule", ["broker_startup", "unregister"])
-@pytest_twisted.inlineCallbacks
-def test_start_up_and_unregister_notify_when_their_rule_is_off(rule, make_server):
-    ns = make_server({"push": {"suppress": {rule: False}}})
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1")
-    broker = yield connect(ns.port)
-    yield broker.request(register_request(topic_configs("T1", "T2", "T3")))
+@pytest_twisted.ensureDeferred
+async def test_start_up_and_unregister_notify_when_their_rule_is_off(rule, make_world_server):
+    ns = make_world_server({"push": {"suppress": {rule: False}}})
+    client = await connect(ns.port)
+    await subscribe(client, "T1")
+    broker = await connect(ns.port)
+    await broker.request(register_request(topic_configs("T1", "T2", "T3")))
     ns.clock.advance(TICK)
-    yield broker.request(unregister_request())
+    await broker.request(unregister_request())
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     expected = {
         "broker_startup": [("T1", ChangeKind.CREATED)],
         "unregister": [("T1", ChangeKind.UNROUTED)],  # its broker left: not a deletion
@@ -142,21 +141,21 @@ def test_start_up_and_unregister_notify_when_their_rule_is_off(rule, make_server
     assert changes(client) == expected
 
 
-@pytest_twisted.inlineCallbacks
-def test_channel_close_and_expiry_are_silent_with_broker_events_off(make_server):
-    ns = make_server({"push": BROKER_EVENTS_OFF})
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1", "X1")
-    broker = yield broker_with(ns, "T1", "T2")
+@pytest_twisted.ensureDeferred
+async def test_channel_close_and_expiry_are_silent_with_broker_events_off(make_world_server):
+    ns = make_world_server({"push": BROKER_EVENTS_OFF})
+    client = await connect(ns.port)
+    await subscribe(client, "T1", "X1")
+    broker = await broker_with(ns, "T1", "T2")
     broker.transport.loseConnection()
-    yield broker.lost
+    await until(lambda: broker.lost.called)
     ns.clock.advance(TICK)
-    other = yield broker_with(ns, "X1", "X2", broker_name="broker-x", broker_addr="10.0.0.9:1")
-    ns.clock.advance(ns.server.config.registry.broker_expiry_ms / 1000 + 10)
-    yield round_trip(client)
+    other = await broker_with(ns, "X1", "X2", broker_name="broker-x", broker_addr="10.0.0.9:1")
+    # broker-x silent, its connection in use: it leaves by expiry
+    await kept_in_use(ns.server.config.registry.broker_expiry_ms / 1000 + 10, other)
+    await round_trip(client)
     assert client.pushed == []
     assert ns.server.registry.broker_count == 0
-    del other
 
 
 class SwitchableSampler:
@@ -174,9 +173,9 @@ class SwitchableSampler:
         self.real = None
 
 
-@pytest_twisted.inlineCallbacks
-def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
-    make_server, tmp_path
+@pytest_twisted.ensureDeferred
+async def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
+    make_world_server, tmp_path
 ):
     # Memory thresholds far below what any host uses: the real process is "under pressure".
     overrides = {
@@ -188,32 +187,32 @@ def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
             "cpu_low_percent": 1.0,
         },
     }
-    ns = make_server(overrides)
+    ns = make_world_server(overrides)
     sampler = SwitchableSampler()
     ns.server.pressure._sampler = sampler
-    broker = yield broker_with(ns, "T1", "T2", "T3")
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1", "T2")
+    broker = await broker_with(ns, "T1", "T2", "T3")
+    client = await connect(ns.port)
+    await subscribe(client, "T1", "T2")
     ns.clock.advance(ns.server.config.pressure.sample_interval_ms / 1000)
     assert ns.server.pressure.degraded
 
     for call in ("WIPE", "ADD", "WIPE"):
         code = getattr(RequestCode, f"{call}_WRITE_PERM_OF_BROKER")
-        yield broker.call(code, {"brokerName": "broker-a"})
+        await broker.call(code, {"brokerName": "broker-a"})
         ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     assert client.pushed == []
     assert ns.server.stats()["degraded"] == 1
 
     sampler.relieve()
     ns.clock.advance(TICK)
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     assert not ns.server.pressure.degraded
     [note] = notifications(client)
     assert sorted(c.topic for c in note.changes) == ["T1", "T2"]
     ns.clock.advance(TICK)
-    yield round_trip(client)
+    await round_trip(client)
     assert len(notifications(client)) == 1
     assert ns.server.stats()["degradation_transitions"] == 2
 
@@ -235,26 +234,26 @@ def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic_once(
     assert episode[2]["duration_ms"] == episode[2]["ts_ms"] - episode[1]["ts_ms"]
 
 
-@pytest_twisted.inlineCallbacks
-def test_subscription_bounds_are_refused_whole(make_server):
-    ns = make_server({"push": {"max_topics_per_connection": 3}})
-    client = yield connect(ns.port)
-    yield subscribe(client, "A", "B")
-    resp = yield client.call(
+@pytest_twisted.ensureDeferred
+async def test_subscription_bounds_are_refused_whole(make_world_server):
+    ns = make_world_server({"push": {"max_topics_per_connection": 3}})
+    client = await connect(ns.port)
+    await subscribe(client, "A", "B")
+    resp = await client.call(
         RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["C", "D"], "x")
     )
     assert resp.code != ResponseCode.SUCCESS and "3" in resp.remark
     assert ns.server.subscriptions.topics_of(_server_conn(ns)) == {"A", "B"}
-    resp = yield client.call(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=b"\xff\xff\xff")
+    resp = await client.call(RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=b"\xff\xff\xff")
     assert resp.code == ResponseCode.INVALID_PARAMETER and "malformed" in resp.remark
-    resp = yield client.call(
+    resp = await client.call(
         RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_unsubscribe(["A", "Z"])
     )
     assert resp.code == ResponseCode.SUCCESS
     assert ns.server.subscriptions.topics_of(_server_conn(ns)) == {"B"}
     client.transport.loseConnection()
-    yield client.lost
-    yield round_trip((yield connect(ns.port)))
+    await until(lambda: client.lost.called)
+    await round_trip(await connect(ns.port))
     assert ns.server.subscriptions.total == 0
 
 
@@ -263,28 +262,28 @@ def _server_conn(ns: Any) -> Any:
     return conn
 
 
-@pytest_twisted.inlineCallbacks
-def test_push_disabled_answers_subscribe_with_not_supported(make_server):
-    ns = make_server({"push": {"enabled": False}})
-    client = yield connect(ns.port)
-    resp = yield client.call(
+@pytest_twisted.ensureDeferred
+async def test_push_disabled_answers_subscribe_with_not_supported(make_world_server):
+    ns = make_world_server({"push": {"enabled": False}})
+    client = await connect(ns.port)
+    resp = await client.call(
         RequestCode.SUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_subscribe(["T"], "x")
     )
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_client_that_never_reads_is_bounded_while_others_keep_receiving(make_server):
+@pytest_twisted.ensureDeferred
+async def test_a_client_that_never_reads_is_bounded_while_others_keep_receiving(make_world_server):
     bound = 64 * 1024
-    ns = make_server({"server": {"output_buffer_bytes": bound}})
+    ns = make_world_server({"server": {"output_buffer_bytes": bound}})
     topics = [f"topic-{i:04d}-" + "x" * 80 for i in range(1000)]
-    broker = yield broker_with(ns, *topics)
-    reader = yield connect(ns.port)
-    stalled = yield connect(ns.port)
-    yield subscribe(reader, *topics)
-    yield subscribe(stalled, *topics)
+    broker = await broker_with(ns, *topics)
+    reader = await connect(ns.port)
+    stalled = await connect(ns.port)
+    await subscribe(reader, *topics)
+    await subscribe(stalled, *topics)
     stalled_conn = max(ns.server.connections.values(), key=lambda c: c.conn_id)
-    stalled.transport.pauseProducing()  # stop reading: the kernel buffers fill, then ours
+    stalled.transport.pauseProducing()  # stop reading: the send buffer fills, then ours
 
     frame_bytes = 0
     peak = 0
@@ -294,9 +293,9 @@ def test_a_client_that_never_reads_is_bounded_while_others_keep_receiving(make_s
             if i % 2 == 0
             else (RequestCode.ADD_WRITE_PERM_OF_BROKER)
         )
-        yield broker.call(code, {"brokerName": "broker-a"})
+        await broker.call(code, {"brokerName": "broker-a"})
         ns.clock.advance(TICK)
-        yield reader.wait_pushed(i + 1)
+        await reader.wait_pushed(i + 1)
         frame_bytes = max(frame_bytes, len(reader.pushed[-1].body))
         peak = max(peak, stalled_conn.unsent_bytes)
     assert len(notifications(reader)) == 120
@@ -308,11 +307,11 @@ def test_a_client_that_never_reads_is_bounded_while_others_keep_receiving(make_s
     # Once it reads again it gets one frame covering what it missed, with no sequence gap.
     stalled.transport.resumeProducing()
     for _ in range(50):
-        yield round_trip(stalled)
+        await round_trip(stalled)
         ns.clock.advance(TICK)
         if ns.server.detector.pending_topics_of(stalled_conn) == 0:
             break
-    yield round_trip(stalled)
+    await round_trip(stalled)
     seen = notifications(stalled)
     assert [n.sequence for n in seen] == list(range(1, len(seen) + 1))
     assert len(seen) < 120

@@ -1,7 +1,8 @@
 """Log lines a peer can cause: paced per kind, its strings cut short, no control character.
 
 Each test plays a broker or client that tries to flood the log or forge a line in it, and
-measures the log it got: lines, bytes, and whether any line holds a peer's line break.
+measures the log it got: lines, bytes, and whether any line holds a peer's line break. The
+server and the peers live in the deterministic world (``support.memory_world``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import logging
 from typing import Any
 
 import pytest_twisted
+from support.memory_world import connect, kept_in_use
 from support.register_bodies import plain_body, register
-from support.wire_client import connect
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, task
 
 from namesrv.ops.log_limit import MAX_LINE_CHARS, EscapingFilter
 from protocol import bodies
@@ -25,14 +26,9 @@ from protocol.route_model import QueueData, TopicRouteData
 FORGED = "x\n2026-01-01 00:00:00,000 ERROR namesrv.server: FORGED"
 
 
-@defer.inlineCallbacks
-def _answered(ns: Any, d: defer.Deferred[Any]) -> Any:
-    for _ in range(10_000):
-        if d.called:
-            break
-        ns.clock.advance(0)
-        yield task.deferLater(reactor, 0, lambda: None)
-    return (yield d)
+async def _answered(ns: Any, d: defer.Deferred[Any]) -> Any:
+    """The answer to a request, once the world has run the server's slices of it."""
+    return await d
 
 
 def _logged(caplog: Any) -> list[str]:
@@ -45,19 +41,19 @@ def _no_forged_line(lines: list[str]) -> None:
     assert any("FORGED" in line for line in lines)  # the name was logged, escaped
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_topic_registered_for_thousands_of_unknown_brokers_logs_one_short_paced_line_each(
-    make_server, caplog
+@pytest_twisted.ensureDeferred
+async def test_a_topic_registered_for_thousands_of_unknown_brokers_logs_one_short_paced_line_each(
+    make_world_server, caplog
 ):
-    ns = make_server()
-    client = yield connect(ns.port)
+    ns = make_world_server()
+    client = await connect(ns.port)
     unknown = [QueueData(f"{'b' * 50}{i}", 4, 4, 6, 0) for i in range(7_747)]
     body = bodies.encode_route(
         TopicRouteData(queue_datas=unknown, broker_datas=[]), standard_json=True
     )
     with caplog.at_level(logging.INFO):
         for i in range(50):
-            resp = yield client.call(
+            resp = await client.call(
                 RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": f"T{i}"}, body
             )
             assert resp.code == ResponseCode.SUCCESS
@@ -67,17 +63,19 @@ def test_a_topic_registered_for_thousands_of_unknown_brokers_logs_one_short_pace
     assert sum(len(line) for line in lines) < 5 * 500  # was 1.25 MB per request
     ns.clock.advance(10)
     with caplog.at_level(logging.INFO):
-        yield client.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "again"}, body)
+        await client.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "again"}, body)
     assert "45 more like this" in _logged(caplog)[-1]
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_broker_heartbeat_timeout_below_the_floor_is_raised_to_it(make_server, caplog):
-    ns = make_server({"registry": {"scan_interval_ms": 100}})
-    broker = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_a_broker_heartbeat_timeout_below_the_floor_is_raised_to_it(
+    make_world_server, caplog
+):
+    ns = make_world_server({"registry": {"scan_interval_ms": 100}})
+    broker = await connect(ns.port)
     request = register(plain_body(["T1"], 1), name="b" * 30_000)
     request.ext_fields["heartbeatTimeoutMillis"] = "10"
-    assert (yield _answered(ns, broker.request(request))).code == ResponseCode.SUCCESS
+    assert (await _answered(ns, broker.request(request))).code == ResponseCode.SUCCESS
     ns.clock.advance(0.9)  # nine scans past the broker's 10 ms, under the 1,000 ms floor
     assert ns.server.registry.broker_count == 1
     with caplog.at_level(logging.INFO):
@@ -87,25 +85,26 @@ def test_a_broker_heartbeat_timeout_below_the_floor_is_raised_to_it(make_server,
     assert lines and all(len(line) < 600 for line in lines)  # a 30 KB name, cut
 
 
-@pytest_twisted.inlineCallbacks
-def test_names_carrying_a_forged_line_are_escaped_on_every_path(make_server, caplog):
-    ns = make_server({"registry": {"scan_interval_ms": 100}})
-    client = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_names_carrying_a_forged_line_are_escaped_on_every_path(make_world_server, caplog):
+    ns = make_world_server({"registry": {"scan_interval_ms": 100}})
+    client = await connect(ns.port)
     with caplog.at_level(logging.INFO):
         # wipe perm of a made-up broker
-        wipe = yield client.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": FORGED})
+        wipe = await client.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": FORGED})
         assert wipe.code == ResponseCode.SUCCESS
         # a topic registered for an unknown broker
         body = bodies.encode_route(
             TopicRouteData(queue_datas=[QueueData(FORGED, 4, 4, 6, 0)], broker_datas=[]),
             standard_json=True,
         )
-        yield client.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"}, body)
+        await client.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"}, body)
         # a broker that expires
         request = register(plain_body(["T1"], 1), name=FORGED)
         request.ext_fields["clusterName"] = FORGED
-        assert (yield _answered(ns, client.request(request))).code == ResponseCode.SUCCESS
-        ns.clock.advance(ns.server.config.registry.broker_expiry_ms / 1000 + 1)
+        assert (await _answered(ns, client.request(request))).code == ResponseCode.SUCCESS
+        # Silent, its connection in use: it leaves by expiry.
+        await kept_in_use(ns.server.config.registry.broker_expiry_ms / 1000 + 1, client)
     assert ns.server.registry.broker_count == 0
     lines = _logged(caplog)
     _no_forged_line(lines)

@@ -1,8 +1,8 @@
 """The registry's size bounds, each tried by a broker that sends past it.
 
 A register past a bound is refused whole: INVALID_PARAMETER with a remark naming the bound, the
-registry as it was, a counter and a log line. Sockets are real (loopback); the register slices
-run on a fake clock, turned by the test.
+registry as it was, a counter and a log line. The server and the brokers' connections live in
+the deterministic world (``support.memory_world``): the register slices run on its one clock.
 """
 
 from __future__ import annotations
@@ -11,62 +11,34 @@ import json
 import logging
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import pytest_twisted
+from support.memory_world import connect
 from support.register_bodies import compressed_body, plain_body, register, topic_names
-from support.server_fixtures import FakeSampler, Running, isolated_config
-from support.wire_client import connect
-from twisted.internet import defer, reactor, task
+from support.server_fixtures import Running
 
-from namesrv.server import NameServer
 from protocol import bodies, register_body
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.route_model import QueueData, TopicRouteData
 
 
-def _server(overrides: dict[str, Any]) -> Iterator[Running]:
-    raw: dict[str, Any] = {"server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0}}
-    raw["registry"] = overrides
-    clock = task.Clock()
-    server = NameServer(
-        isolated_config(raw), reactor, clock=clock, sampler=FakeSampler(), epoch="e1"
-    )
-    port = server.listen().getHost().port  # type: ignore[attr-defined]
-    try:
-        yield Running(server, port, clock, FakeSampler())
-    finally:
-        pytest_twisted.blockon(server.stop(grace_ms=0))
-
-
 @pytest.fixture
-def make_server():
-    started: list[Iterator[Running]] = []
+def make_registry_server(make_world_server: Callable[..., Running]) -> Callable[..., Running]:
+    """Start test servers in the world with ``registry`` config overrides (keywords)."""
 
     def make(**overrides: Any) -> Running:
-        servers = _server(overrides)
-        started.append(servers)
-        return next(servers)
+        return make_world_server({"registry": overrides})
 
-    yield make
-    for servers in started:
-        next(servers, None)
+    return make
 
 
-@defer.inlineCallbacks
-def answered(ns: Running, broker: Any, request: RemotingCommand) -> Any:
-    """Send a request and turn the server's slices until it is answered."""
-    answer = broker.request(request)
-    for _ in range(100_000):
-        if answer.called:
-            break
-        if ns.server.pending_registers:
-            ns.clock.advance(0)
-        yield task.deferLater(reactor, 0, lambda: None)
-    return (yield answer)
+async def answered(ns: Running, broker: Any, request: RemotingCommand) -> Any:
+    """Send a request; answered once the world has run the server's slices."""
+    return await broker.request(request)
 
 
 def snapshot(ns: Running) -> tuple[int, int, str]:
@@ -82,22 +54,22 @@ def refused_at(ns: Running, resp: Any, bound: str) -> None:
 
 
 @pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
-@pytest_twisted.inlineCallbacks
-def test_a_register_past_the_topics_per_broker_bound_is_refused_and_changes_nothing(
-    make_server, compressed, caplog
+@pytest_twisted.ensureDeferred
+async def test_a_register_past_the_topics_per_broker_bound_is_refused_and_changes_nothing(
+    make_registry_server, compressed, caplog
 ):
-    ns = make_server(max_topics_per_broker=1_000, register_slice_topics=100)
-    broker = yield connect(ns.port)
+    ns = make_registry_server(max_topics_per_broker=1_000, register_slice_topics=100)
+    broker = await connect(ns.port)
     names = topic_names(900)
     body = compressed_body(names, 1) if compressed else plain_body(names, 1)
-    ok = yield answered(ns, broker, register(body, compressed=compressed))
+    ok = await answered(ns, broker, register(body, compressed=compressed))
     assert ok.code == ResponseCode.SUCCESS
     before = snapshot(ns)
 
     names = topic_names(1_001)
     body = compressed_body(names, 2) if compressed else plain_body(names, 2)
     with caplog.at_level(logging.INFO):
-        resp = yield answered(ns, broker, register(body, compressed=compressed))
+        resp = await answered(ns, broker, register(body, compressed=compressed))
     refused_at(ns, resp, "max_topics_per_broker")
     assert "1001 topics" in resp.remark
     assert snapshot(ns) == before
@@ -106,26 +78,26 @@ def test_a_register_past_the_topics_per_broker_bound_is_refused_and_changes_noth
     # The same broker at the bound still registers.
     names = topic_names(1_000)
     body = compressed_body(names, 3) if compressed else plain_body(names, 3)
-    ok = yield answered(ns, broker, register(body, compressed=compressed))
+    ok = await answered(ns, broker, register(body, compressed=compressed))
     assert ok.code == ResponseCode.SUCCESS and ns.server.registry.topic_count == 1_000
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_register_past_the_total_topics_bound_is_refused_but_known_topics_do_not_count(
-    make_server,
+@pytest_twisted.ensureDeferred
+async def test_a_register_past_the_total_topics_bound_is_refused_but_known_topics_do_not_count(
+    make_registry_server,
 ):
-    ns = make_server(max_total_topics=1_500, register_slice_topics=100)
-    a = yield connect(ns.port)
-    b = yield connect(ns.port)
+    ns = make_registry_server(max_total_topics=1_500, register_slice_topics=100)
+    a = await connect(ns.port)
+    b = await connect(ns.port)
     names = topic_names(1_000)
-    assert (yield answered(ns, a, register(plain_body(names, 1)))).code == ResponseCode.SUCCESS
+    assert (await answered(ns, a, register(plain_body(names, 1)))).code == ResponseCode.SUCCESS
     # Broker b serves the same 1,000 topics and 500 more: 1,500 in all, at the bound.
     more = topic_names(1_500)
-    resp = yield answered(ns, b, register(plain_body(more, 1), name="broker-b"))
+    resp = await answered(ns, b, register(plain_body(more, 1), name="broker-b"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     before = snapshot(ns)
     # One topic more than the registry may hold: refused whole, from either broker.
-    resp = yield answered(ns, b, register(plain_body(topic_names(1_501), 2), name="broker-b"))
+    resp = await answered(ns, b, register(plain_body(topic_names(1_501), 2), name="broker-b"))
     refused_at(ns, resp, "max_total_topics")
     assert snapshot(ns) == before
 
@@ -133,12 +105,12 @@ def test_a_register_past_the_total_topics_bound_is_refused_but_known_topics_do_n
     body = bodies.encode_route(route, standard_json=True)
     ext = {"topic": "ByHand"}
     cmd = RemotingCommand.request(RequestCode.REGISTER_TOPIC_IN_NAMESRV, ext, body)
-    resp = yield answered(ns, a, cmd)
+    resp = await answered(ns, a, cmd)
     assert resp.code == ResponseCode.INVALID_PARAMETER and "max_total_topics" in resp.remark
     assert not ns.server.registry.route_exists("ByHand")
     ext = {"topic": "T000001"}  # a topic it holds: nothing new
     cmd = RemotingCommand.request(RequestCode.REGISTER_TOPIC_IN_NAMESRV, ext, body)
-    assert (yield answered(ns, a, cmd)).code == ResponseCode.SUCCESS
+    assert (await answered(ns, a, cmd)).code == ResponseCode.SUCCESS
 
 
 def _record(text: bytes) -> bytes:
@@ -164,10 +136,12 @@ def _plain_with_attributes(attributes: dict[str, str]) -> bytes:
 
 
 @pytest.mark.parametrize("form", ["plain", "compressed-5x", "compressed-unusual"])
-@pytest_twisted.inlineCallbacks
-def test_a_topic_whose_attributes_pass_the_bound_refuses_its_register(make_server, form):
-    ns = make_server(max_topic_attributes_bytes=1_000)
-    broker = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_a_topic_whose_attributes_pass_the_bound_refuses_its_register(
+    make_registry_server, form
+):
+    ns = make_registry_server(max_topic_attributes_bytes=1_000)
+    broker = await connect(ns.port)
     value = "v" * 1_000
     if form == "plain":
         body, compressed = _plain_with_attributes({"+message.type": value}), False
@@ -177,57 +151,57 @@ def test_a_topic_whose_attributes_pass_the_bound_refuses_its_register(make_serve
         records = [b"Small 8 8 6 SINGLE_TAG {}", b"Big 8 8 6 " + filter_type + b" " + text]
         body, compressed = _compressed_records(records), True
     before = snapshot(ns)
-    resp = yield answered(ns, broker, register(body, compressed=compressed))
+    resp = await answered(ns, broker, register(body, compressed=compressed))
     refused_at(ns, resp, "max_topic_attributes_bytes")
     assert "'Big'" in resp.remark
     assert snapshot(ns) == before
     # Attributes within the bound register.
     small = {"+message.type": "NORMAL"}
-    ok = yield answered(ns, broker, register(_plain_with_attributes(small)))
+    ok = await answered(ns, broker, register(_plain_with_attributes(small)))
     assert ok.code == ResponseCode.SUCCESS and ns.server.registry.route_exists("Big")
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_topic_name_past_the_name_bound_is_dropped_from_its_register(make_server):
-    ns = make_server(max_topic_name_bytes=20)
-    broker = yield connect(ns.port)
-    resp = yield answered(ns, broker, register(plain_body(["Short", "N" * 21], 1)))
+@pytest_twisted.ensureDeferred
+async def test_a_topic_name_past_the_name_bound_is_dropped_from_its_register(make_registry_server):
+    ns = make_registry_server(max_topic_name_bytes=20)
+    broker = await connect(ns.port)
+    resp = await answered(ns, broker, register(plain_body(["Short", "N" * 21], 1)))
     assert resp.code == ResponseCode.SUCCESS
     assert ns.server.registry.all_topics() == ["Short"]
     assert ns.server.stats()["register_topics_dropped"] == 1
-    ok = yield answered(ns, broker, register(plain_body(["Short", "N" * 20], 1)))
+    ok = await answered(ns, broker, register(plain_body(["Short", "N" * 20], 1)))
     assert ok.code == ResponseCode.SUCCESS
     assert ns.server.registry.topic_count == 2
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_compression_bomb_is_refused_at_the_inflate_ratio(make_server):
-    ns = make_server(register_max_inflate_ratio=64)
-    broker = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_a_compression_bomb_is_refused_at_the_inflate_ratio(make_registry_server):
+    ns = make_registry_server(register_max_inflate_ratio=64)
+    broker = await connect(ns.port)
     bomb = zlib.compress(b"\0" * (32 << 20), 9)  # about 1,000 times
-    resp = yield answered(ns, broker, register(bomb, compressed=True))
+    resp = await answered(ns, broker, register(bomb, compressed=True))
     refused_at(ns, resp, "register_max_inflate_ratio")
     limit = register_body.inflate_limit(len(bomb), 64)
     assert f"past {limit} bytes" in resp.remark
     assert ns.server.registry.broker_count == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_oversized_parts_are_refused_before_they_are_parsed(make_server):
-    ns = make_server()
-    broker = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_oversized_parts_are_refused_before_they_are_parsed(make_registry_server):
+    ns = make_registry_server()
+    broker = await connect(ns.port)
     ext = {"brokerName": "b", "brokerAddr": "10.0.0.1:10911", "clusterName": "c"}
     ext["brokerId"] = "0"
     body = b'"' + b'\\"' * (register_body.MAX_DATA_VERSION_BYTES // 2)
     cmd = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, ext, body)
-    resp = yield answered(ns, broker, cmd)
+    resp = await answered(ns, broker, cmd)
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert ns.server.stats()["limit_refusals.dataVersion_bytes"] == 1
 
     servers = json.dumps(["10.0.0.1:1"] * (register_body.MAX_PART_BYTES // 10)).encode()
     doc = json.loads(plain_body(["T"], 1))
     doc["filterServerList"] = json.loads(servers)
-    resp = yield answered(ns, broker, register(json.dumps(doc).encode()))
+    resp = await answered(ns, broker, register(json.dumps(doc).encode()))
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert "filterServerList" in resp.remark
     assert ns.server.registry.topic_count == 0
@@ -242,15 +216,17 @@ def test_oversized_parts_are_refused_before_they_are_parsed(make_server):
     ],
     ids=["space before the colon", "escaped key", "nested key"],
 )
-@pytest_twisted.inlineCallbacks
-def test_long_attributes_are_found_however_their_key_is_written(make_server, spelling):
-    ns = make_server(max_topic_attributes_bytes=1_000)
-    broker = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_long_attributes_are_found_however_their_key_is_written(
+    make_registry_server, spelling
+):
+    ns = make_registry_server(max_topic_attributes_bytes=1_000)
+    broker = await connect(ns.port)
     body = plain_body(["Small", "Big"], 1)
     usual = b'"attributes":{},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":'
     usual += b'"SINGLE_TAG","topicName":"Big"'
     assert usual in body
     body = body.replace(usual, usual.replace(b'"attributes":{}', spelling % (b"v" * 1_000)))
-    resp = yield answered(ns, broker, register(body))
+    resp = await answered(ns, broker, register(body))
     refused_at(ns, resp, "max_topic_attributes_bytes")
     assert ns.server.registry.topic_count == 0

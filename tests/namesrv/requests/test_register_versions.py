@@ -1,15 +1,15 @@
 """A register whose body differs from the broker's last one only in its data version: the new
 version is taken without reading the table, unless the table written from the last body is no
-longer whole (a wipe, a deleted topic), in which case the body is read and the table restored."""
+longer whole (a wipe, a deleted topic), in which case the body is read and the table restored.
+
+Over the wire against the real server in the deterministic world (``support.memory_world``)."""
 
 from __future__ import annotations
 
 import pytest
 import pytest_twisted
+from support.memory_world import connect
 from support.register_bodies import plain_body, register, topic_names
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import reactor, task
 
 from protocol.codes import Perm, RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
@@ -19,25 +19,19 @@ KEY = ("DefaultCluster", "10.0.0.1:10911")
 
 
 @pytest.fixture
-def ns():
-    yield from running_server()
+def ns(make_world_server):
+    return make_world_server()
 
 
-@pytest_twisted.inlineCallbacks
-def send(conn, request: RemotingCommand):
-    resp = yield conn.request(request)
+async def send(conn, request: RemotingCommand):
+    resp = await conn.request(request)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return resp
 
 
-@pytest_twisted.inlineCallbacks
-def registered(ns, conn, body: bytes):
-    """Send a register and run the server's slices until it is answered."""
-    answer = conn.request(register(body))
-    while not answer.called:
-        ns.clock.advance(0)
-        yield task.deferLater(reactor, 0, lambda: None)
-    resp = yield answer
+async def registered(ns, conn, body: bytes):
+    """Send a register, answered once the world has run the server's slices."""
+    resp = await conn.request(register(body))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
@@ -55,20 +49,20 @@ def version(ns) -> DataVersion:
 
 
 @pytest.mark.parametrize("topics", [1_000, 10_000], ids=["small", "sliced"])
-@pytest_twisted.inlineCallbacks
-def test_a_new_version_of_the_same_table_is_taken_without_reading_it(ns, topics):
+@pytest_twisted.ensureDeferred
+async def test_a_new_version_of_the_same_table_is_taken_without_reading_it(ns, topics):
     names = topic_names(topics)
-    conn = yield connect(ns.port)
-    yield registered(ns, conn, plain_body(names, 1))
+    conn = await connect(ns.port)
+    await registered(ns, conn, plain_body(names, 1))
     ns.clock.advance(1.0)
     bumped = ns.server.detector.stats.versions_bumped
     assert counts(ns) == (1, 0, topics)
 
-    yield registered(ns, conn, plain_body(names, 2))
+    await registered(ns, conn, plain_body(names, 2))
     assert counts(ns) == (1, 1, topics)
     assert version(ns) == DataVersion(0, 2, 2)
-    yield registered(ns, conn, plain_body(names, 2))  # the heartbeat of the new version
-    yield registered(ns, conn, plain_body(names, 10))  # a version one digit longer
+    await registered(ns, conn, plain_body(names, 2))  # the heartbeat of the new version
+    await registered(ns, conn, plain_body(names, 10))  # a version one digit longer
     assert counts(ns) == (1, 2, topics)
     assert version(ns) == DataVersion(0, 10, 10)
     ns.clock.advance(1.0)
@@ -76,72 +70,72 @@ def test_a_new_version_of_the_same_table_is_taken_without_reading_it(ns, topics)
     assert ns.server.registry.topic_count == topics
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_new_version_after_a_write_perm_wipe_reads_the_table_and_restores_it(ns):
+@pytest_twisted.ensureDeferred
+async def test_a_new_version_after_a_write_perm_wipe_reads_the_table_and_restores_it(ns):
     names = topic_names(100)
-    conn = yield connect(ns.port)
-    yield registered(ns, conn, plain_body(names, 1))
+    conn = await connect(ns.port)
+    await registered(ns, conn, plain_body(names, 1))
     wipe = RemotingCommand.request(
         RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}
     )
-    yield send(conn, wipe)
+    await send(conn, wipe)
     table = ns.server.registry.tables.tables["broker-a"]
     assert not table["T000000"].perm & Perm.WRITE
 
-    yield registered(ns, conn, plain_body(names, 2))
+    await registered(ns, conn, plain_body(names, 2))
     assert counts(ns)[:2] == (2, 0)
     assert ns.server.registry.tables.tables["broker-a"]["T000000"].perm == 6
-    yield registered(ns, conn, plain_body(names, 3))  # whole again: the next one is not read
+    await registered(ns, conn, plain_body(names, 3))  # whole again: the next one is not read
     assert counts(ns)[:2] == (2, 1)
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_new_version_after_a_topic_was_deleted_reads_the_table_and_puts_it_back(ns):
+@pytest_twisted.ensureDeferred
+async def test_a_new_version_after_a_topic_was_deleted_reads_the_table_and_puts_it_back(ns):
     names = topic_names(100)
-    conn = yield connect(ns.port)
-    yield registered(ns, conn, plain_body(names, 1))
+    conn = await connect(ns.port)
+    await registered(ns, conn, plain_body(names, 1))
     delete = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T000003"})
-    yield send(conn, delete)
+    await send(conn, delete)
     assert not ns.server.registry.route_exists("T000003")
 
-    yield registered(ns, conn, plain_body(names, 2))
+    await registered(ns, conn, plain_body(names, 2))
     assert counts(ns)[:2] == (2, 0)
     assert ns.server.registry.route_exists("T000003")
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_new_version_with_one_topic_changed_is_read(ns):
+@pytest_twisted.ensureDeferred
+async def test_a_new_version_with_one_topic_changed_is_read(ns):
     names = topic_names(100)
-    conn = yield connect(ns.port)
-    yield registered(ns, conn, plain_body(names, 1))
-    yield registered(ns, conn, plain_body(names, 2, perms={"T000007": 4}))
+    conn = await connect(ns.port)
+    await registered(ns, conn, plain_body(names, 1))
+    await registered(ns, conn, plain_body(names, 2, perms={"T000007": 4}))
     assert counts(ns)[:2] == (2, 0)
     assert ns.server.registry.tables.tables["broker-a"]["T000007"].perm == 4
 
 
-@pytest_twisted.inlineCallbacks
-def test_bodies_the_cut_cannot_trust_are_read_every_time(ns):
-    conn = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_bodies_the_cut_cannot_trust_are_read_every_time(ns):
+    conn = await connect(ns.port)
     # A topic named like the key: its name is a second "dataVersion" in the body.
     names = [*topic_names(10), "dataVersion"]
     for v in (1, 2, 3):
-        yield registered(ns, conn, plain_body(names, v))
+        await registered(ns, conn, plain_body(names, v))
     assert counts(ns)[:2] == (3, 0)
     assert version(ns) == DataVersion(0, 3, 3)
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_slave_taking_a_new_version_leaves_the_masters_table_alone(ns):
+@pytest_twisted.ensureDeferred
+async def test_a_slave_taking_a_new_version_leaves_the_masters_table_alone(ns):
     names = topic_names(50)
-    conn = yield connect(ns.port)
-    yield registered(ns, conn, plain_body(names, 1))
+    conn = await connect(ns.port)
+    await registered(ns, conn, plain_body(names, 1))
     slave_body = plain_body(names[:10], 1)
 
     def as_slave(body: bytes) -> RemotingCommand:
         return register(body, addr="10.0.0.9:10911", broker_id=1)
 
-    yield send(conn, as_slave(slave_body))
-    yield send(conn, as_slave(plain_body(names[:10], 2)))
+    await send(conn, as_slave(slave_body))
+    await send(conn, as_slave(plain_body(names[:10], 2)))
     assert counts(ns)[:2] == (2, 1)
     live = ns.server.registry.tables.live[("DefaultCluster", "10.0.0.9:10911")]
     assert live.data_version == DataVersion(0, 2, 2)

@@ -1,12 +1,14 @@
-"""The whole-response cache answers exactly what the full path would, and never a stale route."""
+"""The whole-response cache answers exactly what the full path would, and never a stale route.
+
+Unit tests of ``RouteResponseCache``, and one over the wire against the real server in the
+deterministic world (``support.memory_world``)."""
 
 from __future__ import annotations
 
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs
-from support.server_fixtures import running_server
-from support.wire_client import connect
+from support.memory_world import connect
 
 from namesrv.requests.route_response_cache import RouteResponseCache
 from protocol.codes import RequestCode, ResponseCode, SerializeType
@@ -89,27 +91,27 @@ def test_bounded_by_max_entries():
 
 
 @pytest.fixture
-def ns():
-    yield from running_server()
+def ns(make_world_server):
+    return make_world_server()
 
 
-@pytest_twisted.inlineCallbacks
-def test_cached_answers_follow_route_changes_over_the_wire(ns):
-    broker = yield connect(ns.port)
-    yield broker.request(register_request(topic_configs("T", queues=4)))
-    client = yield connect(ns.port)
-    first = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
-    second = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+@pytest_twisted.ensureDeferred
+async def test_cached_answers_follow_route_changes_over_the_wire(ns):
+    broker = await connect(ns.port)
+    await broker.request(register_request(topic_configs("T", queues=4)))
+    client = await connect(ns.port)
+    first = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    second = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
     assert ns.server.route_responses.hits == 1
     assert (second.body, second.ext_fields) == (first.body, first.ext_fields)
     assert second.opaque == first.opaque + 1
 
-    yield broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
-    third = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    await broker.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    third = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
     assert third.body != first.body
     assert int(third.ext_fields["routeVersion"]) == int(first.ext_fields["routeVersion"]) + 1
     assert ns.server.route_responses.hits == 1
-    fourth = yield client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    fourth = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
     assert (fourth.body, fourth.ext_fields) == (third.body, third.ext_fields)
     assert ns.server.route_responses.hits == 2
     assert ns.server.stats()["handled.GET_ROUTEINFO_BY_TOPIC"] == 4

@@ -1,4 +1,5 @@
-"""GET_NAMESRV_CONFIG and UPDATE_NAMESRV_CONFIG over loopback, as mqadmin sends them."""
+"""GET_NAMESRV_CONFIG and UPDATE_NAMESRV_CONFIG over the wire, as mqadmin sends them, against the
+real server in the deterministic world (``support.memory_world``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ import pytest
 import pytest_twisted
 from support.acl_signing import ACL, independent_sign
 from support.fake_broker import register_request, topic_configs
+from support.memory_world import connect
 from support.push_wire import TICK, changes, round_trip, subscribe
-from support.wire_client import connect
-from twisted.internet import defer
 
 from namesrv.config import NamesrvConfig, from_mapping
 from namesrv.properties import parse_properties, resolve_key, upstream_properties
@@ -26,25 +26,25 @@ def update(**props: str) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body)
 
 
-@defer.inlineCallbacks
-def get_config(peer: Any) -> Any:
-    resp = yield peer.call(RequestCode.GET_NAMESRV_CONFIG)
+async def get_config(peer: Any) -> Any:
+    resp = await peer.call(RequestCode.GET_NAMESRV_CONFIG)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return parse_properties(resp.body.decode())
 
 
-@defer.inlineCallbacks
-def route_of(peer: Any, topic: str) -> Any:
-    resp = yield peer.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+async def route_of(peer: Any, topic: str) -> Any:
+    resp = await peer.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return bodies.decode_route(resp.body)
 
 
-@pytest_twisted.inlineCallbacks
-def test_get_answers_upstream_keys_with_running_values_and_our_dotted_keys(make_server, tmp_path):
+@pytest_twisted.ensureDeferred
+async def test_get_answers_upstream_keys_with_running_values_and_our_dotted_keys(
+    make_world_server, tmp_path
+):
     kv_path = str(tmp_path / "kv.json")
-    ns = make_server({"registry": {"kv_config_path": kv_path, "scan_interval_ms": 7_000}})
-    props = yield get_config((yield connect(ns.port)))
+    ns = make_world_server({"registry": {"kv_config_path": kv_path, "scan_interval_ms": 7_000}})
+    props = await get_config(await connect(ns.port))
     assert props["listenPort"] == str(ns.port)  # the bound port, not the configured 0
     assert props["bindAddress"] == "127.0.0.1"
     assert props["orderMessageEnable"] == "false"
@@ -77,56 +77,56 @@ def test_the_start_up_window_is_answered_under_upstreams_two_keys():
     assert not resolve_key("needWaitForService").runtime  # type: ignore[union-attr]
 
 
-@pytest_twisted.inlineCallbacks
-def test_update_order_message_enable_puts_order_conf_in_routes_and_notifies_subscribers(
-    make_server,
+@pytest_twisted.ensureDeferred
+async def test_update_order_message_enable_puts_order_conf_in_routes_and_notifies_subscribers(
+    make_world_server,
 ):
-    ns = make_server()
-    broker = yield connect(ns.port)
-    resp = yield broker.request(register_request(topic_configs("T1", "T2")))
+    ns = make_world_server()
+    broker = await connect(ns.port)
+    resp = await broker.request(register_request(topic_configs("T1", "T2")))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    yield broker.call(
+    await broker.call(
         RequestCode.PUT_KV_CONFIG,
         {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:4"},
     )
     ns.clock.advance(TICK)
-    client = yield connect(ns.port)
-    yield subscribe(client, "T1", "T2")
-    before = yield route_of(client, "T1")  # cached now: the update must drop it
+    client = await connect(ns.port)
+    await subscribe(client, "T1", "T2")
+    before = await route_of(client, "T1")  # cached now: the update must drop it
     assert before.order_topic_conf is None
     assert ns.server.stats()["route_cache_entries"] == 1
 
-    resp = yield client.request(update(orderMessageEnable="true"))
+    resp = await client.request(update(orderMessageEnable="true"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    after = yield route_of(client, "T1")
+    after = await route_of(client, "T1")
     assert after.order_topic_conf == "broker-a:4"
     ns.clock.advance(TICK)
-    yield client.wait_pushed(1)
-    yield round_trip(client)
+    await client.wait_pushed(1)
+    await round_trip(client)
     assert changes(client) == [("T1", ChangeKind.UPDATED)]  # T2 has no order conf
-    props = yield get_config(client)
+    props = await get_config(client)
     assert props["orderMessageEnable"] == "true"
     assert props["registry.order_message_enable"] == "true"
 
-    resp = yield client.request(update(**{"registry.order_message_enable": "false"}))
+    resp = await client.request(update(**{"registry.order_message_enable": "false"}))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    assert (yield route_of(client, "T1")).order_topic_conf is None
+    assert (await route_of(client, "T1")).order_topic_conf is None
     ns.clock.advance(TICK)
-    yield client.wait_pushed(2)
+    await client.wait_pushed(2)
     assert changes(client)[1:] == [("T1", ChangeKind.UPDATED)]
 
 
-@pytest_twisted.inlineCallbacks
-def test_update_enable_all_topic_list_takes_effect_on_the_next_request(make_server):
-    ns = make_server()
-    peer = yield connect(ns.port)
-    resp = yield peer.request(update(enableAllTopicList="false"))
+@pytest_twisted.ensureDeferred
+async def test_update_enable_all_topic_list_takes_effect_on_the_next_request(make_world_server):
+    ns = make_world_server()
+    peer = await connect(ns.port)
+    resp = await peer.request(update(enableAllTopicList="false"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield peer.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    resp = await peer.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     assert resp.code == ResponseCode.SYSTEM_ERROR
-    resp = yield peer.request(update(**{"registry.enable_all_topic_list": "true"}))
+    resp = await peer.request(update(**{"registry.enable_all_topic_list": "true"}))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield peer.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    resp = await peer.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     assert resp.code == ResponseCode.SUCCESS
 
 
@@ -149,58 +149,60 @@ def test_update_enable_all_topic_list_takes_effect_on_the_next_request(make_serv
         ({"noSuchKey": "1"}, ResponseCode.INVALID_PARAMETER, "noSuchKey"),
     ],
 )
-@pytest_twisted.inlineCallbacks
-def test_update_of_a_key_that_cannot_change_is_refused_naming_it(make_server, props, code, named):
-    ns = make_server()
-    peer = yield connect(ns.port)
-    before = yield get_config(peer)
-    resp = yield peer.request(update(**props))
+@pytest_twisted.ensureDeferred
+async def test_update_of_a_key_that_cannot_change_is_refused_naming_it(
+    make_world_server, props, code, named
+):
+    ns = make_world_server()
+    peer = await connect(ns.port)
+    before = await get_config(peer)
+    resp = await peer.request(update(**props))
     assert resp.code == code
     assert named in resp.remark
-    assert (yield get_config(peer)) == before
+    assert (await get_config(peer)) == before
     assert ns.server.config.server.listen == "127.0.0.1:0"
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_body_mixing_accepted_and_refused_keys_changes_nothing(make_server):
-    ns = make_server()
-    peer = yield connect(ns.port)
-    yield peer.request(register_request(topic_configs("T1")))
-    yield peer.call(
+@pytest_twisted.ensureDeferred
+async def test_a_body_mixing_accepted_and_refused_keys_changes_nothing(make_world_server):
+    ns = make_world_server()
+    peer = await connect(ns.port)
+    await peer.request(register_request(topic_configs("T1")))
+    await peer.call(
         RequestCode.PUT_KV_CONFIG,
         {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:4"},
     )
-    before = yield get_config(peer)
-    resp = yield peer.request(update(orderMessageEnable="true", kvConfigPath="/tmp/elsewhere"))
+    before = await get_config(peer)
+    resp = await peer.request(update(orderMessageEnable="true", kvConfigPath="/tmp/elsewhere"))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "kvConfigPath" in resp.remark and "orderMessageEnable" not in resp.remark
-    assert (yield get_config(peer)) == before
+    assert (await get_config(peer)) == before
     assert ns.server.config.registry.order_message_enable is False
-    assert (yield route_of(peer, "T1")).order_topic_conf is None
+    assert (await route_of(peer, "T1")).order_topic_conf is None
 
 
-@pytest_twisted.inlineCallbacks
-def test_contradicting_key_forms_or_an_empty_body_change_nothing(make_server):
-    ns = make_server()
-    peer = yield connect(ns.port)
-    resp = yield peer.request(
+@pytest_twisted.ensureDeferred
+async def test_contradicting_key_forms_or_an_empty_body_change_nothing(make_world_server):
+    ns = make_world_server()
+    peer = await connect(ns.port)
+    resp = await peer.request(
         update(orderMessageEnable="true", **{"registry.order_message_enable": "false"})
     )
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert "registry.order_message_enable" in resp.remark
-    resp = yield peer.call(RequestCode.UPDATE_NAMESRV_CONFIG)
+    resp = await peer.call(RequestCode.UPDATE_NAMESRV_CONFIG)
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert ns.server.config.registry.order_message_enable is False
 
 
-@pytest_twisted.inlineCallbacks
-def test_with_acl_on_an_unsigned_update_is_refused_a_signed_one_accepted(make_server):
-    ns = make_server({"acl": ACL})
-    peer = yield connect(ns.port)
-    resp = yield peer.request(update(orderMessageEnable="true"))
+@pytest_twisted.ensureDeferred
+async def test_with_acl_on_an_unsigned_update_is_refused_a_signed_one_accepted(make_world_server):
+    ns = make_world_server({"acl": ACL})
+    peer = await connect(ns.port)
+    resp = await peer.request(update(orderMessageEnable="true"))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert ns.server.config.registry.order_message_enable is False
-    resp = yield peer.request(
+    resp = await peer.request(
         independent_sign(update(orderMessageEnable="true"), "ops", "ops-secret")
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark

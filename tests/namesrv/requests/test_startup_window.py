@@ -1,5 +1,6 @@
-"""The start-up window over loopback: a just-started server does not claim absence it cannot
-know. Timers run on a fake clock (the server's); sockets are real."""
+"""The start-up window: a just-started server does not claim absence it cannot know. The server
+and the test's connections live in the deterministic world (``support.memory_world``): one
+virtual clock, the server's, and TCP in memory."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
+from support.memory_world import connect
 from support.push_wire import TICK, changes, subscribe
-from support.server_fixtures import running_server
-from support.wire_client import connect
 from twisted.internet import task
 
 from namesrv.admin.render import push_status_table
@@ -27,8 +27,8 @@ WINDOW_MS = 45_000
 
 
 @pytest.fixture
-def warming():
-    yield from running_server({"server": {"wait_for_service_ms": WINDOW_MS}})
+def warming(make_world_server):
+    return make_world_server({"server": {"wait_for_service_ms": WINDOW_MS}})
 
 
 def lookup(client: Any, topic: str) -> Any:
@@ -55,74 +55,78 @@ def test_the_window_counts_down_on_the_clock_it_is_given():
     assert (off.warming_up, off.left_ms(), off.uptime_ms()) == (False, 0, 0)
 
 
-@pytest_twisted.inlineCallbacks
-def test_an_unheard_topic_is_not_ready_while_warming_and_a_registered_one_is_answered(warming):
-    client = yield connect(warming.port)
+@pytest_twisted.ensureDeferred
+async def test_an_unheard_topic_is_not_ready_while_warming_and_a_registered_one_is_answered(
+    warming,
+):
+    client = await connect(warming.port)
     warming.clock.advance(5)
-    resp = yield lookup(client, "Unheard")
+    resp = await lookup(client, "Unheard")
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert resp.remark == "name server not ready: warming up, 40000 ms left"
     assert resp.ext_fields == {"warmingUp": "true"}
-    broker = yield connect(warming.port)
-    resp = yield broker.request(register_request(topic_configs("T")))
+    broker = await connect(warming.port)
+    resp = await broker.request(register_request(topic_configs("T")))
     assert resp.code == ResponseCode.SUCCESS
-    resp = yield lookup(client, "T")
+    resp = await lookup(client, "T")
     assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["routeVersion"] == "1"
     # Heard of, then left by its broker: the server knows, so it says so (no broker now).
-    yield broker.request(unregister_request())
-    resp = yield lookup(client, "T")
+    await broker.request(unregister_request())
+    resp = await lookup(client, "T")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
     assert "topicDeleted" not in resp.ext_fields
     # The window ends: an unheard topic is absent from now on.
     warming.clock.advance(40)
-    resp = yield lookup(client, "Unheard")
+    resp = await lookup(client, "Unheard")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
     assert "warmingUp" not in resp.ext_fields
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_not_ready_answer_is_never_cached(warming):
-    client = yield connect(warming.port)
+@pytest_twisted.ensureDeferred
+async def test_a_not_ready_answer_is_never_cached(warming):
+    client = await connect(warming.port)
     for _ in range(2):
-        resp = yield lookup(client, "Unheard")
+        resp = await lookup(client, "Unheard")
         assert resp.code == ResponseCode.SYSTEM_ERROR
     warming.clock.advance(WINDOW_MS / 1000)
-    resp = yield lookup(client, "Unheard")
+    resp = await lookup(client, "Unheard")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
     assert warming.server.route_responses.hits == 0
 
 
-@pytest_twisted.inlineCallbacks
-def test_with_the_window_off_a_fresh_server_answers_topic_not_exist(make_server, caplog):
+@pytest_twisted.ensureDeferred
+async def test_with_the_window_off_a_fresh_server_answers_topic_not_exist(
+    make_world_server, caplog
+):
     with caplog.at_level(logging.INFO, logger="namesrv.requests.startup_window"):
-        ns = make_server({"server": {"wait_for_service_ms": 0}})
-    client = yield connect(ns.port)
-    resp = yield lookup(client, "Unheard")
+        ns = make_world_server({"server": {"wait_for_service_ms": 0}})
+    client = await connect(ns.port)
+    resp = await lookup(client, "Unheard")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
-    ack = yield subscribe(client, "Unheard")
+    ack = await subscribe(client, "Unheard")
     assert (ack.warming_up, ack.warm_in_ms) == (False, 0)
     assert ns.server.stats()["warming_up"] == 0
     assert not [r for r in caplog.records if "warm" in r.getMessage()]
 
 
-@pytest_twisted.inlineCallbacks
-def test_subscribe_ack_says_warming_up_how_long_is_left_and_the_uptime(warming):
-    client = yield connect(warming.port)
+@pytest_twisted.ensureDeferred
+async def test_subscribe_ack_says_warming_up_how_long_is_left_and_the_uptime(warming):
+    client = await connect(warming.port)
     warming.clock.advance(10)
-    ack = yield subscribe(client, "Unheard")
+    ack = await subscribe(client, "Unheard")
     assert (ack.warming_up, ack.warm_in_ms, ack.uptime_ms) == (True, 35_000, 10_000)
     assert ack.topics[0].exists is False and ack.topics[0].deleted is False
     warming.clock.advance(50)
-    ack = yield subscribe(client, "Unheard")
+    ack = await subscribe(client, "Unheard")
     assert (ack.warming_up, ack.warm_in_ms, ack.uptime_ms) == (False, 0, 60_000)
 
 
-@pytest_twisted.inlineCallbacks
-def test_the_window_end_is_logged_counted_in_the_metric_and_shown_in_push_status(
-    make_server, caplog
+@pytest_twisted.ensureDeferred
+async def test_the_window_end_is_logged_counted_in_the_metric_and_shown_in_push_status(
+    make_world_server, caplog
 ):
     with caplog.at_level(logging.INFO, logger="namesrv.requests.startup_window"):
-        ns = make_server({"server": {"wait_for_service_ms": WINDOW_MS}})
+        ns = make_world_server({"server": {"wait_for_service_ms": WINDOW_MS}})
         started = [r.getMessage() for r in caplog.records if "warming up for" in r.getMessage()]
         assert started == [
             "warming up for 45000 ms (server.wait_for_service_ms): a lookup of a topic no "
@@ -130,8 +134,8 @@ def test_the_window_end_is_logged_counted_in_the_metric_and_shown_in_push_status
             "TOPIC_NOT_EXIST"
         ]
         assert gauge(ns.server, "rocketmq_namesrv_warming_up") == 1
-        client = yield connect(ns.port)
-        resp = yield client.call(RequestCode.GET_PUSH_STATUS)
+        client = await connect(ns.port)
+        resp = await client.call(RequestCode.GET_PUSH_STATUS)
         status = json.loads(resp.body)
         assert (status["warmingUp"], status["warmInMs"], status["uptimeMs"]) == (True, 45_000, 0)
         assert re.search(r"^warming up +true$", push_status_table(status), re.M)
@@ -144,7 +148,7 @@ def test_the_window_end_is_logged_counted_in_the_metric_and_shown_in_push_status
             "is answered TOPIC_NOT_EXIST from now on"
         ]
         assert gauge(ns.server, "rocketmq_namesrv_warming_up") == 0
-        resp = yield client.call(RequestCode.GET_PUSH_STATUS)
+        resp = await client.call(RequestCode.GET_PUSH_STATUS)
         status = json.loads(resp.body)
         assert (status["warmingUp"], status["warmInMs"], status["uptimeMs"]) == (False, 0, 45_000)
         assert re.search(r"^warm in ms +0$", push_status_table(status), re.M)
@@ -152,36 +156,38 @@ def test_the_window_end_is_logged_counted_in_the_metric_and_shown_in_push_status
         assert len([r for r in caplog.records if "warm" in r.getMessage()]) == 2
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_topic_deleted_during_the_window_is_notified_deleted_and_answered_deleted(warming):
-    broker = yield connect(warming.port)
-    yield broker.request(register_request(topic_configs("T", "U")))
+@pytest_twisted.ensureDeferred
+async def test_a_topic_deleted_during_the_window_is_notified_deleted_and_answered_deleted(warming):
+    broker = await connect(warming.port)
+    await broker.request(register_request(topic_configs("T", "U")))
     warming.clock.advance(TICK)
-    client = yield connect(warming.port)
-    ack = yield subscribe(client, "T")
+    client = await connect(warming.port)
+    ack = await subscribe(client, "T")
     assert ack.warming_up and ack.topics[0].exists
-    resp = yield broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"})
+    resp = await broker.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"})
     assert resp.code == ResponseCode.SUCCESS
     warming.clock.advance(TICK)
-    yield client.wait_pushed(1)
+    await client.wait_pushed(1)
     assert changes(client) == [("T", ChangeKind.DELETED)]
-    resp = yield lookup(client, "T")
+    resp = await lookup(client, "T")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST  # heard of: never "not ready"
     assert resp.ext_fields["topicDeleted"] == "true"
-    ack = yield subscribe(client, "T")
+    ack = await subscribe(client, "T")
     assert ack.warming_up and not ack.topics[0].exists and ack.topics[0].deleted
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_system_topic_clients_create_on_absence_is_answered_absent_inside_the_window(warming):
+@pytest_twisted.ensureDeferred
+async def test_a_system_topic_clients_create_on_absence_is_answered_absent_inside_the_window(
+    warming,
+):
     """The 5.x proxy asks for its heartbeat-sync topic at start and creates it only when told
     it is absent: that topic (``server.wait_for_service_exempt_topics``) is answered
     TOPIC_NOT_EXIST inside the window; every other unheard topic still "not ready"."""
-    client = yield connect(warming.port)
-    resp = yield lookup(client, "DefaultHeartBeatSyncerTopic")
+    client = await connect(warming.port)
+    resp = await lookup(client, "DefaultHeartBeatSyncerTopic")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
     assert "warmingUp" not in resp.ext_fields
-    resp = yield lookup(client, "Unheard")
+    resp = await lookup(client, "Unheard")
     assert resp.code == ResponseCode.SYSTEM_ERROR
 
 
