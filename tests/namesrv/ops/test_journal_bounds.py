@@ -131,7 +131,7 @@ async def test_a_connection_churning_subscriptions_on_a_server_is_held_to_its_sh
     client = await connect(ns.port)
     topics = LONG_TOPICS[:2_000]
     for _ in range(20):  # inside one second of the clock (it stands still): 20 rounds
-        memory_world.wait(subscribe(client, *topics), within=0)
+        memory_world.run(subscribe(client, *topics), within=0)
         resp = await client.call(
             RequestCode.UNSUBSCRIBE_TOPIC_ROUTE_CHANGED, body=encode_unsubscribe(topics)
         )
