@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from namesrv.ops.clock import Clock
 from namesrv.requests.processors import PendingResponse, RequestProcessor
 from namesrv.routes.registry import RouteRegistry
 from protocol.frame import encode_command
@@ -53,7 +54,7 @@ class RegisterTurns:
         self,
         processor: RequestProcessor,
         registry: RouteRegistry,
-        clock: Any,
+        clock: Clock,
         counters: Counter[str],
         on_settled: Callable[[], None] = lambda: None,
     ) -> None:
