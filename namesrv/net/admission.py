@@ -10,13 +10,16 @@ other that may go: subscribing does not buy a host more than its share of the to
 The kernel refuses connections on its own once the process has no file descriptors left,
 and Twisted reports that only to its own log: an observer of that log
 (:meth:`Admission.twisted_log_event`) gives the operator one error per episode, and one line
-when connections are accepted again.
+when connections are accepted again. Connections the kernel queued meanwhile are accepted as
+soon as some close and may run the descriptors out again at once: refusals within
+:data:`FD_RELAPSE_S` of an episode's end resume it, with no second error.
 """
 
 from __future__ import annotations
 
 import logging
 import resource
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -34,6 +37,9 @@ log = logging.getLogger(__name__)
 FD_HEADROOM = 64
 """File descriptors the process needs besides its connections (files, the journal, ports)."""
 
+FD_RELAPSE_S = 60.0
+"""Refusals this soon after a file-descriptor episode ended resume it (see the module's text)."""
+
 NO_ROOM_RETRY_MS = 1_000
 """After a search for a connection to close found none, newcomers from hosts holding as many
 connections or more are refused without searching again for this long: a search reads every
@@ -50,10 +56,12 @@ class Admission:
         peer_log: PacedLog,
         may_evict: Callable[[NamesrvConnection], bool] | None = None,
         subscribed: Callable[[NamesrvConnection], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         """``may_evict`` tells whether a connection may be closed to admit another at the
         total bound; None: none may (a newcomer past the bound is refused). A connection for
-        which ``subscribed`` is true goes only after the others that may go."""
+        which ``subscribed`` is true goes only after the others that may go. ``clock`` tells
+        seconds."""
         self._config = config
         self._counters = counters
         self._peer_log = peer_log
@@ -70,6 +78,11 @@ class Admission:
         """Connections the kernel or Twisted refused since file descriptors ran out; 0: none."""
         self._fd_episode_ends_below = 1
         """Open connections below which an accepted one ends the episode."""
+        self._fd_episode_ended_at: float | None = None
+        """When the last episode ended (``clock`` seconds); None: none has."""
+        self._fd_relapsed = False
+        """The current episode resumed one that had ended: its end is a paced line."""
+        self._clock = clock
         self._observer = cast(ILogObserver, self.twisted_log_event)
 
     def start(self) -> None:
@@ -93,11 +106,7 @@ class Admission:
     def admit(self, conn: NamesrvConnection) -> bool:
         """Admit ``conn`` unless a connection bound is reached (then it is refused, counted)."""
         if self._fd_episode_refused and len(self.connections) < self._fd_episode_ends_below:
-            log.warning(
-                "accepting connections again; %d were refused while file descriptors ran out",
-                self._fd_episode_refused,
-            )
-            self._fd_episode_refused = 0
+            self._fd_episode_ended()
         cfg = self._config
         hosted = self._of_host.get(conn.host)
         on_host = len(hosted) if hosted is not None else 0
@@ -231,12 +240,26 @@ class Admission:
             # The episode ends once a tenth of the connections it started with have gone: an
             # accept that squeezes through while the limit is still in reach starts no new one.
             self._fd_episode_ends_below = max(1, len(self.connections) * 9 // 10)
-            soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            log.error(
-                "cannot accept new connections: this process is out of file descriptors "
-                "(limit %d, %d connections open); they are refused until some close. "
-                "Raise `ulimit -n` or lower server.max_connections",
-                soft,
-                len(self.connections),
-            )
+            ended = self._fd_episode_ended_at
+            self._fd_relapsed = ended is not None and self._clock() - ended < FD_RELAPSE_S
+            if not self._fd_relapsed:
+                soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                log.error(
+                    "cannot accept new connections: this process is out of file descriptors "
+                    "(limit %d, %d connections open); they are refused until some close. "
+                    "Raise `ulimit -n` or lower server.max_connections",
+                    soft,
+                    len(self.connections),
+                )
         self._fd_episode_refused += 1
+
+    def _fd_episode_ended(self) -> None:
+        """One line per episode; the ends of relapses are paced, a storm's flapping shows as
+        a count."""
+        msg = "accepting connections again; %d were refused while file descriptors ran out"
+        if self._fd_relapsed:
+            self._peer_log.warning("accepting_again", msg, self._fd_episode_refused)
+        else:
+            log.warning(msg, self._fd_episode_refused)
+        self._fd_episode_refused = 0
+        self._fd_episode_ended_at = self._clock()

@@ -76,7 +76,12 @@ class ConnectionHub:
         self.peer_log = PacedLog(log, clock.seconds)
         """Lines a peer can provoke, paced per kind."""
         self.admission = Admission(
-            config, counters, self.peer_log, self._may_evict, subscribed=keeps_idle
+            config,
+            counters,
+            self.peer_log,
+            self._may_evict,
+            subscribed=keeps_idle,
+            clock=clock.seconds,
         )
         self.connections = self.admission.connections
         self.input = InputBounds(config, counters, self.peer_log)

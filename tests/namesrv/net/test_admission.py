@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from typing import Any
 
 from namesrv.config import ServerConfig
-from namesrv.net.admission import Admission
+from namesrv.net.admission import FD_RELAPSE_S, Admission
 from protocol.paced_log import PacedLog
 
 
@@ -58,6 +59,47 @@ def test_running_out_of_descriptors_logs_once_per_episode(caplog):
         r.getMessage() for r in caplog.records if "accepting connections again" in r.getMessage()
     ]
     assert again == ["accepting connections again; 3 were refused while file descriptors ran out"]
+
+
+def test_refusals_soon_after_an_episode_ended_resume_it_without_a_second_error(caplog):
+    # Connections the kernel queued while descriptors were out are accepted as soon as some
+    # close, and can run them out again at once: the same shortage, one error.
+    now = [100.0]
+    counters: Counter[str] = Counter()
+    gate = Admission(
+        ServerConfig(), counters, PacedLog(logging.getLogger(__name__)), clock=lambda: now[0]
+    )
+    peers = [Peer(i, f"10.0.2.{i}") for i in range(10)]
+    for p in peers:
+        gate.admit(p)
+    refused = {"log_format": "EMFILE encountered; releasing reserved file descriptor."}
+    ids = itertools.count(100)
+
+    def episode(refusals: int) -> None:
+        for _ in range(refusals):
+            gate.twisted_log_event(refused)
+        gate.release(peers.pop())
+        gate.release(peers.pop())
+        peers.append(Peer(next(ids), "10.0.3.1"))
+        gate.admit(peers[-1])  # below nine tenths of the count it began with: it ends
+
+    with caplog.at_level(logging.WARNING, logger="namesrv.net.admission"):
+        episode(2)
+        now[0] += FD_RELAPSE_S - 1
+        episode(3)
+        now[0] += FD_RELAPSE_S
+        episode(1)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    again = [
+        r.getMessage() for r in caplog.records if "accepting connections again" in r.getMessage()
+    ]
+    assert counters["accept_failures"] == 6
+    assert len(errors) == 2 and all("out of file descriptors" in e for e in errors)
+    assert again == [
+        "accepting connections again; 2 were refused while file descriptors ran out",
+        "accepting connections again; 3 were refused while file descriptors ran out",
+        "accepting connections again; 1 were refused while file descriptors ran out",
+    ]
 
 
 # -- room at the total bound ------------------------------------------------------------------
