@@ -207,10 +207,6 @@ class EventJournal:
         self.files_opened = 0
         self.files_deleted = 0
 
-    @property
-    def current_path(self) -> Path | None:
-        return self._path
-
     def record(self, event: str, **fields: Any) -> None:
         """Append ``{"ts_ms": now, "event": event, **fields}`` as one compact JSON line."""
         if self._closed:

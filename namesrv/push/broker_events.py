@@ -38,11 +38,6 @@ DEPARTURE_RULE_OF_CAUSE: dict[ChangeCause, str] = {
 }
 """The ``BrokerEventConfig`` field (True = announce) governing each departure cause."""
 
-ARRIVAL_RULE = "arrival"
-"""Arrivals (a broker address's first registration) are governed by one field, whatever the
-register's cause (``broker_startup`` or ``register``)."""
-
-
 @dataclass(slots=True)
 class _Owed:
     """One ``BrokerChange`` owed to one connection; merged in place by later events."""
@@ -111,12 +106,11 @@ class BrokerEventBook:
         in C per event, not a per-topic index built in Python: a broker of 100,000 topics
         arrives in one reactor turn."""
         self._debt: dict[Subscriber, dict[_Key, _Owed]] = {}
-        self.events_announced = 0
         self.events_silent = 0
-        self.entries_owed = 0
-        """(connection, broker event) pairs merged into debt."""
 
     def announces(self, event: BrokerEvent) -> bool:
+        """An arrival (a broker address's first registration) is governed by one field,
+        whatever the register's cause; a departure by its cause's field."""
         if event.kind is BrokerChangeKind.ARRIVED:
             return self._arrivals
         return event.cause in self._departure_causes
@@ -125,7 +119,6 @@ class BrokerEventBook:
         """The registry reports ``event`` right after marking its topics changed."""
         announced = self.announces(event)
         if announced:
-            self.events_announced += 1
             if event.topics:
                 self._waiting.append((_Pending(event), set(event.topics)))
         else:
@@ -206,7 +199,6 @@ class BrokerEventBook:
         if owed is not None and conn in pending.merged:
             return owed
         pending.merged.add(conn)
-        self.entries_owed += 1
         addrs = {addr: broker_id for broker_id, addr in event.addrs}
         if owed is None:
             owed = debt[key] = _Owed(

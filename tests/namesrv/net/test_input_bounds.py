@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs
+from support.journal_files import journal_files, journal_records
 from support.loopback_wait import server_side, until
 from support.wire_client import WireClient, connect
 from twisted.internet import defer, reactor
@@ -429,16 +430,11 @@ async def test_a_write_perm_toggling_client_cannot_flood_the_journal(make_server
             assert resp.code == ResponseCode.SUCCESS
             ns.clock.advance(1)
     ns.server.journal.flush()
-    on_disk = sum(p.stat().st_size for p in tmp_path.glob("journal-*.jsonl"))
+    on_disk = sum(p.stat().st_size for p in journal_files(tmp_path))
     assert on_disk <= 256 * KIB
     # A toggle's tick is one route_changes record of its 500 topics: nothing needed cutting.
     assert ns.server.stats()["journal_suppressed_records"] == 0
-    records = [
-        json.loads(line)
-        for p in sorted(tmp_path.glob("journal-*.jsonl"))
-        for line in p.read_text().splitlines()
-    ]
-    changes = [r for r in records if r["event"] == "route_changes"]
+    changes = journal_records(tmp_path, "route_changes")
     assert changes and all(len(r["topics"]) == len(topics) for r in changes)
 
 

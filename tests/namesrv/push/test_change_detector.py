@@ -649,9 +649,10 @@ DetectorMachine.TestCase.settings = settings(
 test_every_unsuppressed_change_is_eventually_notified = DetectorMachine.TestCase
 
 
-def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
+def timed_harness(start_ms: int) -> tuple[Harness, list[int]]:
+    """A harness whose detector stamps its marks with ``clock[0]``."""
     h = Harness()
-    clock = [5_000]
+    clock = [start_ms]
     h.detector = ChangeDetector(
         h.routes.exists,
         h.subs,
@@ -660,6 +661,11 @@ def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
         events=RecordedEvents(lambda name, data: h.events.append((name, data))),
         clock_ms=lambda: clock[0],
     )
+    return h, clock
+
+
+def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
+    h, clock = timed_harness(5_000)
     h.set("a", b"1")
     clock[0] = 5_300
     h.set("a", b"2")  # a later mutation before the tick: the change began at the first
@@ -684,16 +690,7 @@ def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
 
 
 def test_a_capped_settle_keeps_the_mutation_time_of_what_it_leaves_marked() -> None:
-    h = Harness()
-    clock = [1_000]
-    h.detector = ChangeDetector(
-        h.routes.exists,
-        h.subs,
-        SuppressionConfig(),
-        "epoch-1",
-        events=RecordedEvents(lambda name, data: h.events.append((name, data))),
-        clock_ms=lambda: clock[0],
-    )
+    h, clock = timed_harness(1_000)
     h.set("a", b"1")
     clock[0] = 1_500
     h.set("b", b"1")

@@ -8,12 +8,12 @@ tick's notifications before it reads the next request, so a notification would a
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
+from support.journal_files import journal_records
 from support.memory_world import connect, kept_in_use, until
 from support.push_wire import TICK, changes, notifications, round_trip, subscribe
 
@@ -217,11 +217,7 @@ async def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic
     assert ns.server.stats()["degradation_transitions"] == 2
 
     ns.server.journal.flush()
-    records = [
-        json.loads(line)
-        for path in sorted(tmp_path.glob("journal-*.jsonl"))
-        for line in path.open()
-    ]
+    records = journal_records(tmp_path)
     episode = [r for r in records if r["event"] in ("degradation", "backlog_drained")]
     assert [(r["event"], r.get("degraded")) for r in episode] == [
         ("degradation", True),
