@@ -14,7 +14,7 @@ import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
 from support.journal_files import journal_records
 from support.memory_world import connect, kept_in_use, until
-from support.push_wire import TICK, notifications, round_trip, subscribe
+from support.push_wire import TICK, broker_with, notifications, round_trip, subscribe
 
 from namesrv.config import BrokerEventConfig, SuppressionConfig
 from namesrv.push.broker_events import BrokerEventBook
@@ -126,9 +126,7 @@ async def test_channel_close_and_expiry_announce_like_unregister(ns):
 async def test_arrival_lists_the_subscribed_topics_it_changed_without_exact_steps(ns):
     client = await connect(ns.port)
     await subscribe(client, "T1", "T2", "X")
-    a = await connect(ns.port)
-    await a.request(register_request(topic_configs("T1", "T2", "T3")))
-    ns.clock.advance(TICK)
+    a = await broker_with(ns, "T1", "T2", "T3")
     await client.wait_pushed(1)
     [note] = notifications(client)
     assert list(note.changes) == []  # the start-up's per-topic entries stay suppressed
@@ -170,9 +168,7 @@ async def test_each_rule_off_keeps_that_event_silent_and_journals_it(
     )
     client = await connect(ns.port)
     await subscribe(client, "T1")
-    a = await connect(ns.port)
-    await a.request(register_request(topic_configs("T1", "T2")))
-    ns.clock.advance(TICK)
+    a = await broker_with(ns, "T1", "T2")
     departure = "unregister" if rule == "arrival" else rule
     if departure == "unregister":
         await a.request(unregister_request())

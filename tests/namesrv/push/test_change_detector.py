@@ -78,7 +78,12 @@ class Routes:
 
 
 class Harness:
-    def __init__(self, suppress: SuppressionConfig | None = None, per_conn: int = 1000) -> None:
+    def __init__(
+        self,
+        suppress: SuppressionConfig | None = None,
+        per_conn: int = 1000,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.routes = Routes()
         self.subs = SubscriptionRegistry(per_conn, 10_000_000)
         self.events: list[tuple[str, dict[str, Any]]] = []
@@ -88,6 +93,7 @@ class Harness:
             suppress or SuppressionConfig(),
             "epoch-1",
             events=RecordedEvents(lambda name, data: self.events.append((name, data))),
+            clock_ms=clock_ms,
         )
         self.now = 1_000
 
@@ -651,17 +657,8 @@ test_every_unsuppressed_change_is_eventually_notified = DetectorMachine.TestCase
 
 def timed_harness(start_ms: int) -> tuple[Harness, list[int]]:
     """A harness whose detector stamps its marks with ``clock[0]``."""
-    h = Harness()
     clock = [start_ms]
-    h.detector = ChangeDetector(
-        h.routes.exists,
-        h.subs,
-        SuppressionConfig(),
-        "epoch-1",
-        events=RecordedEvents(lambda name, data: h.events.append((name, data))),
-        clock_ms=lambda: clock[0],
-    )
-    return h, clock
+    return Harness(clock_ms=lambda: clock[0]), clock
 
 
 def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.fake_broker import register_request, topic_configs
 from support.memory_world import connect, until
-from support.push_wire import TICK, notifications, round_trip, subscribe
+from support.push_wire import TICK, broker_with, notifications, round_trip, subscribe
 
 from namesrv.config import PushConfig
 from namesrv.push.inline_routes import InlineRoutes
@@ -163,15 +162,6 @@ def test_zero_bounds_turn_inline_routes_off():
 
 
 # -- over the wire, in the world ----------------------------------------------------------
-
-
-async def broker_with(ns: Any, *topics: str, **kw: Any) -> Any:
-    broker = await connect(ns.port)
-    # A large register is read and applied in turns of the clock: awaiting settles them.
-    resp = await broker.request(register_request(topic_configs(*topics), **kw))
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    ns.clock.advance(TICK)  # settle the start-up registration (silent by default)
-    return broker
 
 
 async def route_answer(client: Any, topic: str) -> Any:
