@@ -38,6 +38,7 @@ DEPARTURE_RULE_OF_CAUSE: dict[ChangeCause, str] = {
 }
 """The ``BrokerEventConfig`` field (True = announce) governing each departure cause."""
 
+
 @dataclass(slots=True)
 class _Owed:
     """One ``BrokerChange`` owed to one connection; merged in place by later events."""
