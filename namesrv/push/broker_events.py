@@ -1,10 +1,10 @@
 """Broker arrivals and departures, announced as one entry per broker instead of per topic.
 
 A broker restart touches every topic it serves: announcing each topic would send a subscriber
-thousands of entries and make it refetch thousands of routes at once (the hotspot upstream
-issue #3870 suppresses). Instead the registry reports the event itself (which addresses of which
-broker name left or arrived) and each connection subscribed to any touched topic is owed one
-``BrokerChange`` naming the broker, with the version each of its subscribed topics moved to.
+thousands of entries and make it refetch thousands of routes at once (the hotspot the default
+suppression rules silence). Instead the registry reports the event itself (which addresses of
+which broker name left or arrived) and each connection subscribed to any touched topic is owed
+one ``BrokerChange`` naming the broker, with the version each of its subscribed topics moved to.
 
 For a departure, a topic's entry also carries ``from_version`` when the step is *exact*: the
 route at ``version`` is the route at ``from_version`` with the departure applied, and nothing

@@ -287,7 +287,7 @@ def test_each_suppression_rule_switches_its_causes(
         assert all(name != "suppressed" for name, _ in h.events)
 
 
-def test_default_config_follows_issue_3870_table() -> None:
+def test_by_default_only_broker_start_up_and_departures_are_silent() -> None:
     h = Harness()
     h.subscribe("c1", "a")
     for cause in ChangeCause:
