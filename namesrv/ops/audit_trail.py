@@ -88,7 +88,6 @@ class KeyOwners(Protocol):
 
     @property
     def enabled(self) -> bool: ...
-
     def owner_of(self, broker_name: str) -> str | None: ...
 
 

@@ -191,16 +191,12 @@ class MetricsSource(Protocol):
 
     @property
     def config(self) -> NamesrvConfig: ...
-
     @property
     def clock(self) -> Clock: ...
-
     @property
     def counters(self) -> Counter[str]: ...
-
     @property
     def tick_durations(self) -> DurationHistogram: ...
-
     def stats(self) -> Mapping[str, int]: ...
 
 
