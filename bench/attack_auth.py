@@ -49,7 +49,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
 SECRETS = {"ops": "ops-secret", "nobody": "nobody-secret", "reader": "reader-secret"}
-ACCOUNTS = """
+OPS_AND_NOBODY = """
 [[acl.accounts]]
 access_key = "ops"
 secret_key = "ops-secret"
@@ -60,7 +60,9 @@ access_key = "nobody"
 secret_key = "nobody-secret"
 read = false
 signature = "strong"
-[[acl.accounts]]
+"""
+"""The admin and the account that may read nothing, both signing strongly (attack_round2 too)."""
+ACCOUNTS = f"""{OPS_AND_NOBODY}[[acl.accounts]]
 access_key = "reader"
 secret_key = "reader-secret"
 signature = "strong"

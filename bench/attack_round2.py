@@ -60,6 +60,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil
+from attack_auth import OPS_AND_NOBODY
 from attack_queues import PROBE_TOPIC, Prober, register_command
 from hostile_clients import RssSampler, connect
 from local_processes import ROOT, free_port, roundtrip, start_namesrv, wait_port
@@ -76,18 +77,7 @@ SECRETS = {"ops": "ops-secret", "nobody": "nobody-secret", "broker": "broker-sec
 ACL_TEXT = f"""
 [acl]
 enabled = true
-server_identity = "{IDENTITY}"
-[[acl.accounts]]
-access_key = "ops"
-secret_key = "ops-secret"
-admin = true
-signature = "strong"
-[[acl.accounts]]
-access_key = "nobody"
-secret_key = "nobody-secret"
-read = false
-signature = "strong"
-[[acl.accounts]]
+server_identity = "{IDENTITY}"{OPS_AND_NOBODY}[[acl.accounts]]
 access_key = "broker"
 secret_key = "broker-secret"
 brokers = ["*"]

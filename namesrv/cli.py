@@ -16,12 +16,28 @@ from namesrv.config import MIB, ConfigError, NamesrvConfig, check_paths, parse_l
 from namesrv.config_file import load, looks_like_properties_file
 from namesrv.config_text import config_properties, config_toml
 from namesrv.ops.audit_trail import AUDIT_LOGGER
-from namesrv.ops.log_limit import EscapingFilter
 from protocol.command_line import DefaultsHelpFormatter, add_version
+from protocol.peer_text import printable
 
 EXIT_CONFIG = 2
 """A config that cannot be used: bad file, key, value or path."""
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+MAX_LINE_CHARS = 4_096
+"""A whole log line's message is cut here by :class:`EscapingFilter`."""
+
+
+class EscapingFilter(logging.Filter):
+    """Every handler's filter: each line's message with its control characters escaped and cut
+    to ``MAX_LINE_CHARS``, so no string (a peer's name in any line, also outside the peer-line
+    pacer of ``protocol.paced_log``) breaks a line or drives a terminal. Tracebacks keep their
+    lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        shown = printable(message, MAX_LINE_CHARS)
+        if shown != message:
+            record.msg, record.args = shown, None
+        return True
 
 
 def build_parser() -> argparse.ArgumentParser:

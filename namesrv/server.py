@@ -23,16 +23,13 @@ from twisted.internet.interfaces import IListeningPort
 from namesrv.config import NamesrvConfig, replay_record_file, state_file_path
 from namesrv.net.connection import NamesrvConnection
 from namesrv.net.hub import ConnectionHub
-from namesrv.net.ports import ListeningPorts
-from namesrv.net.shutdown import Shutdown
-from namesrv.net.timers import Timers
-from namesrv.ops.audit_trail import AuditTrail
-from namesrv.ops.broker_departures import BrokerDepartures
+from namesrv.net.lifecycle import ListeningPorts, Shutdown, Timers
+from namesrv.ops.audit_trail import AuditTrail, BrokerDepartures
 from namesrv.ops.clock import Clock, now_ms
-from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.events import EventCounters, EventFanOut
 from namesrv.ops.heap_trim import HeapTrim
 from namesrv.ops.journal import open_journal
+from namesrv.ops.metrics import DurationHistogram
 from namesrv.push.broker_events import BrokerEventBook
 from namesrv.push.change_detector import ChangeDetector
 from namesrv.push.deleted_topics import DeletedTopics
@@ -308,7 +305,7 @@ class NameServer:
 
     def stop(self, grace_ms: int | None = None) -> defer.Deferred[None]:
         """Send GoAway to the connections that use route push, stop accepting, serve everyone
-        on for the grace period, then close (``namesrv.net.shutdown``)."""
+        on for the grace period, then close (``namesrv.net.lifecycle``)."""
         return self.shutdown.stop(
             grace_ms,
             [

@@ -1,1 +1,1 @@
-"""Operations: the event journal, Prometheus metrics, paced logging and duration histograms."""
+"""Operations: the clock, typed events, the event journal, Prometheus metrics, the audit trail."""

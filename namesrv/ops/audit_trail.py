@@ -7,7 +7,8 @@ connection closed; a topic deleted or left unlisted; a write perm changed; a KV 
 deleted; the config changed) and :class:`Who` caused it: the connection's peer address and,
 with access control on, the access key that signed the request. The code that knows who asked
 records the event: the request handlers for requests, the server for what no request did
-(expiry, a closed connection). Steady heartbeats of a known broker are no event.
+(expiry, a closed connection: :class:`BrokerDepartures`, which also counts and logs expiry
+scans). Steady heartbeats of a known broker are no event.
 
 Lines are paced per kind and per peer host (:class:`~protocol.paced_log.PacedLog`):
 a peer that registers thousands of made-up brokers gets :data:`AUDIT_BURST` lines of each
@@ -19,8 +20,11 @@ another host's lines. Every string of a line is a peer's and passes through
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
-from namesrv.ops.audit_events import AuditEvent, Who
+from namesrv.ops.audit_events import AuditEvent, BrokerChange, BrokerLeft, Who
 from namesrv.ops.clock import Clock
 from protocol.paced_log import MAX_KINDS, PacedLog
 
@@ -73,3 +77,73 @@ class AuditTrail:
     def dropped(self) -> int:
         """Lines held back by the pace, in all."""
         return self._paced.dropped
+
+
+EXPIRY_CAUSE = "expiry"
+"""``namesrv.routes.change_cause.ChangeCause.EXPIRY``'s value."""
+
+
+class KeyOwners(Protocol):
+    """Which access key a broker name is bound to (``namesrv.requests.acl.AccessControl``)."""
+
+    @property
+    def enabled(self) -> bool: ...
+    def owner_of(self, broker_name: str) -> str | None: ...
+
+
+class Departure(BrokerChange, Protocol):
+    """A broker change with the connection id it was registered over, if any."""
+
+    @property
+    def channel(self) -> object: ...
+
+
+class BrokerDepartures:
+    """Brokers that left with no request to charge it to (an expiry: heartbeats stopped; or a
+    closed connection), audited as the doing of the broker's connection and, with access
+    control on, of the access key its name is bound to; an expiry scan is counted
+    (``brokers_expired``) and logged, paced. An UNREGISTER_BROKER is audited by its handler,
+    which knows who asked."""
+
+    def __init__(
+        self,
+        trail: AuditTrail,
+        keys: KeyOwners,
+        peer_of: Callable[[object], str],
+        counters: Counter[str],
+        peer_log: PacedLog,
+    ) -> None:
+        """``peer_of`` gives ``HOST:PORT`` of the open connection a channel names ("" when
+        it is gone); ``peer_log`` paces the expiry lines."""
+        self._trail = trail
+        self._keys = keys
+        self._peer_of = peer_of
+        self._counters = counters
+        self._peer_log = peer_log
+
+    def broker_changed(self, event: Departure) -> None:
+        """The registry's broker event: an expiry is audited (no request did it)."""
+        if event.cause == EXPIRY_CAUSE:
+            self._audit(event, self._peer_of(event.channel))
+
+    def channel_closed(self, departed: Iterable[BrokerChange], peer: str) -> None:
+        """The brokers registered over a connection that closed, from ``peer``."""
+        for event in departed:
+            self._audit(event, peer)
+
+    def scanned(self, expired: list[str]) -> None:
+        """An expiry scan removed the brokers at ``expired`` addresses."""
+        if not expired:
+            return
+        self._counters["brokers_expired"] += len(expired)
+        self._peer_log.warning(
+            "brokers_expired",
+            "%d brokers expired after missing heartbeats (first: %s)",
+            len(expired),
+            expired[0],
+        )
+
+    def _audit(self, event: BrokerChange, peer: str) -> None:
+        keys = self._keys
+        key = keys.owner_of(event.broker_name) if keys.enabled else None
+        self._trail.record(BrokerLeft.of(event), Who(peer, key))

@@ -14,9 +14,7 @@ class DelayedCall(Protocol):
     """A call scheduled on a :class:`Clock`: it may still be cancelled while it is active."""
 
     def active(self) -> bool: ...
-
     def cancel(self) -> None: ...
-
     def reset(self, seconds_from_now: float) -> None: ...
 
 
@@ -24,7 +22,6 @@ class Clock(Protocol):
     """What the server uses of a clock: the time, and calls run later."""
 
     def seconds(self) -> float: ...
-
     def callLater(
         self, delay: float, callable: Callable[..., object], *args: object, **kw: object
     ) -> DelayedCall: ...

@@ -52,45 +52,24 @@ class Journal(EventSink, Protocol):
     suppressed_records: int
 
     def record(self, event: str, **fields: Any) -> None: ...
-
     def flush(self) -> None: ...
-
     def close(self) -> None: ...
 
 
 class NullJournal:
     """The journal when none is configured: accepts everything, writes nothing."""
 
-    write_errors = 0
-    dropped_records = 0
-    suppressed_records = 0
+    write_errors = dropped_records = suppressed_records = 0
 
-    def record(self, event: str, **fields: Any) -> None:
-        pass
-
-    def route_changed(self, change: RouteChanged) -> None:
-        pass
-
-    def route_suppressed(self, suppressed: RouteSuppressed) -> None:
-        pass
-
-    def suppressions_counted(self, counted: SuppressionsCounted) -> None:
-        pass
-
-    def broker_changed(self, change: BrokerChanged) -> None:
-        pass
-
-    def subscriptions_changed(self, change: SubscriptionsChanged) -> None:
-        pass
-
-    def connection_closed(self, closed: ConnectionClosed) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+    def record(self, event: str, **fields: Any) -> None: ...
+    def route_changed(self, change: RouteChanged) -> None: ...
+    def route_suppressed(self, suppressed: RouteSuppressed) -> None: ...
+    def suppressions_counted(self, counted: SuppressionsCounted) -> None: ...
+    def broker_changed(self, change: BrokerChanged) -> None: ...
+    def subscriptions_changed(self, change: SubscriptionsChanged) -> None: ...
+    def connection_closed(self, closed: ConnectionClosed) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
 
 
 def notification_sent_fields(
@@ -206,10 +185,6 @@ class EventJournal:
         self.dropped_records = 0
         self.files_opened = 0
         self.files_deleted = 0
-
-    @property
-    def current_path(self) -> Path | None:
-        return self._path
 
     def record(self, event: str, **fields: Any) -> None:
         """Append ``{"ts_ms": now, "event": event, **fields}`` as one compact JSON line."""

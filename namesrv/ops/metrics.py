@@ -1,5 +1,5 @@
-"""The Prometheus families: ``rocketmq_namesrv_*`` read from ``NameServer.stats()``, and the
-gate a metrics request's head must pass.
+"""The Prometheus families: ``rocketmq_namesrv_*`` read from ``NameServer.stats()``, the
+tick-duration histogram, and the gate a metrics request's head must pass.
 
 One custom collector turns the server's existing counters into metric families at scrape time,
 so nothing on the request path is instrumented twice. Counters the collector does not know by
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
@@ -32,9 +33,39 @@ from prometheus_client.core import (
 
 from namesrv.config import MetricsConfig, NamesrvConfig, SuppressionConfig
 from namesrv.ops.clock import Clock
-from namesrv.ops.durations import DurationHistogram
 
 P = "rocketmq_namesrv_"
+
+TICK_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+"""Upper bounds in seconds; a tick past the last one lands in +Inf."""
+
+
+class DurationHistogram:
+    """Tick durations in fixed buckets (constant memory): counts per bucket (not cumulative),
+    their sum and total, as Prometheus needs them."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...] = TICK_BUCKETS_S) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.count += 1
+        self.sum += seconds
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(upper bound, observations at or below it) pairs, ending with ``+Inf``."""
+        out: list[tuple[str, int]] = []
+        running = 0
+        for bound, n in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
+            running += n
+            out.append((bound, running))
+        return out
+
 
 _GAUGES = {
     "brokers": "Broker addresses registered.",
@@ -160,16 +191,12 @@ class MetricsSource(Protocol):
 
     @property
     def config(self) -> NamesrvConfig: ...
-
     @property
     def clock(self) -> Clock: ...
-
     @property
     def counters(self) -> Counter[str]: ...
-
     @property
     def tick_durations(self) -> DurationHistogram: ...
-
     def stats(self) -> Mapping[str, int]: ...
 
 

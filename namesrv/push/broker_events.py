@@ -1,10 +1,10 @@
 """Broker arrivals and departures, announced as one entry per broker instead of per topic.
 
 A broker restart touches every topic it serves: announcing each topic would send a subscriber
-thousands of entries and make it refetch thousands of routes at once (the hotspot upstream
-issue #3870 suppresses). Instead the registry reports the event itself (which addresses of which
-broker name left or arrived) and each connection subscribed to any touched topic is owed one
-``BrokerChange`` naming the broker, with the version each of its subscribed topics moved to.
+thousands of entries and make it refetch thousands of routes at once (the hotspot the default
+suppression rules silence). Instead the registry reports the event itself (which addresses of
+which broker name left or arrived) and each connection subscribed to any touched topic is owed
+one ``BrokerChange`` naming the broker, with the version each of its subscribed topics moved to.
 
 For a departure, a topic's entry also carries ``from_version`` when the step is *exact*: the
 route at ``version`` is the route at ``from_version`` with the departure applied, and nothing
@@ -37,10 +37,6 @@ DEPARTURE_RULE_OF_CAUSE: dict[ChangeCause, str] = {
     ChangeCause.EXPIRY: "expiry",
 }
 """The ``BrokerEventConfig`` field (True = announce) governing each departure cause."""
-
-ARRIVAL_RULE = "arrival"
-"""Arrivals (a broker address's first registration) are governed by one field, whatever the
-register's cause (``broker_startup`` or ``register``)."""
 
 
 @dataclass(slots=True)
@@ -111,12 +107,11 @@ class BrokerEventBook:
         in C per event, not a per-topic index built in Python: a broker of 100,000 topics
         arrives in one reactor turn."""
         self._debt: dict[Subscriber, dict[_Key, _Owed]] = {}
-        self.events_announced = 0
         self.events_silent = 0
-        self.entries_owed = 0
-        """(connection, broker event) pairs merged into debt."""
 
     def announces(self, event: BrokerEvent) -> bool:
+        """An arrival (a broker address's first registration) is governed by one field,
+        whatever the register's cause; a departure by its cause's field."""
         if event.kind is BrokerChangeKind.ARRIVED:
             return self._arrivals
         return event.cause in self._departure_causes
@@ -125,7 +120,6 @@ class BrokerEventBook:
         """The registry reports ``event`` right after marking its topics changed."""
         announced = self.announces(event)
         if announced:
-            self.events_announced += 1
             if event.topics:
                 self._waiting.append((_Pending(event), set(event.topics)))
         else:
@@ -206,7 +200,6 @@ class BrokerEventBook:
         if owed is not None and conn in pending.merged:
             return owed
         pending.merged.add(conn)
-        self.entries_owed += 1
         addrs = {addr: broker_id for broker_id, addr in event.addrs}
         if owed is None:
             owed = debt[key] = _Owed(

@@ -113,8 +113,6 @@ class DetectorStats:
     topics_notified: int = 0
     """Sum over built notifications of the topics each carries."""
     suppressed_changes: int = 0
-    broker_entries_notified: int = 0
-    """Sum over built notifications of the broker entries each carries."""
     slow_skips: int = 0
     """Connections with debt passed over because they could not take a frame, per tick."""
     ticks: int = 0
@@ -356,7 +354,6 @@ class ChangeDetector:
             self._sequence[conn] = sequence
             built.append(Notification(conn, changes, sequence, now_ms, self._epoch, brokers))
             self.stats.topics_notified += len(changes)
-            self.stats.broker_entries_notified += len(brokers)
             served.append(conn)
         for conn in served:
             self._pending_pairs -= len(self._debt.pop(conn, no_debt))

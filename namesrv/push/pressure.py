@@ -1,8 +1,8 @@
 """Whether the process is under enough pressure to stop pushing notifications.
 
-Upstream issue #3870 asks for push to switch itself off while resources are tight. Two
-thresholds per resource give hysteresis, so a load hovering around one threshold does not flap
-push on and off every sample.
+Push switches itself off while resources are tight. Two thresholds per resource give
+hysteresis, so a load hovering around one threshold does not flap push on and off every
+sample.
 """
 
 from __future__ import annotations

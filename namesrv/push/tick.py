@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from namesrv.config import PushConfig
 from namesrv.ops.clock import Clock, DelayedCall, Every, now_ms
-from namesrv.ops.durations import DurationHistogram
 from namesrv.ops.journal import EARLY_TICK_EVENT, Journal, notification_sent_fields
+from namesrv.ops.metrics import DurationHistogram
 from namesrv.push.change_detector import ChangeDetector, Notification
 from namesrv.push.inline_routes import InlineRoutes
 from namesrv.push.pressure import Sample

@@ -7,6 +7,8 @@ from typing import Any
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import decode_notification, decode_subscribe_ack, encode_subscribe
 from protocol.push_events import RouteChanged
+from support.fake_broker import register_request, topic_configs
+from support.memory_world import connect
 from support.wire_client import WireClient
 
 TICK = 1.0
@@ -35,6 +37,17 @@ async def subscribe(client: WireClient, *topics: str, inline: bool = False, **kw
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return decode_subscribe_ack(resp.body)
+
+
+async def broker_with(ns: Any, *topics: str, **kw: Any) -> WireClient:
+    """A broker of the world's server ``ns`` serving ``topics`` (``kw`` goes to its register),
+    its start-up registration settled by one tick (silent by default). Awaiting the register
+    settles the turns a large one is read and applied in."""
+    broker = await connect(ns.port)
+    resp = await broker.request(register_request(topic_configs(*topics), **kw))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    ns.clock.advance(TICK)
+    return broker
 
 
 async def round_trip(*clients: WireClient) -> None:

@@ -7,8 +7,8 @@ import json
 import struct
 from typing import Any
 
-from twisted.internet import defer, protocol, reactor
-from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+from twisted.internet import defer, protocol, reactor, ssl
+from twisted.internet.endpoints import SSL4ClientEndpoint, TCP4ClientEndpoint, connectProtocol
 
 from protocol.frame import FrameDecoder, RemotingCommand, encode_command
 
@@ -96,4 +96,11 @@ def connect(port: int, source: str | None = None) -> defer.Deferred[WireClient]:
     """A client of 127.0.0.1:``port``; ``source`` (e.g. ``127.0.0.2``) poses as another host."""
     bind = (source, 0) if source else None
     endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port, bindAddress=bind)
+    return connectProtocol(endpoint, WireClient())
+
+
+def connect_tls(port: int) -> defer.Deferred[WireClient]:
+    """A client of 127.0.0.1:``port`` over TLS (the certificate is not checked, as upstream's
+    test mode)."""
+    endpoint = SSL4ClientEndpoint(reactor, "127.0.0.1", port, ssl.CertificateOptions())
     return connectProtocol(endpoint, WireClient())

@@ -16,9 +16,8 @@ import pytest_twisted
 from support.fake_broker import register_request, topic_configs
 from support.server_fixtures import isolated_config
 from support.tls_certs import self_signed
-from support.wire_client import WireClient, connect
-from twisted.internet import defer, reactor, ssl, task
-from twisted.internet.endpoints import SSL4ClientEndpoint, connectProtocol
+from support.wire_client import WireClient, connect, connect_tls
+from twisted.internet import defer, reactor, task
 from twisted.internet.testing import StringTransport
 
 from namesrv.net.connection import NamesrvConnection
@@ -185,11 +184,6 @@ def test_a_client_flooding_lookups_without_reading_is_bounded_and_loses_no_answe
     flooder.transport.resumeProducing()
     yield done.addTimeout(30, reactor)
     assert answers == list(range(1, count + 1))
-
-
-def connect_tls(port: int) -> defer.Deferred[WireClient]:
-    endpoint = SSL4ClientEndpoint(reactor, "127.0.0.1", port, ssl.CertificateOptions())
-    return connectProtocol(endpoint, WireClient())
 
 
 def lookup(topic: str, opaque: int = 0) -> RemotingCommand:

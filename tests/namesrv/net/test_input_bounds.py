@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs
+from support.journal_files import journal_files, journal_records
 from support.loopback_wait import server_side, until
 from support.wire_client import WireClient, connect
 from twisted.internet import defer, reactor
@@ -373,26 +374,21 @@ async def test_a_register_naming_a_bad_topic_applies_without_it_and_says_so(ns, 
     assert lookup.code == ResponseCode.SUCCESS
 
 
+@pytest.mark.parametrize(
+    ("topic", "write_queues", "named"),
+    [("bad topic!", 4, "bad topic!"), ("New", 100_000_000, "writeQueueNums")],
+    ids=["bad-name", "absurd-queue-counts"],
+)
 @pytest_twisted.ensureDeferred
-async def test_register_topic_with_a_bad_name_is_refused_naming_it(ns):
+async def test_register_topic_with_a_bad_value_is_refused_naming_it(ns, topic, write_queues, named):
     await register(ns, "Other")
-    route = TopicRouteData(queue_datas=[QueueData("broker-a", 4, 4, 6)])
+    route = TopicRouteData(queue_datas=[QueueData("broker-a", 4, write_queues, 6)])
     body = bodies.encode_route(route, standard_json=True)
     admin = await connect(ns.port)
-    resp = await admin.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "bad topic!"}, body)
-    assert resp.code == ResponseCode.INVALID_PARAMETER and "bad topic!" in resp.remark
+    resp = await admin.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": topic}, body)
+    assert resp.code == ResponseCode.INVALID_PARAMETER and named in resp.remark
     assert ns.server.registry.all_topics() == ["Other"]
-
-
-@pytest_twisted.ensureDeferred
-async def test_register_topic_with_absurd_queue_counts_is_refused(ns):
-    await register(ns, "Other")
-    route = TopicRouteData(queue_datas=[QueueData("broker-a", 4, 100_000_000, 6)])
-    body = bodies.encode_route(route, standard_json=True)
-    admin = await connect(ns.port)
-    resp = await admin.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "New"}, body)
-    assert resp.code == ResponseCode.INVALID_PARAMETER and "writeQueueNums" in resp.remark
-    lookup = await admin.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "New"})
+    lookup = await admin.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     assert lookup.code == ResponseCode.TOPIC_NOT_EXIST
 
 
@@ -429,16 +425,11 @@ async def test_a_write_perm_toggling_client_cannot_flood_the_journal(make_server
             assert resp.code == ResponseCode.SUCCESS
             ns.clock.advance(1)
     ns.server.journal.flush()
-    on_disk = sum(p.stat().st_size for p in tmp_path.glob("journal-*.jsonl"))
+    on_disk = sum(p.stat().st_size for p in journal_files(tmp_path))
     assert on_disk <= 256 * KIB
     # A toggle's tick is one route_changes record of its 500 topics: nothing needed cutting.
     assert ns.server.stats()["journal_suppressed_records"] == 0
-    records = [
-        json.loads(line)
-        for p in sorted(tmp_path.glob("journal-*.jsonl"))
-        for line in p.read_text().splitlines()
-    ]
-    changes = [r for r in records if r["event"] == "route_changes"]
+    changes = journal_records(tmp_path, "route_changes")
     assert changes and all(len(r["topics"]) == len(topics) for r in changes)
 
 

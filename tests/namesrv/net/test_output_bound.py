@@ -31,17 +31,18 @@ def clock() -> task.Clock:
     return task.Clock()
 
 
-@pytest.fixture
-def server(clock: task.Clock) -> NameServer:
+def sixteen_brokers(clock: task.Clock, **server: int) -> NameServer:
+    """A server whose output bound is ``BOUND`` (``server`` sets more), where 16 brokers serve
+    ``TOPIC``: each lookup's answer is some kilobytes."""
     config = isolated_config(
         {
             "pressure": {"enabled": False},
-            "server": {"output_buffer_bytes": BOUND, "wait_for_service_ms": 0},
+            "server": {"output_buffer_bytes": BOUND, "wait_for_service_ms": 0, **server},
         }
     )
     ns = NameServer(config, clock, clock=clock, epoch="e1")
     registrar, _ = connection(ns, 99)
-    for i in range(16):  # 16 brokers: each lookup's answer is some kilobytes
+    for i in range(16):
         request = register_request(
             topic_configs(TOPIC), broker_name=f"broker-{i:02d}", broker_addr=f"10.0.0.{i}:1"
         )
@@ -49,6 +50,11 @@ def server(clock: task.Clock) -> NameServer:
         clock.advance(0)
     assert ns.registry.broker_count == 16
     return ns
+
+
+@pytest.fixture
+def server(clock: task.Clock) -> NameServer:
+    return sixteen_brokers(clock)
 
 
 def connection(server: NameServer, conn_id: int) -> tuple[NamesrvConnection, SendBuffer]:
@@ -208,24 +214,8 @@ def test_kept_requests_count_in_the_buffered_input_bound_until_answered(server, 
 def test_a_connection_whose_kept_requests_pass_the_input_bound_is_shed(clock):
     """Kept frames are input the server holds: a peer that sends far more than it reads
     cannot park them outside ``server.max_buffered_input_bytes``."""
-    config = isolated_config(
-        {
-            "pressure": {"enabled": False},
-            "server": {
-                "output_buffer_bytes": BOUND,
-                "max_frame_size": 65536,
-                "max_buffered_input_bytes": 2 * 65536,  # less one read: 64 KiB held at most
-            },
-        }
-    )
-    ns = NameServer(config, clock, clock=clock, epoch="e1")
-    registrar, _ = connection(ns, 99)
-    for i in range(16):
-        request = register_request(
-            topic_configs(TOPIC), broker_name=f"broker-{i:02d}", broker_addr=f"10.0.0.{i}:1"
-        )
-        registrar.dataReceived(encode_command(request))
-        clock.advance(0)
+    # Less than one read: 64 KiB held at most.
+    ns = sixteen_brokers(clock, max_frame_size=65536, max_buffered_input_bytes=2 * 65536)
     polite, polite_out = connection(ns, 2)
     flooder, _ = connection(ns, 1)
     flooder.dataReceived(b"".join(lookup(i) for i in range(1, 3001)))  # ~300 KB of requests

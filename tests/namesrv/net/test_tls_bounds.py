@@ -14,9 +14,7 @@ import pytest
 import pytest_twisted
 from support.loopback_wait import server_side, until
 from support.tls_certs import client_hello, self_signed
-from support.wire_client import WireClient, connect
-from twisted.internet import reactor, ssl
-from twisted.internet.endpoints import SSL4ClientEndpoint, connectProtocol
+from support.wire_client import WireClient, connect, connect_tls
 
 from client_push.routes.client import RouteEvent
 from protocol.codes import RequestCode, ResponseCode
@@ -52,13 +50,6 @@ async def closed_at(ns: Any, clients: list[WireClient], second: int) -> None:
     assert none_closing(ns, clients)
     advance(ns, 1)
     await until(lambda: not any(c.connected for c in clients))
-
-
-async def connect_tls(port: int) -> WireClient:
-    """A remoting client over TLS (the certificate is not checked, as upstream's test mode)."""
-    endpoint = SSL4ClientEndpoint(reactor, "127.0.0.1", port, ssl.CertificateOptions())
-    client: WireClient = await connectProtocol(endpoint, WireClient())
-    return client
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -27,23 +27,11 @@ class Heard:
     def __init__(self, name: str, into: list[tuple[str, object]]) -> None:
         self.name, self.into = name, into
 
-    def route_changed(self, change: RouteChanged) -> None:
-        self.into.append((self.name, change))
+    def hear(self, event: object) -> None:
+        self.into.append((self.name, event))
 
-    def route_suppressed(self, suppressed: RouteSuppressed) -> None:
-        self.into.append((self.name, suppressed))
-
-    def suppressions_counted(self, counted: SuppressionsCounted) -> None:
-        self.into.append((self.name, counted))
-
-    def broker_changed(self, change: BrokerChanged) -> None:
-        self.into.append((self.name, change))
-
-    def subscriptions_changed(self, change: SubscriptionsChanged) -> None:
-        self.into.append((self.name, change))
-
-    def connection_closed(self, closed: ConnectionClosed) -> None:
-        self.into.append((self.name, closed))
+    route_changed = route_suppressed = suppressions_counted = hear
+    broker_changed = subscriptions_changed = connection_closed = hear
 
 
 def test_the_fan_out_hands_every_kind_of_event_to_each_sink_in_order() -> None:

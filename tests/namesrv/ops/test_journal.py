@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
+from support.journal_files import journal_files
 
 from namesrv.ops import journal as journal_mod
 from namesrv.ops.events import RouteChanged, RouteSuppressed
@@ -27,10 +28,6 @@ def make(directory: Path, clock: Clock | None = None, **kwargs: int) -> EventJou
     return EventJournal(directory, clock_ms=clock or Clock(), **kwargs)
 
 
-def files(directory: Path) -> list[Path]:
-    return sorted(directory.glob("journal-*.jsonl"))
-
-
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -44,7 +41,7 @@ def test_records_are_compact_json_lines_with_timestamp_and_event(tmp_path: Path)
     clock.now += 5
     j.record("degradation", degraded=True, cpu_percent=97.5, memory_percent=40.0)
     j.close()
-    (path,) = files(tmp_path)
+    (path,) = journal_files(tmp_path)
     assert path.name == file_name(1_700_000_000_000, 1) == "journal-1700000000000-000001.jsonl"
     raw = path.read_text(encoding="utf-8").splitlines()
     assert raw[0] == (
@@ -72,7 +69,7 @@ def test_values_json_cannot_encode_are_written_as_text(tmp_path: Path) -> None:
     j = make(tmp_path)
     j.record("subscribe", conn=("10.0.0.1", 5000), topics={"a"}, path=tmp_path)
     j.close()
-    (entry,) = lines(files(tmp_path)[0])
+    (entry,) = lines(journal_files(tmp_path)[0])
     assert entry["conn"] == ["10.0.0.1", 5000]
     assert entry["topics"] == "{'a'}"
     assert entry["path"] == str(tmp_path)
@@ -86,9 +83,9 @@ def test_reserved_field_names_are_refused(tmp_path: Path) -> None:
 def test_records_are_buffered_until_flush(tmp_path: Path) -> None:
     j = make(tmp_path)
     j.record("a")
-    assert files(tmp_path) == []
+    assert journal_files(tmp_path) == []
     j.flush()
-    assert len(lines(files(tmp_path)[0])) == 1
+    assert len(lines(journal_files(tmp_path)[0])) == 1
 
 
 def test_rotation_keeps_every_file_under_the_limit_and_never_splits_a_line(
@@ -100,7 +97,7 @@ def test_rotation_keeps_every_file_under_the_limit_and_never_splits_a_line(
         clock.now += 1
         j.record("subscribe", conn=f"c{i}", topics=[f"T{i}"])
     j.close()
-    written = files(tmp_path)
+    written = journal_files(tmp_path)
     assert len(written) > 3
     seen = []
     for path in written:
@@ -116,7 +113,7 @@ def test_a_record_larger_than_the_limit_gets_a_file_of_its_own(tmp_path: Path) -
     j.record("big", topic_list=["x" * 50] * 4)
     j.record("small")
     j.close()
-    assert [len(lines(path)) for path in files(tmp_path)] == [1, 1, 1]
+    assert [len(lines(path)) for path in journal_files(tmp_path)] == [1, 1, 1]
 
 
 def test_retention_keeps_the_newest_files_and_logs_deletions(
@@ -131,7 +128,7 @@ def test_retention_keeps_the_newest_files_and_logs_deletions(
         clock.now += 1
         j.record("tick", n=i)
     j.close()
-    kept = files(tmp_path)
+    kept = journal_files(tmp_path)
     assert len(kept) == 2
     assert [entry["n"] for path in kept for entry in lines(path)] == [4, 5]
     assert (tmp_path / "unrelated.txt").exists()
@@ -146,7 +143,7 @@ def test_max_files_zero_keeps_every_file(tmp_path: Path) -> None:
     for i in range(10):
         j.record("tick", n=i)
     j.close()
-    assert len(files(tmp_path)) == 10
+    assert len(journal_files(tmp_path)) == 10
     assert j.files_deleted == 0
 
 
@@ -164,7 +161,7 @@ def test_unwritable_directory_is_counted_not_raised_and_retried_later(
     blocker.unlink()
     j.record("c")
     j.close()
-    (path,) = files(blocker / "journal")
+    (path,) = journal_files(blocker / "journal")
     assert [entry["event"] for entry in lines(path)] == ["c"]
     assert j.write_errors == 2
 
@@ -189,7 +186,7 @@ def test_a_failed_write_is_cut_back_so_the_file_stays_valid(
     monkeypatch.setattr(journal_mod, "_write_all", real_write_all)
     j.record("ok", n=4)
     j.close()
-    (path,) = files(tmp_path)
+    (path,) = journal_files(tmp_path)
     assert [entry["n"] for entry in lines(path)] == [1, 4]
 
 
@@ -199,7 +196,7 @@ def test_records_after_close_are_dropped_and_counted(tmp_path: Path) -> None:
     j.record("late")
     j.close()
     assert j.dropped_records == 1
-    assert files(tmp_path) == []
+    assert journal_files(tmp_path) == []
 
 
 def test_null_journal_accepts_everything() -> None:
@@ -229,11 +226,11 @@ def test_retention_by_total_bytes_keeps_the_directory_under_the_bound(tmp_path: 
     for i in range(500):  # about 30 kB of records: ten times the bound
         clock.now += 1
         j.record("route_changed", topic=f"t{i}", version=i)
-        on_disk = sum(p.stat().st_size for p in files(tmp_path))
+        on_disk = sum(p.stat().st_size for p in journal_files(tmp_path))
         assert on_disk <= 3_000
     j.close()
     assert j.files_deleted > 0
-    kept = files(tmp_path)
+    kept = journal_files(tmp_path)
     assert lines(kept[-1])[-1]["topic"] == "t499"  # the newest records are the ones kept
 
 
@@ -248,7 +245,7 @@ def test_a_flood_is_cut_at_the_rate_and_summarized(tmp_path: Path) -> None:
     j.flush()
     j.record("connection_closed", conn=1, released_topics=1)
     j.close()
-    records = lines(files(tmp_path)[0])
+    records = lines(journal_files(tmp_path)[0])
     assert [r["event"] for r in records].count("slow_subscriber_skipped") == 10
     summary = next(r for r in records if r["event"] == "journal_suppressed")
     assert summary["dropped"] == 995
@@ -275,7 +272,7 @@ def test_the_flood_cut_never_drops_route_changes_or_the_ticks_own_records(
     j.flush()
     clock.now += 1_000
     j.close()
-    records = [r for path in files(tmp_path) for r in lines(path)]
+    records = [r for path in journal_files(tmp_path) for r in lines(path)]
     batches = [r for r in records if r["event"] == "route_changes"]
     assert len(batches) == 50
     assert [t for r in batches for t in r["topics"]] == [f"t{i:04d}" for i in range(5_000)]
@@ -313,10 +310,10 @@ def test_route_changes_of_a_tick_are_one_compact_record_per_kind_and_causes(
     j.route_changed(route_change("c", 7, mutated_at_ms=t0 - 15))
     j.route_changed(route_change("q", 3, causes=("broker_startup",), notify=False))
     j.route_suppressed(RouteSuppressed("q", 3, ["broker_startup"]))
-    assert files(tmp_path) == []  # written at the tick's flush
+    assert journal_files(tmp_path) == []  # written at the tick's flush
     clock.now += 3
     j.flush()
-    (path,) = files(tmp_path)
+    (path,) = journal_files(tmp_path)
     raw = path.read_text(encoding="utf-8").splitlines()
     assert raw[0] == (
         '{"ts_ms":1700000000000,"event":"route_changes","kind":"UPDATED",'
@@ -355,7 +352,7 @@ def test_a_change_detected_later_opens_a_record_of_its_own_time(tmp_path: Path) 
     clock.now += 40
     j.route_changed(route_change("b", 1))
     j.close()
-    records = lines(files(tmp_path)[0])
+    records = lines(journal_files(tmp_path)[0])
     assert [(r["ts_ms"] - 1_700_000_000_000, r["topics"]) for r in records] == [
         (0, ["a"]),
         (40, ["b"]),
@@ -368,7 +365,7 @@ def test_a_suppressed_record_stands_alone_when_no_change_record_holds_it(
     j = make(tmp_path)
     j.route_suppressed(RouteSuppressed("q", 3, ["expiry"]))
     j.close()
-    [record] = lines(files(tmp_path)[0])
+    [record] = lines(journal_files(tmp_path)[0])
     assert (record["event"], record["topic"], record["rules"]) == ("suppressed", "q", ["expiry"])
 
 
@@ -377,4 +374,4 @@ def test_route_changes_after_close_are_dropped_and_counted(tmp_path: Path) -> No
     j.close()
     j.route_changed(route_change("a", 1))
     assert j.dropped_records == 1
-    assert files(tmp_path) == []
+    assert journal_files(tmp_path) == []

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest_twisted
+from support.journal_files import journal_files, journal_records
 from support.memory_world import MemoryWorld, connect
 from support.push_wire import subscribe
 
@@ -20,15 +20,8 @@ from protocol.push_codec import encode_unsubscribe
 LONG_TOPICS = [f"T{i:05d}" + "x" * 120 for i in range(10_000)]
 
 
-def _records(directory: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for path in sorted(directory.glob("journal-*.jsonl")):
-        out += [json.loads(line) for line in path.read_text("utf-8").splitlines()]
-    return out
-
-
 def _journal_bytes(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("journal-*.jsonl"))
+    return sum(p.stat().st_size for p in journal_files(directory))
 
 
 class _Clock:
@@ -78,7 +71,7 @@ def test_one_connection_churning_long_topics_for_30_s_writes_at_most_its_share(t
     written = _journal_bytes(tmp_path)
     # 30 s at the connection's share, plus one summary a second.
     assert written <= 31 * (per_conn + 512)
-    records = _records(tmp_path)
+    records = journal_records(tmp_path)
     kept = [r for r in records if r["event"] in ("subscribe", "unsubscribe")]
     summaries = [r for r in records if r["event"] == "journal_suppressed"]
     assert all(len(r["topics"]) == TOPIC_LIST_LIMIT for r in kept)
@@ -105,7 +98,7 @@ def test_many_connections_together_write_at_most_the_global_bound(tmp_path):
         journal.flush()
     journal.close()
     assert _journal_bytes(tmp_path) <= 11 * (total + 512)
-    records = _records(tmp_path)
+    records = journal_records(tmp_path)
     kept = sum(r["event"] == "subscribe" for r in records)
     dropped = sum(r["dropped"] for r in records if r["event"] == "journal_suppressed")
     assert kept + dropped == attempts
@@ -119,7 +112,7 @@ def test_route_changes_are_never_cut_by_the_byte_bounds(tmp_path):
     for i in range(2_000):
         journal.route_changed(RouteChanged(f"T{i}", 1, "CREATED", ["register"], True))
     journal.close()
-    listed = sum(len(r["topics"]) for r in _records(tmp_path) if r["event"] == "route_changes")
+    listed = sum(len(r["topics"]) for r in journal_records(tmp_path, "route_changes"))
     assert listed == 2_000
 
 
@@ -140,7 +133,7 @@ async def test_a_connection_churning_subscriptions_on_a_server_is_held_to_its_sh
     ns.clock.advance(1.5)
     ns.server.journal.flush()
     share = ns.server.config.journal.max_bytes_per_connection_per_second
-    records = _records(tmp_path)
+    records = journal_records(tmp_path)
     churn = [r for r in records if r["event"] in ("subscribe", "unsubscribe")]
     assert sum(len(json.dumps(r)) for r in churn) <= share
     assert all(r["topics_omitted"] == 2_000 - TOPIC_LIST_LIMIT for r in churn)

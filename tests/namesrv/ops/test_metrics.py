@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.fake_broker import register_request, topic_configs
 from support.memory_world import connect, http_get, the_world
 
-from namesrv.ops.durations import DurationHistogram
+from namesrv.ops.metrics import DurationHistogram
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.push_codec import encode_subscribe

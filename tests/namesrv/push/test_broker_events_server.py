@@ -7,14 +7,14 @@ one virtual clock, TCP in memory), plus unit tests of the per-connection broker 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
+from support.journal_files import journal_records
 from support.memory_world import connect, kept_in_use, until
-from support.push_wire import TICK, notifications, round_trip, subscribe
+from support.push_wire import TICK, broker_with, notifications, round_trip, subscribe
 
 from namesrv.config import BrokerEventConfig, SuppressionConfig
 from namesrv.push.broker_events import BrokerEventBook
@@ -126,9 +126,7 @@ async def test_channel_close_and_expiry_announce_like_unregister(ns):
 async def test_arrival_lists_the_subscribed_topics_it_changed_without_exact_steps(ns):
     client = await connect(ns.port)
     await subscribe(client, "T1", "T2", "X")
-    a = await connect(ns.port)
-    await a.request(register_request(topic_configs("T1", "T2", "T3")))
-    ns.clock.advance(TICK)
+    a = await broker_with(ns, "T1", "T2", "T3")
     await client.wait_pushed(1)
     [note] = notifications(client)
     assert list(note.changes) == []  # the start-up's per-topic entries stay suppressed
@@ -170,9 +168,7 @@ async def test_each_rule_off_keeps_that_event_silent_and_journals_it(
     )
     client = await connect(ns.port)
     await subscribe(client, "T1")
-    a = await connect(ns.port)
-    await a.request(register_request(topic_configs("T1", "T2")))
-    ns.clock.advance(TICK)
+    a = await broker_with(ns, "T1", "T2")
     departure = "unregister" if rule == "arrival" else rule
     if departure == "unregister":
         await a.request(unregister_request())
@@ -188,9 +184,7 @@ async def test_each_rule_off_keeps_that_event_silent_and_journals_it(
     assert kinds == expected
     assert all(list(n.changes) == [] for n in notifications(client))
     ns.server.journal.flush()
-    records = [
-        json.loads(line) for p in sorted(tmp_path.glob("journal-*.jsonl")) for line in p.open()
-    ]
+    records = journal_records(tmp_path)
     events = [(r["kind"], r["cause"], r["notify"]) for r in records if r["event"] == "broker_event"]
     assert events == [
         ("ARRIVED", "broker_startup", rule != "arrival"),
@@ -223,13 +217,22 @@ async def test_a_slave_leaving_keeps_the_broker_and_lists_only_its_address(ns):
 
 
 class Book:
-    def __init__(self, config: BrokerEventConfig | None = None) -> None:
+    """T exists at version 1, settled, and ``subscribed`` connections subscribe to it."""
+
+    def __init__(
+        self, config: BrokerEventConfig | None = None, subscribed: tuple[str, ...] = ("c1",)
+    ) -> None:
         self.routes: dict[str, bytes] = {}
         self.subs = SubscriptionRegistry(1000, 100_000)
         self.book = BrokerEventBook(config or BrokerEventConfig(), self.subs)
         self.detector = ChangeDetector(
             self.routes.get, self.subs, SuppressionConfig(), "e", broker_events=self.book
         )
+        self.routes["T"] = b"v1"
+        self.detector.mark(["T"], ChangeCause.REGISTER)
+        self.detector.version("T")
+        for conn in subscribed:
+            self.subs.subscribe(conn, ["T"])
 
     def change(self, topics: dict[str, bytes | None], event: BrokerEvent) -> None:
         for topic, route in topics.items():
@@ -239,12 +242,6 @@ class Book:
                 self.routes[topic] = route
         self.detector.mark(list(topics), event.cause)
         self.book.record(event)
-
-    def seed(self, route: bytes) -> None:
-        """T exists at version 1, settled."""
-        self.routes["T"] = route
-        self.detector.mark(["T"], ChangeCause.REGISTER)
-        self.detector.version("T")
 
     def tick(self, degraded: bool = False, can_send: Any = None) -> Any:
         return self.detector.tick(
@@ -266,8 +263,6 @@ def arrived(addr: str = A_ADDR) -> BrokerEvent:
 
 def test_degraded_mode_keeps_the_entry_and_later_departures_chain_into_one_exact_step():
     h = Book()
-    h.seed(b"v1")
-    h.subs.subscribe("c1", ["T"])
     h.change({"T": b"v2"}, departed())
     assert h.tick(degraded=True) == []
     h.change({"T": b"v3"}, departed("10.0.0.3:1"))
@@ -280,8 +275,6 @@ def test_degraded_mode_keeps_the_entry_and_later_departures_chain_into_one_exact
 
 def test_slow_reader_keeps_its_entry_until_it_can_take_a_frame():
     h = Book()
-    h.seed(b"v1")
-    h.subs.subscribe("c1", ["T"])
     h.change({"T": b"v2"}, departed())
     assert h.tick(can_send=lambda c: False) == []
     assert h.detector.pending_connections == 1
@@ -291,8 +284,6 @@ def test_slow_reader_keeps_its_entry_until_it_can_take_a_frame():
 
 def test_arrival_after_departure_makes_the_departure_inexact_and_drops_returned_addresses():
     h = Book()
-    h.seed(b"v1")
-    h.subs.subscribe("c1", ["T"])
     h.change({"T": None}, departed())
     h.detector.version("T")  # settled by a lookup in between
     h.change({"T": b"v1"}, arrived())
@@ -305,8 +296,6 @@ def test_arrival_after_departure_makes_the_departure_inexact_and_drops_returned_
 
 def test_non_contiguous_departures_of_one_broker_merge_into_an_inexact_step():
     h = Book()
-    h.seed(b"v1")
-    h.subs.subscribe("c1", ["T"])
     h.change({"T": b"v2"}, departed())
     h.detector.version("T")
     h.routes["T"] = b"v3"  # another change in between, not a departure
@@ -319,10 +308,7 @@ def test_non_contiguous_departures_of_one_broker_merge_into_an_inexact_step():
 
 
 def test_unsubscribing_drops_the_owed_entry_and_closing_forgets_it():
-    h = Book()
-    h.seed(b"v1")
-    h.subs.subscribe("c1", ["T"])
-    h.subs.subscribe("c2", ["T"])
+    h = Book(subscribed=("c1", "c2"))
     h.change({"T": b"v2"}, departed())
     h.detector.version("T")
     h.subs.unsubscribe("c1", ["T"])
@@ -334,25 +320,23 @@ def test_unsubscribing_drops_the_owed_entry_and_closing_forgets_it():
 
 def test_a_rule_off_records_nothing_owed():
     h = Book(BrokerEventConfig(expiry=False))
-    h.seed(b"v1")
-    h.subs.subscribe("c1", ["T"])
     h.change({"T": b"v2"}, departed(cause=ChangeCause.EXPIRY))
     assert h.tick() == []
     assert h.book.events_silent == 1
 
 
 def test_the_refetch_window_grows_with_the_subscriptions_owed_and_is_capped():
-    h = Book(BrokerEventConfig(refetch_rate_per_second=2, max_refetch_window_ms=60_000))
-    h.seed(b"v1")
-    for conn in ("c1", "c2", "c3"):
-        h.subs.subscribe(conn, ["T"])
+    h = Book(
+        BrokerEventConfig(refetch_rate_per_second=2, max_refetch_window_ms=60_000),
+        ("c1", "c2", "c3"),
+    )
     h.change({"T": b"v2"}, departed())
     notes = h.tick()
     assert [n.brokers[0][8] for n in notes] == [1_500] * 3  # 3 steps at 2 per second
-    h = Book(BrokerEventConfig(refetch_rate_per_second=1, max_refetch_window_ms=2_000))
-    h.seed(b"v1")
-    for conn in ("c1", "c2", "c3"):
-        h.subs.subscribe(conn, ["T"])
+    h = Book(
+        BrokerEventConfig(refetch_rate_per_second=1, max_refetch_window_ms=2_000),
+        ("c1", "c2", "c3"),
+    )
     h.change({"T": b"v2"}, departed())
     assert {n.brokers[0][8] for n in h.tick()} == {2_000}
 

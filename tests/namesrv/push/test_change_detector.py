@@ -78,7 +78,12 @@ class Routes:
 
 
 class Harness:
-    def __init__(self, suppress: SuppressionConfig | None = None, per_conn: int = 1000) -> None:
+    def __init__(
+        self,
+        suppress: SuppressionConfig | None = None,
+        per_conn: int = 1000,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.routes = Routes()
         self.subs = SubscriptionRegistry(per_conn, 10_000_000)
         self.events: list[tuple[str, dict[str, Any]]] = []
@@ -88,6 +93,7 @@ class Harness:
             suppress or SuppressionConfig(),
             "epoch-1",
             events=RecordedEvents(lambda name, data: self.events.append((name, data))),
+            clock_ms=clock_ms,
         )
         self.now = 1_000
 
@@ -281,7 +287,7 @@ def test_each_suppression_rule_switches_its_causes(
         assert all(name != "suppressed" for name, _ in h.events)
 
 
-def test_default_config_follows_issue_3870_table() -> None:
+def test_by_default_only_broker_start_up_and_departures_are_silent() -> None:
     h = Harness()
     h.subscribe("c1", "a")
     for cause in ChangeCause:
@@ -649,17 +655,14 @@ DetectorMachine.TestCase.settings = settings(
 test_every_unsuppressed_change_is_eventually_notified = DetectorMachine.TestCase
 
 
+def timed_harness(start_ms: int) -> tuple[Harness, list[int]]:
+    """A harness whose detector stamps its marks with ``clock[0]``."""
+    clock = [start_ms]
+    return Harness(clock_ms=lambda: clock[0]), clock
+
+
 def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
-    h = Harness()
-    clock = [5_000]
-    h.detector = ChangeDetector(
-        h.routes.exists,
-        h.subs,
-        SuppressionConfig(),
-        "epoch-1",
-        events=RecordedEvents(lambda name, data: h.events.append((name, data))),
-        clock_ms=lambda: clock[0],
-    )
+    h, clock = timed_harness(5_000)
     h.set("a", b"1")
     clock[0] = 5_300
     h.set("a", b"2")  # a later mutation before the tick: the change began at the first
@@ -684,16 +687,7 @@ def test_the_journal_record_says_when_the_first_mutation_was_marked() -> None:
 
 
 def test_a_capped_settle_keeps_the_mutation_time_of_what_it_leaves_marked() -> None:
-    h = Harness()
-    clock = [1_000]
-    h.detector = ChangeDetector(
-        h.routes.exists,
-        h.subs,
-        SuppressionConfig(),
-        "epoch-1",
-        events=RecordedEvents(lambda name, data: h.events.append((name, data))),
-        clock_ms=lambda: clock[0],
-    )
+    h, clock = timed_harness(1_000)
     h.set("a", b"1")
     clock[0] = 1_500
     h.set("b", b"1")

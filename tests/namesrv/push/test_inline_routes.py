@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from support.fake_broker import register_request, topic_configs
 from support.memory_world import connect, until
-from support.push_wire import TICK, notifications, round_trip, subscribe
+from support.push_wire import TICK, broker_with, notifications, round_trip, subscribe
 
 from namesrv.config import PushConfig
 from namesrv.push.inline_routes import InlineRoutes
@@ -46,10 +45,17 @@ class Routes:
         return self.versions.get(topic)
 
 
-def make_inline(routes: Routes, **push: int) -> tuple[InlineRoutes, SubscriptionRegistry, Counter]:
+def make_inline(
+    routes: Routes, asking: tuple[str, ...] = (), topics: list[str] | None = None, **push: int
+) -> tuple[InlineRoutes, SubscriptionRegistry, Counter]:
+    """Inline routes over ``routes``; the connections ``asking`` subscribe to ``topics``
+    (default: every topic ``routes`` has) and ask for inline routes."""
     subs = SubscriptionRegistry(100_000, 1_000_000)
     counters: Counter[str] = Counter()
     inline = InlineRoutes(PushConfig(**push), subs, routes.body, routes.settled, counters)
+    for conn in asking:
+        subs.subscribe(conn, topics or list(routes.versions))
+        subs.set_inline(conn, FORM)
     return inline, subs, counters
 
 
@@ -57,9 +63,7 @@ def test_ten_thousand_changes_never_pass_the_budget_and_the_rest_go_plain():
     routes = Routes(size=300)
     topics = [f"T{i:05d}" for i in range(10_000)]
     routes.versions = dict.fromkeys(topics, 2)
-    inline, subs, counters = make_inline(routes, inline_budget_bytes_per_tick=64 * 1024)
-    subs.subscribe("conn", topics)
-    subs.set_inline("conn", FORM)
+    inline, _, counters = make_inline(routes, ("conn",), inline_budget_bytes_per_tick=64 * 1024)
     changes = tuple((t, 2, int(ChangeKind.UPDATED)) for t in topics)
     inline.start_slice()
     choice = inline.choose("conn", changes)
@@ -78,7 +82,7 @@ def test_ten_thousand_changes_never_pass_the_budget_and_the_rest_go_plain():
 def test_a_route_over_the_size_bound_a_deletion_and_a_topic_marked_since_go_plain():
     routes = Routes(size=500)
     routes.versions = {"Big": 3, "Ok": 4, "Moved": 5}
-    inline, subs, _ = make_inline(routes, inline_route_max_bytes=400)
+    subs = SubscriptionRegistry(100_000, 1_000_000)
     routes_small = Routes(size=100)
     routes_small.versions = {"Ok": 4}
     inline = InlineRoutes(
@@ -123,10 +127,7 @@ def test_a_connection_that_did_not_ask_gets_no_routes_and_nothing_is_looked_up()
 def test_a_change_set_is_chosen_once_per_tick_for_every_connection_owed_it():
     routes = Routes()
     routes.versions = {"T": 1, "U": 1}
-    inline, subs, counters = make_inline(routes)
-    for conn in ("a", "b", "c"):
-        subs.subscribe(conn, ["T", "U"])
-        subs.set_inline(conn, FORM)
+    inline, _, counters = make_inline(routes, ("a", "b", "c"))
     changes = (("T", 1, 0), ("U", 1, 0))
     inline.start_slice()
     chosen = {inline.choose(conn, changes).routes for conn in ("a", "b", "c")}
@@ -141,9 +142,7 @@ def test_a_change_set_is_chosen_once_per_tick_for_every_connection_owed_it():
 def test_the_budget_is_the_ticks_over_all_its_slices():
     routes = Routes(size=1000)
     routes.versions = {f"T{i}": 1 for i in range(10)}
-    inline, subs, _ = make_inline(routes, inline_budget_bytes_per_tick=2500)
-    subs.subscribe("c", list(routes.versions))
-    subs.set_inline("c", FORM)
+    inline, _, _ = make_inline(routes, ("c",), inline_budget_bytes_per_tick=2500)
     inline.new_tick()
     inline.start_slice()
     assert inline.choose("c", (("T0", 1, 0), ("T1", 1, 0))).inlined == 2
@@ -156,22 +155,11 @@ def test_the_budget_is_the_ticks_over_all_its_slices():
 
 def test_zero_bounds_turn_inline_routes_off():
     routes = Routes()
-    inline, subs, _ = make_inline(routes, inline_route_max_bytes=0)
-    subs.subscribe("c", ["T"])
-    subs.set_inline("c", FORM)
+    inline, _, _ = make_inline(routes, ("c",), ["T"], inline_route_max_bytes=0)
     assert not inline.active
 
 
 # -- over the wire, in the world ----------------------------------------------------------
-
-
-async def broker_with(ns: Any, *topics: str, **kw: Any) -> Any:
-    broker = await connect(ns.port)
-    # A large register is read and applied in turns of the clock: awaiting settles them.
-    resp = await broker.request(register_request(topic_configs(*topics), **kw))
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    ns.clock.advance(TICK)  # settle the start-up registration (silent by default)
-    return broker
 
 
 async def route_answer(client: Any, topic: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
+from support.journal_files import journal_records
 from support.memory_world import WorldDeferred, connect, the_world
 from support.push_wire import TICK, notifications, round_trip, subscribe
 
@@ -51,10 +52,22 @@ async def master_address(client: Any) -> Any:
     return data["brokerAddrs"].get("0")
 
 
-async def fail_over(ns: Any, master: Any, slave: Any) -> Any:
-    """The master leaves, its slave registers as master (what controller mode does)."""
+async def failed_over(ns: Any) -> Any:
+    """:func:`master_and_slave`, then the master leaves and its slave registers as master
+    (what controller mode does)."""
+    master, slave, client = await master_and_slave(ns)
     await master.request(unregister_request(broker_addr=MASTER))
     await slave.request(register_request(topic_configs("T1"), broker_addr=SLAVE, broker_id=0))
+    return master, slave, client
+
+
+async def pushed_only_at_the_regular_tick(ns: Any, client: Any) -> None:
+    """Nothing reaches ``client`` until the regular tick, which pushes it one notification."""
+    ns.clock.advance(TICK - 0.01)
+    await round_trip(client)
+    assert notifications(client) == []
+    ns.clock.advance(0.01)
+    await client.wait_pushed(1)
 
 
 def exported(ns: Any, name: str) -> float | None:
@@ -86,8 +99,7 @@ def arrivals(client: Any) -> list[tuple[int, str]]:
 @pytest_twisted.ensureDeferred
 async def test_a_promoted_slave_is_pushed_within_the_early_tick(make_world_server):
     ns = make_world_server()
-    master, slave, client = await master_and_slave(ns)
-    await fail_over(ns, master, slave)
+    _master, _slave, client = await failed_over(ns)
     ns.clock.advance(EARLY)
     await client.wait_pushed(1)
     assert arrivals(client) == [(0, SLAVE)]
@@ -100,13 +112,8 @@ async def test_a_promoted_slave_is_pushed_within_the_early_tick(make_world_serve
 @pytest_twisted.ensureDeferred
 async def test_off_the_new_master_waits_for_the_regular_tick(make_world_server):
     ns = make_world_server({"push": {"master_arrival_tick_ms": 0}})
-    master, slave, client = await master_and_slave(ns)
-    await fail_over(ns, master, slave)
-    ns.clock.advance(TICK - 0.01)
-    await round_trip(client)
-    assert notifications(client) == []
-    ns.clock.advance(0.01)
-    await client.wait_pushed(1)
+    _master, _slave, client = await failed_over(ns)
+    await pushed_only_at_the_regular_tick(ns, client)
     assert arrivals(client) == [(0, SLAVE)]
     assert ns.server.stats()["expedited_ticks"] == 0
 
@@ -119,11 +126,7 @@ async def test_a_slave_arriving_waits_for_the_regular_tick(make_world_server):
     await other.request(
         register_request(topic_configs("T1"), broker_addr="10.0.0.3:10911", broker_id=2)
     )
-    ns.clock.advance(TICK - 0.01)
-    await round_trip(client)
-    assert notifications(client) == []
-    ns.clock.advance(0.01)
-    await client.wait_pushed(1)
+    await pushed_only_at_the_regular_tick(ns, client)
     assert arrivals(client) == [(2, "10.0.0.3:10911")]
     assert ns.server.stats()["expedited_ticks"] == 0
 
@@ -158,8 +161,7 @@ async def test_at_most_one_early_tick_between_two_regular_ones(make_world_server
 async def failed_over_with_a_late_early_tick(make_world_server: Any) -> Any:
     """A failover whose early tick is 5 s away: later than the next regular tick."""
     ns = make_world_server({"push": {"master_arrival_tick_ms": 5_000}})
-    master, slave, client = await master_and_slave(ns)
-    await fail_over(ns, master, slave)
+    _master, _slave, client = await failed_over(ns)
     assert early_ticks_pending(ns) == 1
     return ns, client
 
@@ -188,15 +190,10 @@ def journaled(tmp_path: Path, **journal: Any) -> dict[str, Any]:
     return {"journal": {"directory": str(tmp_path), **journal}}
 
 
-def journal_records(ns: Any, tmp_path: Path, event: str | None = None) -> list[dict[str, Any]]:
+def flushed_records(ns: Any, tmp_path: Path, event: str | None = None) -> list[dict[str, Any]]:
     """The records written so far (of ``event`` only, when given)."""
     ns.server.journal.flush()
-    records = [
-        json.loads(line)
-        for path in sorted(tmp_path.glob("journal-*.jsonl"))
-        for line in path.open()
-    ]
-    return [r for r in records if event is None or r["event"] == event]
+    return journal_records(tmp_path, event)
 
 
 @pytest_twisted.ensureDeferred
@@ -205,15 +202,14 @@ async def test_each_early_tick_is_journaled_when_it_runs_and_no_regular_one_is(
 ):
     ns = make_world_server(journaled(tmp_path))
     # The master's start-up brought one forward; it ran ``EARLY`` after that register (t=0).
-    master, slave, client = await master_and_slave(ns)
-    await fail_over(ns, master, slave)
+    _master, slave, client = await failed_over(ns)
     ns.clock.advance(EARLY)
     await client.wait_pushed(1)
     ns.clock.advance(3 * TICK)  # regular ticks with nothing to send
     await slave.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
     ns.clock.advance(TICK)  # a regular tick that sends
     await client.wait_pushed(2)
-    records = journal_records(ns, tmp_path)
+    records = flushed_records(ns, tmp_path)
     assert [r for r in records if r["event"] == "early_tick"] == [
         {"ts_ms": 50, "event": "early_tick", "delay_ms": 50},
         {"ts_ms": 2_050, "event": "early_tick", "delay_ms": 50},
@@ -227,11 +223,10 @@ async def test_each_early_tick_is_journaled_when_it_runs_and_no_regular_one_is(
 @pytest_twisted.ensureDeferred
 async def test_the_record_carries_the_configured_delay(make_world_server, tmp_path):
     ns = make_world_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 300}})
-    master, slave, client = await master_and_slave(ns)
-    await fail_over(ns, master, slave)
+    _master, _slave, client = await failed_over(ns)
     ns.clock.advance(0.3)
     await client.wait_pushed(1)
-    assert journal_records(ns, tmp_path, "early_tick")[-1] == {
+    assert flushed_records(ns, tmp_path, "early_tick")[-1] == {
         "ts_ms": 2_300,
         "event": "early_tick",
         "delay_ms": 300,
@@ -243,8 +238,7 @@ async def test_an_early_tick_dropped_for_a_regular_one_is_not_journaled(
     make_world_server, tmp_path
 ):
     ns = make_world_server({**journaled(tmp_path), "push": {"master_arrival_tick_ms": 5_000}})
-    master, slave, client = await master_and_slave(ns)  # its start-up's one was dropped too
-    await fail_over(ns, master, slave)
+    _master, _slave, client = await failed_over(ns)  # its start-up's one was dropped too
     assert early_ticks_pending(ns) == 1
     ns.clock.advance(TICK)
     await client.wait_pushed(1)
@@ -252,20 +246,19 @@ async def test_an_early_tick_dropped_for_a_regular_one_is_not_journaled(
     await round_trip(client)
     assert early_ticks_pending(ns) == 0
     assert ns.server.stats()["expedited_ticks"] == 1  # brought forward, then dropped
-    assert journal_records(ns, tmp_path, "early_tick") == []
-    assert journal_records(ns, tmp_path, "notification_sent") != []
+    assert flushed_records(ns, tmp_path, "early_tick") == []
+    assert flushed_records(ns, tmp_path, "notification_sent") != []
 
 
 @pytest_twisted.ensureDeferred
 async def test_the_flood_limit_never_drops_an_early_tick(make_world_server, tmp_path):
     """One record a second: the failover's second broker event is dropped, its tick is not."""
     ns = make_world_server(journaled(tmp_path, max_records_per_second=1))
-    master, slave, client = await master_and_slave(ns)
-    await fail_over(ns, master, slave)
+    _master, _slave, client = await failed_over(ns)
     ns.clock.advance(EARLY)
     await client.wait_pushed(1)
     ns.clock.advance(TICK)  # the second is over: its drops are summarized
-    records = journal_records(ns, tmp_path)
+    records = flushed_records(ns, tmp_path)
     assert ns.server.journal.suppressed_records >= 1
     [summary] = [r for r in records if r["event"] == "journal_suppressed" and r["ts_ms"] >= 2_000]
     assert summary["events"].get("broker_event", 0) >= 1

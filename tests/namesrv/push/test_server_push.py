@@ -8,26 +8,18 @@ tick's notifications before it reads the next request, so a notification would a
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 import pytest_twisted
 from support.fake_broker import register_request, topic_configs, unregister_request
+from support.journal_files import journal_records
 from support.memory_world import connect, kept_in_use, until
-from support.push_wire import TICK, changes, notifications, round_trip, subscribe
+from support.push_wire import TICK, broker_with, changes, notifications, round_trip, subscribe
 
 from namesrv.push.pressure import PsutilSampler, Sample
 from protocol.codes import RequestCode, ResponseCode
 from protocol.push_codec import ChangeKind, encode_subscribe, encode_unsubscribe
-
-
-async def broker_with(ns: Any, *topics: str, **kw: Any) -> Any:
-    broker = await connect(ns.port)
-    resp = await broker.request(register_request(topic_configs(*topics), **kw))
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    ns.clock.advance(TICK)  # settle the start-up registration (silent by default)
-    return broker
 
 
 @pytest.fixture
@@ -106,17 +98,22 @@ BROKER_EVENTS_OFF = {
 }
 
 
-@pytest_twisted.ensureDeferred
-async def test_start_up_and_unregister_are_silent_with_broker_events_off(make_world_server):
-    ns = make_world_server({"push": BROKER_EVENTS_OFF})
+async def start_up_then_unregister(ns: Any, *subscribed: str) -> Any:
+    """A client subscribes to ``subscribed``; then a broker of T1, T2, T3 starts, a tick,
+    and it unregisters, a tick: the client has received whatever it was sent."""
     client = await connect(ns.port)
-    await subscribe(client, "T1", "T2")
-    broker = await connect(ns.port)
-    await broker.request(register_request(topic_configs("T1", "T2", "T3")))
-    ns.clock.advance(TICK)
+    await subscribe(client, *subscribed)
+    broker = await broker_with(ns, "T1", "T2", "T3")
     await broker.request(unregister_request())
     ns.clock.advance(TICK)
     await round_trip(client)
+    return client
+
+
+@pytest_twisted.ensureDeferred
+async def test_start_up_and_unregister_are_silent_with_broker_events_off(make_world_server):
+    ns = make_world_server({"push": BROKER_EVENTS_OFF})
+    client = await start_up_then_unregister(ns, "T1", "T2")
     assert client.pushed == []
     resp = await client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"})
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST  # the change happened, silently
@@ -126,14 +123,7 @@ async def test_start_up_and_unregister_are_silent_with_broker_events_off(make_wo
 @pytest_twisted.ensureDeferred
 async def test_start_up_and_unregister_notify_when_their_rule_is_off(rule, make_world_server):
     ns = make_world_server({"push": {"suppress": {rule: False}}})
-    client = await connect(ns.port)
-    await subscribe(client, "T1")
-    broker = await connect(ns.port)
-    await broker.request(register_request(topic_configs("T1", "T2", "T3")))
-    ns.clock.advance(TICK)
-    await broker.request(unregister_request())
-    ns.clock.advance(TICK)
-    await round_trip(client)
+    client = await start_up_then_unregister(ns, "T1")
     expected = {
         "broker_startup": [("T1", ChangeKind.CREATED)],
         "unregister": [("T1", ChangeKind.UNROUTED)],  # its broker left: not a deletion
@@ -217,11 +207,7 @@ async def test_pressure_holds_notifications_and_recovery_sends_each_missed_topic
     assert ns.server.stats()["degradation_transitions"] == 2
 
     ns.server.journal.flush()
-    records = [
-        json.loads(line)
-        for path in sorted(tmp_path.glob("journal-*.jsonl"))
-        for line in path.open()
-    ]
+    records = journal_records(tmp_path)
     episode = [r for r in records if r["event"] in ("degradation", "backlog_drained")]
     assert [(r["event"], r.get("degraded")) for r in episode] == [
         ("degradation", True),

@@ -16,7 +16,7 @@ from support.memory_world import connect, kept_in_use
 from support.register_bodies import plain_body, register
 from twisted.internet import defer, task
 
-from namesrv.ops.log_limit import MAX_LINE_CHARS, EscapingFilter
+from namesrv.cli import MAX_LINE_CHARS, EscapingFilter
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.paced_log import PacedLog

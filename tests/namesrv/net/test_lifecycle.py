@@ -1,5 +1,7 @@
-"""Stopping: every close step runs whatever the one before raised (counted), a second stop is
-the first, and with nobody connected there is no grace period to wait through."""
+"""Timers and stopping: a timer's call that raises is counted and runs again at its next
+interval, beside the others, and stopping stops every timer; every close step runs whatever the
+one before raised (counted), a second stop is the first, and with nobody connected there is no
+grace period to wait through."""
 
 from __future__ import annotations
 
@@ -9,9 +11,33 @@ from twisted.internet import task
 
 from namesrv.config import ServerConfig
 from namesrv.net.hub import ConnectionHub
-from namesrv.net.ports import ListeningPorts
-from namesrv.net.shutdown import Shutdown
+from namesrv.net.lifecycle import ListeningPorts, Shutdown, Timers
 from namesrv.requests.route_response_cache import RouteResponseCache
+
+
+def test_a_failing_call_is_counted_and_its_timer_runs_on() -> None:
+    clock = task.Clock()
+    counters: Counter[str] = Counter()
+    timers = Timers(clock, counters)
+    slow: list[float] = []
+    fast: list[float] = []
+
+    def fails_once() -> None:
+        slow.append(clock.seconds())
+        if len(slow) == 1:
+            raise RuntimeError("the first call fails")
+
+    timers.every(1_000, fails_once)
+    timers.every(250, lambda: fast.append(clock.seconds()))
+    clock.pump([0.25] * 4)
+    assert counters["timer_errors"] == 1
+    clock.pump([0.25] * 4)
+    assert slow == [1.0, 2.0]
+    assert fast == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+    timers.stop()
+    clock.pump([0.25] * 20)
+    assert (slow, len(fast)) == ([1.0, 2.0], 8)
+    assert counters["timer_errors"] == 1
 
 
 def shutdown_of(clock: task.Clock, counters: Counter[str]) -> Shutdown:
