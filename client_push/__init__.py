@@ -1,4 +1,4 @@
-"""Route client for the push-capable RocketMQ name server (upstream issue #3870).
+"""Route client for the push-capable RocketMQ name server.
 
 ``RouteClient`` holds topic routes, refetches them when the name server notifies a change,
 polls as a safety net, expires idle topics and remembers absent ones. The pure modules

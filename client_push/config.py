@@ -61,10 +61,10 @@ class ClientConfig:
     arrival_refetch_window_ms: int = positive(10_000)
     """Topics a broker arrival changed are refetched spread over this window (jittered)."""
     topic_idle_expiry_ms: int = positive(300_000)
-    """A topic not looked up for this long is dropped and unsubscribed (#3870 3.2)."""
+    """A topic not looked up for this long is dropped and unsubscribed."""
     expiry_check_interval_ms: int = positive(10_000)
     negative_ttl_ms: int = 30_000
-    """How long TOPIC_NOT_EXIST is believed without asking again (#3870 3.3); only ever for a
+    """How long TOPIC_NOT_EXIST is believed without asking again; only ever for a
     topic the client holds no route for, and never from a name server warming up."""
     untrusted_retry_initial_ms: int = positive(1_000)
     """A held topic whose route answer cannot be trusted (SYSTEM_ERROR, a failed request, an

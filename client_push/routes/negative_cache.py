@@ -1,4 +1,4 @@
-"""Remembered absences: TOPIC_NOT_EXIST believed for a TTL (#3870 3.3).
+"""Remembered absences: TOPIC_NOT_EXIST believed for a TTL.
 
 Without it a producer asking for a missing topic sends one request per lookup; with it the
 lookups inside the TTL fail at once and send nothing.

@@ -242,7 +242,7 @@ class PushRunner:
         self._dropped(gone)
 
     def expire_idle(self) -> None:
-        """Stop holding topics idle past the expiry and unsubscribe them (#3870 3.2); a topic
+        """Stop holding topics idle past the expiry and unsubscribe them; a topic
         with listeners never expires."""
         gone = self.routes.expire(self._now_ms(), self._listeners.topics())
         if not gone:

@@ -1,7 +1,7 @@
 """The routes a client holds, what producers and consumers derive from them, and topic expiry.
 
 Pure: callers pass the time. A topic is *held* from its first lookup until it has not been
-looked up for the idle expiry (#3870 3.2); a held topic may have a route or be known absent.
+looked up for the idle expiry; a held topic may have a route or be known absent.
 """
 
 from __future__ import annotations

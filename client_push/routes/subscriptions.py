@@ -4,8 +4,8 @@ Pure, events in and actions out, beside the ``PushSession`` it hands the news of
 a new connection subscribes every held topic, topics that become held are subscribed in one
 batch per loop turn, an acknowledged SUBSCRIBE makes push healthy (polling then becomes rare),
 a refused or lost one makes it unhealthy, a server that does not know SUBSCRIBE leaves the
-client polling. Topics no longer held are unsubscribed (#3870 3.2); a server left for good is
-told to stop notifying (#3870 3.1.1.1).
+client polling. Topics no longer held are unsubscribed; a server left for good is told to
+stop notifying.
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ class NameServerLink:
         await close_within(self._runtime, conns, deadline)
 
     def update_addrs(self, addrs: Sequence[str]) -> None:
-        """A new name-server list; a changed list moves the client (#3870 3.1.1.1)."""
+        """A new name-server list; a changed list moves the client."""
         for addr in addrs:
             split_addr(addr)
         if self.selector.update(addrs):

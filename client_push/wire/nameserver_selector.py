@@ -1,4 +1,4 @@
-"""Which name server the client talks to: one picked at random and kept (#3870 3.1.1.1).
+"""Which name server the client talks to: one picked at random and kept.
 
 Keeping one name server for route requests and subscriptions alike means the versions a
 client holds and the notifications it receives come from the same process.

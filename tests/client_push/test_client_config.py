@@ -7,7 +7,7 @@ import pytest
 from client_push.config import ClientConfig, ClientConfigError, parse_namesrv_addrs
 
 
-def test_defaults_follow_upstream_and_issue_3870():
+def test_defaults_follow_upstream_and_the_push_requirements():
     cfg = ClientConfig(namesrv_addrs=("127.0.0.1:9876",))
     assert cfg.poll_interval_ms == 30_000
     assert cfg.topic_idle_expiry_ms == 300_000
