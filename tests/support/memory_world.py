@@ -119,6 +119,17 @@ class MemoryWorld:
     def now(self) -> float:
         return float(self.reactor.seconds())
 
+    def now_ms(self) -> int:
+        """The clock in whole milliseconds, read as the parts read it."""
+        return int(self.reactor.seconds() * 1000)
+
+    def start_at(self, seconds: float) -> None:
+        """Set the clock to ``seconds`` (since the epoch, for parts that compare stamps with a
+        wall clock) before any part starts: it never goes back once one has."""
+        if self.servers or self.clients or self.brokers or self.wires or self.reactor.calls:
+            raise RuntimeError("the clock is set before any part of the world starts")
+        self.reactor.move_to(seconds)
+
     def settle(self) -> None:
         """Run what is due now and deliver bytes until nothing is left."""
         self.reactor.settle(self.max_steps)
@@ -342,6 +353,25 @@ def make_world_server(memory_world: MemoryWorld) -> Callable[..., Running]:
         return Running(server, port, memory_world.reactor, sampler)  # type: ignore[arg-type]
 
     return make
+
+
+WALL_START_S = 1_700_000_000.0
+"""Where ``make_wall_server``'s world starts its clock: a wall-clock time (seconds since the
+epoch), for servers that judge stamps their peers took from a wall clock."""
+
+
+@pytest.fixture
+def make_wall_server(
+    memory_world: MemoryWorld, make_world_server: Callable[..., Running]
+) -> Callable[..., Running]:
+    """``make_world_server`` in a world whose clock starts at ``WALL_START_S``."""
+    memory_world.start_at(WALL_START_S)
+    return make_world_server
+
+
+def now_ms() -> int:
+    """The running test's world clock in whole milliseconds, as its servers read it."""
+    return the_world().now_ms()
 
 
 class _OneProtocol(protocol.ClientFactory):
