@@ -396,17 +396,22 @@ def memory_world() -> Iterator[MemoryWorld]:
         world.close()
 
 
-def http_get(world: MemoryWorld, addr: str, path: str) -> tuple[int, Headers, bytes]:
-    """GET ``path`` from the HTTP server at ``addr`` in ``world`` with Twisted's HTTP/1.1
-    client: the status, the headers and the body, the connection closed after."""
+def http_get(
+    world: MemoryWorld, addr: str, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, Headers, bytes]:
+    """GET ``path`` (with ``headers`` besides ``Host``) from the HTTP server at ``addr`` in
+    ``world`` with Twisted's HTTP/1.1 client: the status, the headers and the body, the
+    connection closed after."""
     host, _, port = addr.rpartition(":")
     client = HTTP11ClientProtocol()
     world.reactor.connectTCP(host, int(port), _OneProtocol(client))
     world.settle()
     if client.transport is None:
         raise ConnectionRefusedError(f"nobody listens on {addr}")
-    headers = Headers({b"Host": [addr.encode("ascii")]})
-    response = world.wait(client.request(Request(b"GET", path.encode("ascii"), headers, None)))
+    sent = Headers({b"Host": [addr.encode("ascii")]})
+    for name, value in (headers or {}).items():
+        sent.addRawHeader(name.encode("ascii"), value.encode("latin-1"))
+    response = world.wait(client.request(Request(b"GET", path.encode("ascii"), sent, None)))
     body = _Body()
     response.deliverBody(body)
     world.wait(body.done)
