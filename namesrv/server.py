@@ -192,7 +192,9 @@ class NameServer:
         """Access control, the request processor and the registers answered over turns."""
         record_file = replay_record_file(cfg)
         self.replay_record = ReplayRecord(record_file) if record_file is not None else None
-        self.acl = AccessControl(cfg.acl, record=self.replay_record)
+        self.acl = AccessControl(
+            cfg.acl, wall_clock_ms=partial(now_ms, self.clock), record=self.replay_record
+        )
         status = operations.PushStatusSource(  # push settings are fixed at start
             epoch=self.epoch,
             push_enabled=cfg.push.enabled,

@@ -1,7 +1,8 @@
 """The deterministic world's own rules (``support.memory_world``, ``support.memory_network``):
 bounded settling, bytes in order and only while read, a full send buffer pausing its producer,
-closes after the bytes written and aborts without them, refused connects, and the same run
-giving the same events."""
+closes after the bytes written and aborts without them, refused connects, the same run
+giving the same events, a transport that declares what Twisted's TCP transport does, and a
+clock set to a wall-clock time only before any part starts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 from support.memory_network import READ_BYTES, MemoryReactor
 from support.memory_world import MemoryWorld, WorldNotSettled
 from twisted.internet import protocol
+from twisted.internet.interfaces import IConsumer, IPushProducer, ITCPTransport
+from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 
 
 class Recorder(protocol.Protocol):
@@ -137,6 +140,36 @@ def test_a_full_send_buffer_pauses_its_producer_until_it_has_all_gone() -> None:
     server.transport.resumeProducing()  # type: ignore[union-attr]
     world.settle()
     assert producer.calls == ["pause", "resume"] and len(server.received) == 1001
+
+
+def test_a_wrapped_transport_offers_a_producer_as_over_tcp_and_a_pull_one_is_asked_for_more():
+    """``ProtocolWrapper`` offers what its transport declares; Twisted's HTTP channel, wrapped,
+    registers with it only when it offers ``IPushProducer``."""
+    world = MemoryWorld()
+    server, _client = pair(world, [])
+    transport: Any = server.transport
+    for interface in (ITCPTransport, IConsumer, IPushProducer):
+        assert interface.providedBy(transport), interface
+    wrapper = ProtocolWrapper(WrappingFactory(protocol.Factory()), protocol.Protocol())
+    wrapper.makeConnection(transport)
+    assert IPushProducer.providedBy(wrapper)
+    producer = Pausable()
+    wrapper.registerProducer(producer, False)  # a pull producer: asked at once, then on drain
+    assert producer.calls == ["resume"]
+    transport.write(b"x")
+    world.settle()
+    assert producer.calls == ["resume", "resume"]
+
+
+def test_the_clock_is_set_to_a_wall_clock_time_only_before_any_part_starts() -> None:
+    world = MemoryWorld()
+    world.start_at(1_700_000_000.0)
+    assert world.now_ms() == 1_700_000_000_000
+    world.advance(0.25)
+    assert world.now_ms() == 1_700_000_000_250
+    world.reactor.callLater(1, lambda: None)
+    with pytest.raises(RuntimeError, match="before any part"):
+        world.start_at(1_800_000_000.0)
 
 
 def test_a_close_comes_after_the_bytes_written_and_an_abort_drops_them() -> None:

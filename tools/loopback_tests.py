@@ -6,11 +6,12 @@ two; the deterministic world (``tests/support/memory_world.py``) is where behavi
 instead. A module counts when it reads as both, statically:
 
 - real sockets: a loopback fixture among its tests' parameters, not counting the names
-  hypothesis's ``@given`` fills (``cluster``, ``clients``, ``make_server``, ``any_loop``,
-  ``loop_thread``, or one its folder's ``conftest.py`` builds from the loopback drivers), or a
-  loopback helper in its text (``loopback_wait``, ``route_cluster``, ``aio_world``,
-  ``wire_client``'s ``connect``, ``listenTCP`` on the reactor, a ``FakeNamesrv`` or
-  ``FakeBroker`` not given the world's network, ``LoopThread``, ``running_server``);
+  hypothesis's ``@given`` fills nor the fixtures the module defines itself (``cluster``,
+  ``clients``, ``make_server``, ``any_loop``, ``loop_thread``, or one its folder's
+  ``conftest.py`` builds from the loopback drivers), or a loopback helper in its text
+  (``loopback_wait``, ``route_cluster``, ``aio_world``, ``wire_client``'s ``connect``,
+  ``listenTCP`` on the reactor, a ``FakeNamesrv`` or ``FakeBroker`` not given the world's
+  network, ``LoopThread``, ``running_server``);
 - a fake clock: ``task.Clock``, ``FakeClock``, ``PendingClock``, or a helper or fixture that
   runs on one (those fixtures, ``running_server``, ``AioWorld``).
 
@@ -78,10 +79,23 @@ def fixture_parameters(text: str) -> str:
     return " ".join(names)
 
 
+def own_fixtures(text: str) -> set[str]:
+    """The fixtures the module defines itself: a parameter of that name is the module's own,
+    whatever a loopback fixture of the same name elsewhere does."""
+    names = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if getattr(target, "attr", getattr(target, "id", "")) == "fixture":
+                    names.add(node.name)
+    return names
+
+
 def on_a_real_loop_with_a_fake_clock(path: Path) -> bool:
     text = path.read_text(encoding="utf-8")
     params = fixture_parameters(text)
-    fixtures = set(LOOPBACK_FIXTURES) | conftest_fixtures(path.parent)
+    fixtures = (set(LOOPBACK_FIXTURES) | conftest_fixtures(path.parent)) - own_fixtures(text)
     uses_fixture = any(re.search(rf"\b{name}\b", params) for name in fixtures)
     real = uses_fixture or any(re.search(pattern, text) for pattern in LOOPBACK_TEXT)
     fake = uses_fixture or bool(re.search(FAKE_CLOCK, text))

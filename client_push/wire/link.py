@@ -67,7 +67,7 @@ class NameServerLink:
         self.selector = NameServerSelector(
             config.namesrv_addrs, rng, move_interval_ms=config.warm_move_interval_ms
         )
-        self._signer = request_signer(config)
+        self._signer = request_signer(config, lambda: int(runtime.clock.time() * 1000))
         self._state: LinkState[RemotingConnection] = LinkState(
             self.selector, Backoff(config.reconnect_initial_ms, config.reconnect_max_ms, rng)
         )

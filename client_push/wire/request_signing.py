@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-import time
+from collections.abc import Callable
 
 from client_push.config import ClientConfig
 from protocol.frame import RemotingCommand
 from protocol.signing import Credentials, RequestSigner, SignatureForm
 
 
-def request_signer(config: ClientConfig) -> RequestSigner | None:
-    """The signer of ``config``'s credentials, or None when it has none."""
+def request_signer(config: ClientConfig, now_ms: Callable[[], int]) -> RequestSigner | None:
+    """The signer of ``config``'s credentials, or None when it has none; ``now_ms`` is the
+    client's clock in milliseconds since the epoch (the wall clock the server compares with),
+    which stamps strong-form requests."""
     if not config.access_key:
         return None
     return RequestSigner(
@@ -26,7 +28,7 @@ def request_signer(config: ClientConfig) -> RequestSigner | None:
             form=SignatureForm(config.signature),
             server_identity=config.server_identity,
         ),
-        lambda: time.time_ns() // 1_000_000,  # the wall clock the server compares with
+        now_ms,
         lambda: secrets.token_urlsafe(24),
     )
 

@@ -26,7 +26,9 @@ from typing import Any
 
 from twisted.internet import defer, error, task
 from twisted.internet.address import IPv4Address
+from twisted.internet.interfaces import IConsumer, IPushProducer, ITCPTransport
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 READ_BYTES = 64 * 1024
 """Bytes one read hands to a protocol at most (a socket read's usual size)."""
@@ -44,8 +46,11 @@ class NotSettledError(AssertionError):
     """The world did not reach the state asked for within its bound."""
 
 
+@implementer(ITCPTransport, IConsumer, IPushProducer)
 class MemoryTransport:
-    """One end of a connection in memory: what a protocol sees as its TCP transport."""
+    """One end of a connection in memory: what a protocol sees as its TCP transport (declared
+    as Twisted's TCP transport is, so that a wrapper around it, ``ProtocolWrapper`` say, offers
+    what it offers)."""
 
     def __init__(self, network: MemoryReactor, protocol: Any, host: IPv4Address, peer: IPv4Address):
         self.network = network

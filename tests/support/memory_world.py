@@ -119,6 +119,17 @@ class MemoryWorld:
     def now(self) -> float:
         return float(self.reactor.seconds())
 
+    def now_ms(self) -> int:
+        """The clock in whole milliseconds, read as the parts read it."""
+        return int(self.reactor.seconds() * 1000)
+
+    def start_at(self, seconds: float) -> None:
+        """Set the clock to ``seconds`` (since the epoch, for parts that compare stamps with a
+        wall clock) before any part starts: it never goes back once one has."""
+        if self.servers or self.clients or self.brokers or self.wires or self.reactor.calls:
+            raise RuntimeError("the clock is set before any part of the world starts")
+        self.reactor.move_to(seconds)
+
     def settle(self) -> None:
         """Run what is due now and deliver bytes until nothing is left."""
         self.reactor.settle(self.max_steps)
@@ -344,6 +355,25 @@ def make_world_server(memory_world: MemoryWorld) -> Callable[..., Running]:
     return make
 
 
+WALL_START_S = 1_700_000_000.0
+"""Where ``make_wall_server``'s world starts its clock: a wall-clock time (seconds since the
+epoch), for servers that judge stamps their peers took from a wall clock."""
+
+
+@pytest.fixture
+def make_wall_server(
+    memory_world: MemoryWorld, make_world_server: Callable[..., Running]
+) -> Callable[..., Running]:
+    """``make_world_server`` in a world whose clock starts at ``WALL_START_S``."""
+    memory_world.start_at(WALL_START_S)
+    return make_world_server
+
+
+def now_ms() -> int:
+    """The running test's world clock in whole milliseconds, as its servers read it."""
+    return the_world().now_ms()
+
+
 class _OneProtocol(protocol.ClientFactory):
     """Connects one given protocol instance."""
 
@@ -366,17 +396,22 @@ def memory_world() -> Iterator[MemoryWorld]:
         world.close()
 
 
-def http_get(world: MemoryWorld, addr: str, path: str) -> tuple[int, Headers, bytes]:
-    """GET ``path`` from the HTTP server at ``addr`` in ``world`` with Twisted's HTTP/1.1
-    client: the status, the headers and the body, the connection closed after."""
+def http_get(
+    world: MemoryWorld, addr: str, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, Headers, bytes]:
+    """GET ``path`` (with ``headers`` besides ``Host``) from the HTTP server at ``addr`` in
+    ``world`` with Twisted's HTTP/1.1 client: the status, the headers and the body, the
+    connection closed after."""
     host, _, port = addr.rpartition(":")
     client = HTTP11ClientProtocol()
     world.reactor.connectTCP(host, int(port), _OneProtocol(client))
     world.settle()
     if client.transport is None:
         raise ConnectionRefusedError(f"nobody listens on {addr}")
-    headers = Headers({b"Host": [addr.encode("ascii")]})
-    response = world.wait(client.request(Request(b"GET", path.encode("ascii"), headers, None)))
+    sent = Headers({b"Host": [addr.encode("ascii")]})
+    for name, value in (headers or {}).items():
+        sent.addRawHeader(name.encode("ascii"), value.encode("latin-1"))
+    response = world.wait(client.request(Request(b"GET", path.encode("ascii"), sent, None)))
     body = _Body()
     response.deliverBody(body)
     world.wait(body.done)

@@ -1,6 +1,7 @@
 """``namesrv-admin`` shows what a server sent with its control characters escaped: a broker,
 cluster, KV value or remark holding a terminal escape sequence reaches the terminal (or the
-pipe the output goes through) as visible text, never as the sequence."""
+pipe the output goes through) as visible text, never as the sequence. Server and command share
+the deterministic world (``support.memory_world``, ``support.memory_admin``)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from click.testing import CliRunner, Result
+from click.testing import Result
 from support.fake_broker import register_request, topic_configs
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import defer, threads
+from support.memory_admin import namesrv_admin
+from support.memory_world import connect, the_world
 
 from namesrv.admin.broker_topics import BrokerOutcome
-from namesrv.admin.cli import main
 from protocol.codes import RequestCode, ResponseCode
 
 TITLE = "\x1b]0;owned\x07"
@@ -26,13 +25,8 @@ EVIL_CLUSTER = f"c\x1b[31m{TITLE}"
 RAW = ("\x1b", "\x07", "\x9b", "\u202e")
 
 
-@defer.inlineCallbacks
-def admin(port: int, *args: str) -> Any:
-    runner = CliRunner()
-    result: Result = yield threads.deferToThread(
-        runner.invoke, main, ["--namesrv", f"127.0.0.1:{port}", *args], prog_name="namesrv-admin"
-    )
-    return result
+def admin(port: int, *args: str) -> Result:
+    return namesrv_admin(the_world(), ["--namesrv", f"127.0.0.1:{port}", *args])
 
 
 def _no_raw_controls(text: str) -> None:
@@ -49,37 +43,37 @@ def _strings(doc: Any) -> set[str]:
 
 
 @pytest.fixture
-def ns():
-    yield from running_server()
+def ns(make_world_server):
+    return make_world_server()
 
 
-@pytest_twisted.inlineCallbacks
-def test_broker_and_cluster_names_holding_escape_sequences_print_escaped(ns):
-    broker = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_broker_and_cluster_names_holding_escape_sequences_print_escaped(ns):
+    broker = await connect(ns.port)
     request = register_request(
         topic_configs("T", queues=4), cluster=EVIL_CLUSTER, broker_name=EVIL_BROKER
     )
-    assert (yield broker.request(request)).code == ResponseCode.SUCCESS
+    assert (await broker.request(request)).code == ResponseCode.SUCCESS
     for verb in (("cluster-list",), ("topic-route", "T")):
-        text = yield admin(ns.port, *verb)
+        text = admin(ns.port, *verb)
         assert text.exit_code == 0, text.output
         _no_raw_controls(text.stdout)
         assert "\\x1b]0;owned\\x07" in text.stdout
         assert "\\nFORGED" in text.stdout  # the name stays on its row
-        as_json = yield admin(ns.port, "--json", *verb)
+        as_json = admin(ns.port, "--json", *verb)
         assert as_json.exit_code == 0
         _no_raw_controls(as_json.stdout)
         assert EVIL_BROKER in _strings(json.loads(as_json.stdout))  # the same JSON document
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_kv_value_and_a_remark_holding_escape_sequences_print_escaped(ns):
-    client = yield connect(ns.port)
-    put = yield client.call(
+@pytest_twisted.ensureDeferred
+async def test_a_kv_value_and_a_remark_holding_escape_sequences_print_escaped(ns):
+    client = await connect(ns.port)
+    put = await client.call(
         RequestCode.PUT_KV_CONFIG, {"namespace": "n", "key": "k", "value": f"v{TITLE}"}
     )
     assert put.code == ResponseCode.SUCCESS
-    value = yield admin(ns.port, "kv", "get", "n", "k")
+    value = admin(ns.port, "kv", "get", "n", "k")
     assert value.exit_code == 0
     _no_raw_controls(value.stdout)
     assert "\\x1b]0;owned" in value.stdout

@@ -1,5 +1,6 @@
 """``namesrv-admin update-topic`` / ``delete-topic`` against brokers that serve topic admin
-(stand-ins registered with a name server on loopback)."""
+(stand-ins registered with a name server), all in the deterministic world
+(``support.memory_world``); the command runs in the test's thread (``support.memory_admin``)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,18 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from click.testing import CliRunner, Result
-from support.server_fixtures import running_server
+from click.testing import Result
+from support.memory_admin import namesrv_admin
+from support.memory_world import connect, the_world
 from support.topic_admin_broker import TopicAdminBroker
-from support.wire_client import connect
-from twisted.internet import reactor, task, threads
 
-from namesrv.admin.cli import main
 from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.signing import SIGNATURE_FORM, upstream_signature
 
 
-async def admin(port: int, *args: str) -> Result:
-    runner = CliRunner()
-    result: Result = await threads.deferToThread(
-        runner.invoke, main, ["--namesrv", f"127.0.0.1:{port}", *args], prog_name="namesrv-admin"
-    )
-    return result
+def admin(port: int, *args: str) -> Result:
+    return namesrv_admin(the_world(), ["--namesrv", f"127.0.0.1:{port}", *args])
 
 
 async def route_brokers(port: int, topic: str) -> dict[str, int]:
@@ -44,26 +39,28 @@ async def until_route(port: int, topic: str, expected: dict[str, int]) -> None:
     for _ in range(400):
         if await route_brokers(port, topic) == expected:
             return
-        await task.deferLater(reactor, 0.01, lambda: None)
+        the_world().advance(0.01)
     raise AssertionError(f"route of {topic} is {await route_brokers(port, topic)}")
 
 
 @pytest.fixture
-def ns():
-    yield from running_server()
+def ns(make_world_server):
+    return make_world_server()
 
 
 @pytest.fixture
-def cluster(ns):
+def cluster(ns, memory_world):
+    """Two stand-ins registered with ``ns``; the world stops them."""
     brokers = [
-        TopicAdminBroker(name, {"Existing": 4}, [f"127.0.0.1:{ns.port}"])
+        TopicAdminBroker(
+            name, {"Existing": 4}, [f"127.0.0.1:{ns.port}"], reactor=memory_world.reactor
+        )
         for name in ("broker-a", "broker-b")
     ]
     for broker in brokers:
-        pytest_twisted.blockon(broker.start())
-    yield brokers
-    for broker in brokers:
-        pytest_twisted.blockon(broker.kill())
+        memory_world.wait(broker.start())
+        memory_world.brokers.append(broker)
+    return brokers
 
 
 def kv(ns: Any, topic: str) -> str | None:
@@ -75,7 +72,7 @@ async def test_update_topic_on_a_cluster_creates_it_on_every_master_with_upstrea
     ns, cluster
 ):
     a, b = cluster
-    result = await admin(
+    result = admin(
         ns.port, "update-topic", "-c", "DefaultCluster", "-t", "NEW", "-r", "4", "-w", "4"
     )
     assert result.exit_code == 0, result.output
@@ -96,7 +93,7 @@ async def test_update_topic_on_a_cluster_creates_it_on_every_master_with_upstrea
     await until_route(ns.port, "NEW", {"broker-a": 4, "broker-b": 4})
     assert kv(ns, "NEW") is None
 
-    result = await admin(ns.port, "--json", "update-topic", "-b", a.addr, "-t", "ONE", "-p", "4")
+    result = admin(ns.port, "--json", "update-topic", "-b", a.addr, "-t", "ONE", "-p", "4")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["perm"] == "4" and doc["readQueueNums"] == "8"
@@ -104,24 +101,22 @@ async def test_update_topic_on_a_cluster_creates_it_on_every_master_with_upstrea
     assert [h.topic for h in b.created] == ["NEW"]
     await until_route(ns.port, "ONE", {"broker-a": 8})
 
-    result = await admin(ns.port, "update-topic", "-b", b.addr, "-t", "UNIT", "-u", "true")
+    result = admin(ns.port, "update-topic", "-b", b.addr, "-t", "UNIT", "-u", "true")
     assert result.exit_code == 0, result.output
     assert b.created[-1].topic_sys_flag == 1  # TopicSysFlag: unit
-    result = await admin(ns.port, "update-topic", "-b", b.addr, "-t", "UNIT", "-s", "true")
+    result = admin(ns.port, "update-topic", "-b", b.addr, "-t", "UNIT", "-s", "true")
     assert b.created[-1].topic_sys_flag == 2  # TopicSysFlag: has unit subscriptions
 
 
 @pytest_twisted.ensureDeferred
 async def test_order_writes_the_order_conf_on_the_name_server_as_upstream(ns, cluster):
     a, _b = cluster
-    result = await admin(ns.port, "update-topic", "-c", "DefaultCluster", "-t", "ORD", "-o", "true")
+    result = admin(ns.port, "update-topic", "-c", "DefaultCluster", "-t", "ORD", "-o", "true")
     assert result.exit_code == 0, result.output
     assert all(broker.created[0].order for broker in cluster)
     assert kv(ns, "ORD") == "broker-a:8;broker-b:8"
     # One broker: its entry is replaced, the others' kept.
-    result = await admin(
-        ns.port, "update-topic", "-b", a.addr, "-t", "ORD", "-w", "2", "-o", "true"
-    )
+    result = admin(ns.port, "update-topic", "-b", a.addr, "-t", "ORD", "-w", "2", "-o", "true")
     assert result.exit_code == 0, result.output
     assert kv(ns, "ORD") == "broker-a:2;broker-b:8"
 
@@ -130,7 +125,7 @@ async def test_order_writes_the_order_conf_on_the_name_server_as_upstream(ns, cl
 async def test_a_refusing_broker_is_named_with_its_remark_and_the_others_still_asked(ns, cluster):
     a, b = cluster
     b.refuse_topic_admin(ResponseCode.SYSTEM_ERROR, "The specified topic is a system topic.")
-    result = await admin(ns.port, "update-topic", "-c", "DefaultCluster", "-t", "NEW", "-o", "true")
+    result = admin(ns.port, "update-topic", "-c", "DefaultCluster", "-t", "NEW", "-o", "true")
     assert result.exit_code == 1
     assert [h.topic for h in a.created] == ["NEW"]
     assert (
@@ -142,15 +137,15 @@ async def test_a_refusing_broker_is_named_with_its_remark_and_the_others_still_a
     assert kv(ns, "NEW") is None  # not every broker has it: no order conf
 
     await until_route(ns.port, "NEW", {"broker-a": 8})
-    result = await admin(ns.port, "delete-topic", "-c", "DefaultCluster", "-t", "NEW")
+    result = admin(ns.port, "delete-topic", "-c", "DefaultCluster", "-t", "NEW")
     assert result.exit_code == 1
     assert "the name server's route is kept" in result.stderr
     assert a.deleted == ["NEW"]
     await until_route(ns.port, "Existing", {"broker-a": 4, "broker-b": 4})
 
     b.refusal = None
-    await b.kill()
-    result = await admin(ns.port, "update-topic", "-b", b.addr, "-t", "Z")
+    the_world().wait(b.kill())
+    result = admin(ns.port, "update-topic", "-b", b.addr, "-t", "Z")
     assert result.exit_code == 1
     assert f"{b.addr}: not reached: cannot connect" in result.stderr
 
@@ -161,9 +156,7 @@ async def test_delete_topic_on_a_cluster_deletes_on_each_master_then_on_the_name
 ):
     a, b = cluster
     await until_route(ns.port, "Existing", {"broker-a": 4, "broker-b": 4})
-    result = await admin(
-        ns.port, "--json", "delete-topic", "-c", "DefaultCluster", "-t", "Existing"
-    )
+    result = admin(ns.port, "--json", "delete-topic", "-c", "DefaultCluster", "-t", "Existing")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["deleted"] is True and [x["code"] for x in doc["brokers"]] == [0, 0]
@@ -173,14 +166,14 @@ async def test_delete_topic_on_a_cluster_deletes_on_each_master_then_on_the_name
 
 @pytest_twisted.ensureDeferred
 async def test_bad_invocations_are_refused_before_anything_is_sent(ns, cluster):
-    result = await admin(ns.port, "update-topic", "-t", "T")
+    result = admin(ns.port, "update-topic", "-t", "T")
     assert result.exit_code == 2 and "exactly one of --cluster/-c and --broker/-b" in result.output
-    result = await admin(ns.port, "update-topic", "-c", "DefaultCluster", "-t", "T", "-p", "9")
+    result = admin(ns.port, "update-topic", "-c", "DefaultCluster", "-t", "T", "-p", "9")
     assert result.exit_code == 2 and "perm must be 0..7" in result.output
-    result = await admin(ns.port, "update-topic", "-c", "Nope", "-t", "T")
+    result = admin(ns.port, "update-topic", "-c", "Nope", "-t", "T")
     assert result.exit_code == 1
     assert "no cluster 'Nope' (clusters: DefaultCluster)" in result.stderr
-    result = await admin(ns.port, "delete-topic", "A", "-t", "B")
+    result = admin(ns.port, "delete-topic", "A", "-t", "B")
     assert result.exit_code == 2
     assert all(not broker.created and not broker.deleted for broker in cluster)
 
@@ -190,7 +183,7 @@ async def test_brokers_get_upstream_signatures_while_the_name_server_gets_the_st
     ns, cluster
 ):
     a, _b = cluster
-    result = await admin(
+    result = admin(
         ns.port,
         "--access-key",
         "ops",

@@ -1,21 +1,20 @@
 """The metrics listener under attack: held-open connections, trickled requests, no credentials.
 
-Connections go over loopback on the real reactor; the idle timeout runs on the server's fake
-clock, so closing at the timeout is asserted by advancing the clock, never by waiting.
+The server, the attackers and the scrapers share the deterministic world
+(``support.memory_world``): one virtual clock, TCP in memory. Closing at the idle timeout is
+asserted by moving the clock, and "nothing more happens" once the world is quiet.
 """
 
 from __future__ import annotations
 
 import base64
-import urllib.error
-import urllib.request
 from typing import Any
 
 import pytest
 import pytest_twisted
 from prometheus_client.parser import text_string_to_metric_families
-from support.loopback_wait import until
-from twisted.internet import defer, protocol, reactor, task, threads
+from support.memory_world import WorldDeferred, connect, http_get, the_world, until
+from twisted.internet import defer, protocol
 from twisted.web import http as http_module
 
 from namesrv.config import ConfigError, MetricsConfig, from_mapping
@@ -54,9 +53,28 @@ class RawClient(protocol.Protocol):
         return count
 
 
-def open_clients(port: int, n: int) -> defer.Deferred[list[RawClient]]:
-    creator = protocol.ClientCreator(reactor, RawClient)
-    return defer.gatherResults([creator.connectTCP("127.0.0.1", port) for _ in range(n)])
+class _Connects(protocol.ClientFactory):
+    """Makes the peers of one kind, noting each."""
+
+    def __init__(self, kind: type[RawClient]) -> None:
+        self.kind = kind
+        self.made: list[RawClient] = []
+
+    def buildProtocol(self, addr: Any) -> RawClient:
+        peer = self.kind()
+        self.made.append(peer)
+        return peer
+
+
+def open_clients(port: int, n: int, kind: type[RawClient] = RawClient) -> list[RawClient]:
+    """``n`` peers of ``kind`` connected to 127.0.0.1:``port`` in the running test's world."""
+    world = the_world()
+    connects = _Connects(kind)
+    for _ in range(n):
+        world.reactor.connectTCP("127.0.0.1", port, connects)
+    world.settle()
+    assert len(connects.made) == n, f"{len(connects.made)} of {n} connected"
+    return connects.made
 
 
 def metrics_port(ns: Any) -> int:
@@ -72,21 +90,21 @@ def accepted(ns: Any) -> int:
     return open_metrics_connections(ns) + ns.server.stats().get("metrics_connections_evicted", 0)
 
 
-@defer.inlineCallbacks
-def get(ns: Any, headers: dict[str, str] | None = None) -> Any:
-    """One scrape with urllib in a thread (the reactor serves meanwhile): status, headers, text."""
-    url = f"http://127.0.0.1:{metrics_port(ns)}/metrics"
+class AnswerHeaders:
+    """An answer's headers, looked up by name."""
 
-    def fetch() -> tuple[int, Any, str]:
-        req = urllib.request.Request(url, headers=headers or {})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return resp.status, resp.headers, resp.read().decode()
-        except urllib.error.HTTPError as err:
-            return err.code, err.headers, err.read().decode()
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
 
-    result = yield threads.deferToThread(fetch)
-    return result
+    def get_all(self, name: str) -> list[str]:
+        return [v.decode("latin-1") for v in self.raw.getRawHeaders(name.encode(), [])]
+
+
+def get(ns: Any, headers: dict[str, str] | None = None) -> tuple[int, AnswerHeaders, str]:
+    """One scrape with Twisted's HTTP client: status, headers, text."""
+    addr = f"127.0.0.1:{metrics_port(ns)}"
+    status, answer_headers, body = http_get(the_world(), addr, "/metrics", headers)
+    return status, AnswerHeaders(answer_headers), body.decode()
 
 
 def sample(text: str, name: str, **labels: str) -> float:
@@ -97,28 +115,30 @@ def sample(text: str, name: str, **labels: str) -> float:
     raise AssertionError(f"{name}{labels} not in the page")
 
 
-@pytest_twisted.inlineCallbacks
-def test_200_idle_connections_stay_under_the_cap_and_close_at_the_idle_timeout(make_server):
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0"}})
+@pytest_twisted.ensureDeferred
+async def test_200_idle_connections_stay_under_the_cap_and_close_at_the_idle_timeout(
+    make_world_server,
+):
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0"}})
     cap = DEFAULTS.max_connections
     attackers: list[RawClient] = []
     gone: list[RawClient] = []
     while len(attackers) < 200:
-        # In batches the listen backlog holds, so each is accepted at once, not on SYN retries.
-        batch = yield open_clients(metrics_port(ns), BATCH)
+        # In batches, each one accepted and counted before the next connects.
+        batch = open_clients(metrics_port(ns), BATCH)
         for client in batch:
             client.lost.addCallback(lambda _, c=client: gone.append(c))
         attackers += batch
         opened = len(attackers)
-        yield defer.ensureDeferred(until(lambda n=opened: accepted(ns) == n))
+        await until(lambda n=opened: accepted(ns) == n)
         assert open_metrics_connections(ns) == min(len(attackers), cap)
     # Each accept past the cap closed the connection served longest ago: never more are open.
-    yield defer.ensureDeferred(until(lambda: len(gone) == 200 - cap))
+    await until(lambda: len(gone) == 200 - cap)
     assert open_metrics_connections(ns) == cap
     assert ns.server.stats()["metrics_connections_evicted"] == 200 - cap
 
     # A scrape during the attack is admitted (one more held-open connection goes) and served.
-    status, _, text = yield get(ns)
+    status, _, text = get(ns)
     assert status == 200
     evicted = 200 - cap + 1
     assert sample(text, "rocketmq_namesrv_metrics_connections_evicted_total") == evicted
@@ -126,16 +146,16 @@ def test_200_idle_connections_stay_under_the_cap_and_close_at_the_idle_timeout(m
         sample(text, "rocketmq_namesrv_bounds_reached_total", bound="metrics.max_connections")
         == evicted
     )
-    yield defer.ensureDeferred(until(lambda: len(gone) == evicted))
+    await until(lambda: len(gone) == evicted)
 
-    ns.clock.advance(IDLE_S - 0.125)
+    the_world().advance(IDLE_S - 0.125)
     assert open_metrics_connections(ns) == cap - 1  # the scrape's own connection has closed
-    ns.clock.advance(0.125)
+    the_world().advance(0.125)
     assert open_metrics_connections(ns) == 0
-    yield defer.gatherResults([c.lost for c in attackers])
+    await until(lambda: all(c.lost.called for c in attackers))
     assert ns.server.stats()["metrics_idle_closes"] == cap - 1
 
-    status, _, text = yield get(ns)
+    status, _, text = get(ns)
     assert status == 200
     assert sample(text, "rocketmq_namesrv_metrics_idle_closes_total") == cap - 1
     assert (
@@ -144,11 +164,11 @@ def test_200_idle_connections_stay_under_the_cap_and_close_at_the_idle_timeout(m
     )
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_request_trickled_byte_by_byte_is_cut_at_the_idle_timeout(make_server):
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "idle_timeout_ms": 1_000}})
-    [slow] = yield open_clients(metrics_port(ns), 1)
-    yield defer.ensureDeferred(until(lambda: open_metrics_connections(ns) == 1))
+@pytest_twisted.ensureDeferred
+async def test_a_request_trickled_byte_by_byte_is_cut_at_the_idle_timeout(make_world_server):
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0", "idle_timeout_ms": 1_000}})
+    [slow] = open_clients(metrics_port(ns), 1)
+    await until(lambda: open_metrics_connections(ns) == 1)
     [server_side] = ns.server.metrics_port.factory.protocols
     read = bytearray()  # what the server's side has read, noted as the transport hands it on
     deliver = server_side.dataReceived
@@ -160,26 +180,26 @@ def test_a_request_trickled_byte_by_byte_is_cut_at_the_idle_timeout(make_server)
     server_side.dataReceived = note_read
     for sent, byte in enumerate(b"GET /me", 1):
         slow.transport.write(bytes([byte]))
-        yield defer.ensureDeferred(until(lambda n=sent: len(read) == n))  # read, yet unanswered
-        ns.clock.advance(0.125)
+        await until(lambda n=sent: len(read) == n)  # read, yet unanswered
+        the_world().advance(0.125)
     assert not slow.lost.called
-    ns.clock.advance(0.125)
-    yield slow.lost
+    the_world().advance(0.125)
+    await WorldDeferred(the_world(), slow.lost)
     assert ns.server.stats()["metrics_idle_closes"] == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_keep_alive_scraper_is_timed_from_its_last_answer(make_server):
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "idle_timeout_ms": 1_000}})
-    [scraper] = yield open_clients(metrics_port(ns), 1)
+@pytest_twisted.ensureDeferred
+async def test_a_keep_alive_scraper_is_timed_from_its_last_answer(make_world_server):
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0", "idle_timeout_ms": 1_000}})
+    [scraper] = open_clients(metrics_port(ns), 1)
     for answers in (1, 2, 3):
-        ns.clock.advance(0.75)
+        the_world().advance(0.75)
         scraper.transport.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        yield defer.ensureDeferred(until(lambda n=answers: scraper.whole_answers() == n))
-    ns.clock.advance(0.875)
+        await until(lambda n=answers: scraper.whole_answers() == n)
+    the_world().advance(0.875)
     assert not scraper.lost.called
-    ns.clock.advance(0.125)
-    yield scraper.lost
+    the_world().advance(0.125)
+    await WorldDeferred(the_world(), scraper.lost)
     assert ns.server.stats()["metrics_idle_closes"] == 1
 
 
@@ -187,9 +207,9 @@ def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-@pytest_twisted.inlineCallbacks
-def test_scrapes_without_the_right_credentials_get_401_and_are_counted(make_server):
-    ns = make_server(
+@pytest_twisted.ensureDeferred
+async def test_scrapes_without_the_right_credentials_get_401_and_are_counted(make_world_server):
+    ns = make_world_server(
         {
             "metrics": {
                 "listen": "127.0.0.1:0",
@@ -207,7 +227,7 @@ def test_scrapes_without_the_right_credentials_get_401_and_are_counted(make_serv
         {"Authorization": "t0ken-123"},
     ]
     for headers in refused:
-        status, answer_headers, text = yield get(ns, headers)
+        status, answer_headers, text = get(ns, headers)
         assert status == 401, headers
         assert answer_headers.get_all("WWW-Authenticate") == [
             'Bearer realm="metrics"',
@@ -218,18 +238,18 @@ def test_scrapes_without_the_right_credentials_get_401_and_are_counted(make_serv
         {"Authorization": "Bearer t0ken-123"},
         {"Authorization": basic("prom", "pa55")},
     ):
-        status, _, text = yield get(ns, headers)
+        status, _, text = get(ns, headers)
         assert status == 200
         assert sample(text, "rocketmq_namesrv_metrics_auth_failures_total") == len(refused)
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_bearer_token_alone_is_enough_and_no_credentials_get_401(make_server):
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": "abc"}})
-    status, headers, _ = yield get(ns)
+@pytest_twisted.ensureDeferred
+async def test_a_bearer_token_alone_is_enough_and_no_credentials_get_401(make_world_server):
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": "abc"}})
+    status, headers, _ = get(ns)
     assert status == 401
     assert headers.get_all("WWW-Authenticate") == ['Bearer realm="metrics"']
-    status, _, _ = yield get(ns, {"Authorization": "Bearer abc"})
+    status, _, _ = get(ns, {"Authorization": "Bearer abc"})
     assert status == 200
 
 
@@ -264,15 +284,14 @@ def spooled(monkeypatch):
     return opened
 
 
-@defer.inlineCallbacks
 def refused_unread(ns: Any, head: bytes, body_bytes: int = 0) -> Any:
     """Sends ``head`` (and ``body_bytes`` of body after it, as an attacker streams one); the
     status line the server answered with once it closed the connection."""
-    [peer] = yield open_clients(metrics_port(ns), 1)
+    [peer] = open_clients(metrics_port(ns), 1)
     peer.transport.write(head)
     if body_bytes:
         peer.transport.write(b"x" * body_bytes)
-    yield peer.lost.addTimeout(10, reactor)  # a server reading the body never closes it
+    the_world().wait(peer.lost, within=10)  # a server reading the body never closes it
     return peer.received.split(b"\r\n", 1)[0]
 
 
@@ -281,13 +300,13 @@ CHUNKED = b"Transfer-Encoding: chunked\r\n"
 
 
 @pytest.mark.parametrize("token", ["", "s3cret"])
-@pytest_twisted.inlineCallbacks
-def test_bodies_and_other_methods_are_refused_on_their_head_and_never_spooled(
-    make_server, spooled, token
+@pytest_twisted.ensureDeferred
+async def test_bodies_and_other_methods_are_refused_on_their_head_and_never_spooled(
+    make_world_server, spooled, token
 ):
     # The attack: an unauthenticated peer announcing a 1 GiB body and streaming it, with the
     # bearer token on and off. Refused on the head; not a byte spooled to a temporary file.
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": token}})
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": token}})
     attacks = [
         (b"POST /metrics HTTP/1.1\r\nHost: x\r\n" + BIG + b"\r\n", b"405"),
         (b"PUT /metrics HTTP/1.1\r\nHost: x\r\n" + CHUNKED + b"\r\n", b"405"),
@@ -297,28 +316,30 @@ def test_bodies_and_other_methods_are_refused_on_their_head_and_never_spooled(
         (b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n", b"413"),
     ]
     for head, status in attacks:
-        line = yield refused_unread(ns, head, body_bytes=256 * 1024)
+        line = refused_unread(ns, head, body_bytes=256 * 1024)
         assert line.startswith(b"HTTP/1.1 " + status), (head, line)
     assert spooled == []
     stats = ns.server.stats()
     assert stats["metrics_refused_method"] == 3 and stats["metrics_refused_body"] == 3
     assert "metrics_auth_failures" not in stats  # refused before credentials were looked at
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    status, _, text = yield get(ns, headers)  # the scraper is served all along
+    status, _, text = get(ns, headers)  # the scraper is served all along
     assert status == 200
     assert sample(text, "rocketmq_namesrv_metrics_refused_body_total") == 3
 
 
-@pytest_twisted.inlineCallbacks
-def test_an_unauthenticated_get_is_refused_on_its_head_and_head_requests_are_served(make_server):
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": "abc"}})
-    line = yield refused_unread(ns, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+@pytest_twisted.ensureDeferred
+async def test_an_unauthenticated_get_is_refused_on_its_head_and_head_requests_are_served(
+    make_world_server,
+):
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0", "bearer_token": "abc"}})
+    line = refused_unread(ns, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
     assert line == b"HTTP/1.1 401 Unauthorized"
-    [scraper] = yield open_clients(metrics_port(ns), 1)
+    [scraper] = open_clients(metrics_port(ns), 1)
     scraper.transport.write(
         b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer abc\r\n\r\n"
     )
-    yield defer.ensureDeferred(until(lambda: b"\r\n\r\n" in scraper.received))
+    await until(lambda: b"\r\n\r\n" in scraper.received)
     head, _, body = scraper.received.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and body == b""
     assert ns.server.stats()["metrics_auth_failures"] == 1
@@ -326,7 +347,7 @@ def test_an_unauthenticated_get_is_refused_on_its_head_and_head_requests_are_ser
 
 class NeverReads(RawClient):
     """A peer that pipelines requests and never reads an answer: reading is paused at once,
-    so only the kernel's buffers take what the server sends."""
+    so what the server sends stays in the connection, unread."""
 
     def connectionMade(self) -> None:
         self.transport.pauseProducing()
@@ -337,18 +358,17 @@ HEAD_BYTES = 1_024
 
 
 def unsent_bytes(conn: Any) -> int:
-    """What the server's side of a metrics connection holds, written but not yet sent."""
-    tcp = conn.transport
-    return len(tcp.dataBuffer) - tcp.offset + tcp._tempDataLen
+    """What the server's side of a metrics connection holds, written but not yet read."""
+    return len(conn.transport.outgoing)
 
 
-@pytest_twisted.inlineCallbacks
-def test_five_connections_pipelining_thousands_of_gets_never_reading_hold_one_page_each(
-    make_server, monkeypatch
+@pytest_twisted.ensureDeferred
+async def test_five_connections_pipelining_thousands_of_gets_never_reading_hold_one_page_each(
+    make_world_server, monkeypatch
 ):
     from namesrv.net.metrics_http import MetricsResource
 
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0"}})
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0"}})
     renders: list[int] = []
     real_render = MetricsResource.render_GET
 
@@ -358,19 +378,13 @@ def test_five_connections_pipelining_thousands_of_gets_never_reading_hold_one_pa
         return page
 
     monkeypatch.setattr(MetricsResource, "render_GET", counting_render)
-    creator = protocol.ClientCreator(reactor, NeverReads)
-    attackers = yield defer.gatherResults(
-        [creator.connectTCP("127.0.0.1", metrics_port(ns)) for _ in range(5)]
-    )
+    attackers = open_clients(metrics_port(ns), 5, NeverReads)
     sent_per_connection = 3_000
     pipeline = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * sent_per_connection
     for attacker in attackers:
         attacker.transport.write(pipeline)
-    # Served until the kernel's buffers are full, then nothing more: the renders stop.
-    seen = -1
-    while seen != len(renders):
-        seen = len(renders)
-        yield task.deferLater(reactor, 0.2, lambda: None)
+    # Served until what was written waits to be read, then nothing more: the renders stop.
+    the_world().settle()
     page = max(renders)
     served = ns.server.metrics_port.factory.protocols
     assert len(served) == 5
@@ -380,22 +394,20 @@ def test_five_connections_pipelining_thousands_of_gets_never_reading_hold_one_pa
     print(f"renders {len(renders)} of {5 * sent_per_connection} GETs, page {page} bytes")
     assert len(renders) < 5 * sent_per_connection // 4  # most GETs never read, never rendered
     # The name server and a fresh scraper are served throughout.
-    from support.wire_client import connect
-
     from protocol.codes import RequestCode, ResponseCode
 
-    peer = yield connect(ns.port)
-    resp = yield peer.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+    peer = await connect(ns.port)
+    resp = await peer.call(RequestCode.GET_BROKER_CLUSTER_INFO)
     assert resp.code == ResponseCode.SUCCESS
-    status, _, _ = yield get(ns)
+    status, _, _ = get(ns)
     assert status == 200
     for attacker in attackers:
         attacker.transport.abortConnection()
 
 
-@pytest_twisted.inlineCallbacks
-def test_pipelined_gets_of_a_reading_scraper_are_all_answered_in_order(make_server):
-    ns = make_server({"metrics": {"listen": "127.0.0.1:0"}})
-    [scraper] = yield open_clients(metrics_port(ns), 1)
+@pytest_twisted.ensureDeferred
+async def test_pipelined_gets_of_a_reading_scraper_are_all_answered_in_order(make_world_server):
+    ns = make_world_server({"metrics": {"listen": "127.0.0.1:0"}})
+    [scraper] = open_clients(metrics_port(ns), 1)
     scraper.transport.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 20)
-    yield defer.ensureDeferred(until(lambda: scraper.whole_answers() == 20))
+    await until(lambda: scraper.whole_answers() == 20)

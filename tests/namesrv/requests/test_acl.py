@@ -1,4 +1,5 @@
-"""Access control over loopback: unsigned writes refused, signed ones accepted, names bound."""
+"""Access control: unsigned writes refused, signed ones accepted, names bound; the server and the
+test's connections share the deterministic world (``support.memory_world``)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import pytest
 import pytest_twisted
 from support.acl_signing import ACL, independent_sign
 from support.fake_broker import register_request, topic_configs, unregister_request
-from support.server_fixtures import running_server
-from support.wire_client import connect
+from support.memory_world import connect
 
 from namesrv.config import ConfigError, from_mapping
 from namesrv.requests.acl import (
@@ -25,8 +25,8 @@ from protocol.frame import RemotingCommand
 
 
 @pytest.fixture
-def ns():
-    yield from running_server({"acl": ACL})
+def ns(make_world_server):
+    return make_world_server({"acl": ACL})
 
 
 def route(topic: str) -> RemotingCommand:
@@ -47,53 +47,53 @@ def put_kv(key: str, value: str) -> RemotingCommand:
     )
 
 
-@pytest_twisted.inlineCallbacks
-def test_unsigned_writes_are_refused_and_change_nothing_signed_ones_are_accepted(ns):
-    peer = yield connect(ns.port)
-    resp = yield peer.request(register_request(topic_configs("T1", "T2")))
+@pytest_twisted.ensureDeferred
+async def test_unsigned_writes_are_refused_and_change_nothing_signed_ones_are_accepted(ns):
+    peer = await connect(ns.port)
+    resp = await peer.request(register_request(topic_configs("T1", "T2")))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "signed" in resp.remark
     assert ns.server.registry.broker_count == 0
 
-    resp = yield peer.request(
+    resp = await peer.request(
         independent_sign(register_request(topic_configs("T1", "T2")), "broker-key", "broker-secret")
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     # Lookups stay open without a signature.
-    resp = yield peer.request(route("T1"))
+    resp = await peer.request(route("T1"))
     assert resp.code == ResponseCode.SUCCESS
     before = resp.body
 
     for unsigned in (wipe("broker-a"), delete_topic("T1"), put_kv("T1", "broker-a:4")):
-        resp = yield peer.request(unsigned)
+        resp = await peer.request(unsigned)
         assert resp.code == ResponseCode.NO_PERMISSION, unsigned.code
         assert resp.remark
-    resp = yield peer.request(
+    resp = await peer.request(
         RemotingCommand.request(
             RequestCode.DELETE_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1"}
         )
     )
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield peer.request(unregister_request())
+    resp = await peer.request(unregister_request())
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield peer.request(route("T1"))
+    resp = await peer.request(route("T1"))
     assert resp.body == before
     assert ns.server.kv.get("ORDER_TOPIC_CONFIG", "T1") is None
     assert ns.server.registry.broker_count == 1
 
     # A broker key may not make admin writes; the admin key may.
-    resp = yield peer.request(independent_sign(wipe("broker-a"), "broker-key", "broker-secret"))
+    resp = await peer.request(independent_sign(wipe("broker-a"), "broker-key", "broker-secret"))
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield peer.request(independent_sign(wipe("broker-a"), "ops", "ops-secret"))
+    resp = await peer.request(independent_sign(wipe("broker-a"), "ops", "ops-secret"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield peer.request(route("T1"))
+    resp = await peer.request(route("T1"))
     assert all(q.perm & Perm.WRITE == 0 for q in bodies.decode_route(resp.body).queue_datas)
-    resp = yield peer.request(independent_sign(put_kv("T1", "broker-a:4"), "ops", "ops-secret"))
+    resp = await peer.request(independent_sign(put_kv("T1", "broker-a:4"), "ops", "ops-secret"))
     assert resp.code == ResponseCode.SUCCESS
     assert ns.server.kv.get("ORDER_TOPIC_CONFIG", "T1") == "broker-a:4"
-    resp = yield peer.request(independent_sign(delete_topic("T2"), "ops", "ops-secret"))
+    resp = await peer.request(independent_sign(delete_topic("T2"), "ops", "ops-secret"))
     assert resp.code == ResponseCode.SUCCESS
-    resp = yield peer.request(route("T2"))
+    resp = await peer.request(route("T2"))
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
 
     stats = ns.server.stats()
@@ -101,19 +101,19 @@ def test_unsigned_writes_are_refused_and_change_nothing_signed_ones_are_accepted
     assert stats["rejected.acl_denied"] == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_signed_register_cannot_take_over_a_broker_name_bound_to_another_key(ns):
-    owner = yield connect(ns.port)
-    resp = yield owner.request(
+@pytest_twisted.ensureDeferred
+async def test_signed_register_cannot_take_over_a_broker_name_bound_to_another_key(ns):
+    owner = await connect(ns.port)
+    resp = await owner.request(
         independent_sign(register_request(topic_configs("T1")), "broker-key", "broker-secret")
     )
     assert resp.code == ResponseCode.SUCCESS
-    intruder = yield connect(ns.port)
+    intruder = await connect(ns.port)
     takeover = register_request(topic_configs("T1"), broker_addr="10.9.9.9:10911")
-    resp = yield intruder.request(independent_sign(takeover, "other-key", "other-secret"))
+    resp = await intruder.request(independent_sign(takeover, "other-key", "other-secret"))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "another AccessKey" in resp.remark
-    resp = yield intruder.request(
+    resp = await intruder.request(
         independent_sign(unregister_request(), "other-key", "other-secret")
     )
     assert resp.code == ResponseCode.NO_PERMISSION
@@ -121,50 +121,50 @@ def test_signed_register_cannot_take_over_a_broker_name_bound_to_another_key(ns)
         RequestCode.BROKER_HEARTBEAT,
         {"clusterName": "DefaultCluster", "brokerAddr": "10.0.0.1:10911"},
     )
-    resp = yield intruder.request(independent_sign(heartbeat, "other-key", "other-secret"))
+    resp = await intruder.request(independent_sign(heartbeat, "other-key", "other-secret"))
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield intruder.request(route("T1"))
+    resp = await intruder.request(route("T1"))
     route_data = bodies.decode_route(resp.body)
     assert route_data.broker_datas[0].broker_addrs == {0: "10.0.0.1:10911"}
     # The owner itself may re-register and unregister.
-    resp = yield owner.request(
+    resp = await owner.request(
         independent_sign(register_request(topic_configs("T1")), "broker-key", "broker-secret")
     )
     assert resp.code == ResponseCode.SUCCESS
     assert ns.server.stats()["rejected.acl_broker_taken"] == 3
 
 
-@pytest_twisted.inlineCallbacks
-def test_wrong_signature_or_unknown_key_is_refused(ns):
-    peer = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_wrong_signature_or_unknown_key_is_refused(ns):
+    peer = await connect(ns.port)
     forged = independent_sign(register_request(topic_configs("T1")), "broker-key", "guess")
-    resp = yield peer.request(forged)
+    resp = await peer.request(forged)
     assert resp.code == ResponseCode.NO_PERMISSION
     tampered = independent_sign(wipe("broker-a"), "ops", "ops-secret")
     tampered.ext_fields["brokerName"] = "broker-b"
-    resp = yield peer.request(tampered)
+    resp = await peer.request(tampered)
     assert resp.code == ResponseCode.NO_PERMISSION
     odd = independent_sign(wipe("broker-a"), "ops", "ops-secret")
     odd.ext_fields["Signature"] = "sïgnature"  # not even ASCII: refused, not an error
-    resp = yield peer.request(odd)
+    resp = await peer.request(odd)
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield peer.request(independent_sign(wipe("x"), "nobody", "x"))
+    resp = await peer.request(independent_sign(wipe("x"), "nobody", "x"))
     assert resp.code == ResponseCode.NO_PERMISSION
     # A bad signature on an otherwise open lookup is refused too.
-    resp = yield peer.request(independent_sign(route("T1"), "ops", "nope"))
+    resp = await peer.request(independent_sign(route("T1"), "ops", "nope"))
     assert resp.code == ResponseCode.NO_PERMISSION
     stats = ns.server.stats()
     assert stats["rejected.acl_bad_signature"] == 4
     assert stats["rejected.acl_unknown_key"] == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_authenticated_reads_need_a_key_with_read_permission(make_server):
-    running = make_server({"acl": dict(ACL, authenticate_reads=True)})
-    peer = yield connect(running.port)
-    resp = yield peer.request(route("T1"))
+@pytest_twisted.ensureDeferred
+async def test_authenticated_reads_need_a_key_with_read_permission(make_world_server):
+    running = make_world_server({"acl": dict(ACL, authenticate_reads=True)})
+    peer = await connect(running.port)
+    resp = await peer.request(route("T1"))
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield peer.request(independent_sign(route("T1"), "ops", "ops-secret"))
+    resp = await peer.request(independent_sign(route("T1"), "ops", "ops-secret"))
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
 
 
@@ -205,10 +205,10 @@ def test_acl_off_lets_everything_through_and_config_is_checked():
         from_mapping({"acl": {"accounts": [{"access_key": "a", "secret_key": "s", "x": 1}]}})
 
 
-@pytest_twisted.inlineCallbacks
-def test_namesrv_config_answer_does_not_reveal_secret_keys(ns):
-    peer = yield connect(ns.port)
-    resp = yield peer.request(RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG))
+@pytest_twisted.ensureDeferred
+async def test_namesrv_config_answer_does_not_reveal_secret_keys(ns):
+    peer = await connect(ns.port)
+    resp = await peer.request(RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG))
     text = resp.body.decode()
     assert "acl.accounts=broker-key,other-key,ops" in text
     assert "secret" not in text

@@ -1,5 +1,6 @@
 """Access control binds a live broker address to its broker: another broker key cannot take it
-over, and the binding ends when the broker leaves (loopback, timers on a fake clock)."""
+over, and the binding ends when the broker leaves. The server and the test's connections share
+the deterministic world (``support.memory_world``): one virtual clock, TCP in memory."""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import pytest
 import pytest_twisted
 from support.acl_signing import independent_sign
 from support.fake_broker import register_request, topic_configs, unregister_request
-from support.loopback_wait import until
+from support.memory_world import connect, the_world, until
 from support.register_bodies import plain_body, register, topic_names
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import defer, reactor, task
 
 from namesrv.requests.acl import (
     AccessClass,
@@ -39,8 +37,8 @@ EXPIRY = {"broker_expiry_ms": 10_000, "scan_interval_ms": 1_000}
 
 
 @pytest.fixture
-def ns():
-    yield from running_server({"acl": ACL, "registry": EXPIRY})
+def ns(make_world_server):
+    return make_world_server({"acl": ACL, "registry": EXPIRY})
 
 
 def as_a(cmd: RemotingCommand) -> RemotingCommand:
@@ -70,28 +68,27 @@ def heartbeat(addr: str, name: str | None) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, ext)
 
 
-@defer.inlineCallbacks
-def registered_a(ns):
-    broker_a = yield connect(ns.port)
-    resp = yield broker_a.request(as_a(register_request(topic_configs("T1", "T2"))))
+async def registered_a(ns):
+    broker_a = await connect(ns.port)
+    resp = await broker_a.request(as_a(register_request(topic_configs("T1", "T2"))))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return broker_a
 
 
-@pytest_twisted.inlineCallbacks
-def test_another_broker_key_cannot_take_over_or_unregister_a_live_address(ns):
-    broker_a = yield registered_a(ns)
-    intruder = yield connect(ns.port)
-    resp = yield intruder.request(route("T1"))
+@pytest_twisted.ensureDeferred
+async def test_another_broker_key_cannot_take_over_or_unregister_a_live_address(ns):
+    broker_a = await registered_a(ns)
+    intruder = await connect(ns.port)
+    resp = await intruder.request(route("T1"))
     before = resp.body
 
-    resp = yield intruder.request(register_b_at(ADDR_A))
+    resp = await intruder.request(register_b_at(ADDR_A))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert ADDR_A in resp.remark and "'broker-a'" in resp.remark
-    resp = yield intruder.request(route("T1"))
+    resp = await intruder.request(route("T1"))
     assert resp.body == before
     assert bodies.decode_route(resp.body).broker_datas[0].broker_addrs == {0: ADDR_A}
-    resp = yield intruder.request(route("TB"))
+    resp = await intruder.request(route("TB"))
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
 
     # The follow-up unregister (and heartbeats, named or not) for that address: refused.
@@ -101,21 +98,21 @@ def test_another_broker_key_cannot_take_over_or_unregister_a_live_address(ns):
         heartbeat(ADDR_A, None),
     )
     for request in follow_ups:
-        resp = yield intruder.request(as_b(request))
+        resp = await intruder.request(as_b(request))
         assert resp.code == ResponseCode.NO_PERMISSION, request.code
         assert ADDR_A in resp.remark and "'broker-a'" in resp.remark
-    resp = yield intruder.request(route("T1"))
+    resp = await intruder.request(route("T1"))
     assert resp.body == before
     assert ns.server.registry.broker_count == 1
 
     # Another cluster at the same address is the same address.
-    resp = yield intruder.request(register_b_at(ADDR_A, cluster="OtherCluster"))
+    resp = await intruder.request(register_b_at(ADDR_A, cluster="OtherCluster"))
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield intruder.request(route("T1"))
+    resp = await intruder.request(route("T1"))
     assert resp.body == before
 
     # broker-a itself re-registers as before.
-    resp = yield broker_a.request(as_a(register_request(topic_configs("T1", "T2"))))
+    resp = await broker_a.request(as_a(register_request(topic_configs("T1", "T2"))))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     stats = ns.server.stats()
     assert stats["rejected.acl_addr_taken"] == 4
@@ -123,19 +120,19 @@ def test_another_broker_key_cannot_take_over_or_unregister_a_live_address(ns):
     assert ns.server.acl.holder_of(ADDR_A) == ("DefaultCluster", "broker-a", 0)
 
 
-@pytest_twisted.inlineCallbacks
-def test_brokers_with_their_own_addresses_are_unaffected(ns):
-    yield registered_a(ns)
-    broker_b = yield connect(ns.port)
-    resp = yield broker_b.request(register_b_at(ADDR_B))
+@pytest_twisted.ensureDeferred
+async def test_brokers_with_their_own_addresses_are_unaffected(ns):
+    await registered_a(ns)
+    broker_b = await connect(ns.port)
+    resp = await broker_b.request(register_b_at(ADDR_B))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield broker_b.request(as_b(heartbeat(ADDR_B, "broker-b")))
+    resp = await broker_b.request(as_b(heartbeat(ADDR_B, "broker-b")))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield broker_b.request(route("T1"))
+    resp = await broker_b.request(route("T1"))
     assert bodies.decode_route(resp.body).broker_datas[0].broker_addrs == {0: ADDR_A}
-    resp = yield broker_b.request(route("TB"))
+    resp = await broker_b.request(route("TB"))
     assert bodies.decode_route(resp.body).broker_datas[0].broker_addrs == {0: ADDR_B}
-    resp = yield broker_b.request(
+    resp = await broker_b.request(
         as_b(unregister_request(broker_name="broker-b", broker_addr=ADDR_B))
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -144,101 +141,100 @@ def test_brokers_with_their_own_addresses_are_unaffected(ns):
     assert "rejected.acl_addr_taken" not in ns.server.stats()
 
 
-@pytest_twisted.inlineCallbacks
-def test_the_address_is_free_once_its_broker_unregisters(ns):
-    broker_a = yield registered_a(ns)
-    resp = yield broker_a.request(as_a(unregister_request()))
+@pytest_twisted.ensureDeferred
+async def test_the_address_is_free_once_its_broker_unregisters(ns):
+    broker_a = await registered_a(ns)
+    resp = await broker_a.request(as_a(unregister_request()))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert ns.server.acl.holder_of(ADDR_A) is None
-    broker_b = yield connect(ns.port)
-    resp = yield broker_b.request(register_b_at(ADDR_A))
+    broker_b = await connect(ns.port)
+    resp = await broker_b.request(register_b_at(ADDR_A))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield broker_b.request(route("TB"))
+    resp = await broker_b.request(route("TB"))
     assert bodies.decode_route(resp.body).broker_datas[0].broker_addrs == {0: ADDR_A}
     assert ns.server.acl.holder_of(ADDR_A) == ("DefaultCluster", "broker-b", 0)
     # Now broker-a is the stranger at its old address.
-    resp = yield broker_a.request(as_a(register_request(topic_configs("T1"))))
+    resp = await broker_a.request(as_a(register_request(topic_configs("T1"))))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "'broker-b'" in resp.remark
 
 
-@pytest_twisted.inlineCallbacks
-def test_the_address_is_free_once_its_broker_expires(ns):
-    yield registered_a(ns)
-    broker_b = yield connect(ns.port)
-    ns.clock.advance(5)  # within the expiry: still bound
-    resp = yield broker_b.request(register_b_at(ADDR_A))
+@pytest_twisted.ensureDeferred
+async def test_the_address_is_free_once_its_broker_expires(ns):
+    await registered_a(ns)
+    broker_b = await connect(ns.port)
+    the_world().advance(5)  # within the expiry: still bound
+    resp = await broker_b.request(register_b_at(ADDR_A))
     assert resp.code == ResponseCode.NO_PERMISSION
-    ns.clock.advance(6)  # past broker_expiry_ms at the next scan
+    the_world().advance(6)  # past broker_expiry_ms at the next scan
     assert ns.server.stats()["brokers_expired"] == 1
-    resp = yield broker_b.request(register_b_at(ADDR_A))
+    resp = await broker_b.request(register_b_at(ADDR_A))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield broker_b.request(route("TB"))
+    resp = await broker_b.request(route("TB"))
     assert bodies.decode_route(resp.body).broker_datas[0].broker_addrs == {0: ADDR_A}
 
 
-@pytest_twisted.inlineCallbacks
-def test_the_address_is_free_once_its_brokers_connection_closes(ns):
-    broker_a = yield registered_a(ns)
-    broker_b = yield connect(ns.port)
-    resp = yield broker_b.request(register_b_at(ADDR_A))
+@pytest_twisted.ensureDeferred
+async def test_the_address_is_free_once_its_brokers_connection_closes(ns):
+    broker_a = await registered_a(ns)
+    broker_b = await connect(ns.port)
+    resp = await broker_b.request(register_b_at(ADDR_A))
     assert resp.code == ResponseCode.NO_PERMISSION
     broker_a.transport.loseConnection()
-    yield defer.ensureDeferred(until(lambda: ns.server.acl.holder_of(ADDR_A) is None))
-    resp = yield broker_b.request(register_b_at(ADDR_A))
+    await until(lambda: ns.server.acl.holder_of(ADDR_A) is None)
+    resp = await broker_b.request(register_b_at(ADDR_A))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
-@pytest_twisted.inlineCallbacks
-def test_an_address_its_broker_moved_away_from_is_free_while_the_new_one_is_bound(ns):
-    broker_a = yield registered_a(ns)
+@pytest_twisted.ensureDeferred
+async def test_an_address_its_broker_moved_away_from_is_free_while_the_new_one_is_bound(ns):
+    broker_a = await registered_a(ns)
     moved = register_request(topic_configs("T1", "T2"), broker_addr="10.0.0.9:10911")
-    resp = yield broker_a.request(as_a(moved))
+    resp = await broker_a.request(as_a(moved))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert ns.server.acl.holder_of(ADDR_A) is None
     assert ns.server.acl.holder_of("10.0.0.9:10911") == ("DefaultCluster", "broker-a", 0)
-    broker_b = yield connect(ns.port)
-    resp = yield broker_b.request(register_b_at("10.0.0.9:10911"))
+    broker_b = await connect(ns.port)
+    resp = await broker_b.request(register_b_at("10.0.0.9:10911"))
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield broker_b.request(register_b_at(ADDR_A))
+    resp = await broker_b.request(register_b_at(ADDR_A))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     # A slave of broker-a switched to another id at its address keeps the address.
-    resp = yield broker_a.request(
+    resp = await broker_a.request(
         as_a(register_request(topic_configs("T1"), broker_addr=ADDR_B, broker_id=1))
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield broker_a.request(
+    resp = await broker_a.request(
         as_a(register_request(topic_configs("T1"), broker_addr=ADDR_B, broker_id=2))
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert ns.server.acl.holder_of(ADDR_B) == ("DefaultCluster", "broker-a", 2)
-    resp = yield broker_b.request(register_b_at(ADDR_B))
+    resp = await broker_b.request(register_b_at(ADDR_B))
     assert resp.code == ResponseCode.NO_PERMISSION
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_takeover_checked_while_the_holders_large_register_was_pending_is_refused(ns):
-    broker_a = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_a_takeover_checked_while_the_holders_large_register_was_pending_is_refused(ns):
+    turns = the_world().reactor
+    broker_a = await connect(ns.port)
+    broker_b = await connect(ns.port)
     large = as_a(register(plain_body(topic_names(10_000), 1)))
     first = broker_a.request(large)
-    yield defer.ensureDeferred(until(lambda: ns.server.pending_registers))
+    while not ns.server.pending_registers:
+        assert turns.read_round()  # reads only: no turn of the register has run
     assert ns.server.acl.holder_of(ADDR_A) is None  # nothing applied yet: the check passes
-    broker_b = yield connect(ns.port)
     second = broker_b.request(register_b_at(ADDR_A))
     # Checked (no holder yet) and queued behind broker-a's register of the same address.
-    yield defer.ensureDeferred(until(lambda: ns.server.pending_registers == 2))
+    while ns.server.pending_registers < 2:
+        assert turns.read_round()
     assert ns.server.acl.holder_of(ADDR_A) is None
-    while not (first.called and second.called):
-        if ns.server.pending_registers:
-            ns.clock.advance(0)
-        yield task.deferLater(reactor, 0, lambda: None)
-    resp = yield first
+    resp = await first
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield second
+    resp = await second
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "'broker-a'" in resp.remark
     assert ns.server.acl.holder_of(ADDR_A) == ("DefaultCluster", "broker-a", 0)
-    resp = yield broker_b.request(route("TB"))
+    resp = await broker_b.request(route("TB"))
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
 
 

@@ -1,19 +1,26 @@
 """Strong-signed requests replayed across a restart and across clock steps, as an attacker who
-captured their bytes would: each was accepted once and is never accepted again by that server."""
+captured their bytes would: each was accepted once and is never accepted again by that server.
+Servers and connections share the deterministic world (``support.memory_world``), whose clock
+the servers judge stamps by and the test signs by."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_twisted
 from support.acl_signing import independent_strong_sign, resent
-from support.wire_client import connect
-from twisted.internet import defer, reactor, task
+from support.memory_world import (
+    WALL_START_S,
+    MemoryWorld,
+    WorldDeferred,
+    connect,
+    now_ms,
+    the_world,
+)
 
 from namesrv.config import IN_MEMORY, check_paths, from_mapping, replay_record_file
 from namesrv.requests.acl import AccessControl, AclDenied
@@ -36,10 +43,6 @@ ACL = {
 _nonces = itertools.count()
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def signed(cmd: RemotingCommand, stamp_ms: int) -> RemotingCommand:
     nonce = f"restart-nonce-{next(_nonces):010d}"
     return independent_strong_sign(cmd, "ops", "ops-secret", stamp_ms, nonce, IDENTITY)
@@ -55,16 +58,15 @@ def wipe() -> RemotingCommand:
     return RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "b"})
 
 
-@defer.inlineCallbacks
-def send(port: int, cmd: RemotingCommand) -> Any:
-    peer = yield connect(port)
-    resp = yield peer.request(resent(cmd))
+async def send(port: int, cmd: RemotingCommand) -> Any:
+    peer = await connect(port)
+    resp = await peer.request(resent(cmd))
     return resp
 
 
-@pytest_twisted.inlineCallbacks
-def test_requests_captured_before_a_restart_are_refused_after_it_even_stamped_ahead(
-    make_server, tmp_path
+@pytest_twisted.ensureDeferred
+async def test_requests_captured_before_a_restart_are_refused_after_it_even_stamped_ahead(
+    make_wall_server, tmp_path
 ):
     """A client clock running 60 s ahead stamps requests the restarted server's clock has not
     reached: only the replay record refuses them."""
@@ -72,30 +74,30 @@ def test_requests_captured_before_a_restart_are_refused_after_it_even_stamped_ah
         "acl": {**ACL, "replay_record_path": str(tmp_path / "replay.json")},
         "registry": {"kv_config_path": str(tmp_path / "kv.json")},
     }
-    first = make_server(files)
+    first = make_wall_server(files)
     ahead = now_ms() + 60_000
     captured = [signed(put_kv("old"), ahead), signed(wipe(), ahead + 1)]
     for cmd in captured:
-        assert (yield send(first.port, cmd)).code == ResponseCode.SUCCESS
-    assert (yield send(first.port, signed(put_kv("new"), ahead + 2))).code == ResponseCode.SUCCESS
-    yield first.server.stop(grace_ms=0)
+        assert (await send(first.port, cmd)).code == ResponseCode.SUCCESS
+    assert (await send(first.port, signed(put_kv("new"), ahead + 2))).code == ResponseCode.SUCCESS
+    await WorldDeferred(the_world(), first.server.stop(grace_ms=0))
 
-    second = make_server(files)  # within the skew window: the stamps alone would pass
+    second = make_wall_server(files)  # within the skew window: the stamps alone would pass
     assert second.server.kv.get("NS", "k") == "new"
     for cmd in captured:
-        resp = yield send(second.port, cmd)
+        resp = await send(second.port, cmd)
         assert resp.code == ResponseCode.NO_PERMISSION
         assert "earlier run of this server" in resp.remark
     assert second.server.kv.get("NS", "k") == "new"  # the value did not revert
     assert second.server.stats()["rejected.acl_stale"] == 2
     # The key's fresh requests are served.
-    resp = yield send(second.port, signed(put_kv("newer"), ahead + 3))
+    resp = await send(second.port, signed(put_kv("newer"), ahead + 3))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
-def start_at_defaults(raw: dict[str, Any]) -> tuple[NameServer, int]:
-    """A server on ``raw`` and the defaults of every state file, prepared as ``python -m
-    namesrv`` prepares it; the home directory is the test's."""
+def start_at_defaults(world: MemoryWorld, raw: dict[str, Any]) -> tuple[NameServer, int]:
+    """A server in ``world`` on ``raw`` and the defaults of every state file, prepared as
+    ``python -m namesrv`` prepares it; the home directory is the test's."""
     config = from_mapping(
         {
             **raw,
@@ -103,44 +105,45 @@ def start_at_defaults(raw: dict[str, Any]) -> tuple[NameServer, int]:
         }
     )
     check_paths(config)
-    server = NameServer(config, reactor, clock=task.Clock(), epoch="e1")
-    return server, server.listen().getHost().port  # type: ignore[attr-defined]
+    return world.serve(config, epoch="e1")
 
 
-@pytest_twisted.inlineCallbacks
-def test_at_the_defaults_requests_captured_before_a_restart_are_refused_after_it(
-    tmp_path, monkeypatch
+@pytest_twisted.ensureDeferred
+async def test_at_the_defaults_requests_captured_before_a_restart_are_refused_after_it(
+    memory_world, tmp_path, monkeypatch
 ):
     """No state-file setting at all: the record sits beside the default kvConfig.json, so a
     request stamped ahead of the restarted server's clock is refused and its effect stays gone."""
     monkeypatch.setenv("HOME", str(tmp_path))
     record = tmp_path / "namesrv" / "aclReplayRecord.json"
-    first, port = start_at_defaults({"acl": ACL})
+    memory_world.start_at(WALL_START_S)
+    first, port = start_at_defaults(memory_world, {"acl": ACL})
     try:
         ahead = now_ms() + 60_000
         captured = [signed(put_kv("old"), ahead), signed(wipe(), ahead + 1)]
         for cmd in captured:
-            assert (yield send(port, cmd)).code == ResponseCode.SUCCESS
-        resp = yield send(port, signed(put_kv("new"), ahead + 2))
+            assert (await send(port, cmd)).code == ResponseCode.SUCCESS
+        resp = await send(port, signed(put_kv("new"), ahead + 2))
         assert resp.code == ResponseCode.SUCCESS
     finally:
-        yield first.stop(grace_ms=0)
+        await WorldDeferred(memory_world, first.stop(grace_ms=0))
     assert Path(replay_record_file(first.config) or "") == record
     assert json.loads(record.read_text()) == {"highestAcceptedMs": {"ops": ahead + 2}}
 
-    second, port = start_at_defaults({"acl": ACL})  # within the window: stamps alone would pass
+    # Within the window: the stamps alone would pass.
+    second, port = start_at_defaults(memory_world, {"acl": ACL})
     try:
         assert second.kv.get("NS", "k") == "new"
         for cmd in captured:
-            resp = yield send(port, cmd)
+            resp = await send(port, cmd)
             assert resp.code == ResponseCode.NO_PERMISSION
             assert "earlier run of this server" in resp.remark
         assert second.kv.get("NS", "k") == "new"
         assert second.stats()["rejected.acl_stale"] == 2
-        resp = yield send(port, signed(put_kv("newer"), ahead + 3))
+        resp = await send(port, signed(put_kv("newer"), ahead + 3))
         assert resp.code == ResponseCode.SUCCESS, resp.remark
     finally:
-        yield second.stop(grace_ms=0)
+        await WorldDeferred(memory_world, second.stop(grace_ms=0))
 
 
 @pytest.mark.parametrize(
@@ -175,20 +178,20 @@ def test_the_replay_record_sits_beside_the_kv_file_unless_opted_out_or_unneeded(
     assert replay_record_file(from_mapping(filled)) == expected
 
 
-@pytest_twisted.inlineCallbacks
-def test_without_a_record_requests_stamped_before_the_restart_are_refused_after_it(
-    make_server,
+@pytest_twisted.ensureDeferred
+async def test_without_a_record_requests_stamped_before_the_restart_are_refused_after_it(
+    make_wall_server,
 ):
-    first = make_server({"acl": ACL})
+    first = make_wall_server({"acl": ACL})
     captured = signed(put_kv("old"), now_ms())
-    assert (yield send(first.port, captured)).code == ResponseCode.SUCCESS
-    yield first.server.stop(grace_ms=0)
+    assert (await send(first.port, captured)).code == ResponseCode.SUCCESS
+    await WorldDeferred(the_world(), first.server.stop(grace_ms=0))
     stamp = int(captured.ext_fields["SignTimestamp"])
-    while now_ms() <= stamp + 1:  # the restart happens at a later millisecond
-        yield task.deferLater(reactor, 0.002, lambda: None)
-    second = make_server({"acl": ACL})
+    the_world().advance(0.002)  # the restart happens at a later millisecond
+    assert now_ms() > stamp + 1
+    second = make_wall_server({"acl": ACL})
     assert second.server.acl.started_ms > stamp
-    resp = yield send(second.port, captured)
+    resp = await send(second.port, captured)
     assert resp.code == ResponseCode.NO_PERMISSION and "start" in resp.remark
     assert second.server.kv.get("NS", "k") is None
 

@@ -1,15 +1,18 @@
 """Strong signatures, tried as an attacker would: captured requests sent again under another
-code, as they were, and after their window; per-account forms; the namesrv-admin command."""
+code, as they were, and after their window; per-account forms; the namesrv-admin command.
+
+The server, the test's connections and the command share the deterministic world
+(``support.memory_world``): the server judges stamps by the world's clock and the test signs by
+it, so the window is tried to the millisecond on either side."""
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 import pytest_twisted
-from click.testing import CliRunner, Result
+from click.testing import Result
 from support.acl_signing import (
     SERVER_IDENTITY,
     STRONG_ACL,
@@ -19,12 +22,10 @@ from support.acl_signing import (
     resent,
 )
 from support.fake_broker import register_request, topic_configs
-from support.server_fixtures import running_server
-from support.wire_client import connect
-from twisted.internet import defer, threads
+from support.memory_admin import namesrv_admin
+from support.memory_world import connect, now_ms, the_world
 
 from namesrv.admin import wire as admin_wire
-from namesrv.admin.cli import main as admin_main
 from namesrv.config import ConfigError, from_mapping
 from namesrv.requests.acl import AccessClass, AccessControl, AclDenied
 from protocol import bodies, signing
@@ -35,12 +36,8 @@ SKEW_MS = STRONG_ACL["signature_skew_ms"]
 
 
 @pytest.fixture
-def ns():
-    yield from running_server({"acl": STRONG_ACL})
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+def ns(make_wall_server):
+    return make_wall_server({"acl": STRONG_ACL})
 
 
 _nonces = iter(range(10**6))
@@ -51,7 +48,7 @@ def nonce() -> str:
 
 
 def strong(cmd: RemotingCommand, key: str = "ops", secret: str = "ops-secret", **kw: Any):
-    stamp = kw.get("timestamp_ms", now_ms())
+    stamp = kw["timestamp_ms"] if "timestamp_ms" in kw else now_ms()
     return independent_strong_sign(cmd, key, secret, stamp, kw.get("nonce", nonce()))
 
 
@@ -67,19 +64,17 @@ def wipe(broker: str) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": broker})
 
 
-@defer.inlineCallbacks
-def with_broker(port: int) -> Any:
-    broker = yield connect(port)
-    resp = yield broker.request(
+async def with_broker(port: int) -> Any:
+    broker = await connect(port)
+    resp = await broker.request(
         independent_sign(register_request(topic_configs("T", "U")), "broker-key", "broker-secret")
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return broker
 
 
-@defer.inlineCallbacks
-def route_body(peer: Any, topic: str) -> Any:
-    resp = yield peer.request(route(topic))
+async def route_body(peer: Any, topic: str) -> Any:
+    resp = await peer.request(route(topic))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return resp.body
 
@@ -88,66 +83,70 @@ def writable(body: bytes) -> bool:
     return all(q.perm & Perm.WRITE for q in bodies.decode_route(body).queue_datas)
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_captured_strong_lookup_sent_as_delete_topic_is_refused_and_changes_nothing(ns):
-    yield with_broker(ns.port)
-    ops = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_a_captured_strong_lookup_sent_as_delete_topic_is_refused_and_changes_nothing(ns):
+    await with_broker(ns.port)
+    ops = await connect(ns.port)
     captured = strong(route("T"))
-    resp = yield ops.request(captured)
+    resp = await ops.request(captured)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
-    stranger = yield connect(ns.port)
-    before = yield route_body(stranger, "T")
-    resp = yield stranger.request(recoded(captured, RequestCode.DELETE_TOPIC_IN_NAMESRV))
+    stranger = await connect(ns.port)
+    before = await route_body(stranger, "T")
+    resp = await stranger.request(recoded(captured, RequestCode.DELETE_TOPIC_IN_NAMESRV))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "strong signature of DELETE_TOPIC_IN_NAMESRV" in resp.remark
-    after = yield route_body(stranger, "T")
+    after = await route_body(stranger, "T")
     assert after == before
     assert ns.server.stats()["rejected.acl_bad_signature"] == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_signed_add_write_perm_fields_sent_as_wipe_are_refused_and_the_broker_stays_writable(ns):
-    yield with_broker(ns.port)
-    ops = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_signed_add_write_perm_fields_sent_as_wipe_are_refused_and_the_broker_stays_writable(
+    ns,
+):
+    await with_broker(ns.port)
+    ops = await connect(ns.port)
     captured = strong(add_perm("broker-a"))
-    resp = yield ops.request(captured)
+    resp = await ops.request(captured)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
-    stranger = yield connect(ns.port)
-    resp = yield stranger.request(recoded(captured, RequestCode.WIPE_WRITE_PERM_OF_BROKER))
+    stranger = await connect(ns.port)
+    resp = await stranger.request(recoded(captured, RequestCode.WIPE_WRITE_PERM_OF_BROKER))
     assert resp.code == ResponseCode.NO_PERMISSION
-    body = yield route_body(stranger, "T")
+    body = await route_body(stranger, "T")
     assert writable(body)
 
 
-@pytest_twisted.inlineCallbacks
-def test_an_exact_replay_of_a_captured_wipe_is_refused_after_the_admin_restored_the_broker(ns):
-    yield with_broker(ns.port)
-    ops = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_an_exact_replay_of_a_captured_wipe_is_refused_after_the_admin_restored_the_broker(
+    ns,
+):
+    await with_broker(ns.port)
+    ops = await connect(ns.port)
     captured = strong(wipe("broker-a"))
-    resp = yield ops.request(captured)
+    resp = await ops.request(captured)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield ops.request(strong(add_perm("broker-a")))
+    resp = await ops.request(strong(add_perm("broker-a")))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
-    stranger = yield connect(ns.port)
+    stranger = await connect(ns.port)
     for _ in range(3):
-        resp = yield stranger.request(resent(captured))
+        resp = await stranger.request(resent(captured))
         assert resp.code == ResponseCode.NO_PERMISSION
         assert "a replayed request" in resp.remark
-    body = yield route_body(stranger, "T")
+    body = await route_body(stranger, "T")
     assert writable(body)
     assert ns.server.stats()["rejected.acl_replayed"] == 3
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_request_stamped_outside_the_skew_window_is_refused_and_changes_nothing(ns):
-    yield with_broker(ns.port)
-    stranger = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_a_request_stamped_outside_the_skew_window_is_refused_and_changes_nothing(ns):
+    await with_broker(ns.port)
+    stranger = await connect(ns.port)
     # Captured long ago and never sent, or sent from a clock far ahead: both out of the window.
     for stamp in (now_ms() - SKEW_MS - 5_000, now_ms() + SKEW_MS + 5_000):
-        resp = yield stranger.request(
+        resp = await stranger.request(
             strong(
                 RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"}),
                 timestamp_ms=stamp,
@@ -155,8 +154,37 @@ def test_a_request_stamped_outside_the_skew_window_is_refused_and_changes_nothin
         )
         assert resp.code == ResponseCode.NO_PERMISSION
         assert "outside acl.signature_skew_ms=60000" in resp.remark
-    yield route_body(stranger, "T")
+    await route_body(stranger, "T")
     assert ns.server.stats()["rejected.acl_stale"] == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_skew_window_holds_to_the_millisecond_either_way_and_as_the_clock_moves(ns):
+    world = the_world()
+    await with_broker(ns.port)
+    world.advance(2 * SKEW_MS / 1000)  # the server's start is out of the window's reach
+    peer = await connect(ns.port)
+    t0 = now_ms()
+
+    async def code_of(stamp_ms: int) -> int:
+        resp = await peer.request(strong(add_perm("broker-a"), timestamp_ms=stamp_ms))
+        return resp.code
+
+    assert await code_of(t0 - SKEW_MS) == ResponseCode.SUCCESS
+    assert await code_of(t0 - SKEW_MS - 1) == ResponseCode.NO_PERMISSION
+    assert await code_of(t0 + SKEW_MS) == ResponseCode.SUCCESS
+    assert await code_of(t0 + SKEW_MS + 1) == ResponseCode.NO_PERMISSION
+    # Signed now and sent a window later: at the edge still fresh, a millisecond older stale.
+    edge = strong(add_perm("broker-a"), timestamp_ms=t0)
+    older = strong(add_perm("broker-a"), timestamp_ms=t0 - 1)
+    world.advance(SKEW_MS / 1000)
+    assert now_ms() == t0 + SKEW_MS
+    resp = await peer.request(edge)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    resp = await peer.request(older)
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert f"stamped {t0 - 1}, {-SKEW_MS - 1:+d} ms from this server's clock" in resp.remark
+    assert ns.server.stats()["rejected.acl_stale"] == 3
 
 
 def control(wall: list[int], **acl: Any) -> AccessControl:
@@ -200,69 +228,67 @@ def test_a_full_replay_cache_drops_the_oldest_nonce_and_refuses_whatever_is_stam
     assert check(acl, strong(wipe("broker-a"), timestamp_ms=wall[0] + 1)) == "ops"
 
 
-@pytest_twisted.inlineCallbacks
-def test_a_strong_account_refuses_upstream_signatures_even_correct_ones(ns):
-    yield with_broker(ns.port)
-    peer = yield connect(ns.port)
-    resp = yield peer.request(independent_sign(wipe("broker-a"), "ops", "ops-secret"))
+@pytest_twisted.ensureDeferred
+async def test_a_strong_account_refuses_upstream_signatures_even_correct_ones(ns):
+    await with_broker(ns.port)
+    peer = await connect(ns.port)
+    resp = await peer.request(independent_sign(wipe("broker-a"), "ops", "ops-secret"))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "accepts only strong signatures" in resp.remark
-    body = yield route_body(peer, "T")
+    body = await route_body(peer, "T")
     assert writable(body)
     assert ns.server.stats()["rejected.acl_form_refused"] == 1
 
 
-@pytest_twisted.inlineCallbacks
-def test_an_either_account_takes_both_forms_and_strong_ones_only_once(ns):
-    yield with_broker(ns.port)
-    peer = yield connect(ns.port)
-    resp = yield peer.request(independent_sign(wipe("broker-a"), "ops-either", "either-secret"))
+@pytest_twisted.ensureDeferred
+async def test_an_either_account_takes_both_forms_and_strong_ones_only_once(ns):
+    await with_broker(ns.port)
+    peer = await connect(ns.port)
+    resp = await peer.request(independent_sign(wipe("broker-a"), "ops-either", "either-secret"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     captured = strong(add_perm("broker-a"), "ops-either", "either-secret")
-    resp = yield peer.request(captured)
+    resp = await peer.request(captured)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = yield peer.request(recoded(captured, RequestCode.WIPE_WRITE_PERM_OF_BROKER))
+    resp = await peer.request(recoded(captured, RequestCode.WIPE_WRITE_PERM_OF_BROKER))
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield peer.request(resent(captured))
+    resp = await peer.request(resent(captured))
     assert resp.code == ResponseCode.NO_PERMISSION
     # Without its strong fields the strong signature does not pass for an upstream one.
     stripped = resent(captured)
     for field in (signing.SIGNATURE_FORM, signing.SIGN_TIMESTAMP, signing.SIGN_NONCE):
         del stripped.ext_fields[field]
-    resp = yield peer.request(recoded(stripped, RequestCode.WIPE_WRITE_PERM_OF_BROKER))
+    resp = await peer.request(recoded(stripped, RequestCode.WIPE_WRITE_PERM_OF_BROKER))
     assert resp.code == ResponseCode.NO_PERMISSION
-    body = yield route_body(peer, "T")
+    body = await route_body(peer, "T")
     assert writable(body)
 
 
-@pytest_twisted.inlineCallbacks
-def test_an_upstream_account_refuses_the_strong_form_and_takes_upstreams(ns):
-    yield with_broker(ns.port)
-    peer = yield connect(ns.port)
-    resp = yield peer.request(strong(wipe("broker-a"), "ops-upstream", "upstream-secret"))
+@pytest_twisted.ensureDeferred
+async def test_an_upstream_account_refuses_the_strong_form_and_takes_upstreams(ns):
+    await with_broker(ns.port)
+    peer = await connect(ns.port)
+    resp = await peer.request(strong(wipe("broker-a"), "ops-upstream", "upstream-secret"))
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "accepts only upstream's signature form" in resp.remark
-    body = yield route_body(peer, "T")
+    body = await route_body(peer, "T")
     assert writable(body)
-    resp = yield peer.request(independent_sign(wipe("broker-a"), "ops-upstream", "upstream-secret"))
+    resp = await peer.request(independent_sign(wipe("broker-a"), "ops-upstream", "upstream-secret"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
-@pytest_twisted.inlineCallbacks
-def test_malformed_strong_fields_are_refused_with_a_remark_naming_the_field(ns):
-    peer = yield connect(ns.port)
+@pytest_twisted.ensureDeferred
+async def test_malformed_strong_fields_are_refused_with_a_remark_naming_the_field(ns):
+    peer = await connect(ns.port)
     bad = strong(wipe("broker-a"))
     bad.ext_fields[signing.SIGN_NONCE] = "short"
-    resp = yield peer.request(bad)
+    resp = await peer.request(bad)
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "SignNonce must be 16 to 64 characters" in resp.remark
 
 
-@defer.inlineCallbacks
-def admin(port: int, *args: str) -> Any:
-    result: Result = yield threads.deferToThread(
-        CliRunner().invoke,
-        admin_main,
+def admin(port: int, *args: str) -> Result:
+    return namesrv_admin(
+        the_world(),
         [
             "--namesrv",
             f"127.0.0.1:{port}",
@@ -274,26 +300,24 @@ def admin(port: int, *args: str) -> Any:
             SERVER_IDENTITY,
             *args,
         ],
-        prog_name="namesrv-admin",
     )
-    return result
 
 
-@pytest_twisted.inlineCallbacks
-def test_namesrv_admin_with_a_strong_only_account_works_and_its_upstream_form_is_refused(ns):
-    yield with_broker(ns.port)
-    result = yield admin(ns.port, "wipe-write-perm", "broker-a")
+@pytest_twisted.ensureDeferred
+async def test_namesrv_admin_with_a_strong_only_account_works_and_its_upstream_form_is_refused(ns):
+    await with_broker(ns.port)
+    result = admin(ns.port, "wipe-write-perm", "broker-a")
     assert result.exit_code == 0, result.output
-    result = yield admin(ns.port, "--json", "topic-route", "T")
+    result = admin(ns.port, "--json", "topic-route", "T")
     assert result.exit_code == 0, result.output
     assert all(not q["perm"] & Perm.WRITE for q in json.loads(result.stdout)["queueDatas"])
-    result = yield admin(ns.port, "add-write-perm", "broker-a")
+    result = admin(ns.port, "add-write-perm", "broker-a")
     assert result.exit_code == 0, result.output
-    result = yield admin(ns.port, "--signature", "upstream", "wipe-write-perm", "broker-a")
+    result = admin(ns.port, "--signature", "upstream", "wipe-write-perm", "broker-a")
     assert result.exit_code == 1
     assert "accepts only strong signatures" in result.stderr
-    stranger = yield connect(ns.port)
-    body = yield route_body(stranger, "T")
+    stranger = await connect(ns.port)
+    body = await route_body(stranger, "T")
     assert writable(body)
 
 
@@ -305,8 +329,8 @@ def test_an_unknown_signature_form_in_the_config_is_refused():
         from_mapping({"acl": {**STRONG_ACL, "signature_skew_ms": 0}})
 
 
-@pytest_twisted.inlineCallbacks
-def test_the_lookup_namesrv_admin_sent_cannot_be_replayed_as_delete_topic_or_as_itself(
+@pytest_twisted.ensureDeferred
+async def test_the_lookup_namesrv_admin_sent_cannot_be_replayed_as_delete_topic_or_as_itself(
     ns, monkeypatch
 ):
     sent: list[RemotingCommand] = []
@@ -316,17 +340,17 @@ def test_the_lookup_namesrv_admin_sent_cannot_be_replayed_as_delete_topic_or_as_
         return encode_command(cmd)
 
     monkeypatch.setattr(admin_wire, "encode_command", capture)
-    yield with_broker(ns.port)
-    result = yield admin(ns.port, "topic-route", "T")
+    await with_broker(ns.port)
+    result = admin(ns.port, "topic-route", "T")
     assert result.exit_code == 0, result.output
     (captured,) = sent
     assert captured.ext_fields[signing.SIGNATURE_FORM] == signing.STRONG_V2
 
-    stranger = yield connect(ns.port)
-    before = yield route_body(stranger, "T")
-    resp = yield stranger.request(recoded(captured, RequestCode.DELETE_TOPIC_IN_NAMESRV))
+    stranger = await connect(ns.port)
+    before = await route_body(stranger, "T")
+    resp = await stranger.request(recoded(captured, RequestCode.DELETE_TOPIC_IN_NAMESRV))
     assert resp.code == ResponseCode.NO_PERMISSION
-    resp = yield stranger.request(resent(captured))
+    resp = await stranger.request(resent(captured))
     assert resp.code == ResponseCode.NO_PERMISSION
-    after = yield route_body(stranger, "T")
+    after = await route_body(stranger, "T")
     assert after == before
