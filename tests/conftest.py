@@ -4,10 +4,13 @@ The tests run on the reactor ``namesrv`` runs on in production (installed here, 
 pytest-twisted installs its default one, which accepts it as the epoll reactor it is).
 """
 
+import fcntl
 import os
 import pwd
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -34,9 +37,65 @@ spread over workers (tox runs ``pytest -n 2 --dist loadfile``) their files go ou
 worker starts on one of them and the short tests fill in around them."""
 
 
+JVM_SLOTS = 2
+"""Files of JVM tests that run at once on one machine, however many pytest runs share it: one per
+core of the machines the suite is sized for. Each holds a machine-wide slot (a lock file) from its
+first test's setup to its last test's teardown, so parallel runs queue their JVM clusters instead
+of starving each other's clients past the timeouts those clients keep in wall-clock time."""
+JVM_TIMEOUT_S = 900
+"""The hang guard of a JVM test (other tests keep pyproject's): booting a cluster or a Spark session
+beside other runs' work takes minutes, not hours."""
+SLOT_DIR = Path(tempfile.gettempdir())
+
+
+def boots_jvms(item: pytest.Item) -> bool:
+    return (
+        item.path.relative_to(TESTS).parts[0] in JVM_SUITES
+        or item.get_closest_marker("interop") is not None
+        or "spark" in getattr(item, "fixturenames", ())
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if boots_jvms(item) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(JVM_TIMEOUT_S))
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: item.path.relative_to(TESTS).parts[0] not in JVM_SUITES)
+        items.sort(key=lambda item: not boots_jvms(item))
+
+
+class JvmSlot:
+    """The machine-wide slot of the JVM file a worker runs now, if any."""
+
+    def __init__(self) -> None:
+        self._held: IO[bytes] | None = None
+
+    def take(self) -> None:
+        if self._held is None:
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+            slot = int(worker.removeprefix("gw") or 0) % JVM_SLOTS
+            held = (SLOT_DIR / f"rocketmq-routepush-jvm-slot-{slot}.lock").open("ab")
+            fcntl.flock(held, fcntl.LOCK_EX)
+            self._held = held
+
+    def give_back(self) -> None:
+        if self._held is not None:
+            self._held.close()  # closing the file releases its lock
+            self._held = None
+
+
+_JVM_SLOT = JvmSlot()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Taken before the timeout plugin starts a test's clock: a file waiting for its slot is not
+    a hung test."""
+    if boots_jvms(item):
+        _JVM_SLOT.take()
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        _JVM_SLOT.give_back()
 
 
 def _home_state(directory: Path) -> list[tuple[str, int, int]]:
