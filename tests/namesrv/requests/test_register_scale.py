@@ -26,7 +26,7 @@ from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.push_codec import ChangeKind, decode_notification, encode_subscribe
-from protocol.register import lean_read
+from protocol.register.table import TopicQueueSpec
 from protocol.route_model import DataVersion
 
 TICK = 1.0
@@ -448,9 +448,9 @@ def test_a_broker_re_registering_while_its_old_table_is_dropped_keeps_its_new_to
 
     clock = task.Clock()
     registry = RouteRegistry(clock, slice_topics=10)
-    table = {n: lean_read.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+    table = {n: TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
 
-    def register_a(topics: dict[str, lean_read.TopicQueueSpec], version: int) -> None:
+    def register_a(topics: dict[str, TopicQueueSpec], version: int) -> None:
         registry.register_broker(
             RegisterRequest(
                 cluster_name="C",
@@ -531,7 +531,7 @@ def test_broker_events_of_sliced_tables_name_every_topic_they_will_touch():
 
     events = []
     registry = RouteRegistry(task.Clock(), slice_topics=10, broker_listener=events.append)
-    table = {n: lean_read.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+    table = {n: TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
     result = registry.register_broker(
         RegisterRequest(
             cluster_name="C",

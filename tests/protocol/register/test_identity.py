@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from support import register_oracle
 
 from protocol.codes import CURRENT_VERSION
-from protocol.register import lean_read, version_cut
+from protocol.register import identity
+from protocol.register.table import RegisterTable
 from protocol.route_model import DataVersion
 
 
@@ -44,7 +45,7 @@ def body_of(version: DataVersion, names: list[str], *, v4: bool = False, **extra
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def read(body: bytes) -> lean_read.RegisterTable:
+def read(body: bytes) -> RegisterTable:
     return register_oracle.read_register_body(body, False, CURRENT_VERSION)
 
 
@@ -53,18 +54,18 @@ def test_bodies_differing_only_in_the_version_share_a_key_and_certify(v4):
     names = [f"T{i}" for i in range(50)]
     a = body_of(DataVersion(0, 1_700_000_000_000, 9), names, v4=v4)
     b = body_of(DataVersion(0 if v4 else 3, 1_700_000_000_123, 10), names, v4=v4)  # one digit more
-    cut_a, cut_b = version_cut.cut(a), version_cut.cut(b)
+    cut_a, cut_b = identity.cut(a), identity.cut(b)
     assert cut_a is not None and cut_b is not None
     assert cut_a.key == cut_b.key
     assert cut_b.version == read(b).data_version
-    assert version_cut.certify(a, cut_a, read(a).data_version)
+    assert identity.certify(a, cut_a, read(a).data_version)
 
 
 def test_another_table_gets_another_key():
     names = [f"T{i}" for i in range(50)]
-    a = version_cut.cut(body_of(DataVersion(0, 5, 5), names))
-    b = version_cut.cut(body_of(DataVersion(0, 5, 5), [*names, "T50"]))
-    c = version_cut.cut(body_of(DataVersion(0, 5, 5), names, attributes={"k": "v"}))
+    a = identity.cut(body_of(DataVersion(0, 5, 5), names))
+    b = identity.cut(body_of(DataVersion(0, 5, 5), [*names, "T50"]))
+    c = identity.cut(body_of(DataVersion(0, 5, 5), names, attributes={"k": "v"}))
     assert a is not None and b is not None and c is not None
     assert len({a.key, b.key, c.key}) == 3
 
@@ -79,9 +80,9 @@ def test_another_table_gets_another_key():
     ],
 )
 def test_bodies_the_cut_could_misread_are_not_certified(why, body):
-    found = version_cut.cut(body)
+    found = identity.cut(body)
     assert found is not None
-    assert not version_cut.certify(body, found, read(body).data_version), why
+    assert not identity.certify(body, found, read(body).data_version), why
 
 
 def test_a_decoy_read_as_another_version_is_not_certified():
@@ -92,10 +93,10 @@ def test_a_decoy_read_as_another_version_is_not_certified():
         b'"topicConfigSerializeWrapper":{"data\\u0056ersion":'
         b'{"counter":7,"stateVersion":0,"timestamp":7},"topicConfigTable":{"A":{"perm":6}}}}'
     )
-    found = version_cut.cut(body)
+    found = identity.cut(body)
     assert found is not None and found.version == DataVersion(0, 1, 1)
     assert read(body).data_version == DataVersion(0, 7, 7)
-    assert not version_cut.certify(body, found, read(body).data_version)
+    assert not identity.certify(body, found, read(body).data_version)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +111,7 @@ def test_a_decoy_read_as_another_version_is_not_certified():
     ],
 )
 def test_versions_not_in_fastjson_form_are_not_cut(text):
-    assert version_cut.cut(text) is None
+    assert identity.cut(text) is None
 
 
 versions = st.one_of(
@@ -159,17 +160,17 @@ def test_a_certified_key_means_only_the_version_differs(
             if decoy != "top"
             else (b1.replace(b'{"dataVersion":{"counter', b'{"data\\u0056ersion":{"counter', 1))
         )
-    found = version_cut.cut(b1)
+    found = identity.cut(b1)
     assume(found is not None)
     assert found is not None
     first = read(b1)
-    certified = version_cut.certify(b1, found, first.data_version)
+    certified = identity.certify(b1, found, first.data_version)
     if real == "plain" and decoy is None and b"\\" not in b1 and v1 != DataVersion():
         assert certified  # the usual body: the shortcut must not be refused
     end = len(b1) - found.key.after
     text = json.dumps(fastjson_version(v2), separators=(",", ":")).encode()
     b2 = b1[: found.key.start] + text + b1[end:]
-    again = version_cut.cut(b2)
+    again = identity.cut(b2)
     assert again is not None and again.key == found.key
     if certified:
         second = read(b2)
@@ -185,7 +186,7 @@ def test_a_large_body_hashed_through_a_view_keys_as_a_small_one_would():
     a, b = body_of(DataVersion(0, 5, 5), names), body_of(DataVersion(0, 6, 66), names)
     c = body_of(DataVersion(0, 5, 5), names[:-1])
     assert len(a) > 1 << 20
-    cuts = [version_cut.cut(x) for x in (a, b, c)]
+    cuts = [identity.cut(x) for x in (a, b, c)]
     assert all(cuts)
     assert cuts[0].key == cuts[1].key != cuts[2].key  # type: ignore[union-attr]
-    assert version_cut.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
+    assert identity.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
