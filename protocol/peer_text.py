@@ -346,15 +346,6 @@ def unencodable(data: bytes | str, doc: Any) -> str | None:
     return None
 
 
-def is_encodable(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
     named = _NAMED.get(char)

@@ -35,13 +35,13 @@ import re
 import struct
 import zlib
 from collections import OrderedDict
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Hashable, Iterable
 from itertools import chain
 from typing import NamedTuple
 
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
-from protocol.register.table import TablePart
+from protocol.register.table import RegisterTable, TablePart
 from protocol.route_model import DataVersion
 
 HASH_SLICE_BYTES = 4 << 20
@@ -165,12 +165,24 @@ def certify(body: bytes, found: VersionCut, read_version: DataVersion) -> bool:
     )
 
 
+TABLE_BYTES_PER_TOPIC = 64
+"""A cached table's charge per topic: its dict's entry and slot (the names and specs are the
+chunks', cached apart)."""
+
+
+def _table_bytes(table: RegisterTable) -> int:
+    return TABLE_BYTES_PER_TOPIC * len(table.topic_queues)
+
+
 class ChunkCache:
     """Topic-table chunks read lately, by identity, so a chunk seen before (in this broker's
-    last register, or another broker's with the same topics) is not decoded again.
+    last register, or another broker's with the same topics) is not decoded again; and the
+    tables of large bodies read lately, by the body's digest, so a body seen before (a master
+    and its slaves send the same one) is not read again.
 
     Bounded by ``max_bytes``, each chunk charged at its JSON size (more than its decoded
-    lists hold), least recently used first out.
+    lists hold), each table at :data:`TABLE_BYTES_PER_TOPIC`; least recently used first out,
+    tables before chunks.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -178,9 +190,11 @@ class ChunkCache:
         self.bytes = 0
         self.hits = 0
         self.misses = 0
+        self.table_hits = 0
         self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
         self._checked: set[tuple[int, int]] = set()
         """Cached chunks whose topic names passed the register's checks."""
+        self._tables: OrderedDict[Hashable, RegisterTable] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -200,10 +214,35 @@ class ChunkCache:
             return
         self._parts[part.key] = part
         self.bytes += size
+        self._fit()
+
+    def table(self, key: Hashable) -> RegisterTable | None:
+        """The table read from a body of this identity, if the cache holds it."""
+        table = self._tables.get(key)
+        if table is not None:
+            self.table_hits += 1
+            self._tables.move_to_end(key)
+        return table
+
+    def put_table(self, key: Hashable, table: RegisterTable) -> None:
+        """Keep the table read from a body: its dicts are shared with every register that
+        sends the body again, read-only as every table's are."""
+        size = _table_bytes(table)
+        if size > self.max_bytes or key in self._tables:
+            return
+        self._tables[key] = table
+        self.bytes += size
+        self._fit()
+
+    def _fit(self) -> None:
         while self.bytes > self.max_bytes:
-            _, old = self._parts.popitem(last=False)
-            self.bytes -= old.key[0]
-            self._checked.discard(old.key)
+            if self._tables:
+                _, table = self._tables.popitem(last=False)
+                self.bytes -= _table_bytes(table)
+            else:
+                _, old = self._parts.popitem(last=False)
+                self.bytes -= old.key[0]
+                self._checked.discard(old.key)
 
     def unchecked_names(self, parts: Iterable[TablePart]) -> list[str]:
         """The topic names of ``parts`` not known to pass the checks, in order."""

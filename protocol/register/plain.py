@@ -25,7 +25,7 @@ import operator
 import re
 import zlib
 from collections.abc import Callable, Generator
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -181,22 +181,13 @@ def _fast_steps(
     return checked_table(sink, data_version, mapping, servers)
 
 
-class Outline:
+class Outline(NamedTuple):
     """The body's parts, raw: its topic table, and the small parts (see :meth:`decoded`)."""
 
-    __slots__ = ("data_version", "filter_server_list", "mapping", "table")
-
-    def __init__(
-        self,
-        table: memoryview,
-        data_version: msgspec.Raw,
-        mapping: msgspec.Raw,
-        servers: msgspec.Raw,
-    ) -> None:
-        self.table = table
-        self.data_version = data_version
-        self.mapping = mapping
-        self.filter_server_list = servers
+    table: memoryview
+    data_version: msgspec.Raw
+    mapping: msgspec.Raw
+    filter_server_list: msgspec.Raw
 
     def decoded(self, max_data_version: int, max_part: int) -> tuple[Any, Any, Any]:
         """(data version, mapping infos, filter servers) decoded, each refused with
@@ -266,8 +257,7 @@ class TableSink:
     def add_chunk(self, chunk: bytes, *, guess: bool = False) -> bool:
         """Add one chunk of members; False when a guessed cut was wrong (nothing added)."""
         key = (len(chunk), hash(chunk))
-        cache = self.cache
-        part = cache.get(key) if cache is not None else None
+        part = self.cached(key)
         if part is None:
             try:
                 decoded = _TABLE.decode(chunk)
@@ -286,10 +276,18 @@ class TableSink:
                 if guess:
                     return False
                 raise NotFast from None
-            if cache is not None:
-                cache.put(part)
+            self.keep(part)
         self.add_part(part)
         return True
+
+    def cached(self, key: tuple[int, int]) -> TablePart | None:
+        """The chunk of this identity as read before, if the cache holds it."""
+        return self.cache.get(key) if self.cache is not None else None
+
+    def keep(self, part: TablePart) -> None:
+        """Keep a chunk read, for a register that sends it again."""
+        if self.cache is not None:
+            self.cache.put(part)
 
     def whole_parts(self) -> tuple[TablePart, ...] | None:
         """The chunks read, when every one was read the usual way and no topic is listed
@@ -305,7 +303,7 @@ class TableSink:
         for distinct in part.distinct:  # in order of first use, as the general reader
             specs.setdefault(distinct, distinct)
         self.renamed.update(part.renamed)
-        self.out.update(zip(part.names, part.specs, strict=True))
+        self.out.update(part.topics)
         if self.parts is not None:
             self.parts.append(part)
 
@@ -333,7 +331,7 @@ class TableSink:
         for distinct in dict.fromkeys(numbers):
             spec = specs.get(distinct)
             shared[distinct] = spec if spec is not None else TopicQueueSpec(*distinct)
-        return TablePart(
+        return TablePart.of(
             key, keys, list(map(shared.__getitem__, numbers)), renamed, tuple(shared.values())
         )
 

@@ -30,7 +30,7 @@ import struct
 import zlib
 from collections.abc import Callable, Generator
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from protocol.codes import Version
 from protocol.errors import BodyError, LimitError
@@ -116,6 +116,7 @@ def register_body_steps(
     bytes_per_step: int | None = None,
     chunk_cache: ChunkCache | None = None,
     limits: ReadLimits = NO_LIMITS,
+    digest: bytes | None = None,
 ) -> Generator[None, None, RegisterTable]:
     """Read a register body ``topics_per_step`` topic configs (of a plain body: about
     ``bytes_per_step`` bytes) at a time: a generator that yields between steps and returns the
@@ -130,19 +131,28 @@ def register_body_steps(
     integer keys) is read whole by :func:`protocol.peer_text.loads`.
 
     ``limits`` are checked as the body is read (see :class:`ReadLimits`); a compressed body
-    is inflated a slice at a time, a step each.
+    is inflated a slice at a time, a step each. With ``chunk_cache``, the body's ``digest``
+    (see :func:`~protocol.register.identity.digest_steps`) finds a table read before from the
+    very same bytes, under the same limits (a compressed body's for the same broker version),
+    which is then the table read.
     """
+    key = None
+    if digest is not None and chunk_cache is not None:
+        key = (digest, broker_version if compressed else 0, limits)
+        known = chunk_cache.table(key)
+        if known is not None:
+            return known
     if compressed:
-        return (
-            yield from _compressed_body_steps(
-                data, broker_version, topics_per_step, chunk_cache, limits
-            )
+        table = yield from _compressed_body_steps(
+            data, broker_version, topics_per_step, chunk_cache, limits
         )
-    return (
-        yield from plain.plain_body_steps(
+    else:
+        table = yield from plain.plain_body_steps(
             data, topics_per_step, bytes_per_step, chunk_cache, limits
         )
-    )
+    if key is not None and table.parts is not None:  # read the usual way, whole
+        chunk_cache.put_table(key, table)  # type: ignore[union-attr]
+    return table
 
 
 def _compressed_body_steps(
@@ -300,15 +310,12 @@ def _fast_compressed_steps(
     return RegisterTable(sink.out, data_version, servers, mapping, specs, {}, sink.whole_parts())
 
 
-class Records:
+class Records(NamedTuple):
     """Where the topic records of an inflated compressed body are, and how many there are."""
 
-    __slots__ = ("count", "data", "start")
-
-    def __init__(self, data: bytes, start: int, count: int) -> None:
-        self.data = data
-        self.start = start
-        self.count = count
+    data: bytes
+    start: int
+    total: int
 
 
 def records_steps(
@@ -325,7 +332,7 @@ def records_steps(
     data = records.data
     size = len(data)
     start = records.start
-    left = records.count
+    left = records.total
     if left == 0:
         return start
     view = memoryview(data)
@@ -333,10 +340,10 @@ def records_steps(
         if size - start <= 2 * chunk_bytes:
             chunk = data[start:]
             key = (len(chunk), hash(chunk))
-            part = _cached(sink, key)
+            part = sink.cached(key)
             if part is None or len(part.names) != left or not 0 < part.end <= len(chunk):
                 part = _last_part(chunk, key, left, sink)
-                _keep(sink, part)
+                sink.keep(part)
             sink.add_part(part)
             return start + part.end
         search_from = start + chunk_bytes
@@ -346,13 +353,13 @@ def records_steps(
                 raise NotFast
             chunk = bytes(view[start:found])
             key = (len(chunk), hash(chunk))
-            part = _cached(sink, key)
+            part = sink.cached(key)
             if part is None or part.end != len(chunk):  # a last chunk's part ends before it
                 part = _middle_part(chunk, key, sink)
                 if part is None:
                     search_from = found + 1
                     continue
-                _keep(sink, part)
+                sink.keep(part)
             break
         else:
             raise NotFast
@@ -362,16 +369,6 @@ def records_steps(
         left -= len(part.names)
         start = found
         yield
-
-
-def _cached(sink: TableSink, key: tuple[int, int]) -> TablePart | None:
-    cache = sink.cache
-    return cache.get(key) if cache is not None else None
-
-
-def _keep(sink: TableSink, part: TablePart) -> None:
-    if sink.cache is not None:
-        sink.cache.put(part)
 
 
 def _middle_part(chunk: bytes, key: tuple[int, int], sink: TableSink) -> TablePart | None:
@@ -437,7 +434,7 @@ def _part(key: tuple[int, int], contents: list[bytes], end: int, sink: TableSink
         values = _spec_numbers(distinct)
         spec = specs.get(values)
         shared[distinct] = spec if spec is not None else TopicQueueSpec(*values)
-    return TablePart(
+    return TablePart.of(
         key, names, list(map(shared.__getitem__, numbers)), {}, tuple(shared.values()), end
     )
 

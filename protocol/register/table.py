@@ -46,9 +46,24 @@ class TablePart(NamedTuple):
     specs: list[Any]
     renamed: dict[str, str]
     distinct: tuple[Any, ...]
-    end: int = -1
+    end: int
     """Of a compressed body's records: where in the chunk its records end (a last chunk
     carries the body's tail after them); -1 for a chunk of a plain body."""
+    topics: dict[str, Any]
+    """``names`` to ``specs``, made once: a chunk read again adds its topics to a table
+    from a dict (its keys' hashes kept), not pair by pair."""
+
+    @classmethod
+    def of(
+        cls,
+        key: tuple[int, int],
+        names: list[str],
+        specs: list[Any],
+        renamed: dict[str, str],
+        distinct: tuple[Any, ...],
+        end: int = -1,
+    ) -> TablePart:
+        return cls(key, names, specs, renamed, distinct, end, dict(zip(names, specs, strict=True)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,7 +184,8 @@ def classify(stages: RegisterStages, p: Passage) -> Work:
 
 def read(stages: RegisterStages, p: Passage) -> Work:
     """The lean read, a slice of content per step whatever the body's size: a small compressed
-    body may inflate large, and then its reading yields like a large one's."""
+    body may inflate large, and then its reading yields like a large one's. A large body's
+    table read before from the same bytes (any broker's) is taken as it was read."""
     stages.bodies_read += 1
     p.table = yield from register_body_steps(
         p.data,
@@ -194,6 +195,7 @@ def read(stages: RegisterStages, p: Passage) -> Work:
         bytes_per_step=stages.services.config.registry.register_read_slice_bytes,
         chunk_cache=stages.chunk_cache,
         limits=stages.limits,
+        digest=p.digest if p.large else None,
     )
 
 

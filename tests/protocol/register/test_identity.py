@@ -1,5 +1,6 @@
-"""A plain register body cut around its data version: two bodies with the same cut key differ
-only in the version, never in anything the full reader reads."""
+"""What makes a register body the same as another: a plain body cut around its data version
+(two bodies with the same cut key differ only in the version, never in anything the full reader
+reads), and a large body's table kept by the body's digest."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support import register_oracle
+from support.register_bodies import compressed_body, plain_body, topic_names
 
 from protocol.codes import CURRENT_VERSION
+from protocol.errors import LimitError
 from protocol.register import identity
-from protocol.register.table import RegisterTable
+from protocol.register.identity import TABLE_BYTES_PER_TOPIC, ChunkCache
+from protocol.register.read import register_body_steps
+from protocol.register.table import NO_LIMITS, ReadLimits, RegisterTable, TablePart, TopicQueueSpec
 from protocol.route_model import DataVersion
 
 
@@ -190,3 +195,78 @@ def test_a_large_body_hashed_through_a_view_keys_as_a_small_one_would():
     assert all(cuts)
     assert cuts[0].key == cuts[1].key != cuts[2].key  # type: ignore[union-attr]
     assert identity.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
+
+
+def _digest_read(
+    body: bytes, compressed: bool, cache: ChunkCache, limits: ReadLimits = NO_LIMITS
+) -> tuple[RegisterTable, int]:
+    """The table read with the body's digest, and the steps it took."""
+    digest, _cut = _whole(identity.digest_steps(body, compressed, 0, False))
+    steps = register_body_steps(
+        body,
+        compressed,
+        CURRENT_VERSION,
+        topics_per_step=500,
+        bytes_per_step=16_384,
+        chunk_cache=cache,
+        limits=limits,
+        digest=digest,
+    )
+    taken = 0
+    while True:
+        try:
+            next(steps)
+            taken += 1
+        except StopIteration as done:
+            return done.value, taken
+
+
+def _whole(steps: Any) -> Any:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_body_read_before_by_any_broker_is_its_table_again_without_a_step(compressed):
+    names = topic_names(3_000)
+    body = compressed_body(names, 7) if compressed else plain_body(names, 7)
+    cache = ChunkCache(64 << 20)
+    first, first_steps = _digest_read(body, compressed, cache)
+    decoded = cache.misses
+    again, again_steps = _digest_read(body, compressed, cache)
+    assert first_steps > 1 and again_steps == 0
+    assert again == first == register_oracle.read_register_body(body, compressed, CURRENT_VERSION)
+    assert cache.table_hits == 1 and cache.misses == decoded  # no chunk looked up again
+    other = compressed_body(names, 8) if compressed else plain_body(names, 8)
+    changed, _ = _digest_read(other, compressed, cache)
+    assert cache.table_hits == 1 and changed.data_version != first.data_version
+
+
+def test_a_table_read_under_other_limits_is_read_again():
+    body = plain_body(topic_names(3_000), 7)
+    cache = ChunkCache(64 << 20)
+    _digest_read(body, False, cache)
+    with pytest.raises(LimitError):
+        _digest_read(body, False, cache, ReadLimits(max_topics=2_999))
+    assert cache.table_hits == 0
+
+
+def test_cached_tables_are_charged_per_topic_and_leave_before_chunks():
+    body = plain_body(topic_names(3_000), 7)
+    cache = ChunkCache(64 << 20)
+    table, _ = _digest_read(body, False, cache)
+    assert table.parts is not None
+    chunks = len(cache)
+    tables = TABLE_BYTES_PER_TOPIC * 3_000
+    assert cache.bytes == sum(part.key[0] for part in table.parts) + tables
+    cache.max_bytes = cache.bytes  # full: one more byte and something leaves
+    spec = TopicQueueSpec(8, 8, 6, 0)
+    cache.put(TablePart.of((1, 0), ["X"], [spec], {}, (spec,)))
+    assert len(cache) == chunks + 1 and cache.bytes == cache.max_bytes + 1 - tables
+    misses = cache.misses
+    again, steps = _digest_read(body, False, cache)
+    assert steps > 0 and cache.table_hits == 0 and again == table
+    assert cache.misses == misses  # read again, from the chunks kept
