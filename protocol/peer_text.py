@@ -33,7 +33,6 @@ from protocol.errors import BodyError, LimitError
 
 MAX_DEPTH = 64
 """Deepest object/array nesting :func:`loads` accepts; no RocketMQ body nests past 6."""
-
 _STRINGS = re.compile(r'("(?:[^"\\]++|\\.)*+"?)', re.DOTALL)
 """A string literal, to its closing quote (or, unterminated, as far as it goes): possessive and
 matching wherever a quote is, so one left-to-right pass examines each character once."""
@@ -307,16 +306,13 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate: only a text holding one can decode to an
 unencodable string (strict UTF-8 decoding refuses encoded surrogates)."""
-
 DEFAULT_SHOWN_CHARS = 200
 """A peer string shown in a log line keeps this many characters; the rest is counted."""
-
 _UNPRINTABLE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 """C0 and C1 controls, DEL, the Unicode line and paragraph separators, the bidirectional
 controls that reorder what a reader sees, and surrogates (which no log stream can encode)."""
-
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

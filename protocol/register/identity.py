@@ -46,30 +46,18 @@ from protocol.route_model import DataVersion
 
 HASH_SLICE_BYTES = 4 << 20
 """CRC-32 of a large register body per step: a few milliseconds."""
-
-
 _DIGEST = struct.Struct(">cQIq")
 """(form, length, CRC-32, hash) of a register body: what makes two bodies the same."""
-
-
 _KEY = b'"dataVersion"'
-
-
 _NUMBER = rb"(-?(?:0|[1-9][0-9]{0,17}))"
 """A JSON integer that fits a signed 64-bit long (at most 18 digits)."""
-
-
 _VALUE = re.compile(
     rb"[ \t\n\r]*:[ \t\n\r]*"
     rb'(\{"counter":' + _NUMBER + rb',(?:"stateVersion":' + _NUMBER + rb",)?"
     rb'"timestamp":' + _NUMBER + rb"\})"
 )
 """fastjson's ``DataVersion``: counter, (5.x) stateVersion, timestamp, in name order."""
-
-
 _ZERO = DataVersion()
-
-
 _VIEW_FROM = 1 << 20
 """From this body size on the tail is hashed through a view, not a copy."""
 

@@ -95,48 +95,26 @@ class _BodyWire(msgspec.Struct):
 
 
 _BODY = msgspec.json.Decoder(_BodyWire)
-
-
 _TABLE = msgspec.json.Decoder(dict[str, _TopicConfigWire])
-
-
 _NAME_OF = operator.attrgetter("topicName")
-
-
 _SPEC_OF = operator.attrgetter("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
-
-
 _ATTRIBUTES_OF = operator.attrgetter("attributes")
-
-
 _USUAL_ATTRIBUTES = (ord("{"), ord("n"))
 """The first byte of attributes read the usual way: an object, or null (msgspec checked the
 syntax); anything else takes the general decoder, which names the error."""
-
-
 _ENTRY_CUT = re.compile(rb'\},"([^"\\]*)":\{')
 """Where one topic config likely ends and the next begins (fastjson writes ``attributes``
 first, so a nested object never precedes a key whose value is an object)."""
 _ENTRY_CUT_TEXT = re.compile(r'\},"[^"\\]*":\{')
 """The same, in the general reader's decoded text."""
-
-
 _GUESSES = 4
 """Cut guesses tried per chunk before the body is left to the general reader."""
-
-
 _CUT_KEY_MASK = 15
-
-
 _CUT_LOOKAHEAD = 64
 """A chunk ends before a member whose key's CRC-32 has its low four bits clear, among the next
 64 members past the chunk size (else at the first): cuts depend on the content, so a topic added
 to or removed from a table changes only the chunk holding it, not every later one."""
-
-
 _ANY = msgspec.json.Decoder()
-
-
 CHARS_PER_TOPIC = 128
 
 
@@ -540,16 +518,12 @@ class _NotPlain(Exception):
 
 
 _WS = re.compile(r"[ \t\n\r]*")
-
-
 _SCANNER: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(
     parse_constant=peer_text.refuse_constant
 ).scan_once  # type: ignore[attr-defined]
 
 
 """The C scanner's entry point: one JSON value at a position, to the position after it."""
-
-
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 

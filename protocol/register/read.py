@@ -67,41 +67,23 @@ from protocol.route_model import DataVersion, TopicConfig
 
 INFLATE_SLICE_BYTES = 1 << 20
 """Inflated per step of :func:`inflate_steps`: a few milliseconds."""
-
-
 INT32 = struct.Struct(">i")
-
-
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
-
-
 _PREFIX = re.compile(rb"\x00([\x00-\xff]{3})")
 """A record's length prefix (a big-endian int32 below 16 MiB): split on it, its three low
 bytes kept between the pieces."""
-
-
 _CANDIDATE = re.compile(rb"(?<![\x00])\x00[\x00-\xff]{3}([^ \x00\n]+) ")
 """A likely record start: a length prefix not preceded by a NUL (a record's text holds none),
 then a name and a space. A guess only: the chunk it ends is checked record by record."""
-
-
 _SEPARATOR = b" \n "
 """Joins a chunk's records before splitting at spaces: the ``\\n`` token between two records
 proves that each has the same number of fields."""
-
-
 _FILTER_TYPES = frozenset(t.encode() for t in TOPIC_FILTER_TYPES)
-
-
 _NO_ATTRIBUTES = frozenset((b"", b"{}"))
-
-
 _GUESSES = 4
 """Cut guesses tried per chunk before the body is left to the general reader; as the plain
 reader, a chunk is cut by content (before a record whose name's CRC-32 has its low bits
 clear), so a topic added or removed changes the chunk holding it only."""
-
-
 _COMPRESSED_CHARS_PER_TOPIC = 32
 """A topic record's usual size in an inflated compressed body: turns ``topics_per_step``
 into bytes."""

@@ -12,18 +12,12 @@ from protocol.route_model import DataVersion
 
 MAX_INFLATED_BYTES = 64 * 1024 * 1024
 """A compressed register body may not inflate past this: a zip bomb costs one refusal."""
-
-
 MAX_INFLATE_RATIO = 128
 """Nor past this many times its own size (from :data:`INFLATE_FLOOR_BYTES` on): real topic
 tables inflate 15 to 60 times, a bomb up to about 1,000, and a bomb is refused after
 inflating this much of it, so a refusal costs in proportion to the bytes that were sent."""
-
-
 INFLATE_FLOOR_BYTES = 1 << 20
 """Any compressed body may inflate this far, whatever its ratio."""
-
-
 MAX_DATA_VERSION_BYTES = 64 * 1024
 """A data version (three numbers) as a QUERY_DATA_VERSION body or a register body's part."""
 
