@@ -1,4 +1,4 @@
-"""What makes a REGISTER_BROKER body, or a chunk of its topic table, the same as another.
+"""What makes a REGISTER_BROKER body the same as another.
 
 A body: its CRC-32, checked against the one the broker declares, and its digest (form, length,
 CRC-32 and a keyed hash), both taken in C; a large body's in steps a few milliseconds long, a
@@ -21,12 +21,6 @@ data version the full read found. A body whose bytes around the value equal thos
 certified body is that body with another value in the same place: valid JSON of the same shape
 with no backslash and one such key, so it is certified as well. A zero version is never
 certified: it is also what a body without the key reads as.
-
-A chunk of a topic table (cut by content, see :mod:`protocol.register.plain` and
-:mod:`protocol.register.read`) seen before, in this broker's last register or another broker's
-with the same topics, is taken from :class:`ChunkCache` by its identity instead of being
-decoded again; its :class:`~protocol.register.table.TablePart` also lets the registry skip
-chunks it applied already.
 """
 
 from __future__ import annotations
@@ -34,14 +28,11 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from collections import OrderedDict
-from collections.abc import Generator, Hashable, Iterable
-from itertools import chain
+from collections.abc import Generator
 from typing import NamedTuple
 
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
-from protocol.register.table import RegisterTable, TablePart
 from protocol.route_model import DataVersion
 
 HASH_SLICE_BYTES = 4 << 20
@@ -151,92 +142,3 @@ def certify(body: bytes, found: VersionCut, read_version: DataVersion) -> bool:
         and body.find(b"\\") < 0
         and body.count(_KEY) == 1  # after the no-backslash check: no escaped spelling either
     )
-
-
-TABLE_BYTES_PER_TOPIC = 64
-"""A cached table's charge per topic: its dict's entry and slot (the names and specs are the
-chunks', cached apart)."""
-
-
-def _table_bytes(table: RegisterTable) -> int:
-    return TABLE_BYTES_PER_TOPIC * len(table.topic_queues)
-
-
-class ChunkCache:
-    """Topic-table chunks read lately, by identity, so a chunk seen before (in this broker's
-    last register, or another broker's with the same topics) is not decoded again; and the
-    tables of large bodies read lately, by the body's digest, so a body seen before (a master
-    and its slaves send the same one) is not read again.
-
-    Bounded by ``max_bytes``, each chunk charged at its JSON size (more than its decoded
-    lists hold), each table at :data:`TABLE_BYTES_PER_TOPIC`; least recently used first out,
-    tables before chunks.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self.hits = 0
-        self.misses = 0
-        self.table_hits = 0
-        self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
-        self._checked: set[tuple[int, int]] = set()
-        """Cached chunks whose topic names passed the register's checks."""
-        self._tables: OrderedDict[Hashable, RegisterTable] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._parts)
-
-    def get(self, key: tuple[int, int]) -> TablePart | None:
-        part = self._parts.get(key)
-        if part is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._parts.move_to_end(key)
-        return part
-
-    def put(self, part: TablePart) -> None:
-        size = part.key[0]
-        if size > self.max_bytes or part.key in self._parts:
-            return
-        self._parts[part.key] = part
-        self.bytes += size
-        self._fit()
-
-    def table(self, key: Hashable) -> RegisterTable | None:
-        """The table read from a body of this identity, if the cache holds it."""
-        table = self._tables.get(key)
-        if table is not None:
-            self.table_hits += 1
-            self._tables.move_to_end(key)
-        return table
-
-    def put_table(self, key: Hashable, table: RegisterTable) -> None:
-        """Keep the table read from a body: its dicts are shared with every register that
-        sends the body again, read-only as every table's are."""
-        size = _table_bytes(table)
-        if size > self.max_bytes or key in self._tables:
-            return
-        self._tables[key] = table
-        self.bytes += size
-        self._fit()
-
-    def _fit(self) -> None:
-        while self.bytes > self.max_bytes:
-            if self._tables:
-                _, table = self._tables.popitem(last=False)
-                self.bytes -= _table_bytes(table)
-            else:
-                _, old = self._parts.popitem(last=False)
-                self.bytes -= old.key[0]
-                self._checked.discard(old.key)
-
-    def unchecked_names(self, parts: Iterable[TablePart]) -> list[str]:
-        """The topic names of ``parts`` not known to pass the checks, in order."""
-        checked = self._checked
-        return list(chain.from_iterable(p.names for p in parts if p.key not in checked))
-
-    def checked(self, parts: Iterable[TablePart]) -> None:
-        """``parts`` passed the checks of a register; those cached need not be checked again."""
-        self._checked.update(p.key for p in parts if p.key in self._parts)

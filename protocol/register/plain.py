@@ -25,7 +25,7 @@ import operator
 import re
 import zlib
 from collections.abc import Callable, Generator
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -43,7 +43,6 @@ from protocol.peer_text import (
     or_empty,
     str_field,
 )
-from protocol.register.identity import ChunkCache
 from protocol.register.table import (
     MAX_DATA_VERSION_BYTES,
     NO_LIMITS,
@@ -55,6 +54,14 @@ from protocol.register.table import (
 from protocol.route_model import DEFAULT_TOPIC_FILTER_TYPE, DataVersion, TopicConfig
 
 WS = b" \t\n\r"
+
+
+class Chunks(Protocol):
+    """Where chunks read before are kept by their identity (the read's chunk cache)."""
+
+    def get(self, key: tuple[int, int]) -> TablePart | None: ...
+
+    def put(self, part: TablePart) -> None: ...
 
 
 class NotFast(Exception):
@@ -125,7 +132,7 @@ def plain_body_steps(
     data: bytes,
     topics_per_step: int,
     bytes_per_step: int | None,
-    cache: ChunkCache | None,
+    cache: Chunks | None,
     limits: ReadLimits,
 ) -> Generator[None, None, RegisterTable]:
     """A plain body read about ``bytes_per_step`` bytes of its topic table (by default
@@ -142,7 +149,7 @@ def plain_body_steps(
 def _fast_steps(
     data: bytes,
     chunk_bytes: int,
-    cache: ChunkCache | None,
+    cache: Chunks | None,
     limits: ReadLimits,
 ) -> Generator[None, None, RegisterTable]:
     shape = outline(data)
@@ -213,9 +220,7 @@ class TableSink:
         "specs",
     )
 
-    def __init__(
-        self, cache: ChunkCache | None = None, max_attributes_bytes: int = 1 << 62
-    ) -> None:
+    def __init__(self, cache: Chunks | None = None, max_attributes_bytes: int = 1 << 62) -> None:
         self.out: dict[str, TopicQueueSpec] = {}
         self.max_attributes_bytes = max_attributes_bytes
         """A topic's attributes, as sent, may be no longer (else :class:`LimitError`)."""

@@ -15,7 +15,13 @@ separator token and split at the spaces once, so every field is a column taken b
 topic no Python function runs: the names are decoded by ``map(bytes.decode, ...)``, the queue
 numbers checked once per distinct ``(read, write, perm)`` triple, the filter types and
 attributes once per distinct value. Chunks are cut by content and kept in the same
-:class:`~protocol.register.identity.ChunkCache` as plain bodies' chunks.
+:class:`ChunkCache` as plain bodies' chunks.
+
+A chunk seen before, in this broker's last register or another broker's with the same topics,
+is taken from :class:`ChunkCache` by its identity instead of being decoded again; its
+:class:`~protocol.register.table.TablePart` also lets the registry skip chunks it applied
+already. A large body seen before (a master and its slaves send the same one) is not read
+again: its table is taken from the cache by the body's digest.
 
 Anything else (a record of 16 MiB or more, a NUL or newline in a record, a signed number,
 attributes with spaces, records of both forms in one chunk, a malformed record) raises
@@ -28,8 +34,10 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from collections.abc import Callable, Generator
+from collections import OrderedDict
+from collections.abc import Callable, Generator, Iterable
 from functools import partial
+from itertools import chain
 from typing import Any, NamedTuple
 
 from protocol.codes import Version
@@ -43,7 +51,6 @@ from protocol.peer_text import (
     loads,
 )
 from protocol.register import plain
-from protocol.register.identity import ChunkCache
 from protocol.register.plain import (
     NotFast,
     TableSink,
@@ -118,10 +125,9 @@ def register_body_steps(
     very same bytes, under the same limits (a compressed body's for the same broker version),
     which is then the table read.
     """
-    key = None
+    version = broker_version if compressed else 0  # a plain body reads alike for any
     if digest is not None and chunk_cache is not None:
-        key = (digest, broker_version if compressed else 0, limits)
-        known = chunk_cache.table(key)
+        known = chunk_cache.table(digest, version, limits)
         if known is not None:
             return known
     if compressed:
@@ -132,8 +138,8 @@ def register_body_steps(
         table = yield from plain.plain_body_steps(
             data, topics_per_step, bytes_per_step, chunk_cache, limits
         )
-    if key is not None and table.parts is not None:  # read the usual way, whole
-        chunk_cache.put_table(key, table)  # type: ignore[union-attr]
+    if digest is not None and chunk_cache is not None and table.parts is not None:
+        chunk_cache.put_table(digest, version, limits, table)  # read the usual way, whole
     return table
 
 
@@ -525,3 +531,97 @@ def topic_config_from_text(text: str) -> TopicConfig:
         topic_filter_type=filter_type,
         attributes=attributes,
     )
+
+
+TABLE_BYTES_PER_TOPIC = 64
+"""A cached table's charge per topic: its dict's entry and slot (the names and specs are the
+chunks', cached apart)."""
+
+
+def _table_bytes(table: RegisterTable) -> int:
+    return TABLE_BYTES_PER_TOPIC * len(table.topic_queues)
+
+
+class ChunkCache:
+    """Topic-table chunks read lately, by identity, so a chunk seen before (in this broker's
+    last register, or another broker's with the same topics) is not decoded again; and the
+    tables of large bodies read lately, by the body's digest, so a body seen before (a master
+    and its slaves send the same one) is not read again.
+
+    Bounded by ``max_bytes``, each chunk charged at its JSON size (more than its decoded
+    lists hold), each table at :data:`TABLE_BYTES_PER_TOPIC`; least recently used first out,
+    tables before chunks.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.table_hits = 0
+        self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
+        self._checked: set[tuple[int, int]] = set()
+        """Cached chunks whose topic names passed the register's checks."""
+        self._tables: OrderedDict[tuple[bytes, int, ReadLimits], RegisterTable] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def get(self, key: tuple[int, int]) -> TablePart | None:
+        part = self._parts.get(key)
+        if part is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._parts.move_to_end(key)
+        return part
+
+    def put(self, part: TablePart) -> None:
+        size = part.key[0]
+        if size > self.max_bytes or part.key in self._parts:
+            return
+        self._parts[part.key] = part
+        self.bytes += size
+        self._fit()
+
+    def table(self, digest: bytes, version: int, limits: ReadLimits) -> RegisterTable | None:
+        """The table read under ``limits`` (for a broker of ``version``) from a body of this
+        digest, if the cache holds it."""
+        key = (digest, version, limits)
+        table = self._tables.get(key)
+        if table is not None:
+            self.table_hits += 1
+            self._tables.move_to_end(key)
+        return table
+
+    def put_table(
+        self, digest: bytes, version: int, limits: ReadLimits, table: RegisterTable
+    ) -> None:
+        """Keep the table read under ``limits`` from a body: its dicts are shared with every
+        register that sends the body again, read-only as every table's are."""
+        size = _table_bytes(table)
+        key = (digest, version, limits)
+        if size > self.max_bytes or key in self._tables:
+            return
+        self._tables[key] = table
+        self.bytes += size
+        self._fit()
+
+    def _fit(self) -> None:
+        while self.bytes > self.max_bytes:
+            if self._tables:
+                _, table = self._tables.popitem(last=False)
+                self.bytes -= _table_bytes(table)
+            else:
+                _, old = self._parts.popitem(last=False)
+                self.bytes -= old.key[0]
+                self._checked.discard(old.key)
+
+    def unchecked_names(self, parts: Iterable[TablePart]) -> list[str]:
+        """The topic names of ``parts`` not known to pass the checks, in order."""
+        checked = self._checked
+        return list(chain.from_iterable(p.names for p in parts if p.key not in checked))
+
+    def checked(self, parts: Iterable[TablePart]) -> None:
+        """``parts`` passed the checks of a register; those cached need not be checked again."""
+        self._checked.update(p.key for p in parts if p.key in self._parts)

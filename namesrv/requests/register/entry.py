@@ -24,7 +24,7 @@ from protocol.codes import ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
-from protocol.register.identity import ChunkCache
+from protocol.register.read import ChunkCache
 from protocol.register.table import ReadLimits
 
 log = logging.getLogger(__name__)

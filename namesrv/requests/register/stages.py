@@ -50,8 +50,7 @@ from protocol import headers
 from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
 from protocol.register import identity
-from protocol.register.identity import ChunkCache
-from protocol.register.read import register_body_steps
+from protocol.register.read import ChunkCache, register_body_steps
 from protocol.register.table import ReadLimits, RegisterTable
 from protocol.route_model import DataVersion
 

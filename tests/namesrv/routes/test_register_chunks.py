@@ -21,8 +21,7 @@ from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.codes import Perm
-from protocol.register.identity import ChunkCache
-from protocol.register.read import register_body_steps
+from protocol.register.read import ChunkCache, register_body_steps
 from protocol.register.table import RegisterTable, TablePart
 from protocol.route_model import DataVersion
 

@@ -16,8 +16,7 @@ from support.register_bodies import compressed_body, plain_body, topic_names
 from protocol.codes import CURRENT_VERSION
 from protocol.errors import LimitError
 from protocol.register import identity
-from protocol.register.identity import TABLE_BYTES_PER_TOPIC, ChunkCache
-from protocol.register.read import register_body_steps
+from protocol.register.read import TABLE_BYTES_PER_TOPIC, ChunkCache, register_body_steps
 from protocol.register.table import NO_LIMITS, ReadLimits, RegisterTable, TablePart, TopicQueueSpec
 from protocol.route_model import DataVersion
 

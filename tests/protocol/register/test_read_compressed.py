@@ -17,7 +17,7 @@ from support import register_oracle
 from protocol import register_body
 from protocol.errors import BodyError
 from protocol.register import read
-from protocol.register.identity import ChunkCache
+from protocol.register.read import ChunkCache
 
 V4, V5 = 400, 479  # a 4.9.x broker (no mapping section) and a 5.3.3 one
 
