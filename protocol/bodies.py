@@ -1,6 +1,6 @@
 """Body codecs: the JSON bodies of the name server's answers (routes, cluster info, topic lists,
 KV tables, broker member groups). The REGISTER_BROKER body is in :mod:`protocol.register_body`
-(the full decode) and :mod:`protocol.register.lean_read` (the name server's lean read).
+(as upstream writes it) and :mod:`protocol.register` (the name server's lean read).
 
 Wire names are upstream's; Python objects are the dataclasses of :mod:`protocol.route_model`.
 Decoders accept what any upstream version writes (fastjson's unquoted keys, missing optional
@@ -14,9 +14,9 @@ from typing import Any
 
 import msgspec
 
-from protocol import fastjson
+from protocol import peer_text
 from protocol.errors import BodyError
-from protocol.json_fields import (
+from protocol.peer_text import (
     as_list,
     as_object,
     bool_field,
@@ -75,7 +75,7 @@ def encode_route(route: TopicRouteData, *, standard_json: bool, legacy: bool = F
         doc["topicQueueMappingByBroker"] = route.topic_queue_mapping_by_broker
     # fastjson writes bean fields alphabetically and, with MapSortField, sorted map keys;
     # BrowserCompatible (the standard flavour) escapes non-ASCII.
-    return fastjson.dumps(
+    return peer_text.dumps(
         doc, unquoted_int_keys=not standard_json, sort_keys=True, ascii_only=standard_json
     )
 
@@ -141,7 +141,7 @@ def encode_cluster_info(info: ClusterInfo) -> bytes:
         "brokerAddrTable": {n: broker_data_doc(b) for n, b in info.broker_addr_table.items()},
         "clusterAddrTable": {c: sorted(names) for c, names in info.cluster_addr_table.items()},
     }
-    return fastjson.dumps(doc, unquoted_int_keys=True)
+    return peer_text.dumps(doc, unquoted_int_keys=True)
 
 
 def decode_cluster_info(body: bytes) -> ClusterInfo:
@@ -163,7 +163,7 @@ def encode_topic_list(topics: Iterable[str], broker_addr: str | None = None) -> 
     doc: dict[str, Any] = {"topicList": sorted(topics)}
     if broker_addr is not None:
         doc["brokerAddr"] = broker_addr
-    return fastjson.dumps(doc)
+    return peer_text.dumps(doc)
 
 
 def decode_topic_list(body: bytes) -> list[str]:
@@ -173,7 +173,7 @@ def decode_topic_list(body: bytes) -> list[str]:
 
 def encode_group_list(groups: Iterable[str]) -> bytes:
     """Upstream's GroupList, ``{"groupList": [...]}`` (a broker's QUERY_TOPIC_CONSUME_BY_WHO)."""
-    return fastjson.dumps({"groupList": sorted(groups)})
+    return peer_text.dumps({"groupList": sorted(groups)})
 
 
 def decode_group_list(body: bytes) -> list[str]:
@@ -183,7 +183,7 @@ def decode_group_list(body: bytes) -> list[str]:
 
 def encode_kv_table(table: dict[str, str]) -> bytes:
     """Upstream's KVTable, ``{"table": {key: value}}``, compact UTF-8 JSON (the bytes
-    ``fastjson.dumps`` writes, by msgspec's C encoder: a namespace of a million entries in
+    ``peer_text.dumps`` writes, by msgspec's C encoder: a namespace of a million entries in
     tens of milliseconds)."""
     return msgspec.json.encode({"table": table})
 
@@ -200,4 +200,4 @@ def encode_broker_member_group(cluster: str, broker_name: str, addrs: dict[int, 
         "brokerName": broker_name,
         "cluster": cluster,
     }
-    return fastjson.dumps({"brokerMemberGroup": group}, unquoted_int_keys=True)
+    return peer_text.dumps({"brokerMemberGroup": group}, unquoted_int_keys=True)

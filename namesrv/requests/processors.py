@@ -31,7 +31,7 @@ from protocol.codes import ResponseCode, SerializeType
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command, encode_command_head
 from protocol.paced_log import PacedLog
-from protocol.register.chunk_cache import ChunkCache
+from protocol.register.read import ChunkCache
 
 __all__ = ["Connection", "PendingResponse", "RequestProcessor", "Services", "SharedAnswer"]
 

@@ -27,7 +27,7 @@ from namesrv.routes.events import Announcer
 from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.tables import MAX_INTERNED, PartsMemo, QueueSpec, RouteTables, Spec
 from protocol.codes import Perm
-from protocol.register.chunk_cache import TablePart
+from protocol.register.table import TablePart
 from protocol.route_model import DataVersion, QueueData
 
 DEFAULT_SLICE_TOPICS = 2_000

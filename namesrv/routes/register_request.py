@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv.routes.tables import QueueSpec
-from protocol.register.chunk_cache import TablePart
+from protocol.register.table import TablePart
 from protocol.route_model import DataVersion
 
 

@@ -82,7 +82,7 @@ class LiveBroker:
     body_digest: bytes | None = None
     """Digest of the register body this entry came from: an identical body is a heartbeat."""
     table_key: Hashable | None = None
-    """Identity of that body but for its data version (``protocol.register.version_cut``), when
+    """Identity of that body but for its data version (``protocol.register.identity``), when
     certified: a body with the same key differs from it only in the version."""
 
 

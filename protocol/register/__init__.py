@@ -2,18 +2,17 @@
 steps of bounded work, and exactly as a full decode of every topic config reads, errors
 included (the tests hold it against such a decode, a slow reference kept with them).
 
-=====================  ===============================================================
-module                 holds
-=====================  ===============================================================
-``lean_read``          the entry (:func:`~lean_read.register_body_steps`): which reader
-                       reads a body, and the general read of compressed records
-``read_table``         what a read yields (the table of shared specs, the small parts
-                       checked) and the bounds it reads under
-``plain_fast``         a plain body in the usual form, decoded by msgspec chunk by chunk
-``plain_general``      a plain body in any other form: the C scanner, or fastjson whole
-``compressed_fast``    a compressed body's records in the usual form, chunk by chunk
-``chunk_cache``        chunks as read, and the bounded cache of them by identity
-``version_cut``        a plain body cut around its data version (a version-only change)
-``identity``           a body's CRC-32 checked, and its digest: what makes two bodies the same
-=====================  ===============================================================
+================  ===================================================================
+module            holds
+================  ===================================================================
+``read``          the entry (:func:`~read.register_body_steps`): a body, plain or
+                  compressed, to a table; the inflate, a compressed body's parts, and
+                  the cache of what reads found (chunks, large bodies' tables)
+``plain``         a plain body's JSON, fast (msgspec, chunk by chunk) or general, and
+                  the sink of chunks and the per-topic reader both forms share
+``table``         what a read yields (the table of shared specs, its chunks) and the
+                  bounds it reads under
+``identity``      what makes two bodies the same: the CRC-32, the digest, the cut
+                  around the data version
+================  ===================================================================
 """

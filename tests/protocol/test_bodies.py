@@ -13,6 +13,7 @@ from support import register_oracle
 from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, ResponseCode, Version
 from protocol.errors import BodyError
+from protocol.register import table
 from protocol.route_model import (
     BrokerData,
     ClusterInfo,
@@ -327,9 +328,7 @@ def test_malformed_compressed_register_body_is_a_body_error(data, remark):
 def test_zip_bomb_past_the_inflate_bound_is_refused():
     packer = zlib.compressobj(9)
     zeros = bytes(1 << 20)
-    parts = [
-        packer.compress(zeros) for _ in range(register_body.MAX_INFLATED_BYTES // len(zeros) + 1)
-    ]
+    parts = [packer.compress(zeros) for _ in range(table.MAX_INFLATED_BYTES // len(zeros) + 1)]
     bomb = b"".join(parts) + packer.flush()
     assert len(bomb) < 200_000
     with pytest.raises(BodyError, match="inflates past"):

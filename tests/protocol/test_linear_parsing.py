@@ -21,13 +21,13 @@ import pytest
 
 from protocol import (
     bodies,
-    fastjson,
     header_codec,
+    peer_text,
     register_body,
 )
 from protocol.codes import CURRENT_VERSION
 from protocol.errors import ProtocolError
-from protocol.register import compressed_fast, lean_read, plain_fast, plain_general
+from protocol.register import plain, read
 
 SIZES = (2_000, 8_000, 32_000, 128_000)
 WORK_PER_BYTE = 12
@@ -101,14 +101,14 @@ class Work:
             return counted
 
         mp.setattr(json, "loads", sized(json.loads))
-        mp.setattr(fastjson, "quote_bare_keys", scanner(fastjson.quote_bare_keys))
-        mp.setattr(fastjson, "_check_depth", sized(fastjson._check_depth))
-        mp.setattr(plain_general, "_SCANNER", spanned(plain_general._SCANNER))
-        mp.setattr(plain_general, "scanstring", spanned(plain_general.scanstring))
+        mp.setattr(peer_text, "quote_bare_keys", scanner(peer_text.quote_bare_keys))
+        mp.setattr(peer_text, "_check_depth", sized(peer_text._check_depth))
+        mp.setattr(plain, "_SCANNER", spanned(plain._SCANNER))
+        mp.setattr(plain, "scanstring", spanned(plain.scanstring))
         for name in ("_BODY", "_TABLE", "_ANY"):
-            mp.setattr(plain_fast, name, Decoder(getattr(plain_fast, name)))
-        mp.setattr(compressed_fast, "_PREFIX", Splitter(compressed_fast._PREFIX))
-        mp.setattr(register_body.zlib, "decompressobj", Inflater)
+            mp.setattr(plain, name, Decoder(getattr(plain, name)))
+        mp.setattr(read, "_PREFIX", Splitter(read._PREFIX))
+        mp.setattr(read.zlib, "decompressobj", Inflater)
 
 
 def _run(parse: Callable[[bytes], Any], data: bytes) -> None:
@@ -155,22 +155,22 @@ JSON_SHAPES: dict[str, Callable[[int], bytes]] = {
 
 @pytest.mark.parametrize("shape", JSON_SHAPES.values(), ids=JSON_SHAPES.keys())
 def test_fastjson_loads_is_linear(monkeypatch, shape):
-    assert_linear(monkeypatch, fastjson.loads, shape)
+    assert_linear(monkeypatch, peer_text.loads, shape)
 
 
 @pytest.mark.parametrize("shape", JSON_SHAPES.values(), ids=JSON_SHAPES.keys())
 def test_the_bare_key_scanner_examines_each_character_a_bounded_number_of_times(shape):
     for n in SIZES:
         text = shape(n).decode()
-        _rewritten, examined = fastjson.quote_bare_keys(text)
+        _rewritten, examined = peer_text.quote_bare_keys(text)
         assert examined <= 8 * len(text) + 8
 
 
 def test_the_rewrite_quotes_bare_keys_and_nothing_inside_strings():
     text = '{0:"a,1:b", -2 :{3:"\\"4:"}, "5":[6,7]}'
-    rewritten, _ = fastjson.quote_bare_keys(text)
+    rewritten, _ = peer_text.quote_bare_keys(text)
     assert json.loads(rewritten) == {"0": "a,1:b", "-2": {"3": '"4:'}, "5": [6, 7]}
-    assert fastjson.quote_bare_keys('{"a":1}')[0] == '{"a":1}'
+    assert peer_text.quote_bare_keys('{"a":1}')[0] == '{"a":1}'
 
 
 # -- bodies of requests and answers ---------------------------------------------------------------
@@ -254,14 +254,14 @@ def _compressed(n: int, record: Callable[[int], bytes], data_version: bytes = b"
 
 
 def _read(compressed: bool) -> Callable[[bytes], Any]:
-    def read(data: bytes) -> Any:
-        steps = lean_read.register_body_steps(
+    def read_whole(data: bytes) -> Any:
+        steps = read.register_body_steps(
             data, compressed, CURRENT_VERSION, topics_per_step=500, bytes_per_step=16_384
         )
         for _ in steps:
             pass
 
-    return read
+    return read_whole
 
 
 REGISTER_SHAPES: dict[str, tuple[bool, Callable[[int], bytes]]] = {
@@ -303,7 +303,7 @@ def test_a_large_register_is_read_in_steps_of_bounded_work(monkeypatch):
     """A compressed register that inflates to about 8 MiB: no step between two yields costs
     more than a slice of inflating or a chunk of records, whatever the body's size."""
     data = _compressed(8 << 20, lambda i: b"T%07d 8 8 6 SINGLE_TAG {}" % i)
-    steps = lean_read.register_body_steps(
+    steps = read.register_body_steps(
         data, True, CURRENT_VERSION, topics_per_step=5_000, bytes_per_step=1 << 19
     )
     per_step = []
@@ -313,7 +313,7 @@ def test_a_large_register_is_read_in_steps_of_bounded_work(monkeypatch):
             per_step.append(work.units)
             work.units = 0
     assert len(per_step) > 8
-    assert max(per_step) <= 3 * register_body.INFLATE_SLICE_BYTES, max(per_step)
+    assert max(per_step) <= 3 * read.INFLATE_SLICE_BYTES, max(per_step)
 
 
 def test_the_count_tells_a_parse_that_reads_a_growing_prefix_again(monkeypatch):

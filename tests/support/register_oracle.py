@@ -13,21 +13,18 @@ from collections.abc import Generator
 from typing import Any, TypeVar
 
 from protocol.errors import BodyError
-from protocol.json_fields import as_list, as_object, load_object, or_empty
-from protocol.register import lean_read
-from protocol.register.read_table import RegisterTable
-from protocol.register_body import (
-    MAX_INFLATE_RATIO,
+from protocol.peer_text import as_list, as_object, load_object, or_empty
+from protocol.register import read
+from protocol.register.plain import data_version_from, topic_config_from
+from protocol.register.read import (
     Inflated,
-    RegisterBrokerBody,
-    TopicConfigSerializeWrapper,
     compressed_tail_steps,
-    data_version_from,
     data_version_part,
     inflate_steps,
-    topic_config_from,
     topic_config_from_text,
 )
+from protocol.register.table import MAX_INFLATE_RATIO, RegisterTable
+from protocol.register_body import RegisterBrokerBody, TopicConfigSerializeWrapper
 from protocol.route_model import TopicConfig
 
 _T = TypeVar("_T")
@@ -90,9 +87,9 @@ def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
 
 
 def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
-    """The lean read of a register body (``lean_read.register_body_steps``) run whole."""
+    """The lean read of a register body (``read.register_body_steps``) run whole."""
     return _whole(
-        lean_read.register_body_steps(data, compressed, broker_version, topics_per_step=1 << 62)
+        read.register_body_steps(data, compressed, broker_version, topics_per_step=1 << 62)
     )
 
 
@@ -100,4 +97,4 @@ def read_compressed_general(data: bytes, broker_version: int) -> RegisterTable:
     """A compressed register body read topic by topic by the general reader, as the full
     decode reads it: what the fast read of compressed records must equal, errors included."""
     inflated = inflate(data)
-    return _whole(lean_read.compressed_general_steps(inflated, broker_version, 1 << 62))
+    return _whole(read.compressed_general_steps(inflated, broker_version, 1 << 62))

@@ -8,7 +8,7 @@ from namesrv.requests.register import validation
 from protocol import bodies, headers
 from protocol.errors import BodyError
 from protocol.frame import RemotingCommand
-from protocol.register_body import check_part_size
+from protocol.peer_text import check_part_size
 
 
 class AdminHandlers:

@@ -7,7 +7,7 @@ table, or a register from an address whose earlier register is still in flight, 
 :class:`PendingResponse` the server steps once per reactor turn
 (:mod:`namesrv.requests.register.turns`); the registers of one address run one after the other,
 in the order they came. A register past a registry bound (``registry.max_topics_per_broker`` and
-the others of :class:`~protocol.register.read_table.ReadLimits`, and
+the others of :class:`~protocol.register.table.ReadLimits`, and
 ``registry.max_total_topics``) is refused whole before anything of it is applied.
 """
 
@@ -24,8 +24,8 @@ from protocol.codes import ResponseCode
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
-from protocol.register.chunk_cache import ChunkCache
-from protocol.register.read_table import ReadLimits
+from protocol.register.read import ChunkCache
+from protocol.register.table import ReadLimits
 
 log = logging.getLogger(__name__)
 

@@ -49,9 +49,9 @@ from namesrv.routes.tables import QueueSpec
 from protocol import headers
 from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
-from protocol.register import identity, lean_read, version_cut
-from protocol.register.chunk_cache import ChunkCache
-from protocol.register.read_table import ReadLimits, RegisterTable
+from protocol.register import identity
+from protocol.register.read import ChunkCache, register_body_steps
+from protocol.register.table import ReadLimits, RegisterTable
 from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ class Passage:
     crc: int = 0
     kind: Kind = Kind.READ
     digest: bytes | None = None
-    cut: version_cut.VersionCut | None = None
-    """A plain body cut around its data version (see :mod:`protocol.register.version_cut`)."""
+    cut: identity.VersionCut | None = None
+    """A plain body cut around its data version (see :mod:`protocol.register.identity`)."""
     table: RegisterTable | None = None
     result: RegisterResult | None = None
     response: RemotingCommand | None = None
@@ -183,9 +183,10 @@ def classify(stages: RegisterStages, p: Passage) -> Work:
 
 def read(stages: RegisterStages, p: Passage) -> Work:
     """The lean read, a slice of content per step whatever the body's size: a small compressed
-    body may inflate large, and then its reading yields like a large one's."""
+    body may inflate large, and then its reading yields like a large one's. A large body's
+    table read before from the same bytes (any broker's) is taken as it was read."""
     stages.bodies_read += 1
-    p.table = yield from lean_read.register_body_steps(
+    p.table = yield from register_body_steps(
         p.data,
         p.compressed,
         p.broker_version,
@@ -193,6 +194,7 @@ def read(stages: RegisterStages, p: Passage) -> Work:
         bytes_per_step=stages.services.config.registry.register_read_slice_bytes,
         chunk_cache=stages.chunk_cache,
         limits=stages.limits,
+        digest=p.digest if p.large else None,
     )
 
 
@@ -323,7 +325,7 @@ def _request_of(p: Passage) -> RegisterRequest:
             table.topic_queue_mapping_info_map,
             table.parts,
         )
-        if cut is not None and version_cut.certify(p.data, cut, data_version):
+        if cut is not None and identity.certify(p.data, cut, data_version):
             table_key = cut.key
     return RegisterRequest(
         cluster_name=r.cluster_name,

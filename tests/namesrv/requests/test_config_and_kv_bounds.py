@@ -18,7 +18,7 @@ from namesrv.requests.handlers.server_config import (
     MAX_UPDATE_KEYS,
 )
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
-from protocol import bodies, fastjson
+from protocol import bodies, peer_text
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 
@@ -100,7 +100,7 @@ async def test_a_namespace_listing_is_encoded_once_per_change_in_upstreams_form(
         resp = await peer.call(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "big"})
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert bodies.decode_kv_table(resp.body) == table
-    assert resp.body == fastjson.dumps({"table": table})  # the bytes upstream clients read
+    assert resp.body == peer_text.dumps({"table": table})  # the bytes upstream clients read
     assert ns.server.stats()["kv_listing_builds"] == 1
     resp = await peer.call(
         RequestCode.PUT_KV_CONFIG, {"namespace": "big", "key": "new", "value": "v"}

@@ -20,9 +20,10 @@ from support.memory_world import connect
 from support.register_bodies import compressed_body, plain_body, register, topic_names
 from support.server_fixtures import Running
 
-from protocol import bodies, register_body
+from protocol import bodies, peer_text
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
+from protocol.register import read, table
 from protocol.route_model import QueueData, TopicRouteData
 
 
@@ -181,7 +182,7 @@ async def test_a_compression_bomb_is_refused_at_the_inflate_ratio(make_registry_
     bomb = zlib.compress(b"\0" * (32 << 20), 9)  # about 1,000 times
     resp = await answered(ns, broker, register(bomb, compressed=True))
     refused_at(ns, resp, "register_max_inflate_ratio")
-    limit = register_body.inflate_limit(len(bomb), 64)
+    limit = read.inflate_limit(len(bomb), 64)
     assert f"past {limit} bytes" in resp.remark
     assert ns.server.registry.broker_count == 0
 
@@ -192,13 +193,13 @@ async def test_oversized_parts_are_refused_before_they_are_parsed(make_registry_
     broker = await connect(ns.port)
     ext = {"brokerName": "b", "brokerAddr": "10.0.0.1:10911", "clusterName": "c"}
     ext["brokerId"] = "0"
-    body = b'"' + b'\\"' * (register_body.MAX_DATA_VERSION_BYTES // 2)
+    body = b'"' + b'\\"' * (table.MAX_DATA_VERSION_BYTES // 2)
     cmd = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, ext, body)
     resp = await answered(ns, broker, cmd)
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert ns.server.stats()["limit_refusals.dataVersion_bytes"] == 1
 
-    servers = json.dumps(["10.0.0.1:1"] * (register_body.MAX_PART_BYTES // 10)).encode()
+    servers = json.dumps(["10.0.0.1:1"] * (peer_text.MAX_PART_BYTES // 10)).encode()
     doc = json.loads(plain_body(["T"], 1))
     doc["filterServerList"] = json.loads(servers)
     resp = await answered(ns, broker, register(json.dumps(doc).encode()))

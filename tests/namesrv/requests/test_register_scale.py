@@ -26,7 +26,7 @@ from protocol import bodies
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.push_codec import ChangeKind, decode_notification, encode_subscribe
-from protocol.register import lean_read
+from protocol.register.table import TopicQueueSpec
 from protocol.route_model import DataVersion
 
 TICK = 1.0
@@ -448,9 +448,9 @@ def test_a_broker_re_registering_while_its_old_table_is_dropped_keeps_its_new_to
 
     clock = task.Clock()
     registry = RouteRegistry(clock, slice_topics=10)
-    table = {n: lean_read.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+    table = {n: TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
 
-    def register_a(topics: dict[str, lean_read.TopicQueueSpec], version: int) -> None:
+    def register_a(topics: dict[str, TopicQueueSpec], version: int) -> None:
         registry.register_broker(
             RegisterRequest(
                 cluster_name="C",
@@ -491,13 +491,13 @@ def test_a_large_register_with_one_bad_queue_count_is_refused_whole_after_its_sl
         b'"readQueueNums":70000,"topicFilterType":"SINGLE_TAG","topicName":"T009999"',
     )
     broker = yield connect(ns.port)
-    for _ in range(2):  # the second time its chunks come from the cache, and are checked again
+    for _ in range(2):  # the second time its table comes from the cache, and is checked again
         resp = yield _answer_sliced(ns, broker, body)
         assert resp.code == ResponseCode.INVALID_PARAMETER
         assert "readQueueNums is 70000" in resp.remark
         assert ns.server.registry.topic_count == 0 and ns.server.registry.broker_count == 0
     cache = ns.server.processor.chunk_cache
-    assert cache is not None and cache.hits > 0
+    assert cache is not None and cache.table_hits == 1
 
 
 @pytest_twisted.inlineCallbacks
@@ -513,9 +513,31 @@ def test_a_large_register_with_one_bad_name_applies_the_rest_every_time(ns):
     assert ns.server.stats()["register_topics_dropped"] == 1
 
 
+@pytest_twisted.inlineCallbacks
+def test_a_master_and_its_slave_sending_one_large_body_read_it_once_and_both_serve(ns):
+    names = topic_names(10_000)
+    body = plain_body(names, 3)
+    master = yield connect(ns.port)
+    slave = yield connect(ns.port)
+    slave_side = {"addr": "10.0.0.2:10911", "broker_id": 1}
+    for conn, kw in ((master, {}), (slave, slave_side)):
+        resp = yield _answer_sliced(ns, conn, body, **kw)
+        assert resp.code == ResponseCode.SUCCESS
+    cache = ns.server.processor.chunk_cache
+    assert cache is not None and cache.table_hits == 1
+    assert ns.server.registry.topic_count == 10_000
+    for topic in (names[0], names[-1]):
+        route = ns.server.registry.get_route(topic)
+        assert route is not None
+        assert sorted(route.broker_datas[0].broker_addrs.items()) == [
+            (0, "10.0.0.1:10911"),
+            (1, "10.0.0.2:10911"),
+        ]
+
+
 @defer.inlineCallbacks
-def _answer_sliced(ns, broker, body):
-    answer = broker.request(register(body))
+def _answer_sliced(ns, broker, body, **kw):
+    answer = broker.request(register(body, **kw))
     yield wait_until(lambda: ns.server.pending_registers or answer.called)
     while not answer.called:
         if ns.server.pending_registers:
@@ -531,7 +553,7 @@ def test_broker_events_of_sliced_tables_name_every_topic_they_will_touch():
 
     events = []
     registry = RouteRegistry(task.Clock(), slice_topics=10, broker_listener=events.append)
-    table = {n: lean_read.TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
+    table = {n: TopicQueueSpec(8, 8, 6, 0) for n in topic_names(50)}
     result = registry.register_broker(
         RegisterRequest(
             cluster_name="C",

@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 
 from namesrv.routes.kv_config import ENTRY_SLOT_BYTES, NAMESPACE_BYTES, KVConfig
-from protocol import fastjson
+from protocol import peer_text
 
 
 def test_put_get_list_delete_round_trip():
@@ -219,7 +219,9 @@ def test_a_listing_is_encoded_once_per_change_of_its_namespace_in_upstreams_form
         kv.put("ns", f"k{i}", f"v\u00e9{i}")
     kv.put("other", "k", "v")
     body = kv.listing("ns")
-    assert body == fastjson.dumps({"table": {"k0": "v\u00e90", "k1": "v\u00e91", "k2": "v\u00e92"}})
+    assert body == peer_text.dumps(
+        {"table": {"k0": "v\u00e90", "k1": "v\u00e91", "k2": "v\u00e92"}}
+    )
     assert kv.listing("ns") is body and kv.listing_builds == 1
     kv.put("other", "k", "w")  # another namespace: this listing stands
     assert kv.listing("ns") is body

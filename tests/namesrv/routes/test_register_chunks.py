@@ -21,23 +21,23 @@ from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registry import RouteRegistry
 from protocol.codes import Perm
-from protocol.register import lean_read
-from protocol.register.chunk_cache import ChunkCache, TablePart
+from protocol.register.read import ChunkCache, register_body_steps
+from protocol.register.table import RegisterTable, TablePart
 from protocol.route_model import DataVersion
 
 CHUNK = 16 * 1024
 """Bytes per chunk in these tests: a 10,000-topic table is about a hundred chunks."""
 
 
-def read(body: bytes, cache: ChunkCache | None = None) -> lean_read.RegisterTable:
-    steps = lean_read.register_body_steps(
+def read(body: bytes, cache: ChunkCache | None = None) -> RegisterTable:
+    steps = register_body_steps(
         body, False, 500, topics_per_step=1_000, bytes_per_step=CHUNK, chunk_cache=cache
     )
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            table: lean_read.RegisterTable = done.value
+            table: RegisterTable = done.value
             return table
 
 
@@ -56,7 +56,7 @@ def registry(slice_topics: int = 1_000) -> tuple[RouteRegistry, Heard]:
 
 def submit(
     reg: RouteRegistry,
-    table: lean_read.RegisterTable | None,
+    table: RegisterTable | None,
     version: int,
     *,
     name: str = "broker-a",
@@ -84,7 +84,7 @@ def submit(
     )
 
 
-def register(reg: RouteRegistry, table: lean_read.RegisterTable, version: int, **kw: Any) -> None:
+def register(reg: RouteRegistry, table: RegisterTable, version: int, **kw: Any) -> None:
     """:func:`submit`, with its table applied to the end."""
     result = submit(reg, table, version, **kw)
     while result.job is not None and not result.job.done:
@@ -272,13 +272,13 @@ def test_a_heartbeat_between_two_registers_keeps_the_memo():
 # -- compressed bodies -----------------------------------------------------------------------------
 
 
-def compressed_read(body: bytes, cache: ChunkCache | None = None) -> lean_read.RegisterTable:
-    steps = lean_read.register_body_steps(body, True, 479, topics_per_step=500, chunk_cache=cache)
+def compressed_read(body: bytes, cache: ChunkCache | None = None) -> RegisterTable:
+    steps = register_body_steps(body, True, 479, topics_per_step=500, chunk_cache=cache)
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            table: lean_read.RegisterTable = done.value
+            table: RegisterTable = done.value
             return table
 
 

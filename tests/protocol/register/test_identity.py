@@ -1,5 +1,6 @@
-"""A plain register body cut around its data version: two bodies with the same cut key differ
-only in the version, never in anything the full reader reads."""
+"""What makes a register body the same as another: a plain body cut around its data version
+(two bodies with the same cut key differ only in the version, never in anything the full reader
+reads), and a large body's table kept by the body's digest."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support import register_oracle
+from support.register_bodies import compressed_body, plain_body, topic_names
 
 from protocol.codes import CURRENT_VERSION
-from protocol.register import lean_read, version_cut
+from protocol.errors import LimitError
+from protocol.register import identity
+from protocol.register.read import TABLE_BYTES_PER_TOPIC, ChunkCache, register_body_steps
+from protocol.register.table import NO_LIMITS, ReadLimits, RegisterTable, TablePart, TopicQueueSpec
 from protocol.route_model import DataVersion
 
 
@@ -44,7 +49,7 @@ def body_of(version: DataVersion, names: list[str], *, v4: bool = False, **extra
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def read(body: bytes) -> lean_read.RegisterTable:
+def read(body: bytes) -> RegisterTable:
     return register_oracle.read_register_body(body, False, CURRENT_VERSION)
 
 
@@ -53,18 +58,18 @@ def test_bodies_differing_only_in_the_version_share_a_key_and_certify(v4):
     names = [f"T{i}" for i in range(50)]
     a = body_of(DataVersion(0, 1_700_000_000_000, 9), names, v4=v4)
     b = body_of(DataVersion(0 if v4 else 3, 1_700_000_000_123, 10), names, v4=v4)  # one digit more
-    cut_a, cut_b = version_cut.cut(a), version_cut.cut(b)
+    cut_a, cut_b = identity.cut(a), identity.cut(b)
     assert cut_a is not None and cut_b is not None
     assert cut_a.key == cut_b.key
     assert cut_b.version == read(b).data_version
-    assert version_cut.certify(a, cut_a, read(a).data_version)
+    assert identity.certify(a, cut_a, read(a).data_version)
 
 
 def test_another_table_gets_another_key():
     names = [f"T{i}" for i in range(50)]
-    a = version_cut.cut(body_of(DataVersion(0, 5, 5), names))
-    b = version_cut.cut(body_of(DataVersion(0, 5, 5), [*names, "T50"]))
-    c = version_cut.cut(body_of(DataVersion(0, 5, 5), names, attributes={"k": "v"}))
+    a = identity.cut(body_of(DataVersion(0, 5, 5), names))
+    b = identity.cut(body_of(DataVersion(0, 5, 5), [*names, "T50"]))
+    c = identity.cut(body_of(DataVersion(0, 5, 5), names, attributes={"k": "v"}))
     assert a is not None and b is not None and c is not None
     assert len({a.key, b.key, c.key}) == 3
 
@@ -79,9 +84,9 @@ def test_another_table_gets_another_key():
     ],
 )
 def test_bodies_the_cut_could_misread_are_not_certified(why, body):
-    found = version_cut.cut(body)
+    found = identity.cut(body)
     assert found is not None
-    assert not version_cut.certify(body, found, read(body).data_version), why
+    assert not identity.certify(body, found, read(body).data_version), why
 
 
 def test_a_decoy_read_as_another_version_is_not_certified():
@@ -92,10 +97,10 @@ def test_a_decoy_read_as_another_version_is_not_certified():
         b'"topicConfigSerializeWrapper":{"data\\u0056ersion":'
         b'{"counter":7,"stateVersion":0,"timestamp":7},"topicConfigTable":{"A":{"perm":6}}}}'
     )
-    found = version_cut.cut(body)
+    found = identity.cut(body)
     assert found is not None and found.version == DataVersion(0, 1, 1)
     assert read(body).data_version == DataVersion(0, 7, 7)
-    assert not version_cut.certify(body, found, read(body).data_version)
+    assert not identity.certify(body, found, read(body).data_version)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +115,7 @@ def test_a_decoy_read_as_another_version_is_not_certified():
     ],
 )
 def test_versions_not_in_fastjson_form_are_not_cut(text):
-    assert version_cut.cut(text) is None
+    assert identity.cut(text) is None
 
 
 versions = st.one_of(
@@ -159,17 +164,17 @@ def test_a_certified_key_means_only_the_version_differs(
             if decoy != "top"
             else (b1.replace(b'{"dataVersion":{"counter', b'{"data\\u0056ersion":{"counter', 1))
         )
-    found = version_cut.cut(b1)
+    found = identity.cut(b1)
     assume(found is not None)
     assert found is not None
     first = read(b1)
-    certified = version_cut.certify(b1, found, first.data_version)
+    certified = identity.certify(b1, found, first.data_version)
     if real == "plain" and decoy is None and b"\\" not in b1 and v1 != DataVersion():
         assert certified  # the usual body: the shortcut must not be refused
     end = len(b1) - found.key.after
     text = json.dumps(fastjson_version(v2), separators=(",", ":")).encode()
     b2 = b1[: found.key.start] + text + b1[end:]
-    again = version_cut.cut(b2)
+    again = identity.cut(b2)
     assert again is not None and again.key == found.key
     if certified:
         second = read(b2)
@@ -185,7 +190,82 @@ def test_a_large_body_hashed_through_a_view_keys_as_a_small_one_would():
     a, b = body_of(DataVersion(0, 5, 5), names), body_of(DataVersion(0, 6, 66), names)
     c = body_of(DataVersion(0, 5, 5), names[:-1])
     assert len(a) > 1 << 20
-    cuts = [version_cut.cut(x) for x in (a, b, c)]
+    cuts = [identity.cut(x) for x in (a, b, c)]
     assert all(cuts)
     assert cuts[0].key == cuts[1].key != cuts[2].key  # type: ignore[union-attr]
-    assert version_cut.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
+    assert identity.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
+
+
+def _digest_read(
+    body: bytes, compressed: bool, cache: ChunkCache, limits: ReadLimits = NO_LIMITS
+) -> tuple[RegisterTable, int]:
+    """The table read with the body's digest, and the steps it took."""
+    digest, _cut = _whole(identity.digest_steps(body, compressed, 0, False))
+    steps = register_body_steps(
+        body,
+        compressed,
+        CURRENT_VERSION,
+        topics_per_step=500,
+        bytes_per_step=16_384,
+        chunk_cache=cache,
+        limits=limits,
+        digest=digest,
+    )
+    taken = 0
+    while True:
+        try:
+            next(steps)
+            taken += 1
+        except StopIteration as done:
+            return done.value, taken
+
+
+def _whole(steps: Any) -> Any:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_body_read_before_by_any_broker_is_its_table_again_without_a_step(compressed):
+    names = topic_names(3_000)
+    body = compressed_body(names, 7) if compressed else plain_body(names, 7)
+    cache = ChunkCache(64 << 20)
+    first, first_steps = _digest_read(body, compressed, cache)
+    decoded = cache.misses
+    again, again_steps = _digest_read(body, compressed, cache)
+    assert first_steps > 1 and again_steps == 0
+    assert again == first == register_oracle.read_register_body(body, compressed, CURRENT_VERSION)
+    assert cache.table_hits == 1 and cache.misses == decoded  # no chunk looked up again
+    other = compressed_body(names, 8) if compressed else plain_body(names, 8)
+    changed, _ = _digest_read(other, compressed, cache)
+    assert cache.table_hits == 1 and changed.data_version != first.data_version
+
+
+def test_a_table_read_under_other_limits_is_read_again():
+    body = plain_body(topic_names(3_000), 7)
+    cache = ChunkCache(64 << 20)
+    _digest_read(body, False, cache)
+    with pytest.raises(LimitError):
+        _digest_read(body, False, cache, ReadLimits(max_topics=2_999))
+    assert cache.table_hits == 0
+
+
+def test_cached_tables_are_charged_per_topic_and_leave_before_chunks():
+    body = plain_body(topic_names(3_000), 7)
+    cache = ChunkCache(64 << 20)
+    table, _ = _digest_read(body, False, cache)
+    assert table.parts is not None
+    chunks = len(cache)
+    tables = TABLE_BYTES_PER_TOPIC * 3_000
+    assert cache.bytes == sum(part.key[0] for part in table.parts) + tables
+    cache.max_bytes = cache.bytes  # full: one more byte and something leaves
+    spec = TopicQueueSpec(8, 8, 6, 0)
+    cache.put(TablePart.of((1, 0), ["X"], [spec], {}, (spec,)))
+    assert len(cache) == chunks + 1 and cache.bytes == cache.max_bytes + 1 - tables
+    misses = cache.misses
+    again, steps = _digest_read(body, False, cache)
+    assert steps > 0 and cache.table_hits == 0 and again == table
+    assert cache.misses == misses  # read again, from the chunks kept

@@ -16,8 +16,8 @@ from support import register_oracle
 
 from protocol import register_body
 from protocol.errors import BodyError
-from protocol.register import lean_read
-from protocol.register.chunk_cache import ChunkCache
+from protocol.register import read
+from protocol.register.read import ChunkCache
 
 V4, V5 = 400, 479  # a 4.9.x broker (no mapping section) and a 5.3.3 one
 
@@ -97,7 +97,7 @@ def outcome(read: Any) -> tuple[Any, ...]:
 
 
 def fast(data: bytes, version: int, topics_per_step: int, cache: ChunkCache | None) -> Any:
-    steps = lean_read.register_body_steps(
+    steps = read.register_body_steps(
         data, True, version, topics_per_step=topics_per_step, chunk_cache=cache
     )
     while True:

@@ -11,7 +11,8 @@ from support import register_oracle
 
 from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, Version
-from protocol.register import lean_read, plain_general, read_table
+from protocol.register import plain, read
+from protocol.register.table import RegisterTable, TopicQueueSpec
 from protocol.route_model import DataVersion, TopicConfig
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
@@ -29,15 +30,13 @@ configs = st.builds(
 tables = st.dictionaries(names.filter(lambda n: " " not in n), configs, max_size=30)
 
 
-def expected(body: register_body.RegisterBrokerBody) -> lean_read.RegisterTable:
+def expected(body: register_body.RegisterBrokerBody) -> RegisterTable:
     wrapper = body.topic_config_serialize_wrapper
     table = {
-        name: lean_read.TopicQueueSpec(
-            tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
-        )
+        name: TopicQueueSpec(tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         for name, tc in wrapper.topic_config_table.items()
     }
-    return lean_read.RegisterTable(
+    return RegisterTable(
         table,
         wrapper.data_version,
         list(body.filter_server_list),
@@ -100,7 +99,7 @@ def test_steps_yield_between_slices_of_topics(compressed):
     table = {f"T{i}": TopicConfig(f"T{i}", 4, 4, 6) for i in range(1_000)}
     wrapper = register_body.TopicConfigSerializeWrapper(table, DataVersion(0, 1, 1))
     data = register_body.RegisterBrokerBody(wrapper, []).to_wire(compressed)
-    steps = lean_read.register_body_steps(data, compressed, CURRENT_VERSION, topics_per_step=100)
+    steps = read.register_body_steps(data, compressed, CURRENT_VERSION, topics_per_step=100)
     yields = 0
     while True:
         try:
@@ -129,7 +128,7 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
     }
     doc = {"topicConfigSerializeWrapper": {"topicConfigTable": table}}
     data = json.dumps(doc, separators=(",", ":")).encode()
-    steps = lean_read.register_body_steps(data, False, CURRENT_VERSION, topics_per_step=per_step)
+    steps = read.register_body_steps(data, False, CURRENT_VERSION, topics_per_step=per_step)
     while True:
         try:
             next(steps)
@@ -140,13 +139,13 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
     assert lean == expected(full)
 
 
-def _read(data: bytes, **steps: int) -> lean_read.RegisterTable:
-    reading = lean_read.register_body_steps(data, False, CURRENT_VERSION, **steps)
+def _read(data: bytes, **steps: int) -> RegisterTable:
+    reading = read.register_body_steps(data, False, CURRENT_VERSION, **steps)
     while True:
         try:
             next(reading)
         except StopIteration as done:
-            table: lean_read.RegisterTable = done.value
+            table: RegisterTable = done.value
             return table
 
 
@@ -181,8 +180,8 @@ def _fastjson_body(count: int, unusual: int | None = None) -> bytes:
 
 def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
     data = _fastjson_body(2_000)
-    monkeypatch.setattr(plain_general, "plain_steps", _never)
-    monkeypatch.setattr(read_table, "add_specs", _never)
+    monkeypatch.setattr(plain, "plain_steps", _never)
+    monkeypatch.setattr(plain, "add_specs", _never)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
     full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
@@ -193,14 +192,14 @@ def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
 def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monkeypatch):
     data = _fastjson_body(2_000, unusual=1_500)
     general: list[int] = []
-    add_specs = read_table.add_specs
+    add_specs = plain.add_specs
 
     def counting(table, specs, renamed, parsed, **limits):  # type: ignore[no-untyped-def]
         general.append(len(parsed))
         add_specs(table, specs, renamed, parsed, **limits)
 
-    monkeypatch.setattr(plain_general, "plain_steps", _never)
-    monkeypatch.setattr(read_table, "add_specs", counting)
+    monkeypatch.setattr(plain, "plain_steps", _never)
+    monkeypatch.setattr(plain, "add_specs", counting)
     lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
     monkeypatch.undo()
     full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
