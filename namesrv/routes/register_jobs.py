@@ -25,7 +25,7 @@ from typing import Any
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer
 from namesrv.routes.register_request import RegisterRequest
-from namesrv.routes.tables import PartsMemo, QueueSpec, RouteTables, TopicQueues
+from namesrv.routes.tables import PartsMemo, QueueSpec, RouteTables, Table, TopicQueues
 from protocol.codes import Perm
 from protocol.register.chunk_cache import TablePart
 from protocol.route_model import DataVersion
@@ -94,10 +94,12 @@ class RegisterJob:
         "cause",
         "data_version",
         "done",
+        "follow",
         "mapping",
         "memo",
         "names",
         "on_done",
+        "own_writes",
         "queues",
         "read_only",
         "rewrite_all",
@@ -137,6 +139,12 @@ class RegisterJob:
         self.on_done: list[Callable[[RegisterJob], None]] = []
         self.wrote = False
         """Whether a slice wrote the broker's table (then it may share an equal one)."""
+        self.own_writes = -1
+        """``RouteTables.writes`` right after this job's last write of a table it began:
+        while it stands, that table holds exactly the slices applied, and none of the rest."""
+        self.follow: Table | None = None
+        """Another broker's table every slice applied so far is equal to (while
+        ``own_writes`` stands): once whole and of the same size, the broker holds it."""
 
     def _finish(self) -> None:
         if self.done:
@@ -302,11 +310,16 @@ class RegisterJobs:
         if topics:
             new = self._queues_of(job, job.specs[begin:end])
             table = rt.tables.get(name)
-            old = list(map(table.get, topics)) if table else None
+            own = table is None or job.own_writes == rt.writes
+            old = None if own or not table else list(map(table.get, topics))
             if old is None or old.count(None) == len(old):  # all new to this broker
+                if own:
+                    self._follow(job, topics, new)
                 rt.writable(name).update(zip(topics, new, strict=True))
                 rt.add_holders(topics, name)
                 touched = topics
+                if own:
+                    job.own_writes = rt.writes
             elif job.rewrite_all:
                 if old != new:  # list equality: identical topic queues compare in C
                     pairs = zip(topics, new, old, strict=True)
@@ -330,7 +343,7 @@ class RegisterJobs:
                 mapped.difference_update(touched)
                 touched = [*touched, *sorted(mapped)]
             rt.unsettled.discard(name)
-            if job.wrote and rt.share_table(name):
+            if job.wrote and self._share(job):
                 self._stats.tables_shared += 1
             if job.memo is not None:
                 rt.applied_parts[name] = job.memo
@@ -347,3 +360,25 @@ class RegisterJobs:
         if specs.count(first) == len(specs):  # compares by identity first, in C
             return [queues_of[first]] * len(specs)
         return list(map(queues_of.__getitem__, specs))
+
+    def _follow(self, job: RegisterJob, topics: list[str], new: list[TopicQueues]) -> None:
+        """Compare a slice written to a table the job began with another broker's table of
+        the same size (the first slice picks it): still equal, the job follows it."""
+        rt = self._t
+        if job.applied == 0:
+            job.follow = rt.table_like(job.broker_name, job.total)
+        follow = job.follow
+        if follow is not None and list(map(follow.get, topics)) != new:
+            job.follow = None
+
+    def _share(self, job: RegisterJob) -> bool:
+        """A job that wrote its broker's table: hold another broker's equal table instead. A
+        table the job began and followed another one through, with no table written by
+        anyone else meanwhile, is equal to it when of its size: no comparison left to make."""
+        rt = self._t
+        name, follow = job.broker_name, job.follow
+        if job.own_writes != rt.writes or follow is None:
+            return rt.share_table(name)
+        if len(follow) == len(rt.tables[name]):
+            return rt.adopt_table(name, follow)
+        return False

@@ -126,6 +126,8 @@ class RouteTables:
         too (see :meth:`share_table`): write a table only through :meth:`writable`."""
         self.shared: set[str] = set()
         """Brokers whose table object another broker holds too."""
+        self.writes = 0
+        """Counts :meth:`writable`: while it stands, no table was written."""
         self.holders: dict[str, Holders] = {}
         """topic → sorted names of the brokers holding its queues; never empty, interned."""
         self._holders_with: dict[tuple[Holders, str], Holders] = {}
@@ -169,6 +171,7 @@ class RouteTables:
     def writable(self, broker_name: str) -> Table:
         """The broker's table to write (made empty when it has none): its own copy first when
         it shares the table with other brokers, so they keep theirs as it was."""
+        self.writes += 1
         table = self.tables.get(broker_name)
         if table is None:
             table = self.tables[broker_name] = {}
@@ -177,6 +180,27 @@ class RouteTables:
             self._leave_share(broker_name, table)
             table = copy
         return table
+
+    def table_like(self, broker_name: str, size: int) -> Table | None:
+        """Another broker's table of ``size`` topics, the one a new table of that size is most
+        likely equal to (a cluster's brokers hold the same topics)."""
+        for name, table in self.tables.items():
+            if len(table) == size and name != broker_name:
+                return table
+        return None
+
+    def adopt_table(self, broker_name: str, table: Table) -> bool:
+        """Make the broker hold ``table``, known equal to its own, if a broker still holds it;
+        returns whether it does now."""
+        sharers = [name for name, held in self.tables.items() if held is table]
+        if not sharers or broker_name in sharers:
+            return False
+        own = self.tables[broker_name]
+        self.tables[broker_name] = table
+        if broker_name in self.shared:
+            self._leave_share(broker_name, own)
+        self.shared.update((broker_name, *sharers))
+        return True
 
     def share_table(self, broker_name: str) -> bool:
         """Make the broker hold the table object of another broker when the two are equal

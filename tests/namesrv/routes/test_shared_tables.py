@@ -5,7 +5,15 @@ tables and routes as they were."""
 from __future__ import annotations
 
 import pytest
-from support.registry_world import ADDR_A, ADDR_A_SLAVE, ADDR_B, V2, configs, make_world
+from support.registry_world import (
+    ADDR_A,
+    ADDR_A_SLAVE,
+    ADDR_B,
+    V2,
+    configs,
+    make_world,
+    queue_owners,
+)
 
 from namesrv.routes.tables import RouteTables
 from protocol.codes import PERM_READ_WRITE, Perm
@@ -179,4 +187,53 @@ def test_a_prime_slaves_read_only_table_is_not_shared_with_a_writable_one(w):
     tables = w.registry.tables
     assert tables.tables["broker-a"] is not tables.tables["broker-b"]
     assert perms(w, "T000") == {"broker-a": Perm.READ, "broker-b": PERM_READ_WRITE}
+    check_consistent(tables)
+
+
+def sliced_world_with_broker_a():
+    w = make_world(slice_topics=10)
+    w.register(configs(*NAMES))
+    while w.registry.run_jobs():
+        pass
+    return w
+
+
+def test_a_table_in_slices_differing_in_its_last_slice_keeps_its_own_table():
+    w = sliced_world_with_broker_a()
+    table = configs(*NAMES)
+    table.update(configs(NAMES[-1], queues=8))
+    w.register(table, name="broker-b", addr=ADDR_B, channel=2)
+    while w.registry.run_jobs():
+        pass
+    tables = w.registry.tables
+    assert tables.tables["broker-b"] is not tables.tables["broker-a"]
+    assert tables.tables["broker-b"][NAMES[-1]].read_queue_nums == 8
+    assert tables.shared == set() and w.registry.stats.tables_shared == 0
+    check_consistent(tables)
+
+
+def test_a_write_between_slices_still_lets_an_equal_table_be_shared():
+    w = sliced_world_with_broker_a()
+    w.register(configs(*NAMES), name="broker-b", addr=ADDR_B, channel=2)
+    w.registry.run_jobs()
+    w.registry.register_topic("Extra", [QueueData("broker-a", 2, 2, 6)])
+    w.registry.delete_topic("Extra")  # broker-a's table is as it was, written twice
+    while w.registry.run_jobs():
+        pass
+    tables = w.registry.tables
+    assert tables.tables["broker-b"] is tables.tables["broker-a"]
+    check_consistent(tables)
+
+
+def test_the_table_followed_leaving_mid_register_leaves_the_new_one_its_own():
+    w = sliced_world_with_broker_a()
+    w.register(configs(*NAMES), name="broker-b", addr=ADDR_B, channel=2)
+    w.registry.run_jobs()
+    w.registry.on_channel_close(1)  # broker-a leaves: its table in slices
+    while w.registry.run_jobs():
+        pass
+    tables = w.registry.tables
+    assert list(tables.tables) == ["broker-b"] and tables.shared == set()
+    assert w.registry.all_topics() == NAMES
+    assert queue_owners(w, NAMES[0]) == ["broker-b"]
     check_consistent(tables)
