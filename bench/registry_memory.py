@@ -101,11 +101,14 @@ def main() -> None:
     grown = rss() - base
     entries = args.topics * args.brokers
     form = "plain" if args.plain else "compressed"
+    tables = server.registry.tables.tables
+    distinct = len({id(table) for table in tables.values()})
     print(
         f"{args.topics:,} topics x {args.brokers} brokers ({form} bodies): "
         f"{server.registry.topic_count:,} topics held ({server.counters['heap_trims']} heap "
         f"trim); RSS grew {grown / 2**20:.1f} MiB = {grown / entries:.0f} B per (topic, broker)"
-        f" ({untrimmed / entries:.0f} B before the trim)"
+        f" ({untrimmed / entries:.0f} B before the trim); {len(tables)} brokers hold {distinct}"
+        " table objects"
     )
 
 

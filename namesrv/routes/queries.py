@@ -13,7 +13,7 @@ from namesrv.routes.tables import (
     RouteTables,
     broker_data,
 )
-from protocol.route_model import ClusterInfo, TopicRouteData
+from protocol.route_model import ClusterInfo, QueueData, TopicRouteData
 
 
 class RouteQueries:
@@ -41,10 +41,10 @@ class RouteQueries:
         for name in names:
             group = brokers.get(name)
             table = tables.get(name)
-            qd = table.get(topic) if table is not None else None
-            if group is None or qd is None:
+            queues = table.get(topic) if table is not None else None
+            if group is None or queues is None:
                 continue  # a departed broker whose queue data is still being dropped
-            queue_datas.append(qd)
+            queue_datas.append(QueueData(name, *queues))
             broker_datas.append(broker_data(name, group))
             for addr in group.addrs.values():
                 servers = filter_table.get((group.cluster, addr))

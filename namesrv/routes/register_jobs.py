@@ -25,10 +25,10 @@ from typing import Any
 from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.events import Announcer
 from namesrv.routes.register_request import RegisterRequest
-from namesrv.routes.tables import MAX_INTERNED, PartsMemo, QueueSpec, RouteTables, Spec
+from namesrv.routes.tables import PartsMemo, QueueSpec, RouteTables, Table, TopicQueues
 from protocol.codes import Perm
 from protocol.register.table import TablePart
-from protocol.route_model import DataVersion, QueueData
+from protocol.route_model import DataVersion
 
 DEFAULT_SLICE_TOPICS = 2_000
 """Topic writes per slice of a large register: a few milliseconds of one reactor turn."""
@@ -46,6 +46,9 @@ class RegistryStats:
     jobs_superseded: int = 0
     topics_skipped: int = 0
     """Topics of register tables not visited: their chunk was applied already, unchanged."""
+    tables_shared: int = 0
+    """Registers whose table, once written, turned out equal to another broker's and is now
+    held as that one object."""
 
 
 def spec_columns(topic_configs: Mapping[str, QueueSpec]) -> tuple[list[str], list[Any]]:
@@ -60,28 +63,21 @@ def spec_columns(topic_configs: Mapping[str, QueueSpec]) -> tuple[list[str], lis
     ]
 
 
-class _QueueDataOf(dict[Any, QueueData]):
-    """Spec tuple -> the broker's shared :class:`QueueData` for it (perm masked for a prime
-    slave), made and pooled on first use: a dict so a slice maps its specs in C."""
+class _QueuesOf(dict[Any, TopicQueues]):
+    """Spec tuple -> the interned :class:`TopicQueues` for it (perm masked for a prime slave),
+    made on first use: a dict so a slice maps its specs in C."""
 
-    def __init__(self, pool: dict[Spec, QueueData], broker_name: str, read_only: bool) -> None:
+    def __init__(self, tables: RouteTables, read_only: bool) -> None:
         super().__init__()
-        self._pool = pool
-        self._broker_name = broker_name
+        self._tables = tables
         self._read_only = read_only
 
-    def __missing__(self, spec: Any) -> QueueData:
+    def __missing__(self, spec: Any) -> TopicQueues:
         read, write, perm, flag = spec
         if self._read_only:
             perm &= ~Perm.WRITE
-        key = (read, write, perm, flag)
-        qd = self._pool.get(key)
-        if qd is None:
-            if len(self._pool) >= MAX_INTERNED:
-                self._pool.clear()
-            qd = self._pool[key] = QueueData(self._broker_name, read, write, perm, flag)
-        self[spec] = qd
-        return qd
+        queues = self[spec] = self._tables.queues((read, write, perm, flag))
+        return queues
 
 
 class RegisterJob:
@@ -98,15 +94,18 @@ class RegisterJob:
         "cause",
         "data_version",
         "done",
+        "follow",
         "mapping",
         "memo",
         "names",
         "on_done",
-        "queue_data",
+        "own_writes",
+        "queues",
         "read_only",
         "rewrite_all",
         "specs",
         "total",
+        "wrote",
     )
 
     def __init__(
@@ -121,7 +120,7 @@ class RegisterJob:
         """``columns``: the topics to write and their spec tuples, in the table's order. The
         static-topic mapping infos are written only when ``rewrite_all``."""
         self.broker_name = request.broker_name
-        self.queue_data: _QueueDataOf | None = None
+        self.queues: _QueuesOf | None = None
         self.cause = cause
         """What the topics its slices change are reported with (a start-up stays silent)."""
         self.names, self.specs = columns
@@ -138,6 +137,14 @@ class RegisterJob:
         """What the broker's table holds once this job is done: its chunks, see
         ``RouteTables.applied_parts``."""
         self.on_done: list[Callable[[RegisterJob], None]] = []
+        self.wrote = False
+        """Whether a slice wrote the broker's table (then it may share an equal one)."""
+        self.own_writes = -1
+        """``RouteTables.writes`` right after this job's last write of a table it began:
+        while it stands, that table holds exactly the slices applied, and none of the rest."""
+        self.follow: Table | None = None
+        """Another broker's table every slice applied so far is equal to (while
+        ``own_writes`` stands): once whole and of the same size, the broker holds it."""
 
     def _finish(self) -> None:
         if self.done:
@@ -297,49 +304,81 @@ class RegisterJobs:
             rt.unsettled.discard(name)
             job._finish()
             return touched
-        table = rt.tables.get(name)
-        if table is None:
-            table = rt.tables[name] = {}
         begin = job.applied
         end = begin + max(1, budget)
         topics = job.names[begin:end]
         if topics:
-            queue_data = job.queue_data
-            if queue_data is None:
-                pool = rt.queue_pool.setdefault(name, {})
-                queue_data = job.queue_data = _QueueDataOf(pool, name, job.read_only)
-            new = list(map(queue_data.__getitem__, job.specs[begin:end]))
-            old = list(map(table.get, topics))
-            if old.count(None) == len(old):  # all new to this broker (its first register)
-                table.update(zip(topics, new, strict=True))
+            new = self._queues_of(job, job.specs[begin:end])
+            table = rt.tables.get(name)
+            own = table is None or job.own_writes == rt.writes
+            old = None if own or not table else list(map(table.get, topics))
+            if old is None or old.count(None) == len(old):  # all new to this broker
+                if own:
+                    self._follow(job, topics, new)
+                rt.writable(name).update(zip(topics, new, strict=True))
                 rt.add_holders(topics, name)
                 touched = topics
+                if own:
+                    job.own_writes = rt.writes
             elif job.rewrite_all:
-                if old != new:  # list equality: identical queue data compares in C
+                if old != new:  # list equality: identical topic queues compare in C
                     pairs = zip(topics, new, old, strict=True)
-                    # ``o is None`` first: comparing a QueueData with None runs Python code.
-                    changed = [(t, q) for t, q, o in pairs if q is not o and (o is None or q != o)]
-                    table.update(changed)
+                    changed = [(t, q) for t, q, o in pairs if q is not o and q != o]
+                    rt.writable(name).update(changed)
                     arriving = [t for t, o in zip(topics, old, strict=True) if o is None]
                     rt.add_holders(arriving, name)
                     touched = list(map(_FIRST, changed))
             else:
                 changed = [(t, q) for t, q, o in zip(topics, new, old, strict=True) if o is None]
                 if changed:
-                    table.update(changed)
+                    rt.writable(name).update(changed)
                     touched = list(map(_FIRST, changed))
                     rt.add_holders(touched, name)
+            job.wrote = job.wrote or bool(touched)
             job.applied += len(topics)
             self._stats.topic_writes += len(topics)
         if end > len(job.names):
-            if not table:
-                del rt.tables[name]
             if job.mapping:
                 mapped = rt.write_mapping(name, job.mapping)
                 mapped.difference_update(touched)
                 touched = [*touched, *sorted(mapped)]
             rt.unsettled.discard(name)
+            if job.wrote and self._share(job):
+                self._stats.tables_shared += 1
             if job.memo is not None:
                 rt.applied_parts[name] = job.memo
             job._finish()
         return touched
+
+    def _queues_of(self, job: RegisterJob, specs: list[Any]) -> list[TopicQueues]:
+        """The interned topic queues of a slice's spec tuples, mapped in C; a slice of one
+        spec throughout (most topics of a broker share theirs) is looked up once."""
+        queues_of = job.queues
+        if queues_of is None:
+            queues_of = job.queues = _QueuesOf(self._t, job.read_only)
+        first = specs[0]
+        if specs.count(first) == len(specs):  # compares by identity first, in C
+            return [queues_of[first]] * len(specs)
+        return list(map(queues_of.__getitem__, specs))
+
+    def _follow(self, job: RegisterJob, topics: list[str], new: list[TopicQueues]) -> None:
+        """Compare a slice written to a table the job began with another broker's table of
+        the same size (the first slice picks it): still equal, the job follows it."""
+        rt = self._t
+        if job.applied == 0:
+            job.follow = rt.table_like(job.broker_name, job.total)
+        follow = job.follow
+        if follow is not None and list(map(follow.get, topics)) != new:
+            job.follow = None
+
+    def _share(self, job: RegisterJob) -> bool:
+        """A job that wrote its broker's table: hold another broker's equal table instead. A
+        table the job began and followed another one through, with no table written by
+        anyone else meanwhile, is equal to it when of its size: no comparison left to make."""
+        rt = self._t
+        name, follow = job.broker_name, job.follow
+        if job.own_writes != rt.writes or follow is None:
+            return rt.share_table(name)
+        if len(follow) == len(rt.tables[name]):
+            return rt.adopt_table(name, follow)
+        return False

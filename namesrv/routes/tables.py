@@ -1,8 +1,10 @@
 """The route tables every part of the registry reads and writes, and the types they hold.
 
 Storage is sized for brokers with hundreds of thousands of topics: each broker's table maps
-topic to a :class:`QueueData` shared by every topic with the same queue counts, perm and flag,
-and each topic maps to one interned tuple of the broker names holding it.
+topic to a :class:`TopicQueues` shared by every topic with the same queue counts, perm and flag
+(of any broker: the broker's name is its table's), and each topic maps to one interned tuple of
+the broker names holding it. Brokers whose tables are equal, as a cluster's brokers usually are,
+hold one table object between them, copied for the one that writes it first.
 
 :class:`RouteTables` is plain data with the primitives that keep its indexes consistent: the
 holder tuples of ``holders`` follow ``tables`` only through its methods, and so does the channel
@@ -15,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from protocol.route_model import BrokerData, DataVersion, QueueData
+from protocol.route_model import BrokerData, DataVersion
 
 MASTER_ID = 0
 """upstream's ``MixAll.MASTER_ID``."""
@@ -37,7 +39,9 @@ PartsMemo = tuple[frozenset[tuple[int, int]], bool]
 whether they were applied read-only (a prime slave)."""
 
 MAX_INTERNED = 65_536
-"""Bound of each intern cache (holder tuples, queue data per broker); cleared when passed."""
+"""Bound of each intern cache (holder tuples, topic queues); cleared when passed."""
+SHARE_CANDIDATES = 4
+"""Distinct tables of the same size a whole table is compared with to share one of them."""
 
 
 class QueueSpec(Protocol):
@@ -52,6 +56,21 @@ class QueueSpec(Protocol):
     def perm(self) -> int: ...
     @property
     def topic_sys_flag(self) -> int: ...
+
+
+class TopicQueues(NamedTuple):
+    """A broker's queues of one topic, the broker left out: one interned value serves every
+    topic and every broker with these counts, perm and flag (a :class:`QueueSpec`); a route
+    lists it as a ``QueueData`` of the broker."""
+
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int
+
+
+Table = dict[str, TopicQueues]
+"""topic -> the broker's queues of it."""
 
 
 @dataclass(slots=True)
@@ -101,15 +120,20 @@ class RouteTables:
     """upstream's ``RouteInfoManager`` tables, indexed for lookups and sized for large brokers."""
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[str, QueueData]] = {}
-        """broker name → topic → queue data (upstream's ``topicQueueTable`` by broker); never
-        empty maps. Equal queue data of one broker is one shared object."""
+        self.tables: dict[str, Table] = {}
+        """broker name → topic → its queues (upstream's ``topicQueueTable`` by broker); never
+        empty maps. Equal queues are one shared object; equal tables may be one shared object
+        too (see :meth:`share_table`): write a table only through :meth:`writable`."""
+        self.shared: set[str] = set()
+        """Brokers whose table object another broker holds too."""
+        self.writes = 0
+        """Counts :meth:`writable`: while it stands, no table was written."""
         self.holders: dict[str, Holders] = {}
         """topic → sorted names of the brokers holding its queues; never empty, interned."""
         self._holders_with: dict[tuple[Holders, str], Holders] = {}
         self._holders_without: dict[tuple[Holders, str], Holders] = {}
-        self.queue_pool: dict[str, dict[Spec, QueueData]] = {}
-        """broker name → spec → its shared queue data."""
+        self.queue_pool: dict[Spec, TopicQueues] = {}
+        """spec → its interned topic queues."""
         self.brokers: dict[str, BrokerGroup] = {}
         self.clusters: dict[str, set[str]] = {}
         """cluster name → its broker names; never empty sets."""
@@ -132,15 +156,79 @@ class RouteTables:
 
     # -- queue data and holders ----------------------------------------------------------------
 
-    def queue_data(self, broker_name: str, spec: Spec) -> QueueData:
-        """The broker's shared queue data for ``spec``."""
-        pool = self.queue_pool.setdefault(broker_name, {})
-        qd = pool.get(spec)
-        if qd is None:
+    def queues(self, spec: Spec) -> TopicQueues:
+        """The interned topic queues for ``spec``."""
+        pool = self.queue_pool
+        queues = pool.get(spec)
+        if queues is None:
             if len(pool) >= MAX_INTERNED:
                 pool.clear()
-            qd = pool[spec] = QueueData(broker_name, *spec)
-        return qd
+            queues = pool[spec] = TopicQueues(*spec)
+        return queues
+
+    # -- shared tables ---------------------------------------------------------------------------
+
+    def writable(self, broker_name: str) -> Table:
+        """The broker's table to write (made empty when it has none): its own copy first when
+        it shares the table with other brokers, so they keep theirs as it was."""
+        self.writes += 1
+        table = self.tables.get(broker_name)
+        if table is None:
+            table = self.tables[broker_name] = {}
+        elif broker_name in self.shared:
+            self.tables[broker_name] = copy = dict(table)
+            self._leave_share(broker_name, table)
+            table = copy
+        return table
+
+    def table_like(self, broker_name: str, size: int) -> Table | None:
+        """Another broker's table of ``size`` topics, the one a new table of that size is most
+        likely equal to (a cluster's brokers hold the same topics)."""
+        for name, table in self.tables.items():
+            if len(table) == size and name != broker_name:
+                return table
+        return None
+
+    def adopt_table(self, broker_name: str, table: Table) -> bool:
+        """Make the broker hold ``table``, known equal to its own, if a broker still holds it;
+        returns whether it does now."""
+        sharers = [name for name, held in self.tables.items() if held is table]
+        if not sharers or broker_name in sharers:
+            return False
+        own = self.tables[broker_name]
+        self.tables[broker_name] = table
+        if broker_name in self.shared:
+            self._leave_share(broker_name, own)
+        self.shared.update((broker_name, *sharers))
+        return True
+
+    def share_table(self, broker_name: str) -> bool:
+        """Make the broker hold the table object of another broker when the two are equal
+        (compared in C, as the topic queues are interned); returns whether it does now.
+        Called once a table was written whole, as a register leaves it."""
+        table = self.tables.get(broker_name)
+        if not table or broker_name in self.shared:
+            return False
+        size = len(table)
+        seen: list[Table] = []
+        for name, other in self.tables.items():
+            if other is table or len(other) != size or any(o is other for o in seen):
+                continue
+            if other == table:
+                self.tables[broker_name] = other
+                self.shared.update((broker_name, name))
+                return True
+            seen.append(other)
+            if len(seen) >= SHARE_CANDIDATES:
+                break
+        return False
+
+    def _leave_share(self, broker_name: str, table: Table) -> None:
+        """``broker_name`` no longer holds ``table``: a single broker left holding it owns it."""
+        self.shared.discard(broker_name)
+        others = [name for name in self.shared if self.tables.get(name) is table]
+        if len(others) == 1:
+            self.shared.discard(others[0])
 
     def add_holder(self, topic: str, broker_name: str) -> None:
         self.holders[topic] = self._with_holder(self.holders.get(topic, ()), broker_name)
@@ -200,8 +288,9 @@ class RouteTables:
 
     def drop_queue_data(self, topic: str, broker_name: str) -> None:
         """Remove one broker's queue data of ``topic``; a topic left with none is deleted."""
-        table = self.tables.get(broker_name)
-        if table is not None and table.pop(topic, None) is not None:
+        if topic in self.tables.get(broker_name, ()):
+            table = self.writable(broker_name)
+            del table[topic]
             self.applied_parts.pop(broker_name, None)
             self.remove_holder(topic, broker_name)
             if not table:
@@ -218,22 +307,21 @@ class RouteTables:
     def rewrite_perm(self, broker_name: str, new: Callable[[int], int]) -> set[str]:
         """Set the perm of every queue data of the broker to ``new(perm)``; returns the topics
         whose queue data changed."""
-        touched: set[str] = set()
         table = self.tables.get(broker_name)
         if table is None:
-            return touched
+            return set()
         self.applied_parts.pop(broker_name, None)
-        rewritten: dict[QueueData, QueueData] = {}  # few distinct queue datas per broker
-        for topic, qd in table.items():
-            out = rewritten.get(qd)
-            if out is None:
-                perm = int(new(qd.perm))
-                spec = (qd.read_queue_nums, qd.write_queue_nums, perm, qd.topic_sys_flag)
-                out = rewritten[qd] = qd if perm == qd.perm else self.queue_data(broker_name, spec)
-            if out is not qd:
-                table[topic] = out
-                touched.add(topic)
-        return touched
+        rewritten: dict[TopicQueues, TopicQueues] = {}  # few distinct queues per broker
+        for queues in set(table.values()):
+            read, write, perm, flag = queues
+            perm = int(new(perm))
+            rewritten[queues] = self.queues((read, write, perm, flag))
+        moved = {old: out for old, out in rewritten.items() if out != old}
+        if not moved:
+            return set()
+        changed = {topic: moved[q] for topic, q in table.items() if q in moved}
+        self.writable(broker_name).update(changed)
+        return set(changed)
 
     def write_mapping(self, broker_name: str, infos: Mapping[str, object]) -> set[str]:
         """Store the broker's static-topic mapping infos of topics it holds; returns the topics
@@ -291,7 +379,7 @@ class RouteTables:
                 topics.update(self.tables.get(name, ()))
         return topics
 
-    def forget_broker_name(self, broker_name: str) -> dict[str, QueueData]:
+    def forget_broker_name(self, broker_name: str) -> Table:
         """The broker name lost its last address: drop its group, cluster membership and
         per-broker state; returns its table, whose topics still list it as a holder."""
         del self.brokers[broker_name]
@@ -302,6 +390,8 @@ class RouteTables:
             names.discard(broker_name)
             if not names:
                 del self.clusters[cluster]
-        self.queue_pool.pop(broker_name, None)
         self.applied_parts.pop(broker_name, None)
-        return self.tables.pop(broker_name, {})
+        table = self.tables.pop(broker_name, {})
+        if broker_name in self.shared:
+            self._leave_share(broker_name, table)
+        return table

@@ -76,16 +76,14 @@ class TopicAdmin:
             if name not in t.brokers:
                 unknown.append(name)
                 continue
-            qd = t.queue_data(
-                name,
-                (given.read_queue_nums, given.write_queue_nums, given.perm, given.topic_sys_flag),
+            queues = t.queues(
+                (given.read_queue_nums, given.write_queue_nums, given.perm, given.topic_sys_flag)
             )
-            table = t.tables.setdefault(name, {})
-            old = table.get(topic)
-            if old != qd:
+            old = t.tables.get(name, {}).get(topic)
+            if old != queues:
                 if old is None:
                     t.add_holder(topic, name)
-                table[topic] = qd
+                t.writable(name)[topic] = queues
                 t.applied_parts.pop(name, None)
                 touched = True
         if unknown:

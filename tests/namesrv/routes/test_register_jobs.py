@@ -68,7 +68,7 @@ def test_leaving_a_group_returns_the_topics_it_drops_in_slices():
     departures = Departures(tables, jobs, announce, Clock())
     tables.brokers["broker-a"] = BrokerGroup("C1", {0: ADDR_A})
     tables.clusters["C1"] = {"broker-a"}
-    tables.tables["broker-a"] = {t: tables.queue_data("broker-a", (4, 4, 6, 0)) for t in NAMES}
+    tables.tables["broker-a"] = {t: tables.queues((4, 4, 6, 0)) for t in NAMES}
     tables.add_holders(NAMES, "broker-a")
 
     leaving = departures.leave_group("broker-a", ADDR_A, ChangeCause.UNREGISTER)
