@@ -392,5 +392,7 @@ class NameServer:
             out["register_chunk_cache_bytes"] = chunks.bytes
             out["register_chunk_cache_hits"] = chunks.hits
             out["register_chunk_cache_misses"] = chunks.misses
+            out["register_table_cache_hits"] = chunks.table_hits
         out["register_topics_skipped"] = self.registry.stats.topics_skipped
+        out["register_tables_shared"] = self.registry.stats.tables_shared
         return out

@@ -116,6 +116,10 @@ _COUNTERS = {
     "suppressed_changes": "Route changes whose every cause is suppressed by config.",
     "register_chunk_cache_hits": "Register-table chunks found read already (not decoded again).",
     "register_chunk_cache_misses": "Register-table chunks decoded.",
+    "register_table_cache_hits": "Large register bodies whose whole table was found read already "
+    "(a master and its slaves send the same body).",
+    "register_tables_shared": "Registers after which the broker holds the very table object of "
+    "another broker with an equal table (copied again before either is written).",
     "register_topics_skipped": "Topics of registers skipped: the broker's table held their chunk.",
     "settle_deferrals": "Ticks that settled only subscribed topics while registers were pending.",
     "metrics_connections_evicted": "Metrics connections closed to admit a new one: "

@@ -231,3 +231,20 @@ async def test_long_attributes_are_found_however_their_key_is_written(
     resp = await answered(ns, broker, register(body))
     refused_at(ns, resp, "max_topic_attributes_bytes")
     assert ns.server.registry.topic_count == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_brokers_with_equal_tables_hold_one_and_the_stats_count_it(make_registry_server):
+    ns = make_registry_server()
+    a, b = await connect(ns.port), await connect(ns.port)
+    body = plain_body(["Shared1", "Shared2"], 1)
+    for broker, name in ((a, "broker-a"), (b, "broker-b")):
+        resp = await answered(ns, broker, register(body, name=name))
+        assert resp.code == ResponseCode.SUCCESS
+    assert ns.server.stats()["register_tables_shared"] == 1
+    # A write to one (a new perm, a new data version) leaves the other's queue data as it was.
+    other = plain_body(["Shared1", "Shared2"], 2, perms={"Shared2": 4})
+    assert (await answered(ns, b, register(other, name="broker-b"))).code == ResponseCode.SUCCESS
+    route = ns.server.registry.get_route("Shared2")
+    assert route is not None
+    assert {q.broker_name: q.perm for q in route.queue_datas} == {"broker-a": 6, "broker-b": 4}
