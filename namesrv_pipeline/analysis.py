@@ -80,6 +80,8 @@ def analyse(request: AnalysisRequest) -> int:
         )
     try:
         spark = spark_session(request.master)
+    except ValueError as exc:  # a setting Spark would be started with is unusable
+        return _refused(str(exc))
     except Exception as exc:  # pyspark raises its own types for a JVM that will not start
         print(
             f"{PROG}: cannot start Spark ({exc}); Java 17 or newer must be on PATH "

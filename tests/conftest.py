@@ -31,6 +31,12 @@ pytest_plugins = [
 
 TESTS = Path(__file__).resolve().parent
 
+# A local Spark JVM's heap is a quarter of the machine's memory by default. The suite starts
+# one per worker and one per pipeline CLI it runs, and several runs may share a machine: at
+# that size their heaps outgrow its memory, the kernel kills one, and a name server beside
+# them stops notifying (memory pressure). The tests' journals fit in Spark's own 1 GiB.
+os.environ.setdefault("SPARK_DRIVER_MEMORY", "1g")
+
 JVM_SUITES = ("interop", "namesrv_pipeline")
 """Test folders whose tests boot JVMs (Apache RocketMQ, Spark): the longest work. When the run is
 spread over workers (tox runs ``pytest -n 2 --dist loadfile``) their files go out first, so each

@@ -17,8 +17,24 @@ LOG4J = Path(__file__).with_name("log4j2.properties")
 """The driver's log config: warnings and errors, no start-up banner."""
 
 
-def local_heap_mib() -> int:
-    """The embedded JVM's heap: a quarter of the machine's memory, between 1 and 8 GiB."""
+HEAP_VARIABLE = "SPARK_DRIVER_MEMORY"
+"""Spark's own variable for the driver's memory; set, it is the local JVM's heap."""
+_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)b?\s*", re.IGNORECASE)
+_MIB_PER_UNIT = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def local_heap_mib(env: Mapping[str, str] = os.environ) -> int:
+    """The embedded JVM's heap: ``SPARK_DRIVER_MEMORY`` when set (Spark's size syntax, MiB
+    without a unit), else a quarter of the machine's memory, between 1 and 8 GiB."""
+    given = env.get(HEAP_VARIABLE, "")
+    if given:
+        match = _SIZE.fullmatch(given)
+        mib = int(int(match.group(1)) * _MIB_PER_UNIT[match.group(2).lower()]) if match else 0
+        if mib < 1:
+            raise ValueError(
+                f"{HEAP_VARIABLE}={given!r}: not a heap size such as 1g or 1536m (at least 1m)"
+            )
+        return mib
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not a POSIX system that says

@@ -5,8 +5,11 @@ Real Apache 5.3.3 in controller mode (a controller, two brokers of one broker na
 cluster-mode proxy at upstream's defaults run with ``-javaagent:`` the agent, this name server
 at its defaults, ``GrpcProbe`` sending every 50 ms. The master is ``kill -9``'d 3 s after the
 proxy's last route load, so without push the proxy sends to the dead master until its refresh
-17 s later. With push the new master must store a send within 1 s of the kill, at most 10
-sends failing (how both are established: ``support/proxy_failover.py``).
+17 s later. With push the proxy's agent is notified, the proxy loads the route again after the
+kill, and the new master stores a send after that load and before the refresh would have come
+(how each is established: ``support/proxy_failover.py``). How soon, and how many sends fail,
+are figures of ``bench/proxy_failover.py`` (on a quiet machine: within 1 s, none); here the
+machine may be busy with anything, so only the order of events is asserted.
 
 Marked ``proxy_push`` (``pytest -m proxy_push``). ``bench/proxy_failover.py`` runs more rounds,
 with and without the agent. Needs what ``test_interop_proxy_warm_start.py`` needs, and Maven
@@ -30,8 +33,8 @@ CLIENT_LIB = apache_proxy.CLIENT_LIB
 TOPIC = "ProxyPushTopic"
 INTERVAL_MS = 50
 PHASE_S = 3.0
-MAX_FAILED = 10
-MAX_FIRST_STORED_S = 1.0
+REFRESH_S = 20.0
+"""The proxy's own route refresh after a load (``topicRouteServiceCacheRefreshSeconds``)."""
 
 
 def agent_start_line(proxy: apache_proxy.Proxy) -> str:
@@ -43,7 +46,7 @@ def agent_start_line(proxy: apache_proxy.Proxy) -> str:
 
 
 @pytest.mark.timeout(600)
-def test_with_the_agent_a_proxy_sends_to_the_new_master_within_a_second_of_the_kill(tmp_path):
+def test_with_the_agent_a_proxy_sends_to_the_new_master_before_its_own_refresh(tmp_path):
     ns, port = apache.start_namesrv(
         tmp_path, wait_for_service_ms=ServerConfig().wait_for_service_ms
     )
@@ -69,8 +72,12 @@ def test_with_the_agent_a_proxy_sends_to_the_new_master_within_a_second_of_the_k
 
         result = failover_round(group, probe, loads, TOPIC, PHASE_S)
         print(result.line(), result.as_dict())
-        assert result.first_stored_s is not None, result
-        assert result.failed <= MAX_FAILED and result.first_stored_s <= MAX_FIRST_STORED_S, result
+        status = java_agent.agent_status(proxy.proc.pid)
+        log = (tmp_path / "namesrv.log").read_text(errors="replace")[-3000:]
+        assert status.count("Notifications") >= 1, (result, status.text, log)
+        stored = result.first_stored_s
+        assert stored is not None and stored < REFRESH_S - result.phase_s, result
+        assert any(t <= stored for t in result.lookups_after_kill_s), result
     finally:
         if loads is not None:
             loads.stopping.set()

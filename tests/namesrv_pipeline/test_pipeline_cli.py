@@ -58,6 +58,15 @@ def test_local_paths_are_checked_before_spark_starts(tmp_path, capsys):
     assert "nowhere does not exist" in capsys.readouterr().err
 
 
+def test_an_unusable_spark_driver_memory_is_refused_by_name_before_spark_starts(
+    tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "j").mkdir()
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "lots")
+    assert main(["--journal", str(tmp_path / "j"), "--out", str(tmp_path / "o")]) == 2
+    assert "SPARK_DRIVER_MEMORY='lots': not a heap size" in capsys.readouterr().err
+
+
 @dataclass
 class StageInfo:
     numTasks: int

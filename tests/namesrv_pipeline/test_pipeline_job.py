@@ -476,11 +476,18 @@ def test_end_to_end_propagation_runs_from_the_mutation_and_splits_into_its_parts
     assert "p50 50 ms, p90 90 ms" in page
 
 
-def test_a_local_session_sizes_its_heap_from_the_machine(spark):
+def test_a_local_session_sizes_its_heap_from_the_machine_or_spark_driver_memory(spark):
     from namesrv_pipeline.spark.session import local_heap_mib
 
     # the 1 GiB default left a 10 M-event journal's cache on disk
-    assert 1024 <= local_heap_mib() <= 8192
+    assert 1024 <= local_heap_mib({}) <= 8192
+    assert local_heap_mib({"SPARK_DRIVER_MEMORY": "1536m"}) == 1536
+    assert local_heap_mib({"SPARK_DRIVER_MEMORY": "2G"}) == 2048
+    assert local_heap_mib({"SPARK_DRIVER_MEMORY": "700"}) == 700
+    for bad in ("lots", "0", "512k", "1.5g", "-1g"):
+        with pytest.raises(ValueError, match="SPARK_DRIVER_MEMORY"):
+            local_heap_mib({"SPARK_DRIVER_MEMORY": bad})
+    # The suite's own runs set it (tests/conftest.py): the session was started with it.
     assert spark.sparkContext.getConf().get("spark.driver.memory") == f"{local_heap_mib()}m"
 
 

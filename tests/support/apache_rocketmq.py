@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_hostport
 from protocol import bodies
@@ -57,7 +58,8 @@ def start_namesrv(
     """``python -m namesrv`` on 127.0.0.1, ``port`` (0: any; a port a stopped server had, to
     restart it), with ``toml`` after its ``[server]`` listen line; the process and the port it
     bound, once it listens. Its start-up window is ``wait_for_service_ms`` (off unless a test
-    is about it: a topic no broker registered is then TOPIC_NOT_EXIST at once)."""
+    is about it: a topic no broker registered is then TOPIC_NOT_EXIST at once). Its log goes
+    to ``namesrv.log`` in ``workdir`` (appended: a restart adds to it)."""
     config = workdir / "namesrv.toml"
     config.write_text(
         f'[server]\nlisten = "127.0.0.1:{port}"\nwait_for_service_ms = {wait_for_service_ms}\n'
@@ -70,13 +72,23 @@ def start_namesrv(
         stderr=subprocess.PIPE,
         text=True,
     )
+    log = (workdir / "namesrv.log").open("a", encoding="utf-8")
     for line in proc.stderr:  # type: ignore[union-attr]
+        log.write(line)
         if "listening on 127.0.0.1:" in line:
             port = int(line.split("listening on 127.0.0.1:")[1].split()[0])
             # Keep reading the log so the pipe never fills and blocks the server.
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
+            threading.Thread(target=_copy_lines, args=(proc.stderr, log), daemon=True).start()
             return proc, port
-    raise AssertionError("the name server did not start")
+    log.close()
+    raise AssertionError(f"the name server did not start: {workdir / 'namesrv.log'}")
+
+
+def _copy_lines(source: IO[str], sink: IO[str]) -> None:
+    with sink:
+        for line in source:
+            sink.write(line)
+            sink.flush()
 
 
 def stop(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:

@@ -49,6 +49,32 @@ def agent_jar() -> Path:
         return AGENT_JAR
 
 
+@dataclass(frozen=True)
+class AgentStatus:
+    """What the agent's status command printed for one JVM (an attach, as ``jcmd`` does)."""
+
+    text: str
+    values: dict[str, str]
+    """The MBean's attributes by name (``Notifications``, ``Refreshes``, ...)."""
+
+    def count(self, name: str) -> int:
+        return int(self.values.get(name, "0"))
+
+
+def agent_status(pid: int) -> AgentStatus:
+    """The agent's MBean in JVM ``pid``, read by the agent jar's status command."""
+    done = subprocess.run(
+        ["java", "-jar", str(agent_jar()), str(pid)],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    rows = done.stdout.splitlines()[2:]
+    values = dict(
+        row.split(None, 1) for row in rows if row.strip() and not row.startswith("  client ")
+    )
+    return AgentStatus(done.stdout + done.stderr, values)
+
+
 def compile_probe(lib: str, classes: Path) -> Path:
     """``AgentProbe`` compiled against the client jars in ``lib`` into ``classes``."""
     return compile_against(REPO_ROOT / "tests" / "interop" / "AgentProbe.java", lib, classes)

@@ -28,7 +28,7 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from namesrv.admin.wire import AdminClient, AdminConnectionError, Target, split_hostport
 from protocol.codes import RequestCode
@@ -152,8 +152,12 @@ class Round:
     new_master_in_namesrv_s: float | None
     """Kill to this name server listing the survivor as master."""
     route_loads_s: list[float]
-    """The proxy's loads of the topic's route after the kill, seconds after it."""
+    """The proxy's scheduled loads of the topic's route after the kill (its 20 s refresh
+    cycle, ``RouteLoads.chain``), seconds after it."""
     sends_after_kill: int
+    lookups_after_kill_s: list[float] = field(default_factory=list)
+    """Every route lookup this name server answered after the kill, seconds after it (the
+    first 10): a load the cycle did not schedule is the proxy's, or its clients'."""
 
     def line(self) -> str:
         stored = "never" if self.first_stored_s is None else f"{self.first_stored_s:.2f} s"
@@ -248,5 +252,8 @@ def failover_round(
         route_loads_s=[
             round((t - kill_ms) / 1000, 2) for t in loads.chain(probe.started_ms) if t > kill_ms
         ][:10],
+        lookups_after_kill_s=[round((t - kill_ms) / 1000, 2) for t in loads.times if t > kill_ms][
+            :10
+        ],
         sends_after_kill=len([s for s in probe.snapshot(topic) if s.start_ms >= kill_ms]),
     )
