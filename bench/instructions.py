@@ -30,7 +30,6 @@ REGISTER_BROKER from 4 brokers in turn, each with a data version not sent before
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import pickle
 import subprocess
@@ -45,7 +44,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 LOOKUP_BATCH = 10
-"""Lookups per read, as from a client with several requests in flight."""
+"""Lookups per read by default, as from a client with several requests in flight
+(``--lookup-batch 1``: one per read, as ``vs_upstream.py``'s closed loop sends them)."""
 DEFAULT_REQUESTS = {"lookup": 3000, "changed": 40, "heartbeat": 60, "big": 1}
 """``N`` per kind of case: enough that one request's cost stands well above the noise of a
 run (a few hundred instructions), few enough that callgrind's runs stay within minutes."""
@@ -88,7 +88,7 @@ def case_names() -> tuple[str, ...]:
     return tuple(profile_cases.CASES)
 
 
-def build_plan(case: str, requests: int) -> Plan:
+def build_plan(case: str, requests: int, lookup_batch: int = LOOKUP_BATCH) -> Plan:
     """The plan for ``case`` with room for ``2 * requests`` measured requests."""
     lookup_frame, register_frame = builders().lookup_frame, builders().register_frame
 
@@ -100,14 +100,14 @@ def build_plan(case: str, requests: int) -> Plan:
         opaques = iter(range(1, 1 << 31))
 
         def lookup_read() -> Read:
-            frames = [lookup_frame("BenchTopic0000", next(opaques)) for _ in range(LOOKUP_BATCH)]
-            return b"".join(frames), LOOKUP_BATCH
+            frames = [lookup_frame("BenchTopic0000", next(opaques)) for _ in range(lookup_batch)]
+            return b"".join(frames), lookup_batch
 
-        if requests % LOOKUP_BATCH:
-            raise SystemExit(f"--requests for lookup must be a multiple of {LOOKUP_BATCH}")
+        if requests % lookup_batch:
+            raise SystemExit(f"--requests for lookup must be a multiple of {lookup_batch}")
         warmup = [lookup_read() for _ in range(WARMUP_READS)]
-        measured = [lookup_read() for _ in range(2 * requests // LOOKUP_BATCH)]
-        return Plan(setup, warmup, measured, LOOKUP_BATCH)
+        measured = [lookup_read() for _ in range(2 * requests // lookup_batch)]
+        return Plan(setup, warmup, measured, lookup_batch)
     if kind in ("changed", "heartbeat"):
         brokers = range(20, 24)
         setup = [(register_frame(b, names_1k, 1, compressed=compressed), 1) for b in brokers]
@@ -179,36 +179,41 @@ def child(plan_path: Path, measured_reads: int, out_path: Path) -> None:
         reactor.doIteration(0)
     (conn,) = server.connections.values()
     server_fd = conn.transport.socket.fileno()
-    unread = bytearray(4)
+    client_fd = client.fileno()
+    timers = clock.getDelayedCalls()  # the fake clock's own list, kept in time order
     answers: list[bytes] = []
 
+    def waiting(fd: int) -> int:
+        """Bytes received on ``fd`` and not yet read (asked without raising EAGAIN)."""
+        return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+
     def server_idle() -> bool:
-        fcntl.ioctl(server_fd, termios.FIONREAD, unread)
-        return (
-            not struct.unpack("i", unread)[0]
-            and not server.pending_registers
-            and not conn.unsent_bytes
-            and not conn.kept_requests
-            and not any(c.getTime() <= clock.seconds() for c in clock.getDelayedCalls())
+        return not (
+            waiting(server_fd)
+            or server.pending_registers
+            or conn.unsent_bytes
+            or conn.kept_requests
+            or (timers and timers[0].getTime() <= clock.seconds())
         )
 
     def exchange(data: bytes) -> None:
+        """Send ``data``, turn the reactor until the server holds nothing, read the answers.
+        (Its own cost counts for every tree alike; it is kept small.)"""
         view = memoryview(data)
         for _ in range(MAX_TURNS_PER_READ):
             if view:
-                with contextlib.suppress(BlockingIOError):  # the server reads first
-                    view = view[client.send(view) :]
+                try:
+                    sent = client.send(view)
+                except BlockingIOError:  # the server reads first
+                    sent = 0
+                view = view[sent:]
             reactor.doIteration(0)
             reactor.runUntilCurrent()
-            clock.advance(0)
-            try:
-                while True:
-                    got = client.recv(1 << 20)
-                    if not got:
-                        raise ConnectionError("the server closed the connection")
-                    answers.append(got)
-            except BlockingIOError:
-                pass
+            while timers and timers[0].getTime() <= clock.seconds():
+                clock.advance(0)  # the register turns due now
+            ready = waiting(client_fd)
+            if ready:
+                answers.append(client.recv(ready))
             if not view and server_idle():
                 return
         raise RuntimeError("the server did not go idle after a read")
@@ -232,6 +237,8 @@ def run_child(
         vg = ["nice", "-n", "5", "valgrind", "--tool=callgrind", "--quiet"]
         command = [*vg, f"--callgrind-out-file={callgrind_out}", *command]
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")
+    if callgrind_out is not None:  # the runs compared load the same bytecode, write none
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"the child for {tree} failed:\n{done.stderr[-4000:]}")
@@ -279,22 +286,23 @@ def measure(
     with open(plan_path, "wb") as f:
         pickle.dump((plan.setup, plan.warmup, plan.measured), f, pickle.HIGHEST_PROTOCOL)
     n_reads = requests // plan.per_measured_read
-    runs = [(t, tree, reads) for t, tree in enumerate(trees) for reads in (n_reads, 2 * n_reads)]
-    if not valgrind:
-        runs = [(t, tree, n_reads) for t, tree in enumerate(trees)]
 
-    def one(run: tuple[int, Path, int]) -> int | None:
-        t, tree, reads = run
+    def one(run: tuple[int, Path, int, bool]) -> int | None:
+        t, tree, reads, grind = run
         out = work / f"{case}-{t}-{reads}.answers"
-        grind = work / f"{case}-{t}-{reads}.callgrind" if valgrind else None
-        total = run_child(tree, plan_path, reads, out, grind)
+        grind_out = work / f"{case}-{t}-{reads}.callgrind" if grind else None
+        total = run_child(tree, plan_path, reads, out, grind_out)
         check_answers(out, plan, reads, f"{case} on {tree} ({reads} reads)")
         return total
 
+    # A first run without valgrind checks the answers before minutes go into measuring them,
+    # and leaves every module compiled: the measured runs load the same bytecode files.
     with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, [(t, tree, n_reads, False) for t, tree in enumerate(trees)]))
+        if not valgrind:
+            return [None for _ in trees]
+        runs = [(t, tree, r, True) for t, tree in enumerate(trees) for r in (n_reads, 2 * n_reads)]
         totals = list(pool.map(one, runs))
-    if not valgrind:
-        return [None for _ in trees]
     return [(totals[2 * t + 1] - totals[2 * t]) / requests for t in range(len(trees))]  # type: ignore[operator]
 
 
@@ -302,6 +310,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", help="[default: all] of those profile_cases.py runs")
     parser.add_argument("--requests", type=int, help="N for every case [default: per case]")
+    parser.add_argument(
+        "--lookup-batch", type=int, default=LOOKUP_BATCH, help="lookups per read [%(default)s]"
+    )
     parser.add_argument("--tree", type=Path, help="another checkout to measure beside this one")
     parser.add_argument("--no-valgrind", action="store_true", help="check the answers only")
     parser.add_argument("--jobs", type=int, default=2, help="children at once [%(default)s]")
@@ -327,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="instructions-") as work:
         for case in args.cases or cases:
             n = args.requests or DEFAULT_REQUESTS[case.partition("-")[0]]
-            plan = build_plan(case, n)
+            plan = build_plan(case, n, args.lookup_batch)
             figures = measure(
                 case, plan, trees, n, valgrind=valgrind, jobs=args.jobs, work=Path(work)
             )
