@@ -35,6 +35,9 @@ _PREFIX = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
 _HEADER_LENGTH_MASK = 0x00FFFFFF
 _OPAQUE_VALUE = re.compile(rb'"opaque":(-?[0-9]+)')
+MAX_OPAQUE_CHARS = 12
+"""An opaque longer than this (sign included) is answered by decoding, never from a template
+(an int32 takes at most 11)."""
 
 
 @dataclass(slots=True)
@@ -203,31 +206,41 @@ class TemplateAnswers:
     def answer(self, frame: bytes) -> bytes | None:
         """The stored answer for ``frame`` (without its length prefix) with ``frame``'s opaque,
         or None: the frame is not a JSON header without a body whose first ``"opaque":`` holds a
-        JSON integer, or no answer is stored for its shape."""
+        JSON integer (of at most ``MAX_OPAQUE_CHARS``) ended by a comma or the header's closing
+        brace, or no answer is stored for its shape."""
         # The hottest path of a name server: the scan and the join of FrameTemplate.frame are
-        # written out here, with no call in between.
+        # written out here, with no call in between; the integer's end is found by one search
+        # and its characters checked by one test, not character by character.
         size = len(frame)
-        if size < 4 or frame[0] or size != 4 + int.from_bytes(frame[1:4], "big"):
+        # The header-length word equals the frame's length: a JSON header (serialize type 0 in
+        # its top byte) and no body. (Past 24 bits the top byte would be the length's, not a
+        # type: such a frame is never answered from a template.)
+        if size < 4 or _LENGTH.unpack_from(frame)[0] != size - 4 or size > _HEADER_LENGTH_MASK:
             return None
         start = frame.find(b'"opaque":', 4) + 9
-        if start == 8 or start >= size:
+        if start == 8:
             return None
-        end = start + 1  # the first character may be "-"
-        size_limit = min(size, start + 12)
-        while end < size_limit and 47 < frame[end] < 58:
-            end += 1
-        if not 47 < frame[end - 1] < 58:
+        end = frame.find(b",", start)
+        if end < 0:
+            end = frame.find(b"}", start)
+            if end < 0:
+                return None
+        digits = frame[start:end]
+        n = end - start
+        if not digits.isdigit():  # empty (nothing found) too
+            if n < 2 or digits[0] != 45 or not digits[1:].isdigit():  # "-" and digits
+                return None
+            if digits[1] == 48 and n > 2:  # a leading zero is not JSON
+                return None
+        elif digits[0] == 48 and n > 1:
+            return None
+        if n > MAX_OPAQUE_CHARS:
             return None
         template = self._templates.get(frame[4:start] + frame[end:])
         if template is None:
             return None
-        digits = frame[start:end]
-        lead = 1 if digits[0] == 45 else 0  # "-"
-        if digits[lead] == 48 and end - start > lead + 1:  # a leading zero is not JSON
-            return None
         self.hits += 1
         head, tail, body, header_base, frame_base = template
-        n = end - start
         return b"".join((_PREFIX.pack(frame_base + n, header_base + n), head, digits, tail, body))
 
     @staticmethod
@@ -406,15 +419,22 @@ class FrameDecoder:
             length = _LENGTH.unpack_from(data, 0)[0]
             if 4 <= length <= self.max_frame_size and len(data) == 4 + length:
                 return [data[4:]]
-        buf += data
+        # With nothing held over, frames are cut from the read itself (one copy each); only
+        # what is left of it waits in the buffer. Else the read joins the buffer first.
+        src: bytes | bytearray = data if not buf and type(data) is bytes else buf
+        if src is buf:
+            buf += data
+        size = len(src)
+        unpack_from = _LENGTH.unpack_from
+        max_frame_size = self.max_frame_size
         out: list[bytes | SplitFrame] = []
         pos = 0
         try:
-            while len(buf) - pos >= 4:
-                length = _LENGTH.unpack_from(buf, pos)[0]
-                if length > self.max_frame_size:
+            while size - pos >= 4:
+                length = unpack_from(src, pos)[0]
+                if length > max_frame_size:
                     raise FrameError(
-                        f"frame length {length} exceeds the limit of {self.max_frame_size} bytes",
+                        f"frame length {length} exceeds the limit of {max_frame_size} bytes",
                         kind="frame_too_large",
                     )
                 if length < 4:
@@ -423,20 +443,23 @@ class FrameDecoder:
                         kind="frame_length",
                     )
                 end = pos + 4 + length
-                if end > len(buf):
-                    if length >= _LARGE_FRAME and len(buf) - pos >= 8:
+                if end > size:
+                    if length >= _LARGE_FRAME and size - pos >= 8:
                         # Keep the reads of a large frame apart and join them once (above).
-                        first = bytes(buf[pos + 4 :])
+                        first = bytes(src[pos + 4 :])
                         self._parts = [first]
                         self._parts_bytes = len(first)
                         self._part_header = length
-                        pos = len(buf)
+                        pos = size
                     break
-                out.append(bytes(buf[pos + 4 : end]))
+                out.append(src[pos + 4 : end] if src is data else bytes(src[pos + 4 : end]))
                 pos = end
         except FrameError:
             self.fail()
             raise
-        if pos:
-            del buf[:pos]
+        if src is buf:
+            if pos:
+                del buf[:pos]
+        elif pos < size:
+            buf += memoryview(data)[pos:]
         return out

@@ -255,22 +255,14 @@ class NamesrvConnection(TwistedProtocol):
     def dataReceived(self, data: bytes) -> None:
         if self.closing:
             return
-        try:
-            self._received(data)
+        try:  # the frames of ``data`` in order until the output reaches the bound, the rest kept
+            frames = self._frames_to_answer(data)
+            if frames is not None:
+                self._answer(frames)
         except Exception as exc:  # a bug must cost this connection, never the server
             self.owner.stream_refused(
                 self, FrameError(f"{type(exc).__name__} while reading: {exc}", kind="internal")
             )
-
-    def _received(self, data: bytes, kept: list[bytes | SplitFrame] | None = None) -> None:
-        """Answer the frames of ``data`` in order until the output reaches the bound, keeping
-        the rest; or, given ``kept``, answer those (``data`` is then empty)."""
-        if kept is None:
-            frames = self._frames_to_answer(data)
-            if frames is not None:
-                self._answer(frames)
-        else:
-            self._answer(kept)
 
     def _frames_to_answer(self, data: bytes) -> list[bytes | SplitFrame] | None:
         """The whole frames ``data`` completes, to answer now; None when there are none or
@@ -327,9 +319,11 @@ class NamesrvConnection(TwistedProtocol):
             room = self._output_bound - self.unsent_bytes
         frame_iter = iter(frames)
         try:
+            if self.closing or self.closed:
+                return
             for frame in frame_iter:
-                if self.closing or self.closed:
-                    return
+                # Only a handler or a refusal can close the connection (checked after each):
+                # a cached answer goes out without asking again.
                 if type(frame) is bytes:  # not a large frame's SplitFrame
                     answer = answer_from_cache(frame)
                     if answer is not None:
@@ -359,6 +353,8 @@ class NamesrvConnection(TwistedProtocol):
                     if room <= 0:
                         self._keep(frame_iter)
                         return
+                if self.closing or self.closed:
+                    return
         finally:
             self._read_answered(out)
 
@@ -454,7 +450,7 @@ class NamesrvConnection(TwistedProtocol):
         self._count_kept()
         self.output_blocked = False
         try:
-            self._received(b"", kept)
+            self._answer(kept)
         except Exception as exc:  # as in dataReceived: a bug costs this connection only
             self.owner.stream_refused(
                 self, FrameError(f"{type(exc).__name__} while reading: {exc}", kind="internal")

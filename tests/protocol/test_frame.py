@@ -130,6 +130,25 @@ def test_huge_length_is_refused_before_any_body_arrives():
     assert decoder.buffered == 0
 
 
+@given(st.lists(st.integers(1, 120), min_size=1, max_size=6), st.data())
+def test_frames_come_whole_and_in_order_however_the_reads_are_cut(sizes, data):
+    """Reads of several frames and a part of the next, cut anywhere: the whole ones come out
+    as the bytes they were, the part waits, and nothing is held once the stream is whole."""
+    frames = [
+        encode_command(RemotingCommand.request(RequestCode.GET_KV_CONFIG, body=b"b" * n, opaque=n))
+        for n in sizes
+    ]
+    stream = b"".join(frames)
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(stream) - 1), max_size=8)))
+    decoder = FrameDecoder()
+    got = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        got += decoder.feed_raw(stream[start:end])
+    assert got == [f[4:] for f in frames]
+    assert all(type(f) is bytes for f in got)
+    assert decoder.buffered == 0 and decoder.allocated == 0
+
+
 def test_partial_frame_is_buffered_not_decoded():
     frame = encode_command(RemotingCommand.request(RequestCode.GET_KV_CONFIG))
     decoder = FrameDecoder()

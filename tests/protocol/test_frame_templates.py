@@ -64,10 +64,26 @@ def test_a_request_differing_only_in_its_opaque_gets_the_answer_with_its_own(opa
         encode_command(request(5, serialize_type=SerializeType.ROCKETMQ))[4:],
         encode_command(request(5))[4:].replace(b'"opaque":5', b'"opaque":05'),
         encode_command(request(5))[4:].replace(b'"opaque":5', b'"opaque":-'),
+        encode_command(request(5))[4:].replace(b'"opaque":5', b'"opaque":+5'),
+        encode_command(request(5))[4:].replace(b'"opaque":5', b'"opaque":-05'),
+        encode_command(request(5))[4:].replace(b'"opaque":5', b'"opaque":5.0'),
+        encode_command(request(5))[4:].replace(b'"opaque":5', b'"opaque":1234567890123'),
         encode_command(request(5))[4:-1],
         b"",
     ],
-    ids=["other topic", "a body", "binary", "leading zero", "no digits", "cut short", "empty"],
+    ids=[
+        "other topic",
+        "a body",
+        "binary",
+        "leading zero",
+        "no digits",
+        "plus sign",
+        "negative leading zero",
+        "a fraction",
+        "longer than an opaque",
+        "cut short",
+        "empty",
+    ],
 )
 def test_anything_but_the_stored_shape_is_not_answered(frame):
     answers = stored_answers()
@@ -92,3 +108,18 @@ def test_a_popped_shape_is_no_longer_answered_and_gives_its_template_back():
     assert popped == FrameTemplate.of(encode_command(response(5)))
     assert len(answers) == 0 and answers.pop(shape) is None
     assert answers.answer(encode_command(request(7))[4:]) is None
+
+
+@pytest.mark.parametrize("opaque", [0, 7, -3, -(2**31), 2**31 - 1])
+def test_an_opaque_ending_the_header_is_answered_like_one_followed_by_a_field(opaque):
+    """The opaque's digits end at a comma or at the header's closing brace."""
+    answers = TemplateAnswers()
+    last = encode_command(request(5))[4:].replace(b',"opaque":5', b"")[:-1] + b',"opaque":5}'
+    last = len(last[4:]).to_bytes(4, "big") + last[4:]
+    shape = TemplateAnswers.shape(last, 5)
+    template = FrameTemplate.of(encode_command(response(5)))
+    assert shape is not None and template is not None
+    answers.put(shape, template)
+    asked = last.replace(b'"opaque":5}', b'"opaque":%d}' % opaque)
+    asked = len(asked[4:]).to_bytes(4, "big") + asked[4:]
+    assert answers.answer(asked) == encode_command(response(opaque))
