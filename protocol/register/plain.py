@@ -68,10 +68,14 @@ class NotFast(Exception):
     """The body is not in the usual form: read it the general way."""
 
 
-class _TopicConfigWire(msgspec.Struct, gc=False):
-    """A topic config as fastjson writes it; every field optional, as upstream decodes it. The
-    filter type is one of upstream's two (no string made per topic); another goes with its chunk
-    to the general decoder, which takes any string."""
+class _LeanTopicConfigWire(msgspec.Struct, gc=False):
+    """A topic config as fastjson writes it, but for its attributes; every field optional, as
+    upstream decodes it. The filter type is one of upstream's two (no string made per topic);
+    another goes with its chunk to the general decoder, which takes any string.
+
+    Decoding into it, msgspec skips ``attributes`` in C (checking its syntax) and makes no
+    object for it: for a chunk whose attributes are all ``{}`` or null, told from its bytes
+    before it is decoded (see :func:`_no_attributes`)."""
 
     topicName: str | None = None
     readQueueNums: int = 16
@@ -80,6 +84,11 @@ class _TopicConfigWire(msgspec.Struct, gc=False):
     topicFilterType: Literal["SINGLE_TAG", "MULTI_TAG"] | None = None
     topicSysFlag: int = 0
     order: bool | None = None
+
+
+class _TopicConfigWire(_LeanTopicConfigWire, gc=False):
+    """A topic config with its attributes."""
+
     attributes: msgspec.Raw = msgspec.Raw(b"null")
     """Left raw: the name server keeps none of it, and its length is checked as sent."""
 
@@ -103,6 +112,7 @@ class _BodyWire(msgspec.Struct):
 
 _BODY = msgspec.json.Decoder(_BodyWire)
 _TABLE = msgspec.json.Decoder(dict[str, _TopicConfigWire])
+_LEAN_TABLE = msgspec.json.Decoder(dict[str, _LeanTopicConfigWire])
 _NAME_OF = operator.attrgetter("topicName")
 _SPEC_OF = operator.attrgetter("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
 _ATTRIBUTES_OF = operator.attrgetter("attributes")
@@ -243,8 +253,9 @@ class TableSink:
         part = self.cached(key)
         if part is None:
             try:
-                decoded = _TABLE.decode(chunk)
-                part = self._part(key, decoded, chunk)
+                lean = _no_attributes(chunk)
+                decoded = (_LEAN_TABLE if lean else _TABLE).decode(chunk)
+                part = self._part(key, decoded, lean)
             except (msgspec.ValidationError, _Unusual):
                 try:
                     general = json.loads(chunk, parse_constant=peer_text.refuse_constant)
@@ -291,17 +302,22 @@ class TableSink:
             self.parts.append(part)
 
     def _part(
-        self, key: tuple[int, int], decoded: dict[str, _TopicConfigWire], chunk: bytes
+        self,
+        key: tuple[int, int],
+        decoded: dict[str, Any],
+        lean: bool,
     ) -> TablePart:
+        """The chunk's topics and shared specs; ``lean``: its attributes are all ``{}`` or
+        null (so they were not decoded), else each distinct text is looked at."""
         keys = list(decoded)
-        values = list(decoded.values())
+        values: list[Any] = list(decoded.values())
         names = list(map(_NAME_OF, values))
         renamed: dict[str, str] = {}
         if names != keys:
             for name_key, name in zip(keys, names, strict=True):
                 if name and name != name_key:
                     renamed[name_key] = name
-        if not _no_attributes(chunk):
+        if not lean:
             raws = list(map(_ATTRIBUTES_OF, values))
             joined = b"".join(raws)
             if joined.count(b"{}") * 2 + joined.count(b"null") * 4 != len(joined):
@@ -335,8 +351,8 @@ class TableSink:
 
 
 def _no_attributes(chunk: bytes) -> bool:
-    """Whether every ``attributes`` of a chunk (valid JSON: msgspec decoded it) is ``{}`` or
-    null, told from its bytes in C: without a backslash every quote delimits a string, so
+    """Whether every ``attributes`` of a chunk is ``{}`` or null once msgspec decoded it (so it
+    is valid JSON), told from its bytes in C: without a backslash every quote delimits a string, so
     each ``"attributes"`` is a whole string (a key, or a value), and each is the key of one of
     the two (any other use of the string, or a space before its colon, sends the chunk to the
     check of each topic)."""

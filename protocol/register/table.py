@@ -5,7 +5,8 @@ and the body's small parts checked as the full decoder checks them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from protocol.route_model import DataVersion
@@ -76,6 +77,18 @@ class RegisterTable:
     parts: tuple[TablePart, ...] | None = field(default=None, compare=False)
     """The table's chunks as read, in order, when every chunk was read the usual way and no
     topic is listed twice: what lets the registry skip chunks it applied already."""
+
+    def without(self, names: Collection[str]) -> RegisterTable:
+        """The table less the topics ``names``: with no chunks (those read hold them), so the
+        registry applies it whole and the chunk cache does not take its names as checked."""
+        queues = {n: spec for n, spec in self.topic_queues.items() if n not in names}
+        return replace(
+            self,
+            topic_queues=queues,
+            specs=tuple(set(queues.values())),
+            renamed={n: o for n, o in self.renamed.items() if n not in names},
+            parts=None,
+        )
 
 
 class ReadLimits(NamedTuple):

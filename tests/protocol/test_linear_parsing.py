@@ -105,7 +105,7 @@ class Work:
         mp.setattr(peer_text, "_check_depth", sized(peer_text._check_depth))
         mp.setattr(plain, "_SCANNER", spanned(plain._SCANNER))
         mp.setattr(plain, "scanstring", spanned(plain.scanstring))
-        for name in ("_BODY", "_TABLE", "_ANY"):
+        for name in ("_BODY", "_TABLE", "_LEAN_TABLE", "_ANY"):
             mp.setattr(plain, name, Decoder(getattr(plain, name)))
         mp.setattr(read, "_PREFIX", Splitter(read._PREFIX))
         mp.setattr(read.zlib, "decompressobj", Inflater)

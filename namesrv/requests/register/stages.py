@@ -16,14 +16,14 @@ classify    the heartbeat (the very body of the address's last register),   ever
             last one only in its data version), a body to read, or none
 read        the lean read of :mod:`protocol.register`, bounded by           a body to read
             :class:`ReadLimits`
-validate    names, keys against names, queue counts and perms, checked      a body to read
-            whole before anything is applied; a topic whose name
-            upstream's broker could never have created is dropped
-            (logged and counted), the rest applied
+validate    names, keys against names, queue counts and perms, the filter   a body to read
+            servers' addresses, checked whole before anything is applied;
+            a topic whose name upstream's broker could never have created
+            is dropped (logged and counted), the rest applied
 totals      ``registry.max_total_topics`` against the topics new to the     a body to read
             registry
-apply       filter-server addresses and the ACL's address claim, then the   every register
-            registry, and the audit trail
+apply       the ACL's address claim, then the registry, and the audit       every register
+            trail
 answer      the answer, once the registry has applied the table             every register
 ==========  ==============================================================  ==================
 
@@ -33,7 +33,6 @@ found.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Generator, Hashable, Mapping
 from dataclasses import dataclass
@@ -200,9 +199,10 @@ def read(stages: RegisterStages, p: Passage) -> Work:
 
 def validate(stages: RegisterStages, p: Passage) -> Work:
     """The table checked whole before anything is applied: names a slice at a time (in C; the
-    names of cached chunks that passed before are not checked again), keys against names, and
-    queue counts and perms once per spec. Topics whose names are no topic names leave the
-    table."""
+    names of cached chunks that passed before are not checked again), keys against names,
+    queue counts and perms once per spec, and the filter servers' addresses. Topics whose
+    names are no topic names leave the table (logged and counted); the chunks it was read from
+    are then not marked checked, so the next register checks them again."""
     table = p.table
     assert table is not None
     config = stages.services.config.registry
@@ -219,41 +219,27 @@ def validate(stages: RegisterStages, p: Passage) -> Work:
         piece = names[start : start + per_step]
         bad.update(validation.bad_topic_names(piece, config.max_topic_name_bytes))
     if bad:
-        table = p.table = _without(stages, table, bad, p.request.broker_addr)
+        stages.topics_dropped += len(bad)
+        more = len(bad) - DROPPED_NAMES_SHOWN
+        stages.log.warning(
+            "register_topic_dropped",
+            "REGISTER_BROKER from %s: %d topic(s) dropped, their names are no topic names "
+            "(1-%d characters of A-Z a-z 0-9 _ - %% |): %s%s",
+            p.request.broker_addr,
+            len(bad),
+            config.max_topic_name_bytes,
+            "; ".join(list(bad.values())[:DROPPED_NAMES_SHOWN]),
+            f" (and {more} more)" if more > 0 else "",
+        )
+        table = p.table = table.without(bad)
     for name, other in table.renamed.items():
         field = f"topicConfigTable[{name[:130]!r}]"
         raise validation.RegisterError(f"{field}.topicName {other[:130]!r} differs from its key")
     validation.check_topic_specs(table.topic_queues, table.specs, config.max_queue_nums)
+    for i, addr in enumerate(table.filter_server_list):
+        validation.check_address(f"filterServerList[{i}]", addr)
     if table.parts is not None and cache is not None:
         cache.checked(table.parts)
-
-
-def _without(
-    stages: RegisterStages, table: RegisterTable, bad: dict[str, str], broker_addr: str
-) -> RegisterTable:
-    """``table`` less the topics named in ``bad``, logged (paced) and counted. The chunks it
-    was read from are not marked checked, so the next register checks them again."""
-    stages.topics_dropped += len(bad)
-    shown = "; ".join(list(bad.values())[:DROPPED_NAMES_SHOWN])
-    more = len(bad) - DROPPED_NAMES_SHOWN
-    stages.log.warning(
-        "register_topic_dropped",
-        "REGISTER_BROKER from %s: %d topic(s) dropped, their names are no topic names "
-        "(1-%d characters of A-Z a-z 0-9 _ - %% |): %s%s",
-        broker_addr,
-        len(bad),
-        stages.services.config.registry.max_topic_name_bytes,
-        shown,
-        f" (and {more} more)" if more > 0 else "",
-    )
-    queues = {n: spec for n, spec in table.topic_queues.items() if n not in bad}
-    return dataclasses.replace(
-        table,
-        topic_queues=queues,
-        specs=tuple(set(queues.values())),
-        renamed={n: o for n, o in table.renamed.items() if n not in bad},
-        parts=None,
-    )
 
 
 def totals(stages: RegisterStages, p: Passage) -> Work:
@@ -275,12 +261,10 @@ def totals(stages: RegisterStages, p: Passage) -> Work:
 
 
 def apply(stages: RegisterStages, p: Passage) -> None:
-    """Filter-server addresses and the ACL's claim on the address, then the registry. A new
+    """The ACL's claim on the address, then the registry. A new
     address of a broker id, and topics its table no longer lists, go to the audit trail as the
     sender's doing."""
     request = _request_of(p)
-    for i, addr in enumerate(request.filter_server_list):
-        validation.check_address(f"filterServerList[{i}]", addr)
     acl = stages.services.acl
     if acl is not None and acl.enabled:
         # Checked again where it is applied: a register checked before another one took the

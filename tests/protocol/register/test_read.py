@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -11,8 +12,9 @@ from support import register_oracle
 
 from protocol import bodies, register_body
 from protocol.codes import CURRENT_VERSION, Version
+from protocol.errors import LimitError
 from protocol.register import plain, read
-from protocol.register.table import RegisterTable, TopicQueueSpec
+from protocol.register.table import ReadLimits, RegisterTable, TopicQueueSpec
 from protocol.route_model import DataVersion, TopicConfig
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
@@ -139,7 +141,7 @@ def test_chunks_cut_at_a_false_boundary_inside_strings_are_refused_and_read_righ
     assert lean == expected(full)
 
 
-def _read(data: bytes, **steps: int) -> RegisterTable:
+def _read(data: bytes, **steps: Any) -> RegisterTable:
     reading = read.register_body_steps(data, False, CURRENT_VERSION, **steps)
     while True:
         try:
@@ -187,6 +189,50 @@ def test_a_usual_body_is_read_by_the_typed_decoder_alone(monkeypatch):
     full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
     assert lean == expected(full)
     assert len(lean.specs) == 5  # topics share one spec per distinct (queues, perm, flag)
+
+
+class _Refusing:
+    """A decoder that must not be used."""
+
+    def decode(self, data: bytes) -> object:
+        raise AssertionError("the decoder of attributes ran")
+
+
+def test_chunks_whose_attributes_are_all_empty_are_decoded_without_them(monkeypatch):
+    data = _fastjson_body(2_000).replace(
+        b'"attributes":{},"order":false,"perm":6,"readQueueNums":3',
+        b'"attributes":null,"order":false,"perm":6,"readQueueNums":3',
+    )
+    assert data.count(b'"attributes":null') == 400
+    monkeypatch.setattr(plain, "_TABLE", _Refusing())
+    lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
+    monkeypatch.undo()
+    full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
+    assert lean == expected(full)
+
+
+def test_a_chunk_with_attributes_has_them_decoded_and_bounded(monkeypatch):
+    data = _fastjson_body(2_000).replace(
+        b'"T1500":{"attributes":{}', b'"T1500":{"attributes":{"k":"vvvv"}'
+    )
+    assert b'"attributes":{"k":"vvvv"}' in data
+    decoded: list[int] = []
+    table = plain._TABLE
+
+    class Counting:
+        def decode(self, chunk: bytes) -> object:
+            decoded.append(len(chunk))
+            return table.decode(chunk)
+
+    monkeypatch.setattr(plain, "_TABLE", Counting())
+    lean = _read(data, topics_per_step=100, bytes_per_step=4_096)
+    monkeypatch.undo()
+    full = register_oracle.decode_register_body(data, False, CURRENT_VERSION)
+    assert lean == expected(full)
+    assert len(decoded) == 1  # the chunk holding them, not the body
+    limits = ReadLimits(max_attributes_bytes=11)
+    with pytest.raises(LimitError, match=r"T1500.*attributes is 12 bytes"):
+        _read(data, topics_per_step=100, bytes_per_step=4_096, limits=limits)
 
 
 def test_only_the_chunk_holding_an_unusual_value_takes_the_general_decoder(monkeypatch):
