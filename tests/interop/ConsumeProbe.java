@@ -10,7 +10,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Reads a topic from its beginning with Apache's own consumer: {@code NAMESRV TOPIC COUNT
  * TIMEOUT_MS}. Every queue of the topic is assigned (no group rebalance), read from offset 0
  * until COUNT messages arrived or the time is up. Prints {@code ok=N} and one
- * {@code msg=KEYS|BODY} line per message, or {@code error=...}.
+ * {@code msg=KEYS|BODY} line per message, or {@code error=...}. A call to the name server or a
+ * broker that fails is tried again until the time is up.
  */
 public class ConsumeProbe {
     public static void main(String[] args) throws Exception {
@@ -24,10 +25,13 @@ public class ConsumeProbe {
         int status = 0;
         try {
             consumer.start();
-            Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
+            Collection<MessageQueue> queues = retried(() -> consumer.fetchMessageQueues(topic), deadline);
             consumer.assign(new ArrayList<>(queues));
             for (MessageQueue queue : queues) {
-                consumer.seekToBegin(queue);
+                retried(() -> {
+                    consumer.seekToBegin(queue);
+                    return null;
+                }, deadline);
             }
             TreeMap<String, String> seen = new TreeMap<>();
             while (seen.size() < expected && System.currentTimeMillis() < deadline) {
@@ -47,5 +51,26 @@ public class ConsumeProbe {
             consumer.shutdown();
         }
         System.exit(status);
+    }
+
+    interface Call<T> {
+        T call() throws Exception;
+    }
+
+    /**
+     * {@code call}, tried again until {@code deadline} when it fails: the client's own RPC timeout
+     * (3 s) is a hang guard, and on a busy machine a broker may answer later than that.
+     */
+    static <T> T retried(Call<T> call, long deadline) throws Exception {
+        while (true) {
+            try {
+                return call.call();
+            } catch (Exception e) {
+                if (System.currentTimeMillis() >= deadline) {
+                    throw e;
+                }
+                Thread.sleep(200);
+            }
+        }
     }
 }
