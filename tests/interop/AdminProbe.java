@@ -6,13 +6,17 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 /**
  * One admin call through Apache's own client: {@code ADDR VERB [ACCESS_KEY SECRET_KEY]}.
  * With keys it signs with upstream's AclClientRPCHook. Prints {@code ok=...} or {@code error=...}.
+ * The call's timeout is 15 s rather than the client's 3 s: it only guards against a hang, and on a
+ * busy machine an answer may come later than 3 s.
  */
 public class AdminProbe {
+    private static final long CALL_TIMEOUT_MS = 15_000;
+
     public static void main(String[] args) throws Exception {
         String addr = args[0];
         RPCHook hook = args.length > 3
             ? new AclClientRPCHook(new SessionCredentials(args[2], args[3])) : null;
-        DefaultMQAdminExt admin = hook == null ? new DefaultMQAdminExt() : new DefaultMQAdminExt(hook);
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(hook, CALL_TIMEOUT_MS);
         admin.setNamesrvAddr(addr);
         admin.setInstanceName("probe-" + System.nanoTime());
         admin.start();
