@@ -316,6 +316,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tree", type=Path, help="another checkout to measure beside this one")
     parser.add_argument("--no-valgrind", action="store_true", help="check the answers only")
     parser.add_argument("--jobs", type=int, default=2, help="children at once [%(default)s]")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the callgrind files in this folder (CASE-TREE-READS.callgrind, tree 0 this "
+        "one), for callgrind_annotate",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-reads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
@@ -335,7 +341,9 @@ def main(argv: list[str] | None = None) -> None:
         return "-" if v is None else f"{v:,.0f}"
 
     print(f"{'case':22} {'this tree':>14}" + (f" {'--tree':>14} {'ratio':>7}" if args.tree else ""))
-    with tempfile.TemporaryDirectory(prefix="instructions-") as work:
+    with tempfile.TemporaryDirectory(prefix="instructions-") as scratch:
+        work = scratch if args.keep is None else str(args.keep)
+        Path(work).mkdir(parents=True, exist_ok=True)
         for case in args.cases or cases:
             n = args.requests or DEFAULT_REQUESTS[case.partition("-")[0]]
             plan = build_plan(case, n, args.lookup_batch)

@@ -194,7 +194,10 @@ def test_large_frames_split_anyhow_come_out_whole_and_in_order():
     big = RemotingCommand.request(RequestCode.REGISTER_BROKER, {"k": "v"}, b"\x07" * 3_000_000)
     small = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "t"}, opaque=5)
     other = RemotingCommand.request(RequestCode.REGISTER_BROKER, {}, b"\x01" * 1_500_000, opaque=9)
+    # A 1,000-topic register's size: past one read of 64 KB, gathered as reads too.
+    mid = RemotingCommand.request(RequestCode.REGISTER_BROKER, {}, b"\x02" * 170_000, opaque=11)
     stream = encode_command(big) + encode_command(small) + encode_command(other)
+    stream += encode_command(mid)
     for cut in (1, 7, 65_536, 1_000_000, 3_000_001, len(stream)):
         decoder = FrameDecoder()
         got: list[RemotingCommand] = []
@@ -206,12 +209,13 @@ def test_large_frames_split_anyhow_come_out_whole_and_in_order():
             (big.code, big.opaque, 3_000_000),
             (small.code, 5, 0),
             (other.code, 9, 1_500_000),
+            (mid.code, 11, 170_000),
         ]
-        assert got[0].body == big.body and got[2].body == other.body
+        assert got[0].body == big.body and got[2].body == other.body and got[3].body == mid.body
         assert decoder.buffered == 0
         assert max(held) < len(stream)  # what is held is counted while it is partial
         if cut == 65_536:
-            assert held[1] == 2 * cut - 4  # a large frame's reads held (its length read out)
+            assert held[1] == 2 * cut  # a large frame's reads held, its length prefix counted
 
 
 def test_a_large_frame_comes_as_header_and_body_joined_apart_unless_its_header_is_split():
