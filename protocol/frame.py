@@ -345,10 +345,10 @@ class FrameDecoder:
         self.max_frame_size = max_frame_size
         self._buffer = bytearray()
         self._broken = False
-        self._parts: list[bytes] = []
-        """A large frame in arrival: its reads kept as they came (after the length prefix),
-        joined once when whole, instead of a growing buffer copied at every resize and again
-        when cut out."""
+        self._parts: list[bytes | memoryview] = []
+        """A large frame in arrival: its reads kept as they came (after the length prefix;
+        views of the reads where they hold more), joined once when whole, instead of a growing
+        buffer copied at every resize and again when cut out."""
         self._parts_bytes = 0
         self._part_header = 0
         """The large frame's length (what ``_parts`` must add up to)."""
@@ -389,15 +389,15 @@ class FrameDecoder:
         self._parts_bytes = 0
 
     @staticmethod
-    def _joined(parts: list[bytes]) -> bytes | SplitFrame:
+    def _joined(parts: list[bytes | memoryview]) -> bytes | SplitFrame:
         """A large frame's reads as one frame: header and body apart, unless the header
         reaches past the first read (then whole)."""
-        first = parts[0]
+        first = memoryview(parts[0])
         head_end = 4 + (_LENGTH.unpack_from(first, 0)[0] & _HEADER_LENGTH_MASK)
         if head_end > len(first):
             return b"".join(parts)
         parts[0] = first[head_end:]
-        return SplitFrame(first[:head_end], b"".join(parts))
+        return SplitFrame(bytes(first[:head_end]), b"".join(parts))
 
     def feed_raw(self, data: bytes) -> list[bytes | SplitFrame]:
         """Whole frames without their length prefix, undecoded (see :func:`decode_frame`); a
@@ -410,7 +410,7 @@ class FrameDecoder:
                 self._parts.append(data)
                 self._parts_bytes += len(data)
                 return []
-            self._parts.append(data[:need] if len(data) > need else data)
+            self._parts.append(memoryview(data)[:need] if len(data) > need else data)
             frame = self._joined(self._parts)
             self._parts = []
             self._parts_bytes = 0
@@ -449,7 +449,10 @@ class FrameDecoder:
                 if end > size:
                     if length >= _LARGE_FRAME and size - pos >= 8:
                         # Keep the reads of a large frame apart and join them once (above).
-                        first = bytes(src[pos + 4 :])
+                        # A view of the read itself; a copy of the buffer, which is reused.
+                        first = (
+                            memoryview(data)[pos + 4 :] if src is data else bytes(src[pos + 4 :])
+                        )
                         self._parts = [first]
                         self._parts_bytes = len(first)
                         self._part_header = length
