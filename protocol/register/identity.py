@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import re
 import struct
-import zlib
 from collections.abc import Generator
 from typing import NamedTuple
+
+from isal import isal_zlib
 
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
@@ -72,11 +73,12 @@ class VersionCut(NamedTuple):
 
 def crc32_steps(data: bytes, declared: int, sliced: bool) -> Generator[None, None, int]:
     """The body's CRC-32, a slice per step when ``sliced``, checked against ``declared`` (the
-    masked form upstream sends; 0: none declared); SYSTEM_ERROR when they differ."""
+    masked form upstream sends; 0: none declared); SYSTEM_ERROR when they differ. ISA-L's
+    CRC-32 is zlib's, computed several times faster (folding with carry-less multiplies)."""
     crc = 0
     view = memoryview(data)
     for offset in range(0, len(data), HASH_SLICE_BYTES):  # in C, a few ms per slice
-        crc = zlib.crc32(view[offset : offset + HASH_SLICE_BYTES], crc)
+        crc = isal_zlib.crc32(view[offset : offset + HASH_SLICE_BYTES], crc)
         if sliced:
             yield
     if declared != 0 and crc & 0x7FFFFFFF != declared:

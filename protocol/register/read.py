@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import re
 import struct
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable
 from functools import partial
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
+
+from isal import isal_zlib
 
 from protocol.codes import Version
 from protocol.errors import BodyError, LimitError
@@ -75,6 +76,8 @@ from protocol.route_model import DataVersion, TopicConfig
 INFLATE_SLICE_BYTES = 1 << 20
 """Inflated per step of :func:`inflate_steps`: a few milliseconds."""
 INT32 = struct.Struct(">i")
+_INFLATE_ERROR = cast(type[Exception], isal_zlib.error)
+"""What a body that does not inflate raises (the library's stubs type it as an instance)."""
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 _PREFIX = re.compile(rb"\x00([\x00-\xff]{3})")
 """A record's length prefix (a big-endian int32 below 16 MiB): split on it, its three low
@@ -194,14 +197,14 @@ def inflate_steps(
     ``check_head`` is given the first slice, to refuse the body by its head before the rest
     is inflated."""
     limit = inflate_limit(len(data), max_ratio)
-    inflater = zlib.decompressobj()
+    inflater = isal_zlib.decompressobj()  # zlib's format, inflated by ISA-L: 2-3 times faster
     pieces: list[bytes] = []
     size = 0
     pending = data
     while True:
         try:
             piece = inflater.decompress(pending, min(slice_bytes, limit + 1 - size))
-        except zlib.error as exc:
+        except _INFLATE_ERROR as exc:
             raise BodyError(f"compressed register body does not inflate: {exc}") from None
         size += len(piece)
         if size > limit:

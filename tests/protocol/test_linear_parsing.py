@@ -78,7 +78,7 @@ class Work:
                 work.add(len(data))
                 return self.inner.split(data, *args)
 
-        decompressobj = zlib.decompressobj
+        decompressobj = read.isal_zlib.decompressobj
 
         class Inflater:
             def __init__(self) -> None:
@@ -108,7 +108,7 @@ class Work:
         for name in ("_BODY", "_TABLE", "_LEAN_TABLE", "_ANY"):
             mp.setattr(plain, name, Decoder(getattr(plain, name)))
         mp.setattr(read, "_PREFIX", Splitter(read._PREFIX))
-        mp.setattr(read.zlib, "decompressobj", Inflater)
+        mp.setattr(read.isal_zlib, "decompressobj", Inflater)
 
 
 def _run(parse: Callable[[bytes], Any], data: bytes) -> None:
