@@ -361,8 +361,14 @@ class FrameDecoder:
 
     @property
     def allocated(self) -> int:
-        """Memory the incomplete frame occupies (a growing buffer over-allocates its length)."""
-        return (self._buffer.__alloc__() if self._buffer else 0) + self._parts_bytes
+        """Memory the incomplete frame occupies (a growing buffer over-allocates its length; a
+        gathered frame's first part may be a view that keeps its whole read alive)."""
+        held = (self._buffer.__alloc__() if self._buffer else 0) + self._parts_bytes
+        if self._parts:
+            first = self._parts[0]
+            if type(first) is memoryview:
+                held += len(first.obj) - len(first)  # type: ignore[arg-type]
+        return held
 
     @property
     def pending_header_length(self) -> int | None:

@@ -231,3 +231,17 @@ def test_a_large_frame_comes_as_header_and_body_joined_apart_unless_its_header_i
         assert (frame.head + frame.body if split else frame) == wire[4:]
         command = decode_frame(frame)
         assert (command.code, command.ext_fields, command.body) == (big.code, {"k": "v"}, big.body)
+
+
+def test_a_gathered_frame_counts_the_whole_read_its_first_part_keeps_alive():
+    small = encode_command(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"t": "x"}))
+    body = b"\x03" * 170_000
+    big = encode_command(RemotingCommand.request(RequestCode.REGISTER_BROKER, {}, body))
+    read = small + big[: 65_536 - len(small)]
+    decoder = FrameDecoder()
+    assert len(decoder.feed(read)) == 1
+    assert decoder.buffered == 65_536 - len(small)  # what the peer sent of the big frame
+    assert decoder.allocated >= 65_536  # the view keeps the read, the small frame's bytes too
+    rest = big[65_536 - len(small) :]
+    (frame,) = decoder.feed(rest)
+    assert frame.body == body and decoder.buffered == 0 and decoder.allocated == 0
