@@ -34,9 +34,8 @@ from __future__ import annotations
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from functools import partial
-from itertools import chain
 from typing import Any, NamedTuple, cast
 
 from isal import isal_zlib
@@ -563,8 +562,6 @@ class ChunkCache:
         self.misses = 0
         self.table_hits = 0
         self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
-        self._checked: set[tuple[int, int]] = set()
-        """Cached chunks whose topic names passed the register's checks."""
         self._tables: OrderedDict[tuple[bytes, int, ReadLimits], RegisterTable] = OrderedDict()
 
     def __len__(self) -> int:
@@ -618,13 +615,3 @@ class ChunkCache:
             else:
                 _, old = self._parts.popitem(last=False)
                 self.bytes -= old.key[0]
-                self._checked.discard(old.key)
-
-    def unchecked_names(self, parts: Iterable[TablePart]) -> list[str]:
-        """The topic names of ``parts`` not known to pass the checks, in order."""
-        checked = self._checked
-        return list(chain.from_iterable(p.names for p in parts if p.key not in checked))
-
-    def checked(self, parts: Iterable[TablePart]) -> None:
-        """``parts`` passed the checks of a register; those cached need not be checked again."""
-        self._checked.update(p.key for p in parts if p.key in self._parts)

@@ -5,8 +5,7 @@ and the body's small parts checked as the full decoder checks them.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from protocol.route_model import DataVersion
@@ -47,6 +46,9 @@ class TablePart(NamedTuple):
     topics: dict[str, Any]
     """``names`` to ``specs``, made once: a chunk read again adds its topics to a table
     from a dict (its keys' hashes kept), not pair by pair."""
+    passed: list[bool]
+    """``[True]`` once its names passed a register's checks: a chunk is content, so the same
+    chunk read again (from the chunk cache, or in a cached table) needs no check again."""
 
     @classmethod
     def of(
@@ -58,13 +60,14 @@ class TablePart(NamedTuple):
         distinct: tuple[Any, ...],
         end: int = -1,
     ) -> TablePart:
-        return cls(key, names, specs, renamed, distinct, end, dict(zip(names, specs, strict=True)))
+        topics = dict(zip(names, specs, strict=True))
+        return cls(key, names, specs, renamed, distinct, end, topics, [False])
 
 
 @dataclass(frozen=True, slots=True)
 class RegisterTable:
     """What the name server reads of a REGISTER_BROKER body (see
-    :func:`protocol.register.lean_read.register_body_steps`)."""
+    :func:`protocol.register.read.register_body_steps`)."""
 
     topic_queues: dict[str, TopicQueueSpec]
     data_version: DataVersion
@@ -77,18 +80,6 @@ class RegisterTable:
     parts: tuple[TablePart, ...] | None = field(default=None, compare=False)
     """The table's chunks as read, in order, when every chunk was read the usual way and no
     topic is listed twice: what lets the registry skip chunks it applied already."""
-
-    def without(self, names: Collection[str]) -> RegisterTable:
-        """The table less the topics ``names``: with no chunks (those read hold them), so the
-        registry applies it whole and the chunk cache does not take its names as checked."""
-        queues = {n: spec for n, spec in self.topic_queues.items() if n not in names}
-        return replace(
-            self,
-            topic_queues=queues,
-            specs=tuple(set(queues.values())),
-            renamed={n: o for n, o in self.renamed.items() if n not in names},
-            parts=None,
-        )
 
 
 class ReadLimits(NamedTuple):

@@ -39,13 +39,14 @@ from dataclasses import dataclass
 from enum import Enum
 
 from namesrv.ops.audit_events import BrokerRegistered, TopicsUnlisted, Who
-from namesrv.requests.context import Services, ok
+from namesrv.requests.context import Services
 from namesrv.requests.register import validation
 from namesrv.routes.register_request import RegisterRequest
 from namesrv.routes.registration import RegisterResult
 from namesrv.routes.route_bodies import ORDER_TOPIC_CONFIG_NAMESPACE
 from namesrv.routes.tables import QueueSpec
 from protocol import headers
+from protocol.codes import ResponseCode
 from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
 from protocol.register import identity
@@ -199,25 +200,16 @@ def read(stages: RegisterStages, p: Passage) -> Work:
 
 def validate(stages: RegisterStages, p: Passage) -> Work:
     """The table checked whole before anything is applied: names a slice at a time (in C; the
-    names of cached chunks that passed before are not checked again), keys against names,
-    queue counts and perms once per spec, and the filter servers' addresses. Topics whose
-    names are no topic names leave the table (logged and counted); the chunks it was read from
-    are then not marked checked, so the next register checks them again."""
+    names of chunks that passed before are not checked again), keys against names, queue
+    counts and perms once per spec, and the filter servers' addresses. Topics whose names are
+    no topic names leave the table (logged and counted); the chunks it was read from are then
+    not marked checked, so the next register checks them again."""
     table = p.table
     assert table is not None
     config = stages.services.config.registry
+    names = validation.unchecked_names(table)
     per_step = stages.services.registry.slice_topics
-    cache = stages.chunk_cache
-    if table.parts is not None and cache is not None:
-        names = cache.unchecked_names(table.parts)
-    else:
-        names = list(table.topic_queues)
-    bad: dict[str, str] = {}
-    for start in range(0, len(names), per_step):
-        if start:
-            yield None
-        piece = names[start : start + per_step]
-        bad.update(validation.bad_topic_names(piece, config.max_topic_name_bytes))
+    bad = yield from validation.bad_names_steps(names, per_step, config.max_topic_name_bytes)
     if bad:
         stages.topics_dropped += len(bad)
         more = len(bad) - DROPPED_NAMES_SHOWN
@@ -231,15 +223,8 @@ def validate(stages: RegisterStages, p: Passage) -> Work:
             "; ".join(list(bad.values())[:DROPPED_NAMES_SHOWN]),
             f" (and {more} more)" if more > 0 else "",
         )
-        table = p.table = table.without(bad)
-    for name, other in table.renamed.items():
-        field = f"topicConfigTable[{name[:130]!r}]"
-        raise validation.RegisterError(f"{field}.topicName {other[:130]!r} differs from its key")
-    validation.check_topic_specs(table.topic_queues, table.specs, config.max_queue_nums)
-    for i, addr in enumerate(table.filter_server_list):
-        validation.check_address(f"filterServerList[{i}]", addr)
-    if table.parts is not None and cache is not None:
-        cache.checked(table.parts)
+        table = p.table = validation.without(table, bad)
+    validation.check_table(table, config.max_queue_nums)
 
 
 def totals(stages: RegisterStages, p: Passage) -> Work:
@@ -341,7 +326,7 @@ def answer(stages: RegisterStages, p: Passage) -> Work:
         ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
     ).to_wire()
     order_conf = stages.services.kv.listing(ORDER_TOPIC_CONFIG_NAMESPACE)
-    p.response = ok(p.req, ext, order_conf or b"")
+    p.response = p.req.make_response(ResponseCode.SUCCESS, None, ext, order_conf or b"")
     while result.job is not None and not result.job.done:
         yield WAIT
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Generator, Iterable, Mapping
+from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from namesrv.push.subscriptions import SubscriptionError, validate_topic_name
 from protocol.address import AddressError, split_host_port
 from protocol.codes import Perm, ResponseCode
 from protocol.errors import LimitError, ProtocolError
+from protocol.register.table import RegisterTable
 from protocol.route_model import QueueData, TopicConfig
 from protocol.topic_name import TOPIC_NAME_CHARS, TOPIC_NAME_MAX_LENGTH, topic_name_problem
 
@@ -141,3 +144,49 @@ def check_queue_datas(topic: str, queue_datas: Iterable[QueueData], max_queue_nu
     for qd in queue_datas:
         field = f"queueDatas[{qd.broker_name[:130]!r}]"
         check_queues(field, qd.read_queue_nums, qd.write_queue_nums, qd.perm, max_queue_nums)
+
+
+def unchecked_names(table: RegisterTable) -> list[str]:
+    """The topic names of a register's table not known to pass the checks, in order: those of
+    its chunks that passed before are not checked again."""
+    if table.parts is None:
+        return list(table.topic_queues)
+    return list(chain.from_iterable(p.names for p in table.parts if not p.passed[0]))
+
+
+def bad_names_steps(
+    names: list[str], per_step: int, max_bytes: int
+) -> Generator[None, None, dict[str, str]]:
+    """:func:`bad_topic_names` of ``names``, ``per_step`` names a step."""
+    bad: dict[str, str] = {}
+    for start in range(0, len(names), per_step):
+        if start:
+            yield None
+        bad.update(bad_topic_names(names[start : start + per_step], max_bytes))
+    return bad
+
+
+def without(table: RegisterTable, names: Collection[str]) -> RegisterTable:
+    """The table less the topics ``names``: with no chunks (those read hold them), so the
+    registry applies it whole and none of its chunks is taken as checked."""
+    queues = {n: spec for n, spec in table.topic_queues.items() if n not in names}
+    return replace(
+        table,
+        topic_queues=queues,
+        specs=tuple(set(queues.values())),
+        renamed={n: o for n, o in table.renamed.items() if n not in names},
+        parts=None,
+    )
+
+
+def check_table(table: RegisterTable, max_queue_nums: int) -> None:
+    """Keys against names, queue counts and perms once per spec, the filter servers'
+    addresses; once all pass, the table's chunks are marked checked."""
+    for name, other in table.renamed.items():
+        field = f"topicConfigTable[{name[:130]!r}]"
+        raise RegisterError(f"{field}.topicName {other[:130]!r} differs from its key")
+    check_topic_specs(table.topic_queues, table.specs, max_queue_nums)
+    for i, addr in enumerate(table.filter_server_list):
+        check_address(f"filterServerList[{i}]", addr)
+    for part in table.parts or ():
+        part.passed[0] = True
