@@ -9,6 +9,14 @@ A slice is compared and written with C-level ``map``/``zip``/``dict.update``: Py
 topic only for topics whose queue data changed to another value, which is what keeps a
 100,000-topic register within a few reactor turns.
 
+A broker holding no table whose register's first slice equals another broker's table of the
+same size (a cluster's brokers hold the same topics) holds that table object from then on: its
+slices are compared with it and only list the broker as a holder of their topics, so no table
+is written. Until the last slice the table holds topics whose holders do not list the broker yet
+(lookups go by the holders: each topic's old route or its new one). A slice that differs is
+written to the broker's own copy; a register stopped mid-way, or listing fewer topics, cuts the
+table to the topics it applied.
+
 The same turns carry other changes too large for one: a run-time switch that moves many routes
 at once (order confs joining or leaving routes) is reported ``slice_topics`` topics per call
 (:meth:`RegisterJobs.report_later`), as a departed broker's topics are dropped.
@@ -94,7 +102,7 @@ class RegisterJob:
         "cause",
         "data_version",
         "done",
-        "follow",
+        "held",
         "mapping",
         "memo",
         "names",
@@ -142,9 +150,10 @@ class RegisterJob:
         self.own_writes = -1
         """``RouteTables.writes`` right after this job's last write of a table it began:
         while it stands, that table holds exactly the slices applied, and none of the rest."""
-        self.follow: Table | None = None
-        """Another broker's table every slice applied so far is equal to (while
-        ``own_writes`` stands): once whole and of the same size, the broker holds it."""
+        self.held: Table | None = None
+        """Another broker's table the broker holds from the first slice on, that slice being
+        equal to it: the slices then only list the broker as a holder of their topics (a
+        slice that differs is written to the broker's own copy)."""
 
     def _finish(self) -> None:
         if self.done:
@@ -217,6 +226,8 @@ class RegisterJobs:
         """A newer register of the broker replaces the one still being applied."""
         job = self._jobs.pop(broker_name, None)
         if job is not None:
+            if job.held is not None:  # the topics not applied yet leave the table it held
+                self._t.keep_only(broker_name, job.names[: job.applied])
             self._recount()
             self._stats.jobs_superseded += 1
             job.cancelled = True
@@ -310,45 +321,57 @@ class RegisterJobs:
         if topics:
             new = self._queues_of(job, job.specs[begin:end])
             table = rt.tables.get(name)
-            own = table is None or job.own_writes == rt.writes
-            old = None if own or not table else list(map(table.get, topics))
-            if old is None or old.count(None) == len(old):  # all new to this broker
-                if own:
-                    self._follow(job, topics, new)
-                rt.writable(name).update(zip(topics, new, strict=True))
-                rt.add_holders(topics, name)
+            first = table is None and job.applied == 0
+            if (job.held is not None or first) and self._held_slice(job, topics, new):
                 touched = topics
-                if own:
-                    job.own_writes = rt.writes
-            elif job.rewrite_all:
-                if old != new:  # list equality: identical topic queues compare in C
-                    pairs = zip(topics, new, old, strict=True)
-                    changed = [(t, q) for t, q, o in pairs if q is not o and q != o]
-                    rt.writable(name).update(changed)
-                    arriving = [t for t, o in zip(topics, old, strict=True) if o is None]
-                    rt.add_holders(arriving, name)
-                    touched = list(map(_FIRST, changed))
             else:
-                changed = [(t, q) for t, q, o in zip(topics, new, old, strict=True) if o is None]
-                if changed:
-                    rt.writable(name).update(changed)
-                    touched = list(map(_FIRST, changed))
-                    rt.add_holders(touched, name)
+                touched = self._write_slice(job, topics, new, table)
             job.wrote = job.wrote or bool(touched)
             job.applied += len(topics)
             self._stats.topic_writes += len(topics)
         if end > len(job.names):
+            table = rt.tables.get(name)
+            if job.held is not None and table is not job.held and len(table or ()) > job.total:
+                rt.keep_only(name, job.names)  # a slice differed: the other's extra topics go
             if job.mapping:
                 mapped = rt.write_mapping(name, job.mapping)
                 mapped.difference_update(touched)
                 touched = [*touched, *sorted(mapped)]
             rt.unsettled.discard(name)
-            if job.wrote and self._share(job):
+            if self._share(job):
                 self._stats.tables_shared += 1
             if job.memo is not None:
                 rt.applied_parts[name] = job.memo
             job._finish()
         return touched
+
+    def _write_slice(
+        self, job: RegisterJob, topics: list[str], new: list[TopicQueues], table: Table | None
+    ) -> list[str]:
+        """Write a slice to the broker's own table; returns the topics whose queue data changed."""
+        rt = self._t
+        name = job.broker_name
+        own = table is None or job.own_writes == rt.writes
+        old = None if own or not table else list(map(table.get, topics))
+        if old is None or old.count(None) == len(old):  # all new to this broker
+            rt.writable(name).update(zip(topics, new, strict=True))
+            rt.add_holders(topics, name)
+            if own:
+                job.own_writes = rt.writes
+            return topics
+        if job.rewrite_all:
+            if old == new:  # list equality: identical topic queues compare in C
+                return []
+            pairs = zip(topics, new, old, strict=True)
+            changed = [(t, q) for t, q, o in pairs if q is not o and q != o]
+            rt.writable(name).update(changed)
+            rt.add_holders([t for t, o in zip(topics, old, strict=True) if o is None], name)
+            return list(map(_FIRST, changed))
+        changed = [(t, q) for t, q, o in zip(topics, new, old, strict=True) if o is None]
+        if changed:
+            rt.writable(name).update(changed)
+            rt.add_holders(list(map(_FIRST, changed)), name)
+        return list(map(_FIRST, changed))
 
     def _queues_of(self, job: RegisterJob, specs: list[Any]) -> list[TopicQueues]:
         """The interned topic queues of a slice's spec tuples, mapped in C; a slice of one
@@ -361,24 +384,32 @@ class RegisterJobs:
             return [queues_of[first]] * len(specs)
         return list(map(queues_of.__getitem__, specs))
 
-    def _follow(self, job: RegisterJob, topics: list[str], new: list[TopicQueues]) -> None:
-        """Compare a slice written to a table the job began with another broker's table of
-        the same size (the first slice picks it): still equal, the job follows it."""
+    def _held_slice(self, job: RegisterJob, topics: list[str], new: list[TopicQueues]) -> bool:
+        """Apply a slice of a broker holding another broker's table: its first slice makes the
+        broker hold the table of the register's size it is equal to (a cluster's brokers hold
+        the same topics), if any (else False: the slice is written as usual); a later slice
+        that differs is written to the broker's own copy. Either way the slice's topics list
+        the broker as a holder, so a lookup sees each topic's old route or its new one."""
         rt = self._t
-        if job.applied == 0:
-            job.follow = rt.table_like(job.broker_name, job.total)
-        follow = job.follow
-        if follow is not None and list(map(follow.get, topics)) != new:
-            job.follow = None
+        name = job.broker_name
+        if job.held is None:
+            other = rt.table_like(name, job.total)
+            if other is None or list(map(other.get, topics)) != new:
+                return False
+            rt.hold_table(name, other)
+            job.held = other
+        else:
+            table = rt.tables.get(name)
+            if table is None or list(map(table.get, topics)) != new:
+                rt.writable(name).update(zip(topics, new, strict=True))
+        rt.add_holders(topics, name)
+        return True
 
     def _share(self, job: RegisterJob) -> bool:
-        """A job that wrote its broker's table: hold another broker's equal table instead. A
-        table the job began and followed another one through, with no table written by
-        anyone else meanwhile, is equal to it when of its size: no comparison left to make."""
+        """Whether the broker holds another broker's table as its register leaves it: the one
+        it held throughout, or one found equal to the table the job wrote."""
         rt = self._t
-        name, follow = job.broker_name, job.follow
-        if job.own_writes != rt.writes or follow is None:
-            return rt.share_table(name)
-        if len(follow) == len(rt.tables[name]):
-            return rt.adopt_table(name, follow)
-        return False
+        name = job.broker_name
+        if job.held is not None and rt.tables.get(name) is job.held and name in rt.shared:
+            return True
+        return job.wrote and rt.share_table(name)

@@ -269,13 +269,13 @@ class Registration:
         memo = t.applied_parts.get(broker_name)
         touched: set[str] = set()
         deleted: list[str] = []
+        self._jobs.supersede(broker_name)
         if self._delete_with_registration and table is not None and not mapping_info:
             # Reported apart: a topic that leaves this way was deleted by a live broker, not
             # left by a departed one (clients drop the first and keep the second).
             unlisted = self._drop_unlisted(broker_name, table)
             deleted = self._announce.topics(unlisted, ChangeCause.UNLISTED)
         lacking = broker_name in t.lacking
-        self._jobs.supersede(broker_name)
         if not (rewrite_all or lacking or table) or (request.same_table and not lacking):
             self._stats.register_fast_paths += 1
             return touched, deleted, None

@@ -7,9 +7,11 @@ the broker names holding it. Brokers whose tables are equal, as a cluster's brok
 hold one table object between them, copied for the one that writes it first.
 
 :class:`RouteTables` is plain data with the primitives that keep its indexes consistent: the
-holder tuples of ``holders`` follow ``tables`` only through its methods, and so does the channel
-index of ``live``. The parts of the registry (registration, register jobs, departures, topic
-admin, queries) share one instance; none of them keeps route state of its own.
+holder tuples of ``holders`` follow ``tables`` only through its methods (a topic's holders name
+exactly the brokers whose tables hold it, but while a register held whole from its first slice
+is applied: see :mod:`namesrv.routes.register_jobs`), and so does the channel index of
+``live``. The parts of the registry (registration, register jobs, departures, topic admin,
+queries) share one instance; none of them keeps route state of its own.
 """
 
 from __future__ import annotations
@@ -189,18 +191,29 @@ class RouteTables:
                 return table
         return None
 
-    def adopt_table(self, broker_name: str, table: Table) -> bool:
-        """Make the broker hold ``table``, known equal to its own, if a broker still holds it;
-        returns whether it does now."""
+    def hold_table(self, broker_name: str, table: Table) -> None:
+        """Make the broker, holding no table, hold another broker's ``table`` object."""
         sharers = [name for name, held in self.tables.items() if held is table]
-        if not sharers or broker_name in sharers:
-            return False
-        own = self.tables[broker_name]
         self.tables[broker_name] = table
-        if broker_name in self.shared:
-            self._leave_share(broker_name, own)
         self.shared.update((broker_name, *sharers))
-        return True
+
+    def keep_only(self, broker_name: str, topics: list[str]) -> None:
+        """Cut the broker's table to ``topics`` (those of them it holds), in its own object:
+        what a register leaves of another broker's table it held whole (see
+        ``RegisterJobs``) when it stops mid-way or turns out to list fewer topics. The topics
+        cut never listed the broker as a holder."""
+        table = self.tables.get(broker_name)
+        if table is None:
+            return
+        kept = {topic: table[topic] for topic in topics if topic in table}
+        if broker_name in self.shared:
+            self._leave_share(broker_name, table)
+        self.writes += 1
+        self.applied_parts.pop(broker_name, None)
+        if kept:
+            self.tables[broker_name] = kept
+        else:
+            del self.tables[broker_name]
 
     def share_table(self, broker_name: str) -> bool:
         """Make the broker hold the table object of another broker when the two are equal

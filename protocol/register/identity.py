@@ -50,8 +50,6 @@ _VALUE = re.compile(
 )
 """fastjson's ``DataVersion``: counter, (5.x) stateVersion, timestamp, in name order."""
 _ZERO = DataVersion()
-_VIEW_FROM = 1 << 20
-"""From this body size on the tail is hashed through a view, not a copy."""
 
 
 class TableKey(NamedTuple):
@@ -96,21 +94,19 @@ def digest_steps(
     plain body that has a data version in fastjson's form is keyed by the hashes of the bytes
     around the version and the version (the same bytes around it say the same table).
     """
-    if sliced:
-        hash(data)  # kept by the bytes: the cut then hashes its tail alone
-        yield  # hashing 16 MB is a few milliseconds of its own
     found = None if compressed else cut(data)
+    if sliced and found is not None:
+        yield  # the cut hashed a copy of nearly all of it: a few milliseconds for 16 MB
     whole = hash(data) if found is None else hash(found)
     digest = _DIGEST.pack(b"c" if compressed else b"p", len(data), crc, whole)
     if sliced:
-        yield  # and the tail's hash, a few more
+        yield  # the body's own hash, or the cut's, a few more
     return digest, found
 
 
 def cut(body: bytes) -> VersionCut | None:
     """``body`` cut around the first ``"dataVersion"`` key's value, or None when there is none
-    in fastjson's form. Costs about one hash of the body's bytes (a large body's own hash
-    too, unless taken before)."""
+    in fastjson's form. Costs about one hash of the body's bytes."""
     at = body.find(_KEY)
     if at < 0:
         return None
@@ -119,12 +115,10 @@ def cut(body: bytes) -> VersionCut | None:
         return None
     start, end = found.span(1)
     counter, state, timestamp = found.group(2, 3, 4)
-    # A memoryview's hash first hashes the whole body it views (cached on the body after), so
-    # a small body's tail is copied, which is cheaper; a large one's is hashed through a view,
-    # so no second buffer of its size is allocated (hash the body beforehand to split the
-    # cost over two turns).
-    tail = body[end:] if len(body) < _VIEW_FROM else memoryview(body)[end:]
-    key = TableKey(start, len(body) - end, hash(body[:start]), hash(tail))
+    # The tail is hashed as a copy: a memoryview's hash would first hash the whole body it
+    # views (to know the body hashable), a second pass of SipHash where the copy is a memcpy.
+    # The copy lives for this call only, and one register is cut at a time.
+    key = TableKey(start, len(body) - end, hash(body[:start]), hash(body[end:]))
     version = DataVersion(
         state_version=int(state) if state is not None else 0,
         timestamp=int(timestamp),

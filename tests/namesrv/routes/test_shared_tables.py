@@ -15,6 +15,7 @@ from support.registry_world import (
     queue_owners,
 )
 
+from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.tables import RouteTables
 from protocol.codes import PERM_READ_WRITE, Perm
 from protocol.route_model import DataVersion, QueueData
@@ -165,19 +166,75 @@ def test_a_sharer_leaving_keeps_the_others_table_and_routes(w):
     check_consistent(w.registry.tables)
 
 
-def test_a_table_applied_in_slices_is_shared_once_whole_and_never_before():
-    w = make_world(slice_topics=10)
+def brokers_of(w, topic: str) -> list[str]:
+    route = w.registry.get_route(topic)
+    assert route is not None
+    return [q.broker_name for q in route.queue_datas]
+
+
+def test_an_equal_table_in_slices_is_held_from_the_first_and_listed_slice_by_slice():
+    w = sliced_world_with_broker_a()
+    writes = w.registry.tables.writes
+    w.register(configs(*NAMES), name="broker-b", addr=ADDR_B, channel=2)
+    tables = w.registry.tables
+    w.registry.run_jobs()  # 10 of 25 applied
+    assert tables.tables["broker-b"] is tables.tables["broker-a"]
+    assert brokers_of(w, NAMES[9]) == ["broker-a", "broker-b"]
+    assert brokers_of(w, NAMES[10]) == brokers_of(w, NAMES[-1]) == ["broker-a"]
+    while w.registry.run_jobs():
+        pass
+    assert tables.tables["broker-b"] is tables.tables["broker-a"]
+    assert tables.writes == writes  # no table was written
+    assert w.registry.stats.tables_shared == 1
+    assert brokers_of(w, NAMES[-1]) == ["broker-a", "broker-b"]
+    check_consistent(tables)
+
+
+def test_a_held_register_superseded_mid_way_keeps_only_what_it_applied():
+    w = sliced_world_with_broker_a()
+    w.register(configs(*NAMES), name="broker-b", addr=ADDR_B, channel=2)
+    w.registry.run_jobs()  # 10 of 25 applied into broker-a's table, held
+    tables = w.registry.tables
+    assert tables.tables["broker-b"] is tables.tables["broker-a"]
+    # A newer register of broker-b, another table, before the first one was applied.
+    w.register(configs("Other", *NAMES[:5]), name="broker-b", addr=ADDR_B, channel=2, version=V2)
+    assert set(tables.tables["broker-b"]) == {"Other", *NAMES[:10]}
+    assert len(tables.tables["broker-a"]) == 25
+    check_consistent(tables)
+    while w.registry.run_jobs():
+        pass
+    assert brokers_of(w, NAMES[-1]) == ["broker-a"]
+    check_consistent(tables)
+
+
+def test_a_held_register_superseded_mid_way_unlists_only_topics_it_had_applied():
+    w = make_world(slice_topics=10, delete_topic_with_broker_registration=True)
     w.register(configs(*NAMES))
     while w.registry.run_jobs():
         pass
     w.register(configs(*NAMES), name="broker-b", addr=ADDR_B, channel=2)
-    tables = w.registry.tables
-    w.registry.run_jobs()  # 10 of 25 applied: the broker's own partial table
-    assert len(tables.tables["broker-b"]) == 10 and tables.shared == set()
-    assert [q.broker_name for q in w.registry.get_route(NAMES[-1]).queue_datas] == ["broker-a"]
+    w.registry.run_jobs()  # 10 of 25 applied into broker-a's table, held
+    w.heard.calls.clear()
+    w.register(configs(*NAMES[:5]), name="broker-b", addr=ADDR_B, channel=2, version=V2)
+    calls = w.heard.calls
+    unlisted = [t for topics, cause in calls if cause is ChangeCause.UNLISTED for t in topics]
+    assert unlisted == NAMES[5:10]  # never those broker-b's routes did not list yet
+    assert list(w.registry.tables.tables["broker-b"]) == NAMES[:5]
+    assert brokers_of(w, NAMES[7]) == brokers_of(w, NAMES[-1]) == ["broker-a"]
+    check_consistent(w.registry.tables)
+
+
+def test_a_held_table_listing_another_topic_in_a_later_slice_ends_as_its_own():
+    w = sliced_world_with_broker_a()
+    names = [*NAMES[:-1], "Other"]  # the same size, one topic another
+    w.register(configs(*names), name="broker-b", addr=ADDR_B, channel=2)
     while w.registry.run_jobs():
         pass
-    assert tables.tables["broker-b"] is tables.tables["broker-a"]
+    tables = w.registry.tables
+    assert list(tables.tables["broker-b"]) == names
+    assert len(tables.tables["broker-a"]) == 25 and "Other" not in tables.tables["broker-a"]
+    assert brokers_of(w, NAMES[-1]) == ["broker-a"] and brokers_of(w, "Other") == ["broker-b"]
+    assert tables.shared == set()
     check_consistent(tables)
 
 
