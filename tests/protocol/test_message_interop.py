@@ -141,7 +141,10 @@ public class JavaSend {
     public static void main(String[] args) throws Exception {
         DefaultMQProducer producer = new DefaultMQProducer("java-pg");
         producer.setNamesrvAddr(args[0]);
-        producer.setSendMsgTimeout(10000);
+        // Hang guards, not measures: this checks bytes, and on a loaded machine the client's
+        // start-up and route fetch can take most of a short send budget.
+        producer.setSendMsgTimeout(120000);
+        producer.setMqClientApiTimeout(60000);
         int code = 1;
         try {
             producer.start();
