@@ -1,8 +1,17 @@
 """What makes a REGISTER_BROKER body the same as another.
 
 A body: its CRC-32, checked against the one the broker declares, and its digest (form, length,
-CRC-32 and a keyed hash), both taken in C; a large body's in steps a few milliseconds long, a
+CRC-32 and a hash), both taken in C; a large body's in steps a few milliseconds long, a
 generator yielding between them, so the name server reads other requests meanwhile.
+
+Which hash depends on whom a digest is compared with. A small body's digest and cut are only
+ever compared with the last register of the same broker address, whose sender it is: a body
+built to collide fools the name server about nothing but the sender's own table, which it could
+state anyway. Those are hashed with XXH3, seeded per process, many times faster than SipHash and
+read in place, so accidental collisions are as unlikely as 64 bits make them. A large body's
+digest also finds a table read before from another broker's body (the chunk cache), where a
+built collision would read one broker's bytes as another's table: those are hashed with the
+interpreter's SipHash under the process's secret key, a keyed pseudo-random function.
 
 A plain body split around its data version, so a body that differs from the broker's last one
 only in the data version is known for what it is without reading its table. A broker's data
@@ -26,11 +35,13 @@ certified: it is also what a body without the key reads as.
 from __future__ import annotations
 
 import re
+import secrets
 import struct
 from collections.abc import Generator
 from typing import NamedTuple
 
 from isal import isal_zlib
+from xxhash import xxh3_64_intdigest
 
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
@@ -38,8 +49,11 @@ from protocol.route_model import DataVersion
 
 HASH_SLICE_BYTES = 4 << 20
 """CRC-32 of a large register body per step: a few milliseconds."""
-_DIGEST = struct.Struct(">cQIq")
+_DIGEST = struct.Struct(">cQIQ")
 """(form, length, CRC-32, hash) of a register body: what makes two bodies the same."""
+_SEED = secrets.randbits(64)
+"""This process's seed of the fast hash: drawn at start, never sent."""
+_U64 = (1 << 64) - 1
 _KEY = b'"dataVersion"'
 _NUMBER = rb"(-?(?:0|[1-9][0-9]{0,17}))"
 """A JSON integer that fits a signed 64-bit long (at most 18 digits)."""
@@ -52,10 +66,17 @@ _VALUE = re.compile(
 _ZERO = DataVersion()
 
 
+def _hash(data: bytes | memoryview, shared: bool) -> int:
+    """A 64-bit hash of ``data``: keyed SipHash when ``shared`` (compared across brokers), else
+    seeded XXH3 (see the module's rule)."""
+    if shared:
+        return hash(bytes(data)) & _U64  # a copy for this call: a view would hash all it views
+    return xxh3_64_intdigest(data, _SEED)
+
+
 class TableKey(NamedTuple):
     """Identity of a body but for its data version's value: where the value starts, how many
-    bytes follow it, and the interpreter's keyed hash of the bytes on either side (SipHash with
-    the process's secret key, which a broker cannot steer into a collision)."""
+    bytes follow it, and the hash of the bytes on either side."""
 
     start: int
     after: int
@@ -89,24 +110,25 @@ def digest_steps(
 ) -> Generator[None, None, tuple[bytes, VersionCut | None]]:
     """The body's digest and, for a plain body, its cut around the data version.
 
-    A body is told apart by length, CRC-32 and the interpreter's keyed SipHash of its bytes
-    (in C), which a broker cannot steer into a collision without the process's secret key; a
-    plain body that has a data version in fastjson's form is keyed by the hashes of the bytes
-    around the version and the version (the same bytes around it say the same table).
+    A body is told apart by length, CRC-32 and a hash of its bytes (in C); a plain body that
+    has a data version in fastjson's form is keyed by the hashes of the bytes around the version
+    and the version (the same bytes around it say the same table). A ``sliced`` (large) body's
+    hashes are keyed SipHash, as its digest is compared across brokers (see the module's rule).
     """
-    found = None if compressed else cut(data)
+    found = None if compressed else cut(data, shared=sliced)
     if sliced and found is not None:
         yield  # the cut hashed a copy of nearly all of it: a few milliseconds for 16 MB
-    whole = hash(data) if found is None else hash(found)
+    whole = _hash(data, sliced) if found is None else hash(found) & _U64
     digest = _DIGEST.pack(b"c" if compressed else b"p", len(data), crc, whole)
     if sliced:
         yield  # the body's own hash, or the cut's, a few more
     return digest, found
 
 
-def cut(body: bytes) -> VersionCut | None:
+def cut(body: bytes, *, shared: bool = False) -> VersionCut | None:
     """``body`` cut around the first ``"dataVersion"`` key's value, or None when there is none
-    in fastjson's form. Costs about one hash of the body's bytes."""
+    in fastjson's form. Costs about one hash of the body's bytes, keyed SipHash when ``shared``
+    (see :func:`_hash`)."""
     at = body.find(_KEY)
     if at < 0:
         return None
@@ -115,10 +137,8 @@ def cut(body: bytes) -> VersionCut | None:
         return None
     start, end = found.span(1)
     counter, state, timestamp = found.group(2, 3, 4)
-    # The tail is hashed as a copy: a memoryview's hash would first hash the whole body it
-    # views (to know the body hashable), a second pass of SipHash where the copy is a memcpy.
-    # The copy lives for this call only, and one register is cut at a time.
-    key = TableKey(start, len(body) - end, hash(body[:start]), hash(body[end:]))
+    view = memoryview(body)
+    key = TableKey(start, len(body) - end, _hash(view[:start], shared), _hash(view[end:], shared))
     version = DataVersion(
         state_version=int(state) if state is not None else 0,
         timestamp=int(timestamp),

@@ -123,7 +123,8 @@ def register_body_steps(
 
     ``limits`` are checked as the body is read (see :class:`ReadLimits`); a compressed body
     is inflated a slice at a time, a step each. With ``chunk_cache``, the body's ``digest``
-    (see :func:`~protocol.register.identity.digest_steps`) finds a table read before from the
+    (:func:`~protocol.register.identity.digest_steps` of a sliced body, whose hash no broker
+    can aim at) finds a table read before from the
     very same bytes, under the same limits (a compressed body's for the same broker version),
     which is then the table read.
     """

@@ -196,11 +196,29 @@ def test_a_large_body_hashed_through_a_view_keys_as_a_small_one_would():
     assert identity.certify(a, cuts[0], read(a).data_version)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+def test_a_digest_compared_across_brokers_does_not_rest_on_the_fast_hash(monkeypatch, compressed):
+    """A large body's digest finds tables other brokers' bodies were read into: a collision a
+    broker could build in the fast hash must not make its bytes another's table. With the fast
+    hash broken (every input collides), small bodies' digests collide and large ones' do not."""
+    monkeypatch.setattr(identity, "xxh3_64_intdigest", lambda data, seed: 0)
+    names = [f"T{i}" for i in range(50)]
+    one = body_of(DataVersion(0, 5, 5), names, attributes={"k": "a"})
+    other = body_of(DataVersion(0, 5, 5), names, attributes={"k": "b"})  # same length
+    assert len(one) == len(other) and one != other
+
+    def digest(body: bytes, sliced: bool) -> bytes:
+        return _whole(identity.digest_steps(body, compressed, 0, sliced))[0]
+
+    assert digest(one, False) == digest(other, False)  # what a broken fast hash gives
+    assert digest(one, True) != digest(other, True)
+
+
 def _digest_read(
     body: bytes, compressed: bool, cache: ChunkCache, limits: ReadLimits = NO_LIMITS
 ) -> tuple[RegisterTable, int]:
     """The table read with the body's digest, and the steps it took."""
-    digest, _cut = _whole(identity.digest_steps(body, compressed, 0, False))
+    digest, _cut = _whole(identity.digest_steps(body, compressed, 0, True))
     steps = register_body_steps(
         body,
         compressed,
