@@ -21,7 +21,10 @@ A chunk seen before, in this broker's last register or another broker's with the
 is taken from :class:`ChunkCache` by its identity instead of being decoded again; its
 :class:`~protocol.register.table.TablePart` also lets the registry skip chunks it applied
 already. A large body seen before (a master and its slaves send the same one) is not read
-again: its table is taken from the cache by the body's digest.
+again: its table is taken from the cache by the body's digest. Nor is a large plain body equal
+to one read before but for its data version (a cluster's brokers send the same topics, each
+with its own version): its table is the one read from the other, with its own version, found
+by the cut's key once that body was certified (see :mod:`protocol.register.identity`).
 
 Anything else (a record of 16 MiB or more, a NUL or newline in a record, a signed number,
 attributes with spaces, records of both forms in one chunk, a malformed record) raises
@@ -34,7 +37,8 @@ from __future__ import annotations
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Hashable
+from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple, cast
 
@@ -50,7 +54,7 @@ from protocol.peer_text import (
     check_part_size,
     loads,
 )
-from protocol.register import plain
+from protocol.register import identity, plain
 from protocol.register.plain import (
     NotFast,
     TableSink,
@@ -108,6 +112,7 @@ def register_body_steps(
     chunk_cache: ChunkCache | None = None,
     limits: ReadLimits = NO_LIMITS,
     digest: bytes | None = None,
+    cut: identity.VersionCut | None = None,
 ) -> Generator[None, None, RegisterTable]:
     """Read a register body ``topics_per_step`` topic configs (of a plain body: about
     ``bytes_per_step`` bytes) at a time: a generator that yields between steps and returns the
@@ -126,11 +131,17 @@ def register_body_steps(
     (:func:`~protocol.register.identity.digest_steps` of a sliced body, whose hash no broker
     can aim at) finds a table read before from the
     very same bytes, under the same limits (a compressed body's for the same broker version),
-    which is then the table read.
+    which is then the table read; a plain body's ``cut`` (taken as the digest was, by a hash no
+    broker can aim at) finds one read from a certified body of the same bytes but for the data
+    version, which is then the table read with this body's version.
     """
     version = broker_version if compressed else 0  # a plain body reads alike for any
     if digest is not None and chunk_cache is not None:
         known = chunk_cache.table(digest, version, limits)
+        if known is None and cut is not None:
+            known = chunk_cache.table(cut.key, version, limits)
+            if known is not None:
+                known = replace(known, data_version=cut.version)
         if known is not None:
             return known
     if compressed:
@@ -142,7 +153,10 @@ def register_body_steps(
             data, topics_per_step, bytes_per_step, chunk_cache, limits
         )
     if digest is not None and chunk_cache is not None and table.parts is not None:
-        chunk_cache.put_table(digest, version, limits, table)  # read the usual way, whole
+        # read the usual way, whole; by the cut's key when any body with that key has this table
+        certified = cut is not None and identity.certify(data, cut, table.data_version)
+        key: Hashable = cut.key if certified and cut is not None else digest
+        chunk_cache.put_table(key, version, limits, table)
     return table
 
 
@@ -563,7 +577,7 @@ class ChunkCache:
         self.misses = 0
         self.table_hits = 0
         self._parts: OrderedDict[tuple[int, int], TablePart] = OrderedDict()
-        self._tables: OrderedDict[tuple[bytes, int, ReadLimits], RegisterTable] = OrderedDict()
+        self._tables: OrderedDict[tuple[Hashable, int, ReadLimits], RegisterTable] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -585,9 +599,9 @@ class ChunkCache:
         self.bytes += size
         self._fit()
 
-    def table(self, digest: bytes, version: int, limits: ReadLimits) -> RegisterTable | None:
+    def table(self, digest: Hashable, version: int, limits: ReadLimits) -> RegisterTable | None:
         """The table read under ``limits`` (for a broker of ``version``) from a body of this
-        digest, if the cache holds it."""
+        digest (or a certified cut's key), if the cache holds it."""
         key = (digest, version, limits)
         table = self._tables.get(key)
         if table is not None:
@@ -596,7 +610,7 @@ class ChunkCache:
         return table
 
     def put_table(
-        self, digest: bytes, version: int, limits: ReadLimits, table: RegisterTable
+        self, digest: Hashable, version: int, limits: ReadLimits, table: RegisterTable
     ) -> None:
         """Keep the table read under ``limits`` from a body: its dicts are shared with every
         register that sends the body again, read-only as every table's are."""

@@ -195,6 +195,7 @@ def read(stages: RegisterStages, p: Passage) -> Work:
         chunk_cache=stages.chunk_cache,
         limits=stages.limits,
         digest=p.digest if p.large else None,
+        cut=p.cut if p.large else None,
     )
 
 

@@ -217,8 +217,8 @@ def test_a_digest_compared_across_brokers_does_not_rest_on_the_fast_hash(monkeyp
 def _digest_read(
     body: bytes, compressed: bool, cache: ChunkCache, limits: ReadLimits = NO_LIMITS
 ) -> tuple[RegisterTable, int]:
-    """The table read with the body's digest, and the steps it took."""
-    digest, _cut = _whole(identity.digest_steps(body, compressed, 0, True))
+    """The table read with the body's digest and cut, as a large body's, and the steps it took."""
+    digest, cut = _whole(identity.digest_steps(body, compressed, 0, True))
     steps = register_body_steps(
         body,
         compressed,
@@ -228,6 +228,7 @@ def _digest_read(
         chunk_cache=cache,
         limits=limits,
         digest=digest,
+        cut=cut,
     )
     taken = 0
     while True:
@@ -259,7 +260,37 @@ def test_a_body_read_before_by_any_broker_is_its_table_again_without_a_step(comp
     assert cache.table_hits == 1 and cache.misses == decoded  # no chunk looked up again
     other = compressed_body(names, 8) if compressed else plain_body(names, 8)
     changed, _ = _digest_read(other, compressed, cache)
-    assert cache.table_hits == 1 and changed.data_version != first.data_version
+    assert changed == register_oracle.read_register_body(other, compressed, CURRENT_VERSION)
+    assert changed.data_version != first.data_version
+    # A plain body of another version is found by its cut; a compressed one is read again.
+    assert cache.table_hits == (1 if compressed else 2)
+
+
+def test_a_plain_body_equal_to_one_read_but_for_its_version_is_its_table_without_a_step():
+    """A cluster's brokers send the same topics, each with a data version of its own."""
+    names = [f"T{i}" for i in range(3_000)]
+    cache = ChunkCache(64 << 20)
+    first, first_steps = _digest_read(body_of(DataVersion(0, 5, 5), names), False, cache)
+    other = body_of(DataVersion(2, 1_700_000_000_123, 77), names)
+    again, again_steps = _digest_read(other, False, cache)
+    assert first_steps > 1 and again_steps == 0 and cache.table_hits == 1
+    assert again == read(other) and again.data_version == DataVersion(2, 1_700_000_000_123, 77)
+    assert again.topic_queues is first.topic_queues  # the very table, with its own version
+
+
+@pytest.mark.parametrize(
+    "why, names, attributes",
+    [
+        ("a backslash", [f"T{i}" for i in range(3_000)], {"k": 'say "hi"'}),
+        ("the key twice", [f"T{i}" for i in range(2_999)] + ["dataVersion"], {}),
+    ],
+)
+def test_a_body_the_cut_could_misread_is_never_found_by_its_cut(why, names, attributes):
+    cache = ChunkCache(64 << 20)
+    _digest_read(body_of(DataVersion(0, 5, 5), names, attributes=attributes), False, cache)
+    other = body_of(DataVersion(0, 6, 6), names, attributes=attributes)
+    again, steps = _digest_read(other, False, cache)
+    assert steps > 0 and cache.table_hits == 0 and again == read(other)
 
 
 def test_a_table_read_under_other_limits_is_read_again():
