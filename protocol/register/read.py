@@ -154,8 +154,9 @@ def register_body_steps(
         )
     if digest is not None and chunk_cache is not None and table.parts is not None:
         # read the usual way, whole; by the cut's key when any body with that key has this table
-        certified = cut is not None and identity.certify(data, cut, table.data_version)
-        key: Hashable = cut.key if certified and cut is not None else digest
+        key: Hashable = digest
+        if cut is not None and identity.certify(data, cut, table.data_version):
+            key = cut.key
         chunk_cache.put_table(key, version, limits, table)
     return table
 
