@@ -151,21 +151,27 @@ def child(plan_path: Path, measured_reads: int, out_path: Path) -> None:
     from twisted.internet import reactor as installed
     from twisted.internet import task
 
-    from namesrv.cli import LOG_FORMAT, tune_allocator
-    from namesrv.config import IN_MEMORY, from_mapping
+    from namesrv import cli
+    from namesrv import config as config_module
+    from namesrv.cli import tune_allocator
     from namesrv.server import NameServer
 
     with open(plan_path, "rb") as f:
         setup, warmup, measured = pickle.load(f)
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
-    config = from_mapping(
-        {
-            "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0, "wait_for_service_ms": 0},
-            "registry": {"broker_expiry_ms": 100_000_000, "kv_config_path": IN_MEMORY},
-            "acl": {"replay_record_path": IN_MEMORY},
-            "pressure": {"enabled": False},
-        }
-    )
+    log_format = getattr(cli, "LOG_FORMAT", "%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=log_format, stream=sys.stderr)
+    in_memory = getattr(config_module, "IN_MEMORY", "")
+    settings = {
+        "server": {"listen": "127.0.0.1:0", "shutdown_grace_ms": 0, "wait_for_service_ms": 0},
+        "registry": {"broker_expiry_ms": 100_000_000, "kv_config_path": in_memory},
+        "acl": {"replay_record_path": in_memory},
+        "pressure": {"enabled": False},
+    }
+    try:
+        config = config_module.from_mapping(settings)
+    except config_module.ConfigError:  # an older tree, without the settings that came later
+        del settings["server"]["wait_for_service_ms"], settings["acl"]
+        config = config_module.from_mapping(settings)
     reactor: Any = installed
     clock = task.Clock()
     server = NameServer(config, reactor, clock=clock, epoch="bench", timer=lambda: 0.0)

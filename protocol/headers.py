@@ -8,7 +8,9 @@ naming the field and the value, so a processor's refusal tells the peer exactly 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Self, get_type_hints
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar, Self, TypeVar, get_type_hints
 
 from protocol.errors import HeaderError
 
@@ -99,6 +101,36 @@ class Header:
             else:
                 out[name] = str(value)
         return out
+
+
+H = TypeVar("H", bound=Header)
+REMEMBERED_VALUE_CHARS = 255
+"""The longest field value of a header :func:`remembering` keeps (an address, a name)."""
+
+
+def remembering(
+    header: type[H], size: int, longest: int = REMEMBERED_VALUE_CHARS
+) -> Callable[[dict[str, str] | None], H]:
+    """``header.from_wire`` remembering what it read of the last ``size`` distinct headers: a
+    peer that repeats a header (a broker's register, every heartbeat) has it read once. Only
+    the declared fields are keys, and none longer than ``longest`` characters, so what is kept
+    stays bounded whatever peers send. Headers are frozen: one read can be handed out again. A
+    refused header is never remembered."""
+    names = tuple(wire_name for _attr, wire_name, *_rest in header._spec())
+    # A field a map lacks is None in ``values``, which from_wire reads as absent again.
+    read = functools.lru_cache(maxsize=size)(
+        lambda values: header.from_wire(dict(zip(names, values, strict=True)))
+    )
+
+    def reader(ext: dict[str, str] | None) -> H:
+        if not ext:
+            return header.from_wire(ext)
+        values = tuple(map(ext.get, names))
+        if max(map(len, filter(None, values)), default=0) > longest:
+            return header.from_wire(ext)
+        return read(values)
+
+    return reader
 
 
 def _base_type(hint: Any) -> type:

@@ -319,8 +319,9 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def has_surrogate_escape(data: bytes | str) -> bool:
     """Whether the JSON text ``data`` spells a surrogate: only then can a string decoded from
     it be unencodable."""
-    pattern = _SURROGATE_ESCAPE if not isinstance(data, str) else _SURROGATE_ESCAPE_TEXT
-    return pattern.search(data) is not None  # type: ignore[arg-type]
+    if isinstance(data, str):
+        return "\\u" in data and _SURROGATE_ESCAPE_TEXT.search(data) is not None
+    return b"\\u" in data and _SURROGATE_ESCAPE.search(data) is not None
 
 
 def unencodable(data: bytes | str, doc: Any) -> str | None:

@@ -50,6 +50,9 @@ class Command:
     shape, whether it is safe to)."""
     needs_operations: bool = False
     """Served only when the server gives an operations source (``Services.operations``)."""
+    header_repeats: bool = False
+    """Senders repeat the very same header (a broker's register, each heartbeat): what was
+    read of it is remembered (``protocol.headers.remembering``)."""
 
     @property
     def name(self) -> str:
@@ -71,11 +74,23 @@ COMMANDS: tuple[Command, ...] = (
         READ,
     ),
     # Brokers
-    Command(c.REGISTER_BROKER, h.RegisterBrokerRequestHeader, Registers.register_broker, BROKER),
+    Command(
+        c.REGISTER_BROKER,
+        h.RegisterBrokerRequestHeader,
+        Registers.register_broker,
+        BROKER,
+        header_repeats=True,
+    ),
     Command(
         c.UNREGISTER_BROKER, h.UnregisterBrokerRequestHeader, Brokers.unregister_broker, BROKER
     ),
-    Command(c.BROKER_HEARTBEAT, h.BrokerHeartbeatRequestHeader, Brokers.broker_heartbeat, BROKER),
+    Command(
+        c.BROKER_HEARTBEAT,
+        h.BrokerHeartbeatRequestHeader,
+        Brokers.broker_heartbeat,
+        BROKER,
+        header_repeats=True,
+    ),
     Command(
         c.QUERY_DATA_VERSION, h.QueryDataVersionRequestHeader, Brokers.query_data_version, BROKER
     ),

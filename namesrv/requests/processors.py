@@ -27,6 +27,7 @@ from namesrv.requests.handlers.push import PushHandlers
 from namesrv.requests.handlers.server_config import ServerConfigHandlers
 from namesrv.requests.register.entry import Registers
 from namesrv.requests.route_response_cache import RouteResponseCache
+from protocol import headers
 from protocol.codes import ResponseCode, SerializeType
 from protocol.errors import LimitError, ProtocolError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command, encode_command_head
@@ -41,6 +42,9 @@ Handler = Callable[[Connection, RemotingCommand, Any], "RemotingCommand | Pendin
 _Served = tuple[Command, str, Handler, Callable[[dict[str, str]], Any] | None]
 """A served code's command, its name, its bound handler and its header's decoder."""
 
+HEADERS_REMEMBERED = 1024
+"""Distinct headers of a repeating request code whose reading is remembered: a broker's
+register header per address (a cluster's brokers, many times over)."""
 SHARED_BODY_BYTES = 64 * 1024
 """An answer whose body is at least this long is handed out as :class:`SharedAnswer`."""
 
@@ -218,7 +222,11 @@ def _serving_table(
         if command.code in table:
             raise ValueError(f"request code {command.name} is declared twice")
         header = command.header
-        read_header = header.from_wire if header is not None else None
+        read_header: Callable[[dict[str, str]], Any] | None = None
+        if header is not None and command.header_repeats:
+            read_header = headers.remembering(header, HEADERS_REMEMBERED)
+        elif header is not None:
+            read_header = header.from_wire
         table[int(command.code)] = (command, command.name, _bind(command, parts), read_header)
     return table
 

@@ -5,11 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, Protocol
 
 from namesrv.routes.tables import QueueSpec
 from protocol.register.table import TablePart
 from protocol.route_model import DataVersion
+
+
+class Origin(Protocol):
+    """Who registers: what finds the address's last register (a register's header, before
+    its body is read, or the register itself)."""
+
+    @property
+    def cluster_name(self) -> str: ...
+
+    @property
+    def broker_addr(self) -> str: ...
+
+    @property
+    def broker_name(self) -> str: ...
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def enable_acting_master(self) -> bool: ...
 
 
 @dataclass(slots=True, kw_only=True)
@@ -18,9 +39,8 @@ class RegisterRequest:
     body holds (or that it is the body of the address's last register).
 
     A value: never changed once made; :meth:`evolve` makes a changed copy. It is not a frozen
-    dataclass because a heartbeat makes three of them, and a frozen one's construction costs
-    about twice as much (each field set through ``object.__setattr__``), a tenth of what the
-    whole heartbeat costs the server.
+    dataclass because a heartbeat makes two of them, and a frozen one's construction costs
+    about twice as much (each field set through ``object.__setattr__``).
     """
 
     cluster_name: str
@@ -51,9 +71,11 @@ class RegisterRequest:
 
     def evolve(self, **changes: Any) -> RegisterRequest:
         """A copy with ``changes`` (field names as keywords)."""
-        values = {name: getattr(self, name) for name in _FIELDS}
+        values = dict(zip(_FIELDS, _VALUES_OF(self), strict=True))
         values.update(changes)
         return RegisterRequest(**values)
 
 
 _FIELDS = tuple(RegisterRequest.__dataclass_fields__)
+_VALUES_OF = attrgetter(*_FIELDS)
+"""A request's field values in ``_FIELDS`` order, read in one call."""

@@ -20,7 +20,7 @@ from namesrv.routes.change_cause import ChangeCause
 from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent
 from namesrv.routes.register_jobs import RegisterJob, RegisterJobs, RegistryStats
-from namesrv.routes.register_request import RegisterRequest
+from namesrv.routes.register_request import Origin, RegisterRequest
 from namesrv.routes.tables import (
     MASTER_ID,
     AddrKey,
@@ -351,7 +351,7 @@ class Registration:
             self._departures.remove_addr(key, (), ChangeCause.REGISTER)
         return True
 
-    def body_unchanged(self, request: RegisterRequest, body_digest: bytes) -> bool:
+    def body_unchanged(self, request: Origin, body_digest: bytes) -> bool:
         """Whether a register body with this digest may skip reading its table: it is the very
         body this address last registered, that register's table is fully applied, and no
         topic was deleted under the broker since (DELETE_TOPIC: the table must be read to put
@@ -359,7 +359,7 @@ class Registration:
         live = self._last_entry(request)
         return live is not None and live.body_digest == body_digest
 
-    def table_unchanged(self, request: RegisterRequest, table_key: Hashable) -> bool:
+    def table_unchanged(self, request: Origin, table_key: Hashable) -> bool:
         """Whether a register body whose identity but for its data version is ``table_key`` may
         skip reading its table: the body this address last registered had the same key, and the
         table written from it is still whole (its chunk memo stands: no wipe, deletion or topic
@@ -376,7 +376,7 @@ class Registration:
         memo = t.applied_parts.get(broker_name)
         return memo is not None and memo[1] == is_prime_slave
 
-    def _last_entry(self, request: RegisterRequest) -> LiveBroker | None:
+    def _last_entry(self, request: Origin) -> LiveBroker | None:
         """The live entry of the register's address when its last register stands as it was
         applied: same broker name and id, its table fully applied, no topic deleted since."""
         t = self._t

@@ -32,7 +32,7 @@ from namesrv.routes.departures import Departures
 from namesrv.routes.events import Announcer, BrokerEvent, BrokerListener, Listener
 from namesrv.routes.queries import RouteQueries
 from namesrv.routes.register_jobs import DEFAULT_SLICE_TOPICS, RegisterJobs, RegistryStats
-from namesrv.routes.register_request import RegisterRequest
+from namesrv.routes.register_request import Origin, RegisterRequest
 from namesrv.routes.registration import RegisterResult, Registration
 from namesrv.routes.tables import RouteTables
 from namesrv.routes.topic_admin import TopicAdmin
@@ -93,12 +93,12 @@ class RouteRegistry:
         """REGISTER_BROKER (see :meth:`Registration.register_broker`)."""
         return self._registration.register_broker(request)
 
-    def body_unchanged(self, request: RegisterRequest, body_digest: bytes) -> bool:
+    def body_unchanged(self, request: Origin, body_digest: bytes) -> bool:
         """Whether a register body with this digest is the address's last one, its table
         standing as applied (see :meth:`Registration.body_unchanged`)."""
         return self._registration.body_unchanged(request, body_digest)
 
-    def table_unchanged(self, request: RegisterRequest, table_key: Hashable) -> bool:
+    def table_unchanged(self, request: Origin, table_key: Hashable) -> bool:
         """Whether a body that is the last one but for its data version may skip reading its
         table (see :meth:`Registration.table_unchanged`)."""
         return self._registration.table_unchanged(request, table_key)

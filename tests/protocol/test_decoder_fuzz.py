@@ -12,6 +12,7 @@ import json
 import struct
 import zlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import register_oracle
@@ -75,6 +76,86 @@ def test_json_headers_of_any_shape_decode_or_raise_frame_error(doc, body):
         assert isinstance(cmd.code, int) and all(
             isinstance(v, str) for v in cmd.ext_fields.values()
         )
+
+
+int32_edges = st.sampled_from([2**31 - 1, -(2**31), 2**31, -(2**31) - 1, True, 1.0, "1"])
+some_int32 = st.integers(-(2**31), 2**31 - 1)
+usual_headers = st.fixed_dictionaries(
+    {
+        "code": some_int32 | int32_edges,
+        "opaque": some_int32 | int32_edges,
+        "flag": st.integers(0, 3) | int32_edges,
+        "version": st.integers(0, 500) | int32_edges | st.none(),
+        "language": st.sampled_from(["JAVA", "GO", "PYTHON", "NOPE"]) | json_values,
+        "extFields": st.dictionaries(st.text(max_size=6), st.text(max_size=6))
+        | st.dictionaries(st.text(max_size=6), json_values),
+    },
+    optional={"remark": st.text(max_size=6) | json_values, "other": json_values},
+)
+
+
+def outcome(decode, *args):
+    try:
+        return decode(*args)
+    except FrameError as exc:
+        return (exc.remark, exc.kind, exc.code, exc.opaque, exc.flag)
+
+
+@settings(FUZZ, max_examples=1000)
+@given(usual_headers | json_headers)
+def test_a_header_decodes_as_its_field_by_field_check_decodes_it(doc):
+    """The decoder's quick read of a usual header agrees with the check of every field."""
+    data = json.dumps(doc, ensure_ascii=False).encode()
+    text = data.decode()
+    assert outcome(header_codec.decode_json, data) == outcome(
+        header_codec._checked_header, json.loads(data), text
+    )
+
+
+USUAL = {"code": 103, "flag": 0, "language": "JAVA", "opaque": 7, "version": 475, "extFields": {}}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"other": {"a": 1}},
+        {"other": [1]},
+        {"extFields": {"a": None, "b": 3, "c": True}},
+        {"extFields": {"a": {"b": "c"}}},
+        {"extFields": None},
+        {"extFields": "x"},
+        {"opaque": 2**31},
+        {"code": -(2**31) - 1},
+        {"flag": True},
+        {"version": 1.5},
+        {"version": None},
+        {"language": 0},
+        {"language": None},
+        {"remark": 5},
+        {"remark": "\ud800"},
+        {"extFields": {"k": "\ud83d\ude00"}},
+    ],
+    ids=repr,
+)
+def test_a_header_off_the_usual_decodes_as_its_field_by_field_check_decodes_it(change):
+    doc = {**USUAL, **change}
+    data = json.dumps(doc).encode()  # escapes: the surrogate cases are spelled \\uXXXX
+    assert outcome(header_codec.decode_json, data) == outcome(
+        header_codec._checked_header, json.loads(data), data.decode()
+    )
+
+
+def test_the_usual_header_is_read_without_the_field_by_field_check(monkeypatch):
+    """A header as upstream writes one never takes the slow path (which would hide a quick
+    path that declines everything)."""
+
+    def refuse(doc, text):
+        raise AssertionError("the field-by-field check ran")
+
+    monkeypatch.setattr(header_codec, "_checked_header", refuse)
+    command = RemotingCommand.request(103, {"brokerName": "broker-a", "brokerId": "0"}, b"")
+    decoded = decode_frame(encode_command(command)[4:])
+    assert decoded.ext_fields == {"brokerName": "broker-a", "brokerId": "0"}
 
 
 @FUZZ

@@ -222,3 +222,42 @@ def test_count_headers_read_back_their_numbers():
     )
     with pytest.raises(HeaderError, match="addTopicCount"):
         h.AddWritePermOfBrokerResponseHeader.from_wire({"addTopicCount": "seven"})
+
+
+REGISTER_FIELDS = CASES[0][1]
+
+
+def test_a_remembered_header_is_read_once_and_equals_its_reading():
+    read = h.remembering(h.RegisterBrokerRequestHeader, 4)
+    first = read(dict(REGISTER_FIELDS))
+    again = read({**REGISTER_FIELDS, "unknownField": "x"})  # a field no one reads: same header
+    assert first == h.RegisterBrokerRequestHeader.from_wire(REGISTER_FIELDS)
+    assert again is first
+
+
+def test_a_refused_header_is_refused_each_time_and_a_missing_field_stays_missing():
+    read = h.remembering(h.RegisterBrokerRequestHeader, 4)
+    broken = {**REGISTER_FIELDS, "brokerId": "zero"}
+    for _ in range(2):
+        with pytest.raises(HeaderError, match="brokerId"):
+            read(broken)
+    lacking = {k: v for k, v in REGISTER_FIELDS.items() if k != "brokerName"}
+    for _ in range(2):
+        with pytest.raises(HeaderError, match="brokerName"):
+            read(lacking)
+    without_zone = read(dict(REGISTER_FIELDS))
+    assert without_zone.zone_name is None
+
+
+def test_what_is_remembered_stays_bounded_whatever_peers_send():
+    """Distinct headers past the bound push the oldest out; a long value is read each time
+    and never kept."""
+    size = 8
+    read = h.remembering(h.RegisterBrokerRequestHeader, size, longest=64)
+    first = read({**REGISTER_FIELDS, "brokerName": "broker-0"})
+    for i in range(1, 100):
+        read({**REGISTER_FIELDS, "brokerName": f"broker-{i}"})
+    assert read({**REGISTER_FIELDS, "brokerName": "broker-0"}) is not first
+    long_name = {**REGISTER_FIELDS, "brokerName": "b" * 65}
+    one, two = read(long_name), read(long_name)
+    assert one == two and one is not two

@@ -18,7 +18,7 @@ from collections import Counter
 
 from namesrv.requests.context import Connection, PendingResponse, Services, who_asked
 from namesrv.requests.register import validation
-from namesrv.requests.register.stages import WAIT, Passage, RegisterStages, broker_request
+from namesrv.requests.register.stages import WAIT, Passage, RegisterStages
 from protocol import headers
 from protocol.codes import ResponseCode
 from protocol.errors import LimitError, ProtocolError
@@ -80,7 +80,8 @@ class Registers:
             req.version,
             h.body_crc32,
             large,
-            broker_request(h, conn.conn_id),
+            h,
+            conn.conn_id,
             who_asked(self.s, conn, req),
         )
         steps = self.stages.steps(passage)

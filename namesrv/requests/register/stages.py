@@ -34,9 +34,10 @@ found.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Hashable, Mapping
+from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from namesrv.ops.audit_events import BrokerRegistered, TopicsUnlisted, Who
 from namesrv.requests.context import Services
@@ -51,7 +52,7 @@ from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
 from protocol.register import identity
 from protocol.register.read import ChunkCache, register_body_steps
-from protocol.register.table import ReadLimits, RegisterTable
+from protocol.register.table import ReadLimits, RegisterTable, TablePart
 from protocol.route_model import DataVersion
 
 log = logging.getLogger(__name__)
@@ -93,8 +94,10 @@ class Passage:
     """0: the broker declared none."""
     large: bool
     """Read in slices across reactor turns from the first one (the register is pending)."""
-    request: RegisterRequest
-    """The register of the header, its body not looked at yet (see :func:`broker_request`)."""
+    header: headers.RegisterBrokerRequestHeader
+    """Who registers (the registry's :class:`~namesrv.routes.register_request.Origin`)."""
+    channel: object
+    """The broker's connection, as the registry keeps it."""
     who: Who
     """Who sent it, for the audit trail."""
     crc: int = 0
@@ -105,25 +108,6 @@ class Passage:
     table: RegisterTable | None = None
     result: RegisterResult | None = None
     response: RemotingCommand | None = None
-
-
-def broker_request(h: headers.RegisterBrokerRequestHeader, channel: object) -> RegisterRequest:
-    """The register of a header, its body not looked at yet (an empty body's: no topics)."""
-    return RegisterRequest(
-        cluster_name=h.cluster_name,
-        broker_addr=h.broker_addr,
-        broker_name=h.broker_name,
-        broker_id=h.broker_id,
-        ha_server_addr=h.ha_server_addr,
-        topic_configs={},
-        data_version=DataVersion(),
-        filter_server_list=[],
-        heartbeat_timeout_ms=h.heartbeat_timeout_millis,
-        enable_acting_master=h.enable_acting_master,
-        channel=channel,
-        topic_queue_mapping_info={},
-        zone_name=h.zone_name,
-    )
 
 
 class RegisterStages:
@@ -174,9 +158,9 @@ def classify(stages: RegisterStages, p: Passage) -> Work:
         return
     p.digest, p.cut = yield from identity.digest_steps(p.data, p.compressed, p.crc, p.large)
     registry = stages.services.registry
-    if registry.body_unchanged(p.request, p.digest):
+    if registry.body_unchanged(p.header, p.digest):
         p.kind = Kind.HEARTBEAT
-    elif p.cut is not None and registry.table_unchanged(p.request, p.cut.key):
+    elif p.cut is not None and registry.table_unchanged(p.header, p.cut.key):
         stages.versions_only += 1
         p.kind = Kind.VERSION_ONLY
 
@@ -218,7 +202,7 @@ def validate(stages: RegisterStages, p: Passage) -> Work:
             "register_topic_dropped",
             "REGISTER_BROKER from %s: %d topic(s) dropped, their names are no topic names "
             "(1-%d characters of A-Z a-z 0-9 _ - %% |): %s%s",
-            p.request.broker_addr,
+            p.header.broker_addr,
             len(bad),
             config.max_topic_name_bytes,
             "; ".join(list(bad.values())[:DROPPED_NAMES_SHOWN]),
@@ -275,15 +259,17 @@ def apply(stages: RegisterStages, p: Passage) -> None:
 def _request_of(p: Passage) -> RegisterRequest:
     """The register as the registry takes it: the header's, with what the body holds, or that
     it is the body of the address's last register, or that only its data version is new. Made
-    once, here (not copied from the header's with changes: a heartbeat's cost counts)."""
-    r, kind, cut = p.request, p.kind, p.cut
-    if kind is Kind.EMPTY:
-        return r
+    once, here (a heartbeat's cost counts)."""
+    h, kind, cut = p.header, p.kind, p.cut
     topic_configs: Mapping[str, QueueSpec] | None = None
-    data_version, servers = r.data_version, r.filter_server_list
-    mapping, parts = r.topic_queue_mapping_info, None
+    data_version = _NO_VERSION
+    servers: list[str] = []
+    mapping: Mapping[str, Any] = {}
+    parts: Sequence[TablePart] | None = None
     table_key: Hashable | None = None
-    if kind is Kind.VERSION_ONLY:
+    if kind is Kind.EMPTY:
+        topic_configs = {}
+    elif kind is Kind.VERSION_ONLY:
         assert cut is not None
         data_version, table_key = cut.version, cut.key
     elif kind is Kind.READ:
@@ -298,24 +284,29 @@ def _request_of(p: Passage) -> RegisterRequest:
         if cut is not None and identity.certify(p.data, cut, data_version):
             table_key = cut.key
     return RegisterRequest(
-        cluster_name=r.cluster_name,
-        broker_addr=r.broker_addr,
-        broker_name=r.broker_name,
-        broker_id=r.broker_id,
-        ha_server_addr=r.ha_server_addr,
+        cluster_name=h.cluster_name,
+        broker_addr=h.broker_addr,
+        broker_name=h.broker_name,
+        broker_id=h.broker_id,
+        ha_server_addr=h.ha_server_addr,
         topic_configs=topic_configs,
         data_version=data_version,
         filter_server_list=servers,
-        heartbeat_timeout_ms=r.heartbeat_timeout_ms,
-        enable_acting_master=r.enable_acting_master,
-        channel=r.channel,
+        heartbeat_timeout_ms=h.heartbeat_timeout_millis,
+        enable_acting_master=h.enable_acting_master,
+        channel=p.channel,
         topic_queue_mapping_info=mapping,
         body_digest=p.digest,
         table_parts=parts,
-        zone_name=r.zone_name,
+        zone_name=h.zone_name,
         table_key=table_key,
         same_table=kind is Kind.VERSION_ONLY,
     )
+
+
+_NO_VERSION = DataVersion()
+"""The data version of a register without a body, or whose version the registry takes from
+the address's last register."""
 
 
 def answer(stages: RegisterStages, p: Passage) -> Work:

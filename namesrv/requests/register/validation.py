@@ -28,6 +28,11 @@ from protocol.topic_name import TOPIC_NAME_CHARS, TOPIC_NAME_MAX_LENGTH, topic_n
 
 ALL_PERM_BITS = Perm.INHERIT | Perm.WRITE | Perm.READ | Perm.PRIORITY
 ADDRESS_MAX_LENGTH = 255
+ADDRESSES_REMEMBERED = 4096
+"""Addresses whose check is remembered (each at most ``ADDRESS_MAX_LENGTH`` characters): a
+cluster's brokers and their HA ports fit many times over."""
+_WHITESPACE = re.compile(r"\s")
+"""What ``str.isspace`` calls a space: refused anywhere in an address."""
 
 
 class RegisterError(ProtocolError):
@@ -41,13 +46,20 @@ def check_address(field: str, addr: str, *, required: bool = True) -> None:
     """``HOST:PORT`` with a port in 1..65535, as a broker advertises its addresses."""
     if not addr and not required:
         return
+    if not _is_address(addr):
+        raise RegisterError(f"{field} must be HOST:PORT, got {addr[:ADDRESS_MAX_LENGTH]!r}")
+
+
+@functools.lru_cache(maxsize=ADDRESSES_REMEMBERED)
+def _is_address(addr: str) -> bool:
+    """Remembered: every register and heartbeat of a broker names the same addresses."""
+    if len(addr) > ADDRESS_MAX_LENGTH or _WHITESPACE.search(addr) is not None:
+        return False
     try:
         split_host_port(addr)
-        ok = len(addr) <= ADDRESS_MAX_LENGTH and not any(ch.isspace() for ch in addr)
     except AddressError:
-        ok = False
-    if not ok:
-        raise RegisterError(f"{field} must be HOST:PORT, got {addr[:ADDRESS_MAX_LENGTH]!r}")
+        return False
+    return True
 
 
 def check_topic(field: str, topic: str) -> None:

@@ -18,7 +18,6 @@ from namesrv.requests.register.stages import (
     Kind,
     Passage,
     RegisterStages,
-    broker_request,
     checksum,
     classify,
 )
@@ -48,9 +47,7 @@ def passage_of(
     wire = register(data, compressed=compressed)
     header = headers.RegisterBrokerRequestHeader.from_wire(wire.ext_fields)
     declared = zlib.crc32(data) & 0x7FFFFFFF if crc is None else crc
-    return Passage(
-        wire, data, compressed, 479, declared, large, broker_request(header, 1), Who("peer")
-    )
+    return Passage(wire, data, compressed, 479, declared, large, header, 1, Who("peer"))
 
 
 @pytest.fixture

@@ -124,14 +124,17 @@ async def test_kv_and_lookup_requests_naming_a_lone_surrogate_are_refused(make_w
     assert got.code == ResponseCode.QUERY_NOT_FOUND
 
 
+@pytest.mark.parametrize("kind", [SerializeType.JSON, SerializeType.ROCKETMQ], ids=str)
 @pytest_twisted.ensureDeferred
-async def test_a_binary_header_holding_an_encoded_surrogate_is_refused(make_world_server):
+async def test_a_header_holding_an_encoded_surrogate_is_refused(make_world_server, kind):
+    """The bytes of a surrogate (ED A0 80) where JSON would spell it ``\\ud800``: no UTF-8
+    either, answered as such; the same connection is then served."""
     ns = make_world_server()
     client = await connect(ns.port)
     cmd = RemotingCommand.request(
         RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T-placeholder"}, b""
     )
-    cmd.serialize_type = SerializeType.ROCKETMQ
+    cmd.serialize_type = kind
     cmd.opaque = 77
     frame = encode_command(cmd).replace(b"T-placeholder", b"T-\xed\xa0\x80-xxxxxxx")
     d: defer.Deferred[Any] = defer.Deferred()
@@ -140,6 +143,8 @@ async def test_a_binary_header_holding_an_encoded_surrogate_is_refused(make_worl
     resp = await WorldDeferred(the_world(), d)
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert "UTF-8" in (resp.remark or "")
+    again = await client.ascii_json_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+    assert again.code == ResponseCode.TOPIC_NOT_EXIST
 
 
 @pytest_twisted.ensureDeferred
