@@ -33,7 +33,7 @@ import operator
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from itertools import filterfalse, islice, repeat
+from itertools import compress, islice, repeat
 from typing import NamedTuple
 
 from namesrv.config import PushConfig, SuppressionConfig
@@ -242,17 +242,20 @@ class ChangeDetector:
         """Record that a mutation for ``cause`` changed these topics' routes."""
         dirty = self._dirty
         bit = _BIT_OF_CAUSE[cause]
-        # All in C (a large register marks 100,000 at once, often while the last register's
-        # topics are still marked): those marked already gain the bit and keep their place in
-        # line (a dict update leaves a key where it is); the others join at the end.
-        again = list(filter(dirty.__contains__, topics)) if dirty else []
-        if again:
-            masks = list(map(operator.or_, map(dirty.__getitem__, again), repeat(bit)))
-            dirty.update(zip(again, masks, strict=True))
-            fresh = dict.fromkeys(filterfalse(dirty.__contains__, topics), bit)
+        # All in C, each topic looked up once (a large register marks 100,000 at once, often
+        # while the last register's topics are still marked): those marked already gain the
+        # bit and keep their place in line (a dict update leaves a key where it is); the
+        # others join at the end. A topic's mask is one of a handful of small ints, so the
+        # distinct ones are few: when each holds the bit already, nothing changes.
+        if dirty:
+            masks = list(map(dirty.get, topics, repeat(0)))
+            if all(mask & bit for mask in set(masks)):
+                return
+            dirty.update(zip(topics, map(operator.or_, masks, repeat(bit)), strict=True))
+            fresh: Iterable[str] = compress(topics, map(operator.not_, masks))
         else:
-            fresh = dict.fromkeys(topics, bit)
-        dirty.update(fresh)
+            dirty.update(dict.fromkeys(topics, bit))
+            fresh = topics
         if self._clock_ms is not None and self.report_routes:  # only a journal records it
             self._marked_at.update(dict.fromkeys(fresh, self._clock_ms()))
 

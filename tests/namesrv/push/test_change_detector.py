@@ -5,7 +5,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -726,3 +726,40 @@ def test_a_topic_that_leaves_is_deleted_only_when_a_deletion_caused_it(
     h.set("a", b"1")  # registered again: no longer remembered as deleted
     assert h.detector.version("a") == (3, True)
     assert not h.detector.deleted("a")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from("abcdefgh"), max_size=10), st.sampled_from(list(ChangeCause))
+        ),
+        max_size=8,
+    )
+)
+def test_marks_gather_each_topics_causes_in_the_order_topics_were_first_marked(steps) -> None:
+    """A topic marked again gains the cause and keeps its place; a new one joins at the end;
+    the time recorded is that of its first mark."""
+    now = [0]
+    detector = ChangeDetector(
+        lambda topic: True,
+        SubscriptionRegistry(100, 1000),
+        ALL_LOUD,
+        "e",
+        clock_ms=lambda: now[0],
+    )
+    expected: dict[str, set[ChangeCause]] = {}
+    first_marked: dict[str, int] = {}
+    for topics, cause in steps:
+        now[0] += 1
+        detector.mark(topics, cause)
+        for topic in topics:
+            expected.setdefault(topic, set()).add(cause)
+            first_marked.setdefault(topic, now[0])
+    marked = {
+        topic: {cause for cause in ChangeCause if mask & (1 << list(ChangeCause).index(cause))}
+        for topic, mask in detector._dirty.items()
+    }
+    assert list(marked) == list(expected)
+    assert marked == expected
+    assert detector._marked_at == first_marked
