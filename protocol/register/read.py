@@ -133,7 +133,9 @@ def register_body_steps(
     very same bytes, under the same limits (a compressed body's for the same broker version),
     which is then the table read; a plain body's ``cut`` (taken as the digest was, by a hash no
     broker can aim at) finds one read from a certified body of the same bytes but for the data
-    version, which is then the table read with this body's version.
+    version, which is then the table read with this body's version. A table read from a body
+    its ``cut`` certifies (:func:`~protocol.register.identity.certify`, a step per slice of a
+    large body), or found by the cut's key, carries the key as its ``version_key``.
     """
     version = broker_version if compressed else 0  # a plain body reads alike for any
     if digest is not None and chunk_cache is not None:
@@ -152,12 +154,11 @@ def register_body_steps(
         table = yield from plain.plain_body_steps(
             data, topics_per_step, bytes_per_step, chunk_cache, limits
         )
+    if cut is not None and (yield from identity.certify_steps(data, cut, table.data_version)):
+        table = replace(table, version_key=cut.key)
     if digest is not None and chunk_cache is not None and table.parts is not None:
         # read the usual way, whole; by the cut's key when any body with that key has this table
-        key: Hashable = digest
-        if cut is not None and identity.certify(data, cut, table.data_version):
-            key = cut.key
-        chunk_cache.put_table(key, version, limits, table)
+        chunk_cache.put_table(table.version_key or digest, version, limits, table)
     return table
 
 

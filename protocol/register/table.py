@@ -5,6 +5,7 @@ and the body's small parts checked as the full decoder checks them.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -80,6 +81,9 @@ class RegisterTable:
     parts: tuple[TablePart, ...] | None = field(default=None, compare=False)
     """The table's chunks as read, in order, when every chunk was read the usual way and no
     topic is listed twice: what lets the registry skip chunks it applied already."""
+    version_key: Hashable | None = field(default=None, compare=False)
+    """The key (``identity.TableKey``) of the certified cut of the plain body read: a body with
+    that key is this table with its own data version. None when not certified."""
 
 
 class ReadLimits(NamedTuple):

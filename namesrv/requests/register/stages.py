@@ -179,7 +179,7 @@ def read(stages: RegisterStages, p: Passage) -> Work:
         chunk_cache=stages.chunk_cache,
         limits=stages.limits,
         digest=p.digest if p.large else None,
-        cut=p.cut if p.large else None,
+        cut=p.cut,
     )
 
 
@@ -281,8 +281,7 @@ def _request_of(p: Passage) -> RegisterRequest:
             table.topic_queue_mapping_info_map,
             table.parts,
         )
-        if cut is not None and identity.certify(p.data, cut, data_version):
-            table_key = cut.key
+        table_key = table.version_key
     return RegisterRequest(
         cluster_name=h.cluster_name,
         broker_addr=h.broker_addr,

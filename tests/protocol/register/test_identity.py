@@ -318,3 +318,29 @@ def test_cached_tables_are_charged_per_topic_and_leave_before_chunks():
     again, steps = _digest_read(body, False, cache)
     assert steps > 0 and cache.table_hits == 0 and again == table
     assert cache.misses == misses  # read again, from the chunks kept
+
+
+def test_a_large_body_is_certified_a_slice_per_step_and_a_key_past_a_cut_still_counts(
+    monkeypatch,
+):
+    """Certifying a large body is steps of a slice each; a key spelled across a slice's end
+    is counted once, so a second one there still refuses the certificate."""
+    names = [f"T{i}" for i in range(300)]
+    body = body_of(DataVersion(0, 1_700_000_000_000, 9), names)
+    found = identity.cut(body)
+    assert found is not None
+    version = read(body).data_version
+    monkeypatch.setattr(identity, "HASH_SLICE_BYTES", 1000)
+    steps = identity.certify_steps(body, found, version)
+    taken = 0
+    with pytest.raises(StopIteration) as done:
+        while True:
+            next(steps)
+            taken += 1
+    assert done.value.value is True
+    assert taken == -(-len(body) // 1000) - 1
+    # a second key, straddling the boundary of two slices
+    second = body.index(b'"T150"')
+    at = 1000 * (second // 1000 + 1) - 5
+    doubled = body[:at] + b'"dataVersion"' + body[at:]
+    assert not identity.certify(doubled, found, version)
