@@ -79,6 +79,16 @@ class _Pending:
     event: BrokerEvent
     merged: set[Subscriber] = field(default_factory=set)
     """Connections whose owed entry already took this event's header (addresses, cause)."""
+    order: dict[str, int] | None = None
+    """Where each topic of the event's table stands in it, built the first time a connection
+    subscribes while the table is still being applied."""
+
+    @property
+    def applying(self) -> bool:
+        """Whether the event's table is still being applied: topics it has yet to mark may
+        be subscribed to meanwhile."""
+        table = self.event.table
+        return table is not None and not table.done
 
 
 _Key = tuple[str, BrokerChangeKind]
@@ -120,8 +130,14 @@ class BrokerEventBook:
         """The registry reports ``event`` right after marking its topics changed."""
         announced = self.announces(event)
         if announced:
-            if event.topics:
-                self._waiting.append((_Pending(event), set(event.topics)))
+            # Only a topic somebody subscribes to can be owed: a connection that subscribes
+            # later settles the topic first (``ChangeDetector.version``), or, for a topic the
+            # event's table has yet to mark, is added to the event then (:meth:`subscribed`).
+            # Nobody subscribing, a broker of 100,000 topics costs no per-topic work here.
+            pending = _Pending(event)
+            subscribed = self._subs.subscribed_among(event.topics)
+            if subscribed or pending.applying:
+                self._waiting.append((pending, subscribed))
         else:
             self.events_silent += 1
         if self.events is not None:
@@ -137,6 +153,19 @@ class BrokerEventBook:
                     announced,
                 )
             )
+
+    def subscribed(self, topics: Collection[str]) -> None:
+        """Topics a connection just subscribed to, each settled first: those an event's table
+        still being applied has yet to mark wait for the event as well."""
+        for pending, left in self._waiting:
+            table = pending.event.table
+            if table is None or table.done:
+                continue
+            order = pending.order
+            if order is None:
+                order = pending.order = dict(zip(table.names, range(len(table.names)), strict=True))
+            applied = table.applied
+            left.update(topic for topic in topics if order.get(topic, -1) >= applied)
 
     @property
     def waiting(self) -> bool:
@@ -154,7 +183,7 @@ class BrokerEventBook:
             return
         for _, left in self._waiting:
             left.difference_update(topics)
-        self._waiting = [entry for entry in self._waiting if entry[1]]
+        self._waiting = [entry for entry in self._waiting if entry[1] or entry[0].applying]
 
     def settled(
         self, topic: str, before: int, version: int | None, causes: Collection[ChangeCause]
@@ -168,7 +197,7 @@ class BrokerEventBook:
                 pendings.append(pending)
                 emptied = emptied or not left
         if emptied:
-            self._waiting = [entry for entry in self._waiting if entry[1]]
+            self._waiting = [entry for entry in self._waiting if entry[1] or entry[0].applying]
         if not pendings or version is None:
             return
         exact = bool(causes) and all(cause in self._departure_causes for cause in causes)

@@ -274,6 +274,13 @@ class ChangeDetector:
 
     settle = version
 
+    def subscribed(self, topics: Collection[str]) -> None:
+        """A connection just subscribed to ``topics``, each settled first (:meth:`version`):
+        a broker event whose table is still being applied owes it those the table has yet to
+        mark."""
+        if self.broker_events is not None:
+            self.broker_events.subscribed(topics)
+
     def deleted(self, topic: str) -> bool:
         """Whether ``topic`` was deleted in this epoch and has no route since (as of its last
         settle: :meth:`version` settles it)."""

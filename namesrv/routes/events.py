@@ -7,14 +7,32 @@ import nothing from push.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from namesrv.routes.change_cause import ChangeCause
 from protocol.push_events import BrokerChangeKind
 
 Listener = Callable[[Collection[str], ChangeCause], None]
 """Told the topics whose assembled route a mutation may have changed, and why."""
+
+
+class TableProgress(Protocol):
+    """A broker's topic table being applied in slices, as its arrival sees it: each slice's
+    topics are marked changed as it is applied."""
+
+    @property
+    def names(self) -> Sequence[str]:
+        """The topics it applies, in order."""
+
+    @property
+    def applied(self) -> int:
+        """How many of :attr:`names` are applied (and marked)."""
+
+    @property
+    def done(self) -> bool:
+        """Applied whole, or given up (superseded, the broker gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +55,9 @@ class BrokerEvent:
     """Arrivals: (broker id, address) that id was registered at before, now replaced."""
     channel: object = None
     """The channel the address was registered over (its register's, for an arrival)."""
+    table: TableProgress | None = None
+    """Arrivals: the broker's table while it is applied in slices (its later topics are not
+    marked yet)."""
 
 
 BrokerListener = Callable[[BrokerEvent], None]

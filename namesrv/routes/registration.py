@@ -211,6 +211,7 @@ class Registration:
             topics,
             replaced=((broker_id, replaced),) if replaced is not None else (),
             channel=request.channel,
+            table=job,
         )
         if self._announce.broker_listener is not None:
             self._announce.broker(event)

@@ -34,6 +34,7 @@ class PushHandlers:
             for topic in topics
         ]
         added = self.s.subscriptions.subscribe(conn, topics, getattr(conn, "host", None))
+        detector.subscribed(added)
         # The latest SUBSCRIBE decides; inline routes take the body form GET_ROUTEINFO would
         # answer a request like this one with (its version, its acceptStandardJsonOnly).
         self.s.subscriptions.set_inline(conn, _route_form(req) if msg.inline_routes else None)

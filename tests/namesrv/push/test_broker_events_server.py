@@ -294,6 +294,73 @@ def test_arrival_after_departure_makes_the_departure_inexact_and_drops_returned_
     assert entry[7] == (("T", 3, 0),)
 
 
+class SlicedTable:
+    """A broker table applied in slices (``RegisterJobs``), as a broker event sees it."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.applied = 0
+        self.done = False
+
+
+def arrival_in_slices(h: Book, table: SlicedTable) -> None:
+    """broker-a arrives with ``table``'s topics, none of them applied yet."""
+    event = BrokerEvent(
+        BrokerChangeKind.ARRIVED,
+        ChangeCause.BROKER_STARTUP,
+        "c",
+        "broker-a",
+        ((0, A_ADDR),),
+        tuple(table.names),
+        table=table,
+    )
+    h.book.record(event)
+
+
+def apply_slice(h: Book, table: SlicedTable, count: int) -> None:
+    topics = table.names[table.applied : table.applied + count]
+    h.routes.update(dict.fromkeys(topics, b"with broker-a"))
+    h.detector.mark(topics, ChangeCause.BROKER_STARTUP)
+    table.applied += len(topics)
+    table.done = table.applied == len(table.names)
+
+
+def subscribe_settled(h: Book, conn: str, topics: list[str]) -> None:
+    """As SUBSCRIBE does: each topic settled first, then subscribed, then told to the book."""
+    for topic in topics:
+        h.detector.version(topic)
+    h.detector.subscribed(h.subs.subscribe(conn, topics))
+
+
+def test_a_topic_subscribed_while_an_arrival_is_applied_is_owed_when_it_is_applied():
+    """Subscribed before its slice was applied: the arrival names it. Subscribed after (its
+    change already settled into the ack's version): the arrival does not."""
+    h = Book(subscribed=())
+    table = SlicedTable(["U1", "U2", "U3", "U4"])
+    arrival_in_slices(h, table)  # nobody subscribes to any of them yet
+    apply_slice(h, table, 2)
+    subscribe_settled(h, "c2", ["U1", "U3"])  # U1 applied, and settled now; U3 not yet
+    apply_slice(h, table, 2)
+    notes = h.tick()
+    [entry] = [b for note in notes for b in note.brokers]
+    assert entry[0] == BrokerChangeKind.ARRIVED
+    assert [step[0] for step in entry[7]] == ["U3"]
+    h.routes["U3"] = b"changed again"  # a later change is no longer the arrival's
+    h.detector.mark(["U3"], ChangeCause.BROKER_STARTUP)
+    assert [b for note in h.tick() for b in note.brokers] == []
+    assert not h.book.waiting
+
+
+def test_an_arrival_nobody_subscribes_to_waits_for_nothing_once_applied():
+    h = Book(subscribed=())
+    table = SlicedTable([f"U{i}" for i in range(10)])
+    arrival_in_slices(h, table)
+    assert h.book.waiting  # a subscriber may still join its later topics
+    apply_slice(h, table, 10)
+    assert h.tick() == []
+    assert not h.book.waiting
+
+
 def test_non_contiguous_departures_of_one_broker_merge_into_an_inexact_step():
     h = Book()
     h.change({"T": b"v2"}, departed())
