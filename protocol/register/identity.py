@@ -11,7 +11,8 @@ state anyway. Those are hashed with XXH3, seeded per process, many times faster 
 read in place, so accidental collisions are as unlikely as 64 bits make them. A large body's
 digest also finds a table read before from another broker's body (the chunk cache), where a
 built collision would read one broker's bytes as another's table: those are hashed with the
-interpreter's SipHash under the process's secret key, a keyed pseudo-random function.
+interpreter's SipHash under the process's secret key, a keyed pseudo-random function, a slice
+per step (the slices' hashes then hashed again under the key).
 
 A plain body split around its data version, so a body that differs from the broker's last one
 only in the data version is known for what it is without reading its table. A broker's data
@@ -38,7 +39,7 @@ import re
 import secrets
 import struct
 from collections.abc import Generator
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from isal import isal_zlib
 from xxhash import xxh3_64_intdigest
@@ -64,14 +65,40 @@ _VALUE = re.compile(
 )
 """fastjson's ``DataVersion``: counter, (5.x) stateVersion, timestamp, in name order."""
 _ZERO = DataVersion()
+_T = TypeVar("_T")
 
 
 def _hash(data: bytes | memoryview, shared: bool) -> int:
     """A 64-bit hash of ``data``: keyed SipHash when ``shared`` (compared across brokers), else
     seeded XXH3 (see the module's rule)."""
-    if shared:
-        return hash(bytes(data)) & _U64  # a copy for this call: a view would hash all it views
-    return xxh3_64_intdigest(data, _SEED)
+    return _run(_hash_steps(data, shared))
+
+
+def _hash_steps(data: bytes | memoryview, shared: bool) -> Generator[None, None, int]:
+    """:func:`_hash`, yielding between slices of ``HASH_SLICE_BYTES`` where the hash is keyed
+    SipHash (the interpreter's, which takes its bytes whole): each slice is hashed apart, then
+    the slices' hashes, all under the process's key. XXH3 takes no step (a few ms for 16 MB)."""
+    if not shared:
+        return xxh3_64_intdigest(data, _SEED)
+    view = memoryview(data)
+    if len(view) <= HASH_SLICE_BYTES:
+        return hash(bytes(view)) & _U64  # a copy for this call: a view would hash all it views
+    parts = []
+    for start in range(0, len(view), HASH_SLICE_BYTES):
+        if start:
+            yield
+        parts.append(hash(bytes(view[start : start + HASH_SLICE_BYTES])) & _U64)
+    return hash(struct.pack(f">{len(parts)}Q", *parts)) & _U64
+
+
+def _run(steps: Generator[None, None, _T]) -> _T:
+    """What ``steps`` returns, its steps taken at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
 
 
 class TableKey(NamedTuple):
@@ -115,20 +142,25 @@ def digest_steps(
     and the version (the same bytes around it say the same table). A ``sliced`` (large) body's
     hashes are keyed SipHash, as its digest is compared across brokers (see the module's rule).
     """
-    found = None if compressed else cut(data, shared=sliced)
-    if sliced and found is not None:
-        yield  # the cut hashed a copy of nearly all of it: a few milliseconds for 16 MB
-    whole = _hash(data, sliced) if found is None else hash(found) & _U64
-    digest = _DIGEST.pack(b"c" if compressed else b"p", len(data), crc, whole)
-    if sliced:
-        yield  # the body's own hash, or the cut's, a few more
-    return digest, found
+    found = None if compressed else (yield from cut_steps(data, shared=sliced))
+    if found is None:
+        if sliced:
+            yield
+        whole = yield from _hash_steps(data, sliced)
+    else:
+        whole = hash(found) & _U64
+    return _DIGEST.pack(b"c" if compressed else b"p", len(data), crc, whole), found
 
 
 def cut(body: bytes, *, shared: bool = False) -> VersionCut | None:
     """``body`` cut around the first ``"dataVersion"`` key's value, or None when there is none
     in fastjson's form. Costs about one hash of the body's bytes, keyed SipHash when ``shared``
     (see :func:`_hash`)."""
+    return _run(cut_steps(body, shared=shared))
+
+
+def cut_steps(body: bytes, *, shared: bool) -> Generator[None, None, VersionCut | None]:
+    """:func:`cut`, a step per slice of keyed hashing (see :func:`_hash_steps`)."""
     at = body.find(_KEY)
     if at < 0:
         return None
@@ -138,7 +170,11 @@ def cut(body: bytes, *, shared: bool = False) -> VersionCut | None:
     start, end = found.span(1)
     counter, state, timestamp = found.group(2, 3, 4)
     view = memoryview(body)
-    key = TableKey(start, len(body) - end, _hash(view[:start], shared), _hash(view[end:], shared))
+    head = yield from _hash_steps(view[:start], shared)
+    if shared:
+        yield
+    tail = yield from _hash_steps(view[end:], shared)
+    key = TableKey(start, len(body) - end, head, tail)
     version = DataVersion(
         state_version=int(state) if state is not None else 0,
         timestamp=int(timestamp),
@@ -151,13 +187,7 @@ def certify(body: bytes, found: VersionCut, read_version: DataVersion) -> bool:
     """Whether ``found`` (``cut(body)``) is the data version of ``body`` as read in full, which
     read gave ``read_version``: then any body with the same :class:`TableKey` is this one with
     only its data version changed."""
-    checking = certify_steps(body, found, read_version)
-    while True:
-        try:
-            next(checking)
-        except StopIteration as done:
-            certified: bool = done.value
-            return certified
+    return _run(certify_steps(body, found, read_version))
 
 
 def certify_steps(

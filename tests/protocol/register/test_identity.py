@@ -344,3 +344,27 @@ def test_a_large_body_is_certified_a_slice_per_step_and_a_key_past_a_cut_still_c
     at = 1000 * (second // 1000 + 1) - 5
     doubled = body[:at] + b'"dataVersion"' + body[at:]
     assert not identity.certify(doubled, found, version)
+
+
+def test_a_large_body_is_cut_a_slice_per_step_and_every_slice_counts(monkeypatch):
+    """The keyed hash of a large body's bytes around its version takes a step per slice; the
+    same bytes give the same key, a byte changed in any slice another."""
+    monkeypatch.setattr(identity, "HASH_SLICE_BYTES", 1000)
+    names = [f"T{i}" for i in range(300)]
+    a = body_of(DataVersion(0, 5, 5), names)
+    b = body_of(DataVersion(0, 6, 66), names)
+    changed = bytearray(a)
+    changed[len(a) // 2] ^= 1  # inside some middle slice of the tail
+    steps = identity.cut_steps(a, shared=True)
+    taken = 0
+    with pytest.raises(StopIteration) as done:
+        while True:
+            next(steps)
+            taken += 1
+    found = done.value.value
+    assert taken >= len(a) // 1000 - 1
+    other, odd = identity.cut(b, shared=True), identity.cut(bytes(changed), shared=True)
+    assert other is not None and odd is not None
+    assert found.key == other.key != odd.key
+    assert identity.cut(a) is not None  # the fast hash: no steps
+    assert list(identity.cut_steps(a, shared=False)) == []
