@@ -14,5 +14,6 @@ module            holds
                   bounds it reads under
 ``identity``      what makes two bodies the same: the CRC-32, the digest, the cut
                   around the data version
+``steps``         work in steps, and taking a stepped piece of work whole
 ================  ===================================================================
 """

@@ -39,13 +39,14 @@ import re
 import secrets
 import struct
 from collections.abc import Generator
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from isal import isal_zlib
 from xxhash import xxh3_64_intdigest
 
 from protocol.codes import ResponseCode
 from protocol.errors import ProtocolError
+from protocol.register.steps import whole
 from protocol.route_model import DataVersion
 
 HASH_SLICE_BYTES = 4 << 20
@@ -65,13 +66,12 @@ _VALUE = re.compile(
 )
 """fastjson's ``DataVersion``: counter, (5.x) stateVersion, timestamp, in name order."""
 _ZERO = DataVersion()
-_T = TypeVar("_T")
 
 
 def _hash(data: bytes | memoryview, shared: bool) -> int:
     """A 64-bit hash of ``data``: keyed SipHash when ``shared`` (compared across brokers), else
     seeded XXH3 (see the module's rule)."""
-    return _run(_hash_steps(data, shared))
+    return whole(_hash_steps(data, shared))
 
 
 def _hash_steps(data: bytes | memoryview, shared: bool) -> Generator[None, None, int]:
@@ -89,16 +89,6 @@ def _hash_steps(data: bytes | memoryview, shared: bool) -> Generator[None, None,
             yield
         parts.append(hash(bytes(view[start : start + HASH_SLICE_BYTES])) & _U64)
     return hash(struct.pack(f">{len(parts)}Q", *parts)) & _U64
-
-
-def _run(steps: Generator[None, None, _T]) -> _T:
-    """What ``steps`` returns, its steps taken at once."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
 
 
 class TableKey(NamedTuple):
@@ -156,7 +146,7 @@ def cut(body: bytes, *, shared: bool = False) -> VersionCut | None:
     """``body`` cut around the first ``"dataVersion"`` key's value, or None when there is none
     in fastjson's form. Costs about one hash of the body's bytes, keyed SipHash when ``shared``
     (see :func:`_hash`)."""
-    return _run(cut_steps(body, shared=shared))
+    return whole(cut_steps(body, shared=shared))
 
 
 def cut_steps(body: bytes, *, shared: bool) -> Generator[None, None, VersionCut | None]:
@@ -187,7 +177,7 @@ def certify(body: bytes, found: VersionCut, read_version: DataVersion) -> bool:
     """Whether ``found`` (``cut(body)``) is the data version of ``body`` as read in full, which
     read gave ``read_version``: then any body with the same :class:`TableKey` is this one with
     only its data version changed."""
-    return _run(certify_steps(body, found, read_version))
+    return whole(certify_steps(body, found, read_version))
 
 
 def certify_steps(

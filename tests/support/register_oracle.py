@@ -9,8 +9,7 @@ lean read must refuse with the same error.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import Any
 
 from protocol.errors import BodyError
 from protocol.peer_text import as_list, as_object, load_object, or_empty
@@ -23,26 +22,15 @@ from protocol.register.read import (
     inflate_steps,
     topic_config_from_text,
 )
+from protocol.register.steps import whole
 from protocol.register.table import MAX_INFLATE_RATIO, RegisterTable
 from protocol.register_body import RegisterBrokerBody, TopicConfigSerializeWrapper
 from protocol.route_model import TopicConfig
 
-_T = TypeVar("_T")
-
-
-def _whole(steps: Generator[None, None, _T]) -> _T:
-    """What a stepped read returns, its steps run back to back."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
-
 
 def inflate(data: bytes, max_ratio: int = MAX_INFLATE_RATIO) -> bytes:
     """A compressed register body inflated whole (see ``inflate_steps``)."""
-    return _whole(inflate_steps(data, max_ratio))
+    return whole(inflate_steps(data, max_ratio))
 
 
 def decode_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterBrokerBody:
@@ -80,7 +68,7 @@ def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
             raise BodyError("compressed topic config is not UTF-8") from None
         tc = topic_config_from_text(text)
         table[tc.topic_name] = tc
-    tail: tuple[list[str], dict[str, Any]] = _whole(compressed_tail_steps(reader, broker_version))
+    tail: tuple[list[str], dict[str, Any]] = whole(compressed_tail_steps(reader, broker_version))
     servers, mapping = tail
     wrapper = TopicConfigSerializeWrapper(table, data_version, mapping)
     return RegisterBrokerBody(wrapper, servers)
@@ -88,7 +76,7 @@ def _decode_compressed(data: bytes, broker_version: int) -> RegisterBrokerBody:
 
 def read_register_body(data: bytes, compressed: bool, broker_version: int) -> RegisterTable:
     """The lean read of a register body (``read.register_body_steps``) run whole."""
-    return _whole(
+    return whole(
         read.register_body_steps(data, compressed, broker_version, topics_per_step=1 << 62)
     )
 
@@ -97,4 +85,4 @@ def read_compressed_general(data: bytes, broker_version: int) -> RegisterTable:
     """A compressed register body read topic by topic by the general reader, as the full
     decode reads it: what the fast read of compressed records must equal, errors included."""
     inflated = inflate(data)
-    return _whole(read.compressed_general_steps(inflated, broker_version, 1 << 62))
+    return whole(read.compressed_general_steps(inflated, broker_version, 1 << 62))

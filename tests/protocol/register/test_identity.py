@@ -17,6 +17,7 @@ from protocol.codes import CURRENT_VERSION
 from protocol.errors import LimitError
 from protocol.register import identity
 from protocol.register.read import TABLE_BYTES_PER_TOPIC, ChunkCache, register_body_steps
+from protocol.register.steps import whole
 from protocol.register.table import NO_LIMITS, ReadLimits, RegisterTable, TablePart, TopicQueueSpec
 from protocol.route_model import DataVersion
 
@@ -208,7 +209,7 @@ def test_a_digest_compared_across_brokers_does_not_rest_on_the_fast_hash(monkeyp
     assert len(one) == len(other) and one != other
 
     def digest(body: bytes, sliced: bool) -> bytes:
-        return _whole(identity.digest_steps(body, compressed, 0, sliced))[0]
+        return whole(identity.digest_steps(body, compressed, 0, sliced))[0]
 
     assert digest(one, False) == digest(other, False)  # what a broken fast hash gives
     assert digest(one, True) != digest(other, True)
@@ -218,7 +219,7 @@ def _digest_read(
     body: bytes, compressed: bool, cache: ChunkCache, limits: ReadLimits = NO_LIMITS
 ) -> tuple[RegisterTable, int]:
     """The table read with the body's digest and cut, as a large body's, and the steps it took."""
-    digest, cut = _whole(identity.digest_steps(body, compressed, 0, True))
+    digest, cut = whole(identity.digest_steps(body, compressed, 0, True))
     steps = register_body_steps(
         body,
         compressed,
@@ -237,14 +238,6 @@ def _digest_read(
             taken += 1
         except StopIteration as done:
             return done.value, taken
-
-
-def _whole(steps: Any) -> Any:
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
 
 
 @pytest.mark.parametrize("compressed", [False, True])
