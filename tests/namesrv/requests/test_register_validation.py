@@ -58,3 +58,37 @@ def test_bad_names_are_found_a_slice_per_step():
         bad = done.value
     assert yielded == 2  # three slices of two names, a step between two slices
     assert set(bad) == {"bad name", "also bad!"}
+
+
+@pytest.mark.parametrize(
+    "addr",
+    ["10.0.0.1:10911", "[::1]:10911", "broker-a.example:1"],
+)
+def test_an_address_is_checked_alike_the_first_time_and_after(addr):
+    for _ in range(2):
+        validation.check_address("brokerAddr", addr)
+
+
+@pytest.mark.parametrize(
+    "addr",
+    [
+        "10.0.0.1",
+        "10.0.0.1:0",
+        "10.0.0.1:70000",
+        ":10911",
+        "10.0.0.1 :10911",
+        "a\u2028b:1",
+        "h:1" + "1" * 300,
+    ],
+)
+def test_a_refused_address_is_refused_each_time(addr):
+    for _ in range(2):
+        with pytest.raises(validation.RegisterError, match="must be HOST:PORT"):
+            validation.check_address("brokerAddr", addr)
+
+
+def test_the_addresses_remembered_stay_bounded_whatever_brokers_send():
+    for i in range(validation.ADDRESSES_REMEMBERED + 500):
+        validation.check_address("brokerAddr", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:1")
+    held = validation._is_address.cache_info().currsize
+    assert held <= validation.ADDRESSES_REMEMBERED
