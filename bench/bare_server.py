@@ -4,13 +4,25 @@ It splits the stream into frames by their length prefix and writes the pre-recor
 for each one, doing no decoding at all: the floor of what any Twisted server must spend. The
 loop is inline on purpose (``bare_fanout.py`` has its twin): a shared helper would add a call
 per request to the very floor being measured.
-Usage: python bench/bare_server.py PORT RESPONSE_FILE
+Usage: python bench/bare_server.py PORT RESPONSE_FILE [--lean]
+
+``--lean`` runs it on the name server's own reactor (``namesrv.net.lean_reactor``) instead of
+Twisted's default: the floor of that reactor, with Twisted's queued writes still.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
+from pathlib import Path
+
+if "--lean" in sys.argv:  # before anything imports the default reactor
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from twisted.internet.main import installReactor
+
+    from namesrv.net.lean_reactor import LeanEPollReactor
+
+    installReactor(LeanEPollReactor())
 
 from twisted.internet import protocol, reactor
 

@@ -23,6 +23,10 @@ measures each server:
   grown from before the first big round, two seconds after it (and after the plain brokers too,
   over twice the entries).
 
+The lookup figures have two floors beside them, measured right after the project in every
+round: ``bench/bare_server.py`` answering each lookup with the name server's own answer bytes,
+decoding nothing, on Twisted's default reactor and on the name server's lean one.
+
 Figures are compared as per-round ratios against Java 5.3.3 (median and spread). The machine
 is shared: run it when it is quiet, or say that it was not.
 
@@ -48,6 +52,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -357,6 +362,28 @@ class Server:
         return faults, int(self.ps.num_ctx_switches().involuntary)
 
 
+def start_floors(channel: socket.socket, lookup: bytes) -> list[Server]:
+    """The floors of the lookup figures: ``bare_server.py`` answering every frame with the
+    bytes the name server answered ``lookup`` with, on Twisted's default reactor
+    (``floor-twisted``) and on the name server's own (``floor-lean``)."""
+    answer = roundtrip(channel, lookup)
+    assert response_code(answer) == 0
+    fd, answer_file = tempfile.mkstemp(prefix="vs-upstream-answer-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(struct.pack(">I", len(answer)) + answer)
+    floors = []
+    for name, extra in (("floor-twisted", []), ("floor-lean", ["--lean"])):
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "bare_server.py"), str(port), answer_file, *extra],
+            stdout=subprocess.DEVNULL,
+        )
+        floors.append(Server(name, port, proc))
+        wait_port(port)
+    os.unlink(answer_file)  # read at start-up
+    return floors
+
+
 def start_java(version: str, cache: Path, port: int) -> subprocess.Popen[bytes]:
     lib = cache / version / "lib"
     if not any(lib.glob("rocketmq-namesrv-*.jar")):
@@ -493,6 +520,7 @@ def main() -> None:
     print(f"load generator: {args.loadgen}", flush=True)
 
     servers: list[Server] = []
+    floors: list[Server] = []
     try:
         port = free_port()
         servers.append(Server("project", port, start_namesrv(port)))
@@ -518,6 +546,7 @@ def main() -> None:
         for server in servers:
             heartbeat(server)
         lookup = lookup_frame("BenchTopic0000")
+        floors = start_floors(channels["project"], lookup)
         versions = range(1, CHANGED_VERSIONS + 1)
         # Heartbeats: each broker sends its very body again. Changed versions: each broker
         # sends its table with a version it has not sent before (CHANGED_VERSIONS in turn).
@@ -560,7 +589,7 @@ def main() -> None:
                 for _label, frames, cycle in loads:
                     load(server.port, frames, share, cycle=cycle)
 
-        results: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers}
+        results: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers + floors}
 
         def record(server: Server, key: str, value: float) -> None:
             results[server.name].setdefault(key, []).append(value)
@@ -574,6 +603,13 @@ def main() -> None:
                 cpu = server.cpu() - before
                 record(server, "lookups/s", rate)
                 record(server, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
+                if server.name == "project":  # the floors beside it, in the same place
+                    for floor in floors:
+                        before = floor.cpu()
+                        rate = load(floor.port, [lookup] * 100, args.seconds)
+                        cpu = floor.cpu() - before
+                        record(floor, "lookups/s", rate)
+                        record(floor, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
                 for label, frames, cycle in register_loads(server):
                     before = server.cpu()
                     rate = load(server.port, frames, args.seconds, cycle=cycle)
@@ -635,25 +671,28 @@ def main() -> None:
                             record(server, "RSS MiB", server.rss() / 2**20)
 
         print("\nper server (median over rounds):")
-        for server in servers:
+        for server in servers + floors:
             print(f"  {server.name}:")
             for key, values in results[server.name].items():
                 print(f"    {key}: {statistics.median(values):,.2f}")
         baselines = [f"java-{args.java[0]}"] if args.java else []
         if args.baseline_tree is not None:
             baselines.append("baseline")
+        baselines += [floor.name for floor in floors if args.rounds]
         for baseline in baselines:
             print(f"\nproject / {baseline}, per-round ratios:")
             ours, theirs = results["project"], results[baseline]
             for key in ours:
                 if key == "big register ms":
                     continue
-                ratios = [a / b for a, b in zip(ours[key], theirs.get(key, []), strict=False) if b]
+                if key not in theirs:
+                    continue
+                ratios = [a / b for a, b in zip(ours[key], theirs[key], strict=False) if b]
                 print(f"  {key}: {spread(ratios)}")
     finally:
-        for server in servers:
+        for server in servers + floors:
             server.proc.terminate()
-        for server in servers:
+        for server in servers + floors:
             try:
                 server.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
