@@ -18,7 +18,7 @@ from namesrv.config import ServerConfig
 from namesrv.net.admission import Admission
 from namesrv.net.connection import CachedAnswers, NamesrvConnection, PollState
 from namesrv.net.input_bounds import InputBounds
-from namesrv.ops.clock import Clock, DelayedCall, now_ms
+from namesrv.ops.clock import Clock, DelayedCall
 from protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, ResponseCode, SerializeType
 from protocol.errors import FrameError
 from protocol.frame import RemotingCommand, SplitFrame, encode_command
@@ -66,6 +66,7 @@ class ConnectionHub:
         self.config = config
         self._reactor = reactor
         self._clock = clock
+        self._seconds = clock.seconds
         self._counters = counters
         self.route_cache = route_cache
         self.frame_received = frame_received
@@ -95,7 +96,8 @@ class ConnectionHub:
         output bound once per connection sending one (its queued slices)."""
 
     def now_ms(self) -> int:
-        return now_ms(self._clock)
+        # ``ops.clock.now_ms`` written out: every read asks (a call fewer per request).
+        return int(self._seconds() * 1000)
 
     def figures(self) -> dict[str, int]:
         """The connections' figures for the server's stats."""

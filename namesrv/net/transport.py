@@ -54,7 +54,10 @@ class _BoundedReadTransport(tcp.Server):
             if exc.errno == errno.EWOULDBLOCK:
                 return None
             return main.CONNECTION_LOST
-        return self._dataReceived(data)
+        if not data:  # the peer closed (``tcp.Connection._dataReceived``, without the call)
+            return main.CONNECTION_DONE
+        self.protocol.dataReceived(data)
+        return None
 
 
 class _Port(tcp.Port):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import select
 import socket
+from typing import Any
 
 import pytest
+from twisted.internet import error, main
 
 from namesrv.net.lean_reactor import LeanEPollReactor
 
@@ -55,6 +57,7 @@ def test_ready_sockets_reach_their_handlers_and_one_failing_whole_spares_the_oth
         # The failing reader was dropped (Twisted's own handling), and what escaped that too
         # was logged instead of ending the loop.
         assert readers[0].lost == 1 and readers[0] not in reactor.getReaders()
+        assert "error reading a ready socket" in caplog.text
         assert "error handling a ready socket" in caplog.text
         for _, theirs in pairs[1:]:
             theirs.send(b"again")
@@ -107,6 +110,58 @@ def test_after_dispatch_hooks_run_once_every_ready_socket_of_the_poll_is_handled
     finally:
         for reader in readers:
             reactor.removeReader(reader)
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
+        reactor._poller.close()
+
+
+class Connection(Reader):
+    """A reader that reads as a TCP connection does: a reason to disconnect when the peer is
+    gone (Twisted's ``CONNECTION_DONE``), nothing otherwise."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock, fail=False)
+        self.reasons: list[type] = []
+
+    def doRead(self) -> object:
+        data = self.sock.recv(16)
+        if not data:
+            return main.CONNECTION_DONE
+        self.read.append(data)
+        return None
+
+    def connectionLost(self, reason: Any) -> None:
+        super().connectionLost(reason)
+        self.reasons.append(type(reason.value))
+
+
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Two ends of a loopback TCP connection: a peer's close shows as input alone (a socket
+    pair's shows as a hang-up too, which takes the reactor's generic path)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        theirs = socket.create_connection(listener.getsockname())
+        ours, _ = listener.accept()
+    ours.setblocking(False)
+    return ours, theirs
+
+
+def test_a_read_that_finds_the_peer_gone_disconnects_that_socket_only():
+    reactor = LeanEPollReactor()
+    pairs = [tcp_pair() for _ in range(2)]
+    conns = [Connection(ours) for ours, _ in pairs]
+    try:
+        for conn in conns:
+            reactor.addReader(conn)
+        pairs[0][1].close()  # the peer of the first is gone: its read gets nothing
+        pairs[1][1].send(b"ping")
+        reactor.doPoll(0)
+        assert conns[0].reasons == [error.ConnectionDone] and conns[0].lost == 1
+        assert conns[0] not in reactor.getReaders()
+        assert conns[1].read == [b"ping"] and conns[1].lost == 0
+        assert conns[1] in reactor.getReaders()
+    finally:
+        reactor.removeReader(conns[1])
         for ours, theirs in pairs:
             ours.close()
             theirs.close()
