@@ -56,7 +56,8 @@ class _BoundedReadTransport(tcp.Server):
             return main.CONNECTION_LOST
         if not data:  # the peer closed (``tcp.Connection._dataReceived``, without the call)
             return main.CONNECTION_DONE
-        self.protocol.dataReceived(data)
+        protocol: Any = self.protocol  # typed by a zope interface, whose methods lack self
+        protocol.dataReceived(data)
         return None
 
 
