@@ -689,6 +689,13 @@ def main() -> None:
                     continue
                 ratios = [a / b for a, b in zip(ours[key], theirs[key], strict=False) if b]
                 print(f"  {key}: {spread(ratios)}")
+        if args.java and args.rounds:
+            java = results[f"java-{args.java[0]}"]
+            print(f"\nthe floors / java-{args.java[0]}, per-round ratios (what the floor allows):")
+            for floor in floors:
+                for key in ("lookups/s", "cpu us/lookup"):
+                    pairs = zip(results[floor.name][key], java[key], strict=False)
+                    print(f"  {floor.name} {key}: {spread([a / b for a, b in pairs if b])}")
     finally:
         for server in servers + floors:
             server.proc.terminate()
