@@ -534,17 +534,18 @@ def main() -> None:
             servers.append(Server(f"java-{version}", port, start_java(version, args.cache, port)))
         names_1k = [f"BenchTopic{i:04d}" for i in range(1_000)]
         # The lookup brokers' connections stay open (closing one would unregister its broker)
-        # and they heartbeat (re-register) every round, as brokers do, or they would expire.
+        # and they heartbeat (re-register) every server's turn, as brokers do, or they would
+        # expire (a round takes about as long as the 120 s a broker may stay silent).
         channels = {s.name: socket.create_connection(("127.0.0.1", s.port)) for s in servers}
         heartbeats = [register_frame(100 + b, names_1k, 1, compressed=False) for b in range(2)]
 
-        def heartbeat(server: Server) -> None:
-            for frame in heartbeats:
-                code = response_code(roundtrip(channels[server.name], frame))
-                assert code == 0, (server.name, code)
+        def heartbeat_all() -> None:
+            for server in servers:
+                for frame in heartbeats:
+                    code = response_code(roundtrip(channels[server.name], frame))
+                    assert code == 0, (server.name, code)
 
-        for server in servers:
-            heartbeat(server)
+        heartbeat_all()
         lookup = lookup_frame("BenchTopic0000")
         floors = start_floors(channels["project"], lookup)
         versions = range(1, CHANGED_VERSIONS + 1)
@@ -597,7 +598,7 @@ def main() -> None:
         for rnd in range(args.rounds):
             order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
             for server in order:
-                heartbeat(server)
+                heartbeat_all()
                 before = server.cpu()
                 rate = load(server.port, [lookup] * 100, args.seconds)
                 cpu = server.cpu() - before
@@ -644,7 +645,7 @@ def main() -> None:
                 ]
                 order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
                 for server in order:
-                    heartbeat(server)
+                    heartbeat_all()
                     conns = big_conns[server.name]
                     while len(conns) < 2 * args.big_brokers:
                         conns.append(socket.create_connection(("127.0.0.1", server.port)))
