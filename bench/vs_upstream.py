@@ -599,18 +599,13 @@ def main() -> None:
             order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
             for server in order:
                 heartbeat_all()
-                before = server.cpu()
-                rate = load(server.port, [lookup] * 100, args.seconds)
-                cpu = server.cpu() - before
-                record(server, "lookups/s", rate)
-                record(server, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
-                if server.name == "project":  # the floors beside it, in the same place
-                    for floor in floors:
-                        before = floor.cpu()
-                        rate = load(floor.port, [lookup] * 100, args.seconds)
-                        cpu = floor.cpu() - before
-                        record(floor, "lookups/s", rate)
-                        record(floor, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
+                # The floors right after the project, in the same place of the round.
+                for measured in [server, *floors] if server.name == "project" else [server]:
+                    before = measured.cpu()
+                    rate = load(measured.port, [lookup] * 100, args.seconds)
+                    cpu = measured.cpu() - before
+                    record(measured, "lookups/s", rate)
+                    record(measured, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
                 for label, frames, cycle in register_loads(server):
                     before = server.cpu()
                     rate = load(server.port, frames, args.seconds, cycle=cycle)
