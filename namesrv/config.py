@@ -294,6 +294,14 @@ class RegistryConfig:
         low=1,
         high=10_000_000,
     )
+    register_read_slice_topics: int = tuning(
+        2_500,
+        "A compressed register body's topic records (and a body of either form not in the "
+        "usual form) are read this many per reactor turn: reading a topic costs several times "
+        "what writing it does.",
+        low=1,
+        high=10_000_000,
+    )
     register_read_slice_bytes: int = tuning(
         1 << 19,
         "A larger register body is checked and parsed in slices of this many bytes per "

@@ -174,7 +174,7 @@ def read(stages: RegisterStages, p: Passage) -> Work:
         p.data,
         p.compressed,
         p.broker_version,
-        topics_per_step=stages.services.registry.slice_topics,
+        topics_per_step=stages.services.config.registry.register_read_slice_topics,
         bytes_per_step=stages.services.config.registry.register_read_slice_bytes,
         chunk_cache=stages.chunk_cache,
         limits=stages.limits,

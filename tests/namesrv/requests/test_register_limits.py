@@ -59,7 +59,9 @@ def refused_at(ns: Running, resp: Any, bound: str) -> None:
 async def test_a_register_past_the_topics_per_broker_bound_is_refused_and_changes_nothing(
     make_registry_server, compressed, caplog
 ):
-    ns = make_registry_server(max_topics_per_broker=1_000, register_slice_topics=100)
+    ns = make_registry_server(
+        max_topics_per_broker=1_000, register_slice_topics=100, register_read_slice_topics=100
+    )
     broker = await connect(ns.port)
     names = topic_names(900)
     body = compressed_body(names, 1) if compressed else plain_body(names, 1)

@@ -261,6 +261,37 @@ def test_a_turn_reads_or_applies_one_slice_never_both_while_two_brokers_register
     assert "apply" in kinds[:first_read] and "apply" in kinds[first_read:]
 
 
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+@pytest_twisted.inlineCallbacks
+def test_a_compressed_body_is_read_the_read_slice_of_topics_per_turn(make_server, compressed):
+    """A compressed body's records are read ``register_read_slice_topics`` per turn, apart
+    from the apply slice (reading a topic costs several times writing it); a plain body in the
+    usual form is read by bytes (``register_read_slice_bytes``), whatever that setting."""
+    names = topic_names(20_000)
+    reads = {}
+    for per_turn in (1_000, 4_000):
+        registry = {"register_read_slice_topics": per_turn, "register_slice_topics": 100_000}
+        running = make_server({"registry": registry})
+        steps: list[str] = []
+        step = running.server.processor.step
+
+        def counted_step(pending: Any, step: Any = step, steps: list[str] = steps) -> Any:
+            response = step(pending)
+            steps.append(pending.last)
+            return response
+
+        running.server.processor.step = counted_step  # type: ignore[method-assign]
+        broker = yield connect(running.port)
+        body = compressed_body(names, 1) if compressed else plain_body(names, 1)
+        yield registered(running, broker, register(body, compressed=compressed))
+        assert running.server.registry.topic_count == 20_000
+        reads[per_turn] = sum(1 for last in steps if last == "read")
+    if compressed:
+        assert reads[1_000] >= 15 and reads[4_000] <= 8, reads
+    else:
+        assert reads[1_000] == reads[4_000], reads
+
+
 @pytest_twisted.inlineCallbacks
 def test_a_register_changing_one_topic_of_10000_notifies_exactly_that_topic(ns):
     names = topic_names(10_000)
