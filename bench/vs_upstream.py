@@ -23,9 +23,12 @@ measures each server:
   grown from before the first big round, two seconds after it (and after the plain brokers too,
   over twice the entries).
 
-The lookup figures have two floors beside them, measured right after the project in every
-round: ``bench/bare_server.py`` answering each lookup with the name server's own answer bytes,
-decoding nothing, on Twisted's default reactor and on the name server's lean one.
+A round's lookups are measured in ``--lookup-windows`` windows (``--seconds`` in all per
+server), every server taking one window in turn, so the machine's speed drifting within the
+round weighs on every server alike; the registers follow, server by server. The lookup figures
+have two floors beside them, measured right after the project in every window:
+``bench/bare_server.py`` answering each lookup with the name server's own answer bytes, decoding
+nothing, on Twisted's default reactor and on the name server's lean one.
 
 Figures are compared as per-round ratios against Java 5.3.3 (median and spread). The machine
 is shared: run it when it is quiet, or say that it was not.
@@ -491,6 +494,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--big-rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument(
+        "--lookup-windows",
+        type=int,
+        default=4,
+        help="a round's --seconds of lookups per server, measured in this many windows taken "
+        "by every server in turn [default: %(default)s]",
+    )
     parser.add_argument("--java", nargs="*", default=["5.3.3"])
     parser.add_argument("--java-warmup", type=float, default=20.0)
     parser.add_argument("--big-topics", type=int, default=100_000)
@@ -595,17 +605,31 @@ def main() -> None:
         def record(server: Server, key: str, value: float) -> None:
             results[server.name].setdefault(key, []).append(value)
 
+        window = args.seconds / args.lookup_windows
         for rnd in range(args.rounds):
             order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
+            # The floors right after the project, in the same place of the round.
+            lookup_order = [
+                m for s in order for m in ([s, *floors] if s.name == "project" else [s])
+            ]
+            # Lookups: every server a window in turn, ``--lookup-windows`` times, so a change of
+            # the machine's speed within the round weighs on every server alike.
+            served = {m.name: [0.0, 0.0, 0.0] for m in lookup_order}  # answers, CPU s, seconds
+            for _ in range(args.lookup_windows):
+                heartbeat_all()
+                for measured in lookup_order:
+                    before = measured.cpu()
+                    rate = load(measured.port, [lookup] * 100, window)
+                    totals = served[measured.name]
+                    totals[0] += rate * window
+                    totals[1] += measured.cpu() - before
+                    totals[2] += rate * (window + 0.5)  # the answers of the warm-up too
+            for measured in lookup_order:
+                answers, cpu, with_warmup = served[measured.name]
+                record(measured, "lookups/s", answers / args.seconds)
+                record(measured, "cpu us/lookup", cpu / with_warmup * 1e6)
             for server in order:
                 heartbeat_all()
-                # The floors right after the project, in the same place of the round.
-                for measured in [server, *floors] if server.name == "project" else [server]:
-                    before = measured.cpu()
-                    rate = load(measured.port, [lookup] * 100, args.seconds)
-                    cpu = measured.cpu() - before
-                    record(measured, "lookups/s", rate)
-                    record(measured, "cpu us/lookup", cpu / (rate * (args.seconds + 0.5)) * 1e6)
                 for label, frames, cycle in register_loads(server):
                     before = server.cpu()
                     rate = load(server.port, frames, args.seconds, cycle=cycle)
