@@ -288,9 +288,9 @@ class RegistryConfig:
         upstream="deleteTopicWithBrokerRegistration",
     )
     register_slice_topics: int = tuning(
-        5_000,
-        "A larger register table is applied this many topics per reactor turn, so a broker "
-        "with 100,000 topics never stalls lookups.",
+        2_500,
+        "A larger register table is applied this many topics per reactor turn (a few "
+        "milliseconds), so a broker with 100,000 topics never stalls lookups.",
         low=1,
         high=10_000_000,
     )

@@ -38,7 +38,7 @@ from protocol.codes import Perm
 from protocol.register.table import TablePart
 from protocol.route_model import DataVersion
 
-DEFAULT_SLICE_TOPICS = 2_000
+DEFAULT_SLICE_TOPICS = 2_500
 """Topic writes per slice of a large register: a few milliseconds of one reactor turn."""
 _FIRST = operator.itemgetter(0)
 

@@ -683,7 +683,11 @@ def test_ticks_while_registers_are_pending_settle_subscribed_topics_and_defer_th
 
 
 @pytest_twisted.inlineCallbacks
-def test_the_heap_is_trimmed_once_after_a_sliced_register_and_not_after_its_heartbeats(ns):
+def test_the_heap_is_trimmed_once_after_a_sliced_register_and_not_after_its_heartbeats(
+    make_server,
+):
+    # Chunks of 128 KiB (about 1,000 topics): a changed chunk fits one apply slice.
+    ns = make_server({"registry": {"register_read_slice_bytes": 128 * 1024}})
     names = topic_names(10_000)
     body = plain_body(names, 1)
     broker = yield connect(ns.port)
