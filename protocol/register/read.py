@@ -63,6 +63,7 @@ from protocol.register.plain import (
     content_cut,
     data_version_from,
 )
+from protocol.register.steps import apart
 from protocol.register.table import (
     INFLATE_FLOOR_BYTES,
     MAX_DATA_VERSION_BYTES,
@@ -172,7 +173,8 @@ def _compressed_body_steps(
     """A compressed body inflated a slice per step, its records read the fast way when they
     are in the usual form, else by the general reader."""
     head = partial(_check_head, limits=limits)
-    inflated = yield from inflate_steps(data, limits.max_inflate_ratio, check_head=head)
+    # The last slice joins the inflated pieces: the records start in the next turn.
+    inflated = yield from apart(inflate_steps(data, limits.max_inflate_ratio, check_head=head))
     try:
         return (
             yield from _fast_compressed_steps(

@@ -17,3 +17,19 @@ def whole(steps: Generator[None, None, T]) -> T:
         except StopIteration as done:
             result: T = done.value
             return result
+
+
+def apart(steps: Generator[None, None, T]) -> Generator[None, None, T]:
+    """``steps``, with one step more after its last slice when it took any: the work that
+    follows starts in a turn of its own instead of adding to that slice's turn."""
+    took = False
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            if took:
+                yield
+            result: T = done.value
+            return result
+        took = True
+        yield

@@ -52,6 +52,7 @@ from protocol.frame import RemotingCommand
 from protocol.paced_log import PacedLog
 from protocol.register import identity
 from protocol.register.read import ChunkCache, register_body_steps
+from protocol.register.steps import apart
 from protocol.register.table import ReadLimits, RegisterTable, TablePart
 from protocol.route_model import DataVersion
 
@@ -170,16 +171,19 @@ def read(stages: RegisterStages, p: Passage) -> Work:
     body may inflate large, and then its reading yields like a large one's. A large body's
     table read before from the same bytes (any broker's) is taken as it was read."""
     stages.bodies_read += 1
-    p.table = yield from register_body_steps(
-        p.data,
-        p.compressed,
-        p.broker_version,
-        topics_per_step=stages.services.config.registry.register_read_slice_topics,
-        bytes_per_step=stages.services.config.registry.register_read_slice_bytes,
-        chunk_cache=stages.chunk_cache,
-        limits=stages.limits,
-        digest=p.digest if p.large else None,
-        cut=p.cut,
+    # A body read in slices: the checks of the table read start in the next turn.
+    p.table = yield from apart(
+        register_body_steps(
+            p.data,
+            p.compressed,
+            p.broker_version,
+            topics_per_step=stages.services.config.registry.register_read_slice_topics,
+            bytes_per_step=stages.services.config.registry.register_read_slice_bytes,
+            chunk_cache=stages.chunk_cache,
+            limits=stages.limits,
+            digest=p.digest if p.large else None,
+            cut=p.cut,
+        )
     )
 
 
