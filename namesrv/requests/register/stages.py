@@ -157,7 +157,8 @@ def classify(stages: RegisterStages, p: Passage) -> Work:
     if not p.data:
         p.kind = Kind.EMPTY
         return
-    p.digest, p.cut = yield from identity.digest_steps(p.data, p.compressed, p.crc, p.large)
+    # A body hashed in slices: what its digest decides starts in the next turn.
+    p.digest, p.cut = yield from apart(identity.digest_steps(p.data, p.compressed, p.crc, p.large))
     registry = stages.services.registry
     if registry.body_unchanged(p.header, p.digest):
         p.kind = Kind.HEARTBEAT
