@@ -25,9 +25,9 @@ measures each server:
   grown from before the first big round, two seconds after it (and after the plain brokers too,
   over twice the entries).
 
-A round's lookups are measured in ``--lookup-windows`` windows (``--seconds`` in all per
-server), every server taking one window in turn, so the machine's speed drifting within the
-round weighs on every server alike; the registers follow, server by server. The lookup figures
+A round measures the lookups, then the four register loads, each in ``--windows`` windows
+(``--seconds`` in all per server and load), every server taking one window in turn, so the
+machine's speed drifting within the round weighs on every server alike. The lookup figures
 have two floors beside them, measured right after the project in every window:
 ``bench/bare_server.py`` answering each lookup with the name server's own answer bytes, decoding
 nothing, on Twisted's default reactor and on the name server's lean one.
@@ -61,6 +61,7 @@ import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,8 +163,12 @@ def response_code(frame_body: bytes) -> int:
 # -- load ------------------------------------------------------------------------------------------
 
 
+WARMUP_S = 0.5
+"""The closed loop's warm-up before it counts answers."""
+
+
 def closed_loop(
-    port: int, requests: list[bytes], seconds: float, warmup: float = 0.5, cycle: int = 1
+    port: int, requests: list[bytes], seconds: float, warmup: float = WARMUP_S, cycle: int = 1
 ) -> float:
     """One connection per ``cycle`` requests, each sending its next request (in turn) when one
     is answered; responses/s."""
@@ -242,7 +247,7 @@ def closed_loop_go(
     port: int,
     requests: list[bytes],
     seconds: float,
-    warmup: float = 0.5,
+    warmup: float = WARMUP_S,
     cycle: int = 1,
 ) -> float:
     """:func:`closed_loop` by the Go generator: responses/s."""
@@ -447,6 +452,43 @@ def wait_quiet(server: Server, most: float = 1.0) -> None:
         before = now
 
 
+Load = Callable[..., float]
+"""``load(port, requests, seconds, cycle=...)``: the closed loop's responses/s."""
+Loads = Callable[[Server], list[tuple[str, list[bytes], int]]]
+"""A server's loads: (label, requests, requests per connection)."""
+
+
+def in_windows(
+    load: Load,
+    members: list[Server],
+    loads: Loads,
+    seconds: float,
+    windows: int,
+    before_window: Callable[[], None],
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """Each member's loads for ``seconds`` each, in ``windows`` windows: every member runs a
+    window of each of its loads in turn, so a change of the machine's speed within the round
+    weighs on every member alike, and each window starts once the member before is quiet.
+    Returns (responses/s, CPU seconds per response) by (member's name, label)."""
+    window = seconds / windows
+    served: dict[tuple[str, str], list[float]] = {}  # answers, CPU s, answers with warm-up
+    for _ in range(windows):
+        before_window()
+        for member in members:
+            for label, requests, cycle in loads(member):
+                before = member.cpu()
+                rate = load(member.port, requests, window, cycle=cycle)
+                totals = served.setdefault((member.name, label), [0.0, 0.0, 0.0])
+                totals[0] += rate * window
+                totals[1] += member.cpu() - before
+                totals[2] += rate * (window + WARMUP_S)  # the warm-up's answers, at that rate
+                wait_quiet(member)
+    return {
+        key: (answers / seconds, cpu / with_warmup if with_warmup else 0.0)
+        for key, (answers, cpu, with_warmup) in served.items()
+    }
+
+
 def big_registers(
     server: Server,
     servers: list[Server],
@@ -511,10 +553,11 @@ def main() -> None:
     parser.add_argument("--big-rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument(
+        "--windows",
         "--lookup-windows",
         type=int,
         default=4,
-        help="a round's --seconds of lookups per server, measured in this many windows taken "
+        help="a round's --seconds of each load per server, measured in this many windows taken "
         "by every server in turn [default: %(default)s]",
     )
     parser.add_argument("--java", nargs="*", default=["5.3.3"])
@@ -539,7 +582,11 @@ def main() -> None:
         binary = go_loadgen(args.cache)
 
         def load(
-            port: int, requests: list[bytes], seconds: float, warmup: float = 0.5, cycle: int = 1
+            port: int,
+            requests: list[bytes],
+            seconds: float,
+            warmup: float = WARMUP_S,
+            cycle: int = 1,
         ) -> float:
             return closed_loop_go(binary, port, requests, seconds, warmup, cycle)
 
@@ -618,45 +665,30 @@ def main() -> None:
 
         results: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers + floors}
 
-        def record(server: Server, key: str, value: float) -> None:
-            results[server.name].setdefault(key, []).append(value)
+        def record(name: str, key: str, value: float) -> None:
+            results[name].setdefault(key, []).append(value)
 
-        window = args.seconds / args.lookup_windows
+        def lookup_load(_server: Server) -> list[tuple[str, list[bytes], int]]:
+            return [("lookups", [lookup] * 100, 1)]
+
         for rnd in range(args.rounds):
             order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
             # The floors right after the project, in the same place of the round.
             lookup_order = [
                 m for s in order for m in ([s, *floors] if s.name == "project" else [s])
             ]
-            # Lookups: every server a window in turn, ``--lookup-windows`` times, so a change of
-            # the machine's speed within the round weighs on every server alike.
-            served = {m.name: [0.0, 0.0, 0.0] for m in lookup_order}  # answers, CPU s, seconds
-            for _ in range(args.lookup_windows):
-                heartbeat_all()
-                for measured in lookup_order:
-                    before = measured.cpu()
-                    rate = load(measured.port, [lookup] * 100, window)
-                    totals = served[measured.name]
-                    totals[0] += rate * window
-                    totals[1] += measured.cpu() - before
-                    totals[2] += rate * (window + 0.5)  # the answers of the warm-up too
-                    wait_quiet(measured)
-            for measured in lookup_order:
-                answers, cpu, with_warmup = served[measured.name]
-                record(measured, "lookups/s", answers / args.seconds)
-                record(measured, "cpu us/lookup", cpu / with_warmup * 1e6)
-            for server in order:
-                heartbeat_all()
-                for label, frames, cycle in register_loads(server):
-                    before = server.cpu()
-                    rate = load(server.port, frames, args.seconds, cycle=cycle)
-                    cpu = server.cpu() - before
-                    record(server, f"registers/s {label}", rate)
-                    record(
-                        server,
-                        f"cpu ms/register {label}",
-                        cpu / (rate * (args.seconds + 0.5)) * 1e3,
-                    )
+            measured = in_windows(
+                load, lookup_order, lookup_load, args.seconds, args.windows, heartbeat_all
+            )
+            for (name, _label), (rate, cpu) in measured.items():
+                record(name, "lookups/s", rate)
+                record(name, "cpu us/lookup", cpu * 1e6)
+            measured = in_windows(
+                load, order, register_loads, args.seconds, args.windows, heartbeat_all
+            )
+            for (name, label), (rate, cpu) in measured.items():
+                record(name, f"registers/s {label}", rate)
+                record(name, f"cpu ms/register {label}", cpu * 1e3)
             line = ", ".join(
                 f"{s.name} {results[s.name]['lookups/s'][-1]:,.0f} lk/s, reg/s changed "
                 f"{results[s.name]['registers/s changed-version plain'][-1]:,.0f} plain "
@@ -694,21 +726,23 @@ def main() -> None:
                         server, servers, frames, conns[first_conn:], label
                     )
                     for t in times:
-                        record(server, "big register ms", t * 1e3)
+                        record(server.name, "big register ms", t * 1e3)
                     median = statistics.median(times) * 1e3
-                    record(server, f"big register median ms {label}", median)
-                    record(server, f"worst lookup wait ms {label}", max(waits) * 1e3)
-                    record(server, f"big register cpu ms {label}", cpu_ms)
+                    record(server.name, f"big register median ms {label}", median)
+                    record(server.name, f"worst lookup wait ms {label}", max(waits) * 1e3)
+                    record(server.name, f"big register cpu ms {label}", cpu_ms)
                     if rnd == 0 and server not in floors:
                         time.sleep(2.0)
                         grown = server.rss() - rss_before[server.name]
                         entries = args.big_topics * args.big_brokers
                         if packed_form:
-                            record(server, "RSS B/entry (compressed brokers)", grown / entries)
+                            record(server.name, "RSS B/entry (compressed brokers)", grown / entries)
                         else:
-                            record(server, "RSS B/entry (both, 2x entries)", grown / entries / 2)
-                            record(server, "RSS before MiB", rss_before[server.name] / 2**20)
-                            record(server, "RSS MiB", server.rss() / 2**20)
+                            record(
+                                server.name, "RSS B/entry (both, 2x entries)", grown / entries / 2
+                            )
+                            record(server.name, "RSS before MiB", rss_before[server.name] / 2**20)
+                            record(server.name, "RSS MiB", server.rss() / 2**20)
 
         print("\nper server (median over rounds):")
         for server in servers + floors:
