@@ -23,7 +23,13 @@ from namesrv.ops.events import (
     SubscriptionsChanged,
     SuppressionsCounted,
 )
-from namesrv.push.change_detector import RULE_OF_CAUSE, ChangeDetector, Notification
+from namesrv.push.change_detector import (
+    RULE_OF_CAUSE,
+    SETTLE_BATCH_MAX,
+    SETTLE_CHECK,
+    ChangeDetector,
+    Notification,
+)
 from namesrv.push.subscriber import Subscriber
 from namesrv.push.subscriptions import SubscriptionRegistry
 from namesrv.routes.change_cause import ChangeCause
@@ -170,6 +176,29 @@ def test_max_settle_spreads_a_large_change_set_over_ticks_in_mark_order() -> Non
     assert [c[0] for c in h.tick(max_settle=4)[0].changes] == topics[8:]
     assert h.detector.dirty_count == 0
     assert h.detector.stats.versions_bumped == 10
+
+
+def test_between_two_looks_at_the_time_budget_at_most_a_batch_is_settled() -> None:
+    # No journal and nobody subscribed: the batches take the C-level path and grow.
+    routes = Routes()
+    detector = ChangeDetector(
+        routes.exists, SubscriptionRegistry(1000, 10_000_000), SuppressionConfig(), "epoch-1"
+    )
+    topics = [f"T{i}" for i in range(20_000)]
+    routes.table.update(dict.fromkeys(topics, b"1"))
+    detector.mark(topics, LOUD)
+    gaps: list[int] = []
+    left = [len(topics)]
+
+    def out_of_time() -> bool:
+        gaps.append(left[0] - detector.dirty_count)
+        left[0] = detector.dirty_count
+        return len(gaps) >= 8
+
+    detector.tick(2_000, can_send=lambda conn: True, degraded=False, out_of_time=out_of_time)
+    assert gaps[0] == SETTLE_CHECK
+    assert max(gaps) == SETTLE_BATCH_MAX  # grown to the cap, never past it
+    assert detector.dirty_count == len(topics) - sum(gaps) > 0  # the rest waits
 
 
 def test_marking_a_topic_that_never_existed_records_nothing() -> None:
