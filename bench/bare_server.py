@@ -2,9 +2,9 @@
 
 It splits the stream into frames by their length prefix and writes the pre-recorded response
 for each one, doing no decoding at all: the floor of what any Twisted server must spend (for a
-large frame: gathering its pieces and joining them once). The
-loop is inline on purpose (``bare_fanout.py`` has its twin): a shared helper would add a call
-per request to the very floor being measured.
+large frame: gathering its pieces and joining them once). The loop is inline on purpose
+(``bare_fanout.py`` has its twin): a shared helper would add a call per request to the very
+floor being measured.
 Usage: python bench/bare_server.py PORT RESPONSE_FILE [--lean]
 
 ``--lean`` runs it on the name server's own reactor (``namesrv.net.lean_reactor``) instead of

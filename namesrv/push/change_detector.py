@@ -121,10 +121,9 @@ class DetectorStats:
 SETTLE_CHECK = 256
 """Topics settled between two looks at a tick's time budget."""
 SETTLE_BATCH_MAX = 1_024
-"""The largest batch settled in C between two looks at the budget: the most a turn's settling
-runs past ``push.settle_slice_ms``. A batch of 4,096 topics of a 100,000-topic register took
-1-3 ms on a 2-core virtual machine (cache misses over the version table, its growth), 1,024
-takes a quarter of that."""
+"""The largest batch settled in C between two looks at the budget, so the most a turn's settling
+runs past ``push.settle_slice_ms``: kept under a millisecond where a large register's topics miss
+the cache and the version table grows as they are settled."""
 _TOPIC_OF = operator.itemgetter(0)
 _CAUSES_OF_ENTRY = operator.itemgetter(1)
 
