@@ -510,17 +510,19 @@ def big_registers(
     # the frames' leftovers) would stop it and count as the server's wait.
     gc.collect()
     gc.disable()
-    prober.start()
-    times = []
-    for broker, frame in enumerate(frames):
-        started = time.perf_counter()
-        code = response_code(roundtrip(conns[broker], frame))
-        times.append(time.perf_counter() - started)
-        if code != 0:
-            raise RuntimeError(f"{server.name} refused a big register: {code}")
-    time.sleep(0.2)
-    waits = prober.stop()
-    gc.enable()
+    try:
+        prober.start()
+        times = []
+        for broker, frame in enumerate(frames):
+            started = time.perf_counter()
+            code = response_code(roundtrip(conns[broker], frame))
+            times.append(time.perf_counter() - started)
+            if code != 0:
+                raise RuntimeError(f"{server.name} refused a big register: {code}")
+        time.sleep(0.2)
+        waits = prober.stop()
+    finally:
+        gc.enable()
     cpu_ms = (server.cpu() - cpu_before) * 1e3 / len(frames)
     others_cpu = sum(s.cpu() for s in others) - others_cpu
     stalled_us, scanned = (a - b for a, b in zip(machine_stalls(), stalls_before, strict=True))
@@ -671,6 +673,11 @@ def main() -> None:
 
         results: dict[str, dict[str, list[float]]] = {s.name: {} for s in servers + floors}
 
+        def with_floors(order: list[Server]) -> list[Server]:
+            """``order`` with the floors right after the project, in the same place of the
+            round."""
+            return [m for s in order for m in ([s, *floors] if s.name == "project" else [s])]
+
         def record(name: str, key: str, value: float) -> None:
             results[name].setdefault(key, []).append(value)
 
@@ -679,10 +686,7 @@ def main() -> None:
 
         for rnd in range(args.rounds):
             order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
-            # The floors right after the project, in the same place of the round.
-            lookup_order = [
-                m for s in order for m in ([s, *floors] if s.name == "project" else [s])
-            ]
+            lookup_order = with_floors(order)
             measured = in_windows(
                 load, lookup_order, lookup_load, args.seconds, args.windows, heartbeat_all
             )
@@ -718,9 +722,9 @@ def main() -> None:
                     for b in range(args.big_brokers)
                 ]
                 order = servers[rnd % len(servers) :] + servers[: rnd % len(servers)]
-                # The floors take the same frames right after the project: what reading them
-                # and a lookup's wait meanwhile cost a server that does nothing else.
-                order = [m for s in order for m in ([s, *floors] if s.name == "project" else [s])]
+                # The floors take the same frames: what reading them and a lookup's wait
+                # meanwhile cost a server that does nothing else.
+                order = with_floors(order)
                 for server in order:
                     heartbeat_all()
                     conns = big_conns[server.name]
